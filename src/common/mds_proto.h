@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mds_proto.h - metadata server framing: the 16-byte big-endian header and
+ * the message codes (../shared/spec/metadata-protocol.md §2-3)
+ *
+ * The MessagePack payloads are built and parsed by each side with msgpack-c;
+ * this header only fixes the envelope both sides share.
+ */
+#ifndef MARU_COMMON_MDS_PROTO_H
+#define MARU_COMMON_MDS_PROTO_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+#define MDS_MAGIC 0xCF00u
+#define MDS_VERSION 1
+#define MDS_HDR_SIZE 16
+#define MDS_RESPONSE_BIT 0x80
+#define MDS_DEFAULT_PORT 5555
+
+enum mds_msg_type {
+	MDS_REQUEST_ALLOC = 0x01,
+	MDS_RETURN_ALLOC = 0x03,
+	MDS_LIST_ALLOCATIONS = 0x04,
+	MDS_REGISTER_KV = 0x10,
+	MDS_LOOKUP_KV = 0x11,
+	MDS_EXISTS_KV = 0x12,
+	MDS_DELETE_KV = 0x13,
+	MDS_PIN_KV = 0x14,
+	MDS_UNPIN_KV = 0x15,
+	MDS_BATCH_REGISTER_KV = 0x20,
+	MDS_BATCH_LOOKUP_KV = 0x21,
+	MDS_BATCH_EXISTS_KV = 0x22,
+	MDS_BATCH_PIN_KV = 0x23,
+	MDS_BATCH_UNPIN_KV = 0x24,
+	MDS_GET_STATS = 0xF0,
+	MDS_HEARTBEAT = 0xF1,
+	MDS_REPORT_STATS = 0xF2,
+	MDS_GET_USAGE = 0xF3,
+	MDS_HANDSHAKE = 0xFE,
+	MDS_SHUTDOWN = 0xFF,
+};
+
+struct mds_hdr {
+	uint16_t magic;
+	uint8_t version;
+	uint8_t msg_type;
+	uint8_t flags;		/* echoed, never acted upon */
+	uint32_t sequence;
+	uint32_t payload_len;
+};
+
+/* response type for a request type: admin codes already carry 0x80 */
+static inline uint8_t mds_resp_type(uint8_t req_type)
+{
+	return req_type | MDS_RESPONSE_BIT;
+}
+
+/*
+ * mds_hdr_decode - parse the header at the start of a body frame of @len
+ * bytes.  Return: 0 when the header is valid and the announced payload is
+ * present (bytes after it are ignored), -EPROTO otherwise.  When at least 16
+ * bytes were present @h is filled even on error, so a server can echo the
+ * sequence number in its error reply.
+ */
+static inline int mds_hdr_decode(const uint8_t *p, size_t len,
+				 struct mds_hdr *h)
+{
+	if (len < MDS_HDR_SIZE)
+		return -EPROTO;
+	h->magic = get_u16be(p);
+	h->version = p[2];
+	h->msg_type = p[3];
+	h->flags = p[4];
+	h->sequence = get_u32be(p + 8);
+	h->payload_len = get_u32be(p + 12);
+	if (h->magic != MDS_MAGIC || h->version != MDS_VERSION)
+		return -EPROTO;
+	if (h->payload_len > len - MDS_HDR_SIZE)
+		return -EPROTO;
+	return 0;
+}
+
+/* mds_hdr_put - write a header into 16 bytes at @p */
+static inline void mds_hdr_put(uint8_t *p, uint8_t type, uint8_t flags,
+			       uint32_t seq, uint32_t payload_len)
+{
+	put_u16be(p, MDS_MAGIC);
+	p[2] = MDS_VERSION;
+	p[3] = type;
+	p[4] = flags;
+	p[5] = p[6] = p[7] = 0;
+	put_u32be(p + 8, seq);
+	put_u32be(p + 12, payload_len);
+}
+
+#endif

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rm_proto.h - resource manager wire protocol v2 (TCP, little-endian)
+ *
+ * Byte layouts: ../shared/spec/resource-manager-protocol.md §1-4 and
+ * docs/protocol.md.  Every message is a 12-byte header plus a payload.
+ *
+ * Encoders append one whole message (header + payload) to a struct buf.
+ * Decoders are pure and bounded: they read only [p, p + len), never
+ * allocate, and return -EPROTO for malformed input.  Strings in decoded
+ * messages *borrow* from the input buffer (struct rm_str): copy them before
+ * the buffer is reused.
+ *
+ * Used by maru-resource-manager (decodes requests, encodes responses), and by
+ * maru-server, libmaru and pool_monitor (the other way round).
+ */
+#ifndef MARU_COMMON_RM_PROTO_H
+#define MARU_COMMON_RM_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+#define RM_MAGIC 0x4D415255u	/* "URAM" on the wire: 55 52 41 4D */
+#define RM_VERSION 2
+#define RM_HDR_SIZE 12
+#define RM_MAX_PAYLOAD 8192	/* larger requests are refused (-EMSGSIZE) */
+#define RM_PATH_MAX 4096	/* longest dax_path in ALLOC_REQ */
+#define RM_CLIENT_ID_MAX 127	/* id_len must be 1..127 */
+#define RM_HANDLE_SIZE 32
+#define RM_DEFAULT_PORT 9850
+
+enum rm_msg_type {
+	RM_ALLOC_REQ = 1,
+	RM_ALLOC_RESP = 2,
+	RM_FREE_REQ = 3,
+	RM_FREE_RESP = 4,
+	RM_STATS_REQ = 5,
+	RM_STATS_RESP = 6,
+	RM_GET_ACCESS_REQ = 9,
+	RM_GET_ACCESS_RESP = 10,
+	RM_ERROR_RESP = 255,
+};
+
+enum rm_dax_type {
+	RM_DEV_DAX = 0,
+	RM_FS_DAX = 1,
+};
+
+struct rm_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;		/* enum rm_msg_type */
+	uint32_t payload_len;
+};
+
+/* A capability for one region, passed through every layer verbatim. */
+struct rm_handle {
+	uint64_t region_id;	/* global, from 1, never reused */
+	uint64_t offset;	/* mmap offset (DEV_DAX: device offset) */
+	uint64_t length;	/* aligned length in bytes */
+	uint64_t auth_token;	/* keyed MAC, opaque to clients */
+};
+
+/* A string that borrows from a message buffer; not NUL-terminated. */
+struct rm_str {
+	const char *ptr;
+	uint32_t len;		/* 0 = empty or absent */
+};
+
+struct rm_alloc_req {
+	uint64_t size;
+	struct rm_str dax_path;	/* empty = any pool */
+	struct rm_str client_id; /* empty = absent */
+	uint64_t request_id;	/* 0 = no idempotency */
+};
+
+struct rm_alloc_resp {
+	int32_t status;		/* 0 or -errno */
+	uint32_t access_type;	/* always 0 (LOCAL) */
+	struct rm_handle handle;
+	uint64_t requested_size;
+	struct rm_str path;	/* file or device the client opens */
+	struct rm_str uuid;	/* device UUID text, empty for FS_DAX */
+};
+
+struct rm_free_req {
+	struct rm_handle handle;
+	struct rm_str client_id; /* empty = absent */
+	uint64_t request_id;
+};
+
+struct rm_get_access_req {
+	struct rm_handle handle;
+	struct rm_str client_id; /* empty = absent */
+};
+
+struct rm_get_access_resp {
+	int32_t status;
+	struct rm_str path;
+	uint64_t offset;
+	uint64_t length;
+	struct rm_str uuid;
+};
+
+struct rm_pool_stat {
+	uint32_t dax_type;	/* enum rm_dax_type */
+	uint64_t total_size;	/* usable bytes */
+	uint64_t free_size;
+	uint64_t align_bytes;
+	struct rm_str path;
+};
+
+/* STATS_RESP is walked record by record with rm_stats_next(). */
+struct rm_stats_resp {
+	uint32_t num_pools;
+	const uint8_t *records;	/* borrows: first record */
+	size_t records_len;
+};
+
+struct rm_error_resp {
+	int32_t status;
+	struct rm_str msg;
+};
+
+_Static_assert(sizeof(struct rm_handle) == RM_HANDLE_SIZE, "handle size");
+
+/**
+ * rm_hdr_decode - parse a 12-byte header
+ * Return: RM_HDR_SIZE on success, 0 if fewer than 12 bytes are available,
+ * -EPROTO on a wrong magic or version, -EMSGSIZE if payload_len exceeds
+ * @max_payload.  @h is filled whenever 12 bytes were available, so a caller
+ * can still log the type of a refused message.
+ */
+int rm_hdr_decode(const uint8_t *p, size_t len, size_t max_payload,
+		  struct rm_hdr *h);
+
+/* rm_hdr_put - write a header into 12 bytes at @p */
+void rm_hdr_put(uint8_t *p, uint16_t type, uint32_t payload_len);
+
+/*
+ * Request decoders (server side).  @p/@len is the payload only.
+ * Return: 0, or -EPROTO with *why set to the spec's error message text.
+ * client_id follows the acceptance rule of the spec (§3): when it is not
+ * well-formed it is reported as absent (len 0), not as an error.
+ */
+int rm_decode_alloc_req(const uint8_t *p, size_t len, struct rm_alloc_req *m,
+			const char **why);
+int rm_decode_free_req(const uint8_t *p, size_t len, struct rm_free_req *m,
+		       const char **why);
+int rm_decode_get_access_req(const uint8_t *p, size_t len,
+			     struct rm_get_access_req *m, const char **why);
+
+/*
+ * Response decoders (client side).  Return: 0 or -EPROTO.
+ */
+int rm_decode_alloc_resp(const uint8_t *p, size_t len, struct rm_alloc_resp *m);
+int rm_decode_free_resp(const uint8_t *p, size_t len, int32_t *status);
+int rm_decode_get_access_resp(const uint8_t *p, size_t len,
+			      struct rm_get_access_resp *m);
+int rm_decode_stats_resp(const uint8_t *p, size_t len, struct rm_stats_resp *m);
+int rm_decode_error_resp(const uint8_t *p, size_t len, struct rm_error_resp *m);
+
+/**
+ * rm_stats_next - decode the record at *cursor and advance it
+ * @s: the decoded response; @cursor: start with 0
+ * Return: 1 when @out was filled, 0 at the end, -EPROTO if truncated.
+ */
+int rm_stats_next(const struct rm_stats_resp *s, size_t *cursor,
+		  struct rm_pool_stat *out);
+
+/*
+ * Encoders: append one complete message (header + payload) to @b.
+ * Return: 0 or -ENOMEM (-EINVAL for strings longer than the format allows).
+ */
+int rm_encode_alloc_req(struct buf *b, const struct rm_alloc_req *m);
+int rm_encode_free_req(struct buf *b, const struct rm_free_req *m);
+int rm_encode_stats_req(struct buf *b);
+int rm_encode_get_access_req(struct buf *b, const struct rm_get_access_req *m);
+int rm_encode_alloc_resp(struct buf *b, const struct rm_alloc_resp *m);
+int rm_encode_free_resp(struct buf *b, int32_t status);
+int rm_encode_get_access_resp(struct buf *b,
+			      const struct rm_get_access_resp *m);
+/* STATS_RESP: begin, add one record per pool, then finish. */
+int rm_encode_stats_begin(struct buf *b, size_t *start);
+int rm_encode_stats_add(struct buf *b, const struct rm_pool_stat *s);
+void rm_encode_stats_end(struct buf *b, size_t start, uint32_t num_pools);
+int rm_encode_error_resp(struct buf *b, int32_t status, const char *msg);
+
+/* rm_str_from - a borrowed rm_str over a C string (NULL gives empty) */
+struct rm_str rm_str_from(const char *s);
+
+/* rm_str_eq - byte equality of two borrowed strings */
+bool rm_str_eq(struct rm_str a, struct rm_str b);
+
+#endif

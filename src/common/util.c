@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* util.c - see util.h */
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int parse_size(const char *s, uint64_t *out)
+{
+	static const char units[] = "KMGTPE";
+	unsigned long long v;
+	const char *u;
+	char *end;
+	int shift = 0;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno)
+		return -ERANGE;
+	if (end == s)
+		return -EINVAL;
+	while (isspace((unsigned char)*end))
+		end++;
+	if (*end) {
+		u = strchr(units, toupper((unsigned char)*end));
+		if (!u)
+			return -EINVAL;
+		shift = 10 * (int)(u - units + 1);
+		end++;
+		if (strcasecmp(end, "ib") == 0 || strcasecmp(end, "b") == 0)
+			end += strlen(end);
+		if (*end)
+			return -EINVAL;
+	}
+	if (shift && v > (~0ULL >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+char *format_bytes(uint64_t v, char *out, size_t outlen)
+{
+	static const char units[] = "KMGT";
+	double d = (double)v;
+	int i = -1;
+
+	if (v < 1024) {
+		snprintf(out, outlen, "%lluB", (unsigned long long)v);
+		return out;
+	}
+	while (d >= 1024.0 && i < 3) {
+		d /= 1024.0;
+		i++;
+	}
+	snprintf(out, outlen, "%.1f%c", d, units[i]);
+	return out;
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port)
+{
+	const char *colon = strrchr(s, ':');
+	unsigned long p;
+	char *end;
+	size_t n;
+
+	if (!colon)
+		return -EINVAL;
+	n = (size_t)(colon - s);
+	if (n == 0 || n >= hostlen)
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p == 0 || p > 65535)
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	*port = (uint16_t)p;
+	return 0;
+}

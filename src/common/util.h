@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * util.h - small helpers shared by the daemons, libmaru and the tools
+ */
+#ifndef MARU_COMMON_UTIL_H
+#define MARU_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* round @v up to a multiple of @align (a power of two or any non-zero) */
+static inline uint64_t round_up_u64(uint64_t v, uint64_t align)
+{
+	return (v + align - 1) / align * align;
+}
+
+/**
+ * parse_size - parse "4096", "512K", "100M", "4G", "1T", "2MiB", "0x1000"
+ * Suffixes are binary (K = 1024).  Return: 0 or -EINVAL/-ERANGE.
+ */
+int parse_size(const char *s, uint64_t *out);
+
+/**
+ * format_bytes - human form with binary units and one decimal: "0B",
+ * "512.0K", "1.5G" (the tools' format, cli-and-tools.md §4)
+ * Return: @out
+ */
+char *format_bytes(uint64_t v, char *out, size_t outlen);
+
+/* monotonic clock in nanoseconds */
+uint64_t now_ns(void);
+
+/**
+ * parse_host_port - split "host:port" (port 1..65535)
+ * @host: out, at least @hostlen bytes
+ * Return: 0 or -EINVAL
+ */
+int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+#endif

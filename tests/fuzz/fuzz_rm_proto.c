@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuzz_rm_proto.c - every resource manager decoder on arbitrary bytes
+ *
+ * The first byte picks the decoder; the rest is the message.  Whatever a
+ * decoder accepts is re-encoded and decoded again, and must come back equal.
+ */
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "rm_proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* abort() rather than CHECK(): release builds define NDEBUG */
+#define CHECK(x)                                                               \
+	do {                                                                   \
+		if (!(x))                                                      \
+			abort();                                               \
+	} while (0)
+
+static void touch(struct rm_str s)
+{
+	volatile char c;
+	uint32_t i;
+
+	for (i = 0; i < s.len; i++)
+		c = s.ptr[i];
+	(void)c;
+}
+
+static void check_alloc_req(const uint8_t *p, size_t n)
+{
+	struct rm_alloc_req a, b;
+	struct rm_hdr h;
+	struct buf out = BUF_INIT;
+	const char *why;
+
+	if (rm_decode_alloc_req(p, n, &a, &why) < 0)
+		return;
+	touch(a.dax_path);
+	touch(a.client_id);
+	if (!a.client_id.len)
+		a.request_id = 0;
+	if (rm_encode_alloc_req(&out, &a) == 0) {
+		CHECK(rm_hdr_decode(out.data, out.len, RM_MAX_PAYLOAD * 2,
+				     &h) == RM_HDR_SIZE);
+		CHECK(rm_decode_alloc_req(out.data + RM_HDR_SIZE,
+					   out.len - RM_HDR_SIZE, &b,
+					   &why) == 0);
+		CHECK(a.size == b.size && rm_str_eq(a.dax_path, b.dax_path) &&
+		       rm_str_eq(a.client_id, b.client_id) &&
+		       a.request_id == b.request_id);
+	}
+	buf_free(&out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct rm_free_req fr;
+	struct rm_get_access_req gr;
+	struct rm_alloc_resp ar;
+	struct rm_get_access_resp gar;
+	struct rm_stats_resp sr;
+	struct rm_pool_stat ps;
+	struct rm_error_resp er;
+	struct rm_hdr h;
+	const char *why;
+	int32_t st;
+	size_t cur = 0;
+
+	if (size < 1)
+		return 0;
+	switch (data[0] % 9) {
+	case 0:
+		rm_hdr_decode(data + 1, size - 1, RM_MAX_PAYLOAD, &h);
+		break;
+	case 1:
+		check_alloc_req(data + 1, size - 1);
+		break;
+	case 2:
+		if (rm_decode_free_req(data + 1, size - 1, &fr, &why) == 0)
+			touch(fr.client_id);
+		break;
+	case 3:
+		if (rm_decode_get_access_req(data + 1, size - 1, &gr, &why) == 0)
+			touch(gr.client_id);
+		break;
+	case 4:
+		if (rm_decode_alloc_resp(data + 1, size - 1, &ar) == 0) {
+			touch(ar.path);
+			touch(ar.uuid);
+		}
+		break;
+	case 5:
+		rm_decode_free_resp(data + 1, size - 1, &st);
+		break;
+	case 6:
+		if (rm_decode_get_access_resp(data + 1, size - 1, &gar) == 0) {
+			touch(gar.path);
+			touch(gar.uuid);
+		}
+		break;
+	case 7:
+		if (rm_decode_stats_resp(data + 1, size - 1, &sr) == 0)
+			while (rm_stats_next(&sr, &cur, &ps) == 1)
+				touch(ps.path);
+		break;
+	case 8:
+		if (rm_decode_error_resp(data + 1, size - 1, &er) == 0)
+			touch(er.msg);
+		break;
+	}
+	return 0;
+}

@@ -1,0 +1,188 @@
+"""Shared pytest fixtures: real daemons on free ports, in temp dirs.
+
+Every test that needs a daemon gets its own process, its own port and its
+own state directory, and the emulated pool file lives on /dev/shm under a
+unique name; all of it is removed when the test ends (Redis `start_server`).
+
+    def test_x(rm):                 # a resource manager on a 256 MiB pool
+        rm.address                  # "127.0.0.1:<port>"
+    def test_y(rm, mds):            # plus a metadata server using it
+        mds.url                     # "tcp://127.0.0.1:<port>"
+    def test_z(start_rm):           # custom options / restarts
+        r = start_rm(emulate_size="64M", extra=["--grace-period", "2"])
+        r.stop(); r.start()         # same port, state dir and pool file
+
+Binaries come from $MARU_BUILD_DIR (default: <repo>/build).
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_DIR = os.environ.get("MARU_BUILD_DIR", os.path.join(REPO, "build"))
+
+
+def binary(*parts):
+    """Path of a built program, e.g. binary("src", "resource_manager", "maru-resource-manager")."""
+    path = os.path.join(BUILD_DIR, *parts)
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is not built (run ./dev.sh setup)")
+    return path
+
+
+RM_BIN = ("src", "resource_manager", "maru-resource-manager")
+MDS_BIN = ("src", "metadata_server", "maru-server")
+POOL_MONITOR_BIN = ("tools", "pool_monitor", "pool_monitor")
+
+
+def free_port():
+    """A TCP port nobody listens on right now (bind to 0, read it, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=10.0, log=None):
+    """Wait until 127.0.0.1:port accepts connections; fail if proc exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = open(log).read() if log and os.path.exists(log) else ""
+            pytest.fail(f"daemon exited with {proc.returncode} before listening:\n{out}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    pytest.fail(f"nothing listens on port {port} after {timeout}s")
+
+
+class Daemon:
+    """A daemon process with a fixed command line that can be restarted."""
+
+    def __init__(self, argv, port, log_path, env=None):
+        self.argv = argv
+        self.port = port
+        self.log_path = log_path
+        self.env = env
+        self.proc = None
+
+    def start(self, wait=True):
+        logf = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.argv, stdout=logf, stderr=subprocess.STDOUT,
+                                     env=self.env, start_new_session=True)
+        logf.close()
+        if wait:
+            wait_port(self.port, self.proc, log=self.log_path)
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        """Stop with @sig (SIGKILL for a crash); return the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        return rc
+
+    def kill(self):
+        return self.stop(signal.SIGKILL)
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+class ResourceManager(Daemon):
+    def __init__(self, tmp, emulate_size="256M", extra=(), port=None, pool=None,
+                 state_dir=None):
+        self.port = port or free_port()
+        self.state_dir = state_dir or os.path.join(tmp, "rm-state")
+        self.pool_path = pool or f"/dev/shm/maru-test-{uuid.uuid4().hex[:12]}"
+        argv = [binary(*RM_BIN), "--host", "127.0.0.1", "--port", str(self.port),
+                "--state-dir", self.state_dir, "--pool", self.pool_path,
+                "--emulate-size", emulate_size, "--log-level", "debug", *extra]
+        super().__init__(argv, self.port, os.path.join(tmp, f"rm-{self.port}.log"))
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def cleanup(self):
+        self.stop()
+        try:
+            os.unlink(self.pool_path)
+        except OSError:
+            pass
+
+
+class MetadataServer(Daemon):
+    def __init__(self, tmp, rm_address, extra=(), port=None):
+        self.port = port or free_port()
+        argv = [binary(*MDS_BIN), "--host", "127.0.0.1", "--port", str(self.port),
+                "--rm-address", rm_address, "--log-level", "DEBUG", *extra]
+        super().__init__(argv, self.port, os.path.join(tmp, f"mds-{self.port}.log"))
+
+    @property
+    def url(self):
+        return f"tcp://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def start_rm(tmp_path):
+    """Factory: start_rm(emulate_size=..., extra=[...]) -> ResourceManager."""
+    made = []
+
+    def start(wait=True, **kw):
+        r = ResourceManager(str(tmp_path), **kw)
+        made.append(r)
+        return r.start(wait=wait)
+
+    yield start
+    for r in made:
+        r.cleanup()
+
+
+@pytest.fixture
+def rm(start_rm):
+    return start_rm()
+
+
+@pytest.fixture
+def start_mds(tmp_path):
+    """Factory: start_mds(rm_address, extra=[...]) -> MetadataServer."""
+    made = []
+
+    def start(rm_address, wait=True, **kw):
+        m = MetadataServer(str(tmp_path), rm_address, **kw)
+        made.append(m)
+        return m.start(wait=wait)
+
+    yield start
+    for m in made:
+        m.stop()
+
+
+@pytest.fixture
+def mds(rm, start_mds):
+    return start_mds(rm.address)

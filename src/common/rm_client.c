@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rm_client.c - blocking resource manager client (see rm_client.h)
+ *
+ * Every request goes through rm_transact(): encode once into c->tx, send,
+ * read the 12-byte header and the payload into c->rx under one deadline.
+ * A transport failure closes the socket; the request is then retried once
+ * on a fresh connection with the same bytes (same request id).
+ */
+#include "rm_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Responses are small; STATS grows with the pool count.  Cap it anyway. */
+#define RM_CLIENT_MAX_RESPONSE (1u << 20)
+
+int rm_client_init(struct rm_client *c, const char *address,
+		   const char *client_id, int timeout_ms)
+{
+	char hn[128];
+	int n;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	c->next_request_id = 1;
+	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+	if (!address ||
+	    parse_host_port(address, c->host, sizeof(c->host), &c->port) < 0)
+		return -EINVAL;
+	if (client_id) {
+		n = snprintf(c->client_id, sizeof(c->client_id), "%s",
+			     client_id);
+	} else {
+		if (gethostname(hn, sizeof(hn)) < 0)
+			snprintf(hn, sizeof(hn), "localhost");
+		hn[sizeof(hn) - 1] = '\0';
+		n = snprintf(c->client_id, sizeof(c->client_id), "%s:%d", hn,
+			     (int)getpid());
+	}
+	if (n <= 0 || n >= (int)sizeof(c->client_id))
+		return -EINVAL;
+	return 0;
+}
+
+void rm_client_destroy(struct rm_client *c)
+{
+	rm_client_disconnect(c);
+	buf_free(&c->tx);
+	buf_free(&c->rx);
+}
+
+void rm_client_disconnect(struct rm_client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+static int remaining_ms(uint64_t deadline)
+{
+	uint64_t now = now_ns();
+
+	if (now >= deadline)
+		return 0;
+	return (int)((deadline - now + 999999) / 1000000);
+}
+
+/* Wait for @events on @fd until @deadline.  Return: 0 or -ETIMEDOUT/-errno */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+	int rc;
+
+	for (;;) {
+		rc = poll(&pfd, 1, remaining_ms(deadline));
+		if (rc > 0)
+			return 0;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+static int connect_one(const struct addrinfo *ai, uint64_t deadline)
+{
+	socklen_t len = sizeof(int);
+	int fd, rc, err = 0, one = 1;
+
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
+				   SOCK_NONBLOCK, ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			rc = -errno;
+			goto out_close;
+		}
+		rc = wait_fd(fd, POLLOUT, deadline);
+		if (rc < 0)
+			goto out_close;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err) {
+			rc = -err;
+			goto out_close;
+		}
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+
+out_close:
+	close(fd);
+	return rc;
+}
+
+/* Resolve and connect to host:port.  Return: a non-blocking fd or -errno */
+static int dial(const char *host, uint16_t port, int timeout_ms)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
+	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
+	struct addrinfo *res, *ai;
+	char portstr[8];
+	int fd = -EHOSTUNREACH;
+
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	if (getaddrinfo(host, portstr, &hints, &res) != 0)
+		return -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = connect_one(ai, deadline);
+		if (fd >= 0)
+			break;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+int rm_client_connect(struct rm_client *c)
+{
+	int fd;
+
+	if (c->fd >= 0)
+		return 0;
+	fd = dial(c->host, c->port, c->timeout_ms);
+	if (fd < 0)
+		return fd;
+	c->fd = fd;
+	return 0;
+}
+
+int rm_probe(const char *address, int timeout_ms)
+{
+	char host[256];
+	uint16_t port;
+	int fd;
+
+	if (parse_host_port(address, host, sizeof(host), &port) < 0)
+		return -EINVAL;
+	fd = dial(host, port, timeout_ms > 0 ? timeout_ms : 1000);
+	if (fd < 0)
+		return fd;
+	close(fd);
+	return 0;
+}
+
+static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
+{
+	ssize_t w;
+	int rc;
+
+	while (n) {
+		w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno != EAGAIN)
+			return -errno;
+		rc = wait_fd(fd, POLLOUT, deadline);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
+{
+	ssize_t r;
+	int rc;
+
+	while (n) {
+		r = recv(fd, p, n, 0);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -ECONNRESET;	/* peer closed mid-exchange */
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		rc = wait_fd(fd, POLLIN, deadline);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/*
+ * One exchange on the current connection.  On success c->rx holds the
+ * payload and *type the response type.  Return: 0 or a transport error.
+ */
+static int exchange(struct rm_client *c, uint16_t *type)
+{
+	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000;
+	uint8_t hb[RM_HDR_SIZE];
+	struct rm_hdr h;
+	int rc;
+
+	rc = rm_client_connect(c);
+	if (rc < 0)
+		return rc;
+	rc = send_all(c->fd, c->tx.data, c->tx.len, deadline);
+	if (rc < 0)
+		return rc;
+	rc = recv_all(c->fd, hb, sizeof(hb), deadline);
+	if (rc < 0)
+		return rc;
+	if (rm_hdr_decode(hb, sizeof(hb), RM_CLIENT_MAX_RESPONSE, &h) !=
+	    RM_HDR_SIZE)
+		return -EPROTO;
+	buf_reset(&c->rx);
+	rc = buf_reserve(&c->rx, h.payload_len);
+	if (rc < 0)
+		return rc;
+	rc = recv_all(c->fd, c->rx.data, h.payload_len, deadline);
+	if (rc < 0)
+		return rc;
+	c->rx.len = h.payload_len;
+	*type = h.type;
+	return 0;
+}
+
+/*
+ * Send c->tx and receive the response, retrying once on a new connection.
+ * Return: 0 with c->rx holding a response of type @want; the status of an
+ * ERROR_RESP; or a transport error (the connection is then closed).
+ */
+static int rm_transact(struct rm_client *c, uint16_t want)
+{
+	struct rm_error_resp e;
+	uint16_t type = 0;
+	int rc, attempt;
+
+	c->error[0] = '\0';
+	for (attempt = 0; attempt < 2; attempt++) {
+		rc = exchange(c, &type);
+		if (rc == 0)
+			break;
+		rm_client_disconnect(c);
+		if (rc == -ENOMEM)
+			return rc;
+	}
+	if (rc < 0)
+		return rc;
+	if (type == RM_ERROR_RESP) {
+		if (rm_decode_error_resp(c->rx.data, c->rx.len, &e) < 0 ||
+		    e.status >= 0) {
+			rm_client_disconnect(c);
+			return -EPROTO;
+		}
+		snprintf(c->error, sizeof(c->error), "%.*s", (int)e.msg.len,
+			 e.msg.ptr ? e.msg.ptr : "");
+		return e.status;
+	}
+	if (type != want) {
+		rm_client_disconnect(c);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static void copy_str(char *dst, size_t dstlen, struct rm_str s)
+{
+	size_t n = s.len < dstlen - 1 ? s.len : dstlen - 1;
+
+	if (n)
+		memcpy(dst, s.ptr, n);
+	dst[n] = '\0';
+}
+
+int rm_client_alloc(struct rm_client *c, uint64_t size, const char *dax_path,
+		    struct rm_alloc_result *out)
+{
+	struct rm_alloc_req req = {
+		.size = size,
+		.dax_path = rm_str_from(dax_path),
+		.client_id = rm_str_from(c->client_id),
+		.request_id = c->next_request_id++,
+	};
+	struct rm_alloc_resp resp;
+	int rc;
+
+	buf_reset(&c->tx);
+	rc = rm_encode_alloc_req(&c->tx, &req);
+	if (rc < 0)
+		return rc;
+	rc = rm_transact(c, RM_ALLOC_RESP);
+	if (rc < 0)
+		return rc;
+	if (rm_decode_alloc_resp(c->rx.data, c->rx.len, &resp) < 0)
+		return -EPROTO;
+	if (resp.status != 0)
+		return resp.status < 0 ? resp.status : -EPROTO;
+	out->handle = resp.handle;
+	out->requested_size = resp.requested_size;
+	copy_str(out->path, sizeof(out->path), resp.path);
+	copy_str(out->uuid, sizeof(out->uuid), resp.uuid);
+	return 0;
+}
+
+int rm_client_free(struct rm_client *c, const struct rm_handle *h)
+{
+	struct rm_free_req req = {
+		.handle = *h,
+		.client_id = rm_str_from(c->client_id),
+		.request_id = c->next_request_id++,
+	};
+	int32_t status;
+	int rc;
+
+	buf_reset(&c->tx);
+	rc = rm_encode_free_req(&c->tx, &req);
+	if (rc < 0)
+		return rc;
+	rc = rm_transact(c, RM_FREE_RESP);
+	if (rc < 0)
+		return rc;
+	if (rm_decode_free_resp(c->rx.data, c->rx.len, &status) < 0)
+		return -EPROTO;
+	return status > 0 ? -EPROTO : status;
+}
+
+int rm_client_get_access(struct rm_client *c, const struct rm_handle *h,
+			 struct rm_access_result *out)
+{
+	struct rm_get_access_req req = {
+		.handle = *h,
+		.client_id = rm_str_from(c->client_id),
+	};
+	struct rm_get_access_resp resp;
+	int rc;
+
+	buf_reset(&c->tx);
+	rc = rm_encode_get_access_req(&c->tx, &req);
+	if (rc < 0)
+		return rc;
+	rc = rm_transact(c, RM_GET_ACCESS_RESP);
+	if (rc < 0)
+		return rc;
+	if (rm_decode_get_access_resp(c->rx.data, c->rx.len, &resp) < 0)
+		return -EPROTO;
+	if (resp.status != 0)
+		return resp.status < 0 ? resp.status : -EPROTO;
+	copy_str(out->path, sizeof(out->path), resp.path);
+	copy_str(out->uuid, sizeof(out->uuid), resp.uuid);
+	out->offset = resp.offset;
+	out->length = resp.length;
+	return 0;
+}
+
+int rm_client_stats(struct rm_client *c,
+		    int (*fn)(const struct rm_pool_stat *s, void *arg),
+		    void *arg)
+{
+	struct rm_stats_resp resp;
+	struct rm_pool_stat s;
+	size_t cur = 0;
+	uint32_t i;
+	int rc;
+
+	buf_reset(&c->tx);
+	rc = rm_encode_stats_req(&c->tx);
+	if (rc < 0)
+		return rc;
+	rc = rm_transact(c, RM_STATS_RESP);
+	if (rc < 0)
+		return rc;
+	if (rm_decode_stats_resp(c->rx.data, c->rx.len, &resp) < 0)
+		return -EPROTO;
+	for (i = 0; i < resp.num_pools; i++) {
+		rc = rm_stats_next(&resp, &cur, &s);
+		if (rc <= 0)
+			return -EPROTO;	/* fewer records than announced */
+		rc = fn(&s, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

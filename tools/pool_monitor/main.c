@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c - pool_monitor: watch the resource manager's pools
+ *
+ *   pool_monitor                  one table, plain text, then exit
+ *   pool_monitor -w 1             refresh every second (top-style)
+ *   pool_monitor -w 1 -c 30       ... 30 times
+ *   pool_monitor --csv [-w SEC]   CSV rows (header once)
+ *   pool_monitor --scroll -w 1    append frames instead of redrawing
+ *   pool_monitor --address H:P    another resource manager
+ *
+ * Output modes, all drawing the same text from render.c:
+ *   one-shot   table or CSV to stdout; no curses at all.  An unreachable
+ *              daemon is one line on stderr and exit status 1.
+ *   watch      stdout a terminal, no --scroll/--csv: ncurses full screen,
+ *              redrawn each frame, 'q' or Ctrl-C quits, window resizes are
+ *              redrawn at once.  Otherwise plain frames: CSV rows, frames
+ *              separated by a blank line (--scroll), or ESC[2J ESC[H before
+ *              each frame (the upstream tool's behaviour when stdout is not
+ *              a terminal curses can drive).  While the daemon is
+ *              unreachable the frame shows the error (CSV: stderr) and the
+ *              next frame tries again.
+ * Ctrl-C (or SIGTERM) ends watch mode with "Stopped." on stdout.
+ *
+ * Signals: SIGINT/SIGTERM only set a flag (installed without SA_RESTART,
+ * so a sleep or a blocking read returns early); every wait is cut into
+ * slices of at most 200 ms and checks the flag between slices.  SIGPIPE is
+ * ignored so that `pool_monitor --csv -w 1 | head` ends on EPIPE.
+ *
+ * Context: single thread; the rm_client, the snapshots and the frame
+ * buffer all belong to main().
+ */
+#include "pm.h"
+
+#include <curses.h>
+#include <errno.h>
+#include <getopt.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define PM_DEFAULT_ADDRESS "127.0.0.1:9850"
+#define PM_TIMEOUT_MS 5000	/* connect + one STATS; the daemon answers in
+				 * microseconds, so 5 s means it is stuck */
+#define PM_SLICE_MS 200		/* longest wait between checks of the flag */
+#define PM_ERR_LEN 512
+
+struct pm_opts {
+	double watch;		/* seconds between frames; 0 = one-shot */
+	long count;		/* frames in watch mode; 0 = until stopped */
+	bool csv;
+	bool scroll;
+	const char *address;	/* borrows: argv or the default */
+};
+
+/* How a watch loop ended. */
+enum pm_end {
+	PM_END_COUNT,		/* --count frames shown */
+	PM_END_STOPPED,		/* Ctrl-C, SIGTERM or 'q' */
+	PM_END_OUTPUT,		/* stdout went away (EPIPE) */
+};
+
+static volatile sig_atomic_t stop_signal;	/* set by on_signal() */
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: pool_monitor [OPTIONS]\n"
+		"Show the resource manager's pools: used, free, total, delta, "
+		"usage bar.\n"
+		"\n"
+		"  -w, --watch SEC     refresh every SEC seconds (fractions "
+		"allowed);\n"
+		"                      0 (default) prints one snapshot and "
+		"exits\n"
+		"  -c, --count N       stop after N frames in watch mode (0 = "
+		"until Ctrl+C)\n"
+		"      --csv           CSV output: timestamp,dax_path,dax_type,"
+		"total_bytes,\n"
+		"                      free_bytes,used_bytes,usage_pct\n"
+		"      --scroll        append frames instead of redrawing the "
+		"screen\n"
+		"      --address H:P   resource manager address (default "
+		"%s)\n"
+		"  -h, --help          this text\n"
+		"\n"
+		"Exit status: 0 on success; 1 when the resource manager cannot "
+		"be\n"
+		"reached (one-shot) or never answered (watch); 2 on bad "
+		"options.\n",
+		PM_DEFAULT_ADDRESS);
+}
+
+/* "pool_monitor: @what: @arg" and a hint, on stderr.  Return: -EINVAL */
+static int bad_option(const char *what, const char *arg)
+{
+	fprintf(stderr, "pool_monitor: %s: %s\nTry 'pool_monitor --help'.\n",
+		what, arg);
+	return -EINVAL;
+}
+
+/* Return: 0, 1 for --help (exit 0), or -EINVAL (exit 2). */
+static int parse_opts(int argc, char **argv, struct pm_opts *o)
+{
+	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS };
+	static const struct option longopts[] = {
+		{ "watch", required_argument, NULL, 'w' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "csv", no_argument, NULL, OPT_CSV },
+		{ "scroll", no_argument, NULL, OPT_SCROLL },
+		{ "address", required_argument, NULL, OPT_ADDRESS },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char *end;
+	int opt;
+
+	o->watch = 0;
+	o->count = 0;
+	o->csv = false;
+	o->scroll = false;
+	o->address = PM_DEFAULT_ADDRESS;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":w:c:h", longopts, NULL)) !=
+	       -1) {
+		switch (opt) {
+		case 'w':
+			errno = 0;
+			o->watch = strtod(optarg, &end);
+			if (errno || end == optarg || *end ||
+			    !isfinite(o->watch) || o->watch < 0)
+				return bad_option("invalid watch interval",
+						  optarg);
+			break;
+		case 'c':
+			errno = 0;
+			o->count = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || o->count < 0)
+				return bad_option("invalid count", optarg);
+			break;
+		case OPT_CSV:
+			o->csv = true;
+			break;
+		case OPT_SCROLL:
+			o->scroll = true;
+			break;
+		case OPT_ADDRESS:
+			o->address = optarg;
+			break;
+		case 'h':
+			return 1;
+		case ':':
+			return bad_option("option needs a value",
+					  argv[optind - 1]);
+		default:
+			return bad_option("unknown option",
+					  argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return bad_option("unexpected argument", argv[optind]);
+	return 0;
+}
+
+static int install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	/* no SA_RESTART: sleeps and reads return EINTR at once */
+	if (sigaction(SIGINT, &sa, NULL) < 0 ||
+	    sigaction(SIGTERM, &sa, NULL) < 0)
+		return -errno;
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* Write @b to stdout.  Return: 0 or -errno (-EPIPE when the reader left). */
+static int put_stdout(const struct buf *b)
+{
+	if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len)
+		return errno ? -errno : -EIO;
+	if (fflush(stdout) != 0)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+static int one_shot(struct rm_client *c, const struct pm_opts *o)
+{
+	struct pm_snap snap = PM_SNAP_INIT;
+	struct buf b = BUF_INIT;
+	char ts[PM_TS_LEN], err[PM_ERR_LEN];
+	int rc;
+
+	rc = pm_fetch(c, &snap, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "pool_monitor: %s\n", err);
+		return 1;
+	}
+	pm_timestamp(time(NULL), ts, sizeof(ts));
+	if (o->csv) {
+		rc = pm_render_csv_header(&b);
+		if (rc == 0)
+			rc = pm_render_csv(&b, ts, &snap);
+	} else {
+		rc = pm_render_table(&b, ts, &snap, NULL);
+	}
+	if (rc == 0)
+		rc = put_stdout(&b);
+	if (rc < 0 && rc != -EPIPE)
+		fprintf(stderr, "pool_monitor: %s\n", strerror(-rc));
+	buf_free(&b);
+	pm_snap_free(&snap);
+	return rc < 0 && rc != -EPIPE ? 1 : 0;
+}
+
+/*
+ * The terminal side of watch mode.  Plain mode writes frames to stdout;
+ * curses mode (scr != NULL) owns the screen until watch() returns.
+ */
+struct pm_screen {
+	SCREEN *scr;		/* owns: newterm(), NULL in plain mode */
+	bool utf8;		/* locale can show the title's em dash */
+	bool clear;		/* plain mode: ESC[2J ESC[H before a frame */
+	bool blank_after;	/* plain mode: blank line after a frame */
+};
+
+/* Bytes in the UTF-8 sequence that starts with @ch (1 for ASCII). */
+static size_t utf8_len(unsigned char ch)
+{
+	if (ch >= 0xf0)
+		return 4;
+	if (ch >= 0xe0)
+		return 3;
+	if (ch >= 0xc0)
+		return 2;
+	return 1;
+}
+
+/*
+ * Draw one line of a frame at row @y, cut at the window width (one column
+ * per character: the frame has no double-width text).  Without a UTF-8
+ * locale curses cannot show the title's em dash: non-ASCII becomes '-'.
+ */
+static void draw_line(int y, const char *line, size_t len, bool utf8)
+{
+	size_t i = 0, n, cols = 0, maxcols = COLS > 0 ? (size_t)COLS : 80;
+
+	move(y, 0);
+	while (i < len && cols < maxcols) {
+		n = utf8_len((unsigned char)line[i]);
+		if (n > len - i)
+			n = len - i;
+		if (n > 1 && !utf8)
+			addch('-');
+		else
+			addnstr(line + i, (int)n);
+		i += n;
+		cols++;
+	}
+}
+
+/* Replace the whole screen with frame @b; the title line is bold. */
+static void draw_frame(const struct pm_screen *s, const struct buf *b)
+{
+	const char *p = (const char *)b->data, *end = p + b->len, *nl;
+	int y = 0;
+
+	erase();
+	while (p && p < end && y < LINES) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (y == 0)
+			attron(A_BOLD);
+		draw_line(y, p, nl ? (size_t)(nl - p) : (size_t)(end - p),
+			  s->utf8);
+		if (y == 0)
+			attroff(A_BOLD);
+		y++;
+		p = nl ? nl + 1 : NULL;
+	}
+	refresh();
+}
+
+static int show_frame(const struct pm_screen *s, const struct buf *b)
+{
+	int rc;
+
+	if (s->scr) {
+		draw_frame(s, b);
+		return 0;
+	}
+	if (s->clear)
+		fputs("\033[2J\033[H", stdout);
+	rc = put_stdout(b);
+	if (rc == 0 && s->blank_after)
+		rc = fputs("\n", stdout) == EOF ? -EIO : 0;
+	return rc;
+}
+
+/*
+ * Sleep until @deadline (now_ns() clock) or until asked to stop.  In curses
+ * mode keys are read meanwhile: 'q' stops, a resize redraws @b.
+ * Return: true to go on, false to stop.
+ */
+static bool wait_until(const struct pm_screen *s, uint64_t deadline,
+		       const struct buf *b)
+{
+	struct timespec ts;
+	uint64_t now, ms;
+	int ch;
+
+	while (!stop_signal && (now = now_ns()) < deadline) {
+		ms = (deadline - now + 999999) / 1000000;
+		if (ms > PM_SLICE_MS)
+			ms = PM_SLICE_MS;
+		if (!s->scr) {
+			ts.tv_sec = 0;
+			ts.tv_nsec = (long)(ms * 1000000);
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		timeout((int)ms);
+		ch = getch();
+		if (ch == 'q' || ch == 'Q')
+			return false;
+		if (ch == KEY_RESIZE)
+			draw_frame(s, b);
+	}
+	return !stop_signal;
+}
+
+/* Return: the process exit status. */
+static int watch(struct rm_client *c, const struct pm_opts *o,
+		 struct pm_screen *s)
+{
+	struct pm_snap prev = PM_SNAP_INIT, cur;
+	struct buf b = BUF_INIT, head = BUF_INIT;
+	char ts[PM_TS_LEN], err[PM_ERR_LEN];
+	uint64_t interval = (uint64_t)(o->watch * 1e9), next;
+	bool have_prev = false;
+	enum pm_end end = PM_END_COUNT;
+	long frame, ok = 0;
+	int rc;
+
+	if (o->csv) {
+		rc = pm_render_csv_header(&head);
+		if (rc == 0)
+			rc = put_stdout(&head);
+		if (rc < 0) {
+			end = PM_END_OUTPUT;
+			goto out;
+		}
+	}
+	next = now_ns();
+	for (frame = 0; !o->count || frame < o->count; frame++) {
+		next += interval;
+		pm_timestamp(time(NULL), ts, sizeof(ts));
+		buf_reset(&b);
+		rc = pm_fetch(c, &cur, err, sizeof(err));
+		if (rc == 0) {
+			ok++;
+			if (o->csv)
+				rc = pm_render_csv(&b, ts, &cur);
+			else
+				rc = pm_render_table(&b, ts, &cur,
+						     have_prev ? &prev : NULL);
+			/* Delta is against the last frame that had data */
+			pm_snap_free(&prev);
+			prev = cur;
+			have_prev = true;
+		} else if (o->csv) {
+			fprintf(stderr, "pool_monitor: %s\n", err);
+			rc = 0;
+		} else {
+			rc = pm_render_error(&b, ts, err);
+		}
+		if (rc == 0)
+			rc = show_frame(s, &b);
+		if (rc < 0) {
+			end = PM_END_OUTPUT;
+			break;
+		}
+		if (o->count && frame + 1 >= o->count)
+			break;
+		/* a frame slower than the interval: start the next one now */
+		if (next < now_ns())
+			next = now_ns();
+		if (!wait_until(s, next, &b)) {
+			end = PM_END_STOPPED;
+			break;
+		}
+	}
+	if (stop_signal)
+		end = PM_END_STOPPED;
+out:
+	if (s->scr) {
+		endwin();
+		delscreen(s->scr);
+		s->scr = NULL;
+		/* leave the last frame on the terminal, as `top -n` does */
+		if (end == PM_END_COUNT)
+			put_stdout(&b);
+	}
+	if (end == PM_END_STOPPED)
+		fputs("\nStopped.\n", stdout);
+	fflush(stdout);
+	buf_free(&b);
+	buf_free(&head);
+	pm_snap_free(&prev);
+	if (end == PM_END_OUTPUT)
+		return 0;
+	return ok ? 0 : 1;
+}
+
+/* Take over the terminal when stdout is one; else plain frames. */
+static void screen_open(struct pm_screen *s, const struct pm_opts *o)
+{
+	const char *cs = nl_langinfo(CODESET);
+
+	memset(s, 0, sizeof(*s));
+	s->utf8 = cs && strcmp(cs, "UTF-8") == 0;
+	s->blank_after = o->scroll && !o->csv;
+	if (o->csv || o->scroll)
+		return;
+	if (isatty(STDOUT_FILENO) && isatty(STDIN_FILENO))
+		s->scr = newterm(NULL, stdout, stdin);
+	if (!s->scr) {
+		s->clear = true;
+		return;
+	}
+	set_term(s->scr);
+	cbreak();
+	noecho();
+	keypad(stdscr, TRUE);
+	curs_set(0);
+}
+
+int main(int argc, char **argv)
+{
+	struct pm_screen scr;
+	struct rm_client c;
+	struct pm_opts o;
+	int rc;
+
+	setlocale(LC_ALL, "");
+	rc = parse_opts(argc, argv, &o);
+	if (rc == 1) {
+		usage(stdout);
+		return 0;
+	}
+	if (rc < 0)
+		return 2;
+	if (rm_client_init(&c, o.address, NULL, PM_TIMEOUT_MS) < 0) {
+		rm_client_destroy(&c);
+		bad_option("invalid address (expected host:port)",
+			   o.address);
+		return 2;
+	}
+	rc = install_signals();
+	if (rc < 0) {
+		fprintf(stderr, "pool_monitor: sigaction: %s\n",
+			strerror(-rc));
+		rm_client_destroy(&c);
+		return 1;
+	}
+	if (o.watch > 0) {
+		screen_open(&scr, &o);
+		rc = watch(&c, &o, &scr);
+	} else {
+		rc = one_shot(&c, &o);
+	}
+	rm_client_destroy(&c);
+	return rc;
+}

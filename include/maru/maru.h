@@ -1,0 +1,662 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * maru.h - libmaru, the Maru client library: zero-copy KV chunks in a shared
+ * (CXL / DAX) memory pool
+ *
+ * A handler (struct maru_handler) is one client of a metadata server
+ * (maru-server).  It owns one or more regions of the shared pool, hands out
+ * fixed-size pages from them (maru_page_alloc), registers a key for a page
+ * that the caller wrote in place (maru_kv_store), and resolves keys stored by
+ * any handler, on this host or another host attached to the same pool, into
+ * a pointer straight into the shared mapping (maru_kv_retrieve).  Only
+ * metadata crosses the network; the bytes are never copied.
+ *
+ * The semantics are those of upstream Maru's Python MaruHandler
+ * (../shared/spec/python-api.md §4-5); the Python package is a thin wrapper
+ * over this API.  See docs/c-api.md for a tutorial and the full reference.
+ *
+ * Conventions (../shared/STYLE.md):
+ *  - Functions that can fail return int: >= 0 on success, -errno on failure.
+ *    Predicates return bool.  Nothing is printed unless a log function is
+ *    set or MARU_LOG is set in the environment.
+ *  - Ownership words: "borrows" (the callee keeps no reference after it
+ *    returns, or the caller must keep the object alive as stated), "gives"
+ *    (the caller must release the result), "takes" (the callee releases it).
+ *  - Pointers into the shared pool (struct maru_page.ptr, struct
+ *    maru_view.ptr, maru_region_get_buffer()) stay valid until
+ *    maru_handler_close() / maru_handler_free().  A page's contents stay
+ *    meaningful until the page is freed or its key deleted.
+ *
+ * Errors that every operation on a handler may return:
+ *  -ENOTCONN   the handler is not connected (call maru_handler_connect())
+ *  -ESHUTDOWN  the handler is closing or closed (a closed handler is never
+ *              reusable)
+ *  -ETIMEDOUT  the metadata server did not answer within timeout_ms
+ *  -EREMOTEIO  the server answered with an "error" reply
+ *  -EPROTO     the server's reply could not be decoded
+ *  -ENOMEM     out of (local) memory
+ *
+ * Thread safety (python-api.md §4.4): "write" operations (page alloc/free,
+ * store, batch store, delete) are serialised by one handler-wide lock.
+ * "Read" operations (retrieve, exists, pin, unpin, their batch forms,
+ * healthcheck, stats, the accessors) take no handler lock and run
+ * concurrently from any number of threads.  Unlike upstream, this also holds
+ * with use_async_rpc=false (the lock-step socket is then serialised
+ * internally instead of being unsafe).  maru_handler_connect(),
+ * maru_handler_close() and maru_handler_free() must not race with each
+ * other; close waits for in-flight writes.
+ */
+#ifndef MARU_MARU_H
+#define MARU_MARU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MARU_VERSION_MAJOR 0
+#define MARU_VERSION_MINOR 1
+#define MARU_VERSION_PATCH 0
+
+/**
+ * maru_version - the library version string, e.g. "0.1.0"
+ * Return: a static string (borrowed, never freed).
+ */
+const char *maru_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Keys                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A key is a string, an integer or a byte string.  The three kinds are never
+ * converted into each other: the string "42" and the integer 42 are two
+ * different keys (as with upstream's msgpack encoding).  Integers cover the
+ * whole int64 and uint64 ranges: use MARU_KEY_INT for values that fit in
+ * int64 and MARU_KEY_UINT for 2^63 .. 2^64-1 (a MARU_KEY_UINT below 2^63 is
+ * the same key as the MARU_KEY_INT of that value).
+ */
+enum maru_key_type {
+	MARU_KEY_STR = 0,	/* UTF-8 text: @str, @len (msgpack str) */
+	MARU_KEY_INT = 1,	/* signed integer: @i */
+	MARU_KEY_UINT = 2,	/* unsigned integer: @u */
+	MARU_KEY_BIN = 3,	/* raw bytes: @str, @len (msgpack bin) */
+};
+
+struct maru_key {
+	int type;		/* enum maru_key_type */
+	size_t len;		/* STR/BIN: bytes at @str */
+	const char *str;	/* STR/BIN: borrowed, need not be NUL-terminated */
+	int64_t i;		/* INT */
+	uint64_t u;		/* UINT */
+};
+
+/* maru_key_str - a string key over @len bytes at @s (borrowed) */
+static inline struct maru_key maru_key_str(const char *s, size_t len)
+{
+	struct maru_key k = { MARU_KEY_STR, len, s, 0, 0 };
+
+	return k;
+}
+
+/* maru_key_int - a signed integer key */
+static inline struct maru_key maru_key_int(int64_t v)
+{
+	struct maru_key k = { MARU_KEY_INT, 0, NULL, v, 0 };
+
+	return k;
+}
+
+/* maru_key_uint - an unsigned integer key (use for values >= 2^63) */
+static inline struct maru_key maru_key_uint(uint64_t v)
+{
+	struct maru_key k = { MARU_KEY_UINT, 0, NULL, 0, v };
+
+	return k;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Value types                                                              */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A page obtained with maru_page_alloc() (upstream's AllocHandle).  The
+ * caller writes up to @size bytes at @ptr, then registers it with
+ * maru_kv_store(), or returns it with maru_page_free().  maru_kv_store()
+ * reads only @region_id, @page_index and @size, so a page can be rebuilt
+ * from those three numbers (as LMCache's adapter does).
+ */
+struct maru_page {
+	void *ptr;		/* borrows: into the shared mapping; NULL if unknown */
+	uint64_t region_id;	/* global region id (resource manager) */
+	uint64_t page_index;	/* page in the region: offset / chunk_size */
+	size_t size;		/* bytes requested (<= chunk size) */
+};
+
+/*
+ * A stored value found by maru_kv_retrieve() (upstream's MemoryInfo):
+ * @len bytes at @ptr, straight over the shared mapping (read+write).
+ */
+struct maru_view {
+	void *ptr;		/* borrows: NULL on a miss */
+	size_t len;		/* stored length (kv_length) */
+	uint64_t region_id;
+	uint64_t page_index;	/* kv_offset / chunk_size */
+	uint64_t offset;	/* kv_offset: byte offset inside the region */
+};
+
+/*
+ * A region capability as issued by the resource manager (MaruHandle).
+ * Opaque to clients except region_id and length; never alter a field.
+ */
+struct maru_region_handle {
+	uint64_t region_id;
+	uint64_t offset;	/* mmap offset in the device or file */
+	uint64_t length;	/* aligned region length in bytes */
+	uint64_t auth_token;
+};
+
+/* Page-allocator statistics of one owned region (PagedMemoryAllocator). */
+struct maru_region_stats {
+	uint64_t region_id;
+	uint64_t pool_size;	/* region length in bytes */
+	uint64_t chunk_size;	/* page size in bytes */
+	uint64_t page_count;	/* pool_size / chunk_size */
+	uint64_t num_free_pages;
+	uint64_t num_allocated;
+	uint64_t reserved[4];	/* zero; room for additions */
+};
+
+/* The typed part of a GET_STATS reply (missing fields read as 0). */
+struct maru_server_stats {
+	uint64_t total_entries;	/* kv_manager */
+	uint64_t total_size;	/* kv_manager: sum of kv_length */
+	uint64_t num_allocations; /* allocation_manager */
+	uint64_t total_allocated; /* allocation_manager: bytes */
+	uint64_t active_clients; /* allocation_manager */
+	uint64_t pool_total_size; /* cxl_pool.total_size (0 if absent) */
+	uint64_t pool_free_size; /* cxl_pool.free_size (0 if absent) */
+	uint64_t reserved[4];	/* zero; room for additions */
+};
+
+/* ------------------------------------------------------------------------ */
+/* Configuration (upstream MaruConfig)                                      */
+/* ------------------------------------------------------------------------ */
+
+struct maru_config;
+
+/**
+ * maru_config_new - a configuration with upstream's defaults
+ * @out: on success gives a config; release with maru_config_free()
+ *
+ * Defaults: server_url "tcp://localhost:5555", instance_id unset (a random
+ * UUID4 string per handler), pool_size 100 MiB, chunk_size 1 MiB,
+ * timeout_ms 2000, use_async_rpc true, max_inflight 64, eager_map true,
+ * auto_expand true, expand_size unset (= pool_size), rm_address
+ * "127.0.0.1:9850", enable_stats false.  The environment is not read; see
+ * maru_config_apply_env().
+ *
+ * Return: 0 or -ENOMEM.
+ * Context: any thread.
+ */
+int maru_config_new(struct maru_config **out);
+
+/* maru_config_free - release @cfg (NULL is a no-op) */
+void maru_config_free(struct maru_config *cfg);
+
+/**
+ * maru_config_apply_env - apply MARU_EAGER_MAP and MARU_STAT overrides
+ * @cfg: borrowed
+ * @why: if not NULL and the call fails, receives the spec's message, e.g.
+ *       "MARU_STAT must be one of: 1/0, true/false, yes/no, on/off (got 'x')"
+ * @whylen: size of @why
+ *
+ * Each variable, when set, overrides eager_map / enable_stats (strip,
+ * lower-case; 1/true/yes/on or 0/false/no/off).
+ *
+ * Return: 0, or -EINVAL for an unparsable value (@cfg unchanged for it).
+ * Context: any thread, not concurrently on one @cfg.
+ */
+int maru_config_apply_env(struct maru_config *cfg, char *why, size_t whylen);
+
+/**
+ * maru_config_validate - check the cross-field rules of MaruConfig
+ * @cfg: borrowed
+ * @why: if not NULL and the call fails, receives the spec's ValueError
+ *       message, e.g. "pool_size (P) must be >= chunk_size_bytes (C)"
+ * @whylen: size of @why
+ *
+ * Rules: chunk_size > 0; pool_size >= chunk_size; expand_size set only with
+ * auto_expand; expand_size >= chunk_size.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int maru_config_validate(const struct maru_config *cfg, char *why,
+			 size_t whylen);
+
+/*
+ * Setters copy their argument (strings are strdup()ed: the caller keeps
+ * ownership of what it passed).  Return: 0, -EINVAL (NULL or empty string
+ * where one is required, negative numbers) or -ENOMEM.
+ */
+int maru_config_set_server_url(struct maru_config *cfg, const char *url);
+/* @id NULL: a fresh random UUID4 string for each handler created */
+int maru_config_set_instance_id(struct maru_config *cfg, const char *id);
+int maru_config_set_pool_size(struct maru_config *cfg, uint64_t bytes);
+int maru_config_set_chunk_size(struct maru_config *cfg, uint64_t bytes);
+/* @ms: per-RPC timeout; values <= 0 mean "do not wait at all" */
+int maru_config_set_timeout_ms(struct maru_config *cfg, int ms);
+int maru_config_set_use_async_rpc(struct maru_config *cfg, bool on);
+/* @n >= 1: requests in flight at once on the pipelined socket */
+int maru_config_set_max_inflight(struct maru_config *cfg, int n);
+int maru_config_set_eager_map(struct maru_config *cfg, bool on);
+int maru_config_set_auto_expand(struct maru_config *cfg, bool on);
+/* @bytes 0: unset (expansions request pool_size) */
+int maru_config_set_expand_size(struct maru_config *cfg, uint64_t bytes);
+/* "host:port" of the resource manager; HANDSHAKE's answer wins over it */
+int maru_config_set_rm_address(struct maru_config *cfg, const char *addr);
+int maru_config_set_enable_stats(struct maru_config *cfg, bool on);
+
+/* Getters: strings are borrowed from @cfg (valid until the next set/free);
+ * instance_id is NULL when unset, expand_size 0 when unset. */
+const char *maru_config_get_server_url(const struct maru_config *cfg);
+const char *maru_config_get_instance_id(const struct maru_config *cfg);
+uint64_t maru_config_get_pool_size(const struct maru_config *cfg);
+uint64_t maru_config_get_chunk_size(const struct maru_config *cfg);
+int maru_config_get_timeout_ms(const struct maru_config *cfg);
+bool maru_config_get_use_async_rpc(const struct maru_config *cfg);
+int maru_config_get_max_inflight(const struct maru_config *cfg);
+bool maru_config_get_eager_map(const struct maru_config *cfg);
+bool maru_config_get_auto_expand(const struct maru_config *cfg);
+uint64_t maru_config_get_expand_size(const struct maru_config *cfg);
+const char *maru_config_get_rm_address(const struct maru_config *cfg);
+bool maru_config_get_enable_stats(const struct maru_config *cfg);
+
+/* ------------------------------------------------------------------------ */
+/* Handler lifecycle                                                        */
+/* ------------------------------------------------------------------------ */
+
+struct maru_handler;
+
+/**
+ * maru_log_fn - a log sink
+ * @arg: the pointer given to maru_handler_set_log_fn()
+ * @priority: syslog priority (LOG_ERR 3 .. LOG_DEBUG 7)
+ * @file, @line, @func: where the message was emitted (borrowed)
+ * @msg: one line, no trailing newline (borrowed for the call only)
+ *
+ * Called from any thread, including the library's background threads
+ * (lease heartbeat, stats reporter), possibly concurrently.  A sink must not
+ * call back into the handler.
+ */
+typedef void (*maru_log_fn)(void *arg, int priority, const char *file,
+			    int line, const char *func, const char *msg);
+
+/**
+ * maru_region_added_fn - called for each region this handler comes to own
+ * @arg: the pointer given to maru_handler_set_on_region_added()
+ * @region_id: the new owned region
+ * @page_count: its number of pages
+ *
+ * Runs in the thread that called maru_handler_set_on_region_added() (the
+ * replay) or maru_page_alloc() (an expansion), with the handler's write lock
+ * held: it may call the accessors (maru_region_get_buffer(),
+ * maru_region_page_count(), maru_region_get_stats(), ...) and read
+ * operations, but no write operation (that would deadlock).
+ */
+typedef void (*maru_region_added_fn)(void *arg, uint64_t region_id,
+				     uint64_t page_count);
+
+/**
+ * maru_handler_new - create a handler (no I/O)
+ * @cfg: borrowed; copied, later changes to @cfg do not affect the handler
+ * @out: on success gives a handler; release with maru_handler_free()
+ *
+ * Reads MARU_PREFAULT ("0" disables pre-faulting) and MARU_LOG (default log
+ * priority: a number 0-7 or err/warning/info/debug; unset = silent).  Does
+ * not apply MARU_EAGER_MAP/MARU_STAT (see maru_config_apply_env()).  When the
+ * config has no instance_id a random UUID4 string is generated.
+ *
+ * Return: 0, -EINVAL (maru_config_validate() fails) or -ENOMEM.
+ * Context: any thread.
+ */
+int maru_handler_new(const struct maru_config *cfg, struct maru_handler **out);
+
+/**
+ * maru_handler_free - close @h if needed and release it
+ * @h: taken (NULL is a no-op)
+ *
+ * Context: no other call on @h may be running or start afterwards.
+ */
+void maru_handler_free(struct maru_handler *h);
+
+/**
+ * maru_handler_set_log_fn - replace the log sink
+ * @fn: NULL restores the default (stderr, "libmaru: <msg>")
+ * @arg: passed to @fn (borrowed: must outlive the handler or the next set)
+ *
+ * Context: before maru_handler_connect(), or whenever no other thread uses
+ * @h (background threads read the sink without a lock).
+ */
+void maru_handler_set_log_fn(struct maru_handler *h, maru_log_fn fn,
+			     void *arg);
+
+/**
+ * maru_handler_set_log_priority - messages above @priority are dropped
+ * @priority: -1 (silent) .. 7 (LOG_DEBUG)
+ * Context: any thread.
+ */
+void maru_handler_set_log_priority(struct maru_handler *h, int priority);
+
+/* maru_handler_get_log_priority - the current priority (-1 = silent) */
+int maru_handler_get_log_priority(const struct maru_handler *h);
+
+/**
+ * maru_handler_connect - connect to the metadata server and get a region
+ *
+ * Steps (upstream's connect): open the RPC socket; scan local device-DAX
+ * headers (uuid -> local path); HANDSHAKE (its rm_address wins over the
+ * config's); start a lease when the server grants one (HEARTBEAT with a
+ * lease_id, renewed every TTL/4 from a background thread); REQUEST_ALLOC of
+ * pool_size, GET_ACCESS at the resource manager, map and pre-fault the
+ * region; with eager_map map every other instance's region listed by
+ * LIST_ALLOCATIONS (failures only logged, not pre-faulted); with
+ * enable_stats start the 1 s REPORT_STATS thread.  The region-added callback
+ * is not fired for this first region.
+ *
+ * Return: 0 (also when already connected), -ESHUTDOWN after close, or
+ * -errno of the step that failed (-ETIMEDOUT, -EREMOTEIO, -ENOSPC when the
+ * server could not allocate, -ECONNREFUSED/-EHOSTUNREACH/... from the
+ * resource manager, -errno of open/mmap).  On failure everything obtained so
+ * far is released (the region is returned with RETURN_ALLOC) and the handler
+ * may be connected again.
+ * Context: not concurrently with other calls on @h.
+ */
+int maru_handler_connect(struct maru_handler *h);
+
+/**
+ * maru_handler_close - return every owned region and unmap everything
+ *
+ * No-op when not connected.  Marks the handler closing (new operations fail
+ * with -ESHUTDOWN; this is never undone), stops the background threads,
+ * waits for in-flight writes, RETURN_ALLOCs every owned region (errors
+ * logged), releases the lease, unmaps every region and clears the local key
+ * map.  Every pointer obtained from the handler becomes invalid.
+ *
+ * Context: not concurrently with connect/free; read operations still running
+ * in other threads must have returned (their pointers die here).
+ */
+void maru_handler_close(struct maru_handler *h);
+
+/* maru_handler_is_connected - connected and not closing */
+bool maru_handler_is_connected(const struct maru_handler *h);
+
+/* maru_handler_instance_id - the owner id (borrowed from @h, never NULL) */
+const char *maru_handler_instance_id(const struct maru_handler *h);
+
+/* maru_handler_chunk_size - the page size in bytes (chunk_size) */
+uint64_t maru_handler_chunk_size(const struct maru_handler *h);
+
+/**
+ * maru_handler_lease_ttl_ms - the lease granted by the server
+ * Return: the lease TTL in milliseconds, 0 when the server grants none (or
+ * before connect).
+ */
+uint64_t maru_handler_lease_ttl_ms(const struct maru_handler *h);
+
+/**
+ * maru_handler_healthcheck - HEARTBEAT round trip
+ * Return: true if connected, not closing and the server answered without an
+ * "error"; false otherwise (never an error code).
+ * Context: any thread (read).
+ */
+bool maru_handler_healthcheck(struct maru_handler *h);
+
+/**
+ * maru_handler_get_stats - GET_STATS, typed
+ * @out: filled on success
+ * Return: 0 or -errno.  Context: any thread (read).
+ */
+int maru_handler_get_stats(struct maru_handler *h,
+			   struct maru_server_stats *out);
+
+/**
+ * maru_handler_get_stats_raw - GET_STATS, the reply payload as received
+ * @buf: on success gives the MessagePack map (a malloc()ed copy); release
+ *       with maru_buf_free()
+ * @len: its length
+ *
+ * For callers that want every field (stats_manager per client and op):
+ * decode it with any MessagePack library.
+ * Return: 0 or -errno.  Context: any thread (read).
+ */
+int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
+			       size_t *len);
+
+/* maru_buf_free - release a buffer given by the library (NULL: no-op) */
+void maru_buf_free(void *buf);
+
+/**
+ * maru_handler_set_on_region_added - register the region-added callback
+ * @fn: NULL unregisters
+ * @arg: passed to @fn (borrowed until unregistered or the handler freed)
+ *
+ * On registration @fn is called at once for every owned region in order
+ * (the replay); afterwards once for each region added by auto-expansion.
+ * See maru_region_added_fn for the context it runs in.
+ * Return: 0.  Context: any thread; takes the write lock.
+ */
+int maru_handler_set_on_region_added(struct maru_handler *h,
+				     maru_region_added_fn fn, void *arg);
+
+/**
+ * maru_handler_owned_region_ids - ids of the owned regions, oldest first
+ * @ids: receives up to @cap ids (may be NULL when @cap is 0)
+ * Return: the number of owned regions (may exceed @cap; 0 when not
+ * connected).  Context: any thread.
+ */
+int maru_handler_owned_region_ids(struct maru_handler *h, uint64_t *ids,
+				  size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* Regions                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * maru_region_get_buffer - a pointer into any mapped region
+ * @region_id: an owned region or another instance's region mapped by now
+ * @offset, @size: the byte range wanted inside the region
+ *
+ * Return: the address of @offset in the mapping (borrowed, valid until
+ * close), or NULL when the region is not mapped or the range does not fit.
+ * Context: any thread.
+ */
+void *maru_region_get_buffer(struct maru_handler *h, uint64_t region_id,
+			     uint64_t offset, uint64_t size);
+
+/**
+ * maru_region_page_count - pages of a region
+ * Return: the allocator's page count for an owned region, mapped length /
+ * chunk_size for a mapped shared region, -ENOENT for an unknown region.
+ * Context: any thread.
+ */
+int64_t maru_region_page_count(struct maru_handler *h, uint64_t region_id);
+
+/**
+ * maru_region_get_stats - page-allocator statistics of an owned region
+ * Return: 0, or -ENOENT when @region_id is not owned.
+ * Context: any thread.
+ */
+int maru_region_get_stats(struct maru_handler *h, uint64_t region_id,
+			  struct maru_region_stats *out);
+
+/**
+ * maru_region_get_handle - the resource-manager handle of a mapped region
+ * @region_id: owned or mapped; use maru_handler_owned_region_ids()[0] for
+ *             upstream's pool_handle
+ * Return: 0, or -ENOENT when the region is neither owned nor mapped.
+ * Context: any thread.
+ */
+int maru_region_get_handle(struct maru_handler *h, uint64_t region_id,
+			   struct maru_region_handle *out);
+
+/* maru_region_is_owned - @region_id is one of this handler's regions */
+bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
+
+/* ------------------------------------------------------------------------ */
+/* Pages                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * maru_page_alloc - take a free page to write a value into
+ * @size: bytes the caller will write, 0 < @size <= chunk_size
+ * @out: on success the page (ptr, region_id, page_index, size)
+ *
+ * Tries the active owned region, then the others in order (switching the
+ * active one).  When all are full and auto_expand is on, requests a new
+ * region of expand_size, maps it, fires the region-added callback and
+ * retries.
+ *
+ * Return: 0, or
+ *  -EINVAL       @size is 0 or larger than chunk_size ("Requested size S
+ *                exceeds chunk_size C")
+ *  -ENOSPC       all pages taken and auto_expand is off ("pool exhausted and
+ *                auto_expand is disabled")
+ *  -ENOMEM       the expansion failed ("pool exhausted after expansion
+ *                attempt"; the cause is logged)
+ *  -ENOBUFS      the new region yielded no page ("Cannot allocate page after
+ *                expansion")
+ *  -EKEYEXPIRED  the lease has not been renewed for 3/4 of its TTL: writing
+ *                is stopped until a renewal succeeds
+ *  -ENOTCONN, -ESHUTDOWN
+ * Context: any thread (write lock).
+ */
+int maru_page_alloc(struct maru_handler *h, size_t size,
+		    struct maru_page *out);
+
+/**
+ * maru_page_free - return a page to its allocator
+ * @region_id, @page_index: as from maru_page_alloc()
+ *
+ * Also forgets any key this handler stored in that page; the server is not
+ * told (the key stays registered: delete it first with maru_kv_delete()).
+ * Return: 0, -ENOENT (region not owned), -EINVAL (page out of range or not
+ * allocated), -ENOTCONN, -ESHUTDOWN.
+ * Context: any thread (write lock).
+ */
+int maru_page_free(struct maru_handler *h, uint64_t region_id,
+		   uint64_t page_index);
+
+/* ------------------------------------------------------------------------ */
+/* Key-value operations                                                     */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * maru_kv_store - register @page, already written in place, under @key
+ * @key: borrowed
+ * @page: borrowed; only region_id, page_index and size are read
+ *
+ * One REGISTER_KV round trip (registering is idempotent and answers whether
+ * the key existed, so there is no separate existence check).  When @key is
+ * already in this handler's key map, or the server says it exists (first
+ * writer wins), the page is freed and the store counts as a success.  On an
+ * RPC failure the page is freed as well.
+ *
+ * Return: 1 stored under a new key, 0 the key existed (page freed),
+ * -EKEYEXPIRED (lease lapsed; page freed), -ENOTCONN/-ESHUTDOWN (page not
+ * touched), -EINVAL (@page not an allocated page of an owned region), or the
+ * RPC's -errno (page freed).  Python maps >= 0 to True, RPC errors to False.
+ * Context: any thread (write lock).
+ */
+int maru_kv_store(struct maru_handler *h, const struct maru_key *key,
+		  const struct maru_page *page);
+
+/**
+ * maru_kv_retrieve - find @key and map its region if needed
+ * @out: on a hit, the view of the stored bytes; on a miss ptr NULL, len 0
+ *
+ * One LOOKUP_KV round trip; a region neither owned nor mapped yet is mapped
+ * (GET_ACCESS + mmap + pre-fault) on first use.
+ * Return: 1 found, 0 not found, or -errno (RPC failure, or the region could
+ * not be mapped; Python maps every failure to None).
+ * Context: any thread (read).
+ */
+int maru_kv_retrieve(struct maru_handler *h, const struct maru_key *key,
+		     struct maru_view *out);
+
+/**
+ * maru_kv_exists - EXISTS_KV
+ * Return: 1 exists, 0 absent, -errno.  Context: any thread (read).
+ */
+int maru_kv_exists(struct maru_handler *h, const struct maru_key *key);
+
+/**
+ * maru_kv_pin - PIN_KV: pin @key (a pinned key cannot be deleted)
+ * Return: 1 pinned, 0 absent, -errno.  Context: any thread (read).
+ */
+int maru_kv_pin(struct maru_handler *h, const struct maru_key *key);
+
+/**
+ * maru_kv_unpin - UNPIN_KV
+ * Return: 1 unpinned, 0 absent or not pinned, -errno.
+ * Context: any thread (read).
+ */
+int maru_kv_unpin(struct maru_handler *h, const struct maru_key *key);
+
+/**
+ * maru_kv_delete - DELETE_KV; frees the local page if this handler stored it
+ * Return: 1 deleted, 0 absent or pinned, -errno.
+ * Context: any thread (write lock).
+ */
+int maru_kv_delete(struct maru_handler *h, const struct maru_key *key);
+
+/*
+ * Batch forms: @n entries, one RPC.  Result arrays have @n elements and are
+ * always written (all false / empty views) when the call fails after
+ * argument checking.  The return value is the number of true results (hits)
+ * or -errno; -EINVAL when an array is NULL while @n > 0.
+ */
+
+/**
+ * maru_kv_batch_store - maru_kv_store() for @n pages in one BATCH_REGISTER_KV
+ * @results: per entry, true = stored or already existed (its page freed)
+ *
+ * Keys already in the local key map are answered locally; the others go in
+ * one BATCH_REGISTER_KV.  A key that lost a race (is_new false) has its page
+ * freed and counts as success (upstream leaked that page).  When the RPC
+ * fails every page sent is freed and its result is false.
+ * Context: any thread (write lock).
+ */
+int maru_kv_batch_store(struct maru_handler *h, const struct maru_key *keys,
+			const struct maru_page *pages, size_t n,
+			bool *results);
+
+/**
+ * maru_kv_batch_retrieve - BATCH_LOOKUP_KV; per entry as maru_kv_retrieve()
+ * @views: per entry, ptr NULL on a miss (or when its region cannot be mapped)
+ * Context: any thread (read).
+ */
+int maru_kv_batch_retrieve(struct maru_handler *h,
+			   const struct maru_key *keys, size_t n,
+			   struct maru_view *views);
+
+/* maru_kv_batch_exists - BATCH_EXISTS_KV (every key checked) */
+int maru_kv_batch_exists(struct maru_handler *h, const struct maru_key *keys,
+			 size_t n, bool *results);
+
+/* maru_kv_batch_pin - BATCH_PIN_KV (stops at the first missing key) */
+int maru_kv_batch_pin(struct maru_handler *h, const struct maru_key *keys,
+		      size_t n, bool *results);
+
+/* maru_kv_batch_unpin - BATCH_UNPIN_KV */
+int maru_kv_batch_unpin(struct maru_handler *h, const struct maru_key *keys,
+			size_t n, bool *results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * config.c - struct maru_config: upstream MaruConfig as an opaque C object
+ *
+ * A config is a plain bag of values with upstream's defaults.  Cross-field
+ * validation and the two environment overrides (MARU_EAGER_MAP, MARU_STAT)
+ * are explicit calls that produce upstream's exact ValueError messages, so
+ * the Python package can reuse them verbatim.  A handler takes a deep copy
+ * at maru_handler_new(), so a config may be changed or freed afterwards.
+ *
+ * Context: a config is not locked; one thread at a time per config.
+ */
+#include "private.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+MARU_EXPORT const char *maru_version(void)
+{
+	return MARU_VERSION;
+}
+
+MARU_EXPORT void maru_buf_free(void *buf)
+{
+	free(buf);
+}
+
+void maru__uuid4(char out[37])
+{
+	uint8_t b[16];
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < sizeof(b)) {
+		n = getrandom(b + got, sizeof(b) - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			/* no entropy source at all: fall back to rand() */
+			for (; got < sizeof(b); got++)
+				b[got] = (uint8_t)rand();
+			break;
+		}
+		got += (size_t)n;
+	}
+	b[6] = (b[6] & 0x0f) | 0x40;	/* version 4 */
+	b[8] = (b[8] & 0x3f) | 0x80;	/* RFC 4122 variant */
+	snprintf(out, 37,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+MARU_EXPORT int maru_config_new(struct maru_config **out)
+{
+	struct maru_config *cfg;
+
+	cfg = calloc(1, sizeof(*cfg));
+	if (!cfg)
+		return -ENOMEM;
+	cfg->server_url = strdup(MARU_DEFAULT_SERVER_URL);
+	cfg->rm_address = strdup(MARU_DEFAULT_RM_ADDRESS);
+	if (!cfg->server_url || !cfg->rm_address) {
+		maru_config_free(cfg);
+		return -ENOMEM;
+	}
+	cfg->pool_size = MARU_DEFAULT_POOL_SIZE;
+	cfg->chunk_size = MARU_DEFAULT_CHUNK_SIZE;
+	cfg->timeout_ms = MARU_DEFAULT_TIMEOUT_MS;
+	cfg->use_async_rpc = true;
+	cfg->max_inflight = MARU_DEFAULT_MAX_INFLIGHT;
+	cfg->eager_map = true;
+	cfg->auto_expand = true;
+	cfg->expand_size = 0;
+	cfg->enable_stats = false;
+	*out = cfg;
+	return 0;
+}
+
+void maru__config_release(struct maru_config *cfg)
+{
+	free(cfg->server_url);
+	free(cfg->instance_id);
+	free(cfg->rm_address);
+	cfg->server_url = cfg->instance_id = cfg->rm_address = NULL;
+}
+
+MARU_EXPORT void maru_config_free(struct maru_config *cfg)
+{
+	if (!cfg)
+		return;
+	maru__config_release(cfg);
+	free(cfg);
+}
+
+int maru__config_copy(struct maru_config *dst, const struct maru_config *src)
+{
+	*dst = *src;
+	dst->server_url = strdup(src->server_url);
+	dst->rm_address = strdup(src->rm_address);
+	dst->instance_id = src->instance_id ? strdup(src->instance_id) : NULL;
+	if (!dst->server_url || !dst->rm_address ||
+	    (src->instance_id && !dst->instance_id)) {
+		maru__config_release(dst);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* replace *@slot by a copy of @s; NULL allowed only when @nullable */
+static int set_string(char **slot, const char *s, bool nullable)
+{
+	char *copy = NULL;
+
+	if (!s || !*s) {
+		if (!nullable)
+			return -EINVAL;
+	} else {
+		copy = strdup(s);
+		if (!copy)
+			return -ENOMEM;
+	}
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_server_url(struct maru_config *cfg,
+					   const char *url)
+{
+	return set_string(&cfg->server_url, url, false);
+}
+
+MARU_EXPORT int maru_config_set_instance_id(struct maru_config *cfg,
+					    const char *id)
+{
+	return set_string(&cfg->instance_id, id, true);
+}
+
+MARU_EXPORT int maru_config_set_rm_address(struct maru_config *cfg,
+					   const char *addr)
+{
+	return set_string(&cfg->rm_address, addr, false);
+}
+
+MARU_EXPORT int maru_config_set_pool_size(struct maru_config *cfg,
+					  uint64_t bytes)
+{
+	cfg->pool_size = bytes;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_chunk_size(struct maru_config *cfg,
+					   uint64_t bytes)
+{
+	cfg->chunk_size = bytes;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_timeout_ms(struct maru_config *cfg, int ms)
+{
+	cfg->timeout_ms = ms;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_use_async_rpc(struct maru_config *cfg,
+					      bool on)
+{
+	cfg->use_async_rpc = on;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_max_inflight(struct maru_config *cfg, int n)
+{
+	if (n < 1)
+		return -EINVAL;
+	cfg->max_inflight = n;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_eager_map(struct maru_config *cfg, bool on)
+{
+	cfg->eager_map = on;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_auto_expand(struct maru_config *cfg, bool on)
+{
+	cfg->auto_expand = on;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_expand_size(struct maru_config *cfg,
+					    uint64_t bytes)
+{
+	cfg->expand_size = bytes;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_set_enable_stats(struct maru_config *cfg, bool on)
+{
+	cfg->enable_stats = on;
+	return 0;
+}
+
+MARU_EXPORT const char *maru_config_get_server_url(const struct maru_config *cfg)
+{
+	return cfg->server_url;
+}
+
+MARU_EXPORT const char *
+maru_config_get_instance_id(const struct maru_config *cfg)
+{
+	return cfg->instance_id;
+}
+
+MARU_EXPORT uint64_t maru_config_get_pool_size(const struct maru_config *cfg)
+{
+	return cfg->pool_size;
+}
+
+MARU_EXPORT uint64_t maru_config_get_chunk_size(const struct maru_config *cfg)
+{
+	return cfg->chunk_size;
+}
+
+MARU_EXPORT int maru_config_get_timeout_ms(const struct maru_config *cfg)
+{
+	return cfg->timeout_ms;
+}
+
+MARU_EXPORT bool maru_config_get_use_async_rpc(const struct maru_config *cfg)
+{
+	return cfg->use_async_rpc;
+}
+
+MARU_EXPORT int maru_config_get_max_inflight(const struct maru_config *cfg)
+{
+	return cfg->max_inflight;
+}
+
+MARU_EXPORT bool maru_config_get_eager_map(const struct maru_config *cfg)
+{
+	return cfg->eager_map;
+}
+
+MARU_EXPORT bool maru_config_get_auto_expand(const struct maru_config *cfg)
+{
+	return cfg->auto_expand;
+}
+
+MARU_EXPORT uint64_t maru_config_get_expand_size(const struct maru_config *cfg)
+{
+	return cfg->expand_size;
+}
+
+MARU_EXPORT const char *maru_config_get_rm_address(const struct maru_config *cfg)
+{
+	return cfg->rm_address;
+}
+
+MARU_EXPORT bool maru_config_get_enable_stats(const struct maru_config *cfg)
+{
+	return cfg->enable_stats;
+}
+
+/*
+ * Parse an upstream boolean environment value: strip, lower-case, then
+ * 1/true/yes/on or 0/false/no/off.  Return: 0 or 1, or -EINVAL.
+ */
+static int parse_env_bool(const char *raw)
+{
+	static const char *const yes[] = { "1", "true", "yes", "on" };
+	static const char *const no[] = { "0", "false", "no", "off" };
+	char v[16];
+	size_t n, i;
+
+	while (isspace((unsigned char)*raw))
+		raw++;
+	n = strlen(raw);
+	while (n && isspace((unsigned char)raw[n - 1]))
+		n--;
+	if (n >= sizeof(v))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		v[i] = (char)tolower((unsigned char)raw[i]);
+	v[n] = '\0';
+	for (i = 0; i < 4; i++) {
+		if (!strcmp(v, yes[i]))
+			return 1;
+		if (!strcmp(v, no[i]))
+			return 0;
+	}
+	return -EINVAL;
+}
+
+static int apply_env_bool(const char *name, bool *field, char *why,
+			  size_t whylen)
+{
+	const char *raw = getenv(name);
+	int v;
+
+	if (!raw)
+		return 0;
+	v = parse_env_bool(raw);
+	if (v < 0) {
+		if (why && whylen)
+			snprintf(why, whylen,
+				 "%s must be one of: 1/0, true/false, yes/no, "
+				 "on/off (got '%s')",
+				 name, raw);
+		return -EINVAL;
+	}
+	*field = v;
+	return 0;
+}
+
+MARU_EXPORT int maru_config_apply_env(struct maru_config *cfg, char *why,
+				      size_t whylen)
+{
+	int rc;
+
+	rc = apply_env_bool("MARU_EAGER_MAP", &cfg->eager_map, why, whylen);
+	if (rc < 0)
+		return rc;
+	return apply_env_bool("MARU_STAT", &cfg->enable_stats, why, whylen);
+}
+
+MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
+				     size_t whylen)
+{
+	char tmp[1];
+
+	if (!why || !whylen) {
+		why = tmp;
+		whylen = sizeof(tmp);
+	}
+	if (cfg->chunk_size == 0) {
+		snprintf(why, whylen, "chunk_size_bytes must be positive, got 0");
+		return -EINVAL;
+	}
+	if (cfg->pool_size < cfg->chunk_size) {
+		snprintf(why, whylen,
+			 "pool_size (%" PRIu64 ") must be >= chunk_size_bytes "
+			 "(%" PRIu64 ")",
+			 cfg->pool_size, cfg->chunk_size);
+		return -EINVAL;
+	}
+	if (cfg->expand_size && !cfg->auto_expand) {
+		snprintf(why, whylen, "expand_size requires auto_expand=True");
+		return -EINVAL;
+	}
+	if (cfg->expand_size && cfg->expand_size < cfg->chunk_size) {
+		snprintf(why, whylen,
+			 "expand_size (%" PRIu64 ") must be >= chunk_size_bytes "
+			 "(%" PRIu64 ")",
+			 cfg->expand_size, cfg->chunk_size);
+		return -EINVAL;
+	}
+	if (!cfg->server_url || !cfg->rm_address || cfg->max_inflight < 1) {
+		snprintf(why, whylen, "invalid configuration");
+		return -EINVAL;
+	}
+	return 0;
+}

@@ -49,27 +49,27 @@
 #include "util.h"
 
 #define PM_DEFAULT_ADDRESS "127.0.0.1:9850"
-#define PM_TIMEOUT_MS 5000	/* connect + one STATS; the daemon answers in
-				 * microseconds, so 5 s means it is stuck */
-#define PM_SLICE_MS 200		/* longest wait between checks of the flag */
+/* connect + one STATS; the daemon answers in microseconds: 5 s is stuck */
+#define PM_TIMEOUT_MS 5000
+#define PM_SLICE_MS 200 /* longest wait between checks of the flag */
 #define PM_ERR_LEN 512
 
 struct pm_opts {
-	double watch;		/* seconds between frames; 0 = one-shot */
-	long count;		/* frames in watch mode; 0 = until stopped */
+	double watch; /* seconds between frames; 0 = one-shot */
+	long count;   /* frames in watch mode; 0 = until stopped */
 	bool csv;
 	bool scroll;
-	const char *address;	/* borrows: argv or the default */
+	const char *address; /* borrows: argv or the default */
 };
 
 /* How a watch loop ended. */
 enum pm_end {
-	PM_END_COUNT,		/* --count frames shown */
-	PM_END_STOPPED,		/* Ctrl-C, SIGTERM or 'q' */
-	PM_END_OUTPUT,		/* stdout went away (EPIPE) */
+	PM_END_COUNT,	/* --count frames shown */
+	PM_END_STOPPED, /* Ctrl-C, SIGTERM or 'q' */
+	PM_END_OUTPUT,	/* stdout went away (EPIPE) */
 };
 
-static volatile sig_atomic_t stop_signal;	/* set by on_signal() */
+static volatile sig_atomic_t stop_signal; /* set by on_signal() */
 
 static void on_signal(int sig)
 {
@@ -118,13 +118,13 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 {
 	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS };
 	static const struct option longopts[] = {
-		{ "watch", required_argument, NULL, 'w' },
-		{ "count", required_argument, NULL, 'c' },
-		{ "csv", no_argument, NULL, OPT_CSV },
-		{ "scroll", no_argument, NULL, OPT_SCROLL },
-		{ "address", required_argument, NULL, OPT_ADDRESS },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"watch", required_argument, NULL, 'w'},
+		{"count", required_argument, NULL, 'c'},
+		{"csv", no_argument, NULL, OPT_CSV},
+		{"scroll", no_argument, NULL, OPT_SCROLL},
+		{"address", required_argument, NULL, OPT_ADDRESS},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	char *end;
 	int opt;
@@ -167,8 +167,7 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 			return bad_option("option needs a value",
 					  argv[optind - 1]);
 		default:
-			return bad_option("unknown option",
-					  argv[optind - 1]);
+			return bad_option("unknown option", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -203,7 +202,7 @@ static int put_stdout(const struct buf *b)
 
 static int one_shot(struct rm_client *c, const struct pm_opts *o)
 {
-	struct pm_snap snap = PM_SNAP_INIT;
+	struct pm_snap snap = {0};
 	struct buf b = BUF_INIT;
 	char ts[PM_TS_LEN], err[PM_ERR_LEN];
 	int rc;
@@ -235,10 +234,10 @@ static int one_shot(struct rm_client *c, const struct pm_opts *o)
  * curses mode (scr != NULL) owns the screen until watch() returns.
  */
 struct pm_screen {
-	SCREEN *scr;		/* owns: newterm(), NULL in plain mode */
-	bool utf8;		/* locale can show the title's em dash */
-	bool clear;		/* plain mode: ESC[2J ESC[H before a frame */
-	bool blank_after;	/* plain mode: blank line after a frame */
+	SCREEN *scr;	  /* owns: newterm(), NULL in plain mode */
+	bool utf8;	  /* locale can show the title's em dash */
+	bool clear;	  /* plain mode: ESC[2J ESC[H before a frame */
+	bool blank_after; /* plain mode: blank line after a frame */
 };
 
 /* Bytes in the UTF-8 sequence that starts with @ch (1 for ASCII). */
@@ -349,7 +348,7 @@ static bool wait_until(const struct pm_screen *s, uint64_t deadline,
 static int watch(struct rm_client *c, const struct pm_opts *o,
 		 struct pm_screen *s)
 {
-	struct pm_snap prev = PM_SNAP_INIT, cur;
+	struct pm_snap prev = {0}, cur;
 	struct buf b = BUF_INIT, head = BUF_INIT;
 	char ts[PM_TS_LEN], err[PM_ERR_LEN];
 	uint64_t interval = (uint64_t)(o->watch * 1e9), next;
@@ -468,14 +467,12 @@ int main(int argc, char **argv)
 		return 2;
 	if (rm_client_init(&c, o.address, NULL, PM_TIMEOUT_MS) < 0) {
 		rm_client_destroy(&c);
-		bad_option("invalid address (expected host:port)",
-			   o.address);
+		bad_option("invalid address (expected host:port)", o.address);
 		return 2;
 	}
 	rc = install_signals();
 	if (rc < 0) {
-		fprintf(stderr, "pool_monitor: sigaction: %s\n",
-			strerror(-rc));
+		fprintf(stderr, "pool_monitor: sigaction: %s\n", strerror(-rc));
 		rm_client_destroy(&c);
 		return 1;
 	}

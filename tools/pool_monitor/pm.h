@@ -25,26 +25,25 @@
 #include "rm_client.h"
 #include "rm_proto.h"
 
-#define PM_BAR_WIDTH 30		/* characters of '#'/'-' in the usage bar */
-#define PM_TS_LEN 32		/* room for "YYYY-MM-DDTHH:MM:SS" */
+#define PM_BAR_WIDTH 30 /* characters of '#'/'-' in the usage bar */
+#define PM_TS_LEN 32	/* room for "YYYY-MM-DDTHH:MM:SS" */
 
 /* One pool as the resource manager reported it. */
 struct pm_pool {
-	char *path;		/* owns: malloc()ed, NUL-terminated, may be "" */
-	uint32_t dax_type;	/* enum rm_dax_type; other values shown as ? */
-	uint64_t total_bytes;	/* usable bytes */
-	uint64_t free_bytes;	/* bytes in free extents; above total_bytes
-				 * only in a broken reply, then used = 0 */
+	char *path;	      /* owns: malloc()ed, NUL-terminated, may be "" */
+	uint32_t dax_type;    /* enum rm_dax_type; other values shown as ? */
+	uint64_t total_bytes; /* usable bytes */
+	uint64_t free_bytes;  /* bytes in free extents; above total_bytes
+			       * only in a broken reply, then used = 0 */
 };
 
-/* All pools of one STATS reply, sorted by path (strcmp order). */
+/* All pools of one STATS reply, sorted by path (strcmp order).
+ * Starts zeroed: struct pm_snap s = {0}; */
 struct pm_snap {
-	struct pm_pool *pools;	/* owns: array of n */
+	struct pm_pool *pools; /* owns: array of n */
 	size_t n;
-	size_t cap;		/* allocated entries of pools */
+	size_t cap; /* allocated entries of pools */
 };
-
-#define PM_SNAP_INIT { NULL, 0, 0 }
 
 /* pm_snap_free - release the pools; @s is empty and reusable afterwards */
 void pm_snap_free(struct pm_snap *s);

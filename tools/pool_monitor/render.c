@@ -28,12 +28,11 @@
 #include "rm_proto.h"
 #include "util.h"
 
-#define PM_SIZE_LEN 24		/* "-1023.9T" and more fit easily */
+#define PM_SIZE_LEN 24 /* "-1023.9T" and more fit easily */
 
 /* Append printf output to @b. */
 __attribute__((format(printf, 2, 3))) static int bprintf(struct buf *b,
-							  const char *fmt,
-							  ...)
+							 const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -66,8 +65,8 @@ void pm_snap_free(struct pm_snap *s)
 
 uint64_t pm_pool_used(const struct pm_pool *p)
 {
-	return p->free_bytes > p->total_bytes ? 0 :
-						 p->total_bytes - p->free_bytes;
+	return p->free_bytes > p->total_bytes ? 0
+					      : p->total_bytes - p->free_bytes;
 }
 
 static int pool_cmp(const void *a, const void *b)
@@ -179,7 +178,7 @@ static const char *type_name(uint32_t t)
 static const struct pm_pool *snap_find(const struct pm_snap *s,
 				       const char *path)
 {
-	struct pm_pool key = { .path = (char *)path };
+	struct pm_pool key = {.path = (char *)path};
 
 	if (!s || !s->n)
 		return NULL;
@@ -210,8 +209,9 @@ static void format_delta(const struct pm_pool *p, const struct pm_snap *prev,
 static int render_title(struct buf *b, const char *ts)
 {
 	/* U+2014 EM DASH, as upstream prints it */
-	return bprintf(b, "  Maru Pool Monitor  \xe2\x80\x94  %s  (Ctrl+C to quit)"
-			  "\n\n",
+	return bprintf(b,
+		       "  Maru Pool Monitor  \xe2\x80\x94  %s  (Ctrl+C to quit)"
+		       "\n\n",
 		       ts);
 }
 
@@ -300,7 +300,9 @@ int pm_render_csv(struct buf *b, const char *ts, const struct pm_snap *cur)
 	for (i = 0; i < cur->n; i++) {
 		p = &cur->pools[i];
 		used = pm_pool_used(p);
-		pct = p->total_bytes ? (double)used / (double)p->total_bytes * 100.0 : 0.0;
+		pct = p->total_bytes
+			      ? (double)used / (double)p->total_bytes * 100.0
+			      : 0.0;
 		rc = bprintf(b, "%s,", ts);
 		if (rc == 0)
 			rc = csv_field(b, p->path);

@@ -24,10 +24,9 @@ static int collect(const struct rm_pool_stat *st, void *arg)
 	return pm_snap_add(arg, st);
 }
 
-int pm_fetch(struct rm_client *c, struct pm_snap *out, char *err,
-	     size_t errlen)
+int pm_fetch(struct rm_client *c, struct pm_snap *out, char *err, size_t errlen)
 {
-	struct pm_snap s = PM_SNAP_INIT;
+	struct pm_snap s = {0};
 	char *p;
 	int rc;
 

@@ -15,9 +15,10 @@
  *   watch      stdout a terminal, no --scroll/--csv: ncurses full screen,
  *              redrawn each frame, 'q' or Ctrl-C quits, window resizes are
  *              redrawn at once.  Otherwise plain frames: CSV rows, frames
- *              separated by a blank line (--scroll), or ESC[2J ESC[H before
- *              each frame (the upstream tool's behaviour when stdout is not
- *              a terminal curses can drive).  While the daemon is
+ *              separated by a blank line (--scroll, TERM=dumb), or
+ *              ESC[2J ESC[H before each frame (the upstream tool's
+ *              behaviour when stdout is not a terminal curses can
+ *              drive).  While the daemon is
  *              unreachable the frame shows the error (CSV: stderr) and the
  *              next frame tries again.
  * Ctrl-C (or SIGTERM) ends watch mode with "Stopped." on stdout.
@@ -51,7 +52,8 @@
 #define PM_DEFAULT_ADDRESS "127.0.0.1:9850"
 /* connect + one STATS; the daemon answers in microseconds: 5 s is stuck */
 #define PM_TIMEOUT_MS 5000
-#define PM_SLICE_MS 200 /* longest wait between checks of the flag */
+#define PM_WATCH_MAX 86400.0 /* longest -w: a day */
+#define PM_SLICE_MS 200	     /* longest wait between checks of the flag */
 #define PM_ERR_LEN 512
 
 struct pm_opts {
@@ -142,7 +144,8 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 			errno = 0;
 			o->watch = strtod(optarg, &end);
 			if (errno || end == optarg || *end ||
-			    !isfinite(o->watch) || o->watch < 0)
+			    !isfinite(o->watch) || o->watch < 0 ||
+			    o->watch > PM_WATCH_MAX)
 				return bad_option("invalid watch interval",
 						  optarg);
 			break;
@@ -430,13 +433,19 @@ out:
 /* Take over the terminal when stdout is one; else plain frames. */
 static void screen_open(struct pm_screen *s, const struct pm_opts *o)
 {
-	const char *cs = nl_langinfo(CODESET);
+	const char *cs = nl_langinfo(CODESET), *term;
 
 	memset(s, 0, sizeof(*s));
 	s->utf8 = cs && strcmp(cs, "UTF-8") == 0;
 	s->blank_after = o->scroll && !o->csv;
 	if (o->csv || o->scroll)
 		return;
+	/* a dumb terminal can neither clear nor address: append frames */
+	term = getenv("TERM");
+	if (term && strcmp(term, "dumb") == 0) {
+		s->blank_after = true;
+		return;
+	}
 	if (isatty(STDOUT_FILENO) && isatty(STDIN_FILENO))
 		s->scr = newterm(NULL, stdout, stdin);
 	if (!s->scr) {

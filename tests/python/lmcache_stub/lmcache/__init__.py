@@ -1,0 +1,2 @@
+"""STAND-IN for LMCache (tests only): see tests/python/lmcache_stub/README.md."""
+IS_MARU_TEST_STUB = True

@@ -1,0 +1,1 @@
+"""STAND-IN for lmcache.v1 (tests only)."""

@@ -51,6 +51,7 @@
 #include "mds_proto.h"
 #include "rm_client.h"
 #include "util.h"
+#include "pattern.h"
 
 #define HDR_MAGIC "MARUDEV\0"
 #define HDR_SIZE 32
@@ -163,17 +164,6 @@ out_close:
 static void range_unmap(struct range *r)
 {
 	munmap(r->base, r->maplen);
-}
-
-/* the pattern byte at @i for @seed: a cheap hash, so that shifts show */
-static uint8_t pattern_byte(uint64_t seed, uint64_t i)
-{
-	uint64_t x = (seed + 1) * 0x9E3779B97F4A7C15ull ^ (i / 8);
-
-	x ^= x >> 31;
-	x *= 0xBF58476D1CE4E5B9ull;
-	x ^= x >> 29;
-	return (uint8_t)(x >> (8 * (i % 8)));
 }
 
 static int cmd_fill_check(bool fill, const char *path, const char *offs,

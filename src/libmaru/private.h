@@ -5,15 +5,35 @@
  * Everything here is hidden (-fvisibility=hidden plus libmaru.sym); public
  * entry points are marked MARU_EXPORT.  Helpers shared across files are
  * named maru__x (libuv convention).
+ *
+ * Module map (docs/c-api.md has the picture):
+ *   config.c   struct maru_config, env overrides, validation, uuid4
+ *   log.c      the handler's replaceable log sink
+ *   codec.c    metadata-server payloads: msgpack-c encoders for requests,
+ *              a pure bounded msgpack reader + decoders for replies, the
+ *              MARUDEV device-header parser
+ *   alloc.c    page allocator (FIFO free ring) + owned-region manager
+ *   keymap.c   the handler's local key -> (region, page) map
+ *   rpc.c      ZeroMQ client: REQ lock-step or DEALER pipelined
+ *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
+ *   lease.c    lease heartbeat thread (later-additions.md §1)
+ *   stats.c    per-op stats buffer and the REPORT_STATS thread
+ *   handler.c  the public handler and KV API
  */
 #ifndef MARU_PRIVATE_H
 #define MARU_PRIVATE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <syslog.h>
 
 #include <maru/maru.h>
+#include <zmq.h>
+
+#include "rm_client.h"
 
 #define MARU_EXPORT __attribute__((visibility("default")))
 
@@ -23,6 +43,9 @@
 #define MARU_DEFAULT_CHUNK_SIZE (1ull << 20)
 #define MARU_DEFAULT_TIMEOUT_MS 2000
 #define MARU_DEFAULT_MAX_INFLIGHT 64
+
+/* ------------------------------------------------------------------------ */
+/* config.c                                                                 */
 
 /* The body of the opaque struct maru_config (upstream MaruConfig). */
 struct maru_config {
@@ -40,12 +63,427 @@ struct maru_config {
 	bool enable_stats;	/* REPORT_STATS every second */
 };
 
-/* maru__config_copy - deep copy of @src into @dst (zeroed). 0 or -ENOMEM */
+/* maru__config_copy - deep copy of @src into @dst. 0 or -ENOMEM */
 int maru__config_copy(struct maru_config *dst, const struct maru_config *src);
 /* maru__config_release - free the strings of an embedded config */
 void maru__config_release(struct maru_config *cfg);
 
 /* maru__uuid4 - a random UUID4 in text form into @out (37 bytes) */
 void maru__uuid4(char out[37]);
+
+/* maru__now_ns - CLOCK_MONOTONIC in nanoseconds */
+uint64_t maru__now_ns(void);
+
+/* ------------------------------------------------------------------------ */
+/* log.c                                                                    */
+
+struct maru_handler;
+
+void maru__log(const struct maru_handler *h, int prio, const char *file,
+	       int line, const char *func, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/* the priority test happens before any formatting */
+#define maru__logp(h, prio, ...)                                               \
+	do {                                                                   \
+		if ((prio) <= atomic_load_explicit(&(h)->log_priority,        \
+						   memory_order_relaxed))      \
+			maru__log((h), (prio), __FILE__, __LINE__, __func__,   \
+				  __VA_ARGS__);                                \
+	} while (0)
+#define lerr(h, ...) maru__logp(h, LOG_ERR, __VA_ARGS__)
+#define lwarn(h, ...) maru__logp(h, LOG_WARNING, __VA_ARGS__)
+#define linfo(h, ...) maru__logp(h, LOG_INFO, __VA_ARGS__)
+#define ldbg(h, ...) maru__logp(h, LOG_DEBUG, __VA_ARGS__)
+
+/* maru__log_env_priority - MARU_LOG parsed: -1 (silent) .. 7 */
+int maru__log_env_priority(void);
+
+/* ------------------------------------------------------------------------ */
+/* codec.c: payloads of the metadata protocol                               */
+
+/*
+ * An outgoing message: 16 header bytes (filled by rpc.c with the sequence
+ * number at send time) followed by the MessagePack payload.  Small messages
+ * live in @small, larger ones on the heap.
+ */
+struct maru__msg {
+	uint8_t *data;		/* @small or owns: malloc()ed */
+	size_t len;		/* header + payload bytes */
+	size_t cap;
+	uint8_t type;		/* enum mds_msg_type */
+	uint8_t small[480];
+};
+
+void maru__msg_init(struct maru__msg *m, uint8_t type);
+void maru__msg_release(struct maru__msg *m);
+
+/* One REGISTER entry of BATCH_REGISTER_KV. */
+struct maru__reg {
+	const struct maru_key *key; /* borrows */
+	uint64_t region_id;
+	uint64_t kv_offset;
+	uint64_t kv_length;
+};
+
+/* One REPORT_STATS entry; the strings are static. */
+struct maru__stat_entry {
+	const char *op_type;
+	const char *result;	/* "hit", "miss", "partial", "none" */
+	uint64_t size;
+	double latency_us;
+};
+
+/* Encoders append the payload to @m.  Return: 0 or -ENOMEM/-EINVAL. */
+int maru__enc_empty(struct maru__msg *m);
+int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
+			    uint64_t size, const char *lease_id);
+int maru__enc_return_alloc(struct maru__msg *m, const char *instance_id,
+			   uint64_t region_id);
+int maru__enc_list_allocations(struct maru__msg *m, const char *exclude);
+int maru__enc_key(struct maru__msg *m, const struct maru_key *key);
+int maru__enc_register(struct maru__msg *m, const struct maru__reg *r);
+int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
+			     size_t n);
+int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
+			 size_t n);
+int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
+			const char *lease_id, bool release);
+int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
+			   const struct maru__stat_entry *e, size_t n);
+
+/* A LOOKUP_KV reply or one BATCH_LOOKUP_KV entry. */
+struct maru__lookup {
+	bool found;
+	bool has_handle;
+	struct maru_region_handle handle;
+	uint64_t kv_offset;
+	uint64_t kv_length;
+};
+
+/*
+ * What a reply said.  The decoder reads every key it knows, with upstream's
+ * defaults (false/0/empty) for missing ones, and ignores the rest.  Arrays
+ * go to caller-provided sinks: @results (bools), @entries (lookups) and
+ * @on_handle (LIST_ALLOCATIONS / REQUEST_ALLOC handles).
+ */
+struct maru__reply {
+	bool error;		/* an "error" key was present */
+	bool success;
+	bool is_new;
+	bool exists;
+	bool lease_expired;
+	double lease_ttl;	/* seconds; 0 = no leases */
+	struct maru__lookup lookup; /* found, handle, kv_offset, kv_length */
+	const char *rm_address;	/* borrows from the reply */
+	uint32_t rm_address_len;
+	/* sinks, set by the caller before decoding (all optional) */
+	bool *results;		/* borrows: @nresults slots */
+	size_t nresults;
+	size_t results_len;	/* out: elements seen (may exceed nresults) */
+	struct maru__lookup *entries; /* borrows: @nentries slots */
+	size_t nentries;
+	size_t entries_len;	/* out: elements seen */
+	int (*on_handle)(void *arg, const struct maru_region_handle *h);
+	void *arg;
+	size_t handles_len;	/* out: "allocations" elements seen */
+};
+
+/**
+ * maru__decode_reply - decode a reply payload (the bytes after the header)
+ * Return: 0, -EPROTO for malformed input, or a non-zero @on_handle value.
+ * Pure and bounded: reads only [p, p + len), allocates nothing.
+ */
+int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *r);
+
+/* maru__decode_stats - the typed part of a GET_STATS reply. 0 or -EPROTO */
+int maru__decode_stats(const uint8_t *p, size_t len,
+		       struct maru_server_stats *out, bool *error);
+
+#define MARU_DEVHDR_SIZE 32
+
+/**
+ * maru__devhdr_parse - parse a MARUDEV device header
+ * @uuid: receives the 36-character text form plus NUL
+ * @version: receives the header version (warn when != 1)
+ * Return: 0, or -ENOENT when the magic is absent/short.
+ */
+int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
+		       uint32_t *version);
+
+/* ------------------------------------------------------------------------ */
+/* alloc.c: page allocator and owned regions                                */
+
+/*
+ * FIFO free list like upstream's PagedMemoryAllocator: allocate pops the
+ * front, free appends to the back.  O(1) both ways; a byte per page detects
+ * double frees.
+ */
+struct maru__pagealloc {
+	uint64_t page_count;
+	uint64_t chunk_size;
+	uint32_t *ring;		/* owns: page_count slots of free pages */
+	uint64_t head;		/* index of the oldest free page in @ring */
+	uint64_t nfree;
+	uint8_t *used;		/* owns: 1 = allocated */
+};
+
+/* page_count = pool_size / chunk_size; 0 or > 2^32 -> -EINVAL */
+int maru__pagealloc_init(struct maru__pagealloc *pa, uint64_t pool_size,
+			 uint64_t chunk_size);
+void maru__pagealloc_destroy(struct maru__pagealloc *pa);
+/* Return: the page, or -ENOSPC when none is free */
+int64_t maru__pagealloc_alloc(struct maru__pagealloc *pa);
+/* Return: 0, -ERANGE (out of range) or -EINVAL (not allocated) */
+int maru__pagealloc_free(struct maru__pagealloc *pa, uint64_t page);
+bool maru__pagealloc_is_allocated(const struct maru__pagealloc *pa,
+				  uint64_t page);
+
+struct maru__keyent;
+struct maru__mapping;
+
+struct maru__owned_region {
+	uint64_t region_id;
+	struct maru__pagealloc pa;
+	struct maru__mapping *map; /* borrows: from the mapper, may be NULL */
+	struct maru__keyent **page_keys; /* owns array: local keys per page */
+};
+
+/* Upstream's OwnedRegionManager: regions in insertion order + active one. */
+struct maru__owned {
+	struct maru__owned_region **regions; /* owns */
+	size_t n;
+	size_t cap;
+	size_t active;		/* index into @regions */
+	uint64_t chunk_size;
+};
+
+void maru__owned_init(struct maru__owned *o, uint64_t chunk_size);
+void maru__owned_destroy(struct maru__owned *o);
+/* add and make active. Return: 0, -EEXIST, -EINVAL (no page), -ENOMEM */
+int maru__owned_add(struct maru__owned *o, uint64_t region_id,
+		    uint64_t pool_size, struct maru__mapping *map);
+/* Return: 0 with *rid and *page set, or -ENOSPC */
+int maru__owned_alloc(struct maru__owned *o, uint64_t *rid, uint64_t *page);
+/* Return: 0, -ENOENT (not owned), -ERANGE or -EINVAL */
+int maru__owned_free(struct maru__owned *o, uint64_t rid, uint64_t page);
+struct maru__owned_region *maru__owned_find(const struct maru__owned *o,
+					    uint64_t rid);
+
+/* ------------------------------------------------------------------------ */
+/* keymap.c: keys this handler stored                                       */
+
+struct maru__keyent {
+	struct maru__keyent *next;	/* hash chain */
+	struct maru__keyent *page_next;	/* other keys in the same page */
+	uint64_t hash;
+	uint64_t region_id;
+	uint64_t page;
+	size_t klen;
+	uint8_t kbytes[];	/* type byte + canonical key bytes */
+};
+
+struct maru__keymap {
+	struct maru__keyent **buckets; /* owns */
+	size_t nbuckets;	/* power of two */
+	size_t count;
+};
+
+void maru__keymap_init(struct maru__keymap *km);
+void maru__keymap_destroy(struct maru__keymap *km);
+struct maru__keyent *maru__keymap_find(const struct maru__keymap *km,
+				       const struct maru_key *key);
+/* insert a key known to be absent. Return: the entry or NULL (-ENOMEM) */
+struct maru__keyent *maru__keymap_insert(struct maru__keymap *km,
+					 const struct maru_key *key,
+					 uint64_t region_id, uint64_t page);
+/* unlink and free @e (the caller unlinks it from its page list) */
+void maru__keymap_remove(struct maru__keymap *km, struct maru__keyent *e);
+
+/* ------------------------------------------------------------------------ */
+/* rpc.c: the metadata-server client                                        */
+
+struct maru__rpc_slot;
+
+struct maru__rpc {
+	const struct maru_handler *h; /* borrows: for logging */
+	void *zctx;		/* borrows: the handler's ZeroMQ context */
+	char *url;		/* owns */
+	int timeout_ms;
+	bool async;		/* DEALER pipelined, else REQ lock-step */
+	int max_inflight;
+	pthread_mutex_t lock;	/* the socket, the slots, the sequence */
+	void *sock;		/* owns: NULL when closed (REQ after timeout) */
+	uint32_t next_seq;	/* from 1 */
+	/* DEALER only */
+	int zfd;		/* ZMQ_FD of @sock */
+	int wakefd;		/* owns: eventfd to wake the reading leader */
+	bool leader;		/* a thread is polling the socket */
+	struct maru__rpc_slot *slots; /* owns: max_inflight */
+	int *free_slots;	/* owns: stack of free slot indices */
+	int nfree;
+	pthread_cond_t space_cv; /* a slot became free */
+	int space_waiters;
+};
+
+/* A reply: the received frame; @payload/@len point into it. */
+struct maru__rpc_reply {
+	zmq_msg_t msg;		/* owns: the body frame */
+	const uint8_t *payload;	/* borrows: from @msg, after the header */
+	size_t len;		/* payload bytes */
+};
+
+int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
+		   void *zctx, const char *url, int timeout_ms, bool async,
+		   int max_inflight);
+void maru__rpc_close(struct maru__rpc *r);
+/**
+ * maru__rpc_call - send @m and wait for its reply
+ * @out: on success gives the reply; release with maru__rpc_reply_release()
+ * Return: 0, -ETIMEDOUT, -EPROTO, -ENOMEM or another -errno of ZeroMQ.
+ * Context: any thread; the socket is serialised internally.
+ */
+int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,
+		   struct maru__rpc_reply *out);
+void maru__rpc_reply_release(struct maru__rpc_reply *rep);
+
+/* ------------------------------------------------------------------------ */
+/* mapper.c: region mappings                                                */
+
+struct maru__mapping {
+	struct maru__mapping *next; /* hash chain; published with release */
+	struct maru_region_handle handle;
+	uint8_t *addr;		/* owns: the mmap */
+	size_t len;		/* handle.length */
+	bool owned;
+};
+
+#define MARU_MAP_BUCKETS 256
+
+struct maru__uuid_path {
+	char uuid[37];
+	char path[300];		/* /dev/daxX.Y */
+};
+
+struct maru__mapper {
+	const struct maru_handler *h; /* borrows: for logging */
+	_Atomic(struct maru__mapping *) buckets[MARU_MAP_BUCKETS];
+	pthread_mutex_t lock;	/* insertions, the RM client, the UUID table */
+	struct rm_client rm;	/* GET_ACCESS; not thread-safe by itself */
+	bool rm_ready;
+	bool prefault;		/* MARU_PREFAULT != "0" */
+	struct maru__uuid_path *uuids; /* owns */
+	size_t nuuids;
+};
+
+int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
+		      bool prefault);
+/* scan /sys/bus/dax/devices for MARUDEV headers (@sysdir NULL = default) */
+void maru__mapper_scan_devices(struct maru__mapper *mp, const char *sysdir,
+			       const char *devdir);
+/* set the RM address (HANDSHAKE's or the config's) */
+int maru__mapper_set_rm(struct maru__mapper *mp, const char *address,
+			int timeout_ms);
+/* lock-free lookup: mappings are only removed by maru__mapper_destroy */
+struct maru__mapping *maru__mapper_find(struct maru__mapper *mp,
+					uint64_t region_id);
+/**
+ * maru__mapper_map - map a region (GET_ACCESS + open + mmap), cached
+ * @prefault: pre-fault the pages (if MARU_PREFAULT allows)
+ * Return: 0 with *out, or -errno.
+ */
+int maru__mapper_map(struct maru__mapper *mp,
+		     const struct maru_region_handle *hd, bool owned,
+		     bool prefault, struct maru__mapping **out);
+/* unmap one region now (only while no other thread can look it up) */
+void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id);
+/* unmap everything and close the RM connection */
+void maru__mapper_destroy(struct maru__mapper *mp);
+/* the local path for a device UUID, or NULL */
+const char *maru__mapper_local_path(struct maru__mapper *mp,
+				    const char *uuid);
+
+/* ------------------------------------------------------------------------ */
+/* lease.c and stats.c: background threads                                  */
+
+struct maru__lease {
+	bool active;		/* the server granted a lease */
+	char id[37];		/* lease_id */
+	uint64_t ttl_ns;
+	_Atomic uint64_t renewed_ns; /* last successful renewal */
+	atomic_bool lost;	/* the server said lease_expired */
+	pthread_t thread;
+	bool thread_started;
+	pthread_mutex_t lock;	/* @stop + @cv */
+	pthread_cond_t cv;
+	bool stop;
+	struct maru__rpc rpc;	/* its own connection */
+	bool rpc_open;
+};
+
+int maru__lease_start(struct maru_handler *h);
+void maru__lease_stop(struct maru_handler *h);
+/* writes allowed: no lease, or renewed within 3/4 TTL and not lost */
+bool maru__lease_ok(struct maru_handler *h);
+/* HEARTBEAT lease_release on the main connection (close) */
+void maru__lease_release(struct maru_handler *h);
+
+struct maru__stats {
+	atomic_bool enabled;	/* recording on (set/cleared under @lock) */
+	pthread_mutex_t lock;	/* @buf, @stop */
+	pthread_cond_t cv;
+	struct maru__stat_entry *buf; /* owns */
+	size_t n;
+	size_t cap;
+	bool stop;
+	pthread_t thread;
+	bool thread_started;
+	struct maru__rpc rpc;	/* its own lock-step connection */
+	bool rpc_open;
+};
+
+int maru__stats_start(struct maru_handler *h);
+void maru__stats_stop(struct maru_handler *h);
+void maru__stats_record(struct maru_handler *h, const char *op,
+			const char *result, uint64_t size, uint64_t start_ns);
+
+/* ------------------------------------------------------------------------ */
+/* handler.c                                                                */
+
+enum maru__state {
+	MARU_ST_NEW = 0,	/* never connected, or connect failed */
+	MARU_ST_CONNECTED = 1,
+	MARU_ST_CLOSING = 2,	/* close started or done: terminal */
+};
+
+struct maru_handler {
+	struct maru_config cfg;	/* owns: deep copy */
+	char *instance_id;	/* owns */
+	_Atomic int log_priority; /* -1 silent .. LOG_DEBUG */
+	maru_log_fn log_fn;	/* NULL = stderr */
+	void *log_arg;		/* borrows */
+	_Atomic int state;	/* enum maru__state */
+	bool prefault;
+
+	pthread_mutex_t wlock;	/* writes: alloc, free, store, delete, close */
+	pthread_mutex_t olock;	/* @owned contents, for concurrent readers */
+	struct maru__owned owned;
+	struct maru__keymap keys; /* under @wlock */
+	maru_region_added_fn on_added; /* under @wlock */
+	void *on_added_arg;
+
+	void *zctx;		/* owns: the ZeroMQ context */
+	struct maru__rpc rpc;	/* the main connection */
+	bool rpc_open;
+	struct maru__mapper mapper;
+	bool mapper_ready;
+	char rm_address[300];	/* effective: HANDSHAKE's, else the config's */
+	struct maru__lease lease;
+	struct maru__stats stats;
+};
+
+/* maru__call - one RPC with @m on the main connection, decoded into @r */
+int maru__call(struct maru_handler *h, struct maru__msg *m,
+	       struct maru__reply *r);
 
 #endif

@@ -1,0 +1,935 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * codec.c - metadata-server payloads (../shared/spec/metadata-protocol.md)
+ *
+ * Requests are packed with msgpack-c's packer straight into a struct
+ * maru__msg, behind 16 bytes left free for the header (rpc.c writes it with
+ * the sequence number at send time).  Keys keep their kind: str, int or bin
+ * are packed as such, never converted, and every handle-sized integer that
+ * is >= 2^63 goes out as uint64 (0xCF).
+ *
+ * Replies come from the network, so they are read by a small reader of our
+ * own instead of msgpack-c's unpacker: pure, bounded (never reads outside
+ * [p, p + len), recursion depth capped, a container cannot announce more
+ * elements than there are bytes left), and allocation-free, so a hostile
+ * reply cannot make us allocate gigabytes.  Decoders know every key of every
+ * reply, apply upstream's defaults for missing keys and skip unknown ones;
+ * arrays are delivered into caller-provided sinks.  fuzz_libmaru_codec.c
+ * feeds them arbitrary bytes.
+ *
+ * Also here: the MARUDEV device-header parser (first 32 bytes of a device).
+ *
+ * Context: every function is reentrant; no shared state.
+ */
+#include "private.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "buf.h"
+#include "mds_proto.h"
+
+/* ------------------------------------------------------------------------ */
+/* Outgoing messages                                                        */
+
+void maru__msg_init(struct maru__msg *m, uint8_t type)
+{
+	m->data = m->small;
+	m->cap = sizeof(m->small);
+	m->len = MDS_HDR_SIZE;	/* header filled in by rpc.c */
+	m->type = type;
+}
+
+void maru__msg_release(struct maru__msg *m)
+{
+	if (m->data != m->small)
+		free(m->data);
+	m->data = m->small;
+	m->cap = sizeof(m->small);
+	m->len = MDS_HDR_SIZE;
+}
+
+/* msgpack-c write callback: append to the message, growing it on the heap */
+static int msg_write(void *data, const char *p, size_t n)
+{
+	struct maru__msg *m = data;
+	uint8_t *nd;
+	size_t ncap;
+
+	if (n > SIZE_MAX / 2 - m->len)
+		return -1;
+	if (m->len + n > m->cap) {
+		ncap = m->cap * 2;
+		while (ncap < m->len + n)
+			ncap *= 2;
+		if (m->data == m->small) {
+			nd = malloc(ncap);
+			if (nd)
+				memcpy(nd, m->small, m->len);
+		} else {
+			nd = realloc(m->data, ncap);
+		}
+		if (!nd)
+			return -1;
+		m->data = nd;
+		m->cap = ncap;
+	}
+	memcpy(m->data + m->len, p, n);
+	m->len += n;
+	return 0;
+}
+
+/* pack a C string as a msgpack str */
+static int pack_cstr(msgpack_packer *pk, const char *s)
+{
+	size_t n = strlen(s);
+
+	return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, s, n);
+}
+
+static int pack_key(msgpack_packer *pk, const struct maru_key *k)
+{
+	switch (k->type) {
+	case MARU_KEY_STR:
+		if (k->len > UINT32_MAX || (k->len && !k->str))
+			return -1;
+		return msgpack_pack_str(pk, k->len) |
+		       msgpack_pack_str_body(pk, k->str, k->len);
+	case MARU_KEY_BIN:
+		if (k->len > UINT32_MAX || (k->len && !k->str))
+			return -1;
+		return msgpack_pack_bin(pk, k->len) |
+		       msgpack_pack_bin_body(pk, k->str, k->len);
+	case MARU_KEY_INT:
+		/* non-negative values use the unsigned encodings, as Python */
+		return msgpack_pack_int64(pk, k->i);
+	case MARU_KEY_UINT:
+		return msgpack_pack_uint64(pk, k->u);
+	default:
+		return -1;
+	}
+}
+
+/* a failed pack is either our callback's ENOMEM or a bad key */
+static int pack_rc(int rc, const struct maru__msg *m)
+{
+	return rc ? -EINVAL : 0;
+}
+
+int maru__enc_empty(struct maru__msg *m)
+{
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	return pack_rc(msgpack_pack_map(&pk, 0), m);
+}
+
+int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
+			    uint64_t size, const char *lease_id)
+{
+	msgpack_packer pk;
+	int rc;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	rc = msgpack_pack_map(&pk, lease_id ? 3 : 2);
+	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
+	rc |= pack_cstr(&pk, "size") | msgpack_pack_uint64(&pk, size);
+	if (lease_id)
+		rc |= pack_cstr(&pk, "lease_id") | pack_cstr(&pk, lease_id);
+	return pack_rc(rc, m);
+}
+
+int maru__enc_return_alloc(struct maru__msg *m, const char *instance_id,
+			   uint64_t region_id)
+{
+	msgpack_packer pk;
+	int rc;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	rc = msgpack_pack_map(&pk, 2);
+	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
+	rc |= pack_cstr(&pk, "region_id") | msgpack_pack_uint64(&pk, region_id);
+	return pack_rc(rc, m);
+}
+
+int maru__enc_list_allocations(struct maru__msg *m, const char *exclude)
+{
+	msgpack_packer pk;
+	int rc;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	/* upstream omits the key when there is nothing to exclude */
+	if (!exclude || !*exclude)
+		return pack_rc(msgpack_pack_map(&pk, 0), m);
+	rc = msgpack_pack_map(&pk, 1);
+	rc |= pack_cstr(&pk, "exclude_instance_id") | pack_cstr(&pk, exclude);
+	return pack_rc(rc, m);
+}
+
+int maru__enc_key(struct maru__msg *m, const struct maru_key *key)
+{
+	msgpack_packer pk;
+	int rc;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	rc = msgpack_pack_map(&pk, 1);
+	rc |= pack_cstr(&pk, "key") | pack_key(&pk, key);
+	return pack_rc(rc, m);
+}
+
+static int pack_reg(msgpack_packer *pk, const struct maru__reg *r)
+{
+	int rc;
+
+	rc = msgpack_pack_map(pk, 4);
+	rc |= pack_cstr(pk, "key") | pack_key(pk, r->key);
+	rc |= pack_cstr(pk, "region_id") | msgpack_pack_uint64(pk, r->region_id);
+	rc |= pack_cstr(pk, "kv_offset") | msgpack_pack_uint64(pk, r->kv_offset);
+	rc |= pack_cstr(pk, "kv_length") | msgpack_pack_uint64(pk, r->kv_length);
+	return rc;
+}
+
+int maru__enc_register(struct maru__msg *m, const struct maru__reg *r)
+{
+	msgpack_packer pk;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	return pack_rc(pack_reg(&pk, r), m);
+}
+
+int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
+			     size_t n)
+{
+	msgpack_packer pk;
+	size_t i;
+	int rc;
+
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	msgpack_packer_init(&pk, m, msg_write);
+	rc = msgpack_pack_map(&pk, 1);
+	rc |= pack_cstr(&pk, "entries") | msgpack_pack_array(&pk, n);
+	for (i = 0; i < n && !rc; i++)
+		rc |= pack_reg(&pk, &r[i]);
+	return pack_rc(rc, m);
+}
+
+int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
+			 size_t n)
+{
+	msgpack_packer pk;
+	size_t i;
+	int rc;
+
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	msgpack_packer_init(&pk, m, msg_write);
+	rc = msgpack_pack_map(&pk, 1);
+	rc |= pack_cstr(&pk, "keys") | msgpack_pack_array(&pk, n);
+	for (i = 0; i < n && !rc; i++)
+		rc |= pack_key(&pk, &keys[i]);
+	return pack_rc(rc, m);
+}
+
+int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
+			const char *lease_id, bool release)
+{
+	msgpack_packer pk;
+	int rc;
+
+	msgpack_packer_init(&pk, m, msg_write);
+	if (!instance_id)
+		return pack_rc(msgpack_pack_map(&pk, 0), m);
+	rc = msgpack_pack_map(&pk, release ? 3 : 2);
+	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
+	rc |= pack_cstr(&pk, "lease_id") | pack_cstr(&pk, lease_id ? lease_id : "");
+	if (release)
+		rc |= pack_cstr(&pk, "lease_release") | msgpack_pack_true(&pk);
+	return pack_rc(rc, m);
+}
+
+int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
+			   const struct maru__stat_entry *e, size_t n)
+{
+	msgpack_packer pk;
+	size_t i;
+	int rc;
+
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	msgpack_packer_init(&pk, m, msg_write);
+	rc = msgpack_pack_map(&pk, 1);
+	rc |= pack_cstr(&pk, "entries") | msgpack_pack_array(&pk, n);
+	for (i = 0; i < n && !rc; i++) {
+		rc |= msgpack_pack_map(&pk, 5);
+		rc |= pack_cstr(&pk, "client_id") | pack_cstr(&pk, client_id);
+		rc |= pack_cstr(&pk, "op_type") | pack_cstr(&pk, e[i].op_type);
+		rc |= pack_cstr(&pk, "result") | pack_cstr(&pk, e[i].result);
+		rc |= pack_cstr(&pk, "size") | msgpack_pack_uint64(&pk, e[i].size);
+		rc |= pack_cstr(&pk, "latency_us") |
+		      msgpack_pack_double(&pk, e[i].latency_us);
+	}
+	return pack_rc(rc, m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A bounded MessagePack reader                                             */
+
+#define MP_MAX_DEPTH 32
+
+struct mp {
+	const uint8_t *p;
+	const uint8_t *end;
+};
+
+enum mp_kind {
+	MP_NIL,
+	MP_BOOL,
+	MP_UINT,		/* non-negative integer */
+	MP_INT,			/* negative integer */
+	MP_FLOAT,
+	MP_STR,
+	MP_BIN,
+	MP_ARRAY,
+	MP_MAP,
+	MP_EXT,
+};
+
+/* One decoded item header; containers leave their elements unread. */
+struct mp_item {
+	enum mp_kind kind;
+	bool b;
+	uint64_t u;
+	int64_t i;
+	double f;
+	const uint8_t *data;	/* STR/BIN/EXT: borrows */
+	uint32_t len;		/* STR/BIN/EXT: bytes; ARRAY/MAP: elements */
+};
+
+static size_t mp_left(const struct mp *r)
+{
+	return (size_t)(r->end - r->p);
+}
+
+static int mp_take(struct mp *r, size_t n, const uint8_t **out)
+{
+	if (mp_left(r) < n)
+		return -EPROTO;
+	*out = r->p;
+	r->p += n;
+	return 0;
+}
+
+static uint64_t be(const uint8_t *p, size_t n)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* read @n bytes of big-endian length/value */
+static int mp_be(struct mp *r, size_t n, uint64_t *v)
+{
+	const uint8_t *q;
+
+	if (mp_take(r, n, &q))
+		return -EPROTO;
+	*v = be(q, n);
+	return 0;
+}
+
+static int mp_blob(struct mp *r, struct mp_item *it, enum mp_kind k,
+		   size_t lenbytes)
+{
+	uint64_t n;
+
+	it->kind = k;
+	if (mp_be(r, lenbytes, &n) || mp_take(r, n, &it->data))
+		return -EPROTO;
+	it->len = (uint32_t)n;
+	return 0;
+}
+
+/* containers: each element needs at least one byte (two for a map pair) */
+static int mp_container(struct mp *r, struct mp_item *it, enum mp_kind k,
+			uint64_t n)
+{
+	uint64_t min = k == MP_MAP ? 2 * n : n;
+
+	if (min > mp_left(r))
+		return -EPROTO;
+	it->kind = k;
+	it->len = (uint32_t)n;
+	return 0;
+}
+
+static int mp_ext(struct mp *r, struct mp_item *it, size_t lenbytes,
+		  size_t fixed)
+{
+	uint64_t n = fixed;
+	const uint8_t *t;
+
+	if (lenbytes && mp_be(r, lenbytes, &n))
+		return -EPROTO;
+	it->kind = MP_EXT;
+	if (mp_take(r, 1, &t) || mp_take(r, n, &it->data))
+		return -EPROTO;
+	it->len = (uint32_t)n;
+	return 0;
+}
+
+static int mp_signed(struct mp *r, struct mp_item *it, size_t n)
+{
+	uint64_t v;
+	int64_t s;
+
+	if (mp_be(r, n, &v))
+		return -EPROTO;
+	/* sign-extend the n-byte two's complement value */
+	if (n < 8 && (v >> (8 * n - 1)) & 1)
+		v |= ~0ull << (8 * n);
+	memcpy(&s, &v, sizeof(s));
+	if (s >= 0) {
+		it->kind = MP_UINT;
+		it->u = (uint64_t)s;
+	} else {
+		it->kind = MP_INT;
+		it->i = s;
+	}
+	return 0;
+}
+
+static int mp_next(struct mp *r, struct mp_item *it)
+{
+	const uint8_t *q;
+	uint64_t v;
+	uint8_t c;
+	float f32;
+	uint32_t u32;
+
+	if (mp_take(r, 1, &q))
+		return -EPROTO;
+	c = *q;
+	memset(it, 0, sizeof(*it));
+	if (c <= 0x7f) {
+		it->kind = MP_UINT;
+		it->u = c;
+		return 0;
+	}
+	if (c >= 0xe0) {
+		it->kind = MP_INT;
+		it->i = (int8_t)c;
+		return 0;
+	}
+	if ((c & 0xf0) == 0x80)
+		return mp_container(r, it, MP_MAP, c & 0x0f);
+	if ((c & 0xf0) == 0x90)
+		return mp_container(r, it, MP_ARRAY, c & 0x0f);
+	if ((c & 0xe0) == 0xa0) {
+		it->kind = MP_STR;
+		it->len = c & 0x1f;
+		return mp_take(r, it->len, &it->data);
+	}
+	switch (c) {
+	case 0xc0:
+		it->kind = MP_NIL;
+		return 0;
+	case 0xc2:
+	case 0xc3:
+		it->kind = MP_BOOL;
+		it->b = c == 0xc3;
+		return 0;
+	case 0xc4:
+		return mp_blob(r, it, MP_BIN, 1);
+	case 0xc5:
+		return mp_blob(r, it, MP_BIN, 2);
+	case 0xc6:
+		return mp_blob(r, it, MP_BIN, 4);
+	case 0xc7:
+		return mp_ext(r, it, 1, 0);
+	case 0xc8:
+		return mp_ext(r, it, 2, 0);
+	case 0xc9:
+		return mp_ext(r, it, 4, 0);
+	case 0xca:
+		if (mp_be(r, 4, &v))
+			return -EPROTO;
+		u32 = (uint32_t)v;
+		memcpy(&f32, &u32, sizeof(f32));
+		it->kind = MP_FLOAT;
+		it->f = f32;
+		return 0;
+	case 0xcb:
+		if (mp_be(r, 8, &v))
+			return -EPROTO;
+		it->kind = MP_FLOAT;
+		memcpy(&it->f, &v, sizeof(it->f));
+		return 0;
+	case 0xcc:
+	case 0xcd:
+	case 0xce:
+	case 0xcf:
+		it->kind = MP_UINT;
+		return mp_be(r, (size_t)1 << (c - 0xcc), &it->u);
+	case 0xd0:
+	case 0xd1:
+	case 0xd2:
+	case 0xd3:
+		return mp_signed(r, it, (size_t)1 << (c - 0xd0));
+	case 0xd4:
+	case 0xd5:
+	case 0xd6:
+	case 0xd7:
+	case 0xd8:
+		return mp_ext(r, it, 0, (size_t)1 << (c - 0xd4));
+	case 0xd9:
+		return mp_blob(r, it, MP_STR, 1);
+	case 0xda:
+		return mp_blob(r, it, MP_STR, 2);
+	case 0xdb:
+		return mp_blob(r, it, MP_STR, 4);
+	case 0xdc:
+	case 0xdd:
+		if (mp_be(r, c == 0xdc ? 2 : 4, &v))
+			return -EPROTO;
+		return mp_container(r, it, MP_ARRAY, v);
+	case 0xde:
+	case 0xdf:
+		if (mp_be(r, c == 0xde ? 2 : 4, &v))
+			return -EPROTO;
+		return mp_container(r, it, MP_MAP, v);
+	default:		/* 0xc1: never used */
+		return -EPROTO;
+	}
+}
+
+/* skip the elements of a container whose header is @it */
+static int mp_skip_body(struct mp *r, const struct mp_item *it, int depth);
+
+/* skip one whole value */
+static int mp_skip(struct mp *r, int depth)
+{
+	struct mp_item it;
+
+	if (mp_next(r, &it))
+		return -EPROTO;
+	return mp_skip_body(r, &it, depth);
+}
+
+static int mp_skip_body(struct mp *r, const struct mp_item *it, int depth)
+{
+	uint64_t n, i;
+
+	if (it->kind != MP_ARRAY && it->kind != MP_MAP)
+		return 0;
+	if (depth >= MP_MAX_DEPTH)
+		return -EPROTO;
+	n = it->kind == MP_MAP ? 2ull * it->len : it->len;
+	for (i = 0; i < n; i++)
+		if (mp_skip(r, depth + 1))
+			return -EPROTO;
+	return 0;
+}
+
+static bool key_is(const struct mp_item *k, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return k->kind == MP_STR && k->len == n && !memcmp(k->data, lit, n);
+}
+
+/*
+ * Truthiness like Python's resp.get(k, False): bools as such, nil false,
+ * integers non-zero; anything else is a protocol error.
+ */
+static int mp_truth(struct mp *r, bool *out, int depth)
+{
+	struct mp_item it;
+
+	if (mp_next(r, &it))
+		return -EPROTO;
+	switch (it.kind) {
+	case MP_BOOL:
+		*out = it.b;
+		return 0;
+	case MP_NIL:
+		*out = false;
+		return 0;
+	case MP_UINT:
+		*out = it.u != 0;
+		return 0;
+	case MP_INT:
+		*out = true;
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+static int mp_uint(struct mp *r, uint64_t *out)
+{
+	struct mp_item it;
+
+	if (mp_next(r, &it) || it.kind != MP_UINT)
+		return -EPROTO;
+	*out = it.u;
+	return 0;
+}
+
+/* a number as a double (float or integer); nil reads as 0 */
+static int mp_number(struct mp *r, double *out)
+{
+	struct mp_item it;
+
+	if (mp_next(r, &it))
+		return -EPROTO;
+	switch (it.kind) {
+	case MP_FLOAT:
+		*out = it.f;
+		return 0;
+	case MP_UINT:
+		*out = (double)it.u;
+		return 0;
+	case MP_INT:
+		*out = (double)it.i;
+		return 0;
+	case MP_NIL:
+		*out = 0;
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+/*
+ * A MaruHandle map: all four keys are mandatory unsigned ints (§4.1).
+ * Return: 1 decoded, 0 nil (no handle), -EPROTO.
+ */
+static int mp_handle(struct mp *r, struct maru_region_handle *h, int depth)
+{
+	struct mp_item it, k;
+	unsigned seen = 0;
+	uint32_t i;
+
+	if (mp_next(r, &it))
+		return -EPROTO;
+	if (it.kind == MP_NIL)
+		return 0;
+	if (it.kind != MP_MAP || depth >= MP_MAX_DEPTH)
+		return -EPROTO;
+	for (i = 0; i < it.len; i++) {
+		if (mp_next(r, &k))
+			return -EPROTO;
+		if (key_is(&k, "region_id")) {
+			if (mp_uint(r, &h->region_id))
+				return -EPROTO;
+			seen |= 1;
+		} else if (key_is(&k, "offset")) {
+			if (mp_uint(r, &h->offset))
+				return -EPROTO;
+			seen |= 2;
+		} else if (key_is(&k, "length")) {
+			if (mp_uint(r, &h->length))
+				return -EPROTO;
+			seen |= 4;
+		} else if (key_is(&k, "auth_token")) {
+			if (mp_uint(r, &h->auth_token))
+				return -EPROTO;
+			seen |= 8;
+		} else if (mp_skip_body(r, &k, depth + 1) ||
+			   mp_skip(r, depth + 1)) {
+			return -EPROTO;
+		}
+	}
+	return seen == 15 ? 1 : -EPROTO;
+}
+
+/* a lookup map (LOOKUP_KV reply or BATCH_LOOKUP_KV entry) */
+static int mp_lookup(struct mp *r, struct maru__lookup *l, int depth)
+{
+	struct mp_item it, k;
+	uint32_t i;
+	int rc;
+
+	memset(l, 0, sizeof(*l));
+	if (mp_next(r, &it))
+		return -EPROTO;
+	if (it.kind == MP_NIL)
+		return 0;
+	if (it.kind != MP_MAP || depth >= MP_MAX_DEPTH)
+		return -EPROTO;
+	for (i = 0; i < it.len; i++) {
+		if (mp_next(r, &k))
+			return -EPROTO;
+		if (key_is(&k, "found")) {
+			rc = mp_truth(r, &l->found, depth + 1);
+		} else if (key_is(&k, "handle")) {
+			rc = mp_handle(r, &l->handle, depth + 1);
+			l->has_handle = rc == 1;
+			rc = rc < 0 ? rc : 0;
+		} else if (key_is(&k, "kv_offset")) {
+			rc = mp_uint(r, &l->kv_offset);
+		} else if (key_is(&k, "kv_length")) {
+			rc = mp_uint(r, &l->kv_length);
+		} else {
+			rc = mp_skip_body(r, &k, depth + 1) ||
+			     mp_skip(r, depth + 1);
+		}
+		if (rc)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+static int mp_array_header(struct mp *r, uint32_t *n, bool *nil)
+{
+	struct mp_item it;
+
+	if (mp_next(r, &it))
+		return -EPROTO;
+	*nil = it.kind == MP_NIL;
+	if (*nil) {
+		*n = 0;
+		return 0;
+	}
+	if (it.kind != MP_ARRAY)
+		return -EPROTO;
+	*n = it.len;
+	return 0;
+}
+
+static int dec_results(struct mp *r, struct maru__reply *rep, int depth)
+{
+	uint32_t n, i;
+	bool nil, v;
+
+	if (mp_array_header(r, &n, &nil))
+		return -EPROTO;
+	for (i = 0; i < n; i++) {
+		if (mp_truth(r, &v, depth + 1))
+			return -EPROTO;
+		if (rep->results && i < rep->nresults)
+			rep->results[i] = v;
+	}
+	rep->results_len = n;
+	return 0;
+}
+
+static int dec_entries(struct mp *r, struct maru__reply *rep, int depth)
+{
+	struct maru__lookup l;
+	uint32_t n, i;
+	bool nil;
+
+	if (mp_array_header(r, &n, &nil))
+		return -EPROTO;
+	for (i = 0; i < n; i++) {
+		if (mp_lookup(r, &l, depth + 1))
+			return -EPROTO;
+		if (rep->entries && i < rep->nentries)
+			rep->entries[i] = l;
+	}
+	rep->entries_len = n;
+	return 0;
+}
+
+static int dec_allocations(struct mp *r, struct maru__reply *rep, int depth)
+{
+	struct maru_region_handle h;
+	uint32_t n, i;
+	bool nil;
+	int rc;
+
+	if (mp_array_header(r, &n, &nil))
+		return -EPROTO;
+	for (i = 0; i < n; i++) {
+		rc = mp_handle(r, &h, depth + 1);
+		if (rc < 0)
+			return -EPROTO;
+		if (rc == 1 && rep->on_handle) {
+			rc = rep->on_handle(rep->arg, &h);
+			if (rc)
+				return rc;
+		}
+	}
+	rep->handles_len = n;
+	return 0;
+}
+
+int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
+{
+	struct mp r = { p, p + len };
+	struct mp_item it, k, v;
+	uint32_t i;
+	int rc;
+
+	rep->error = rep->success = rep->is_new = rep->exists = false;
+	rep->lease_expired = false;
+	rep->lease_ttl = 0;
+	memset(&rep->lookup, 0, sizeof(rep->lookup));
+	rep->rm_address = NULL;
+	rep->rm_address_len = 0;
+	rep->results_len = rep->entries_len = rep->handles_len = 0;
+
+	if (mp_next(&r, &it) || it.kind != MP_MAP)
+		return -EPROTO;
+	for (i = 0; i < it.len; i++) {
+		if (mp_next(&r, &k))
+			return -EPROTO;
+		if (key_is(&k, "error")) {
+			rep->error = true;
+			rc = mp_skip(&r, 1);
+		} else if (key_is(&k, "success")) {
+			rc = mp_truth(&r, &rep->success, 1);
+		} else if (key_is(&k, "is_new")) {
+			rc = mp_truth(&r, &rep->is_new, 1);
+		} else if (key_is(&k, "exists")) {
+			rc = mp_truth(&r, &rep->exists, 1);
+		} else if (key_is(&k, "found")) {
+			rc = mp_truth(&r, &rep->lookup.found, 1);
+		} else if (key_is(&k, "lease_expired")) {
+			rc = mp_truth(&r, &rep->lease_expired, 1);
+		} else if (key_is(&k, "lease_ttl")) {
+			rc = mp_number(&r, &rep->lease_ttl);
+		} else if (key_is(&k, "handle")) {
+			rc = mp_handle(&r, &rep->lookup.handle, 1);
+			rep->lookup.has_handle = rc == 1;
+			rc = rc < 0 ? rc : 0;
+		} else if (key_is(&k, "kv_offset")) {
+			rc = mp_uint(&r, &rep->lookup.kv_offset);
+		} else if (key_is(&k, "kv_length")) {
+			rc = mp_uint(&r, &rep->lookup.kv_length);
+		} else if (key_is(&k, "rm_address")) {
+			if (mp_next(&r, &v))
+				return -EPROTO;
+			rc = 0;
+			if (v.kind == MP_STR) {
+				rep->rm_address = (const char *)v.data;
+				rep->rm_address_len = v.len;
+			} else if (v.kind != MP_NIL) {
+				rc = -EPROTO;
+			}
+		} else if (key_is(&k, "results")) {
+			rc = dec_results(&r, rep, 1);
+		} else if (key_is(&k, "entries")) {
+			rc = dec_entries(&r, rep, 1);
+		} else if (key_is(&k, "allocations")) {
+			rc = dec_allocations(&r, rep, 1);
+			if (rc > 0)
+				return rc;
+		} else {
+			rc = mp_skip_body(&r, &k, 1) || mp_skip(&r, 1);
+		}
+		if (rc)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+/* walk a map of uint counters, storing the ones named in @names */
+static int dec_counters(struct mp *r, const char *const *names,
+			uint64_t *const *dst, size_t n, int depth)
+{
+	struct mp_item it, k, v;
+	uint32_t i;
+	size_t j;
+
+	if (mp_next(r, &it))
+		return -EPROTO;
+	if (it.kind == MP_NIL)
+		return 0;
+	if (it.kind != MP_MAP || depth >= MP_MAX_DEPTH)
+		return -EPROTO;
+	for (i = 0; i < it.len; i++) {
+		if (mp_next(r, &k))
+			return -EPROTO;
+		for (j = 0; j < n; j++)
+			if (key_is(&k, names[j]))
+				break;
+		if (mp_skip_body(r, &k, depth + 1))
+			return -EPROTO;
+		if (j == n) {
+			if (mp_skip(r, depth + 1))
+				return -EPROTO;
+			continue;
+		}
+		if (mp_next(r, &v))
+			return -EPROTO;
+		if (v.kind == MP_UINT)
+			*dst[j] = v.u;
+		else if (v.kind == MP_FLOAT && v.f >= 0 && v.f < 1.8e19)
+			*dst[j] = (uint64_t)v.f;
+		else if (mp_skip_body(r, &v, depth + 1))
+			return -EPROTO;
+	}
+	return 0;
+}
+
+int maru__decode_stats(const uint8_t *p, size_t len,
+		       struct maru_server_stats *s, bool *error)
+{
+	static const char *const kv[] = { "total_entries", "total_size" };
+	static const char *const am[] = { "num_allocations", "total_allocated",
+					  "active_clients" };
+	static const char *const cp[] = { "total_size", "free_size" };
+	uint64_t *const kvd[] = { &s->total_entries, &s->total_size };
+	uint64_t *const amd[] = { &s->num_allocations, &s->total_allocated,
+				  &s->active_clients };
+	uint64_t *const cpd[] = { &s->pool_total_size, &s->pool_free_size };
+	struct mp r = { p, p + len };
+	struct mp_item it, k;
+	uint32_t i;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	*error = false;
+	if (mp_next(&r, &it) || it.kind != MP_MAP)
+		return -EPROTO;
+	for (i = 0; i < it.len; i++) {
+		if (mp_next(&r, &k))
+			return -EPROTO;
+		if (key_is(&k, "kv_manager")) {
+			rc = dec_counters(&r, kv, kvd, 2, 1);
+		} else if (key_is(&k, "allocation_manager")) {
+			rc = dec_counters(&r, am, amd, 3, 1);
+		} else if (key_is(&k, "cxl_pool")) {
+			rc = dec_counters(&r, cp, cpd, 2, 1);
+		} else if (key_is(&k, "error")) {
+			*error = true;
+			rc = mp_skip(&r, 1);
+		} else {
+			rc = mp_skip_body(&r, &k, 1) || mp_skip(&r, 1);
+		}
+		if (rc)
+			return -EPROTO;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* MARUDEV device header (resource-manager-protocol.md §8.2)                 */
+
+int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
+		       uint32_t *version)
+{
+	static const uint8_t magic[8] = { 'M', 'A', 'R', 'U', 'D', 'E', 'V', 0 };
+	const uint8_t *u;
+
+	if (len < MARU_DEVHDR_SIZE || memcmp(p, magic, sizeof(magic)))
+		return -ENOENT;
+	*version = get_u32le(p + 8);
+	u = p + 12;
+	snprintf(uuid, 37,
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		 u[10], u[11], u[12], u[13], u[14], u[15]);
+	return 0;
+}

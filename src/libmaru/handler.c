@@ -1,0 +1,1198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * handler.c - struct maru_handler: upstream's MaruHandler in C
+ *
+ * Semantics: python-api.md §4 (connect, close, alloc/free, store, retrieve,
+ * exists, pin/unpin, delete, batch forms, healthcheck, stats, accessors),
+ * with two deliberate differences, both invisible to well-behaved callers:
+ * store sends one REGISTER_KV (no EXISTS_KV first: REGISTER already answers
+ * "existed"), and a batch entry that lost the first-writer race has its page
+ * freed instead of leaked.
+ *
+ * Locks and who owns what:
+ *  - @wlock serialises writes (alloc, free, store, batch_store, delete),
+ *    connect, close and the region-added callback: allocate -> write ->
+ *    register stays atomic per handler, as upstream.  It guards @keys, each
+ *    owned region's page_keys and @on_added.
+ *  - @olock guards the owned-region manager's contents (regions, allocator
+ *    counters) for the lock-free readers (accessors, stats); writers take it
+ *    briefly inside @wlock.  It is never held across I/O or a callback.
+ *  - Reads (retrieve, exists, pin, unpin, batch lookups, healthcheck,
+ *    stats) take neither: the RPC client is thread-safe and region lookups
+ *    are lock-free (mapper.c).
+ *  - @state moves NEW -> CONNECTED -> CLOSING (terminal); a failed connect
+ *    goes back to NEW.
+ *
+ * Error mapping (see maru.h): -ENOTCONN / -ESHUTDOWN for the state checks,
+ * -EREMOTEIO for an "error" reply, -ETIMEDOUT from rpc.c, -ENOSPC /
+ * -ENOMEM / -ENOBUFS for the three alloc failures of upstream.
+ */
+#include "private.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mds_proto.h"
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle                                                                */
+
+static bool env_prefault(void)
+{
+	const char *v = getenv("MARU_PREFAULT");
+
+	return !(v && !strcmp(v, "0"));
+}
+
+MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
+				 struct maru_handler **out)
+{
+	struct maru_handler *h;
+	char id[37];
+	int rc;
+
+	rc = maru_config_validate(cfg, NULL, 0);
+	if (rc < 0)
+		return rc;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	rc = maru__config_copy(&h->cfg, cfg);
+	if (rc < 0)
+		goto out_free;
+	if (!cfg->instance_id)
+		maru__uuid4(id);
+	h->instance_id = strdup(cfg->instance_id ? cfg->instance_id : id);
+	rc = -ENOMEM;
+	if (!h->instance_id)
+		goto out_cfg;
+	atomic_init(&h->log_priority, maru__log_env_priority());
+	atomic_init(&h->state, MARU_ST_NEW);
+	h->prefault = env_prefault();
+	pthread_mutex_init(&h->wlock, NULL);
+	pthread_mutex_init(&h->olock, NULL);
+	maru__owned_init(&h->owned, cfg->chunk_size);
+	maru__keymap_init(&h->keys);
+	atomic_init(&h->stats.enabled, false);
+	*out = h;
+	return 0;
+
+out_cfg:
+	maru__config_release(&h->cfg);
+out_free:
+	free(h);
+	return rc;
+}
+
+MARU_EXPORT void maru_handler_free(struct maru_handler *h)
+{
+	if (!h)
+		return;
+	maru_handler_close(h);
+	maru__keymap_destroy(&h->keys);
+	maru__owned_destroy(&h->owned);
+	pthread_mutex_destroy(&h->olock);
+	pthread_mutex_destroy(&h->wlock);
+	free(h->instance_id);
+	maru__config_release(&h->cfg);
+	free(h);
+}
+
+MARU_EXPORT void maru_handler_set_log_fn(struct maru_handler *h,
+					 maru_log_fn fn, void *arg)
+{
+	h->log_fn = fn;
+	h->log_arg = arg;
+}
+
+MARU_EXPORT void maru_handler_set_log_priority(struct maru_handler *h,
+					       int priority)
+{
+	if (priority < -1)
+		priority = -1;
+	if (priority > LOG_DEBUG)
+		priority = LOG_DEBUG;
+	atomic_store(&h->log_priority, priority);
+}
+
+MARU_EXPORT int maru_handler_get_log_priority(const struct maru_handler *h)
+{
+	return atomic_load(&((struct maru_handler *)h)->log_priority);
+}
+
+static int state_check(const struct maru_handler *h)
+{
+	int st = atomic_load(&((struct maru_handler *)h)->state);
+
+	if (st == MARU_ST_CLOSING)
+		return -ESHUTDOWN;
+	if (st != MARU_ST_CONNECTED)
+		return -ENOTCONN;
+	return 0;
+}
+
+int maru__call(struct maru_handler *h, struct maru__msg *m,
+	       struct maru__reply *r)
+{
+	struct maru__rpc_reply rr;
+	int rc;
+
+	rc = maru__rpc_call(&h->rpc, m, &rr);
+	if (rc < 0)
+		return rc;
+	rc = maru__decode_reply(rr.payload, rr.len, r);
+	maru__rpc_reply_release(&rr);
+	if (rc < 0)
+		return rc;
+	return r->error ? -EREMOTEIO : 0;
+}
+
+/*
+ * send_msg - send @m (already encoded, @enc_rc its encoder's result) and
+ * decode the reply into @r; @m is released in every case
+ */
+static int send_msg(struct maru_handler *h, struct maru__msg *m, int enc_rc,
+		    struct maru__reply *r)
+{
+	int rc = enc_rc;
+
+	if (rc == 0)
+		rc = maru__call(h, m, r);
+	maru__msg_release(m);
+	return rc;
+}
+
+static void reply_init(struct maru__reply *r)
+{
+	memset(r, 0, sizeof(*r));
+}
+
+/* REQUEST_ALLOC of @size bytes; the handle into @out */
+static int request_region(struct maru_handler *h, uint64_t size,
+			  struct maru_region_handle *out)
+{
+	const char *lease = h->lease.active ? h->lease.id : NULL;
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	reply_init(&r);
+	maru__msg_init(&m, MDS_REQUEST_ALLOC);
+	rc = send_msg(h, &m, maru__enc_request_alloc(&m, h->instance_id, size, lease), &r);
+	if (rc == -EREMOTEIO && !r.success)
+		rc = -ENOSPC;	/* {"success": false, "error": "Allocation failed"} */
+	if (rc < 0) {
+		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes failed: %s", size,
+		     strerror(-rc));
+		return rc;
+	}
+	if (!r.success) {
+		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes refused", size);
+		return -ENOSPC;
+	}
+	if (!r.lookup.has_handle || !r.lookup.handle.length) {
+		lerr(h, "REQUEST_ALLOC: reply without a handle");
+		return -EPROTO;
+	}
+	*out = r.lookup.handle;
+	return 0;
+}
+
+/* RETURN_ALLOC; errors only logged (upstream close() does the same) */
+static void return_region(struct maru_handler *h, uint64_t region_id)
+{
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	reply_init(&r);
+	maru__msg_init(&m, MDS_RETURN_ALLOC);
+	rc = send_msg(h, &m, maru__enc_return_alloc(&m, h->instance_id, region_id), &r);
+	if (rc < 0)
+		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC failed: %s",
+		      region_id, strerror(-rc));
+	else if (!r.success)
+		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC refused", region_id);
+	else
+		ldbg(h, "region %" PRIu64 ": returned", region_id);
+}
+
+/* HANDSHAKE: rm_address from the server wins over the config's */
+static void handshake(struct maru_handler *h)
+{
+	struct maru__rpc_reply rr;
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	snprintf(h->rm_address, sizeof(h->rm_address), "%s",
+		 h->cfg.rm_address);
+	maru__msg_init(&m, MDS_HANDSHAKE);
+	rc = maru__enc_empty(&m);
+	if (rc == 0)
+		rc = maru__rpc_call(&h->rpc, &m, &rr);
+	maru__msg_release(&m);
+	if (rc < 0) {
+		lwarn(h, "HANDSHAKE failed (%s): using rm_address %s",
+		      strerror(-rc), h->rm_address);
+		return;
+	}
+	reply_init(&r);
+	rc = maru__decode_reply(rr.payload, rr.len, &r);
+	if (rc == 0 && !r.error && r.rm_address_len &&
+	    r.rm_address_len < sizeof(h->rm_address)) {
+		memcpy(h->rm_address, r.rm_address, r.rm_address_len);
+		h->rm_address[r.rm_address_len] = '\0';
+	}
+	maru__rpc_reply_release(&rr);
+	ldbg(h, "resource manager at %s", h->rm_address);
+}
+
+/* LIST_ALLOCATIONS callback: map another instance's region, eagerly */
+static int eager_one(void *arg, const struct maru_region_handle *hd)
+{
+	struct maru_handler *h = arg;
+	struct maru__mapping *m;
+	int rc;
+
+	rc = maru__mapper_map(&h->mapper, hd, false, false, &m);
+	if (rc < 0)
+		lwarn(h, "region %" PRIu64 ": eager map failed: %s",
+		      hd->region_id, strerror(-rc));
+	return 0;
+}
+
+static void eager_map(struct maru_handler *h)
+{
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	reply_init(&r);
+	r.on_handle = eager_one;
+	r.arg = h;
+	maru__msg_init(&m, MDS_LIST_ALLOCATIONS);
+	rc = send_msg(h, &m, maru__enc_list_allocations(&m, h->instance_id), &r);
+	if (rc < 0)
+		lwarn(h, "LIST_ALLOCATIONS failed: %s", strerror(-rc));
+	else
+		ldbg(h, "eager map: %zu regions listed", r.handles_len);
+}
+
+/* map a region this handler just obtained and add it to the manager */
+static int adopt_region(struct maru_handler *h,
+			const struct maru_region_handle *hd)
+{
+	struct maru__mapping *m;
+	int rc;
+
+	rc = maru__mapper_map(&h->mapper, hd, true, true, &m);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&h->olock);
+	rc = maru__owned_add(&h->owned, hd->region_id, hd->length, m);
+	pthread_mutex_unlock(&h->olock);
+	if (rc < 0) {
+		lerr(h, "region %" PRIu64 ": cannot manage pages: %s",
+		     hd->region_id, strerror(-rc));
+		maru__mapper_unmap(&h->mapper, hd->region_id);
+	}
+	return rc;
+}
+
+/* undo what connect set up (the opposite order) */
+static void teardown(struct maru_handler *h)
+{
+	maru__stats_stop(h);
+	maru__lease_stop(h);
+	maru__lease_release(h);
+	if (h->mapper_ready)
+		maru__mapper_destroy(&h->mapper);
+	h->mapper_ready = false;
+	if (h->rpc_open)
+		maru__rpc_close(&h->rpc);
+	h->rpc_open = false;
+	if (h->zctx)
+		zmq_ctx_term(h->zctx);
+	h->zctx = NULL;
+}
+
+MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
+{
+	struct maru_region_handle hd;
+	int rc;
+
+	pthread_mutex_lock(&h->wlock);
+	rc = state_check(h);
+	if (rc != -ENOTCONN)
+		goto out_unlock;	/* 0 (connected) or -ESHUTDOWN */
+
+	rc = -ENOMEM;
+	h->zctx = zmq_ctx_new();
+	if (!h->zctx)
+		goto out_unlock;
+	rc = maru__rpc_open(&h->rpc, h, h->zctx, h->cfg.server_url,
+			    h->cfg.timeout_ms, h->cfg.use_async_rpc,
+			    h->cfg.max_inflight);
+	if (rc < 0)
+		goto out_teardown;
+	h->rpc_open = true;
+	maru__mapper_init(&h->mapper, h, h->prefault);
+	h->mapper_ready = true;
+	maru__mapper_scan_devices(&h->mapper, NULL, NULL);
+
+	handshake(h);
+	rc = maru__mapper_set_rm(&h->mapper, h->rm_address, h->cfg.timeout_ms);
+	if (rc < 0) {
+		lerr(h, "bad resource manager address '%s'", h->rm_address);
+		goto out_teardown;
+	}
+	rc = maru__lease_start(h);
+	if (rc < 0)
+		goto out_teardown;
+
+	rc = request_region(h, h->cfg.pool_size, &hd);
+	if (rc < 0)
+		goto out_teardown;
+	rc = adopt_region(h, &hd);
+	if (rc < 0) {
+		return_region(h, hd.region_id);
+		goto out_teardown;
+	}
+	if (h->cfg.eager_map)
+		eager_map(h);
+	if (h->cfg.enable_stats) {
+		rc = maru__stats_start(h);
+		if (rc < 0)
+			lwarn(h, "stats reporting disabled: %s", strerror(-rc));
+	}
+	atomic_store(&h->state, MARU_ST_CONNECTED);
+	linfo(h, "connected to %s as %s: region %" PRIu64 ", %" PRIu64
+		 " pages of %" PRIu64 " bytes",
+	      h->cfg.server_url, h->instance_id, hd.region_id,
+	      hd.length / h->cfg.chunk_size, h->cfg.chunk_size);
+	pthread_mutex_unlock(&h->wlock);
+	return 0;
+
+out_teardown:
+	pthread_mutex_lock(&h->olock);
+	maru__owned_destroy(&h->owned);
+	pthread_mutex_unlock(&h->olock);
+	teardown(h);
+out_unlock:
+	pthread_mutex_unlock(&h->wlock);
+	return rc;
+}
+
+MARU_EXPORT void maru_handler_close(struct maru_handler *h)
+{
+	uint64_t *ids = NULL;
+	size_t n = 0, i;
+	int expected = MARU_ST_CONNECTED;
+
+	if (!atomic_compare_exchange_strong(&h->state, &expected,
+					    MARU_ST_CLOSING))
+		return;
+	/* no new operation starts now; stop the background threads */
+	maru__stats_stop(h);
+	maru__lease_stop(h);
+
+	pthread_mutex_lock(&h->wlock);	/* waits for in-flight writes */
+	pthread_mutex_lock(&h->olock);
+	if (h->owned.n) {
+		ids = malloc(h->owned.n * sizeof(*ids));
+		for (i = 0; ids && i < h->owned.n; i++)
+			ids[n++] = h->owned.regions[i]->region_id;
+	}
+	maru__owned_destroy(&h->owned);
+	pthread_mutex_unlock(&h->olock);
+	maru__keymap_destroy(&h->keys);
+	for (i = 0; i < n; i++)
+		return_region(h, ids[i]);
+	free(ids);
+	teardown(h);
+	h->on_added = NULL;
+	pthread_mutex_unlock(&h->wlock);
+	linfo(h, "closed");
+}
+
+MARU_EXPORT bool maru_handler_is_connected(const struct maru_handler *h)
+{
+	return state_check(h) == 0;
+}
+
+MARU_EXPORT const char *maru_handler_instance_id(const struct maru_handler *h)
+{
+	return h->instance_id;
+}
+
+MARU_EXPORT uint64_t maru_handler_chunk_size(const struct maru_handler *h)
+{
+	return h->cfg.chunk_size;
+}
+
+MARU_EXPORT uint64_t maru_handler_lease_ttl_ms(const struct maru_handler *h)
+{
+	if (state_check(h) < 0 || !h->lease.active)
+		return 0;
+	return h->lease.ttl_ns / 1000000ull;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Accessors                                                                */
+
+MARU_EXPORT int maru_handler_owned_region_ids(struct maru_handler *h,
+					      uint64_t *ids, size_t cap)
+{
+	size_t i, n;
+
+	if (state_check(h) < 0)
+		return 0;
+	pthread_mutex_lock(&h->olock);
+	n = h->owned.n;
+	for (i = 0; i < n && i < cap; i++)
+		ids[i] = h->owned.regions[i]->region_id;
+	pthread_mutex_unlock(&h->olock);
+	return (int)n;
+}
+
+MARU_EXPORT void *maru_region_get_buffer(struct maru_handler *h,
+					 uint64_t region_id, uint64_t offset,
+					 uint64_t size)
+{
+	struct maru__mapping *m;
+
+	if (state_check(h) < 0)
+		return NULL;
+	m = maru__mapper_find(&h->mapper, region_id);
+	if (!m || offset > m->len || size > m->len - offset)
+		return NULL;
+	return m->addr + offset;
+}
+
+MARU_EXPORT int64_t maru_region_page_count(struct maru_handler *h,
+					   uint64_t region_id)
+{
+	struct maru__owned_region *r;
+	struct maru__mapping *m;
+	int64_t n = -ENOENT;
+
+	if (state_check(h) < 0)
+		return -ENOENT;
+	pthread_mutex_lock(&h->olock);
+	r = maru__owned_find(&h->owned, region_id);
+	if (r)
+		n = (int64_t)r->pa.page_count;
+	pthread_mutex_unlock(&h->olock);
+	if (r)
+		return n;
+	m = maru__mapper_find(&h->mapper, region_id);
+	if (m)
+		return (int64_t)(m->len / h->cfg.chunk_size);
+	return -ENOENT;
+}
+
+MARU_EXPORT int maru_region_get_stats(struct maru_handler *h,
+				      uint64_t region_id,
+				      struct maru_region_stats *out)
+{
+	struct maru__owned_region *r;
+
+	if (state_check(h) < 0)
+		return -ENOENT;
+	pthread_mutex_lock(&h->olock);
+	r = maru__owned_find(&h->owned, region_id);
+	if (r) {
+		memset(out, 0, sizeof(*out));
+		out->region_id = region_id;
+		out->chunk_size = r->pa.chunk_size;
+		out->page_count = r->pa.page_count;
+		out->pool_size = r->map ? r->map->len
+					: r->pa.page_count * r->pa.chunk_size;
+		out->num_free_pages = r->pa.nfree;
+		out->num_allocated = r->pa.page_count - r->pa.nfree;
+	}
+	pthread_mutex_unlock(&h->olock);
+	return r ? 0 : -ENOENT;
+}
+
+MARU_EXPORT int maru_region_get_handle(struct maru_handler *h,
+				       uint64_t region_id,
+				       struct maru_region_handle *out)
+{
+	struct maru__mapping *m;
+
+	if (state_check(h) < 0)
+		return -ENOENT;
+	m = maru__mapper_find(&h->mapper, region_id);
+	if (!m)
+		return -ENOENT;
+	*out = m->handle;
+	return 0;
+}
+
+MARU_EXPORT bool maru_region_is_owned(struct maru_handler *h,
+				      uint64_t region_id)
+{
+	bool owned;
+
+	if (state_check(h) < 0)
+		return false;
+	pthread_mutex_lock(&h->olock);
+	owned = maru__owned_find(&h->owned, region_id) != NULL;
+	pthread_mutex_unlock(&h->olock);
+	return owned;
+}
+
+MARU_EXPORT int maru_handler_set_on_region_added(struct maru_handler *h,
+						 maru_region_added_fn fn,
+						 void *arg)
+{
+	struct {
+		uint64_t id, pages;
+	} *snap = NULL;
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&h->wlock);
+	h->on_added = fn;
+	h->on_added_arg = arg;
+	if (fn && state_check(h) == 0) {
+		/* snapshot under olock, call without it */
+		pthread_mutex_lock(&h->olock);
+		snap = malloc((h->owned.n ? h->owned.n : 1) * sizeof(*snap));
+		for (i = 0; snap && i < h->owned.n; i++) {
+			snap[n].id = h->owned.regions[i]->region_id;
+			snap[n++].pages = h->owned.regions[i]->pa.page_count;
+		}
+		pthread_mutex_unlock(&h->olock);
+		for (i = 0; i < n; i++)
+			fn(arg, snap[i].id, snap[i].pages);
+		free(snap);
+	}
+	pthread_mutex_unlock(&h->wlock);
+	return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pages                                                                    */
+
+/* link @e into its page's key list (@wlock held) */
+static void page_link_key(struct maru_handler *h, struct maru__keyent *e)
+{
+	struct maru__owned_region *r = maru__owned_find(&h->owned, e->region_id);
+
+	if (!r || e->page >= r->pa.page_count)
+		return;
+	e->page_next = r->page_keys[e->page];
+	r->page_keys[e->page] = e;
+}
+
+/* forget every local key stored in (@r, @page) (@wlock held) */
+static void page_forget_keys(struct maru_handler *h,
+			     struct maru__owned_region *r, uint64_t page)
+{
+	struct maru__keyent *e, *next;
+
+	for (e = r->page_keys[page]; e; e = next) {
+		next = e->page_next;
+		maru__keymap_remove(&h->keys, e);
+	}
+	r->page_keys[page] = NULL;
+}
+
+/* return a page to its allocator and drop its keys (@wlock held) */
+static int page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
+{
+	struct maru__owned_region *r;
+	int rc;
+
+	pthread_mutex_lock(&h->olock);
+	r = maru__owned_find(&h->owned, rid);
+	rc = r ? maru__pagealloc_free(&r->pa, page) : -ENOENT;
+	pthread_mutex_unlock(&h->olock);
+	if (rc == 0)
+		page_forget_keys(h, r, page);
+	return rc;
+}
+
+/* REQUEST_ALLOC(expand_size), map it, announce it (@wlock held) */
+static int expand(struct maru_handler *h)
+{
+	uint64_t size = h->cfg.expand_size ? h->cfg.expand_size
+					   : h->cfg.pool_size;
+	struct maru_region_handle hd;
+	int64_t pages;
+	int rc;
+
+	rc = request_region(h, size, &hd);
+	if (rc < 0)
+		return rc;
+	rc = adopt_region(h, &hd);
+	if (rc < 0) {
+		return_region(h, hd.region_id);
+		return rc;
+	}
+	pages = (int64_t)(hd.length / h->cfg.chunk_size);
+	linfo(h, "region %" PRIu64 ": expanded by %" PRIu64 " bytes (%" PRId64
+		 " pages)",
+	      hd.region_id, hd.length, pages);
+	if (h->on_added)
+		h->on_added(h->on_added_arg, hd.region_id, (uint64_t)pages);
+	return 0;
+}
+
+static int page_alloc_locked(struct maru_handler *h, size_t size,
+			     struct maru_page *out)
+{
+	struct maru__owned_region *r;
+	uint64_t rid, page;
+	int rc;
+
+	pthread_mutex_lock(&h->olock);
+	rc = maru__owned_alloc(&h->owned, &rid, &page);
+	pthread_mutex_unlock(&h->olock);
+	if (rc == -ENOSPC) {
+		if (!h->cfg.auto_expand)
+			return -ENOSPC;
+		rc = expand(h);
+		if (rc < 0) {
+			lerr(h, "pool exhausted after expansion attempt: %s",
+			     strerror(-rc));
+			return -ENOMEM;
+		}
+		pthread_mutex_lock(&h->olock);
+		rc = maru__owned_alloc(&h->owned, &rid, &page);
+		pthread_mutex_unlock(&h->olock);
+		if (rc < 0)
+			return -ENOBUFS;
+	}
+	r = maru__owned_find(&h->owned, rid);
+	out->region_id = rid;
+	out->page_index = page;
+	out->size = size;
+	out->ptr = r->map->addr + page * h->cfg.chunk_size;
+	return 0;
+}
+
+MARU_EXPORT int maru_page_alloc(struct maru_handler *h, size_t size,
+				struct maru_page *out)
+{
+	uint64_t t0 = maru__now_ns();
+	int rc;
+
+	if (size > h->cfg.chunk_size)
+		return -EINVAL;
+	pthread_mutex_lock(&h->wlock);
+	rc = state_check(h);
+	if (rc == 0 && !maru__lease_ok(h))
+		rc = -EKEYEXPIRED;
+	if (rc == 0)
+		rc = page_alloc_locked(h, size, out);
+	pthread_mutex_unlock(&h->wlock);
+	if (rc == 0)
+		maru__stats_record(h, "alloc", "none", size, t0);
+	return rc;
+}
+
+MARU_EXPORT int maru_page_free(struct maru_handler *h, uint64_t region_id,
+			       uint64_t page_index)
+{
+	uint64_t t0 = maru__now_ns();
+	int rc;
+
+	pthread_mutex_lock(&h->wlock);
+	rc = state_check(h);
+	if (rc == 0)
+		rc = page_release(h, region_id, page_index);
+	pthread_mutex_unlock(&h->wlock);
+	if (rc == -ERANGE)
+		rc = -EINVAL;
+	if (rc == 0)
+		maru__stats_record(h, "free", "none", 0, t0);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Store                                                                    */
+
+/* is @p an allocated page of an owned region? (@wlock held) */
+static bool page_valid(struct maru_handler *h, const struct maru_page *p)
+{
+	struct maru__owned_region *r;
+	bool ok;
+
+	pthread_mutex_lock(&h->olock);
+	r = maru__owned_find(&h->owned, p->region_id);
+	ok = r && maru__pagealloc_is_allocated(&r->pa, p->page_index) &&
+	     p->size <= h->cfg.chunk_size;
+	pthread_mutex_unlock(&h->olock);
+	return ok;
+}
+
+/* the key is already stored locally: drop this page unless it is the same */
+static void store_dup(struct maru_handler *h, const struct maru__keyent *e,
+		      const struct maru_page *p)
+{
+	if (e->region_id == p->region_id && e->page == p->page_index)
+		return;
+	page_release(h, p->region_id, p->page_index);
+}
+
+static void remember(struct maru_handler *h, const struct maru_key *key,
+		     const struct maru_page *p)
+{
+	struct maru__keyent *e;
+
+	e = maru__keymap_insert(&h->keys, key, p->region_id, p->page_index);
+	if (!e) {
+		lwarn(h, "key map full: a later store of this key costs a "
+			 "round trip");
+		return;
+	}
+	page_link_key(h, e);
+}
+
+MARU_EXPORT int maru_kv_store(struct maru_handler *h,
+			      const struct maru_key *key,
+			      const struct maru_page *page)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__keyent *e;
+	struct maru__reply r;
+	struct maru__msg m;
+	struct maru__reg reg;
+	int rc;
+
+	pthread_mutex_lock(&h->wlock);
+	rc = state_check(h);
+	if (rc < 0)
+		goto out_unlock;
+	rc = -EINVAL;
+	if (!key || !page_valid(h, page))
+		goto out_unlock;
+	e = maru__keymap_find(&h->keys, key);
+	if (e) {
+		store_dup(h, e, page);
+		rc = 0;
+		goto out_unlock;
+	}
+	if (!maru__lease_ok(h)) {
+		page_release(h, page->region_id, page->page_index);
+		rc = -EKEYEXPIRED;
+		goto out_unlock;
+	}
+	reg = (struct maru__reg){ key, page->region_id,
+				  page->page_index * h->cfg.chunk_size,
+				  page->size };
+	reply_init(&r);
+	maru__msg_init(&m, MDS_REGISTER_KV);
+	rc = send_msg(h, &m, maru__enc_register(&m, &reg), &r);
+	if (rc == 0 && !r.success)
+		rc = -EREMOTEIO;
+	if (rc < 0) {
+		ldbg(h, "REGISTER_KV failed: %s", strerror(-rc));
+		page_release(h, page->region_id, page->page_index);
+	} else if (!r.is_new) {
+		/* first writer wins: someone else stored it */
+		page_release(h, page->region_id, page->page_index);
+		rc = 0;
+	} else {
+		remember(h, key, page);
+		rc = 1;
+	}
+out_unlock:
+	pthread_mutex_unlock(&h->wlock);
+	if (rc >= 0)
+		maru__stats_record(h, "store", "none", page->size, t0);
+	return rc;
+}
+
+MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
+				    const struct maru_key *keys,
+				    const struct maru_page *pages, size_t n,
+				    bool *results)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__keyent *e;
+	struct maru__reg *regs = NULL;
+	size_t *idx = NULL;
+	struct maru__reply r;
+	struct maru__msg m;
+	bool *res = NULL;
+	size_t i, k = 0;
+	int rc, hits = 0;
+
+	if (n && (!keys || !pages || !results))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		results[i] = false;
+	pthread_mutex_lock(&h->wlock);
+	rc = state_check(h);
+	if (rc < 0 || !n)
+		goto out_unlock;
+	rc = -ENOMEM;
+	regs = malloc(n * sizeof(*regs));
+	idx = malloc(n * sizeof(*idx));
+	res = calloc(n, sizeof(*res));
+	if (!regs || !idx || !res)
+		goto out_unlock;
+
+	/* answer locally what we stored ourselves; queue the rest */
+	for (i = 0; i < n; i++) {
+		if (!page_valid(h, &pages[i]))
+			continue;	/* false: not a page of ours */
+		e = maru__keymap_find(&h->keys, &keys[i]);
+		if (e) {
+			store_dup(h, e, &pages[i]);
+			results[i] = true;
+			hits++;
+			continue;
+		}
+		regs[k] = (struct maru__reg){ &keys[i], pages[i].region_id,
+					      pages[i].page_index *
+						      h->cfg.chunk_size,
+					      pages[i].size };
+		idx[k++] = i;
+	}
+	rc = 0;
+	if (!k)
+		goto out_unlock;
+	if (!maru__lease_ok(h)) {
+		rc = -EKEYEXPIRED;
+	} else {
+		reply_init(&r);
+		r.results = res;
+		r.nresults = k;
+		maru__msg_init(&m, MDS_BATCH_REGISTER_KV);
+		rc = send_msg(h, &m, maru__enc_batch_register(&m, regs, k), &r);
+		if (rc == 0 && !r.success)
+			rc = -EREMOTEIO;
+	}
+	for (i = 0; i < k; i++) {
+		const struct maru_page *p = &pages[idx[i]];
+
+		if (rc == 0 && i < r.results_len && res[i]) {
+			remember(h, &keys[idx[i]], p);
+			results[idx[i]] = true;
+			hits++;
+		} else {
+			/* lost race (true), or failure (false): page freed */
+			page_release(h, p->region_id, p->page_index);
+			if (rc == 0 && i < r.results_len) {
+				results[idx[i]] = true;
+				hits++;
+			}
+		}
+	}
+	if (rc < 0)
+		ldbg(h, "BATCH_REGISTER_KV failed: %s", strerror(-rc));
+out_unlock:
+	pthread_mutex_unlock(&h->wlock);
+	free(regs);
+	free(idx);
+	free(res);
+	if (rc >= 0)
+		maru__stats_record(h, "batch_store", "none", 0, t0);
+	return rc < 0 ? rc : hits;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reads                                                                    */
+
+static const char *hit_result(size_t hits, size_t n)
+{
+	return hits == n ? "hit" : hits == 0 ? "miss" : "partial";
+}
+
+/* turn a lookup into a view, mapping the region on first use */
+static int resolve(struct maru_handler *h, const struct maru__lookup *l,
+		   struct maru_view *out)
+{
+	struct maru__mapping *m;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!l->found)
+		return 0;
+	if (!l->has_handle)
+		return -EPROTO;
+	m = maru__mapper_find(&h->mapper, l->handle.region_id);
+	if (!m) {
+		rc = maru__mapper_map(&h->mapper, &l->handle, false, true, &m);
+		if (rc < 0)
+			return rc;
+	}
+	if (l->kv_offset > m->len || l->kv_length > m->len - l->kv_offset) {
+		lwarn(h, "region %" PRIu64 ": entry [%" PRIu64 ", +%" PRIu64
+			 ") outside the mapping",
+		      l->handle.region_id, l->kv_offset, l->kv_length);
+		return -EPROTO;
+	}
+	out->ptr = m->addr + l->kv_offset;
+	out->len = (size_t)l->kv_length;
+	out->region_id = l->handle.region_id;
+	out->offset = l->kv_offset;
+	out->page_index = l->kv_offset / h->cfg.chunk_size;
+	return 1;
+}
+
+MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
+				 const struct maru_key *key,
+				 struct maru_view *out)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = state_check(h);
+	if (rc < 0)
+		return rc;
+	reply_init(&r);
+	maru__msg_init(&m, MDS_LOOKUP_KV);
+	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
+	if (rc == 0)
+		rc = resolve(h, &r.lookup, out);
+	if (rc >= 0)
+		maru__stats_record(h, "retrieve", rc ? "hit" : "miss",
+				   out->len, t0);
+	return rc;
+}
+
+/* EXISTS_KV / PIN_KV / UNPIN_KV / DELETE_KV: one key, one boolean */
+static int key_op(struct maru_handler *h, uint8_t type,
+		  const struct maru_key *key, const char *op)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	rc = state_check(h);
+	if (rc < 0)
+		return rc;
+	if (!key)
+		return -EINVAL;
+	reply_init(&r);
+	maru__msg_init(&m, type);
+	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
+	if (rc < 0)
+		return rc;
+	/* EXISTS and PIN answer "exists", UNPIN and DELETE "success" */
+	rc = (type == MDS_EXISTS_KV || type == MDS_PIN_KV) ? r.exists
+							   : r.success;
+	maru__stats_record(h, op, rc ? "hit" : "miss", 0, t0);
+	return rc;
+}
+
+MARU_EXPORT int maru_kv_exists(struct maru_handler *h,
+			       const struct maru_key *key)
+{
+	return key_op(h, MDS_EXISTS_KV, key, "exists");
+}
+
+MARU_EXPORT int maru_kv_pin(struct maru_handler *h, const struct maru_key *key)
+{
+	return key_op(h, MDS_PIN_KV, key, "pin");
+}
+
+MARU_EXPORT int maru_kv_unpin(struct maru_handler *h,
+			      const struct maru_key *key)
+{
+	return key_op(h, MDS_UNPIN_KV, key, "unpin");
+}
+
+MARU_EXPORT int maru_kv_delete(struct maru_handler *h,
+			       const struct maru_key *key)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__keyent *e;
+	struct maru__reply r;
+	struct maru__msg m;
+	uint64_t rid, page;
+	int rc;
+
+	if (!key)
+		return -EINVAL;
+	pthread_mutex_lock(&h->wlock);
+	rc = state_check(h);
+	if (rc < 0)
+		goto out_unlock;
+	reply_init(&r);
+	maru__msg_init(&m, MDS_DELETE_KV);
+	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
+	if (rc < 0)
+		goto out_unlock;
+	rc = r.success;
+	if (rc) {
+		e = maru__keymap_find(&h->keys, key);
+		if (e) {
+			/* ours: the page is free again (drops its keys too) */
+			rid = e->region_id;
+			page = e->page;
+			page_release(h, rid, page);
+		}
+	}
+	maru__stats_record(h, "delete", rc ? "hit" : "miss", 0, t0);
+out_unlock:
+	pthread_mutex_unlock(&h->wlock);
+	return rc;
+}
+
+MARU_EXPORT int maru_kv_batch_retrieve(struct maru_handler *h,
+				       const struct maru_key *keys, size_t n,
+				       struct maru_view *views)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__lookup *ents = NULL;
+	struct maru__reply r;
+	struct maru__msg m;
+	size_t i, hits = 0;
+	int rc;
+
+	if (n && (!keys || !views))
+		return -EINVAL;
+	memset(views, 0, n * sizeof(*views));
+	rc = state_check(h);
+	if (rc < 0 || !n)
+		return rc;
+	ents = calloc(n, sizeof(*ents));
+	if (!ents)
+		return -ENOMEM;
+	reply_init(&r);
+	r.entries = ents;
+	r.nentries = n;
+	maru__msg_init(&m, MDS_BATCH_LOOKUP_KV);
+	rc = send_msg(h, &m, maru__enc_batch_keys(&m, keys, n), &r);
+	if (rc == 0) {
+		for (i = 0; i < n && i < r.entries_len; i++) {
+			/* a region that cannot be mapped is a miss */
+			if (resolve(h, &ents[i], &views[i]) == 1)
+				hits++;
+			else
+				memset(&views[i], 0, sizeof(views[i]));
+		}
+		maru__stats_record(h, "batch_retrieve", hit_result(hits, n), 0,
+				   t0);
+	}
+	free(ents);
+	return rc < 0 ? rc : (int)hits;
+}
+
+/* BATCH_EXISTS_KV / BATCH_PIN_KV / BATCH_UNPIN_KV */
+static int batch_bool(struct maru_handler *h, uint8_t type,
+		      const struct maru_key *keys, size_t n, bool *results,
+		      const char *op)
+{
+	uint64_t t0 = maru__now_ns();
+	struct maru__reply r;
+	struct maru__msg m;
+	size_t i, hits = 0;
+	int rc;
+
+	if (n && (!keys || !results))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		results[i] = false;
+	rc = state_check(h);
+	if (rc < 0 || !n)
+		return rc;
+	reply_init(&r);
+	r.results = results;
+	r.nresults = n;
+	maru__msg_init(&m, type);
+	rc = send_msg(h, &m, maru__enc_batch_keys(&m, keys, n), &r);
+	if (rc < 0) {
+		for (i = 0; i < n; i++)
+			results[i] = false;
+		return rc;
+	}
+	for (i = 0; i < n; i++)
+		hits += results[i];
+	maru__stats_record(h, op, hit_result(hits, n), 0, t0);
+	return (int)hits;
+}
+
+MARU_EXPORT int maru_kv_batch_exists(struct maru_handler *h,
+				     const struct maru_key *keys, size_t n,
+				     bool *results)
+{
+	return batch_bool(h, MDS_BATCH_EXISTS_KV, keys, n, results,
+			  "batch_exists");
+}
+
+MARU_EXPORT int maru_kv_batch_pin(struct maru_handler *h,
+				  const struct maru_key *keys, size_t n,
+				  bool *results)
+{
+	return batch_bool(h, MDS_BATCH_PIN_KV, keys, n, results, "batch_pin");
+}
+
+MARU_EXPORT int maru_kv_batch_unpin(struct maru_handler *h,
+				    const struct maru_key *keys, size_t n,
+				    bool *results)
+{
+	return batch_bool(h, MDS_BATCH_UNPIN_KV, keys, n, results,
+			  "batch_unpin");
+}
+
+MARU_EXPORT bool maru_handler_healthcheck(struct maru_handler *h)
+{
+	struct maru__reply r;
+	struct maru__msg m;
+
+	if (state_check(h) < 0)
+		return false;
+	reply_init(&r);
+	maru__msg_init(&m, MDS_HEARTBEAT);
+	return send_msg(h, &m, maru__enc_empty(&m), &r) == 0;
+}
+
+MARU_EXPORT int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
+					   size_t *len)
+{
+	struct maru__rpc_reply rr;
+	struct maru__msg m;
+	int rc;
+
+	rc = state_check(h);
+	if (rc < 0)
+		return rc;
+	maru__msg_init(&m, MDS_GET_STATS);
+	rc = maru__enc_empty(&m);
+	if (rc == 0)
+		rc = maru__rpc_call(&h->rpc, &m, &rr);
+	maru__msg_release(&m);
+	if (rc < 0)
+		return rc;
+	*buf = malloc(rr.len ? rr.len : 1);
+	if (*buf) {
+		memcpy(*buf, rr.payload, rr.len);
+		*len = rr.len;
+	} else {
+		rc = -ENOMEM;
+	}
+	maru__rpc_reply_release(&rr);
+	return rc;
+}
+
+MARU_EXPORT int maru_handler_get_stats(struct maru_handler *h,
+				       struct maru_server_stats *out)
+{
+	bool error;
+	size_t len;
+	void *buf;
+	int rc;
+
+	rc = maru_handler_get_stats_raw(h, &buf, &len);
+	if (rc < 0)
+		return rc;
+	rc = maru__decode_stats(buf, len, out, &error);
+	free(buf);
+	if (rc == 0 && error)
+		rc = -EREMOTEIO;
+	return rc;
+}

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * log.c - the handler's log sink (ndctl's log_ctx)
+ *
+ * libmaru prints nothing by default.  Each handler has a priority (from
+ * MARU_LOG at creation, -1 = silent) and a replaceable sink; the Python
+ * package routes the sink into `logging`.  The priority is tested before
+ * anything is formatted (the lerr/ldbg macros), so a disabled debug line
+ * costs one relaxed load.  The default sink writes one line to stderr with
+ * one write(2).
+ *
+ * Context: any thread, including the background threads.
+ */
+#include "private.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t maru__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int maru__log_env_priority(void)
+{
+	static const struct {
+		const char *name;
+		int prio;
+	} names[] = {
+		{ "err", LOG_ERR },	 { "error", LOG_ERR },
+		{ "warn", LOG_WARNING }, { "warning", LOG_WARNING },
+		{ "notice", LOG_NOTICE }, { "info", LOG_INFO },
+		{ "debug", LOG_DEBUG },
+	};
+	const char *v = getenv("MARU_LOG");
+	size_t i;
+
+	if (!v || !*v)
+		return -1;
+	if (isdigit((unsigned char)v[0]) && !v[1])
+		return v[0] - '0' > LOG_DEBUG ? LOG_DEBUG : v[0] - '0';
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcasecmp(v, names[i].name))
+			return names[i].prio;
+	return LOG_ERR;
+}
+
+void maru__log(const struct maru_handler *h, int prio, const char *file,
+	       int line, const char *func, const char *fmt, ...)
+{
+	char msg[1024];
+	char out[1100];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (h->log_fn) {
+		h->log_fn(h->log_arg, prio, file, line, func, msg);
+		return;
+	}
+	n = snprintf(out, sizeof(out), "libmaru: %s\n", msg);
+	if (n > (int)sizeof(out) - 1)
+		n = (int)sizeof(out) - 1;
+	if (write(STDERR_FILENO, out, (size_t)n) < 0) {
+		/* nowhere left to report it */
+	}
+}

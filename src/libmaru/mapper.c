@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mapper.c - region mappings: GET_ACCESS, open, mmap, cache, pre-fault
+ *
+ * A region is mapped once per handler and stays mapped until close.  To
+ * map one we ask the resource manager (GET_ACCESS, through rm_client, which
+ * is not thread-safe, hence @lock) where it lives, open that path read-write
+ * and mmap handle.length bytes MAP_SHARED at handle.offset.  Owned regions
+ * and regions mapped lazily by a retrieve are pre-faulted
+ * (MADV_POPULATE_WRITE, else a read of every page; MARU_PREFAULT=0 turns it
+ * off) so the first access to a page does not pay a fault; regions mapped
+ * eagerly at connect are not (upstream does the same).
+ *
+ * Multi-host: every host may name the same CXL device differently.  At
+ * connect we read the MARUDEV header of each local /dev/daxX.Y (first
+ * alignment unit, resource-manager-protocol.md §8.2) and keep uuid -> local
+ * path; when GET_ACCESS reports a UUID we know, we open our own path
+ * instead of the server's.
+ *
+ * Lookups are lock-free: the table is a fixed array of bucket chains, new
+ * mappings are pushed at the head with a release store and never removed
+ * until maru__mapper_destroy(), which the handler only calls once no other
+ * thread can be using the handler (close).
+ *
+ * Context: find from any thread; map serialised by @lock.
+ */
+#include "private.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define DAX_DEFAULT_ALIGN (2ull << 20)
+
+int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
+		      bool prefault)
+{
+	size_t i;
+
+	memset(mp, 0, sizeof(*mp));
+	mp->h = h;
+	mp->prefault = prefault;
+	for (i = 0; i < MARU_MAP_BUCKETS; i++)
+		atomic_init(&mp->buckets[i], NULL);
+	pthread_mutex_init(&mp->lock, NULL);
+	return 0;
+}
+
+int maru__mapper_set_rm(struct maru__mapper *mp, const char *address,
+			int timeout_ms)
+{
+	int rc;
+
+	pthread_mutex_lock(&mp->lock);
+	if (mp->rm_ready)
+		rm_client_destroy(&mp->rm);
+	mp->rm_ready = false;
+	rc = rm_client_init(&mp->rm, address, NULL, timeout_ms);
+	if (rc == 0)
+		mp->rm_ready = true;
+	else
+		rm_client_destroy(&mp->rm);
+	pthread_mutex_unlock(&mp->lock);
+	return rc;
+}
+
+/* read a small sysfs file as an unsigned number; 0 when unreadable */
+static uint64_t sysfs_u64(const char *path)
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strtoull(buf, NULL, 0);
+}
+
+/* read the MARUDEV header of one device; 0 and @uuid filled on success */
+static int read_device_uuid(struct maru__mapper *mp, const char *dev,
+			    uint64_t align, char uuid[37])
+{
+	uint32_t version;
+	void *p;
+	int fd, rc;
+
+	fd = open(dev, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* device DAX only maps whole alignment units */
+	p = mmap(NULL, align, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return -errno;
+	rc = maru__devhdr_parse(p, MARU_DEVHDR_SIZE, uuid, &version);
+	munmap(p, align);
+	if (rc == 0 && version != 1)
+		lwarn(mp->h, "%s: device header version %" PRIu32 " (expected 1)",
+		      dev, version);
+	return rc;
+}
+
+void maru__mapper_scan_devices(struct maru__mapper *mp, const char *sysdir,
+			       const char *devdir)
+{
+	struct maru__uuid_path *nu;
+	char path[512], dev[300], uuid[37];
+	struct dirent *de;
+	uint64_t align;
+	DIR *d;
+
+	if (!sysdir)
+		sysdir = "/sys/bus/dax/devices";
+	if (!devdir)
+		devdir = "/dev";
+	d = opendir(sysdir);
+	if (!d)
+		return;
+	pthread_mutex_lock(&mp->lock);
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "dax", 3) || strlen(de->d_name) > 60)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/align", sysdir, de->d_name);
+		align = sysfs_u64(path);
+		if (!align)
+			align = DAX_DEFAULT_ALIGN;
+		snprintf(dev, sizeof(dev), "%s/%s", devdir, de->d_name);
+		if (read_device_uuid(mp, dev, align, uuid) < 0) {
+			ldbg(mp->h, "%s: no readable MARUDEV header", dev);
+			continue;
+		}
+		nu = realloc(mp->uuids, (mp->nuuids + 1) * sizeof(*nu));
+		if (!nu)
+			break;
+		mp->uuids = nu;
+		snprintf(nu[mp->nuuids].uuid, sizeof(nu->uuid), "%s", uuid);
+		snprintf(nu[mp->nuuids].path, sizeof(nu->path), "%s", dev);
+		mp->nuuids++;
+		ldbg(mp->h, "device %s has uuid %s", dev, uuid);
+	}
+	pthread_mutex_unlock(&mp->lock);
+	closedir(d);
+}
+
+/* called with @lock held */
+static const char *local_path_locked(struct maru__mapper *mp, const char *uuid)
+{
+	size_t i;
+
+	if (!uuid || !*uuid)
+		return NULL;
+	for (i = 0; i < mp->nuuids; i++)
+		if (!strcasecmp(mp->uuids[i].uuid, uuid))
+			return mp->uuids[i].path;
+	return NULL;
+}
+
+const char *maru__mapper_local_path(struct maru__mapper *mp, const char *uuid)
+{
+	const char *p;
+
+	pthread_mutex_lock(&mp->lock);
+	p = local_path_locked(mp, uuid);
+	pthread_mutex_unlock(&mp->lock);
+	return p;
+}
+
+struct maru__mapping *maru__mapper_find(struct maru__mapper *mp,
+					uint64_t region_id)
+{
+	struct maru__mapping *m;
+
+	m = atomic_load_explicit(&mp->buckets[region_id % MARU_MAP_BUCKETS],
+				 memory_order_acquire);
+	for (; m; m = m->next)
+		if (m->handle.region_id == region_id)
+			return m;
+	return NULL;
+}
+
+/* fault every page in now so the first store or read does not */
+static void prefault(struct maru__mapper *mp, uint8_t *addr, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	volatile uint8_t sink;
+	size_t off;
+
+	if (madvise(addr, len, MADV_POPULATE_WRITE) == 0)
+		return;
+	ldbg(mp->h, "MADV_POPULATE_WRITE unavailable (%s): touching pages",
+	     strerror(errno));
+	/* a read never changes bytes another process may be writing */
+	for (off = 0; off < len; off += (size_t)pg)
+		sink = addr[off];
+	(void)sink;
+}
+
+int maru__mapper_map(struct maru__mapper *mp,
+		     const struct maru_region_handle *hd, bool owned,
+		     bool want_prefault, struct maru__mapping **out)
+{
+	struct rm_access_result acc;
+	struct maru__mapping *m;
+	struct rm_handle rh;
+	const char *path;
+	size_t b;
+	void *addr;
+	int fd, rc;
+
+	pthread_mutex_lock(&mp->lock);
+	m = maru__mapper_find(mp, hd->region_id);
+	if (m) {
+		*out = m;
+		rc = 0;
+		goto out_unlock;
+	}
+	rc = -ENOTCONN;
+	if (!mp->rm_ready)
+		goto out_unlock;
+	rc = -EINVAL;
+	if (!hd->length || hd->length > SIZE_MAX)
+		goto out_unlock;
+	rh = (struct rm_handle){ hd->region_id, hd->offset, hd->length,
+				 hd->auth_token };
+	rc = rm_client_get_access(&mp->rm, &rh, &acc);
+	if (rc < 0) {
+		lerr(mp->h, "region %" PRIu64 ": GET_ACCESS failed: %s%s%s",
+		     hd->region_id, strerror(-rc), mp->rm.error[0] ? ": " : "",
+		     mp->rm.error);
+		goto out_unlock;
+	}
+	path = local_path_locked(mp, acc.uuid);
+	if (path)
+		ldbg(mp->h, "region %" PRIu64 ": uuid %s is local %s",
+		     hd->region_id, acc.uuid, path);
+	else
+		path = acc.path;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		lerr(mp->h, "region %" PRIu64 ": open %s: %s", hd->region_id,
+		     path, strerror(errno));
+		goto out_unlock;
+	}
+	addr = mmap(NULL, (size_t)hd->length, PROT_READ | PROT_WRITE,
+		    MAP_SHARED, fd, (off_t)hd->offset);
+	close(fd);
+	if (addr == MAP_FAILED) {
+		rc = -errno;
+		lerr(mp->h, "region %" PRIu64 ": mmap %s at %" PRIu64 ": %s",
+		     hd->region_id, path, hd->offset, strerror(errno));
+		goto out_unlock;
+	}
+	rc = -ENOMEM;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		goto out_unmap;
+	m->handle = *hd;
+	m->addr = addr;
+	m->len = (size_t)hd->length;
+	m->owned = owned;
+	if (want_prefault && mp->prefault)
+		prefault(mp, m->addr, m->len);
+	b = hd->region_id % MARU_MAP_BUCKETS;
+	m->next = atomic_load_explicit(&mp->buckets[b], memory_order_relaxed);
+	atomic_store_explicit(&mp->buckets[b], m, memory_order_release);
+	ldbg(mp->h, "region %" PRIu64 ": mapped %s (%" PRIu64 " bytes at %" PRIu64
+		    ")%s",
+	     hd->region_id, path, hd->length, hd->offset, owned ? ", owned" : "");
+	*out = m;
+	pthread_mutex_unlock(&mp->lock);
+	return 0;
+
+out_unmap:
+	munmap(addr, (size_t)hd->length);
+out_unlock:
+	pthread_mutex_unlock(&mp->lock);
+	return rc;
+}
+
+void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id)
+{
+	_Atomic(struct maru__mapping *) *pp;
+	struct maru__mapping *m;
+
+	pthread_mutex_lock(&mp->lock);
+	pp = &mp->buckets[region_id % MARU_MAP_BUCKETS];
+	m = atomic_load_explicit(pp, memory_order_relaxed);
+	/* only the head can be unlinked atomically; others are rare */
+	if (m && m->handle.region_id == region_id) {
+		atomic_store_explicit(pp, m->next, memory_order_release);
+	} else {
+		struct maru__mapping *prev = m;
+
+		m = NULL;
+		while (prev && prev->next) {
+			if (prev->next->handle.region_id == region_id) {
+				m = prev->next;
+				prev->next = m->next;
+				break;
+			}
+			prev = prev->next;
+		}
+	}
+	pthread_mutex_unlock(&mp->lock);
+	if (m) {
+		munmap(m->addr, m->len);
+		free(m);
+	}
+}
+
+void maru__mapper_destroy(struct maru__mapper *mp)
+{
+	struct maru__mapping *m, *next;
+	size_t i;
+
+	for (i = 0; i < MARU_MAP_BUCKETS; i++) {
+		m = atomic_load_explicit(&mp->buckets[i], memory_order_relaxed);
+		for (; m; m = next) {
+			next = m->next;
+			munmap(m->addr, m->len);
+			free(m);
+		}
+		atomic_store_explicit(&mp->buckets[i], NULL,
+				      memory_order_relaxed);
+	}
+	if (mp->rm_ready)
+		rm_client_destroy(&mp->rm);
+	mp->rm_ready = false;
+	free(mp->uuids);
+	mp->uuids = NULL;
+	mp->nuuids = 0;
+	pthread_mutex_destroy(&mp->lock);
+}

@@ -1,0 +1,25 @@
+# libmaru unit tests (owner: libmaru).
+#  - test_libmaru_alloc: page allocator, owned-region manager, key map; the
+#    library sources are compiled in with a fault-injecting allocator
+#  - test_libmaru_codec: request encoders, reply decoders, config
+#  - test_libmaru_header: the public header compiles alone (C and C++ style)
+set(LIBMARU_SRC ${PROJECT_SOURCE_DIR}/src/libmaru)
+
+maru_add_unit_test(test_libmaru_alloc
+	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_alloc.c
+		${LIBMARU_SRC}/alloc.c ${LIBMARU_SRC}/keymap.c
+	LIBS maru_common PkgConfig::ZMQ)
+target_include_directories(test_libmaru_alloc PRIVATE ${LIBMARU_SRC}
+	${PROJECT_SOURCE_DIR}/include)
+set_source_files_properties(${LIBMARU_SRC}/alloc.c ${LIBMARU_SRC}/keymap.c
+	TARGET_DIRECTORY test_libmaru_alloc
+	PROPERTIES COMPILE_OPTIONS
+	"-include;${CMAKE_CURRENT_SOURCE_DIR}/unit/libmaru_testalloc.h")
+
+maru_add_unit_test(test_libmaru_codec
+	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_codec.c
+	LIBS maru_internal)
+
+maru_add_unit_test(test_libmaru_header
+	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_header.c
+	LIBS maru)

@@ -123,16 +123,19 @@ static int range_map(const char *path, uint64_t off, uint64_t len, bool write,
 	struct stat st;
 	int fd, rc = 0;
 
+	/* device DAX maps only MAP_SHARED, so a read needs O_RDWR too */
+	if (stat(path, &st) < 0) {
+		rc = -errno;
+		fprintf(stderr, "maru-hwprobe: %s: %s\n", path, strerror(-rc));
+		return rc;
+	}
+	write |= S_ISCHR(st.st_mode);
 	fd = open(path, write ? O_RDWR : O_RDONLY);
 	if (fd < 0) {
 		rc = -errno;
 		fprintf(stderr, "maru-hwprobe: open %s: %s\n", path,
 			strerror(-rc));
 		return rc;
-	}
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto out_close;
 	}
 	if (S_ISCHR(st.st_mode)) {
 		align = dax_sysfs_u64(path, "align");
@@ -144,8 +147,7 @@ static int range_map(const char *path, uint64_t off, uint64_t len, bool write,
 	mapoff = off / align * align;
 	r->maplen = round_up_u64(off + len - mapoff, align);
 	/* devdax refuses MAP_PRIVATE, and read-only is not needed there */
-	r->base = mmap(NULL, r->maplen,
-		       PROT_READ | (write || S_ISCHR(st.st_mode) ? PROT_WRITE : 0),
+	r->base = mmap(NULL, r->maplen, PROT_READ | (write ? PROT_WRITE : 0),
 		       MAP_SHARED, fd, (off_t)mapoff);
 	if (r->base == MAP_FAILED) {
 		rc = -errno;

@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * client.c - per-client_id bookkeeping for pinning and the reaper
+ *
+ * A struct client exists while something refers to its client_id: a
+ * connection that pinned it (nconns) or a region it owns (nallocs).  It
+ * records when the last pinned connection closed (the grace timer) and,
+ * for client_ids of this host ("<hostname>:<pid>"), the pid and the
+ * process start time seen at its first allocation (the pid-reuse rule).
+ *
+ * Upstream quirk fixed here (protocol spec §7): the grace timer starts
+ * only when the *last* connection with that client_id closes, not when any
+ * of them does.
+ *
+ * Table: chained hash on the id bytes (FNV-1a), doubled at load 1.
+ * Ownership: @rm owns every entry; regions and connections borrow them.
+ * Context: the event-loop thread only.
+ */
+#include "rm.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+static uint64_t hash_id(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h ^= (uint8_t)p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static int table_grow(struct rm *rm)
+{
+	size_t cap = rm->clients_cap ? rm->clients_cap * 2 : 64;
+	struct client **t = calloc(cap, sizeof(*t));
+	size_t i;
+
+	if (!t)
+		return -ENOMEM;
+	for (i = 0; i < rm->clients_cap; i++) {
+		struct client *c = rm->clients[i], *next;
+
+		for (; c; c = next) {
+			size_t b = hash_id(c->id, c->idlen) & (cap - 1);
+
+			next = c->hnext;
+			c->hnext = t[b];
+			t[b] = c;
+		}
+	}
+	free(rm->clients);
+	rm->clients = t;
+	rm->clients_cap = cap;
+	return 0;
+}
+
+/*
+ * Split "<hostname>:<pid>" at the last ':'; the client is local when the
+ * hostname part equals ours and the pid part is a positive decimal.
+ */
+static void classify(struct rm *rm, struct client *c)
+{
+	const char *colon = strrchr(c->id, ':');
+	unsigned long v = 0;
+	const char *p;
+
+	c->local = false;
+	c->pid = 0;
+	if (!colon || !colon[1])
+		return;
+	if ((size_t)(colon - c->id) != strlen(rm->hostname) ||
+	    memcmp(c->id, rm->hostname, (size_t)(colon - c->id)) != 0)
+		return;
+	for (p = colon + 1; *p; p++) {
+		if (*p < '0' || *p > '9' || v > 4194304)
+			return;
+		v = v * 10 + (unsigned long)(*p - '0');
+	}
+	if (v == 0 || v > 4194304) /* PID_MAX_LIMIT */
+		return;
+	c->local = true;
+	c->pid = (pid_t)v;
+}
+
+struct client *client_get(struct rm *rm, struct rm_str id, bool create)
+{
+	struct client *c;
+	size_t b;
+
+	if (id.len == 0 || id.len > RM_CLIENT_ID_MAX)
+		return NULL;
+	if (rm->clients_cap) {
+		b = hash_id(id.ptr, id.len) & (rm->clients_cap - 1);
+		for (c = rm->clients[b]; c; c = c->hnext)
+			if (c->idlen == id.len &&
+			    memcmp(c->id, id.ptr, id.len) == 0)
+				return c;
+	}
+	if (!create)
+		return NULL;
+	if (rm->nclients >= rm->clients_cap && table_grow(rm) < 0)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	memcpy(c->id, id.ptr, id.len);
+	c->idlen = id.len;
+	classify(rm, c);
+	b = hash_id(c->id, c->idlen) & (rm->clients_cap - 1);
+	c->hnext = rm->clients[b];
+	rm->clients[b] = c;
+	rm->nclients++;
+	return c;
+}
+
+void client_maybe_release(struct rm *rm, struct client *c)
+{
+	struct client **pp;
+	size_t b;
+
+	if (c->nconns || c->nallocs)
+		return;
+	b = hash_id(c->id, c->idlen) & (rm->clients_cap - 1);
+	for (pp = &rm->clients[b]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == c) {
+			*pp = c->hnext;
+			rm->nclients--;
+			free(c);
+			return;
+		}
+	}
+}
+
+void client_pin(struct rm *rm, struct client *c)
+{
+	if (c->gone_ms)
+		log_info("client %s: reconnected, grace timer cancelled",
+			 c->id);
+	c->nconns++;
+	c->gone_ms = 0;
+}
+
+void client_unpin(struct rm *rm, struct client *c)
+{
+	c->nconns--;
+	if (c->nconns == 0 && c->nallocs > 0) {
+		/* 0 means "no timer": never stamp 0 */
+		c->gone_ms = evloop_now_ms() | 1;
+		log_info("client %s: disconnected with %zu region(s), "
+			 "grace period %d s",
+			 c->id, c->nallocs, rm->cfg.grace_period);
+	}
+	client_maybe_release(rm, c);
+}
+
+int client_read_stat(pid_t pid, char *state, uint64_t *starttime)
+{
+	char path[64], buf[1024];
+	unsigned long long st = 0;
+	const char *p;
+	FILE *f;
+	size_t n;
+	int field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* comm (field 2) may hold spaces and ')': skip to the last ')' */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -EPROTO;
+	p += 2;
+	*state = *p;
+	/* p is at field 3; field 22 is 19 spaces further */
+	for (field = 3; field < 22 && *p; p++)
+		if (*p == ' ')
+			field++;
+	if (field != 22 || sscanf(p, "%llu", &st) != 1)
+		return -EPROTO;
+	*starttime = st;
+	return 0;
+}
+
+void client_table_free(struct rm *rm)
+{
+	size_t i;
+
+	for (i = 0; i < rm->clients_cap; i++) {
+		struct client *c = rm->clients[i], *next;
+
+		for (; c; c = next) {
+			next = c->hnext;
+			free(c);
+		}
+	}
+	free(rm->clients);
+	rm->clients = NULL;
+	rm->clients_cap = rm->nclients = 0;
+}

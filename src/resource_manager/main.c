@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c - maru-resource-manager: options, start-up, signals, shutdown
+ *
+ * Start-up order (cli-and-tools.md §1): state dir and rm.conf, banner,
+ * pools, recovered state, secret, listening socket, reaper, "ready".
+ * Any step that cannot be completed safely ends the process with exit
+ * code 1 and one clear log line, before the port is bound.
+ *
+ * Then one thread runs the event loop: connections (server.c), a 1 s cron
+ * timer (reaper, slow-loris sweep, rescan while no pool exists), and a
+ * signalfd for SIGTERM/SIGINT (clean stop: close connections, checkpoint,
+ * exit 0) and SIGHUP (rescan, add new pools).  SIGPIPE is ignored.
+ * Checkpoints run from the before-sleep hook, after the responses of the
+ * current batch were handed to the kernel.
+ *
+ * Ownership: main() owns the struct rm for the life of the process.
+ */
+#include "rm.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+
+/* Defaults, with the reason for each (memcached style). */
+static void rm_config_defaults(struct rm_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	/* loopback: the protocol has no transport security */
+	c->host = "127.0.0.1";
+	/* upstream's port; clients and maru-server default to it */
+	c->port = RM_DEFAULT_PORT;
+	/* upstream's state dir, so an upstream install is adopted in place */
+	c->state_dir = RM_DEFAULT_STATE_DIR;
+	/* nothing per request at info level, so info is quiet enough */
+	c->log_level = LOG_INFO;
+	/* accepted for compatibility; one event-loop thread serves all */
+	c->num_workers = 32;
+	/* long enough for a client to reconnect after a network blip */
+	c->grace_period = 30;
+	/* upstream's limit; each connection costs ~8 KiB here */
+	c->max_clients = 256;
+	/* a small pool for development; sparse, so it costs nothing unused */
+	c->emulate_size = 4ull << 30;
+	/* upstream's receive timeout for a partially received message */
+	c->msg_timeout = 30;
+	/* upstream's checkpoint interval: bounds WAL length and replay time */
+	c->checkpoint_ops = 100;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: maru-resource-manager [OPTIONS]\n"
+		"\n"
+		"Serves CXL/DAX shared-memory pools to Maru clients (TCP "
+		"protocol v2).\n"
+		"\n"
+		"  -H, --host ADDR          listen address, numeric IPv4 "
+		"(default 127.0.0.1)\n"
+		"  -p, --port PORT          listen port (default 9850)\n"
+		"  -d, --state-dir PATH     state directory (default "
+		"/var/lib/maru-resourced)\n"
+		"  -l, --log-level LEVEL    debug, info, warn or error "
+		"(default info)\n"
+		"  -w, --num-workers N      accepted for compatibility "
+		"(default 32)\n"
+		"  -g, --grace-period SEC   a disconnected client keeps its "
+		"regions this long (default 30)\n"
+		"  -m, --max-clients N      concurrent connections "
+		"(default 256)\n"
+		"      --pool PATH          serve this pool (repeatable): "
+		"/dev/daxX.Y = DEV_DAX,\n"
+		"                           a directory = FS_DAX, a file = "
+		"emulated pool\n"
+		"      --pools-from FILE    more pool paths, one per line; "
+		"re-read on SIGHUP\n"
+		"      --emulate-size SIZE  size of a new emulated pool file "
+		"(default 4G)\n"
+		"      --msg-timeout SEC    drop a connection whose message "
+		"stays partial (default 30)\n"
+		"  -h, --help               this text\n"
+		"\n"
+		"Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
+		"discovered; if\n"
+		"there are none, an emulated pool is served at "
+		"/dev/shm/maru-pool.\n"
+		"Signals: SIGTERM/SIGINT stop cleanly, SIGHUP rescans for new "
+		"pools.\n");
+}
+
+enum {
+	OPT_POOL = 256,
+	OPT_POOLS_FROM,
+	OPT_EMULATE_SIZE,
+	OPT_MSG_TIMEOUT,
+};
+
+/* Parse argv into @c.  Return: 0 to run, 1 to exit 0, -1 to exit 1. */
+static int parse_args(int argc, char **argv, struct rm_config *c)
+{
+	static const struct option opts[] = {
+		{"host", required_argument, NULL, 'H'},
+		{"port", required_argument, NULL, 'p'},
+		{"state-dir", required_argument, NULL, 'd'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"num-workers", required_argument, NULL, 'w'},
+		{"grace-period", required_argument, NULL, 'g'},
+		{"max-clients", required_argument, NULL, 'm'},
+		{"help", no_argument, NULL, 'h'},
+		{"pool", required_argument, NULL, OPT_POOL},
+		{"pools-from", required_argument, NULL, OPT_POOLS_FROM},
+		{"emulate-size", required_argument, NULL, OPT_EMULATE_SIZE},
+		{"msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT},
+		{NULL, 0, NULL, 0},
+	};
+	const char **pools;
+	int o, v;
+
+	while ((o = getopt_long(argc, argv, "H:p:d:l:w:g:m:h", opts, NULL)) !=
+	       -1) {
+		switch (o) {
+		case 'H':
+			c->host = optarg;
+			break;
+		case 'p':
+			v = atoi(optarg);
+			if (v < 1 || v > 65535) {
+				fprintf(stderr,
+					"invalid port: %s (must be 1-65535)\n",
+					optarg);
+				return -1;
+			}
+			c->port = (uint16_t)v;
+			break;
+		case 'd':
+			c->state_dir = optarg;
+			break;
+		case 'l':
+			v = log_level_parse(optarg);
+			if (v < 0) {
+				fprintf(stderr,
+					"unknown log level: %s (using info)\n",
+					optarg);
+				v = LOG_INFO;
+			}
+			c->log_level = v;
+			break;
+		case 'w':
+			c->num_workers = atoi(optarg);
+			if (c->num_workers < 1) {
+				fprintf(stderr,
+					"invalid num-workers: %s (must be >= "
+					"1)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'g':
+			c->grace_period = atoi(optarg);
+			if (c->grace_period < 0) {
+				fprintf(stderr,
+					"invalid grace-period: %s (must be >= "
+					"0)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'm':
+			c->max_clients = atoi(optarg);
+			if (c->max_clients < 1) {
+				fprintf(stderr,
+					"invalid max-clients: %s (must be >= "
+					"1)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case 'h':
+			usage(stderr);
+			return 1;
+		case OPT_POOL:
+			pools = realloc(c->pools,
+					(c->npools + 1) * sizeof(*pools));
+			if (!pools)
+				return -1;
+			c->pools = pools;
+			c->pools[c->npools++] = optarg;
+			break;
+		case OPT_POOLS_FROM:
+			c->pools_from = optarg;
+			break;
+		case OPT_EMULATE_SIZE:
+			if (parse_size(optarg, &c->emulate_size) < 0 ||
+			    c->emulate_size < (4ull << 20)) {
+				fprintf(stderr,
+					"invalid emulate-size: %s (at least "
+					"4M: a 2M header unit and one 2M "
+					"region)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		case OPT_MSG_TIMEOUT:
+			c->msg_timeout = atoi(optarg);
+			if (c->msg_timeout < 1) {
+				fprintf(stderr,
+					"invalid msg-timeout: %s (must be >= "
+					"1)\n",
+					optarg);
+				return -1;
+			}
+			break;
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
+		usage(stderr);
+		return -1;
+	}
+	if (!strcmp(c->host, "0.0.0.0"))
+		c->host = "";
+	return 0;
+}
+
+/* <state_dir>/rm.conf, tmp + rename; informational, failure only warns */
+static void write_rm_conf(struct rm *rm)
+{
+	char path[4096], tmp[4200];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/rm.conf", rm->cfg.state_dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f) {
+		log_warn("%s: %s", tmp, strerror(errno));
+		return;
+	}
+	fprintf(f, "host=%s\nport=%u\nlog_level=%s\n",
+		rm->cfg.host[0] ? rm->cfg.host : "0.0.0.0", rm->cfg.port,
+		log_level_name(rm->cfg.log_level));
+	if (fclose(f) != 0 || rename(tmp, path) < 0) {
+		log_warn("%s: %s", path, strerror(errno));
+		unlink(tmp);
+	}
+}
+
+static void banner(struct rm *rm)
+{
+	char sz[32];
+	size_t i;
+
+	log_info("maru-resource-manager %s starting", MARU_VERSION);
+	log_info("  listen:        %s:%u",
+		 rm->cfg.host[0] ? rm->cfg.host : "0.0.0.0", rm->cfg.port);
+	log_info("  state dir:     %s", rm->cfg.state_dir);
+	log_info("  log level:     %s", log_level_name(rm->cfg.log_level));
+	log_info("  workers:       %d (one event-loop thread serves all)",
+		 rm->cfg.num_workers);
+	log_info("  grace period:  %d s", rm->cfg.grace_period);
+	log_info("  max clients:   %d", rm->cfg.max_clients);
+	log_info("  msg timeout:   %d s", rm->cfg.msg_timeout);
+	log_info("  emulate size:  %s",
+		 format_bytes(rm->cfg.emulate_size, sz, sizeof(sz)));
+	for (i = 0; i < rm->cfg.npools; i++)
+		log_info("  pool:          %s", rm->cfg.pools[i]);
+	if (rm->cfg.pools_from)
+		log_info("  pools from:    %s", rm->cfg.pools_from);
+	if (!rm->cfg.npools && !rm->cfg.pools_from)
+		log_info("  pools:         discover DEV_DAX and FS_DAX");
+}
+
+static void warn_exposure(struct rm *rm)
+{
+	struct in_addr a;
+
+	if (!rm->cfg.host[0])
+		log_warn("listening on all interfaces: the protocol is "
+			 "plaintext and unauthenticated");
+	else if (inet_pton(AF_INET, rm->cfg.host, &a) == 1 &&
+		 (ntohl(a.s_addr) >> 24) != 127)
+		log_warn("listening on non-loopback %s: the protocol is "
+			 "plaintext and unauthenticated",
+			 rm->cfg.host);
+}
+
+static void verify_tokens_one(struct rm *rm, struct region *r, void *arg)
+{
+	size_t *bad = arg;
+	struct rm_handle h;
+
+	h.region_id = r->id;
+	h.offset = r->pool->kind == POOL_FS_DAX ? 0 : r->offset;
+	h.length = r->length;
+	h.auth_token = r->token;
+	if (!auth_check(rm, r, &h))
+		(*bad)++;
+}
+
+static void verify_tokens(struct rm *rm)
+{
+	size_t bad = 0;
+
+	region_for_each(rm, verify_tokens_one, &bad);
+	if (bad)
+		log_warn("%zu recovered region(s) carry tokens that %s/secret "
+			 "does not verify: their owners' handles will be "
+			 "refused (was the secret replaced?)",
+			 bad, rm->cfg.state_dir);
+}
+
+static int64_t on_cron(struct evloop *el, uint64_t id, void *arg)
+{
+	struct rm *rm = arg;
+	static uint64_t last_rescan;
+	uint64_t now = evloop_now_ms();
+
+	reaper_tick(rm);
+	server_cron(rm);
+	/* no pool yet: look again every 10 s (spec §8.1) */
+	if (rm->npools == 0 && now - last_rescan >= RM_RESCAN_MS) {
+		last_rescan = now;
+		dev_rescan(rm);
+	}
+	return RM_REAPER_MS;
+}
+
+static void on_signal(struct evloop *el, int signo, void *arg)
+{
+	struct rm *rm = arg;
+
+	switch (signo) {
+	case SIGTERM:
+	case SIGINT:
+		log_info("%s: stopping", strsignal(signo));
+		rm->stopping = true;
+		evloop_stop(el);
+		break;
+	case SIGHUP:
+		log_info("SIGHUP: rescanning pools");
+		dev_rescan(rm);
+		break;
+	}
+}
+
+static void before_sleep(struct evloop *el, void *arg)
+{
+	state_maybe_checkpoint(arg);
+}
+
+static void rm_free(struct rm *rm)
+{
+	server_close_all(rm);
+	region_table_free(rm);
+	client_table_free(rm);
+	idem_free(rm);
+	dev_free_all(rm);
+	state_close(rm);
+	evloop_free(rm->el);
+	free(rm->cfg.pools);
+}
+
+int main(int argc, char **argv)
+{
+	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	static struct rm rm; /* large (the idem ring): not on the stack */
+	int rc;
+
+	rm_config_defaults(&rm.cfg);
+	rc = parse_args(argc, argv, &rm.cfg);
+	if (rc != 0) {
+		free(rm.cfg.pools);
+		return rc > 0 ? 0 : 1;
+	}
+	rm.listen_fd = rm.spare_fd = rm.wal_fd = rm.state_dirfd = -1;
+	rm.next_region_id = 1;
+	log_init("maru-resource-manager", rm.cfg.log_level);
+	signal(SIGPIPE, SIG_IGN);
+	umask(022);
+	if (gethostname(rm.hostname, sizeof(rm.hostname) - 1) < 0)
+		rm.hostname[0] = '\0';
+
+	/* 1. banner (rm.conf follows once state_open made the dir) */
+	banner(&rm);
+	warn_exposure(&rm);
+	rc = evloop_new(&rm.el);
+	if (rc < 0) {
+		log_err("event loop: %s", strerror(-rc));
+		goto out;
+	}
+	/* 2. pools, then the state that refers to them */
+	rc = dev_load_configured(&rm);
+	if (rc < 0)
+		goto out;
+	rc = state_open(&rm);
+	if (rc < 0)
+		goto out;
+	write_rm_conf(&rm);
+	/* 3. secret (needed if anything was recovered), then the socket */
+	rc = auth_load_secret(&rm, rm.nregions > 0);
+	if (rc < 0)
+		goto out;
+	verify_tokens(&rm);
+	reaper_adopt(&rm);
+	rc = server_listen(&rm);
+	if (rc < 0)
+		goto out;
+	rc = evloop_add_signals(rm.el, sigs, 3, on_signal, &rm);
+	if (rc < 0) {
+		log_err("signalfd: %s", strerror(-rc));
+		goto out;
+	}
+	/* 4. reaper and housekeeping */
+	rc = evloop_add_timer(rm.el, RM_REAPER_MS, on_cron, &rm,
+			      &rm.cron_timer);
+	if (rc < 0)
+		goto out;
+	evloop_set_before_sleep(rm.el, before_sleep, &rm);
+	log_info("ready — listening on %s:%u",
+		 rm.cfg.host[0] ? rm.cfg.host : "0.0.0.0", rm.cfg.port);
+
+	rc = evloop_run(rm.el);
+	if (rc < 0)
+		log_err("event loop: %s", strerror(-rc));
+	/* clean stop: no more requests, then a checkpoint empties the WAL */
+	server_close_all(&rm);
+	if (state_checkpoint(&rm) == 0)
+		log_info("checkpoint written: %zu region(s)", rm.nregions);
+	else
+		rc = -EIO;
+	log_info("stopped");
+out:
+	rm_free(&rm);
+	return rc < 0 ? 1 : 0;
+}

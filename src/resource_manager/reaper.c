@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * reaper.c - clients that are gone lose their regions (protocol spec §7)
+ *
+ * Runs once a second from the cron timer (Redis serverCron).  A client_id
+ * that owns regions loses all of them, each freed exactly as a FREE would
+ * (WAL record first), when:
+ *   1. grace: no connection has pinned it for --grace-period seconds since
+ *      its last pinned connection closed (client.c starts the timer only
+ *      when the *last* such connection closes);
+ *   2. local process gone: for "<our hostname>:<pid>", kill(pid, 0) says
+ *      ESRCH, or /proc/<pid>/stat shows a zombie, or its start time
+ *      (field 22) differs from the one cached at the client's first
+ *      allocation (the pid was reused).  EPERM from kill counts as alive.
+ *
+ * After a restart (reaper_adopt) every recovered owner starts with its
+ * grace timer running from the moment the daemon started, and local
+ * owners whose process is alive get the start time seen now.  So a client
+ * that never comes back is reaped one grace period after the restart, and
+ * a dead local process within a second.  Limitation: a pid reused while
+ * the daemon was down is not detected by rule 2; rule 1 still applies
+ * unless the new process connects with the same client_id.
+ *
+ * Context: the event-loop thread only.
+ */
+#include "rm.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include "log.h"
+
+struct victims {
+	struct client *owner;
+	struct region **v;
+	size_t n;
+};
+
+static void pick_owned(struct rm *rm, struct region *r, void *arg)
+{
+	struct victims *vs = arg;
+
+	if (r->owner == vs->owner)
+		vs->v[vs->n++] = r;
+}
+
+/* Why @c must be reaped now, or NULL. */
+static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
+{
+	uint64_t start = 0;
+	char st = '?';
+	int rc;
+
+	if (c->nallocs == 0)
+		return NULL;
+	if (c->gone_ms && c->nconns == 0 &&
+	    now - c->gone_ms >= (uint64_t)rm->cfg.grace_period * 1000u)
+		return "grace period expired";
+	if (!c->local || !c->pid)
+		return NULL;
+	if (kill(c->pid, 0) < 0 && errno == ESRCH)
+		return "process gone";
+	rc = client_read_stat(c->pid, &st, &start);
+	if (rc == -ESRCH)
+		return "process gone";
+	if (rc < 0)
+		return NULL;
+	if (st == 'Z' || st == 'X')
+		return "process gone (zombie)";
+	if (c->starttime && start && start != c->starttime)
+		return "pid reused";
+	return NULL;
+}
+
+/* Free every region of @c.  @c may be freed by the last region_free(). */
+static void reap(struct rm *rm, struct client *c, const char *why)
+{
+	struct victims vs = {c, NULL, 0};
+	size_t i, n = c->nallocs;
+
+	vs.v = malloc(n * sizeof(*vs.v));
+	if (!vs.v)
+		return; /* try again at the next tick */
+	region_for_each(rm, pick_owned, &vs);
+	log_info("client %s: %s, freeing %zu region(s)", c->id, why, vs.n);
+	for (i = 0; i < vs.n; i++) {
+		/* WAL trouble: the rest waits for the next tick */
+		if (region_free(rm, vs.v[i], 0, why) < 0)
+			break;
+	}
+	free(vs.v);
+}
+
+void reaper_tick(struct rm *rm)
+{
+	uint64_t now = evloop_now_ms();
+	struct client **due = NULL;
+	const char **why = NULL;
+	size_t i, n = 0, cap = 0;
+
+	for (i = 0; i < rm->clients_cap; i++) {
+		struct client *c;
+
+		for (c = rm->clients[i]; c; c = c->hnext) {
+			const char *r = reap_reason(rm, c, now);
+
+			if (!r)
+				continue;
+			if (n == cap) {
+				size_t nc = cap ? cap * 2 : 8;
+				struct client **d =
+					realloc(due, nc * sizeof(*d));
+				const char **w = realloc(why, nc * sizeof(*w));
+
+				if (d)
+					due = d;
+				if (w)
+					why = w;
+				if (!d || !w)
+					goto out;
+				cap = nc;
+			}
+			due[n] = c;
+			why[n++] = r;
+		}
+	}
+	/* reaping can free client entries: only after the table walk */
+	for (i = 0; i < n; i++)
+		reap(rm, due[i], why[i]);
+out:
+	free(due);
+	free(why);
+}
+
+void reaper_adopt(struct rm *rm)
+{
+	uint64_t now = evloop_now_ms() | 1;
+	size_t i;
+
+	for (i = 0; i < rm->clients_cap; i++) {
+		struct client *c;
+
+		for (c = rm->clients[i]; c; c = c->hnext) {
+			char st;
+
+			if (!c->nallocs)
+				continue;
+			c->gone_ms = now;
+			if (c->local &&
+			    client_read_stat(c->pid, &st, &c->starttime) < 0)
+				c->starttime = 0;
+		}
+	}
+}

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rm.h - maru-resource-manager: the daemon's state and its modules
+ *
+ * One thread runs the event loop (src/common/evloop.c) and owns everything
+ * below: pools, regions, clients, the idempotency cache, the WAL and the
+ * connections.  Nothing is shared with another thread, so nothing is
+ * locked (docs/resource-manager.md, "Threads").
+ *
+ * Modules (each file starts with its own design notes):
+ *   main.c     options, start-up sequence, signals, banner, rm.conf
+ *   server.c   listening socket, connection state machine, request handlers
+ *   region.c   the region table; allocate/free as one durable operation
+ *   client.c   client_id bookkeeping (pins, allocation counts, pid info)
+ *   idem.c     idempotency cache (client_id:request_id -> response bytes)
+ *   auth.c     the HMAC secret and auth tokens
+ *   state.c    WAL, checkpoints and recovery (byte layouts in statefmt.c)
+ *   dev.c      DEV_DAX / FS_DAX / emulated pools: discovery, header, ids
+ *   reaper.c   the 1 s cron: dead or departed clients lose their regions
+ *   pool.c     the allocator (pure)
+ */
+#ifndef MARU_RM_RM_H
+#define MARU_RM_RM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "buf.h"
+#include "evloop.h"
+#include "pool.h"
+#include "rm_proto.h"
+#include "statefmt.h"
+
+#define RM_DEFAULT_STATE_DIR "/var/lib/maru-resourced"
+#define RM_DEFAULT_POOL "/dev/shm/maru-pool"
+#define RM_SECRET_SIZE 32
+#define RM_IDEM_MAX 1024     /* idempotency cache entries */
+#define RM_IDEM_TTL_MS 60000 /* idempotency cache lifetime */
+#define RM_REAPER_MS 1000    /* reaper / cron period */
+#define RM_RESCAN_MS 10000   /* rescan period while no pool exists */
+#define RM_WAL_NAME "maru-resource-manager.wal"
+#define RM_WAL_LEGACY_NAME "maru_resourced.wal"
+
+/* Effective configuration; see rm_config_defaults() for the reasons. */
+struct rm_config {
+	const char *host; /* borrows argv or a literal */
+	uint16_t port;
+	const char *state_dir; /* borrows */
+	int log_level;	       /* syslog priority */
+	int num_workers;       /* accepted for compatibility, unused */
+	int grace_period;      /* seconds; 0 = reap at the next tick */
+	int max_clients;       /* concurrent connections */
+	const char **pools;    /* owns the array; borrows the strings */
+	size_t npools;	       /* --pool given: serve exactly these */
+	const char
+		*pools_from;   /* borrows: file of pool paths, re-read on HUP */
+	uint64_t emulate_size; /* bytes of an emulated pool we create */
+	int msg_timeout;       /* seconds a partial message may take */
+	int checkpoint_ops;    /* alloc+free ops between checkpoints */
+};
+
+/* One allocation. */
+struct region {
+	uint64_t id;	      /* global, from 1, never reused */
+	struct pool *pool;    /* borrows: pools live until exit */
+	struct client *owner; /* borrows: counted in owner->nallocs */
+	uint64_t offset;      /* pool-space offset (real_offset) */
+	uint64_t length;      /* aligned bytes */
+	uint64_t requested;   /* the request's size */
+	uint64_t nonce;	      /* per-allocation secret for the token */
+	uint64_t token;	      /* auth token handed to the owner */
+	struct region *hnext; /* hash chain in rm->regions */
+};
+
+/* Everything known about one client_id. */
+struct client {
+	char id[RM_CLIENT_ID_MAX + 1]; /* NUL-terminated */
+	uint32_t idlen;
+	unsigned nconns;      /* open connections pinned to this id */
+	size_t nallocs;	      /* regions owned */
+	uint64_t gone_ms;     /* evloop_now_ms() when the last pinned
+			       * connection closed; 0 = none pending */
+	bool local;	      /* hostname part equals ours */
+	pid_t pid;	      /* local: the pid part, 0 if not a pid */
+	uint64_t starttime;   /* local: /proc stat field 22 cached at the
+			       * first allocation, 0 = unknown */
+	struct client *hnext; /* hash chain in rm->clients */
+};
+
+struct idem_entry {
+	char client_id[RM_CLIENT_ID_MAX + 1];
+	uint64_t request_id;
+	uint16_t req_type;   /* RM_ALLOC_REQ or RM_FREE_REQ */
+	uint64_t created_ms; /* evloop_now_ms() clock */
+	uint8_t *msg;	     /* owns: the whole response message */
+	size_t len;
+};
+
+/* FIFO ring: the oldest entry is evicted first. */
+struct idem {
+	struct idem_entry ent[RM_IDEM_MAX];
+	size_t head; /* next slot to write */
+	size_t count;
+};
+
+struct conn;
+
+struct rm {
+	struct rm_config cfg;
+	struct evloop *el;  /* owns */
+	char hostname[256]; /* gethostname() for the local-client rule */
+
+	struct pool **pools; /* owns: list order = fill-first order */
+	size_t npools;
+
+	struct region **regions; /* owns: hash table by region id */
+	size_t regions_cap;	 /* buckets, power of two */
+	size_t nregions;
+	uint64_t next_region_id;
+
+	struct client **clients; /* owns: hash table by client_id */
+	size_t clients_cap;
+	size_t nclients;
+
+	struct idem idem;
+	uint8_t secret[RM_SECRET_SIZE];
+	bool have_secret;
+
+	int state_dirfd;	 /* owns */
+	int wal_fd;		 /* owns: append-only, -1 before recovery */
+	uint64_t wal_size;	 /* bytes in the WAL (to undo a torn append) */
+	unsigned ops_since_ckpt; /* WAL records since the last checkpoint */
+	struct buf scratch;	 /* owns: reused for WAL records */
+
+	int listen_fd;	    /* owns */
+	int spare_fd;	    /* owns: released to survive EMFILE */
+	struct conn *conns; /* owns: doubly linked */
+	unsigned nconns;
+	uint64_t cron_timer;
+	uint64_t rescan_timer; /* 0 = not armed */
+	bool stopping;
+	int exit_code;
+};
+
+/* ---- region.c ---- */
+
+/* region_find - the region with @id, or NULL */
+struct region *region_find(struct rm *rm, uint64_t id);
+
+/**
+ * region_alloc - allocate, log to the WAL (fdatasync) and record a region
+ * @owner: borrowed; must be pinned by the calling connection
+ * @request_id: the request's id, kept in the WAL record so that a retry
+ *              after a crash is still answered from the idempotency cache
+ * @out: on success the new region (owned by @rm)
+ * Return: 0, or a protocol status: -EINVAL, -ENODEV, -ENOENT, -ENOMEM, or
+ * -EIO if the WAL append failed (nothing changed then).
+ */
+int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
+		 struct rm_str dax_path, uint64_t request_id,
+		 struct region **out);
+
+/**
+ * region_free - log a FREE to the WAL and release the region
+ * @r: taken on success (freed); kept on error
+ * @request_id: as for region_alloc(), 0 for the reaper
+ * @why: for the log ("free", "reaped: pid gone", ...)
+ * Return: 0 or -EIO (the WAL append failed; nothing changed).
+ */
+int region_free(struct rm *rm, struct region *r, uint64_t request_id,
+		const char *why);
+
+/**
+ * region_restore - re-insert a recovered allocation (no WAL write)
+ * Return: 0; -ENOENT if its pool is not configured; -EEXIST for a
+ * duplicate id; -EINVAL if it does not fit its pool or overlaps another
+ * allocation; -ENOMEM.
+ */
+int region_restore(struct rm *rm, const struct state_alloc *a);
+
+/* region_unrestore - drop a region during WAL replay (no WAL write) */
+void region_unrestore(struct rm *rm, struct region *r);
+
+/* region_path - the path a client opens for @r (FS_DAX: its file) */
+const char *region_path(const struct region *r, char *buf, size_t len);
+
+/* region_to_state - the durable record of @r */
+void region_to_state(const struct region *r, struct state_alloc *a);
+
+/* region_foreach_safe-style iteration: call @fn for every region */
+void region_for_each(struct rm *rm,
+		     void (*fn)(struct rm *, struct region *, void *),
+		     void *arg);
+
+void region_table_free(struct rm *rm);
+
+/* ---- client.c ---- */
+
+/**
+ * client_get - the entry for @id, created if @create
+ * Return: the entry (owned by @rm) or NULL (not found / out of memory).
+ */
+struct client *client_get(struct rm *rm, struct rm_str id, bool create);
+
+/* client_pin - a connection pinned @c: count it, cancel its grace timer */
+void client_pin(struct rm *rm, struct client *c);
+
+/* client_unpin - a pinned connection closed; may start the grace timer
+ * or free @c */
+void client_unpin(struct rm *rm, struct client *c);
+
+/* client_maybe_release - free @c if nothing refers to it any more */
+void client_maybe_release(struct rm *rm, struct client *c);
+
+/* client_read_stat - state char and start time of @pid from /proc.
+ * Return: 0, or -ESRCH if the process does not exist. */
+int client_read_stat(pid_t pid, char *state, uint64_t *starttime);
+
+void client_table_free(struct rm *rm);
+
+/* ---- idem.c ---- */
+
+/* idem_lookup - a fresh cached response to a @req_type request, or NULL */
+const struct idem_entry *idem_lookup(struct rm *rm, uint16_t req_type,
+				     const char *client_id,
+				     uint64_t request_id);
+
+/**
+ * idem_store - remember @len bytes of response for client_id:request_id
+ * @age_ms: how old the entry already is (0 for a fresh response)
+ * Return: 0 or -ENOMEM (the response is then simply not cached).
+ */
+int idem_store(struct rm *rm, uint16_t req_type, const char *client_id,
+	       uint64_t request_id, const uint8_t *msg, size_t len,
+	       uint64_t age_ms);
+
+void idem_free(struct rm *rm);
+
+/* ---- auth.c ---- */
+
+/**
+ * auth_load_secret - load <state_dir>/secret, or create it
+ * @need_existing: recovered allocations exist, so a missing or short
+ *                 secret is fatal
+ * Return: 0 or -errno (logged).
+ */
+int auth_load_secret(struct rm *rm, bool need_existing);
+
+/* auth_token - the token for a handle's fields, a nonce and an owner */
+uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,
+		    uint64_t length, uint64_t nonce, const char *owner,
+		    size_t owner_len);
+
+/* auth_check - does @h carry a valid token for @r? */
+bool auth_check(const struct rm *rm, const struct region *r,
+		const struct rm_handle *h);
+
+/* auth_random - fill @p with cryptographic random bytes. Return: 0/-EIO */
+int auth_random(void *p, size_t n);
+
+/* ---- state.c ---- */
+
+/**
+ * state_open - create the state dir, adopt a legacy WAL name, recover
+ * global.meta, pool_*.meta and the WAL into @rm, and open the WAL
+ * Return: 0 or -errno; a refusal is logged as one clear line.
+ */
+int state_open(struct rm *rm);
+
+/**
+ * state_log_alloc / state_log_free - append one WAL record (one write,
+ * then fdatasync)
+ * Return: 0 or -EIO (a partial write is truncated away).
+ */
+int state_log_alloc(struct rm *rm, const struct region *r, uint64_t request_id);
+int state_log_free(struct rm *rm, const struct region *r, uint64_t request_id);
+
+/**
+ * state_checkpoint - write every pool_<id>.meta and global.meta (tmp,
+ * fsync, rename), then empty the WAL
+ * Return: 0 or -errno (the WAL is kept then).
+ */
+int state_checkpoint(struct rm *rm);
+
+/* state_maybe_checkpoint - checkpoint once checkpoint_ops records were
+ * logged (called before the loop sleeps, after responses went out) */
+void state_maybe_checkpoint(struct rm *rm);
+
+void state_close(struct rm *rm);
+
+/* ---- dev.c ---- */
+
+/**
+ * dev_load_configured - the start-up pool set: --pool paths, the
+ * --pools-from file, or discovery (plus the emulated fallback)
+ * Return: 0 or -errno (a --pool that cannot be served is fatal).
+ */
+int dev_load_configured(struct rm *rm);
+
+/**
+ * dev_rescan - add pools that appeared since start-up (SIGHUP, timer)
+ * Return: the number of pools added.
+ */
+int dev_rescan(struct rm *rm);
+
+void dev_free_all(struct rm *rm);
+
+/* ---- reaper.c ---- */
+
+/* reaper_tick - run the reaper rules once (the cron calls it each second) */
+void reaper_tick(struct rm *rm);
+
+/* reaper_adopt - after recovery: start every owner's grace timer now and
+ * cache the start time of live local owners */
+void reaper_adopt(struct rm *rm);
+
+/* ---- server.c ---- */
+
+/* server_listen - bind and listen on cfg.host:cfg.port. Return: 0/-errno */
+int server_listen(struct rm *rm);
+
+/* server_cron - per-second connection housekeeping (slow-loris timeout) */
+void server_cron(struct rm *rm);
+
+/* server_close_all - close every connection and the listener */
+void server_close_all(struct rm *rm);
+
+/* server_stats_encode - a STATS_RESP message for the current pools */
+int server_stats_encode(struct rm *rm, struct buf *out);
+
+/* server_encode_alloc_ok - the successful ALLOC_RESP for @r */
+int server_encode_alloc_ok(struct rm *rm, struct buf *out,
+			   const struct region *r);
+
+#endif

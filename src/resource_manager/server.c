@@ -1,0 +1,681 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * server.c - TCP front end: listener, connection state machine, handlers
+ *
+ * Each connection is a small state machine (memcached drive_machine):
+ *
+ *   HDR      reading the 12-byte header
+ *   PAYLOAD  reading payload_len bytes (at most RM_MAX_PAYLOAD)
+ *   WRITE    the response did not fit in the socket buffer; wait for
+ *            EPOLLOUT and read nothing meanwhile (strictly one request at a
+ *            time per connection, protocol spec §1)
+ *   DRAIN    an error reply was sent and the connection must close: we
+ *            shut down our side and discard input for a moment, so that
+ *            the peer reads the error instead of a reset
+ *
+ * A connection reads exactly the bytes of the current message (header,
+ * then payload), so nothing is ever buffered beyond one request; with
+ * level-triggered epoll, a client that has more requests queued simply
+ * wakes us again.  At most RM_REQ_BUDGET requests are served per
+ * connection per wake-up so that one busy client cannot starve others.
+ *
+ * Input errors follow the spec exactly: bad magic/version -> ERROR_RESP
+ * -EPROTO "bad header" and close; payload_len > 8192 -> -EMSGSIZE and
+ * close; unknown type -> -ENOSYS and close; per-message checks (§4) keep or
+ * close the connection as listed there.  EOF (including a liveness probe
+ * that connects and closes) closes silently.  A message that stays partial
+ * for --msg-timeout seconds (slow loris) is dropped by server_cron().
+ *
+ * Ownership: @rm owns the connections (a doubly linked list); a
+ * connection owns its fd and output buffer and borrows its pinned client
+ * (counted in client->nconns).  Context: the event-loop thread only.
+ */
+#include "rm.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define RM_REQ_BUDGET 16    /* requests per connection per wake-up */
+#define RM_ACCEPT_BUDGET 64 /* accepts per wake-up */
+#define RM_DRAIN_MS 2000    /* how long an error-closed socket lingers */
+#define RM_DRAIN_MAX 65536  /* bytes discarded before giving up */
+#define RM_BACKLOG 64
+
+enum conn_state { CONN_HDR, CONN_PAYLOAD, CONN_WRITE, CONN_DRAIN };
+
+struct conn {
+	struct rm *rm; /* borrows */
+	int fd;	       /* owns */
+	enum conn_state state;
+	struct rm_hdr hdr; /* valid in PAYLOAD */
+	size_t in_len;	   /* bytes of the current message received */
+	uint8_t in[RM_HDR_SIZE + RM_MAX_PAYLOAD];
+	struct buf out; /* owns: pending response bytes */
+	size_t out_off; /* bytes of @out already written */
+	bool close_after_write;
+	uint64_t busy_ms;      /* start of the partial message, pending
+				* write or drain; 0 = idle */
+	size_t drained;	       /* DRAIN: bytes discarded */
+	struct client *client; /* borrows: the pinned client_id, or NULL */
+	char peer[32];	       /* "a.b.c.d:port" for logs */
+	struct conn *prev, *next;
+};
+
+static void conn_event(struct evloop *el, int fd, unsigned events, void *arg);
+
+static void conn_close(struct conn *c, const char *why)
+{
+	struct rm *rm = c->rm;
+
+	if (why)
+		log_dbg("conn %s: closed (%s)", c->peer, why);
+	evloop_del_fd(rm->el, c->fd);
+	close(c->fd);
+	if (c->client)
+		client_unpin(rm, c->client);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		rm->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	rm->nconns--;
+	buf_free(&c->out);
+	free(c);
+}
+
+/* Stop writing, keep reading (and discarding) for RM_DRAIN_MS. */
+static void conn_drain(struct conn *c)
+{
+	shutdown(c->fd, SHUT_WR);
+	c->state = CONN_DRAIN;
+	c->busy_ms = evloop_now_ms();
+	if (evloop_mod_fd(c->rm->el, c->fd, EVLOOP_READ) < 0)
+		conn_close(c, "epoll");
+}
+
+/*
+ * Write what is pending.  Return: true if the connection is idle and open
+ * (ready for the next request); false if it now waits for EPOLLOUT, is
+ * draining or was closed - the caller must not touch @c then.
+ */
+static bool conn_flush(struct conn *c)
+{
+	ssize_t n;
+
+	while (c->out_off < c->out.len) {
+		n = send(c->fd, c->out.data + c->out_off,
+			 c->out.len - c->out_off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (c->state != CONN_WRITE) {
+				c->state = CONN_WRITE;
+				c->busy_ms = evloop_now_ms();
+				if (evloop_mod_fd(c->rm->el, c->fd,
+						  EVLOOP_WRITE) < 0) {
+					conn_close(c, "epoll");
+					return false;
+				}
+			}
+			return false;
+		}
+		if (n <= 0) {
+			conn_close(c, "write failed");
+			return false;
+		}
+		c->out_off += (size_t)n;
+	}
+	buf_reset(&c->out);
+	c->out_off = 0;
+	if (c->close_after_write) {
+		conn_drain(c);
+		return false;
+	}
+	if (c->state == CONN_WRITE) {
+		c->state = CONN_HDR;
+		c->busy_ms = 0;
+		if (evloop_mod_fd(c->rm->el, c->fd, EVLOOP_READ) < 0) {
+			conn_close(c, "epoll");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Queue an ERROR_RESP; @close: then close the connection. */
+static void reply_error(struct conn *c, int32_t status, const char *msg,
+			bool close)
+{
+	log_dbg("conn %s: error %d (%s)%s", c->peer, status, msg,
+		close ? ", closing" : "");
+	if (rm_encode_error_resp(&c->out, status, msg) < 0)
+		c->close_after_write = true; /* cannot even say why */
+	if (close)
+		c->close_after_write = true;
+}
+
+/*
+ * Pin the request's client_id to the connection (spec §5).
+ * Return: 0, or -EPERM if the connection already carries another id, or
+ * -ENOMEM.
+ */
+static int conn_pin(struct conn *c, struct rm_str id)
+{
+	struct client *cl;
+
+	if (c->client)
+		return rm_str_eq(rm_str_from(c->client->id), id) ? 0 : -EPERM;
+	cl = client_get(c->rm, id, true);
+	if (!cl)
+		return -ENOMEM;
+	client_pin(c->rm, cl);
+	c->client = cl;
+	return 0;
+}
+
+/* The common client_id checks of ALLOC and FREE.  Return: true to go on. */
+static bool check_client(struct conn *c, struct rm_str id, bool required)
+{
+	int rc;
+
+	if (!id.len) {
+		if (required)
+			reply_error(c, -EINVAL, "missing client_id", false);
+		return !required;
+	}
+	rc = conn_pin(c, id);
+	if (rc == -EPERM) {
+		reply_error(c, -EPERM, "client_id mismatch on connection",
+			    true);
+		return false;
+	}
+	if (rc < 0) {
+		reply_error(c, -ENOMEM, "out of memory", true);
+		return false;
+	}
+	return true;
+}
+
+/* Re-send a cached answer.  Return: true if there was one. */
+static bool replay_cached(struct conn *c, uint64_t request_id)
+{
+	const struct idem_entry *e;
+
+	e = idem_lookup(c->rm, c->hdr.type, c->client->id, request_id);
+	if (!e)
+		return false;
+	log_dbg("conn %s: request %" PRIu64 " answered from the cache", c->peer,
+		request_id);
+	if (buf_put(&c->out, e->msg, e->len) < 0)
+		c->close_after_write = true;
+	return true;
+}
+
+static void cache_reply(struct conn *c, uint64_t request_id, size_t start)
+{
+	if (request_id && c->out.len > start)
+		idem_store(c->rm, c->hdr.type, c->client->id, request_id,
+			   c->out.data + start, c->out.len - start, 0);
+}
+
+int server_encode_alloc_ok(struct rm *rm, struct buf *out,
+			   const struct region *r)
+{
+	struct rm_alloc_resp m = {0};
+	char path[4200];
+	struct state_alloc a;
+
+	region_to_state(r, &a);
+	m.status = 0;
+	m.access_type = 0;
+	m.handle = a.handle;
+	m.requested_size = r->requested;
+	m.path = rm_str_from(region_path(r, path, sizeof(path)));
+	m.uuid = rm_str_from(r->pool->has_uuid ? r->pool->uuid_str : NULL);
+	return rm_encode_alloc_resp(out, &m);
+}
+
+static void handle_alloc(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct rm_alloc_resp fail = {0};
+	struct rm_alloc_req req;
+	struct region *r = NULL;
+	const char *why = "bad alloc req";
+	size_t start;
+	int rc;
+
+	if (rm_decode_alloc_req(p, len, &req, &why) < 0) {
+		reply_error(c, -EPROTO, why, true);
+		return;
+	}
+	if (!check_client(c, req.client_id, true))
+		return;
+	if (req.request_id && replay_cached(c, req.request_id))
+		return;
+	start = c->out.len;
+	rc = region_alloc(c->rm, c->client, req.size, req.dax_path,
+			  req.request_id, &r);
+	if (rc == 0) {
+		rc = server_encode_alloc_ok(c->rm, &c->out, r);
+	} else {
+		log_dbg("conn %s: alloc of %" PRIu64 " bytes failed: %s",
+			c->peer, req.size, strerror(-rc));
+		fail.status = rc;
+		rc = rm_encode_alloc_resp(&c->out, &fail);
+	}
+	if (rc < 0) {
+		c->close_after_write = true;
+		return;
+	}
+	cache_reply(c, req.request_id, start);
+}
+
+static void handle_free(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct rm_free_req req;
+	struct region *r;
+	const char *why = "bad free req";
+	size_t start;
+	int32_t status;
+
+	if (rm_decode_free_req(p, len, &req, &why) < 0) {
+		reply_error(c, -EPROTO, why, true);
+		return;
+	}
+	if (!check_client(c, req.client_id, true))
+		return;
+	if (req.request_id && replay_cached(c, req.request_id))
+		return;
+	r = region_find(c->rm, req.handle.region_id);
+	if (!r) {
+		status = -ENOENT;
+	} else if (!auth_check(c->rm, r, &req.handle)) {
+		/* not a FREE_RESP, and never cached (spec §4.4, §5) */
+		reply_error(c, -EACCES, "invalid authToken", false);
+		return;
+	} else if (r->owner != c->client) {
+		status = -EPERM;
+	} else {
+		status = region_free(c->rm, r, req.request_id, "free");
+	}
+	start = c->out.len;
+	if (rm_encode_free_resp(&c->out, status) < 0) {
+		c->close_after_write = true;
+		return;
+	}
+	cache_reply(c, req.request_id, start);
+}
+
+static void handle_get_access(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct rm_get_access_resp resp = {0};
+	struct rm_get_access_req req;
+	struct region *r;
+	const char *why = "bad get_access req";
+	char path[4200];
+
+	if (rm_decode_get_access_req(p, len, &req, &why) < 0) {
+		reply_error(c, -EPROTO, why, true);
+		return;
+	}
+	if (!check_client(c, req.client_id, false))
+		return;
+	r = region_find(c->rm, req.handle.region_id);
+	if (!r) {
+		resp.status = -ENOENT;
+	} else if (!auth_check(c->rm, r, &req.handle)) {
+		reply_error(c, -EACCES, "invalid auth token", false);
+		return;
+	} else {
+		resp.path = rm_str_from(region_path(r, path, sizeof(path)));
+		resp.offset = req.handle.offset;
+		resp.length = req.handle.length;
+		resp.uuid = rm_str_from(r->pool->has_uuid ? r->pool->uuid_str
+							  : NULL);
+	}
+	if (rm_encode_get_access_resp(&c->out, &resp) < 0)
+		c->close_after_write = true;
+}
+
+int server_stats_encode(struct rm *rm, struct buf *out)
+{
+	struct rm_pool_stat s;
+	size_t start, i;
+	int rc;
+
+	rc = rm_encode_stats_begin(out, &start);
+	for (i = 0; i < rm->npools && rc == 0; i++) {
+		const struct pool *p = rm->pools[i];
+
+		s.dax_type = p->kind == POOL_FS_DAX ? RM_FS_DAX : RM_DEV_DAX;
+		s.total_size = p->total_size;
+		s.free_size = p->free_size;
+		s.align_bytes = p->align;
+		s.path = rm_str_from(p->path);
+		rc = rm_encode_stats_add(out, &s);
+	}
+	if (rc < 0) {
+		out->len = start;
+		return rc;
+	}
+	rm_encode_stats_end(out, start, (uint32_t)rm->npools);
+	return 0;
+}
+
+/* One complete request is in c->in: answer it into c->out. */
+static void conn_process(struct conn *c)
+{
+	const uint8_t *p = c->in + RM_HDR_SIZE;
+	size_t len = c->hdr.payload_len;
+
+	switch (c->hdr.type) {
+	case RM_ALLOC_REQ:
+		handle_alloc(c, p, len);
+		break;
+	case RM_FREE_REQ:
+		handle_free(c, p, len);
+		break;
+	case RM_STATS_REQ:
+		/* any payload is ignored */
+		if (server_stats_encode(c->rm, &c->out) < 0)
+			c->close_after_write = true;
+		break;
+	case RM_GET_ACCESS_REQ:
+		handle_get_access(c, p, len);
+		break;
+	}
+}
+
+static bool known_request(uint16_t type)
+{
+	return type == RM_ALLOC_REQ || type == RM_FREE_REQ ||
+	       type == RM_STATS_REQ || type == RM_GET_ACCESS_REQ;
+}
+
+/*
+ * Check a complete header.  Return: true to read the payload; false if an
+ * error reply was queued (the connection will close).
+ */
+static bool conn_header(struct conn *c)
+{
+	int rc = rm_hdr_decode(c->in, c->in_len, RM_MAX_PAYLOAD, &c->hdr);
+
+	if (rc == -EPROTO) {
+		reply_error(c, -EPROTO, "bad header", true);
+		return false;
+	}
+	if (rc == -EMSGSIZE) {
+		reply_error(c, -EMSGSIZE, "payload too large", true);
+		return false;
+	}
+	if (!known_request(c->hdr.type)) {
+		reply_error(c, -ENOSYS, "unknown request", true);
+		return false;
+	}
+	c->state = CONN_PAYLOAD;
+	return true;
+}
+
+/* Read and serve up to RM_REQ_BUDGET requests. */
+static void conn_read(struct conn *c)
+{
+	int budget = RM_REQ_BUDGET;
+	size_t want;
+	ssize_t n;
+
+	while (budget > 0) {
+		want = (c->state == CONN_HDR
+				? RM_HDR_SIZE
+				: RM_HDR_SIZE + c->hdr.payload_len) -
+		       c->in_len;
+		if (want) {
+			n = read(c->fd, c->in + c->in_len, want);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return;
+			if (n <= 0) {
+				conn_close(c,
+					   n == 0 ? (c->in_len ? "EOF inside a "
+								 "message"
+							       : NULL)
+						  : "read error");
+				return;
+			}
+			if (c->in_len == 0)
+				c->busy_ms = evloop_now_ms();
+			c->in_len += (size_t)n;
+			if ((size_t)n < want)
+				continue;
+		}
+		if (c->state == CONN_HDR) {
+			if (!conn_header(c)) {
+				conn_flush(c);
+				return;
+			}
+			if (c->hdr.payload_len)
+				continue;
+		}
+		conn_process(c);
+		budget--;
+		c->state = CONN_HDR;
+		c->in_len = 0;
+		c->busy_ms = 0;
+		if (!conn_flush(c))
+			return;
+	}
+}
+
+static void conn_drain_read(struct conn *c)
+{
+	char sink[4096];
+	ssize_t n;
+
+	for (;;) {
+		n = read(c->fd, sink, sizeof(sink));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0 || (c->drained += (size_t)n) > RM_DRAIN_MAX) {
+			conn_close(c, "closed after an error reply");
+			return;
+		}
+	}
+}
+
+static void conn_event(struct evloop *el, int fd, unsigned events, void *arg)
+{
+	struct conn *c = arg;
+
+	switch (c->state) {
+	case CONN_DRAIN:
+		conn_drain_read(c);
+		return;
+	case CONN_WRITE:
+		if (!conn_flush(c))
+			return;
+		break;
+	default:
+		break;
+	}
+	conn_read(c);
+}
+
+static void set_sockopts(int fd)
+{
+	int one = 1, idle = 10, intvl = 5, cnt = 3;
+
+	/* best effort: a failure only costs latency or dead-peer detection */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/* Out of descriptors: free the spare, accept and drop one, re-arm. */
+static void accept_emfile(struct rm *rm)
+{
+	int fd;
+
+	log_warn("out of file descriptors: dropping a new connection");
+	if (rm->spare_fd >= 0)
+		close(rm->spare_fd);
+	fd = accept(rm->listen_fd, NULL, NULL);
+	if (fd >= 0)
+		close(fd);
+	rm->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
+{
+	struct rm *rm = arg;
+	struct sockaddr_in sa;
+	socklen_t salen;
+	struct conn *c;
+	char ip[INET_ADDRSTRLEN];
+	int i, fd;
+
+	for (i = 0; i < RM_ACCEPT_BUDGET; i++) {
+		salen = sizeof(sa);
+		fd = accept4(lfd, (struct sockaddr *)&sa, &salen,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EMFILE || errno == ENFILE)
+				accept_emfile(rm);
+			else if (errno != EAGAIN && errno != EWOULDBLOCK)
+				log_warn("accept: %s", strerror(errno));
+			return;
+		}
+		if (rm->nconns >= (unsigned)rm->cfg.max_clients) {
+			/* over the limit: accepted and closed, no message */
+			log_dbg("max clients (%d) reached: connection dropped",
+				rm->cfg.max_clients);
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->rm = rm;
+		c->fd = fd;
+		c->state = CONN_HDR;
+		inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+		snprintf(c->peer, sizeof(c->peer), "%s:%u", ip,
+			 ntohs(sa.sin_port));
+		set_sockopts(fd);
+		if (evloop_add_fd(rm->el, fd, EVLOOP_READ, conn_event, c) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = rm->conns;
+		if (rm->conns)
+			rm->conns->prev = c;
+		rm->conns = c;
+		rm->nconns++;
+	}
+}
+
+int server_listen(struct rm *rm)
+{
+	struct sockaddr_in sa = {0};
+	int one = 1, fd, rc;
+
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(rm->cfg.port);
+	if (!rm->cfg.host[0])
+		sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (inet_pton(AF_INET, rm->cfg.host, &sa.sin_addr) != 1) {
+		log_err("invalid host %s: a numeric IPv4 address is required",
+			rm->cfg.host);
+		return -EINVAL;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		log_err("socket: %s", strerror(errno));
+		return rc;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		rc = -errno;
+		if (errno == EADDRINUSE)
+			log_err("port %u is already in use (another "
+				"maru-resource-manager running?)",
+				rm->cfg.port);
+		else
+			log_err("bind %s:%u: %s", rm->cfg.host, rm->cfg.port,
+				strerror(errno));
+		goto out_close;
+	}
+	if (listen(fd, RM_BACKLOG) < 0) {
+		rc = -errno;
+		log_err("listen: %s", strerror(errno));
+		goto out_close;
+	}
+	rc = evloop_add_fd(rm->el, fd, EVLOOP_READ, on_accept, rm);
+	if (rc < 0)
+		goto out_close;
+	rm->listen_fd = fd;
+	rm->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return 0;
+out_close:
+	close(fd);
+	return rc;
+}
+
+void server_cron(struct rm *rm)
+{
+	uint64_t now = evloop_now_ms();
+	uint64_t limit = (uint64_t)rm->cfg.msg_timeout * 1000u;
+	struct conn *c, *next;
+
+	for (c = rm->conns; c; c = next) {
+		next = c->next;
+		if (!c->busy_ms)
+			continue;
+		if (c->state == CONN_DRAIN) {
+			if (now - c->busy_ms >= RM_DRAIN_MS)
+				conn_close(c, "closed after an error reply");
+		} else if (now - c->busy_ms >= limit) {
+			log_info("conn %s: %s for %d s: closed", c->peer,
+				 c->state == CONN_WRITE ? "response not read"
+							: "partial message",
+				 rm->cfg.msg_timeout);
+			conn_close(c, NULL);
+		}
+	}
+}
+
+void server_close_all(struct rm *rm)
+{
+	while (rm->conns)
+		conn_close(rm->conns, "shutdown");
+	if (rm->listen_fd >= 0) {
+		evloop_del_fd(rm->el, rm->listen_fd);
+		close(rm->listen_fd);
+		rm->listen_fd = -1;
+	}
+	if (rm->spare_fd >= 0) {
+		close(rm->spare_fd);
+		rm->spare_fd = -1;
+	}
+}

@@ -1,0 +1,274 @@
+"""rm_wire - a small, independent pure-Python client of the resource
+manager's TCP protocol v2 (resource-manager-protocol.md), written with
+`struct` only, for tests.
+
+It does not share code with the C codec on purpose: the tests check the
+daemon against a second implementation of the spec.
+
+    with RmConn("127.0.0.1:9850", client_id="host:123") as c:
+        r = c.alloc(4 << 20)            # AllocResp
+        assert r.status == 0
+        c.get_access(r.handle)          # GetAccessResp
+        c.free(r.handle)                # status int
+        c.stats()                       # [PoolStat, ...]
+
+Raw access for malformed-input tests: c.send_raw(bytes), c.recv_msg() ->
+(type, payload), msg(type, payload) builds a frame, and the encode_*
+functions build payloads.
+"""
+import os
+import platform
+import socket
+import struct
+from dataclasses import dataclass
+
+MAGIC = 0x4D415255
+VERSION = 2
+HDR = struct.Struct("<IHHI")
+
+ALLOC_REQ, ALLOC_RESP = 1, 2
+FREE_REQ, FREE_RESP = 3, 4
+STATS_REQ, STATS_RESP = 5, 6
+GET_ACCESS_REQ, GET_ACCESS_RESP = 9, 10
+ERROR_RESP = 255
+
+EPERM, ENOENT, EIO, ENOMEM, EACCES = 1, 2, 5, 12, 13
+ENODEV, EINVAL, ENOSYS, EPROTO, EMSGSIZE = 19, 22, 38, 71, 90
+
+DEV_DAX, FS_DAX = 0, 1
+
+_next_request_id = 1
+
+
+def default_client_id():
+    return f"{platform.node()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Handle:
+    region_id: int
+    offset: int
+    length: int
+    auth_token: int
+
+    def pack(self):
+        return struct.pack("<QQQQ", self.region_id, self.offset, self.length,
+                           self.auth_token)
+
+    @classmethod
+    def unpack(cls, b):
+        return cls(*struct.unpack_from("<QQQQ", b))
+
+    def replace(self, **kw):
+        d = dict(region_id=self.region_id, offset=self.offset,
+                 length=self.length, auth_token=self.auth_token)
+        d.update(kw)
+        return Handle(**d)
+
+
+@dataclass
+class AllocResp:
+    status: int
+    access_type: int
+    handle: Handle
+    requested_size: int
+    path: str
+    uuid: str
+    raw: bytes = b""
+
+
+@dataclass
+class GetAccessResp:
+    status: int
+    path: str
+    offset: int
+    length: int
+    uuid: str
+
+
+@dataclass
+class PoolStat:
+    path: str
+    dax_type: int
+    total_size: int
+    free_size: int
+    align_bytes: int
+
+
+class RmError(Exception):
+    """An ERROR_RESP (type 255)."""
+
+    def __init__(self, status, message):
+        super().__init__(f"ERROR_RESP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def msg(mtype, payload=b"", magic=MAGIC, version=VERSION, length=None):
+    """One frame; magic/version/length can be forged for tests."""
+    n = len(payload) if length is None else length
+    return HDR.pack(magic, version, mtype, n) + payload
+
+
+def encode_client_id(client_id):
+    if client_id is None:
+        return b""
+    b = client_id.encode() if isinstance(client_id, str) else client_id
+    return struct.pack("<H", len(b)) + b
+
+
+def encode_alloc(size, dax_path="", client_id=None, request_id=None):
+    p = dax_path.encode() if isinstance(dax_path, str) else dax_path
+    out = struct.pack("<QII", size, len(p), 0) + p + encode_client_id(client_id)
+    if request_id is not None:
+        out += struct.pack("<Q", request_id)
+    return out
+
+
+def encode_free(handle, client_id=None, request_id=None):
+    out = handle.pack() + encode_client_id(client_id)
+    if request_id is not None:
+        out += struct.pack("<Q", request_id)
+    return out
+
+
+def encode_get_access(handle, client_id=None):
+    return handle.pack() + encode_client_id(client_id)
+
+
+def decode_alloc_resp(p):
+    status, access = struct.unpack_from("<iI", p)
+    handle = Handle.unpack(p[8:40])
+    (req,) = struct.unpack_from("<Q", p, 40)
+    (plen,) = struct.unpack_from("<I", p, 48)
+    path = p[52:52 + plen].decode()
+    (ulen,) = struct.unpack_from("<H", p, 52 + plen)
+    uuid = p[54 + plen:54 + plen + ulen].decode()
+    assert len(p) == 54 + plen + ulen, "ALLOC_RESP has trailing bytes"
+    return AllocResp(status, access, handle, req, path, uuid, bytes(p))
+
+
+def decode_get_access_resp(p):
+    status, plen = struct.unpack_from("<iI", p)
+    path = p[8:8 + plen].decode()
+    off, length = struct.unpack_from("<QQ", p, 8 + plen)
+    (ulen,) = struct.unpack_from("<H", p, 24 + plen)
+    uuid = p[26 + plen:26 + plen + ulen].decode()
+    assert len(p) == 26 + plen + ulen, "GET_ACCESS_RESP has trailing bytes"
+    return GetAccessResp(status, path, off, length, uuid)
+
+
+def decode_stats_resp(p):
+    (n,) = struct.unpack_from("<I", p)
+    off, pools = 4, []
+    for _ in range(n):
+        plen, dtype, total, free, align = struct.unpack_from("<IIQQQ", p, off)
+        path = p[off + 32:off + 32 + plen].decode()
+        pools.append(PoolStat(path, dtype, total, free, align))
+        off += 32 + plen
+    assert off == len(p), "STATS_RESP has trailing bytes"
+    return pools
+
+
+def decode_error(p):
+    status, n = struct.unpack_from("<iI", p)
+    return status, p[8:8 + n].decode(errors="replace")
+
+
+class RmConn:
+    """One TCP connection; strictly one request, then one response."""
+
+    def __init__(self, address, client_id=None, timeout=10.0):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = default_client_id() if client_id is None else client_id
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- raw frames --
+    def send_raw(self, data):
+        self.sock.sendall(data)
+
+    def recv_exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError(f"EOF after {len(buf)} of {n} bytes")
+            buf += chunk
+        return buf
+
+    def recv_msg(self):
+        """(type, payload) of the next response; checks magic and version."""
+        magic, version, mtype, n = HDR.unpack(self.recv_exact(HDR.size))
+        assert magic == MAGIC and version == VERSION, (hex(magic), version)
+        return mtype, self.recv_exact(n)
+
+    def recv_raw_msg(self):
+        """The next whole response frame as bytes (header included)."""
+        h = self.recv_exact(HDR.size)
+        return h + self.recv_exact(HDR.unpack(h)[3])
+
+    def call(self, mtype, payload, want):
+        self.send_raw(msg(mtype, payload))
+        rtype, p = self.recv_msg()
+        if rtype == ERROR_RESP:
+            raise RmError(*decode_error(p))
+        assert rtype == want, f"response type {rtype}, expected {want}"
+        return p
+
+    def is_closed(self, timeout=3.0):
+        """True if the server closed this connection (EOF or reset)."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    # -- requests --
+    @staticmethod
+    def _rid(request_id):
+        """Like the Python client: a process-global counter from 1."""
+        global _next_request_id
+        if request_id is None:
+            request_id = _next_request_id
+            _next_request_id += 1
+        return request_id
+
+    def alloc(self, size, dax_path="", request_id=None, client_id=None):
+        cid = self.client_id if client_id is None else client_id
+        p = self.call(ALLOC_REQ,
+                      encode_alloc(size, dax_path, cid, self._rid(request_id)),
+                      ALLOC_RESP)
+        return decode_alloc_resp(p)
+
+    def free(self, handle, request_id=None, client_id=None):
+        cid = self.client_id if client_id is None else client_id
+        p = self.call(FREE_REQ, encode_free(handle, cid, self._rid(request_id)),
+                      FREE_RESP)
+        assert len(p) == 4
+        return struct.unpack("<i", p)[0]
+
+    def get_access(self, handle, client_id=None):
+        cid = self.client_id if client_id is None else client_id
+        p = self.call(GET_ACCESS_REQ,
+                      encode_get_access(handle, cid or None), GET_ACCESS_RESP)
+        return decode_get_access_resp(p)
+
+    def stats(self):
+        return decode_stats_resp(self.call(STATS_REQ, b"", STATS_RESP))
+
+
+def stats(address):
+    with RmConn(address) as c:
+        return c.stats()

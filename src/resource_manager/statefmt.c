@@ -51,11 +51,11 @@ int state_alloc_get(const uint8_t *p, struct state_alloc *a)
 
 	if (!nul || nul == p + 32)
 		return -EPROTO;
+	memset(a, 0, sizeof(*a));	/* padding too: records compare equal */
 	a->handle.region_id = get_u64le(p);
 	a->handle.offset = get_u64le(p + 8);
 	a->handle.length = get_u64le(p + 16);
 	a->handle.auth_token = get_u64le(p + 24);
-	memset(a->owner, 0, sizeof(a->owner));
 	memcpy(a->owner, p + 32, (size_t)(nul - (p + 32)));
 	a->requested_size = get_u64le(p + 160);
 	a->alloc_length = get_u64le(p + 168);

@@ -1,0 +1,438 @@
+"""pool_monitor end to end: the real resource manager, the real binary.
+
+What is checked (cli-and-tools.md §4.1):
+  * --csv rows equal the daemon's own STATS before and after allocations
+    and a free (exact header, one row per pool, two-decimal usage_pct);
+  * the one-shot table: title, header, a row per pool with human units
+    and the usage bar;
+  * -w/-c/--scroll: frames appended, the Delta column equals the change of
+    Used between consecutive frames;
+  * an unreachable daemon: one line on stderr, exit status 1; in watch mode
+    the error is shown in the frame and the monitor picks the daemon up
+    when it appears;
+  * Ctrl-C prints "Stopped.";
+  * the ncurses screen drawn inside a detached tmux session.
+
+The daemon's state is read, and allocations are made, with rm_wire (an
+independent pure-Python client of the protocol).
+"""
+import csv
+import io
+import os
+import re
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import POOL_MONITOR_BIN, binary, free_port
+from rm_wire import DEV_DAX, FS_DAX, RmConn
+
+MiB = 1 << 20
+TITLE_RE = re.compile(
+    r"^  Maru Pool Monitor  \u2014  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d  \(Ctrl\+C to quit\)$")
+HEADER = ("  Device            Type          Used      Free     Total     Delta"
+          "  Usage")
+DASHES = ("  ----------------  --------  --------  --------  --------  --------"
+          "  -----")
+CSV_HEADER = "timestamp,dax_path,dax_type,total_bytes,free_bytes,used_bytes,usage_pct"
+TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
+
+
+# ---------------------------------------------------------------- wire client
+class Wire:
+    """rm_wire.RmConn with the shapes these tests want."""
+
+    def __init__(self, address):
+        self.conn = RmConn(address)
+
+    def close(self):
+        self.conn.close()
+
+    def alloc(self, size):
+        r = self.conn.alloc(size)
+        assert r.status == 0, f"alloc({size}) failed: {r.status}"
+        return r.handle
+
+    def free(self, handle):
+        assert self.conn.free(handle) == 0
+
+    def stats(self):
+        """{path: PoolStat} straight from the daemon."""
+        return {p.path: p for p in self.conn.stats()}
+
+
+@pytest.fixture
+def wire(rm):
+    w = Wire(rm.address)
+    yield w
+    w.close()
+
+
+# ---------------------------------------------------------------- helpers
+def pool_monitor(*args, timeout=30):
+    return subprocess.run([binary(*POOL_MONITOR_BIN), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def human(n):
+    """The tools' size format (src/common/util.c format_bytes)."""
+    if n < 1024:
+        return f"{n}B"
+    d, unit = float(n), -1
+    while d >= 1024.0 and unit < 3:
+        d /= 1024.0
+        unit += 1
+    return f"{d:.1f}{'KMGT'[unit]}"
+
+
+def bar(used, total):
+    if total == 0:
+        return "[" + "?" * 30 + "]"
+    filled = int(used / total * 30)
+    return "[" + "#" * filled + "-" * (30 - filled) + f"] {used / total * 100:.1f}%"
+
+
+def csv_rows(out):
+    lines = out.splitlines()
+    assert lines[0] == CSV_HEADER
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+def check_csv_against(rows, stats):
+    """Every pool the daemon reports is one CSV row with its exact numbers."""
+    assert [r["dax_path"] for r in rows] == sorted(stats)
+    for r in rows:
+        st = stats[r["dax_path"]]
+        total, free = st.total_size, st.free_size
+        assert TS_RE.match(r["timestamp"]), r
+        assert r["dax_type"] == {DEV_DAX: "DEV_DAX", FS_DAX: "FS_DAX"}[st.dax_type]
+        assert int(r["total_bytes"]) == total
+        assert int(r["free_bytes"]) == free
+        assert int(r["used_bytes"]) == total - free
+        assert r["usage_pct"] == f"{(total - free) / total * 100:.2f}"
+        assert re.fullmatch(r"\d+\.\d\d", r["usage_pct"])
+
+
+def table_row(path, dtype, total, free, delta=""):
+    used = total - free
+    return (f"  {path:<16}  {dtype:<8}  {human(used):>8}  {human(free):>8}  "
+            f"{human(total):>8}  {delta:>8}  {bar(used, total)}")
+
+
+# ---------------------------------------------------------------- tests
+def test_csv_matches_daemon_state(rm, wire):
+    rows = csv_rows(pool_monitor("--csv", "--address", rm.address).stdout)
+    stats = wire.stats()
+    assert list(stats) == [rm.pool_path]
+    check_csv_against(rows, stats)
+    st = stats[rm.pool_path]
+    total = st.total_size
+    # an emulated pool is a DEV_DAX device: the first alignment unit is the
+    # header, the rest is free
+    assert rows[0]["dax_type"] == "DEV_DAX"
+    assert total == 256 * MiB - st.align_bytes and st.free_size == total
+
+    handles = [wire.alloc(n) for n in (1, 5 * MiB, 64 * MiB)]
+    held = sum(h.length for h in handles)
+    assert held >= 1 + 5 * MiB + 64 * MiB
+    res = pool_monitor("--csv", "--address", rm.address)
+    assert res.returncode == 0 and res.stderr == ""
+    rows = csv_rows(res.stdout)
+    check_csv_against(rows, wire.stats())
+    assert int(rows[0]["used_bytes"]) == held
+    assert int(rows[0]["free_bytes"]) == total - held
+
+    wire.free(handles[2])
+    rows = csv_rows(pool_monitor("--csv", "--address", rm.address).stdout)
+    check_csv_against(rows, wire.stats())
+    assert int(rows[0]["used_bytes"]) == held - handles[2].length
+
+
+def test_csv_several_pools_sorted(start_rm):
+    # Two pools, given to the daemon in reverse order: rows come sorted.
+    b = f"/dev/shm/maru-test-{uuid.uuid4().hex[:12]}-b"
+    a = b[:-1] + "a"
+    try:
+        r = start_rm(emulate_size="64M", pool=b, extra=["--pool", a])
+        w = Wire(r.address)
+        try:
+            stats = w.stats()
+        finally:
+            w.close()
+        assert sorted(stats) == [a, b]
+        rows = csv_rows(pool_monitor("--csv", "--address", r.address).stdout)
+        check_csv_against(rows, stats)
+    finally:
+        if os.path.exists(a):
+            os.unlink(a)
+
+
+def test_table_one_shot(rm, wire):
+    res = pool_monitor("--address", rm.address)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert TITLE_RE.match(lines[0]), lines[0]
+    assert lines[1] == ""
+    assert lines[2] == HEADER
+    assert lines[3] == DASHES
+    st = wire.stats()[rm.pool_path]
+    assert lines[4] == table_row(rm.pool_path, "DEV_DAX", st.total_size, st.free_size)
+    assert lines[4].endswith("[------------------------------] 0.0%")
+    assert len(lines) == 5
+
+    wire.alloc(64 * MiB)
+    lines = pool_monitor("--address", rm.address).stdout.splitlines()
+    st = wire.stats()[rm.pool_path]
+    assert st.total_size - st.free_size == 64 * MiB
+    # no Delta in a one-shot table: there is no previous frame
+    assert lines[4] == table_row(rm.pool_path, "DEV_DAX", st.total_size, st.free_size)
+    assert "   64.0M  " in lines[4]
+
+
+def split_frames(out):
+    """--scroll output -> list of frames, each a list of lines."""
+    frames = []
+    for line in out.splitlines():
+        if TITLE_RE.match(line):
+            frames.append([line])
+        elif frames:
+            frames[-1].append(line)
+        else:
+            pytest.fail(f"output before the first title: {line!r}")
+    return frames
+
+
+class Lines:
+    """Lines of a running process's stdout, read by a thread (no blocking)."""
+
+    def __init__(self, proc):
+        self.proc, self.q, self.seen = proc, queue.Queue(), []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.q.put(line)
+        self.q.put(None)
+
+    def until(self, pattern, timeout=20.0):
+        """Wait for a line matching @pattern; return it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.q.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+        pytest.fail(f"no line matching {pattern!r} in {self.seen!r}")
+
+    def rest(self, timeout=30.0):
+        """Wait for the process to end; return everything not yet taken."""
+        self.proc.wait(timeout)
+        out = []
+        while (line := self.q.get(timeout=timeout)) is not None:
+            out.append(line)
+        return "".join(out)
+
+
+def spawn_monitor(*args):
+    return subprocess.Popen([binary(*POOL_MONITOR_BIN), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def reap(proc):
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    proc.stdout.close()
+    return err
+
+
+def test_watch_scroll_delta(rm, wire):
+    frames_wanted = 6
+    proc = spawn_monitor("-w", "0.2", "-c", str(frames_wanted), "--scroll",
+                         "--address", rm.address)
+    lines = Lines(proc)
+    try:
+        # first frame seen: change the pool while the monitor is running
+        lines.until(re.escape(rm.pool_path))
+        wire.alloc(64 * MiB)
+        out = "".join(lines.seen) + lines.rest()
+    finally:
+        err = reap(proc)
+    assert proc.returncode == 0, err
+    assert err == ""
+    assert "\033[2J" not in out
+    frames = split_frames(out)
+    assert len(frames) == frames_wanted
+    total = wire.stats()[rm.pool_path].total_size
+    prev_used, deltas = None, []
+    for f in frames:
+        assert f[1:4] == ["", HEADER, DASHES]
+        assert f[5:] == [""], "frames are separated by one blank line"
+        row = f[4]
+        assert row.startswith("  " + rm.pool_path + "  DEV_DAX ")
+        used_text = row[2 + len(rm.pool_path):].split()[1]
+        used = 0 if used_text == "0B" else 64 * MiB
+        assert human(used) == used_text, row
+        delta = ""
+        if prev_used is not None and used != prev_used:
+            delta = ("+" if used > prev_used else "-") + human(abs(used - prev_used))
+        assert row == table_row(rm.pool_path, "DEV_DAX", total, total - used, delta)
+        deltas.append(delta)
+        prev_used = used
+    # the first frame has no Delta; the allocation shows up exactly once
+    assert deltas[0] == ""
+    assert deltas.count("+64.0M") == 1, deltas
+    assert prev_used == 64 * MiB
+
+
+def test_watch_csv_header_once(rm, wire):
+    res = pool_monitor("--csv", "-w", "0.1", "-c", "3", "--address", rm.address)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines.count(CSV_HEADER) == 1 and lines[0] == CSV_HEADER
+    rows = csv_rows(res.stdout)
+    assert len(rows) == 3
+    check_csv_against(rows[-1:], wire.stats())
+
+
+@pytest.mark.parametrize("mode", [[], ["--csv"]])
+def test_unreachable_one_line(mode):
+    port = free_port()
+    res = pool_monitor(*mode, "--address", f"127.0.0.1:{port}")
+    assert res.returncode == 1
+    assert res.stdout == ""
+    assert res.stderr == (f"pool_monitor: cannot reach the resource manager at "
+                          f"127.0.0.1:{port}: Connection refused\n")
+
+
+def test_bad_options():
+    for args in (["-w", "x"], ["-c", "-1"], ["--address", "nohostport"], ["--bogus"]):
+        res = pool_monitor(*args)
+        assert res.returncode == 2, args
+        assert res.stderr.startswith("pool_monitor: ")
+    res = pool_monitor("--help")
+    assert res.returncode == 0 and "--address" in res.stdout
+
+
+def test_watch_waits_for_daemon(start_rm):
+    """Unreachable at first: the error is in the frame; then pools appear."""
+    port = free_port()
+    proc = spawn_monitor("-w", "0.2", "--scroll", "--address", f"127.0.0.1:{port}")
+    lines = Lines(proc)
+    try:
+        line = lines.until(r"\[error\]")
+        assert line == (f"  [error] cannot reach the resource manager at "
+                        f"127.0.0.1:{port}: Connection refused\n")
+        r = start_rm(port=port)
+        lines.until(re.escape(r.pool_path))
+        proc.send_signal(signal.SIGINT)
+        out = lines.rest(timeout=10)
+    finally:
+        err = reap(proc)
+    assert proc.returncode == 0
+    assert out.endswith("\nStopped.\n")
+    assert err == ""
+
+
+def test_ctrl_c_prints_stopped(rm):
+    proc = spawn_monitor("-w", "5", "--scroll", "--address", rm.address)
+    lines = Lines(proc)
+    try:
+        lines.until(re.escape(rm.pool_path))
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out = lines.rest(timeout=10)
+        elapsed = time.monotonic() - t0
+    finally:
+        reap(proc)
+    # stops in the middle of the 5 s wait, not after it, and says so
+    assert elapsed < 4.0
+    assert proc.returncode == 0
+    assert out == "\n\nStopped.\n"
+
+
+# ---------------------------------------------------------------- TUI
+class Tmux:
+    """A private tmux server (own socket) with one detached session."""
+
+    def __init__(self):
+        self.sock = f"maru-test-{uuid.uuid4().hex[:8]}"
+        self.name = "pm"
+        self.env = dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8",
+                        TERM="xterm-256color")
+
+    def run(self, *args, check=True):
+        return subprocess.run(["tmux", "-u", "-L", self.sock, *args], env=self.env,
+                              capture_output=True, text=True, check=check, timeout=10)
+
+    def start(self, argv, cols=160, rows=30):
+        self.run("-f", "/dev/null", "new-session", "-d", "-s", self.name,
+                 "-x", str(cols), "-y", str(rows), *argv)
+        self.run("set-option", "-t", self.name, "remain-on-exit", "on")
+
+    def capture(self):
+        return self.run("capture-pane", "-p", "-t", self.name).stdout
+
+    def wait_for(self, pattern, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.capture()
+            if re.search(pattern, screen):
+                return screen
+            time.sleep(0.1)
+        pytest.fail(f"{pattern!r} never appeared on the screen:\n{screen}")
+
+    def kill(self):
+        self.run("kill-server", check=False)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_tui_under_tmux(rm, wire):
+    wire.alloc(32 * MiB)
+    tmux = Tmux()
+    try:
+        tmux.start([binary(*POOL_MONITOR_BIN), "-w", "1", "--address", rm.address])
+        screen = tmux.wait_for(re.escape(rm.pool_path))
+        lines = screen.splitlines()
+        # full-screen ncurses: the frame starts at the top-left corner
+        assert TITLE_RE.match(lines[0]), lines[0]
+        assert lines[1] == ""
+        assert lines[2] == HEADER
+        assert lines[3] == DASHES
+        st = wire.stats()[rm.pool_path]
+        assert lines[4].rstrip() == table_row(rm.pool_path, "DEV_DAX", st.total_size,
+                                              st.free_size)
+        assert "   32.0M  " in lines[4]
+
+        # the next frame shows a new allocation and its Delta
+        wire.alloc(64 * MiB)
+        screen = tmux.wait_for(r"\+64\.0M")
+        assert "96.0M" in screen
+
+        tmux.run("send-keys", "-t", tmux.name, "C-c")
+        screen = tmux.wait_for(r"Stopped\.")
+        # the pane dies with pool_monitor's exit status 0
+        deadline = time.monotonic() + 5
+        while True:
+            status = tmux.run("display-message", "-p", "-t", tmux.name,
+                              "#{pane_dead} #{pane_dead_status}").stdout.split()
+            if status == ["1", "0"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert status == ["1", "0"]
+    finally:
+        tmux.kill()

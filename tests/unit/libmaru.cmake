@@ -23,3 +23,10 @@ maru_add_unit_test(test_libmaru_codec
 maru_add_unit_test(test_libmaru_header
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_header.c
 	LIBS maru)
+
+# test_libmaru_e2e: scenario driver for tests/python/test_libmaru_e2e.py
+# (needs the real daemons, so it is not registered with ctest)
+add_executable(test_libmaru_e2e
+	${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_e2e.c)
+target_link_libraries(test_libmaru_e2e PRIVATE maru maru_common
+	Threads::Threads)

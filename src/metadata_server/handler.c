@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * handler.c - request dispatch and response encoding (see handler.h)
+ *
+ * Responses keep upstream's key order (Python dicts are ordered, and the
+ * tests compare maps, not bytes, but byte-identical replies make captures
+ * easy to diff).  Integers take their smallest encoding, floats are
+ * float64, handles are four unsigned fields passed through verbatim.
+ *
+ * Mutating batches are validated completely by mds_decode() before the
+ * first element is applied; read-only ones are simply walked.
+ */
+#include "handler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+static void put_handle(struct mp_wr *w, const struct rm_handle *h)
+{
+	mp_put_map(w, 4);
+	mp_put_key(w, "region_id");
+	mp_put_uint(w, h->region_id);
+	mp_put_key(w, "offset");
+	mp_put_uint(w, h->offset);
+	mp_put_key(w, "length");
+	mp_put_uint(w, h->length);
+	mp_put_key(w, "auth_token");
+	mp_put_uint(w, h->auth_token);
+}
+
+static void put_bool_kv(struct mp_wr *w, const char *k, size_t kl, bool v)
+{
+	mp_put_map(w, 1);
+	mp_put_str(w, k, (uint32_t)kl);
+	mp_put_bool(w, v);
+}
+
+#define PUT_BOOL_MAP(w, lit, v) put_bool_kv((w), (lit), sizeof(lit) - 1, (v))
+
+static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
+		       const struct mds_region *r)
+{
+	if (!e) {
+		PUT_BOOL_MAP(w, "found", false);
+		return;
+	}
+	mp_put_map(w, 4);
+	mp_put_key(w, "found");
+	mp_put_bool(w, true);
+	mp_put_key(w, "handle");
+	put_handle(w, &r->h);
+	mp_put_key(w, "kv_offset");
+	mp_put_uint(w, e->off);
+	mp_put_key(w, "kv_length");
+	mp_put_uint(w, e->len);
+}
+
+static void do_alloc(struct mds *s, const struct mds_req *q,
+		     const struct mds_peer *peer, struct mp_wr *w)
+{
+	struct rm_handle h;
+	int rc;
+
+	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h);
+	if (rc < 0) {
+		log_dbg("REQUEST_ALLOC of %llu bytes failed: %d",
+			(unsigned long long)q->size, rc);
+		mp_put_map(w, 2);
+		mp_put_key(w, "success");
+		mp_put_bool(w, false);
+		mp_put_key(w, "error");
+		if (rc == -ESTALE)
+			mp_put_key(w, "Allocation failed: lease expired");
+		else
+			mp_put_key(w, "Allocation failed");
+		return;
+	}
+	mp_put_map(w, 2);
+	mp_put_key(w, "success");
+	mp_put_bool(w, true);
+	mp_put_key(w, "handle");
+	put_handle(w, &h);
+}
+
+static bool listed(const struct mds *s, const struct mds_region *r,
+		   struct mds_str ex)
+{
+	const struct mds_inst *in = mds_region_owner(s, r);
+
+	if (r->state != REG_LIVE)
+		return false;
+	return !ex.ptr || in->id_len != ex.len ||
+	       memcmp(in->id, ex.ptr, ex.len) != 0;
+}
+
+static void do_list(struct mds *s, const struct mds_req *q,
+		    const struct mds_peer *peer, struct mp_wr *w)
+{
+	const struct mds_region *r;
+	uint32_t n = 0;
+
+	/* the exclusion is the caller's own instance id */
+	mds_touch_instance(s, q->exclude, peer);
+	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
+		n += listed(s, r, q->exclude);
+	mp_put_map(w, 2);
+	mp_put_key(w, "success");
+	mp_put_bool(w, true);
+	mp_put_key(w, "allocations");
+	mp_put_array(w, n);
+	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
+		if (listed(s, r, q->exclude))
+			put_handle(w, &r->h);
+}
+
+/* Return: 0, or -ENOMEM when the caller must send an error instead. */
+static int do_register(struct mds *s, const struct mds_req *q,
+		       const struct mds_peer *peer, struct mp_wr *w)
+{
+	int rc = mds_register(s, &q->reg, peer);
+
+	if (rc == -ENOMEM)
+		return rc;
+	mp_put_map(w, 2);
+	mp_put_key(w, "success");
+	mp_put_bool(w, rc >= 0);
+	mp_put_key(w, "is_new");
+	mp_put_bool(w, rc == 1);
+	return 0;
+}
+
+static int do_batch_register(struct mds *s, const struct mds_req *q,
+			     const struct mds_peer *peer, struct mp_wr *w)
+{
+	struct mds_iter it;
+	struct mds_reg e;
+	int rc;
+
+	mp_put_map(w, 2);
+	mp_put_key(w, "success");
+	mp_put_bool(w, true);
+	mp_put_key(w, "results");
+	mp_put_array(w, q->list.n);
+	mds_iter_init(&it, &q->list);
+	while (mds_next_reg(&it, &e)) {
+		rc = mds_register(s, &e, peer);
+		/* registering is idempotent: an error reply is safe to retry */
+		if (rc == -ENOMEM)
+			return rc;
+		mp_put_bool(w, rc == 1);
+	}
+	return 0;
+}
+
+#define LOOKAHEAD 8
+
+/*
+ * BATCH_LOOKUP_KV: keys are decoded and hashed a few at a time and their
+ * buckets prefetched before the lookups, so that with a large index the
+ * cache misses of consecutive keys overlap.
+ */
+static void do_batch_lookup(struct mds *s, const struct mds_req *q,
+			    struct mp_wr *w)
+{
+	struct mds_key k[LOOKAHEAD];
+	uint64_t h[LOOKAHEAD];
+	struct ix_key x;
+	struct mds_iter it;
+	const struct mds_region *r;
+	struct ix_entry *e;
+	unsigned n, i;
+
+	mp_put_map(w, 1);
+	mp_put_key(w, "entries");
+	mp_put_array(w, q->list.n);
+	mds_iter_init(&it, &q->list);
+	for (;;) {
+		for (n = 0; n < LOOKAHEAD && mds_next_key(&it, &k[n]); n++) {
+			x = mds_key_ix(&k[n]);
+			h[n] = ix_hash(&s->kv, &x);
+			ix_prefetch(&s->kv, h[n]);
+		}
+		for (i = 0; i < n; i++) {
+			x = mds_key_ix(&k[i]);
+			e = ix_find(&s->kv, &x, h[i]);
+			r = e && e->slot != IX_NO_SLOT ? &s->regions[e->slot]
+						       : NULL;
+			put_lookup(w, r ? e : NULL, r);
+		}
+		if (n < LOOKAHEAD)
+			break;
+	}
+}
+
+/* BATCH_EXISTS / BATCH_PIN (prefix stop) / BATCH_UNPIN */
+static void do_batch_bools(struct mds *s, const struct mds_req *q,
+			   struct mp_wr *w)
+{
+	uint8_t t = q->hdr.msg_type;
+	struct mds_iter it;
+	struct mds_key k;
+	bool stopped = false, v;
+
+	mp_put_map(w, 1);
+	mp_put_key(w, "results");
+	mp_put_array(w, q->list.n);
+	mds_iter_init(&it, &q->list);
+	while (mds_next_key(&it, &k)) {
+		if (t == MDS_BATCH_EXISTS_KV) {
+			v = mds_exists(s, &k);
+		} else if (t == MDS_BATCH_UNPIN_KV) {
+			v = mds_unpin(s, &k);
+		} else {
+			v = !stopped && mds_pin(s, &k);
+			stopped = !v;
+		}
+		mp_put_bool(w, v);
+	}
+}
+
+static void do_report(struct mds *s, const struct mds_req *q,
+		      struct mp_wr *w)
+{
+	struct mds_iter it;
+	struct mds_report e;
+
+	mds_iter_init(&it, &q->list);
+	while (mds_next_report(&it, &e))
+		stats_record(&s->stats, e.client_id.ptr, e.client_id.len,
+			     e.op_type.ptr, e.op_type.len, e.result.ptr,
+			     e.result.len, e.size, e.latency_us);
+	PUT_BOOL_MAP(w, "success", true);
+}
+
+static void do_stats(struct mds *s, struct mp_wr *w)
+{
+	uint64_t total = 0, avail = 0;
+
+	if (s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total, &avail) <
+	    0)
+		total = avail = 0;
+	mp_put_map(w, 4);
+	mp_put_key(w, "kv_manager");
+	mp_put_map(w, 2);
+	mp_put_key(w, "total_entries");
+	mp_put_uint(w, s->kv.count);
+	mp_put_key(w, "total_size");
+	mp_put_uint(w, s->kv_bytes);
+	mp_put_key(w, "allocation_manager");
+	mp_put_map(w, 3);
+	mp_put_key(w, "num_allocations");
+	mp_put_uint(w, s->nregions);
+	mp_put_key(w, "total_allocated");
+	mp_put_uint(w, s->total_allocated);
+	mp_put_key(w, "active_clients");
+	mp_put_uint(w, mds_active_clients(s));
+	mp_put_key(w, "stats_manager");
+	stats_encode(&s->stats, w);
+	mp_put_key(w, "cxl_pool");
+	mp_put_map(w, 2);
+	mp_put_key(w, "total_size");
+	mp_put_uint(w, total);
+	mp_put_key(w, "free_size");
+	mp_put_uint(w, avail);
+}
+
+struct usage {
+	uint32_t slot;
+	uint32_t regions;
+	uint64_t allocated;
+	uint64_t used;
+	const struct mds_inst *in;
+};
+
+static int cmp_usage(const void *a, const void *b)
+{
+	const struct mds_inst *x = ((const struct usage *)a)->in;
+	const struct mds_inst *y = ((const struct usage *)b)->in;
+	uint32_t n = x->id_len < y->id_len ? x->id_len : y->id_len;
+	int c = memcmp(x->id, y->id, n);
+
+	if (c)
+		return c;
+	return x->id_len < y->id_len ? -1 : x->id_len > y->id_len;
+}
+
+/* Return: 0 or -ENOMEM. */
+static int do_usage(struct mds *s, struct mp_wr *w)
+{
+	const struct mds_region *r;
+	uint64_t total = 0, avail = 0;
+	struct usage *u = NULL;
+	uint32_t *pos = NULL, n = 0, i;
+
+	if (s->ninst_slots) {
+		u = calloc(s->ninst_slots, sizeof(*u));
+		pos = malloc(s->ninst_slots * sizeof(*pos));
+		if (!u || !pos) {
+			free(u);
+			free(pos);
+			return -ENOMEM;
+		}
+		for (i = 0; i < s->ninst_slots; i++)
+			pos[i] = IX_NO_SLOT;
+	}
+	for (r = mds_first_region(s); r; r = mds_next_region(s, r)) {
+		if (pos[r->owner] == IX_NO_SLOT) {
+			pos[r->owner] = n;
+			u[n].slot = r->owner;
+			u[n].in = mds_region_owner(s, r);
+			n++;
+		}
+		u[pos[r->owner]].regions++;
+		u[pos[r->owner]].allocated += r->h.length;
+		u[pos[r->owner]].used += r->used;
+	}
+	qsort(u, n, sizeof(*u), cmp_usage);
+	if (s->rm->pool_usage(s->rm_arg, false, &total, &avail) < 0)
+		total = avail = 0;
+	mp_put_map(w, 3);
+	mp_put_key(w, "instances");
+	mp_put_array(w, n);
+	for (i = 0; i < n; i++) {
+		mp_put_map(w, 4);
+		mp_put_key(w, "instance_id");
+		mp_put_str(w, u[i].in->id, u[i].in->id_len);
+		mp_put_key(w, "regions");
+		mp_put_uint(w, u[i].regions);
+		mp_put_key(w, "allocated");
+		mp_put_uint(w, u[i].allocated);
+		mp_put_key(w, "used");
+		mp_put_uint(w, u[i].used);
+	}
+	mp_put_key(w, "pool_total");
+	mp_put_uint(w, total);
+	mp_put_key(w, "pool_free");
+	mp_put_uint(w, avail);
+	free(u);
+	free(pos);
+	return 0;
+}
+
+static void do_heartbeat(struct mds *s, const struct mds_req *q,
+			 const struct mds_peer *peer, struct mp_wr *w)
+{
+	bool expired = mds_heartbeat(s, q->instance_id, q->lease_id,
+				     q->lease_release, peer);
+
+	mp_put_map(w, 2);
+	mp_put_key(w, "lease_ttl");
+	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
+	mp_put_key(w, "lease_expired");
+	mp_put_bool(w, expired);
+}
+
+static void do_handshake(struct mds *s, const struct mds_req *q,
+			 const struct mds_peer *peer, struct mp_wr *w)
+{
+	const char *a = s->cfg.rm_address ? s->cfg.rm_address : "";
+
+	mds_touch_instance(s, q->instance_id, peer);
+	mp_put_map(w, 4);
+	mp_put_key(w, "success");
+	mp_put_bool(w, true);
+	mp_put_key(w, "rm_address");
+	mp_put_str(w, a, (uint32_t)strlen(a));
+	mp_put_key(w, "server_version");
+	mp_put_uint(w, MDS_SERVER_VERSION);
+	mp_put_key(w, "lease_ttl");
+	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
+}
+
+/* Fill the payload for a decoded request. Return: 0 or -ENOMEM. */
+static int dispatch(struct mds *s, const struct mds_req *q,
+		    const struct mds_peer *peer, struct mp_wr *w)
+{
+	const struct mds_region *r = NULL;
+	const struct ix_entry *e;
+
+	switch (q->hdr.msg_type) {
+	case MDS_REQUEST_ALLOC:
+		do_alloc(s, q, peer, w);
+		return 0;
+	case MDS_RETURN_ALLOC:
+		PUT_BOOL_MAP(w, "success",
+			     mds_return(s, q->instance_id, q->region_id,
+					peer));
+		return 0;
+	case MDS_LIST_ALLOCATIONS:
+		do_list(s, q, peer, w);
+		return 0;
+	case MDS_REGISTER_KV:
+		return do_register(s, q, peer, w);
+	case MDS_LOOKUP_KV:
+		e = mds_lookup(s, &q->reg.key, &r);
+		put_lookup(w, e, r);
+		return 0;
+	case MDS_EXISTS_KV:
+		PUT_BOOL_MAP(w, "exists", mds_exists(s, &q->reg.key));
+		return 0;
+	case MDS_DELETE_KV:
+		PUT_BOOL_MAP(w, "success", mds_delete(s, &q->reg.key));
+		return 0;
+	case MDS_PIN_KV:
+		PUT_BOOL_MAP(w, "exists", mds_pin(s, &q->reg.key));
+		return 0;
+	case MDS_UNPIN_KV:
+		PUT_BOOL_MAP(w, "success", mds_unpin(s, &q->reg.key));
+		return 0;
+	case MDS_BATCH_REGISTER_KV:
+		return do_batch_register(s, q, peer, w);
+	case MDS_BATCH_LOOKUP_KV:
+		do_batch_lookup(s, q, w);
+		return 0;
+	case MDS_BATCH_EXISTS_KV:
+	case MDS_BATCH_PIN_KV:
+	case MDS_BATCH_UNPIN_KV:
+		do_batch_bools(s, q, w);
+		return 0;
+	case MDS_GET_STATS:
+		do_stats(s, w);
+		return 0;
+	case MDS_HEARTBEAT:
+		do_heartbeat(s, q, peer, w);
+		return 0;
+	case MDS_REPORT_STATS:
+		do_report(s, q, w);
+		return 0;
+	case MDS_GET_USAGE:
+		return do_usage(s, w);
+	case MDS_HANDSHAKE:
+		do_handshake(s, q, peer, w);
+		return 0;
+	default:	/* mds_decode() refused every other type */
+		return -ENOSYS;
+	}
+}
+
+void mds_handle(struct mds *s, const uint8_t *body, size_t len,
+		const struct mds_peer *peer, struct buf *out)
+{
+	struct mp_wr w = { out, 0 };
+	char whybuf[128];
+	const char *why = NULL;
+	struct mds_req q;
+	size_t at;
+	int rc;
+
+	buf_reset(out);
+	s->ctr.requests++;
+	rc = mds_decode(body, len, &q, &why, whybuf, sizeof(whybuf));
+	if (rc < 0) {
+		s->ctr.errors++;
+		log_dbg("request type 0x%02x seq %u refused: %s",
+			q.hdr.msg_type, q.hdr.sequence, why);
+		mds_error_reply(&w, rc == MDS_EBADHDR ? NULL : &q.hdr, why);
+		return;
+	}
+	at = mds_begin_reply(&w, &q.hdr);
+	rc = dispatch(s, &q, peer, &w);
+	if (rc == 0 && !w.err) {
+		mds_end_reply(&w, at);
+		return;
+	}
+	/* out of memory somewhere: answer anyway, with what we can */
+	s->ctr.errors++;
+	log_err("request type 0x%02x: out of memory", q.hdr.msg_type);
+	buf_reset(out);
+	w.err = 0;
+	mds_error_reply(&w, &q.hdr, "internal server error: out of memory");
+}

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * main.c - maru-server command line (cli-and-tools.md §2 plus our
+ * additions) and process setup
+ *
+ * Order matters: SIGINT/SIGTERM are blocked before libzmq starts its I/O
+ * thread, so that they are only ever delivered through the loop's
+ * signalfd; the resource manager is checked before the port is bound,
+ * so that a missing RM fails fast with upstream's message.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "handler.h"
+#include "log.h"
+#include "rmsess.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+/* Defaults, with the reason for each (memcached style). */
+struct config {
+	const char *host;	/* 127.0.0.1: upstream's; never exposed */
+	int port;		/* 5555: upstream's */
+	const char *log_level;	/* INFO: nothing per request */
+	const char *rm_address;	/* 127.0.0.1:9850: the RM's default */
+	char **dax;		/* owns the array: none = any pool */
+	int ndax;
+	double lease_ttl;	/* 30 s: later-additions.md §1 */
+	double peer_grace;	/* 60 s: outlives reconnects of a live client */
+};
+
+static void config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->host = "127.0.0.1";
+	c->port = MDS_DEFAULT_PORT;
+	c->log_level = "INFO";
+	c->rm_address = "127.0.0.1:9850";
+	c->lease_ttl = 30;
+	c->peer_grace = 60;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: maru-server [--host HOST] [--port PORT]\n"
+		"                   [--log-level {DEBUG,INFO,WARNING,ERROR}]\n"
+		"                   [--rm-address HOST:PORT] [--dax-path PATH]...\n"
+		"                   [--client-lease-ttl SECONDS] "
+		"[--peer-grace SECONDS]\n"
+		"\n"
+		"Maru metadata server: KV index and region owner, ZeroMQ on "
+		"tcp://HOST:PORT.\n"
+		"\n"
+		"  --host HOST             bind address (default 127.0.0.1)\n"
+		"  --port PORT             port (default 5555)\n"
+		"  --log-level LEVEL       DEBUG, INFO, WARNING or ERROR "
+		"(default INFO)\n"
+		"  --rm-address HOST:PORT  resource manager; also told to "
+		"clients in\n"
+		"                          HANDSHAKE (default 127.0.0.1:9850)\n"
+		"  --dax-path PATH         pool to allocate from; repeatable, "
+		"tried in\n"
+		"                          order (fill-first); default: any "
+		"pool\n"
+		"  --client-lease-ttl S    lease time-to-live granted to "
+		"clients that\n"
+		"                          heartbeat with a lease_id; 0 "
+		"disables (default 30)\n"
+		"  --peer-grace S          a client without a lease whose "
+		"connections are\n"
+		"                          all closed this long loses its "
+		"regions;\n"
+		"                          0 disables (default 60)\n"
+		"  -h, --help              this text\n"
+		"  --version               print the version\n");
+}
+
+static int parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0 ||
+	    v > 365.0 * 86400)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+enum { OPT_VERSION = 256, OPT_LEASE, OPT_GRACE };
+
+static int parse_args(int argc, char **argv, struct config *c)
+{
+	static const struct option opts[] = {
+		{ "host", required_argument, NULL, 'H' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "rm-address", required_argument, NULL, 'r' },
+		{ "dax-path", required_argument, NULL, 'd' },
+		{ "client-lease-ttl", required_argument, NULL, OPT_LEASE },
+		{ "peer-grace", required_argument, NULL, OPT_GRACE },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ NULL, 0, NULL, 0 },
+	};
+	char host[256], *end;
+	uint16_t port;
+	long v;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (o) {
+		case 'H':
+			c->host = optarg;
+			break;
+		case 'p':
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || *end || v < 1 || v > 65535) {
+				fprintf(stderr, "maru-server: bad --port %s\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->port = (int)v;
+			break;
+		case 'l':
+			if (log_level_parse(optarg) < 0) {
+				fprintf(stderr,
+					"maru-server: --log-level must be one "
+					"of DEBUG, INFO, WARNING, ERROR\n");
+				return -EINVAL;
+			}
+			c->log_level = optarg;
+			break;
+		case 'r':
+			if (parse_host_port(optarg, host, sizeof(host),
+					    &port) < 0) {
+				fprintf(stderr,
+					"maru-server: bad --rm-address %s "
+					"(want HOST:PORT)\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->rm_address = optarg;
+			break;
+		case 'd': {
+			char **v2 = realloc(c->dax, (size_t)(c->ndax + 1) *
+							    sizeof(*v2));
+
+			if (!v2)
+				return -ENOMEM;
+			c->dax = v2;
+			c->dax[c->ndax++] = optarg;
+			break;
+		}
+		case OPT_LEASE:
+		case OPT_GRACE:
+			if (parse_seconds(optarg, o == OPT_LEASE
+							  ? &c->lease_ttl
+							  : &c->peer_grace) <
+			    0) {
+				fprintf(stderr,
+					"maru-server: bad number of seconds: "
+					"%s\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case OPT_VERSION:
+			printf("maru-server %s\n", MARU_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "maru-server: unexpected argument %s\n",
+			argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void log_config(const struct config *c)
+{
+	int i;
+
+	log_info("maru-server %s: host=%s port=%d log-level=%s "
+		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs",
+		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
+		 c->lease_ttl, c->peer_grace);
+	for (i = 0; i < c->ndax; i++)
+		log_info("dax-path[%d]=%s", i, c->dax[i]);
+}
+
+int main(int argc, char **argv)
+{
+	struct mds_config mc;
+	struct server_opts so;
+	struct config c;
+	struct rmsess rm;
+	struct mds s;
+	sigset_t set;
+	uint64_t seed = 0;
+	int rc, status = 1;
+
+	config_defaults(&c);
+	if (parse_args(argc, argv, &c) < 0) {
+		free(c.dax);
+		return 2;
+	}
+	log_init("maru-server", log_level_parse(c.log_level));
+	log_config(&c);
+
+	/* before any thread exists: signals only through the signalfd */
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (rmsess_init(&rm, c.rm_address, c.dax, c.ndax) < 0) {
+		log_err("bad --rm-address %s", c.rm_address);
+		goto out_dax;
+	}
+	rc = rmsess_start(&rm);
+	if (rc < 0) {
+		log_err("Resource manager is not running (address: %s): %s",
+			c.rm_address, strerror(-rc));
+		log_err("hint: start it first, e.g. `systemctl start "
+			"maru-resource-manager` or `maru-resource-manager "
+			"--port %s`, or pass --rm-address",
+			strrchr(c.rm_address, ':') + 1);
+		goto out_rm;
+	}
+
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = now_ns() ^ ((uint64_t)getpid() << 32);
+	memset(&mc, 0, sizeof(mc));
+	mc.rm_address = c.rm_address;
+	mc.dax_only = c.ndax > 0;
+	mc.lease_ttl_ns = (uint64_t)llround(c.lease_ttl * 1e9);
+	mc.peer_grace_ns = (uint64_t)llround(c.peer_grace * 1e9);
+	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
+		log_err("out of memory");
+		goto out_mds;
+	}
+	so.host = c.host;
+	so.port = c.port;
+	rc = server_run(&so, &s, &rm);
+	if (rc == 0)
+		status = 0;
+out_mds:
+	mds_destroy(&s);
+out_rm:
+	rmsess_destroy(&rm);
+out_dax:
+	free(c.dax);
+	return status;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * msgpk.h - a minimal zero-copy MessagePack reader and writer
+ *
+ * The reader walks a byte range one value at a time (mp_read) and never
+ * allocates: strings, binaries and ext payloads borrow from the input.
+ * Containers only report their element count; their elements follow in
+ * the stream.  mp_skip() skips one whole value of any depth without
+ * recursion (a pending-values counter instead of a stack), so deeply
+ * nested input costs no stack and no memory.  Every read is bounds
+ * checked; malformed or truncated input gives -EPROTO.
+ *
+ * The writer appends to a struct buf through struct mp_wr, whose error is
+ * sticky: a sequence of puts needs one check at the end.  Integers use
+ * the smallest encoding (what Python's msgpack emits); unsigned values
+ * >= 2^63 therefore come out as uint64 (0xcf) and read back exactly.
+ *
+ * Why not msgpack-c here: its object unpacker builds a tree of 24-byte
+ * msgpack_object nodes in a zone (up to ~24x the payload for a batch of
+ * small values) that the server would walk once and throw away.  The
+ * tests and the fuzz target cross-check this reader against msgpack-c.
+ *
+ * Context: pure functions; any thread.
+ */
+#ifndef MARU_MDS_MSGPK_H
+#define MARU_MDS_MSGPK_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "buf.h"
+
+enum mp_type {
+	MP_NIL,
+	MP_BOOL,
+	MP_UINT,	/* any integer >= 0, whatever its encoding */
+	MP_NINT,	/* any integer < 0 */
+	MP_FLOAT,	/* float32 or float64, widened */
+	MP_STR,
+	MP_BIN,
+	MP_ARRAY,
+	MP_MAP,
+	MP_EXT,
+};
+
+struct mp_val {
+	uint8_t type;		/* enum mp_type */
+	bool b;			/* MP_BOOL */
+	uint64_t u;		/* MP_UINT */
+	int64_t i;		/* MP_NINT */
+	double f;		/* MP_FLOAT */
+	uint32_t n;		/* MP_ARRAY elements, MP_MAP pairs */
+	const uint8_t *ptr;	/* MP_STR, MP_BIN, MP_EXT: borrows the input */
+	uint32_t len;		/* ... their length in bytes */
+};
+
+struct mp_rd {
+	const uint8_t *p;	/* borrows: next byte to read */
+	const uint8_t *end;	/* one past the last readable byte */
+};
+
+static inline void mp_rd_init(struct mp_rd *r, const uint8_t *p, size_t len)
+{
+	r->p = p;
+	r->end = p + len;
+}
+
+/**
+ * mp_read - decode the value at r->p and advance past its header (and,
+ * for str/bin/ext, past its bytes)
+ * Return: 0 or -EPROTO (truncated input, or the reserved byte 0xc1).
+ */
+int mp_read(struct mp_rd *r, struct mp_val *v);
+
+/**
+ * mp_skip - advance past one complete value, containers included
+ * Return: 0 or -EPROTO.
+ */
+int mp_skip(struct mp_rd *r);
+
+/* ---- writer ---- */
+
+struct mp_wr {
+	struct buf *b;		/* borrows: output, appended to */
+	int err;		/* 0 or the first -ENOMEM */
+};
+
+static inline uint8_t *mp_room(struct mp_wr *w, size_t n)
+{
+	uint8_t *p;
+
+	if (w->err)
+		return NULL;
+	if (w->b->cap - w->b->len < n && (w->err = buf_reserve(w->b, n)))
+		return NULL;
+	p = w->b->data + w->b->len;
+	w->b->len += n;
+	return p;
+}
+
+static inline void mp_be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static inline void mp_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline void mp_be64(uint8_t *p, uint64_t v)
+{
+	mp_be32(p, (uint32_t)(v >> 32));
+	mp_be32(p + 4, (uint32_t)v);
+}
+
+static inline void mp_put_raw(struct mp_wr *w, const void *s, size_t n)
+{
+	uint8_t *p = mp_room(w, n);
+
+	if (p && n)
+		memcpy(p, s, n);
+}
+
+static inline void mp_put_nil(struct mp_wr *w)
+{
+	uint8_t *p = mp_room(w, 1);
+
+	if (p)
+		p[0] = 0xc0;
+}
+
+static inline void mp_put_bool(struct mp_wr *w, bool v)
+{
+	uint8_t *p = mp_room(w, 1);
+
+	if (p)
+		p[0] = v ? 0xc3 : 0xc2;
+}
+
+static inline void mp_put_uint(struct mp_wr *w, uint64_t v)
+{
+	uint8_t *p;
+
+	if (v < 128) {
+		if ((p = mp_room(w, 1)))
+			p[0] = (uint8_t)v;
+	} else if (v < 256) {
+		if ((p = mp_room(w, 2))) {
+			p[0] = 0xcc;
+			p[1] = (uint8_t)v;
+		}
+	} else if (v < 65536) {
+		if ((p = mp_room(w, 3))) {
+			p[0] = 0xcd;
+			mp_be16(p + 1, (uint16_t)v);
+		}
+	} else if (v <= UINT32_MAX) {
+		if ((p = mp_room(w, 5))) {
+			p[0] = 0xce;
+			mp_be32(p + 1, (uint32_t)v);
+		}
+	} else if ((p = mp_room(w, 9))) {
+		p[0] = 0xcf;
+		mp_be64(p + 1, v);
+	}
+}
+
+/* mp_put_int - signed: non-negative values take the unsigned forms */
+void mp_put_int(struct mp_wr *w, int64_t v);
+
+/* mp_put_float - always float64 (0xcb), like Python */
+void mp_put_float(struct mp_wr *w, double v);
+
+static inline void mp_put_hdr(struct mp_wr *w, uint32_t n, uint8_t fix,
+			      uint32_t fixmax, uint8_t c16, uint8_t c32)
+{
+	uint8_t *p;
+
+	if (n <= fixmax) {
+		if ((p = mp_room(w, 1)))
+			p[0] = (uint8_t)(fix | n);
+	} else if (n < 65536) {
+		if ((p = mp_room(w, 3))) {
+			p[0] = c16;
+			mp_be16(p + 1, (uint16_t)n);
+		}
+	} else if ((p = mp_room(w, 5))) {
+		p[0] = c32;
+		mp_be32(p + 1, n);
+	}
+}
+
+static inline void mp_put_map(struct mp_wr *w, uint32_t n)
+{
+	mp_put_hdr(w, n, 0x80, 15, 0xde, 0xdf);
+}
+
+static inline void mp_put_array(struct mp_wr *w, uint32_t n)
+{
+	mp_put_hdr(w, n, 0x90, 15, 0xdc, 0xdd);
+}
+
+/* mp_put_str - a str (str8 for 32..255 bytes, as Python emits) */
+void mp_put_str(struct mp_wr *w, const void *s, uint32_t n);
+
+void mp_put_bin(struct mp_wr *w, const void *s, uint32_t n);
+
+/* mp_put_key - a short literal map key, e.g. mp_put_key(w, "found") */
+#define mp_put_key(w, lit) mp_put_str((w), (lit), sizeof(lit) - 1)
+
+#endif

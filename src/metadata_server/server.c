@@ -1,0 +1,461 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * server.c - the ZeroMQ loop of maru-server (see server.h)
+ *
+ * One thread owns the ROUTER socket, the store and the RM session, so
+ * nothing is locked and every request observes one total order (the
+ * spec's "one server-wide lock").  It sleeps in zmq_poll() on:
+ *
+ *   - the ROUTER socket: drained SERVER_DRAIN_BATCH messages at a time
+ *     with ZMQ_DONTWAIT, then back to poll so that timers and signals are
+ *     never starved;
+ *   - the socket monitor (an inproc PAIR): connection accepted/closed,
+ *     with the connection's fd, for dead-client detection;
+ *   - a timerfd (every SERVER_TICK_MS): leases, peer deaths, FREE retries,
+ *     RM reconnects, idle rehash of the index;
+ *   - a signalfd: SIGINT/SIGTERM stop the loop;
+ *   - the RM connection's fd: readable between requests = closed by RM.
+ *
+ * Envelopes: a message is [routing id, (more routing frames,) empty
+ * delimiter, body].  The reply copies every frame up to and including the
+ * delimiter (the received frames themselves are sent back, no copy) and
+ * appends one body frame.  Without a delimiter the reply is [routing id,
+ * body] (a raw DEALER that sends no delimiter gets answers in its own
+ * framing).  A message with a delimiter but no body, or with more than
+ * SERVER_MAX_FRAMES frames, is dropped: there is nothing to answer.
+ *
+ * The connection a message came on is its ZMQ_SRCFD (per-connection
+ * metadata in libzmq 4.3).  fds are reused by the kernel, so each
+ * connection also remembers the routing id of its first message; a
+ * message whose routing id does not match belongs to a newer connection
+ * whose ACCEPTED event is still queued: the monitor is drained again
+ * before the message is attributed (the I/O thread queues that event
+ * before it reads the connection's first byte).
+ *
+ * Stall compensation: deadlines run on a virtual clock that stops while
+ * the loop does not (a wake-up later than half the lease TTL or peer
+ * grace, e.g. a blocking RM call timing out or SIGSTOP, counts as a
+ * stall and is subtracted).
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "handler.h"
+#include "log.h"
+#include "util.h"
+
+#define BIG_REPLY (64u << 10)		/* hand larger replies to zmq */
+
+struct server {
+	void *zctx;			/* owns */
+	void *router;			/* owns */
+	void *mon;			/* owns: monitor PAIR */
+	int sfd, tfd;			/* owns */
+	struct mds *s;			/* borrows */
+	struct rmsess *rm;		/* borrows */
+	struct buf out;			/* owns: reply body, reused */
+	zmq_msg_t fr[SERVER_MAX_FRAMES];
+	uint64_t last_wake;		/* monotonic ns */
+	uint64_t stall_total;		/* ns subtracted from the clock */
+	uint64_t stall_min;		/* a gap this long is a stall */
+	uint64_t served_since_tick;
+	bool stop;
+};
+
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (n--) {
+		h ^= *p++;
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static void drain_monitor(struct server *sv)
+{
+	zmq_msg_t ev, addr;
+	uint16_t event;
+	int32_t value;
+
+	for (;;) {
+		zmq_msg_init(&ev);
+		if (zmq_msg_recv(&ev, sv->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&ev);
+			return;
+		}
+		/* the second frame (the endpoint) is not needed */
+		if (zmq_msg_more(&ev)) {
+			zmq_msg_init(&addr);
+			zmq_msg_recv(&addr, sv->mon, 0);
+			zmq_msg_close(&addr);
+		}
+		if (zmq_msg_size(&ev) >= 6) {
+			memcpy(&event, zmq_msg_data(&ev), 2);
+			memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+			if (event == ZMQ_EVENT_ACCEPTED)
+				mds_conn_open(sv->s, value);
+			else if (event == ZMQ_EVENT_DISCONNECTED)
+				mds_conn_close(sv->s, value);
+		}
+		zmq_msg_close(&ev);
+	}
+}
+
+static void free_reply(void *data, void *hint)
+{
+	(void)hint;
+	free(data);
+}
+
+/* Send envelope frames [0, nenv) and the reply body. */
+static void send_reply(struct server *sv, int nenv)
+{
+	zmq_msg_t body;
+	int i;
+
+	if (!sv->out.len) {
+		/* even the error reply ran out of memory: a fixed one */
+		static const uint8_t oom[] = {
+			0xcf, 0x00, 1, 0x80, 0, 0, 0, 0, 0, 0, 0, 0,
+			0, 0, 0, 8, 0x81, 0xa5, 'e', 'r', 'r', 'o', 'r', 0xa0,
+		};
+
+		(void)buf_put(&sv->out, oom, sizeof(oom));
+		if (!sv->out.len)
+			return;
+	}
+	for (i = 0; i < nenv; i++)
+		if (zmq_msg_send(&sv->fr[i], sv->router,
+				 ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+			return;	/* peer gone or queue full: dropped */
+	if (sv->out.len >= BIG_REPLY &&
+	    zmq_msg_init_data(&body, sv->out.data, sv->out.len, free_reply,
+			      NULL) == 0) {
+		/* zmq owns the buffer now; start a new one */
+		sv->out.data = NULL;
+		sv->out.len = sv->out.cap = 0;
+		if (zmq_msg_send(&body, sv->router, ZMQ_DONTWAIT) < 0)
+			zmq_msg_close(&body);
+		return;
+	}
+	zmq_send(sv->router, sv->out.data, sv->out.len, ZMQ_DONTWAIT);
+}
+
+/* Error reply for a message we will not hand to the handler. */
+static void reply_error(struct server *sv, const zmq_msg_t *first_body,
+			const char *why)
+{
+	struct mp_wr w = { &sv->out, 0 };
+	struct mds_hdr h;
+	bool hdr = zmq_msg_size((zmq_msg_t *)first_body) >= MDS_HDR_SIZE;
+
+	buf_reset(&sv->out);
+	if (hdr)
+		mds_hdr_decode(zmq_msg_data((zmq_msg_t *)first_body),
+			       zmq_msg_size((zmq_msg_t *)first_body), &h);
+	mds_error_reply(&w, hdr ? &h : NULL, why);
+}
+
+static void handle_msg(struct server *sv, int nf)
+{
+	struct mds_peer peer;
+	int i, delim = -1, nenv, nbody;
+
+	for (i = 1; i < nf; i++) {
+		if (zmq_msg_size(&sv->fr[i]) == 0) {
+			delim = i;
+			break;
+		}
+	}
+	nenv = delim >= 0 ? delim + 1 : 1;
+	nbody = nf - nenv;
+	if (nbody <= 0)
+		return;	/* nothing to answer */
+
+	peer.fd = zmq_msg_get(&sv->fr[0], ZMQ_SRCFD);
+	peer.rid_hash = fnv1a(zmq_msg_data(&sv->fr[0]),
+			      zmq_msg_size(&sv->fr[0]));
+	if (!mds_conn_check(sv->s, &peer)) {
+		drain_monitor(sv);
+		if (!mds_conn_check(sv->s, &peer))
+			peer.fd = -1;
+	}
+
+	if (nbody > 1) {
+		sv->s->ctr.requests++;
+		sv->s->ctr.errors++;
+		reply_error(sv, &sv->fr[nenv],
+			    "a request is exactly one body frame");
+	} else {
+		mds_handle(sv->s, zmq_msg_data(&sv->fr[nenv]),
+			   zmq_msg_size(&sv->fr[nenv]), &peer, &sv->out);
+	}
+	send_reply(sv, nenv);
+	sv->served_since_tick++;
+}
+
+static void drain_router(struct server *sv)
+{
+	zmq_msg_t extra;
+	int n, nf, i;
+	bool more, overflow;
+
+	for (n = 0; n < SERVER_DRAIN_BATCH; n++) {
+		zmq_msg_init(&sv->fr[0]);
+		if (zmq_msg_recv(&sv->fr[0], sv->router, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&sv->fr[0]);
+			if (errno != EAGAIN && errno != EINTR)
+				log_err("zmq_msg_recv: %s", zmq_strerror(errno));
+			return;
+		}
+		nf = 1;
+		overflow = false;
+		more = zmq_msg_more(&sv->fr[0]);
+		while (more) {
+			/* the rest of a multipart message is already here */
+			if (nf < SERVER_MAX_FRAMES) {
+				zmq_msg_init(&sv->fr[nf]);
+				if (zmq_msg_recv(&sv->fr[nf], sv->router, 0) < 0)
+					break;
+				more = zmq_msg_more(&sv->fr[nf]);
+				nf++;
+			} else {
+				zmq_msg_init(&extra);
+				if (zmq_msg_recv(&extra, sv->router, 0) < 0)
+					more = false;
+				else
+					more = zmq_msg_more(&extra);
+				zmq_msg_close(&extra);
+				overflow = true;
+			}
+		}
+		if (!overflow)
+			handle_msg(sv, nf);
+		else
+			log_dbg("dropped a message of more than %d frames",
+				SERVER_MAX_FRAMES);
+		for (i = 0; i < nf; i++)
+			zmq_msg_close(&sv->fr[i]);
+	}
+}
+
+/* Clock bookkeeping at every wake-up; returns the virtual now. */
+static uint64_t wake(struct server *sv)
+{
+	uint64_t now = now_ns(), gap = now - sv->last_wake;
+
+	if (sv->stall_min && gap > sv->stall_min) {
+		sv->stall_total += gap;
+		sv->s->ctr.stalls++;
+		log_warn("loop stalled for %llu ms; lease and peer deadlines "
+			 "extended",
+			 (unsigned long long)(gap / 1000000));
+	}
+	sv->last_wake = now;
+	sv->s->vnow = now - sv->stall_total;
+	return sv->s->vnow;
+}
+
+static void on_tick(struct server *sv)
+{
+	uint64_t expirations;
+
+	if (read(sv->tfd, &expirations, sizeof(expirations)) < 0)
+		return;
+	mds_tick(sv->s, sv->s->vnow);
+	rmsess_tick(sv->rm);
+	/* finish a resize of the index while traffic is light */
+	if (sv->served_since_tick < 100 && ix_rehashing(&sv->s->kv))
+		ix_rehash_for(&sv->s->kv, 1000000);
+	sv->served_since_tick = 0;
+}
+
+/* Any region we own, for the RM session to re-pin our client id. */
+static bool any_handle(void *arg, struct rm_handle *out)
+{
+	const struct mds_region *r = mds_first_region(arg);
+
+	if (!r)
+		return false;
+	*out = r->h;
+	return true;
+}
+
+static int setopt_int(void *sock, int opt, int v)
+{
+	return zmq_setsockopt(sock, opt, &v, sizeof(v));
+}
+
+static int open_sockets(struct server *sv, const struct server_opts *o)
+{
+	char ep[320], mon_ep[64];
+	int64_t maxmsg = SERVER_MAX_MSG;
+
+	sv->zctx = zmq_ctx_new();
+	if (!sv->zctx)
+		return -errno;
+	zmq_ctx_set(sv->zctx, ZMQ_BLOCKY, 0);
+	sv->router = zmq_socket(sv->zctx, ZMQ_ROUTER);
+	if (!sv->router)
+		return -errno;
+	setopt_int(sv->router, ZMQ_LINGER, 0);
+	setopt_int(sv->router, ZMQ_SNDHWM, SERVER_HWM);
+	setopt_int(sv->router, ZMQ_RCVHWM, SERVER_HWM);
+	/* a reconnecting DEALER with a fixed identity takes its name over */
+	setopt_int(sv->router, ZMQ_ROUTER_HANDOVER, 1);
+	/* peers that vanish without a FIN are disconnected by ZMTP pings */
+	setopt_int(sv->router, ZMQ_HEARTBEAT_IVL, SERVER_ZMQ_HB_IVL_MS);
+	setopt_int(sv->router, ZMQ_HEARTBEAT_TIMEOUT, SERVER_ZMQ_HB_TIMEOUT_MS);
+	zmq_setsockopt(sv->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+
+	snprintf(mon_ep, sizeof(mon_ep), "inproc://maru-server-monitor-%p",
+		 (void *)sv);
+	if (zmq_socket_monitor(sv->router, mon_ep,
+			       ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) < 0)
+		return -errno;
+	sv->mon = zmq_socket(sv->zctx, ZMQ_PAIR);
+	if (!sv->mon || zmq_connect(sv->mon, mon_ep) < 0)
+		return -errno;
+	setopt_int(sv->mon, ZMQ_LINGER, 0);
+
+	snprintf(ep, sizeof(ep), "tcp://%s:%d", o->host, o->port);
+	if (zmq_bind(sv->router, ep) < 0) {
+		int err = errno;
+
+		log_err("cannot bind %s: %s", ep, zmq_strerror(err));
+		return -err;
+	}
+	log_info("listening on %s", ep);
+	return 0;
+}
+
+static int open_fds(struct server *sv)
+{
+	struct itimerspec its = {
+		.it_interval = { 0, SERVER_TICK_MS * 1000000L },
+		.it_value = { 0, SERVER_TICK_MS * 1000000L },
+	};
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sv->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sv->sfd < 0)
+		return -errno;
+	sv->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (sv->tfd < 0)
+		return -errno;
+	if (timerfd_settime(sv->tfd, 0, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+static void close_all(struct server *sv)
+{
+	if (sv->mon)
+		zmq_close(sv->mon);
+	if (sv->router)
+		zmq_close(sv->router);
+	if (sv->zctx)
+		zmq_ctx_term(sv->zctx);
+	if (sv->sfd >= 0)
+		close(sv->sfd);
+	if (sv->tfd >= 0)
+		close(sv->tfd);
+	buf_free(&sv->out);
+}
+
+int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
+{
+	struct server *sv;
+	zmq_pollitem_t it[5];
+	struct signalfd_siginfo si;
+	uint64_t lim = 0;
+	int rc, n, nit;
+
+	sv = calloc(1, sizeof(*sv));
+	if (!sv)
+		return -ENOMEM;
+	sv->s = s;
+	sv->rm = rm;
+	sv->sfd = sv->tfd = -1;
+	rm->any_handle = any_handle;
+	rm->arg = s;
+	rc = open_fds(sv);
+	if (rc < 0) {
+		log_err("signalfd/timerfd: %s", strerror(-rc));
+		goto out;
+	}
+	rc = open_sockets(sv, o);
+	if (rc < 0)
+		goto out;
+
+	/* stalls only matter when something has a deadline */
+	if (s->cfg.lease_ttl_ns)
+		lim = s->cfg.lease_ttl_ns / 2;
+	if (s->cfg.peer_grace_ns && (!lim || s->cfg.peer_grace_ns / 2 < lim))
+		lim = s->cfg.peer_grace_ns / 2;
+	if (lim && lim < 500000000ull)
+		lim = 500000000ull;
+	sv->stall_min = lim;
+	sv->last_wake = now_ns();
+	s->vnow = sv->last_wake;
+
+	while (!sv->stop) {
+		it[0] = (zmq_pollitem_t){ sv->router, 0, ZMQ_POLLIN, 0 };
+		it[1] = (zmq_pollitem_t){ sv->mon, 0, ZMQ_POLLIN, 0 };
+		it[2] = (zmq_pollitem_t){ NULL, sv->sfd, ZMQ_POLLIN, 0 };
+		it[3] = (zmq_pollitem_t){ NULL, sv->tfd, ZMQ_POLLIN, 0 };
+		nit = 4;
+		if (rmsess_fd(rm) >= 0)
+			it[nit++] = (zmq_pollitem_t){ NULL, rmsess_fd(rm),
+						      ZMQ_POLLIN, 0 };
+		n = zmq_poll(it, nit, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			log_err("zmq_poll: %s", zmq_strerror(errno));
+			break;
+		}
+		wake(sv);
+		if (it[1].revents & ZMQ_POLLIN)
+			drain_monitor(sv);
+		if (it[0].revents & ZMQ_POLLIN)
+			drain_router(sv);
+		if (it[3].revents & ZMQ_POLLIN)
+			on_tick(sv);
+		if (nit > 4 && (it[4].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+			rmsess_readable(rm);
+		if (it[2].revents & ZMQ_POLLIN) {
+			if (read(sv->sfd, &si, sizeof(si)) == sizeof(si))
+				log_info("signal %u: stopping", si.ssi_signo);
+			sv->stop = true;
+		}
+	}
+	if (sv->stop)
+		rc = 0;
+	log_info("served %llu requests (%llu errors), %llu leases expired, "
+		 "%llu dead instances, %llu regions freed",
+		 (unsigned long long)s->ctr.requests,
+		 (unsigned long long)s->ctr.errors,
+		 (unsigned long long)s->ctr.lease_expired,
+		 (unsigned long long)s->ctr.peer_dead,
+		 (unsigned long long)s->ctr.rm_frees);
+out:
+	close_all(sv);
+	free(sv);
+	return rc;
+}

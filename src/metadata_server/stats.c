@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * stats.c - REPORT_STATS accumulators (see stats.h)
+ *
+ * Items live in one growable array; an index maps a (client, op) pair to
+ * its position.  Map keys are length-prefixed so that no client id can
+ * make two different pairs collide; "_all" items use a different key tag,
+ * so a client that calls itself "_all" stays a client of its own.
+ *
+ * GET_STATS sorts pointers to the items (clients, then ops, by byte
+ * order), emits them grouped, and resets the interval figures.
+ */
+#include "stats.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void stats_init(struct mds_stats *st, uint64_t seed)
+{
+	memset(st, 0, sizeof(*st));
+	ix_init(&st->map, seed);
+}
+
+void stats_destroy(struct mds_stats *st)
+{
+	uint32_t i;
+
+	for (i = 0; i < st->n; i++) {
+		free(st->items[i].client);
+		free(st->items[i].op);
+	}
+	free(st->items);
+	ix_destroy(&st->map);
+	memset(st, 0, sizeof(*st));
+}
+
+static char *dup_n(const char *s, uint32_t n)
+{
+	char *p = malloc(n + 1);
+
+	if (p) {
+		memcpy(p, s, n);
+		p[n] = '\0';
+	}
+	return p;
+}
+
+/* Find or create the item for (client, op); client NULL = "_all". */
+static struct st_item *item(struct mds_stats *st, const char *client,
+			    uint32_t clen, const char *op, uint32_t oplen)
+{
+	uint8_t kb[4 + 2 * STATS_MAX_NAME];
+	struct ix_key k = { kb, 0, client ? IX_STR : IX_BIN };
+	struct ix_entry *e;
+	struct st_item *it;
+	int rc;
+
+	if (!client)
+		clen = 0;
+	kb[0] = (uint8_t)clen;
+	kb[1] = (uint8_t)(clen >> 8);
+	kb[2] = kb[3] = 0;
+	if (clen)
+		memcpy(kb + 4, client, clen);
+	memcpy(kb + 4 + clen, op, oplen);
+	k.len = 4 + clen + oplen;
+	e = ix_find(&st->map, &k, ix_hash(&st->map, &k));
+	if (e)
+		return &st->items[e->slot];
+	if (st->n >= STATS_MAX_ITEMS)
+		return NULL;
+	if (st->n == st->cap) {
+		uint32_t cap = st->cap ? st->cap * 2 : 64;
+		struct st_item *v = realloc(st->items, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		st->items = v;
+		st->cap = cap;
+	}
+	it = &st->items[st->n];
+	memset(it, 0, sizeof(*it));
+	it->op = dup_n(op, oplen);
+	it->op_len = oplen;
+	if (client) {
+		it->client = dup_n(client, clen);
+		it->client_len = clen;
+	}
+	if (!it->op || (client && !it->client))
+		goto out_free;
+	rc = ix_insert(&st->map, &k, ix_hash(&st->map, &k), &e);
+	if (rc < 0)
+		goto out_free;
+	e->slot = st->n++;
+	return it;
+
+out_free:
+	free(it->op);
+	free(it->client);
+	return NULL;
+}
+
+static void acc_add(struct st_acc *a, bool hit, bool miss, int64_t size,
+		    double lat)
+{
+	if (a->count == 0 || lat < a->min)
+		a->min = lat;
+	if (a->count == 0 || lat > a->max)
+		a->max = lat;
+	if (a->icount == 0 || lat < a->imin)
+		a->imin = lat;
+	if (a->icount == 0 || lat > a->imax)
+		a->imax = lat;
+	a->count++;
+	a->icount++;
+	a->hit += hit;
+	a->miss += miss;
+	a->bytes += size;
+	a->sum += lat;
+	a->isum += lat;
+}
+
+int stats_record(struct mds_stats *st, const char *client, uint32_t clen,
+		 const char *op, uint32_t oplen, const char *result,
+		 uint32_t rlen, int64_t size, double latency_us)
+{
+	bool hit = rlen == 3 && !memcmp(result, "hit", 3);
+	bool miss = rlen == 4 && !memcmp(result, "miss", 4);
+	struct st_item *c, *all;
+
+	if (clen > STATS_MAX_NAME || oplen > STATS_MAX_NAME ||
+	    !isfinite(latency_us)) {
+		st->dropped++;
+		return -ENOSPC;
+	}
+	c = item(st, client, clen, op, oplen);
+	all = c ? item(st, NULL, 0, op, oplen) : NULL;
+	if (!c || !all) {
+		st->dropped++;
+		return st->n >= STATS_MAX_ITEMS ? -ENOSPC : -ENOMEM;
+	}
+	acc_add(&c->a, hit, miss, size, latency_us);
+	acc_add(&all->a, hit, miss, size, latency_us);
+	return 0;
+}
+
+/* Python's round(x, 1) for the values we emit */
+static double r1(double x)
+{
+	return round(x * 10.0) / 10.0;
+}
+
+static void put_acc(struct mp_wr *w, const struct st_acc *a)
+{
+	mp_put_map(w, 12);
+	mp_put_key(w, "count");
+	mp_put_uint(w, a->count);
+	mp_put_key(w, "hit_count");
+	mp_put_uint(w, a->hit);
+	mp_put_key(w, "miss_count");
+	mp_put_uint(w, a->miss);
+	mp_put_key(w, "total_bytes");
+	mp_put_int(w, a->bytes);
+	mp_put_key(w, "latency_sum_us");
+	mp_put_float(w, r1(a->sum));
+	mp_put_key(w, "avg_latency_us");
+	mp_put_float(w, a->count ? r1(a->sum / (double)a->count) : 0.0);
+	mp_put_key(w, "min_latency_us");
+	mp_put_float(w, a->count ? r1(a->min) : 0.0);
+	mp_put_key(w, "max_latency_us");
+	mp_put_float(w, a->count ? r1(a->max) : 0.0);
+	mp_put_key(w, "interval_count");
+	mp_put_uint(w, a->icount);
+	mp_put_key(w, "interval_avg_us");
+	mp_put_float(w, a->icount ? r1(a->isum / (double)a->icount) : 0.0);
+	mp_put_key(w, "interval_min_us");
+	mp_put_float(w, a->icount ? r1(a->imin) : 0.0);
+	mp_put_key(w, "interval_max_us");
+	mp_put_float(w, a->icount ? r1(a->imax) : 0.0);
+}
+
+static int cmp_bytes(const char *a, uint32_t al, const char *b, uint32_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	if (c)
+		return c;
+	return al < bl ? -1 : al > bl;
+}
+
+/* "_all" items first, then by client, then by op */
+static int cmp_item(const void *x, const void *y)
+{
+	const struct st_item *a = *(struct st_item *const *)x;
+	const struct st_item *b = *(struct st_item *const *)y;
+	int c;
+
+	if (!a->client != !b->client)
+		return a->client ? 1 : -1;
+	if (a->client) {
+		c = cmp_bytes(a->client, a->client_len, b->client,
+			      b->client_len);
+		if (c)
+			return c;
+	}
+	return cmp_bytes(a->op, a->op_len, b->op, b->op_len);
+}
+
+static bool same_client(const struct st_item *a, const struct st_item *b)
+{
+	if (!a->client || !b->client)
+		return !a->client && !b->client;
+	return a->client_len == b->client_len &&
+	       !memcmp(a->client, b->client, a->client_len);
+}
+
+int stats_encode(struct mds_stats *st, struct mp_wr *w)
+{
+	struct st_item **v = NULL;
+	uint32_t i, j, nclients = 0;
+
+	if (st->n) {
+		v = malloc(st->n * sizeof(*v));
+		if (!v) {
+			w->err = -ENOMEM;
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < st->n; i++)
+		v[i] = &st->items[i];
+	qsort(v, st->n, sizeof(*v), cmp_item);
+	for (i = 0; i < st->n; i++)
+		if (v[i]->client && (i == 0 || !same_client(v[i - 1], v[i])))
+			nclients++;
+
+	mp_put_map(w, 1);
+	mp_put_key(w, "clients");
+	mp_put_map(w, nclients + 1);
+	/* "_all" always, even with no reports */
+	mp_put_key(w, "_all");
+	for (i = 0; i < st->n && !v[i]->client; i++)
+		;
+	mp_put_map(w, 1);
+	mp_put_key(w, "operations");
+	mp_put_map(w, i);
+	for (j = 0; j < i; j++) {
+		mp_put_str(w, v[j]->op, v[j]->op_len);
+		put_acc(w, &v[j]->a);
+	}
+	while (i < st->n) {
+		for (j = i; j < st->n && same_client(v[i], v[j]); j++)
+			;
+		mp_put_str(w, v[i]->client, v[i]->client_len);
+		mp_put_map(w, 1);
+		mp_put_key(w, "operations");
+		mp_put_map(w, j - i);
+		for (; i < j; i++) {
+			mp_put_str(w, v[i]->op, v[i]->op_len);
+			put_acc(w, &v[i]->a);
+		}
+	}
+	free(v);
+	if (w->err)
+		return w->err;
+	for (i = 0; i < st->n; i++) {
+		st->items[i].a.icount = 0;
+		st->items[i].a.isum = 0;
+		st->items[i].a.imin = 0;
+		st->items[i].a.imax = 0;
+	}
+	return 0;
+}

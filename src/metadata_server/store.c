@@ -1,0 +1,1003 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * store.c - regions, instances, leases, connections and the KV semantics
+ * of maru-server (see store.h)
+ *
+ * Region lifecycle (metadata-protocol.md §7 plus our detection):
+ *
+ *	REQUEST_ALLOC --> LIVE --RETURN_ALLOC------------> RETURNED
+ *	                   |                                  |
+ *	                   +--lease expired / peer dead--> GONE
+ *	                                                      |
+ *	   (RETURNED or GONE) and refs == 0 --> FREE at the RM, forgotten
+ *
+ * "refs" counts the KV entries pointing at the region; a region leaves
+ * the table only when its owner is done with it (returned, or detected
+ * dead) and no entry references it.  Registrations into a region whose
+ * lease ended are refused; into a region whose owner was declared dead
+ * by connection tracking they are taken as proof of life instead and
+ * revive the owner (that detection is a heuristic, the lease is not).
+ *
+ * Entries name their region by slot (32 bits), never by pointer; a slot
+ * is reused only after its region left the table, which requires refs ==
+ * 0, so no entry can point at a reused slot.  An entry registered against
+ * a region id the server does not track gets IX_NO_SLOT and never
+ * resolves in LOOKUP (upstream: same, unless that id is allocated later).
+ *
+ * Dead-client detection without leases: every connection (fd, from the
+ * ZeroMQ socket monitor) collects the instances that named themselves on
+ * it (REQUEST/RETURN_ALLOC, LIST_ALLOCATIONS' exclusion, HEARTBEAT,
+ * HANDSHAKE) or registered into their regions.  An instance that owns
+ * live lease-less regions and has no open connection left for
+ * peer_grace_ns is declared dead: those regions become GONE.
+ *
+ * Ownership: the store owns every string it keeps (instance and lease
+ * ids are copied); request data is borrowed only for the call.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+/* ---- small helpers ---- */
+
+static struct ix_key str_key(struct mds_str s)
+{
+	struct ix_key k = { (const uint8_t *)s.ptr, s.len, IX_STR };
+
+	return k;
+}
+
+static struct ix_key id_key(const uint64_t *id_le, uint8_t *buf)
+{
+	struct ix_key k = { buf, 8, IX_UINT };
+
+	put_u64le(buf, *id_le);
+	return k;
+}
+
+static char *dup_str(struct mds_str s)
+{
+	char *p = malloc((size_t)s.len + 1);
+
+	if (p) {
+		if (s.len)
+			memcpy(p, s.ptr, s.len);
+		p[s.len] = '\0';
+	}
+	return p;
+}
+
+/* Grow a slot array of @size-byte elements; new slots are zeroed. */
+static int grow(void **v, uint32_t *n, size_t size)
+{
+	uint32_t nn = *n ? *n * 2 : 16;
+	uint8_t *p;
+
+	if (*n >= (1u << 30))
+		return -ENOMEM;
+	p = realloc(*v, (size_t)nn * size);
+	if (!p)
+		return -ENOMEM;
+	memset(p + (size_t)*n * size, 0, (size_t)(nn - *n) * size);
+	*v = p;
+	*n = nn;
+	return 0;
+}
+
+/* ---- init ---- */
+
+int mds_init(struct mds *s, const struct mds_config *cfg,
+	     const struct mds_rm_ops *rm, void *rm_arg, uint64_t seed)
+{
+	memset(s, 0, sizeof(*s));
+	s->cfg = *cfg;
+	s->rm = rm;
+	s->rm_arg = rm_arg;
+	ix_init(&s->kv, seed);
+	ix_init(&s->region_map, seed ^ 1);
+	ix_init(&s->inst_map, seed ^ 2);
+	ix_init(&s->lease_map, seed ^ 3);
+	ix_init(&s->ended, seed ^ 4);
+	stats_init(&s->stats, seed ^ 5);
+	s->reg_free = s->reg_head = s->reg_tail = IX_NO_SLOT;
+	s->inst_free = s->lease_free = IX_NO_SLOT;
+	s->ended_ring = calloc(MDS_ENDED_LEASES, sizeof(*s->ended_ring));
+	if (!s->ended_ring)
+		return -ENOMEM;
+	return 0;
+}
+
+void mds_destroy(struct mds *s)
+{
+	uint32_t i;
+	int fd;
+
+	for (i = 0; i < s->ninst_slots; i++)
+		free(s->insts[i].id);
+	for (i = 0; i < s->nlease_slots; i++)
+		free(s->leases[i].id);
+	for (fd = 0; fd < s->nconn_slots; fd++)
+		free(s->conns[fd].inst);
+	free(s->insts);
+	free(s->leases);
+	free(s->regions);
+	free(s->conns);
+	free(s->pending);
+	free(s->ended_ring);
+	ix_destroy(&s->kv);
+	ix_destroy(&s->region_map);
+	ix_destroy(&s->inst_map);
+	ix_destroy(&s->lease_map);
+	ix_destroy(&s->ended);
+	stats_destroy(&s->stats);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- instances ---- */
+
+static uint32_t inst_find(struct mds *s, struct mds_str id)
+{
+	struct ix_key k = str_key(id);
+	struct ix_entry *e;
+
+	if (!id.ptr)
+		return IX_NO_SLOT;
+	e = ix_find(&s->inst_map, &k, ix_hash(&s->inst_map, &k));
+	return e ? e->slot : IX_NO_SLOT;
+}
+
+static uint32_t inst_create(struct mds *s, struct mds_str id)
+{
+	struct ix_key k = str_key(id);
+	struct mds_inst *in;
+	struct ix_entry *e;
+	uint32_t slot;
+
+	if (s->inst_free == IX_NO_SLOT) {
+		uint32_t old = s->ninst_slots, i;
+
+		if (grow((void **)&s->insts, &s->ninst_slots,
+			 sizeof(*s->insts)) < 0)
+			return IX_NO_SLOT;
+		for (i = s->ninst_slots; i-- > old;) {
+			s->insts[i].next_free = s->inst_free;
+			s->inst_free = i;
+		}
+	}
+	slot = s->inst_free;
+	in = &s->insts[slot];
+	in->id = dup_str(id);
+	if (!in->id)
+		return IX_NO_SLOT;
+	if (ix_insert(&s->inst_map, &k, ix_hash(&s->inst_map, &k), &e) < 0) {
+		free(in->id);
+		in->id = NULL;
+		return IX_NO_SLOT;
+	}
+	s->inst_free = in->next_free;
+	in->id_len = id.len;
+	in->nregions = in->npeer = in->npeer_gone = in->nconns = 0;
+	in->dead_at = 0;
+	in->ie = e;
+	e->slot = slot;
+	return slot;
+}
+
+/* Forget an instance nobody refers to any more. */
+static void inst_maybe_gc(struct mds *s, uint32_t slot)
+{
+	struct mds_inst *in = &s->insts[slot];
+
+	if (!in->id || in->nregions || in->nconns)
+		return;
+	ix_delete(&s->inst_map, in->ie);
+	free(in->id);
+	memset(in, 0, sizeof(*in));
+	in->next_free = s->inst_free;
+	s->inst_free = slot;
+}
+
+/* (Re)compute when a lease-less instance would be declared dead. */
+static void inst_deadline(struct mds *s, struct mds_inst *in)
+{
+	if (!s->cfg.peer_grace_ns || in->nconns || !in->npeer) {
+		in->dead_at = 0;
+		return;
+	}
+	if (!in->dead_at)
+		in->dead_at = s->vnow + s->cfg.peer_grace_ns;
+}
+
+/* ---- connections ---- */
+
+static struct mds_conn *conn_of(struct mds *s, int fd)
+{
+	if (fd < 0 || fd >= s->nconn_slots || !s->conns[fd].open)
+		return NULL;
+	return &s->conns[fd];
+}
+
+void mds_conn_open(struct mds *s, int fd)
+{
+	struct mds_conn *c;
+
+	if (fd < 0 || fd > (1 << 24))
+		return;
+	if (fd >= s->nconn_slots) {
+		int n = s->nconn_slots ? s->nconn_slots : 64;
+		struct mds_conn *v;
+
+		while (n <= fd)
+			n *= 2;
+		v = realloc(s->conns, (size_t)n * sizeof(*v));
+		if (!v)
+			return;	/* untracked: its instances just never die */
+		memset(v + s->nconn_slots, 0,
+		       (size_t)(n - s->nconn_slots) * sizeof(*v));
+		s->conns = v;
+		s->nconn_slots = n;
+	}
+	c = &s->conns[fd];
+	if (c->open)
+		mds_conn_close(s, fd);	/* we missed its close event */
+	c->open = true;
+	c->has_rid = false;
+	c->ninst = 0;
+}
+
+void mds_conn_close(struct mds *s, int fd)
+{
+	struct mds_conn *c = conn_of(s, fd);
+	uint32_t i, slot;
+
+	if (!c)
+		return;
+	c->open = false;
+	for (i = 0; i < c->ninst; i++) {
+		slot = c->inst[i];
+		s->insts[slot].nconns--;
+		inst_deadline(s, &s->insts[slot]);
+		inst_maybe_gc(s, slot);
+	}
+	c->ninst = 0;
+}
+
+bool mds_conn_check(struct mds *s, const struct mds_peer *peer)
+{
+	struct mds_conn *c = conn_of(s, peer->fd);
+
+	if (!c)
+		return true;
+	if (!c->has_rid) {
+		c->has_rid = true;
+		c->rid_hash = peer->rid_hash;
+		return true;
+	}
+	return c->rid_hash == peer->rid_hash;
+}
+
+/* Record that instance @slot was seen on @peer's connection. */
+static void attach(struct mds *s, const struct mds_peer *peer, uint32_t slot)
+{
+	struct mds_conn *c = peer ? conn_of(s, peer->fd) : NULL;
+	uint32_t i;
+
+	if (!c || (c->has_rid && c->rid_hash != peer->rid_hash))
+		return;
+	c->has_rid = true;
+	c->rid_hash = peer->rid_hash;
+	for (i = c->ninst; i-- > 0;)
+		if (c->inst[i] == slot)
+			return;
+	if (c->ninst >= MDS_CONN_MAX_INST)
+		return;
+	if (c->ninst == c->cap) {
+		uint32_t cap = c->cap ? c->cap * 2 : 2;
+		uint32_t *v = realloc(c->inst, cap * sizeof(*v));
+
+		if (!v)
+			return;
+		c->inst = v;
+		c->cap = cap;
+	}
+	c->inst[c->ninst++] = slot;
+	s->insts[slot].nconns++;
+	inst_deadline(s, &s->insts[slot]);
+}
+
+static bool attachable(struct mds *s, const struct mds_peer *peer)
+{
+	struct mds_conn *c = peer ? conn_of(s, peer->fd) : NULL;
+
+	return c && c->ninst < MDS_CONN_MAX_INST;
+}
+
+/* ---- regions ---- */
+
+static struct mds_region *region_find(struct mds *s, uint64_t id,
+				      uint32_t *slot)
+{
+	uint8_t kb[8];
+	struct ix_key k = id_key(&id, kb);
+	struct ix_entry *e;
+
+	e = ix_find(&s->region_map, &k, ix_hash(&s->region_map, &k));
+	if (!e)
+		return NULL;
+	if (slot)
+		*slot = e->slot;
+	return &s->regions[e->slot];
+}
+
+/* Move a region to @state, keeping the owner's counters right. */
+static void region_set(struct mds *s, struct mds_region *r, uint8_t state,
+		       uint8_t why)
+{
+	struct mds_inst *in = &s->insts[r->owner];
+
+	if (r->state == REG_LIVE && r->lease == IX_NO_SLOT)
+		in->npeer--;
+	if (r->state == REG_GONE && r->gone_why == GONE_PEER)
+		in->npeer_gone--;
+	r->state = state;
+	r->gone_why = state == REG_GONE ? why : 0;
+	if (r->state == REG_LIVE && r->lease == IX_NO_SLOT)
+		in->npeer++;
+	if (r->state == REG_GONE && r->gone_why == GONE_PEER)
+		in->npeer_gone++;
+	inst_deadline(s, in);
+}
+
+/* Queue a FREE for the RM; flush_pending() sends it. */
+static void queue_free(struct mds *s, const struct rm_handle *h)
+{
+	if (s->npending == s->pending_cap) {
+		uint32_t cap = s->pending_cap ? s->pending_cap * 2 : 16;
+		struct rm_handle *v = realloc(s->pending, cap * sizeof(*v));
+
+		if (v) {
+			s->pending = v;
+			s->pending_cap = cap;
+		}
+	}
+	if (s->npending < s->pending_cap)
+		s->pending[s->npending++] = *h;
+	else
+		log_err("region %llu: out of memory queueing its FREE; "
+			"the resource manager keeps it until we exit",
+			(unsigned long long)h->region_id);
+}
+
+static void flush_pending(struct mds *s)
+{
+	uint32_t i = 0, j;
+	int rc;
+
+	while (i < s->npending) {
+		rc = s->rm->free(s->rm_arg, &s->pending[i]);
+		if (rc == -EAGAIN) {
+			s->ctr.rm_free_retries++;
+			break;
+		}
+		if (rc == 0) {
+			s->ctr.rm_frees++;
+			log_dbg("region %llu: freed at the resource manager",
+				(unsigned long long)s->pending[i].region_id);
+		} else {
+			log_err("region %llu: resource manager refused FREE "
+				"(%d); forgetting it",
+				(unsigned long long)s->pending[i].region_id,
+				rc);
+		}
+		i++;
+	}
+	if (i) {
+		for (j = i; j < s->npending; j++)
+			s->pending[j - i] = s->pending[j];
+		s->npending -= i;
+	}
+}
+
+/*
+ * The region's owner is done and no entry refers to it: drop it from the
+ * table and free it at the RM (now, or from the retry queue).
+ */
+static void region_release(struct mds *s, uint32_t slot)
+{
+	struct mds_region *r = &s->regions[slot];
+	uint8_t kb[8];
+	struct ix_key k = id_key(&r->h.region_id, kb);
+	struct ix_entry *e;
+	uint32_t owner = r->owner;
+
+	region_set(s, r, REG_UNUSED, 0);
+	e = ix_find(&s->region_map, &k, ix_hash(&s->region_map, &k));
+	if (e)
+		ix_delete(&s->region_map, e);
+	if (r->prev != IX_NO_SLOT)
+		s->regions[r->prev].next = r->next;
+	else
+		s->reg_head = r->next;
+	if (r->next != IX_NO_SLOT)
+		s->regions[r->next].prev = r->prev;
+	else
+		s->reg_tail = r->prev;
+	if (r->lease != IX_NO_SLOT)
+		s->leases[r->lease].nregions--;
+	s->nregions--;
+	s->total_allocated -= r->h.length;
+	s->insts[owner].nregions--;
+
+	queue_free(s, &r->h);
+	memset(r, 0, sizeof(*r));
+	r->next = s->reg_free;
+	s->reg_free = slot;
+	inst_maybe_gc(s, owner);
+	flush_pending(s);
+}
+
+static int region_add(struct mds *s, const struct rm_handle *h,
+		      uint32_t owner, uint32_t lease)
+{
+	uint8_t kb[8];
+	struct ix_key k = id_key(&h->region_id, kb);
+	struct mds_region *r;
+	struct ix_entry *e;
+	uint32_t slot;
+	int rc;
+
+	if (s->reg_free == IX_NO_SLOT) {
+		uint32_t old = s->nreg_slots, i;
+
+		if (grow((void **)&s->regions, &s->nreg_slots,
+			 sizeof(*s->regions)) < 0)
+			return -ENOMEM;
+		for (i = s->nreg_slots; i-- > old;) {
+			s->regions[i].next = s->reg_free;
+			s->reg_free = i;
+		}
+	}
+	rc = ix_insert(&s->region_map, &k, ix_hash(&s->region_map, &k), &e);
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		return -EEXIST;
+	slot = s->reg_free;
+	r = &s->regions[slot];
+	s->reg_free = r->next;
+	e->slot = slot;
+	memset(r, 0, sizeof(*r));
+	r->h = *h;
+	r->owner = owner;
+	r->lease = lease;
+	r->next = IX_NO_SLOT;
+	r->prev = s->reg_tail;
+	if (s->reg_tail != IX_NO_SLOT)
+		s->regions[s->reg_tail].next = slot;
+	else
+		s->reg_head = slot;
+	s->reg_tail = slot;
+	s->nregions++;
+	s->total_allocated += h->length;
+	s->insts[owner].nregions++;
+	if (lease != IX_NO_SLOT)
+		s->leases[lease].nregions++;
+	r->state = REG_UNUSED;
+	region_set(s, r, REG_LIVE, 0);
+	return 0;
+}
+
+/* Owner proved alive: regions GONE by peer detection are LIVE again. */
+static void revive(struct mds *s, uint32_t slot)
+{
+	struct mds_inst *in = &s->insts[slot];
+	uint32_t i;
+
+	if (!in->npeer_gone)
+		return;
+	log_info("instance %s: seen again, its regions are live again",
+		 in->id);
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		struct mds_region *r = &s->regions[i];
+
+		if (r->owner == slot && r->state == REG_GONE &&
+		    r->gone_why == GONE_PEER)
+			region_set(s, r, REG_LIVE, 0);
+	}
+}
+
+/* ---- leases ---- */
+
+static bool lease_ended(struct mds *s, struct mds_str id)
+{
+	struct ix_key k = str_key(id);
+
+	return ix_find(&s->ended, &k, ix_hash(&s->ended, &k)) != NULL;
+}
+
+static uint32_t lease_find(struct mds *s, struct mds_str id)
+{
+	struct ix_key k = str_key(id);
+	struct ix_entry *e;
+
+	e = ix_find(&s->lease_map, &k, ix_hash(&s->lease_map, &k));
+	return e ? e->slot : IX_NO_SLOT;
+}
+
+static uint32_t lease_create(struct mds *s, struct mds_str id)
+{
+	struct ix_key k = str_key(id);
+	struct mds_lease *l;
+	struct ix_entry *e;
+	uint32_t slot;
+
+	if (s->nleases >= MDS_MAX_LEASES) {
+		log_warn("lease limit (%u) reached; not granting another",
+			 MDS_MAX_LEASES);
+		return IX_NO_SLOT;
+	}
+	if (s->lease_free == IX_NO_SLOT) {
+		uint32_t old = s->nlease_slots, i;
+
+		if (grow((void **)&s->leases, &s->nlease_slots,
+			 sizeof(*s->leases)) < 0)
+			return IX_NO_SLOT;
+		for (i = s->nlease_slots; i-- > old;) {
+			s->leases[i].next_free = s->lease_free;
+			s->lease_free = i;
+		}
+	}
+	slot = s->lease_free;
+	l = &s->leases[slot];
+	l->id = dup_str(id);
+	if (!l->id)
+		return IX_NO_SLOT;
+	if (ix_insert(&s->lease_map, &k, ix_hash(&s->lease_map, &k), &e) < 0) {
+		free(l->id);
+		l->id = NULL;
+		return IX_NO_SLOT;
+	}
+	s->lease_free = l->next_free;
+	l->id_len = id.len;
+	l->nregions = 0;
+	l->deadline = s->vnow + s->cfg.lease_ttl_ns;
+	l->ie = e;
+	e->slot = slot;
+	s->nleases++;
+	return slot;
+}
+
+/* Remember @id as ended (bounded FIFO: the oldest is forgotten). */
+static void remember_ended(struct mds *s, struct mds_str id)
+{
+	struct ix_key k = str_key(id);
+	struct ix_entry *e;
+
+	if (s->ended_n == MDS_ENDED_LEASES) {
+		ix_delete(&s->ended, s->ended_ring[s->ended_pos]);
+		s->ended_pos = (s->ended_pos + 1) % MDS_ENDED_LEASES;
+		s->ended_n--;
+	}
+	if (ix_insert(&s->ended, &k, ix_hash(&s->ended, &k), &e) != 1)
+		return;
+	s->ended_ring[(s->ended_pos + s->ended_n) % MDS_ENDED_LEASES] = e;
+	s->ended_n++;
+}
+
+/*
+ * End a lease: its live regions lose their owner (empty ones are freed
+ * now, the others when their last entry goes) and its id is remembered.
+ */
+static void lease_end(struct mds *s, uint32_t slot, bool expired)
+{
+	struct mds_lease *l = &s->leases[slot];
+	struct mds_str id = { l->id, l->id_len };
+	uint32_t i, nx;
+
+	if (expired)
+		log_info("lease %s: expired, %u region(s) lose their owner",
+			 l->id, l->nregions);
+	for (i = s->reg_head; l->nregions && i != IX_NO_SLOT; i = nx) {
+		struct mds_region *r = &s->regions[i];
+
+		nx = r->next;
+		if (r->lease != slot)
+			continue;
+		if (r->state == REG_LIVE)
+			region_set(s, r, REG_GONE, GONE_LEASE);
+		if (r->refs == 0) {
+			region_release(s, i);
+			continue;
+		}
+		r->lease = IX_NO_SLOT;
+		l->nregions--;
+	}
+	remember_ended(s, id);
+	ix_delete(&s->lease_map, l->ie);
+	free(l->id);
+	memset(l, 0, sizeof(*l));
+	l->next_free = s->lease_free;
+	s->lease_free = slot;
+	s->nleases--;
+	if (expired)
+		s->ctr.lease_expired++;
+}
+
+/* ---- allocations ---- */
+
+int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
+	      uint64_t size, const struct mds_peer *peer,
+	      struct rm_handle *out)
+{
+	uint32_t islot, lslot = IX_NO_SLOT;
+	struct rm_handle h;
+	int rc;
+
+	if (!s->cfg.lease_ttl_ns)
+		lease.len = 0;	/* no leases granted: plain allocation */
+	if (lease.len && lease_ended(s, lease))
+		return -ESTALE;
+	islot = inst_find(s, inst);
+	if (islot == IX_NO_SLOT)
+		islot = inst_create(s, inst);
+	if (islot == IX_NO_SLOT)
+		return -ENOMEM;
+	attach(s, peer, islot);
+	revive(s, islot);
+	if (lease.len) {
+		lslot = lease_find(s, lease);
+		if (lslot == IX_NO_SLOT)
+			lslot = lease_create(s, lease);
+		if (lslot == IX_NO_SLOT) {
+			inst_maybe_gc(s, islot);
+			return -ENOMEM;
+		}
+	}
+
+	rc = s->rm->alloc(s->rm_arg, size, &h);
+	if (rc < 0) {
+		inst_maybe_gc(s, islot);
+		return rc;
+	}
+	rc = region_add(s, &h, islot, lslot);
+	if (rc < 0) {
+		log_err("region %llu: cannot track it (%d); freeing it",
+			(unsigned long long)h.region_id, rc);
+		if (rc != -EEXIST) {
+			queue_free(s, &h);
+			flush_pending(s);
+		}
+		inst_maybe_gc(s, islot);
+		return rc;
+	}
+	*out = h;
+	return 0;
+}
+
+bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
+		const struct mds_peer *peer)
+{
+	struct mds_region *r;
+	struct mds_inst *in;
+	uint32_t slot;
+
+	r = region_find(s, region_id, &slot);
+	if (!r)
+		return false;
+	in = &s->insts[r->owner];
+	if (in->id_len != inst.len || memcmp(in->id, inst.ptr, inst.len))
+		return false;
+	attach(s, peer, r->owner);
+	if (r->state == REG_LIVE)
+		region_set(s, r, REG_RETURNED, 0);
+	if (r->refs == 0)
+		region_release(s, slot);
+	return true;
+}
+
+/* ---- KV ---- */
+
+int mds_register(struct mds *s, const struct mds_reg *reg,
+		 const struct mds_peer *peer)
+{
+	struct ix_key k = mds_key_ix(&reg->key);
+	uint64_t h = ix_hash(&s->kv, &k);
+	struct mds_region *r;
+	struct ix_entry *e;
+	uint32_t slot = IX_NO_SLOT;
+	int rc;
+
+	if (ix_find(&s->kv, &k, h))
+		return 0;	/* first writer wins */
+	r = region_find(s, reg->region_id, &slot);
+	if (r && r->state == REG_GONE) {
+		if (r->gone_why == GONE_LEASE)
+			return -EPERM;
+		revive(s, r->owner);	/* a write is proof of life */
+	}
+	rc = ix_insert(&s->kv, &k, h, &e);
+	if (rc <= 0)
+		return rc;
+	e->off = reg->kv_offset;
+	e->len = reg->kv_length;
+	s->kv_bytes += reg->kv_length;
+	if (r) {
+		e->slot = slot;
+		r->refs++;
+		r->used += reg->kv_length;
+		if (r->lease == IX_NO_SLOT)
+			attach(s, peer, r->owner);
+	}
+	return 1;
+}
+
+const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
+				  const struct mds_region **reg)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+
+	if (!e || e->slot == IX_NO_SLOT)
+		return NULL;
+	*reg = &s->regions[e->slot];
+	return e;
+}
+
+bool mds_exists(struct mds *s, const struct mds_key *k)
+{
+	struct ix_key x = mds_key_ix(k);
+
+	return ix_find(&s->kv, &x, ix_hash(&s->kv, &x)) != NULL;
+}
+
+bool mds_delete(struct mds *s, const struct mds_key *k)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	struct mds_region *r;
+	uint32_t slot;
+
+	if (!e || e->pins)
+		return false;
+	slot = e->slot;
+	s->kv_bytes -= e->len;
+	if (slot != IX_NO_SLOT) {
+		r = &s->regions[slot];
+		r->refs--;
+		r->used -= e->len;
+	}
+	ix_delete(&s->kv, e);
+	if (slot != IX_NO_SLOT && s->regions[slot].refs == 0 &&
+	    s->regions[slot].state != REG_LIVE)
+		region_release(s, slot);
+	return true;
+}
+
+bool mds_pin(struct mds *s, const struct mds_key *k)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+
+	if (!e)
+		return false;
+	if (e->pins < UINT32_MAX)	/* saturates: then never unpinned */
+		e->pins++;
+	return true;
+}
+
+bool mds_unpin(struct mds *s, const struct mds_key *k)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+
+	if (!e || !e->pins || e->pins == UINT32_MAX)
+		return false;
+	e->pins--;
+	return true;
+}
+
+/* ---- leases and peers ---- */
+
+void mds_touch_instance(struct mds *s, struct mds_str inst,
+			const struct mds_peer *peer)
+{
+	uint32_t slot = inst_find(s, inst);
+
+	if (!inst.ptr || !inst.len)
+		return;
+	/* an instance record just for a connection needs a connection */
+	if (slot == IX_NO_SLOT && attachable(s, peer))
+		slot = inst_create(s, inst);
+	if (slot == IX_NO_SLOT)
+		return;
+	attach(s, peer, slot);
+	revive(s, slot);
+	inst_maybe_gc(s, slot);
+}
+
+bool mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
+		   bool release, const struct mds_peer *peer)
+{
+	uint32_t slot;
+
+	mds_touch_instance(s, inst, peer);
+	if (!s->cfg.lease_ttl_ns || !lease.ptr || !lease.len)
+		return false;
+	if (lease_ended(s, lease))
+		return true;
+	slot = lease_find(s, lease);
+	if (release) {
+		if (slot != IX_NO_SLOT)
+			lease_end(s, slot, false);
+		else
+			remember_ended(s, lease);
+		return false;
+	}
+	if (slot == IX_NO_SLOT)
+		slot = lease_create(s, lease);
+	if (slot != IX_NO_SLOT)
+		s->leases[slot].deadline = s->vnow + s->cfg.lease_ttl_ns;
+	return false;
+}
+
+static void declare_dead(struct mds *s, uint32_t slot)
+{
+	struct mds_inst *in = &s->insts[slot];
+	uint32_t i, nx;
+
+	log_info("instance %s: no connection left for %llu ms, %u region(s) "
+		 "lose their owner",
+		 in->id, (unsigned long long)(s->cfg.peer_grace_ns / 1000000),
+		 in->npeer);
+	in->dead_at = 0;
+	s->ctr.peer_dead++;
+	for (i = s->reg_head; i != IX_NO_SLOT; i = nx) {
+		struct mds_region *r = &s->regions[i];
+
+		nx = r->next;
+		if (r->owner != slot || r->state != REG_LIVE ||
+		    r->lease != IX_NO_SLOT)
+			continue;
+		region_set(s, r, REG_GONE, GONE_PEER);
+		if (r->refs == 0)
+			region_release(s, i);	/* may free the instance */
+	}
+}
+
+void mds_tick(struct mds *s, uint64_t vnow)
+{
+	uint32_t i;
+
+	s->vnow = vnow;
+	for (i = 0; i < s->nlease_slots; i++)
+		if (s->leases[i].id && s->leases[i].deadline <= vnow)
+			lease_end(s, i, true);
+	for (i = 0; i < s->ninst_slots; i++)
+		if (s->insts[i].id && s->insts[i].dead_at &&
+		    s->insts[i].dead_at <= vnow)
+			declare_dead(s, i);
+	if (s->npending)
+		flush_pending(s);
+}
+
+uint64_t mds_active_clients(const struct mds *s)
+{
+	uint64_t n = 0;
+	uint32_t i, j;
+	bool dup;
+
+	/* owners are few; mark-free quadratic scan over LIVE regions */
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		if (s->regions[i].state != REG_LIVE)
+			continue;
+		dup = false;
+		for (j = s->reg_head; j != i; j = s->regions[j].next)
+			if (s->regions[j].state == REG_LIVE &&
+			    s->regions[j].owner == s->regions[i].owner) {
+				dup = true;
+				break;
+			}
+		n += !dup;
+	}
+	return n;
+}
+
+/* ---- invariants (tests) ---- */
+
+struct chk {
+	struct mds *s;
+	uint64_t *refs, *used;
+	uint64_t entries, bytes;
+	bool bad;
+};
+
+static void chk_entry(struct ix_entry *e, void *arg)
+{
+	struct chk *c = arg;
+
+	c->entries++;
+	c->bytes += e->len;
+	if (e->slot == IX_NO_SLOT)
+		return;
+	if (e->slot >= c->s->nreg_slots ||
+	    c->s->regions[e->slot].state == REG_UNUSED) {
+		c->bad = true;
+		return;
+	}
+	c->refs[e->slot]++;
+	c->used[e->slot] += e->len;
+}
+
+int mds_check(struct mds *s)
+{
+	struct chk c = { s, NULL, NULL, 0, 0, false };
+	uint64_t cur = 0, nreg = 0, total = 0;
+	uint32_t i, *nr = NULL, *np = NULL, *ng = NULL, *nc = NULL;
+	int fd, rc = -EUCLEAN;
+
+	/* a scan may report an entry twice only across a resize */
+	while (ix_rehash_for(&s->kv, 1000000000))
+		;
+	c.refs = calloc(s->nreg_slots + 1, sizeof(*c.refs));
+	c.used = calloc(s->nreg_slots + 1, sizeof(*c.used));
+	nr = calloc(s->ninst_slots + 1, sizeof(*nr));
+	np = calloc(s->ninst_slots + 1, sizeof(*np));
+	ng = calloc(s->ninst_slots + 1, sizeof(*ng));
+	nc = calloc(s->ninst_slots + 1, sizeof(*nc));
+	if (!c.refs || !c.used || !nr || !np || !ng || !nc) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	do {
+		cur = ix_scan(&s->kv, cur, chk_entry, &c);
+	} while (cur);
+	if (c.bad || c.entries != s->kv.count || c.bytes != s->kv_bytes)
+		goto out;
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		struct mds_region *r = &s->regions[i];
+
+		if (r->state == REG_UNUSED || r->refs != c.refs[i] ||
+		    r->used != c.used[i] || !s->insts[r->owner].id)
+			goto out;
+		/* an ownerless region without entries must have been freed */
+		if (r->state != REG_LIVE && r->refs == 0)
+			goto out;
+		nreg++;
+		total += r->h.length;
+		nr[r->owner]++;
+		if (r->state == REG_LIVE && r->lease == IX_NO_SLOT)
+			np[r->owner]++;
+		if (r->state == REG_GONE && r->gone_why == GONE_PEER)
+			ng[r->owner]++;
+	}
+	if (nreg != s->nregions || total != s->total_allocated ||
+	    nreg != s->region_map.count)
+		goto out;
+	for (fd = 0; fd < s->nconn_slots; fd++)
+		for (i = 0; s->conns[fd].open && i < s->conns[fd].ninst; i++)
+			nc[s->conns[fd].inst[i]]++;
+	for (i = 0; i < s->ninst_slots; i++) {
+		struct mds_inst *in = &s->insts[i];
+
+		if (!in->id)
+			continue;
+		if (in->nregions != nr[i] || in->npeer != np[i] ||
+		    in->npeer_gone != ng[i] || in->nconns != nc[i])
+			goto out;
+		if (!in->nregions && !in->nconns)
+			goto out;	/* should have been collected */
+	}
+	rc = 0;
+out:
+	free(c.refs);
+	free(c.used);
+	free(nr);
+	free(np);
+	free(ng);
+	free(nc);
+	return rc;
+}

@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * store.h - the state of maru-server and its semantics
+ * (metadata-protocol.md §6-7, later-additions.md §1)
+ *
+ *  - KV entries: key -> {region slot, kv_offset, kv_length, pins}, in the
+ *    index (index.h).
+ *  - Regions: what the server allocated at the resource manager, with
+ *    their owner instance, KV reference count and lifecycle state.
+ *  - Instances (client-chosen instance_id strings) and the connections
+ *    they were seen on, for dead-client detection without leases.
+ *  - Leases (later-additions §1): renewed by HEARTBEAT, expiry marks the
+ *    lease's regions owner-gone.
+ *  - REPORT_STATS accumulators (stats.h).
+ *
+ * The store knows neither ZeroMQ nor the wire format; the resource
+ * manager is reached through struct mds_rm_ops so that tests can use a
+ * fake.  Frees at the RM that fail for transport reasons are queued and
+ * retried from mds_tick(); a region is never forgotten before the RM
+ * confirmed (or definitively refused) its FREE.
+ *
+ * Time: the store uses a "virtual" monotonic clock (nanoseconds) set by
+ * its caller through mds_tick(): the loop subtracts the time the process
+ * was stalled, so deadlines do not fire because the server itself was
+ * not running (later-additions §1, stall compensation).
+ *
+ * Context: single-threaded; the main loop owns the struct mds.
+ */
+#ifndef MARU_MDS_STORE_H
+#define MARU_MDS_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "index.h"
+#include "rm_proto.h"
+#include "stats.h"
+
+/* How the store reaches the resource manager. */
+struct mds_rm_ops {
+	/* ALLOC @size bytes (fill-first over --dax-path). 0 or -errno */
+	int (*alloc)(void *arg, uint64_t size, struct rm_handle *out);
+	/*
+	 * FREE a handle.  Return: 0 (freed, or the RM does not know it any
+	 * more), -EAGAIN (could not reach the RM: retry later), another
+	 * -errno (refused for good: logged and forgotten).
+	 */
+	int (*free)(void *arg, const struct rm_handle *h);
+	/* pool capacity: all pools, or only the --dax-path ones */
+	int (*pool_usage)(void *arg, bool dax_only, uint64_t *total,
+			  uint64_t *avail);
+};
+
+struct mds_config {
+	const char *rm_address;	/* borrows: returned in HANDSHAKE */
+	bool dax_only;		/* --dax-path given: cxl_pool covers those */
+	uint64_t lease_ttl_ns;	/* 0: no leases */
+	uint64_t peer_grace_ns;	/* 0: no connection-based detection */
+};
+
+enum region_state {
+	REG_UNUSED = 0,		/* free slot */
+	REG_LIVE,		/* owner connected (owner_connected=true) */
+	REG_RETURNED,		/* RETURN_ALLOC done, entries keep it */
+	REG_GONE,		/* owner detected dead, entries keep it */
+};
+
+enum gone_why {
+	GONE_LEASE = 1,		/* its lease expired or was released */
+	GONE_PEER = 2,		/* all connections of its owner closed */
+};
+
+struct mds_region {
+	struct rm_handle h;	/* verbatim from the RM */
+	uint64_t refs;		/* KV entries in this region */
+	uint64_t used;		/* sum of their kv_length */
+	uint32_t owner;		/* instance slot */
+	uint32_t lease;		/* lease slot, IX_NO_SLOT if none */
+	uint32_t prev, next;	/* allocation order (free list: next) */
+	uint8_t state;		/* enum region_state */
+	uint8_t gone_why;	/* enum gone_why when REG_GONE */
+};
+
+struct mds_inst {
+	char *id;		/* owns; NULL = free slot */
+	uint32_t id_len;
+	uint32_t nregions;	/* tracked regions it owns */
+	uint32_t npeer;		/* ... of those LIVE without a lease */
+	uint32_t npeer_gone;	/* ... of those GONE by peer detection */
+	uint32_t nconns;	/* open connections attributed to it */
+	uint32_t next_free;
+	uint64_t dead_at;	/* vclock: declare dead then; 0 = not due */
+	struct ix_entry *ie;	/* borrows: its entry in inst_map */
+};
+
+struct mds_lease {
+	char *id;		/* owns; NULL = free slot */
+	uint32_t id_len;
+	uint32_t nregions;	/* regions allocated under it, tracked */
+	uint32_t next_free;
+	uint64_t deadline;	/* vclock */
+	struct ix_entry *ie;
+};
+
+/* One TCP connection (by fd) as reported by the socket monitor. */
+struct mds_conn {
+	bool open;
+	bool has_rid;
+	uint64_t rid_hash;	/* routing id of its first message */
+	uint32_t *inst;		/* owns: attributed instance slots */
+	uint32_t ninst, cap;
+};
+
+/* Where a request came from (per message, filled by the loop). */
+struct mds_peer {
+	int fd;			/* -1: unknown */
+	uint64_t rid_hash;
+};
+
+struct mds_counters {
+	uint64_t requests;
+	uint64_t errors;		/* error replies sent */
+	uint64_t lease_expired;		/* leases ended by expiry */
+	uint64_t peer_dead;		/* instances declared dead */
+	uint64_t rm_frees;		/* regions freed at the RM */
+	uint64_t rm_free_retries;
+	uint64_t stalls;		/* stalls compensated (by the loop) */
+};
+
+struct mds {
+	struct mds_config cfg;
+	const struct mds_rm_ops *rm;	/* borrows */
+	void *rm_arg;
+	uint64_t vnow;			/* virtual clock, ns */
+
+	struct ix kv;			/* the KV index */
+	uint64_t kv_bytes;		/* sum of kv_length */
+
+	struct ix region_map;		/* region_id -> slot */
+	struct mds_region *regions;	/* owns: nreg_slots */
+	uint32_t nreg_slots, reg_free;	/* reg_free: free list head */
+	uint32_t reg_head, reg_tail;	/* allocation order */
+	uint64_t nregions;		/* tracked */
+	uint64_t total_allocated;	/* sum of tracked handle lengths */
+
+	struct ix inst_map;		/* instance_id -> slot */
+	struct mds_inst *insts;		/* owns */
+	uint32_t ninst_slots, inst_free;
+
+	struct ix lease_map;		/* lease_id -> slot (active) */
+	struct mds_lease *leases;	/* owns */
+	uint32_t nlease_slots, lease_free, nleases;
+	struct ix ended;		/* ids of ended leases (remembered) */
+	struct ix_entry **ended_ring;	/* owns: FIFO of ended entries */
+	uint32_t ended_pos, ended_n;
+
+	struct mds_conn *conns;		/* owns: indexed by fd */
+	int nconn_slots;
+
+	struct rm_handle *pending;	/* owns: frees to retry */
+	uint32_t npending, pending_cap;
+
+	struct mds_stats stats;
+	struct mds_counters ctr;
+};
+
+#define MDS_ENDED_LEASES 4096		/* ended lease ids remembered */
+#define MDS_MAX_LEASES 65536		/* active leases */
+#define MDS_CONN_MAX_INST 64		/* instances attributed per conn */
+
+/**
+ * mds_conn_check - remember the routing id of the first message seen on
+ * @peer's connection, and tell whether @peer matches it
+ * Return: true if it matches (or was just recorded) or fd is unknown;
+ * false when the fd's connection has another routing id (the socket
+ * monitor has not told us about a newer connection on that fd yet).
+ */
+bool mds_conn_check(struct mds *s, const struct mds_peer *peer);
+
+/**
+ * mds_init - an empty store
+ * @cfg: copied; its strings are borrowed for the life of @s
+ * @rm, @rm_arg: borrowed
+ * Return: 0 or -ENOMEM.  Release with mds_destroy() in every case.
+ */
+int mds_init(struct mds *s, const struct mds_config *cfg,
+	     const struct mds_rm_ops *rm, void *rm_arg, uint64_t seed);
+
+/* mds_destroy - free everything; regions are NOT freed at the RM */
+void mds_destroy(struct mds *s);
+
+/* ---- allocations ---- */
+
+/**
+ * mds_alloc - REQUEST_ALLOC: allocate at the RM and track the region
+ * @lease: may be empty (no lease, or leases disabled)
+ * Return: 0 with *out set, -ESTALE (the lease already ended), the RM's
+ * error, or -ENOMEM.
+ */
+int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
+	      uint64_t size, const struct mds_peer *peer,
+	      struct rm_handle *out);
+
+/* mds_return - RETURN_ALLOC. Return: the response's success */
+bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
+		const struct mds_peer *peer);
+
+/* ---- KV (the batch forms loop over these) ---- */
+
+/**
+ * mds_register - REGISTER_KV, first writer wins
+ * Return: 1 new entry, 0 key already present, -EPERM the region's owner
+ * is gone (lease expired: registrations refused), -ENOMEM.
+ */
+int mds_register(struct mds *s, const struct mds_reg *r,
+		 const struct mds_peer *peer);
+
+/* mds_lookup - the entry and its region; NULL when it does not resolve */
+const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
+				  const struct mds_region **reg);
+
+bool mds_exists(struct mds *s, const struct mds_key *k);
+bool mds_delete(struct mds *s, const struct mds_key *k);
+bool mds_pin(struct mds *s, const struct mds_key *k);
+bool mds_unpin(struct mds *s, const struct mds_key *k);
+
+/* ---- leases and peers ---- */
+
+/**
+ * mds_heartbeat - HEARTBEAT: attribute the connection, begin/renew/end
+ * the lease
+ * Return: the response's lease_expired.
+ */
+bool mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
+		   bool release, const struct mds_peer *peer);
+
+/* mds_touch_instance - a request named @inst (attribution, revival) */
+void mds_touch_instance(struct mds *s, struct mds_str inst,
+			const struct mds_peer *peer);
+
+/* socket monitor events */
+void mds_conn_open(struct mds *s, int fd);
+void mds_conn_close(struct mds *s, int fd);
+
+/**
+ * mds_tick - advance the virtual clock to @vnow and run what is due:
+ * lease expiry, peer deaths, retries of pending frees
+ */
+void mds_tick(struct mds *s, uint64_t vnow);
+
+/* ---- iteration for the read-only messages ---- */
+
+static inline const struct mds_region *mds_first_region(const struct mds *s)
+{
+	return s->reg_head == IX_NO_SLOT ? NULL : &s->regions[s->reg_head];
+}
+
+static inline const struct mds_region *
+mds_next_region(const struct mds *s, const struct mds_region *r)
+{
+	return r->next == IX_NO_SLOT ? NULL : &s->regions[r->next];
+}
+
+static inline const struct mds_inst *mds_region_owner(const struct mds *s,
+						      const struct mds_region *r)
+{
+	return &s->insts[r->owner];
+}
+
+/* mds_active_clients - distinct owners of LIVE regions */
+uint64_t mds_active_clients(const struct mds *s);
+
+/* mds_check - verify internal invariants (tests). Return: 0 or -EUCLEAN */
+int mds_check(struct mds *s);
+
+#endif

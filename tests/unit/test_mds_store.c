@@ -1,0 +1,856 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_mds_store.c - maru-server semantics through mds_handle(), with a
+ * fake resource manager and a fake clock: every message type, first
+ * writer wins, pins, deferred free, LIST_ALLOCATIONS exclusion, batches,
+ * statistics, leases (expiry, release, refusal, renewal after expiry),
+ * connection-based dead-client detection, RM failures and retries, error
+ * replies, and failed allocations at every point of a scenario.  The
+ * store's invariants (mds_check) are verified after every test.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "handler.h"
+#include "log.h"
+#include "store.h"
+#include "test_mds_util.h"
+
+#define SEC 1000000000ull
+
+static struct mds S;
+static struct fake_rm F;
+static struct buf OUT;
+static struct reply R;
+static bool have_reply;
+static uint32_t seq;
+
+static void start(uint64_t lease_ttl, uint64_t grace)
+{
+	struct mds_config c = { "10.0.0.1:9850", false, lease_ttl, grace };
+
+	memset(&F, 0, sizeof(F));
+	F.total = 1ull << 34;
+	assert_int_equal(mds_init(&S, &c, &fake_ops, &F, 1234), 0);
+	S.vnow = 1000 * SEC;
+	seq = 0;
+}
+
+static int teardown(void **state)
+{
+	if (have_reply)
+		reply_free(&R);
+	have_reply = false;
+	assert_int_equal(mds_check(&S), 0);
+	mds_destroy(&S);
+	buf_free(&OUT);
+	return 0;
+}
+
+/* send the request, parse the reply into R, check the echoed header */
+static msgpack_object *call_peer(struct req *r, const struct mds_peer *p)
+{
+	uint8_t type = (uint8_t)r->sb.data[3];
+
+	req_end(r);
+	if (have_reply)
+		reply_free(&R);
+	mds_handle(&S, (uint8_t *)r->sb.data, r->sb.size, p, &OUT);
+	req_free(r);
+	assert_int_equal(reply_parse(&OUT, &R), 0);
+	have_reply = true;
+	assert_int_equal(R.h.sequence, seq);
+	assert_int_equal(R.h.msg_type, type | 0x80);
+	return R.root;
+}
+
+static msgpack_object *call(struct req *r)
+{
+	return call_peer(r, NULL);
+}
+
+static void begin(struct req *r, uint8_t type, uint32_t npairs)
+{
+	req_begin(r, type, ++seq);
+	msgpack_pack_map(&r->pk, npairs);
+}
+
+static struct rm_handle alloc_p(const char *inst, uint64_t size,
+				const char *lease, const struct mds_peer *p)
+{
+	struct rm_handle h = { 0 };
+	msgpack_object *m, *hh;
+	struct req r;
+
+	begin(&r, MDS_REQUEST_ALLOC, lease ? 3 : 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "size");
+	msgpack_pack_uint64(&r.pk, size);
+	if (lease) {
+		pk_str(&r.pk, "lease_id");
+		pk_str(&r.pk, lease);
+	}
+	m = call_peer(&r, p);
+	if (mbool(mget(m, "success")) != 1)
+		return h;
+	hh = mget(m, "handle");
+	assert_int_equal(hh->via.map.size, 4);
+	h.region_id = mget(hh, "region_id")->via.u64;
+	h.offset = mget(hh, "offset")->via.u64;
+	h.length = mget(hh, "length")->via.u64;
+	h.auth_token = mget(hh, "auth_token")->via.u64;
+	return h;
+}
+
+static struct rm_handle alloc(const char *inst, uint64_t size)
+{
+	return alloc_p(inst, size, NULL, NULL);
+}
+
+/* REGISTER_KV; returns is_new, or -1 when success was false */
+static int reg_p(const char *key, uint64_t region, uint64_t off,
+		 uint64_t len, const struct mds_peer *p)
+{
+	msgpack_object *m;
+	struct req r;
+
+	begin(&r, MDS_REGISTER_KV, 4);
+	pk_str(&r.pk, "key");
+	pk_str(&r.pk, key);
+	pk_str(&r.pk, "region_id");
+	msgpack_pack_uint64(&r.pk, region);
+	pk_str(&r.pk, "kv_offset");
+	msgpack_pack_uint64(&r.pk, off);
+	pk_str(&r.pk, "kv_length");
+	msgpack_pack_uint64(&r.pk, len);
+	m = call_peer(&r, p);
+	if (mbool(mget(m, "success")) != 1)
+		return -1;
+	return mbool(mget(m, "is_new"));
+}
+
+static int reg(const char *key, uint64_t region, uint64_t off, uint64_t len)
+{
+	return reg_p(key, region, off, len, NULL);
+}
+
+/* a single-key message; returns its one bool field */
+static int keyop(uint8_t type, const char *key)
+{
+	msgpack_object *m;
+	struct req r;
+
+	begin(&r, type, 1);
+	pk_str(&r.pk, "key");
+	pk_str(&r.pk, key);
+	m = call(&r);
+	assert_true(m->via.map.size >= 1);
+	return mbool(&m->via.map.ptr[0].val);
+}
+
+static msgpack_object *lookup(const char *key)
+{
+	struct req r;
+
+	begin(&r, MDS_LOOKUP_KV, 1);
+	pk_str(&r.pk, "key");
+	pk_str(&r.pk, key);
+	return call(&r);
+}
+
+static int ret_alloc(const char *inst, uint64_t region)
+{
+	struct req r;
+
+	begin(&r, MDS_RETURN_ALLOC, 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "region_id");
+	msgpack_pack_uint64(&r.pk, region);
+	return mbool(mget(call(&r), "success"));
+}
+
+static msgpack_object *list_allocs(const char *exclude)
+{
+	struct req r;
+
+	begin(&r, MDS_LIST_ALLOCATIONS, exclude ? 1 : 0);
+	if (exclude) {
+		pk_str(&r.pk, "exclude_instance_id");
+		pk_str(&r.pk, exclude);
+	}
+	return mget(call(&r), "allocations");
+}
+
+static msgpack_object *simple(uint8_t type)
+{
+	struct req r;
+
+	begin(&r, type, 0);
+	return call(&r);
+}
+
+static msgpack_object *heartbeat(const char *inst, const char *lease,
+				 bool release, const struct mds_peer *p)
+{
+	struct req r;
+
+	begin(&r, MDS_HEARTBEAT, (inst ? 1 : 0) + (lease ? 1 : 0) + release);
+	if (inst) {
+		pk_str(&r.pk, "instance_id");
+		pk_str(&r.pk, inst);
+	}
+	if (lease) {
+		pk_str(&r.pk, "lease_id");
+		pk_str(&r.pk, lease);
+	}
+	if (release) {
+		pk_str(&r.pk, "lease_release");
+		msgpack_pack_true(&r.pk);
+	}
+	return call_peer(&r, p);
+}
+
+/* ---- tests ---- */
+
+static void test_alloc_register_lookup(void **state)
+{
+	struct rm_handle h;
+	msgpack_object *m, *hh;
+
+	start(0, 0);
+	h = alloc("A", 3 << 20);
+	assert_int_equal(h.region_id, 1);
+	assert_int_equal(h.length, 4 << 20);
+	assert_true(h.auth_token >= 1ull << 63);
+	assert_int_equal(reg("k1", h.region_id, 4096, 100), 1);
+	m = lookup("k1");
+	assert_int_equal(m->via.map.size, 4);
+	assert_int_equal(mbool(mget(m, "found")), 1);
+	assert_int_equal(muint(mget(m, "kv_offset")), 4096);
+	assert_int_equal(muint(mget(m, "kv_length")), 100);
+	hh = mget(m, "handle");
+	/* the token comes back as an unsigned 64-bit value, exactly */
+	assert_int_equal(mget(hh, "auth_token")->type,
+			 MSGPACK_OBJECT_POSITIVE_INTEGER);
+	assert_true(mget(hh, "auth_token")->via.u64 == h.auth_token);
+	assert_true(mget(hh, "offset")->via.u64 == h.offset);
+	m = lookup("nope");
+	assert_int_equal(m->via.map.size, 1);
+	assert_int_equal(mbool(mget(m, "found")), 0);
+	assert_int_equal(keyop(MDS_EXISTS_KV, "k1"), 1);
+	assert_int_equal(keyop(MDS_EXISTS_KV, "k2"), 0);
+}
+
+static void test_first_writer_wins(void **state)
+{
+	struct rm_handle a, b;
+
+	start(0, 0);
+	a = alloc("A", 1);
+	b = alloc("B", 1);
+	assert_int_equal(reg("k", a.region_id, 1, 10), 1);
+	assert_int_equal(reg("k", b.region_id, 2, 20), 0);
+	assert_int_equal(muint(mget(lookup("k"), "kv_offset")), 1);
+	/* an unknown region is accepted, but never resolves */
+	assert_int_equal(reg("ghost", 999, 0, 1), 1);
+	assert_int_equal(keyop(MDS_EXISTS_KV, "ghost"), 1);
+	assert_int_equal(mbool(mget(lookup("ghost"), "found")), 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "ghost"), 1);
+	/* int, str and bin keys with the same bytes stay apart */
+	{
+		struct req r;
+
+		begin(&r, MDS_REGISTER_KV, 4);
+		pk_str(&r.pk, "key");
+		msgpack_pack_uint64(&r.pk, 7);
+		pk_str(&r.pk, "region_id");
+		msgpack_pack_uint64(&r.pk, a.region_id);
+		pk_str(&r.pk, "kv_offset");
+		msgpack_pack_uint64(&r.pk, 70);
+		pk_str(&r.pk, "kv_length");
+		msgpack_pack_uint64(&r.pk, 1);
+		assert_int_equal(mbool(mget(call(&r), "is_new")), 1);
+		assert_int_equal(reg("7", a.region_id, 71, 1), 1);
+		begin(&r, MDS_LOOKUP_KV, 1);
+		pk_str(&r.pk, "key");
+		msgpack_pack_int64(&r.pk, 7);	/* another int encoding */
+		assert_int_equal(muint(mget(call(&r), "kv_offset")), 70);
+		begin(&r, MDS_EXISTS_KV, 1);
+		pk_str(&r.pk, "key");
+		pk_bin(&r.pk, "7", 1);
+		assert_int_equal(mbool(mget(call(&r), "exists")), 0);
+	}
+}
+
+static void test_pins(void **state)
+{
+	struct rm_handle a;
+
+	start(0, 0);
+	a = alloc("A", 1);
+	reg("k", a.region_id, 0, 1);
+	assert_int_equal(keyop(MDS_PIN_KV, "k"), 1);
+	assert_int_equal(keyop(MDS_PIN_KV, "k"), 1);
+	assert_int_equal(keyop(MDS_PIN_KV, "missing"), 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0);	/* pinned */
+	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0);	/* still once */
+	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 1);
+	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 0);	/* count is 0 */
+	assert_int_equal(keyop(MDS_UNPIN_KV, "missing"), 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0);
+}
+
+static void test_deferred_free(void **state)
+{
+	struct rm_handle a, b;
+	msgpack_object *m;
+
+	start(0, 0);
+	a = alloc("A", 1);
+	b = alloc("A", 1);
+	reg("k1", a.region_id, 0, 10);
+	reg("k2", a.region_id, 10, 10);
+	assert_int_equal(ret_alloc("B", a.region_id), 0);	/* not owner */
+	assert_int_equal(ret_alloc("A", 12345), 0);		/* unknown */
+	assert_int_equal(ret_alloc("A", a.region_id), 1);
+	assert_int_equal(F.nfrees, 0);				/* deferred */
+	assert_int_equal(ret_alloc("A", a.region_id), 1);	/* again */
+	/* deferred: not listed, still counted, still resolvable */
+	m = list_allocs(NULL);
+	assert_int_equal(m->via.array.size, 1);
+	assert_true(mget(&m->via.array.ptr[0], "region_id")->via.u64 ==
+		    b.region_id);
+	m = mget(simple(MDS_GET_STATS), "allocation_manager");
+	assert_int_equal(muint(mget(m, "num_allocations")), 2);
+	assert_int_equal(muint(mget(m, "active_clients")), 1);
+	assert_int_equal(mbool(mget(lookup("k1"), "found")), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k1"), 1);
+	assert_int_equal(F.nfrees, 0);
+	assert_int_equal(keyop(MDS_PIN_KV, "k2"), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k2"), 0);
+	assert_int_equal(F.nfrees, 0);
+	keyop(MDS_UNPIN_KV, "k2");
+	assert_int_equal(keyop(MDS_DELETE_KV, "k2"), 1);
+	assert_int_equal(F.nfrees, 1);				/* now */
+	assert_false(F.live[a.region_id]);
+	assert_int_equal(ret_alloc("A", a.region_id), 0);	/* gone */
+	/* an empty region is freed at once on return */
+	assert_int_equal(ret_alloc("A", b.region_id), 1);
+	assert_int_equal(F.nfrees, 2);
+	m = mget(simple(MDS_GET_STATS), "allocation_manager");
+	assert_int_equal(muint(mget(m, "num_allocations")), 0);
+	assert_int_equal(muint(mget(m, "active_clients")), 0);
+}
+
+static void test_list_exclusion(void **state)
+{
+	struct rm_handle a, b, c;
+	msgpack_object *m;
+
+	start(0, 0);
+	a = alloc("A", 1);
+	b = alloc("B", 1);
+	c = alloc("A", 1);
+	m = list_allocs(NULL);
+	assert_int_equal(m->via.array.size, 3);
+	m = list_allocs("A");
+	assert_int_equal(m->via.array.size, 1);
+	assert_true(mget(&m->via.array.ptr[0], "region_id")->via.u64 ==
+		    b.region_id);
+	m = list_allocs("B");
+	assert_int_equal(m->via.array.size, 2);
+	/* insertion order */
+	assert_true(mget(&m->via.array.ptr[0], "region_id")->via.u64 ==
+		    a.region_id);
+	assert_true(mget(&m->via.array.ptr[1], "region_id")->via.u64 ==
+		    c.region_id);
+	assert_int_equal(mget(&m->via.array.ptr[1], "auth_token")->type,
+			 MSGPACK_OBJECT_POSITIVE_INTEGER);
+}
+
+static void test_batches(void **state)
+{
+	struct rm_handle a;
+	msgpack_object *m, *e;
+	struct req r;
+	char k[32];
+	int i;
+
+	start(0, 0);
+	a = alloc("A", 1);
+	/* register 0..299 with a duplicate of key 5 at the end */
+	begin(&r, MDS_BATCH_REGISTER_KV, 1);
+	pk_str(&r.pk, "entries");
+	msgpack_pack_array(&r.pk, 301);
+	for (i = 0; i <= 300; i++) {
+		snprintf(k, sizeof(k), "b%d", i == 300 ? 5 : i);
+		msgpack_pack_map(&r.pk, 4);
+		pk_str(&r.pk, "key");
+		pk_str(&r.pk, k);
+		pk_str(&r.pk, "region_id");
+		msgpack_pack_uint64(&r.pk, a.region_id);
+		pk_str(&r.pk, "kv_offset");
+		msgpack_pack_uint64(&r.pk, (uint64_t)i * 10);
+		pk_str(&r.pk, "kv_length");
+		msgpack_pack_uint64(&r.pk, 10);
+	}
+	m = call(&r);
+	assert_int_equal(mbool(mget(m, "success")), 1);
+	e = mget(m, "results");
+	assert_int_equal(e->via.array.size, 301);
+	for (i = 0; i < 300; i++)
+		assert_int_equal(mbool(&e->via.array.ptr[i]), 1);
+	assert_int_equal(mbool(&e->via.array.ptr[300]), 0);
+
+	/* lookup: hits for even i < 600 when i < 300, misses otherwise */
+	begin(&r, MDS_BATCH_LOOKUP_KV, 1);
+	pk_str(&r.pk, "keys");
+	msgpack_pack_array(&r.pk, 333);
+	for (i = 0; i < 333; i++) {
+		snprintf(k, sizeof(k), "b%d", i * 2);
+		pk_str(&r.pk, k);
+	}
+	e = mget(call(&r), "entries");
+	assert_int_equal(e->via.array.size, 333);
+	for (i = 0; i < 333; i++) {
+		msgpack_object *x = &e->via.array.ptr[i];
+
+		if (i * 2 < 300) {
+			assert_int_equal(mbool(mget(x, "found")), 1);
+			assert_int_equal(muint(mget(x, "kv_offset")), i * 20);
+			assert_true(mget(mget(x, "handle"), "region_id")
+					    ->via.u64 == a.region_id);
+		} else {
+			assert_int_equal(x->via.map.size, 1);
+			assert_int_equal(mbool(mget(x, "found")), 0);
+		}
+	}
+
+	/* exists checks every key (no prefix stop) */
+	begin(&r, MDS_BATCH_EXISTS_KV, 1);
+	pk_str(&r.pk, "keys");
+	msgpack_pack_array(&r.pk, 3);
+	pk_str(&r.pk, "b1");
+	pk_str(&r.pk, "zz");
+	pk_str(&r.pk, "b2");
+	e = mget(call(&r), "results");
+	assert_int_equal(mbool(&e->via.array.ptr[0]), 1);
+	assert_int_equal(mbool(&e->via.array.ptr[1]), 0);
+	assert_int_equal(mbool(&e->via.array.ptr[2]), 1);
+
+	/* pin stops at the first missing key; nothing after it is pinned */
+	begin(&r, MDS_BATCH_PIN_KV, 1);
+	pk_str(&r.pk, "keys");
+	msgpack_pack_array(&r.pk, 4);
+	pk_str(&r.pk, "b1");
+	pk_str(&r.pk, "b2");
+	pk_str(&r.pk, "zz");
+	pk_str(&r.pk, "b3");
+	e = mget(call(&r), "results");
+	assert_int_equal(e->via.array.size, 4);
+	assert_int_equal(mbool(&e->via.array.ptr[0]), 1);
+	assert_int_equal(mbool(&e->via.array.ptr[1]), 1);
+	assert_int_equal(mbool(&e->via.array.ptr[2]), 0);
+	assert_int_equal(mbool(&e->via.array.ptr[3]), 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "b3"), 1);	/* not pinned */
+	assert_int_equal(keyop(MDS_DELETE_KV, "b1"), 0);	/* pinned */
+
+	/* unpin: each on its own */
+	begin(&r, MDS_BATCH_UNPIN_KV, 1);
+	pk_str(&r.pk, "keys");
+	msgpack_pack_array(&r.pk, 3);
+	pk_str(&r.pk, "b1");
+	pk_str(&r.pk, "zz");
+	pk_str(&r.pk, "b2");
+	e = mget(call(&r), "results");
+	assert_int_equal(mbool(&e->via.array.ptr[0]), 1);
+	assert_int_equal(mbool(&e->via.array.ptr[1]), 0);
+	assert_int_equal(mbool(&e->via.array.ptr[2]), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "b1"), 1);
+
+	/* empty and absent lists */
+	begin(&r, MDS_BATCH_LOOKUP_KV, 0);
+	assert_int_equal(mget(call(&r), "entries")->via.array.size, 0);
+	m = mget(simple(MDS_GET_STATS), "kv_manager");
+	assert_int_equal(muint(mget(m, "total_entries")), 298);
+	assert_int_equal(muint(mget(m, "total_size")), 2980);
+}
+
+static void test_stats_and_usage(void **state)
+{
+	msgpack_object *m, *c, *all, *op;
+	struct rm_handle a;
+	struct req r;
+
+	start(0, 0);
+	m = mget(mget(simple(MDS_GET_STATS), "stats_manager"), "clients");
+	assert_int_equal(m->via.map.size, 1);
+	assert_int_equal(mget(mget(m, "_all"), "operations")->via.map.size, 0);
+
+	begin(&r, MDS_REPORT_STATS, 1);
+	pk_str(&r.pk, "entries");
+	msgpack_pack_array(&r.pk, 3);
+	msgpack_pack_map(&r.pk, 5);
+	pk_str(&r.pk, "client_id");
+	pk_str(&r.pk, "w1");
+	pk_str(&r.pk, "op_type");
+	pk_str(&r.pk, "retrieve");
+	pk_str(&r.pk, "result");
+	pk_str(&r.pk, "hit");
+	pk_str(&r.pk, "size");
+	msgpack_pack_int64(&r.pk, 100);
+	pk_str(&r.pk, "latency_us");
+	msgpack_pack_double(&r.pk, 10.04);
+	msgpack_pack_map(&r.pk, 3);
+	pk_str(&r.pk, "client_id");
+	pk_str(&r.pk, "w1");
+	pk_str(&r.pk, "op_type");
+	pk_str(&r.pk, "retrieve");
+	pk_str(&r.pk, "result");
+	pk_str(&r.pk, "miss");
+	msgpack_pack_map(&r.pk, 2);
+	pk_str(&r.pk, "client_id");
+	pk_str(&r.pk, "_all");	/* a client so named stays a client */
+	pk_str(&r.pk, "result");
+	pk_str(&r.pk, "partial");
+	assert_int_equal(mbool(mget(call(&r), "success")), 1);
+
+	m = simple(MDS_GET_STATS);
+	assert_non_null(mget(m, "kv_manager"));
+	assert_non_null(mget(m, "cxl_pool"));
+	assert_true(mget(mget(m, "cxl_pool"), "total_size")->via.u64 ==
+		    F.total);
+	c = mget(mget(m, "stats_manager"), "clients");
+	assert_int_equal(c->via.map.size, 3);	/* _all, _all(client), w1 */
+	all = mget(mget(c, "_all"), "operations");
+	op = mget(all, "retrieve");
+	assert_int_equal(muint(mget(op, "count")), 2);
+	assert_int_equal(muint(mget(op, "hit_count")), 1);
+	assert_int_equal(muint(mget(op, "miss_count")), 1);
+	assert_int_equal(muint(mget(op, "total_bytes")), 100);
+	assert_true(mget(op, "latency_sum_us")->via.f64 == 10.0);
+	assert_true(mget(op, "min_latency_us")->via.f64 == 0.0);
+	assert_true(mget(op, "max_latency_us")->via.f64 == 10.0);
+	assert_true(mget(op, "avg_latency_us")->via.f64 == 5.0);
+	assert_int_equal(muint(mget(op, "interval_count")), 2);
+	assert_int_equal(mget(op, "interval_avg_us")->type,
+			 MSGPACK_OBJECT_FLOAT64);
+	assert_int_equal(mget(op, "interval_avg_us")->type,
+			 MSGPACK_OBJECT_FLOAT64);
+	op = mget(all, "unknown");
+	assert_int_equal(muint(mget(op, "count")), 1);
+	assert_int_equal(muint(mget(op, "hit_count")), 0);
+	assert_int_equal(muint(mget(op, "miss_count")), 0);
+	op = mget(mget(mget(c, "w1"), "operations"), "retrieve");
+	assert_int_equal(muint(mget(op, "count")), 2);
+	/* the previous GET_STATS started a new interval */
+	m = simple(MDS_GET_STATS);
+	c = mget(mget(m, "stats_manager"), "clients");
+	op = mget(mget(mget(c, "_all"), "operations"), "retrieve");
+	assert_int_equal(muint(mget(op, "count")), 2);
+	assert_int_equal(muint(mget(op, "interval_count")), 0);
+	assert_true(mget(op, "interval_min_us")->via.f64 == 0.0);
+
+	/* GET_USAGE: per owner, sorted, with used bytes */
+	a = alloc("zeta", 1);
+	alloc("alpha", 1);
+	alloc("zeta", 1);
+	reg("u1", a.region_id, 0, 300);
+	m = simple(MDS_GET_USAGE);
+	c = mget(m, "instances");
+	assert_int_equal(c->via.array.size, 2);
+	assert_memory_equal(mget(&c->via.array.ptr[0], "instance_id")->via.str.ptr,
+			    "alpha", 5);
+	assert_int_equal(muint(mget(&c->via.array.ptr[1], "regions")), 2);
+	assert_int_equal(muint(mget(&c->via.array.ptr[1], "allocated")),
+			 4 << 20);
+	assert_int_equal(muint(mget(&c->via.array.ptr[1], "used")), 300);
+	assert_int_equal(muint(mget(&c->via.array.ptr[0], "used")), 0);
+	assert_true(mget(m, "pool_total")->via.u64 == F.total);
+	assert_true(mget(m, "pool_free")->via.u64 == F.total - (6 << 20));
+}
+
+static void test_handshake_heartbeat_errors(void **state)
+{
+	msgpack_object *m;
+	struct req r;
+
+	start(30 * SEC, 0);
+	m = simple(MDS_HANDSHAKE);
+	assert_int_equal(mbool(mget(m, "success")), 1);
+	assert_int_equal(mget(m, "rm_address")->via.str.size, 13);
+	assert_memory_equal(mget(m, "rm_address")->via.str.ptr,
+			    "10.0.0.1:9850", 13);
+	assert_int_equal(muint(mget(m, "server_version")), 1);
+	m = simple(MDS_HEARTBEAT);
+	assert_null(mget(m, "error"));
+	assert_true(mget(m, "lease_ttl")->via.f64 == 30.0);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
+
+	/* SHUTDOWN is refused and changes nothing */
+	req_begin(&r, MDS_SHUTDOWN, ++seq);
+	msgpack_pack_map(&r.pk, 0);
+	m = call(&r);
+	assert_int_equal(R.h.msg_type, 0xff);
+	assert_int_equal(mget(m, "error")->via.str.size, 25);
+	/* a malformed request: error reply that echoes the sequence */
+	begin(&r, MDS_LOOKUP_KV, 1);
+	pk_str(&r.pk, "key");
+	msgpack_pack_true(&r.pk);
+	m = call(&r);
+	assert_non_null(mget(m, "error"));
+	/* no header at all: type 0x80, sequence 0 */
+	mds_handle(&S, (const uint8_t *)"short", 5, NULL, &OUT);
+	reply_free(&R);
+	have_reply = false;
+	assert_int_equal(reply_parse(&OUT, &R), 0);
+	have_reply = true;
+	assert_int_equal(R.h.sequence, 0);
+	assert_int_equal(R.h.msg_type, 0x80);
+	assert_non_null(mget(R.root, "error"));
+}
+
+static void test_rm_failures(void **state)
+{
+	struct rm_handle a;
+	msgpack_object *m;
+	struct req r;
+
+	start(0, 0);
+	F.fail_alloc = -ENOMEM;
+	begin(&r, MDS_REQUEST_ALLOC, 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, "A");
+	pk_str(&r.pk, "size");
+	msgpack_pack_uint64(&r.pk, 1);
+	m = call(&r);
+	assert_int_equal(mbool(mget(m, "success")), 0);
+	assert_non_null(mget(m, "error"));
+	F.fail_alloc = 0;
+	a = alloc("A", 1);
+	/* the RM is away: the FREE is queued and retried on the timer */
+	F.free_rc = -EAGAIN;
+	assert_int_equal(ret_alloc("A", a.region_id), 1);
+	assert_int_equal(F.nfrees, 0);
+	assert_int_equal(S.npending, 1);
+	mds_tick(&S, S.vnow + SEC);
+	assert_int_equal(S.npending, 1);
+	F.free_rc = 0;
+	mds_tick(&S, S.vnow + SEC);
+	assert_int_equal(S.npending, 0);
+	assert_int_equal(F.nfrees, 1);
+	/* a refusal for good is logged and forgotten */
+	a = alloc("A", 1);
+	F.free_rc = -EPERM;
+	assert_int_equal(ret_alloc("A", a.region_id), 1);
+	assert_int_equal(S.npending, 0);
+}
+
+static void test_leases(void **state)
+{
+	struct rm_handle a, b, c;
+	msgpack_object *m;
+
+	start(10 * SEC, 0);
+	heartbeat("inst", "L1", false, NULL);
+	a = alloc_p("inst", 1, "L1", NULL);
+	b = alloc_p("inst", 1, "L1", NULL);
+	assert_int_equal(reg("k", b.region_id, 0, 5), 1);
+	/* renewals keep it */
+	mds_tick(&S, S.vnow + 6 * SEC);
+	m = heartbeat("inst", "L1", false, NULL);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
+	mds_tick(&S, S.vnow + 6 * SEC);
+	assert_int_equal(F.nfrees, 0);
+	/* silence: expiry frees the empty region at once, not the other */
+	mds_tick(&S, S.vnow + 11 * SEC);
+	assert_int_equal(F.nfrees, 1);
+	assert_false(F.live[a.region_id]);
+	assert_true(F.live[b.region_id]);
+	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
+	assert_int_equal(mbool(mget(lookup("k"), "found")), 1);
+	/* new registrations into it are refused */
+	assert_int_equal(reg("k2", b.region_id, 5, 5), -1);
+	assert_int_equal(reg("k", b.region_id, 5, 5), 0); /* exists anyway */
+	/* the renewal comes too late */
+	m = heartbeat("inst", "L1", false, NULL);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 1);
+	assert_int_equal(alloc_p("inst", 1, "L1", NULL).region_id, 0);
+	/* the last entry goes: the region follows */
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 1);
+	assert_int_equal(F.nfrees, 2);
+	/* same instance id, new lease: unaffected by the old one */
+	c = alloc_p("inst", 1, "L2", NULL);
+	assert_int_not_equal(c.region_id, 0);
+	heartbeat("inst", "L2", false, NULL);
+	/* clean close: return, then release */
+	assert_int_equal(ret_alloc("inst", c.region_id), 1);
+	m = heartbeat("inst", "L2", true, NULL);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
+	assert_int_equal(F.nfrees, 3);
+	m = heartbeat("inst", "L2", false, NULL);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 1);
+	assert_int_equal(S.nleases, 0);
+	/* lease-less allocations are not governed by leases */
+	a = alloc("inst", 1);
+	mds_tick(&S, S.vnow + 100 * SEC);
+	assert_true(F.live[a.region_id]);
+}
+
+static void test_leases_disabled(void **state)
+{
+	struct rm_handle a;
+	msgpack_object *m;
+
+	start(0, 0);
+	a = alloc_p("i", 1, "L", NULL);
+	m = heartbeat("i", "L", false, NULL);
+	assert_true(mget(m, "lease_ttl")->via.f64 == 0.0);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
+	mds_tick(&S, S.vnow + 1000 * SEC);
+	assert_true(F.live[a.region_id]);
+	assert_int_equal(S.nleases, 0);
+}
+
+static void test_peer_detection(void **state)
+{
+	struct mds_peer p1 = { 10, 111 }, p2 = { 11, 222 }, q = { 12, 333 };
+	struct mds_peer stale = { 10, 999 };
+	struct rm_handle a, b, c;
+
+	start(0, 5 * SEC);
+	mds_conn_open(&S, 10);
+	mds_conn_open(&S, 11);
+	a = alloc_p("W", 1, NULL, &p1);
+	b = alloc_p("W", 1, NULL, &p1);
+	assert_int_equal(reg_p("k", b.region_id, 0, 1, &p1), 1);
+	/* a second connection of the same instance (stats thread) */
+	heartbeat("W", NULL, false, &p2);
+	/* a message from another connection on a reused fd: not W's */
+	assert_false(mds_conn_check(&S, &stale));
+	mds_conn_close(&S, 10);
+	mds_tick(&S, S.vnow + 60 * SEC);
+	assert_true(F.live[a.region_id]);	/* p2 still open */
+	mds_conn_close(&S, 11);
+	mds_tick(&S, S.vnow + 4 * SEC);
+	assert_true(F.live[a.region_id]);	/* grace not over */
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_false(F.live[a.region_id]);	/* empty: freed */
+	assert_true(F.live[b.region_id]);	/* entries keep it */
+	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 1);
+	assert_false(F.live[b.region_id]);
+	assert_int_equal(S.ctr.peer_dead, 1);
+
+	/* a write into a region declared dead revives its owner */
+	mds_conn_open(&S, 12);
+	c = alloc_p("V", 1, NULL, &q);
+	reg_p("v1", c.region_id, 0, 1, &q);
+	mds_conn_close(&S, 12);
+	mds_tick(&S, S.vnow + 6 * SEC);
+	assert_true(F.live[c.region_id]);
+	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
+	assert_int_equal(reg("v2", c.region_id, 1, 1), 1);
+	assert_int_equal(list_allocs(NULL)->via.array.size, 1);
+	/* and with no connection it goes again after the grace time */
+	mds_tick(&S, S.vnow + 6 * SEC);
+	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
+}
+
+/* ---- failed allocations anywhere in a scenario ---- */
+
+static int fail_at, calls;
+
+static int fail_nth(void)
+{
+	return ++calls == fail_at;
+}
+
+static void scenario(void)
+{
+	struct mds_peer p = { 5, 1 };
+	struct rm_handle a;
+	struct req r;
+	char k[16];
+	int i;
+
+	mds_conn_open(&S, 5);
+	heartbeat("I", "L", false, &p);
+	a = alloc_p("I", 1, "L", &p);
+	begin(&r, MDS_BATCH_REGISTER_KV, 1);
+	pk_str(&r.pk, "entries");
+	msgpack_pack_array(&r.pk, 40);
+	for (i = 0; i < 40; i++) {
+		snprintf(k, sizeof(k), "f%d", i);
+		msgpack_pack_map(&r.pk, 4);
+		pk_str(&r.pk, "key");
+		pk_str(&r.pk, k);
+		pk_str(&r.pk, "region_id");
+		msgpack_pack_uint64(&r.pk, a.region_id);
+		pk_str(&r.pk, "kv_offset");
+		msgpack_pack_uint64(&r.pk, 0);
+		pk_str(&r.pk, "kv_length");
+		msgpack_pack_uint64(&r.pk, 1);
+	}
+	call_peer(&r, &p);
+	keyop(MDS_DELETE_KV, "f3");
+	ret_alloc("I", a.region_id);
+	simple(MDS_GET_USAGE);
+	mds_conn_close(&S, 5);
+	mds_tick(&S, S.vnow + 100 * SEC);
+}
+
+static void test_alloc_failures(void **state)
+{
+	bool clean = false;
+
+	for (fail_at = 1; !clean; fail_at++) {
+		start(10 * SEC, 5 * SEC);
+		calls = 0;
+		ix_fail_hook = fail_nth;
+		scenario();		/* every call must still be answered */
+		ix_fail_hook = NULL;
+		clean = calls < fail_at;
+		if (have_reply)
+			reply_free(&R);
+		have_reply = false;
+		assert_int_equal(mds_check(&S), 0);
+		mds_destroy(&S);
+	}
+	assert_true(fail_at > 10);
+	start(0, 0);	/* for teardown */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_alloc_register_lookup, teardown),
+		cmocka_unit_test_teardown(test_first_writer_wins, teardown),
+		cmocka_unit_test_teardown(test_pins, teardown),
+		cmocka_unit_test_teardown(test_deferred_free, teardown),
+		cmocka_unit_test_teardown(test_list_exclusion, teardown),
+		cmocka_unit_test_teardown(test_batches, teardown),
+		cmocka_unit_test_teardown(test_stats_and_usage, teardown),
+		cmocka_unit_test_teardown(test_handshake_heartbeat_errors,
+					  teardown),
+		cmocka_unit_test_teardown(test_rm_failures, teardown),
+		cmocka_unit_test_teardown(test_leases, teardown),
+		cmocka_unit_test_teardown(test_leases_disabled, teardown),
+		cmocka_unit_test_teardown(test_peer_detection, teardown),
+		cmocka_unit_test_teardown(test_alloc_failures, teardown),
+	};
+
+	log_init("test_mds_store", LOG_ERR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

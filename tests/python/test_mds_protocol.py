@@ -1,0 +1,410 @@
+"""maru-server end to end: the wire protocol.
+
+The real daemon pair (conftest `rm` + `mds`, emulated pool) driven from a
+REQ and a DEALER client written here (mds_wire: headers and MessagePack
+built by hand), and the resource manager observed with rm_wire.  Every
+message type, batches with mixed hits and misses, first writer wins,
+pins, deferred free seen at the RM, full-range handles, and malformed
+input of every kind answered with an error that echoes the sequence.
+"""
+import struct
+
+import msgpack
+import pytest
+
+import rm_wire
+from mds_wire import (BATCH_EXISTS_KV, BATCH_LOOKUP_KV, BATCH_PIN_KV,
+                      BATCH_REGISTER_KV, BATCH_UNPIN_KV, DELETE_KV, EXISTS_KV,
+                      GET_STATS, GET_USAGE, HANDSHAKE, HEARTBEAT,
+                      LIST_ALLOCATIONS, LOOKUP_KV, PIN_KV, REGISTER_KV,
+                      REPORT_STATS, REQUEST_ALLOC, RETURN_ALLOC, SHUTDOWN,
+                      UNPIN_KV, DealerClient, ReqClient, frame, handle_of,
+                      pack, parse)
+
+MiB = 1 << 20
+
+
+@pytest.fixture(params=["req", "dealer"])
+def client(request, mds):
+    """A call(type, obj) -> (hdr, obj) over a REQ or a DEALER socket."""
+    c = ReqClient(mds.url) if request.param == "req" else DealerClient(mds.url)
+    yield c
+    c.close()
+
+
+def pool_free(rm):
+    return sum(p.free_size for p in rm_wire.stats(rm.address))
+
+
+def alloc(c, inst="inst-a", size=3 * MiB, **extra):
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": inst, "size": size, **extra})
+    assert r["success"] is True, r
+    return handle_of(r)
+
+
+def register(c, key, region, off=0, length=4096):
+    _, r = c.call(REGISTER_KV, {"key": key, "region_id": region,
+                                "kv_offset": off, "kv_length": length})
+    assert r["success"] is True, r
+    return r["is_new"]
+
+
+def test_every_message_type(client, rm, mds):
+    free0 = pool_free(rm)
+    h, r = client.call(HANDSHAKE, {})
+    assert r == {"success": True, "rm_address": rm.address,
+                 "server_version": 1, "lease_ttl": 30.0}
+    assert h.flags == 0 and h.length > 0
+
+    hd = alloc(client, size=3 * MiB)
+    assert hd["length"] == 4 * MiB            # the RM's aligned length
+    assert pool_free(rm) == free0 - 4 * MiB
+
+    _, r = client.call(LIST_ALLOCATIONS, {})
+    assert r == {"success": True, "allocations": [hd]}
+    _, r = client.call(LIST_ALLOCATIONS, {"exclude_instance_id": "inst-a"})
+    assert r == {"success": True, "allocations": []}
+
+    assert register(client, "k1", hd["region_id"], 8192, 100) is True
+    _, r = client.call(LOOKUP_KV, {"key": "k1"})
+    assert r == {"found": True, "handle": hd, "kv_offset": 8192,
+                 "kv_length": 100}
+    _, r = client.call(LOOKUP_KV, {"key": "nope"})
+    assert r == {"found": False}
+    assert client.call(EXISTS_KV, {"key": "k1"})[1] == {"exists": True}
+    assert client.call(PIN_KV, {"key": "k1"})[1] == {"exists": True}
+    assert client.call(DELETE_KV, {"key": "k1"})[1] == {"success": False}
+    assert client.call(UNPIN_KV, {"key": "k1"})[1] == {"success": True}
+    assert client.call(UNPIN_KV, {"key": "k1"})[1] == {"success": False}
+
+    _, r = client.call(BATCH_REGISTER_KV, {"entries": [
+        {"key": "b1", "region_id": hd["region_id"], "kv_offset": 0,
+         "kv_length": 10},
+        {"key": "k1", "region_id": hd["region_id"], "kv_offset": 0,
+         "kv_length": 10}]})
+    assert r == {"success": True, "results": [True, False]}
+    _, r = client.call(BATCH_LOOKUP_KV, {"keys": ["b1", "zz"]})
+    assert r["entries"][1] == {"found": False}
+    assert r["entries"][0]["kv_length"] == 10
+    _, r = client.call(BATCH_EXISTS_KV, {"keys": ["zz", "b1"]})
+    assert r == {"results": [False, True]}
+    _, r = client.call(BATCH_PIN_KV, {"keys": ["b1", "k1"]})
+    assert r == {"results": [True, True]}
+    _, r = client.call(BATCH_UNPIN_KV, {"keys": ["b1", "k1", "zz"]})
+    assert r == {"results": [True, True, False]}
+    assert client.call(DELETE_KV, {"key": "k1"})[1] == {"success": True}
+
+    _, r = client.call(REPORT_STATS, {"entries": [
+        {"client_id": "w", "op_type": "retrieve", "result": "hit",
+         "size": 10, "latency_us": 12.5}]})
+    assert r == {"success": True}
+    _, r = client.call(GET_STATS, {})
+    assert r["kv_manager"] == {"total_entries": 1, "total_size": 10}
+    assert r["allocation_manager"] == {
+        "num_allocations": 1, "total_allocated": 4 * MiB,
+        "active_clients": 1}
+    ops = r["stats_manager"]["clients"]["w"]["operations"]
+    assert ops["retrieve"]["hit_count"] == 1
+    assert ops["retrieve"]["avg_latency_us"] == 12.5
+    assert set(r["stats_manager"]["clients"]) == {"_all", "w"}
+    pools = rm_wire.stats(rm.address)
+    assert r["cxl_pool"] == {"total_size": pools[0].total_size,
+                             "free_size": pools[0].free_size}
+
+    _, r = client.call(GET_USAGE, {})
+    assert r == {"instances": [{"instance_id": "inst-a", "regions": 1,
+                                "allocated": 4 * MiB, "used": 10}],
+                 "pool_total": pools[0].total_size,
+                 "pool_free": pools[0].free_size}
+
+    _, r = client.call(HEARTBEAT, {})
+    assert "error" not in r and r["lease_expired"] is False
+
+    h, r = client.call(SHUTDOWN, {})
+    assert r == {"error": "Unknown message type: 255"}
+    # ... and the server is still there
+    assert client.call(EXISTS_KV, {"key": "b1"})[1] == {"exists": True}
+
+    assert client.call(DELETE_KV, {"key": "b1"})[1] == {"success": True}
+    _, r = client.call(RETURN_ALLOC, {"instance_id": "inst-a",
+                                      "region_id": hd["region_id"]})
+    assert r == {"success": True}
+    assert pool_free(rm) == free0
+
+
+def test_handles_are_exact_and_usable_at_the_rm(rm, mds):
+    """Full-range u64 handles come back bit-exact, as uint64 on the wire,
+    and the RM accepts them (a single changed bit would fail its MAC)."""
+    c = ReqClient(mds.url)
+    seen_big = False
+    for i in range(12):
+        hd = alloc(c, size=MiB)
+        raw = c.call_raw(frame(LIST_ALLOCATIONS, {}, seq=1000 + i))
+        assert hd in parse(raw)[1]["allocations"]
+        if hd["auth_token"] >= 1 << 63:
+            seen_big = True
+            # emitted as 0xcf + 8 bytes, never as a negative int64
+            assert b"\xcf" + struct.pack(">Q", hd["auth_token"]) in raw
+        with rm_wire.RmConn(rm.address) as rc:
+            acc = rc.get_access(rm_wire.Handle(**hd))
+            assert acc.status == 0 and acc.offset == hd["offset"]
+    # random 64-bit tokens: P(all twelve below 2^63) = 1/4096
+    assert seen_big
+
+
+def test_first_writer_wins_and_int_keys(client, mds):
+    a = alloc(client, "A")
+    b = alloc(client, "B")
+    assert register(client, "k", a["region_id"], 1, 11) is True
+    assert register(client, "k", b["region_id"], 2, 22) is False
+    _, r = client.call(LOOKUP_KV, {"key": "k"})
+    assert r["handle"] == a and r["kv_offset"] == 1
+    # integer keys are keys of their own, apart from their decimal string
+    assert register(client, 42, a["region_id"], 3, 33) is True
+    assert register(client, "42", a["region_id"], 4, 44) is True
+    assert register(client, -42, a["region_id"], 5, 55) is True
+    assert register(client, b"42", a["region_id"], 6, 66) is True
+    assert client.call(LOOKUP_KV, {"key": 42})[1]["kv_offset"] == 3
+    assert client.call(LOOKUP_KV, {"key": "42"})[1]["kv_offset"] == 4
+    assert client.call(LOOKUP_KV, {"key": -42})[1]["kv_offset"] == 5
+    assert client.call(LOOKUP_KV, {"key": b"42"})[1]["kv_offset"] == 6
+    assert client.call(EXISTS_KV, {"key": 2 ** 64 - 1})[1] == {
+        "exists": False}
+    # an unknown region: accepted, never resolves
+    assert register(client, "ghost", 10 ** 12) is True
+    assert client.call(EXISTS_KV, {"key": "ghost"})[1] == {"exists": True}
+    assert client.call(LOOKUP_KV, {"key": "ghost"})[1] == {"found": False}
+
+
+def test_batches_mixed_hits_and_misses(mds):
+    c = DealerClient(mds.url)
+    hd = alloc(c)
+    keys = [f"key-{i:05d}" for i in range(1000)]
+    entries = [{"key": k, "region_id": hd["region_id"], "kv_offset": i * 64,
+                "kv_length": 64} for i, k in enumerate(keys) if i % 3]
+    _, r = c.call(BATCH_REGISTER_KV, {"entries": entries + entries[:5]})
+    assert r["results"] == [True] * len(entries) + [False] * 5
+    _, r = c.call(BATCH_LOOKUP_KV, {"keys": keys})
+    assert len(r["entries"]) == 1000
+    for i, e in enumerate(r["entries"]):
+        if i % 3:
+            assert e == {"found": True, "handle": hd, "kv_offset": i * 64,
+                         "kv_length": 64}
+        else:
+            assert e == {"found": False}
+    _, r = c.call(BATCH_EXISTS_KV, {"keys": keys})
+    assert r["results"] == [bool(i % 3) for i in range(1000)]
+    # prefix stop: key-00000 is missing, so nothing gets pinned
+    _, r = c.call(BATCH_PIN_KV, {"keys": keys[1:3] + keys[0:1] + keys[4:6]})
+    assert r["results"] == [True, True, False, False, False]
+    assert c.call(DELETE_KV, {"key": keys[4]})[1] == {"success": True}
+    assert c.call(DELETE_KV, {"key": keys[1]})[1] == {"success": False}
+    _, r = c.call(BATCH_UNPIN_KV, {"keys": keys[1:3] + keys[0:1]})
+    assert r["results"] == [True, True, False]
+    c.close()
+
+
+def test_pipelined_dealer_out_of_order_safe(mds):
+    """64 requests in flight on one DEALER, replies matched by sequence."""
+    c = DealerClient(mds.url)
+    hd = alloc(c)
+    for round_ in range(5):
+        seqs = {}
+        for i in range(64):
+            k = f"p{round_}-{i}"
+            if i % 2:
+                s = c.send(REGISTER_KV, {"key": k, "region_id": hd["region_id"],
+                                         "kv_offset": i, "kv_length": 1})
+            else:
+                s = c.send(EXISTS_KV, {"key": k})
+            seqs[s] = i
+        got = c.collect(list(seqs))
+        for s, (h, r) in got.items():
+            if seqs[s] % 2:
+                assert r == {"success": True, "is_new": True}
+            else:
+                assert r == {"exists": False}
+    c.close()
+
+
+def test_deferred_free_seen_at_the_rm(rm, mds):
+    c = ReqClient(mds.url)
+    free0 = pool_free(rm)
+    hd = alloc(c, "owner", 4 * MiB)
+    empty = alloc(c, "owner", 2 * MiB)
+    assert pool_free(rm) == free0 - 6 * MiB
+    register(c, "x1", hd["region_id"])
+    register(c, "x2", hd["region_id"])
+    # the owner returns both: the empty one goes at once
+    for h in (hd, empty):
+        _, r = c.call(RETURN_ALLOC, {"instance_id": "owner",
+                                     "region_id": h["region_id"]})
+        assert r == {"success": True}
+    assert pool_free(rm) == free0 - 4 * MiB
+    # deferred: still readable, still counted, no longer listed
+    assert c.call(LOOKUP_KV, {"key": "x1"})[1]["handle"] == hd
+    assert c.call(LIST_ALLOCATIONS, {})[1]["allocations"] == []
+    assert c.call(GET_STATS, {})[1]["allocation_manager"][
+        "num_allocations"] == 1
+    assert c.call(PIN_KV, {"key": "x2"})[1] == {"exists": True}
+    assert c.call(DELETE_KV, {"key": "x1"})[1] == {"success": True}
+    assert pool_free(rm) == free0 - 4 * MiB
+    assert c.call(DELETE_KV, {"key": "x2"})[1] == {"success": False}
+    assert pool_free(rm) == free0 - 4 * MiB         # a pin keeps it
+    c.call(UNPIN_KV, {"key": "x2"})
+    assert c.call(DELETE_KV, {"key": "x2"})[1] == {"success": True}
+    assert pool_free(rm) == free0                   # the last reference
+    _, r = c.call(RETURN_ALLOC, {"instance_id": "owner",
+                                 "region_id": hd["region_id"]})
+    assert r == {"success": False}                  # gone
+    c.close()
+
+
+def test_alloc_failure_and_wrong_owner(client, rm, mds):
+    _, r = client.call(REQUEST_ALLOC, {"instance_id": "x", "size": 1 << 40})
+    assert r == {"success": False, "error": "Allocation failed"}
+    hd = alloc(client, "x")
+    _, r = client.call(RETURN_ALLOC, {"instance_id": "y",
+                                      "region_id": hd["region_id"]})
+    assert r == {"success": False}
+    _, r = client.call(RETURN_ALLOC, {"instance_id": "x",
+                                      "region_id": 10 ** 9})
+    assert r == {"success": False}
+
+
+# ---- malformed input ----
+
+def expect_error(body_reply, seq, mtype):
+    h, r = parse(body_reply)
+    assert set(r) == {"error"} and isinstance(r["error"], str), r
+    assert h.seq == seq
+    assert h.type == mtype
+    return r["error"]
+
+
+BAD = [
+    # (description, body, echoed seq, echoed type)
+    ("bad magic", frame(EXISTS_KV, {"key": "a"}, seq=41, magic=0xBEEF),
+     41, EXISTS_KV | 0x80),
+    ("bad version", frame(EXISTS_KV, {"key": "a"}, seq=42, version=2),
+     42, EXISTS_KV | 0x80),
+    ("payload shorter than announced",
+     frame(EXISTS_KV, {"key": "a"}, seq=43, length=500), 43, EXISTS_KV | 0x80),
+    ("not msgpack", frame(EXISTS_KV, payload=b"\xc1\xc1", seq=44), 44,
+     EXISTS_KV | 0x80),
+    ("truncated msgpack", frame(EXISTS_KV, payload=pack({"key": "abc"})[:-1],
+                                seq=45), 45, EXISTS_KV | 0x80),
+    ("payload not a map", frame(EXISTS_KV, payload=pack(["key"]), seq=46),
+     46, EXISTS_KV | 0x80),
+    ("missing key", frame(LOOKUP_KV, {"kee": "a"}, seq=47), 47,
+     LOOKUP_KV | 0x80),
+    ("float key", frame(LOOKUP_KV, {"key": 1.5}, seq=48), 48,
+     LOOKUP_KV | 0x80),
+    ("negative size", frame(REQUEST_ALLOC, {"instance_id": "i", "size": -1},
+                            seq=49), 49, REQUEST_ALLOC | 0x80),
+    ("str region", frame(REGISTER_KV, {"key": "k", "region_id": "1",
+                                       "kv_offset": 0, "kv_length": 1},
+                         seq=50), 50, REGISTER_KV | 0x80),
+    ("bad batch element", frame(BATCH_EXISTS_KV, {"keys": ["a", None]},
+                                seq=51), 51, BATCH_EXISTS_KV | 0x80),
+    ("absurd batch", frame(BATCH_LOOKUP_KV,
+                           payload=b"\x81\xa4keys\xdd\x00\x20\x00\x00",
+                           seq=52), 52, BATCH_LOOKUP_KV | 0x80),
+    ("unknown type", frame(0x02, {}, seq=53), 53, 0x82),
+    ("trailing bytes in payload", frame(HEARTBEAT, payload=b"\x80\x80",
+                                        seq=54), 54, HEARTBEAT),
+    ("short body", b"\xcf\x00\x01", 0, 0x80),
+    ("empty body", b"", 0, 0x80),
+]
+
+
+@pytest.mark.parametrize("desc,body,seq,mtype", BAD, ids=[b[0] for b in BAD])
+def test_malformed_gets_error_echoing_sequence(mds, desc, body, seq, mtype):
+    c = ReqClient(mds.url, timeout_ms=5000)
+    expect_error(c.call_raw(body), seq, mtype)
+    # the server is unharmed
+    h, r = c.call(HEARTBEAT, {})
+    assert "error" not in r
+    c.close()
+
+
+def test_envelope_oddities(mds):
+    d = DealerClient(mds.url)
+    good = frame(EXISTS_KV, {"key": "k"}, seq=7)
+    # no delimiter: answered in the same framing
+    d.send_frames([good])
+    frames = d.recv_frames()
+    assert len(frames) == 1 and parse(frames[0])[0].seq == 7
+    # two body frames: an error echoing the first one's sequence
+    d.send_frames([b"", frame(EXISTS_KV, {"key": "k"}, seq=8), b"extra"])
+    frames = d.recv_frames()
+    assert frames[0] == b"" and len(frames) == 2
+    expect_error(frames[1], 8, EXISTS_KV | 0x80)
+    # a delimiter and nothing else: nothing to answer, nothing breaks
+    d.send_frames([b""])
+    # more envelope frames before the delimiter are echoed verbatim
+    d.send_frames([b"hop1", b"hop2", b"", frame(EXISTS_KV, {"key": "k"},
+                                                  seq=9)])
+    frames = d.recv_frames()
+    assert frames[:3] == [b"hop1", b"hop2", b""]
+    assert parse(frames[3])[0].seq == 9
+    # flags are echoed
+    d.send_frames([b"", frame(EXISTS_KV, {"key": "k"}, seq=10, flags=0x0d)])
+    h, _ = parse(d.recv_frames()[-1])
+    assert h.seq == 10 and h.flags == 0x0d
+    d.close()
+
+
+def test_garbage_storm_does_not_disturb_other_clients(mds):
+    """Random bodies from one DEALER while another client works; every
+    well-framed garbage body gets exactly one (error) reply."""
+    import random
+    rnd = random.Random(1234)
+    bad = DealerClient(mds.url)
+    good = ReqClient(mds.url)
+    hd = alloc(good, "good")
+    n = 2000
+    for i in range(n):
+        kind = rnd.randrange(4)
+        if kind == 0:
+            body = bytes(rnd.randrange(256) for _ in range(rnd.randrange(40)))
+        elif kind == 1:
+            body = frame(rnd.choice([0x01, 0x10, 0x11, 0x20, 0x21, 0xf2]),
+                         payload=bytes(rnd.randrange(256)
+                                       for _ in range(rnd.randrange(60))),
+                         seq=i + 1)
+        elif kind == 2:
+            p = bytearray(pack({"key": "k" * rnd.randrange(10),
+                                "entries": [{"key": 1}], "keys": [1, "a"]}))
+            p[rnd.randrange(len(p))] = rnd.randrange(256)
+            body = frame(rnd.choice([0x11, 0x20, 0x21]), payload=bytes(p),
+                         seq=i + 1)
+        else:
+            body = frame(0x11, {"key": "k"}, seq=i + 1,
+                         length=rnd.randrange(1 << 32))
+        bad.send_frames([b"", body])
+        if i % 200 == 0:
+            assert register(good, f"g{i}", hd["region_id"]) is True
+    replies = 0
+    while True:
+        try:
+            bad.recv_frames(timeout_ms=2000)
+            replies += 1
+        except TimeoutError:
+            break
+    assert replies == n
+    assert good.call(GET_STATS, {})[1]["kv_manager"]["total_entries"] == 10
+    bad.close()
+    good.close()
+
+
+def test_report_stats_records_only_first_10000(mds):
+    c = ReqClient(mds.url)
+    entries = [{"client_id": "c", "op_type": "store", "result": "miss"}] * 10050
+    _, r = c.call(REPORT_STATS, {"entries": entries})
+    assert r == {"success": True}
+    _, r = c.call(GET_STATS, {})
+    ops = r["stats_manager"]["clients"]["_all"]["operations"]
+    assert ops["store"]["count"] == 10000
+    assert ops["store"]["miss_count"] == 10000
+    c.close()

@@ -121,6 +121,7 @@ for h in $HANDLES; do
 	$P check /dev/dax0.0 "$o" "$l" $seed || { ok=0; why="$why region at $o lost its bytes;"; }
 	seed=$((seed + 1))
 done
+[ -n "$HANDLES" ] || { ok=0; why="no regions were allocated;"; }
 if [ $ok = 1 ]; then
 	pass hw.discovery.mmap_at_offsets "each region mapped from /dev/dax0.0 at its handle offset, patterns intact"
 else

@@ -62,12 +62,12 @@ F0=$(free_now)
 rm_stop TERM
 st=$?
 rm_start $RMARGS || { dump_logs; for t in $T; do fail "$t" "resource manager did not restart"; done; exit 1; }
-acc=$($P rm-access $RMADDR "$r" "$o" "$l" "$t")
+FACC=$($P rm-access $RMADDR "$r" "$o" "$l" "$t")
 F1=$(free_now)
-if [ $ok = 1 ] && [ $st = 0 ] && verify "$H" && [ "$F1" = "$F0" ] && [ "$(field status "$acc")" = -2 ]; then
+if [ $ok = 1 ] && [ $st = 0 ] && verify "$H" && [ "$F1" = "$F0" ] && [ "$(field status "$FACC")" = -2 ]; then
 	pass hw.restart.clean_restart_keeps_allocations "SIGTERM + restart: 2 regions at the same offsets with their bytes, freed one unknown, free $F1"
 else
-	fail hw.restart.clean_restart_keeps_allocations "allocs ok=$ok, stop status $st, free $F0 -> $F1, freed region answers: $acc"
+	fail hw.restart.clean_restart_keeps_allocations "allocs ok=$ok, stop status $st, free $F0 -> $F1, freed region answers: $FACC"
 fi
 U=$(field uuid "$($P header /dev/dax0.0)")
 if [ -n "$UUID0" ] && [ "$U" = "$UUID0" ]; then

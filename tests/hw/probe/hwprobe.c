@@ -364,10 +364,21 @@ static int cmd_enum(void)
 static int rm_open(struct rm_client *c, const char *addr)
 {
 	int rc = rm_client_init(c, addr, opt_client_id, 5000);
+	struct timespec ts;
 
-	if (rc < 0)
+	if (rc < 0) {
 		fprintf(stderr, "maru-hwprobe: bad address %s\n", addr);
-	return rc;
+		return rc;
+	}
+	/*
+	 * Every probe run is a new process, but with --id they share one
+	 * client id: start the request ids at a value no earlier run used,
+	 * or the server's idempotency cache would answer from an old reply.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	c->next_request_id = (uint64_t)ts.tv_sec * 1000000000u +
+			     (uint64_t)ts.tv_nsec;
+	return 0;
 }
 
 static int print_pool(const struct rm_pool_stat *s, void *arg)

@@ -23,10 +23,12 @@
  *              next frame tries again.
  * Ctrl-C (or SIGTERM) ends watch mode with "Stopped." on stdout.
  *
- * Signals: SIGINT/SIGTERM only set a flag (installed without SA_RESTART,
- * so a sleep or a blocking read returns early); every wait is cut into
- * slices of at most 200 ms and checks the flag between slices.  SIGPIPE is
- * ignored so that `pool_monitor --csv -w 1 | head` ends on EPIPE.
+ * Signals in watch mode: SIGINT/SIGTERM only set a flag (installed without
+ * SA_RESTART, so a sleep returns early); every wait is cut into slices of
+ * at most 200 ms and checks the flag between slices.  A STATS request in
+ * flight is finished first (at most rm_client's timeout).  One-shot mode
+ * keeps the default actions.  SIGPIPE is ignored in both, so that
+ * `pool_monitor --csv -w 1 | head` ends on EPIPE.
  *
  * Context: single thread; the rm_client, the snapshots and the frame
  * buffer all belong to main().
@@ -189,7 +191,6 @@ static int install_signals(void)
 	if (sigaction(SIGINT, &sa, NULL) < 0 ||
 	    sigaction(SIGTERM, &sa, NULL) < 0)
 		return -errno;
-	signal(SIGPIPE, SIG_IGN);
 	return 0;
 }
 
@@ -479,13 +480,16 @@ int main(int argc, char **argv)
 		bad_option("invalid address (expected host:port)", o.address);
 		return 2;
 	}
-	rc = install_signals();
-	if (rc < 0) {
-		fprintf(stderr, "pool_monitor: sigaction: %s\n", strerror(-rc));
-		rm_client_destroy(&c);
-		return 1;
-	}
+	signal(SIGPIPE, SIG_IGN);
 	if (o.watch > 0) {
+		/* one-shot keeps the default Ctrl-C: it ends the program */
+		rc = install_signals();
+		if (rc < 0) {
+			fprintf(stderr, "pool_monitor: sigaction: %s\n",
+				strerror(-rc));
+			rm_client_destroy(&c);
+			return 1;
+		}
 		screen_open(&scr, &o);
 		rc = watch(&c, &o, &scr);
 	} else {

@@ -382,16 +382,17 @@ def test_ctrl_c_prints_stopped(rm):
 
 # ---------------------------------------------------------------- TUI
 class Tmux:
-    """A private tmux server (own socket) with one detached session."""
+    """A private tmux server (socket in the test's temp dir) with one
+    detached session."""
 
-    def __init__(self):
-        self.sock = f"maru-test-{uuid.uuid4().hex[:8]}"
+    def __init__(self, tmp_path):
+        self.sock = str(tmp_path / "tmux.sock")
         self.name = "pm"
         self.env = dict(os.environ, LANG="C.UTF-8", LC_ALL="C.UTF-8",
                         TERM="xterm-256color")
 
     def run(self, *args, check=True):
-        return subprocess.run(["tmux", "-u", "-L", self.sock, *args], env=self.env,
+        return subprocess.run(["tmux", "-u", "-S", self.sock, *args], env=self.env,
                               capture_output=True, text=True, check=check, timeout=10)
 
     def start(self, command, cols=160, rows=30):
@@ -415,12 +416,14 @@ class Tmux:
 
     def kill(self):
         self.run("kill-server", check=False)
+        if os.path.exists(self.sock):  # tmux leaves its socket behind
+            os.unlink(self.sock)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_tui_under_tmux(rm, wire):
+def test_tui_under_tmux(rm, wire, tmp_path):
     wire.alloc(32 * MiB)
-    tmux = Tmux()
+    tmux = Tmux(tmp_path)
     try:
         argv = [binary(*POOL_MONITOR_BIN), "-w", "1", "--address", rm.address]
         tmux.start(shlex.join(argv) + '; echo "pool_monitor exited with $?"')

@@ -139,6 +139,21 @@ static int pool_setup(struct pool *p, uint64_t dev_size, uint64_t align)
 }
 
 /*
+ * Push the header's cache line out to memory: on a DAX device the mapping
+ * *is* the (possibly shared, CXL) memory, and other hosts read the header
+ * without our CPU caches.  The 32 bytes sit in one line (page aligned).
+ */
+static void header_flush(const void *line)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_clflush(line);
+	__builtin_ia32_sfence();
+#else
+	(void)line;
+#endif
+}
+
+/*
  * Map the first alignment unit of @fd, read the MARUDEV header, and write
  * a fresh one (random v4 uuid) if the magic is absent.
  */
@@ -163,7 +178,10 @@ static int header_load(struct pool *p, int fd)
 			goto out_unmap;
 		devhdr_uuid_v4(h.uuid);
 		devhdr_format(map, h.uuid);
-		if (msync(map, DEVHDR_SIZE, MS_SYNC) < 0) {
+		header_flush(map);
+		/* device-dax has no page cache and no fsync: msync says EINVAL */
+		if (msync(map, DEVHDR_SIZE, MS_SYNC) < 0 &&
+		    !(errno == EINVAL && p->kind == POOL_DEV_DAX)) {
 			rc = -errno;
 			log_err("%s: cannot write the device header: %s",
 				p->path, strerror(errno));
@@ -384,9 +402,22 @@ static bool opts_have_dax(const char *opts)
 	return false;
 }
 
+/* Is mount point @mnt @path itself or one of its parent directories? */
+static size_t mount_covers(const char *mnt, const char *path)
+{
+	size_t n = strlen(mnt);
+
+	if (strcmp(mnt, "/") == 0)
+		return 1;
+	if (strncmp(mnt, path, n) == 0 && (path[n] == '/' || !path[n]))
+		return n;
+	return 0;
+}
+
 /*
  * Walk /proc/mounts.  If @want is NULL, call @fn for every DAX mount;
- * otherwise report whether the mount holding exactly @want is DAX.
+ * otherwise report whether the mount holding @want (the longest mount
+ * point that covers it; the last one wins when stacked) is DAX.
  */
 static int scan_mounts(const char *want, bool *is_dax,
 		       void (*fn)(void *, const char *, const char *),
@@ -394,6 +425,7 @@ static int scan_mounts(const char *want, bool *is_dax,
 {
 	char line[4096], src[1024], mnt[1024], type[64], opts[1024];
 	FILE *f = fopen("/proc/mounts", "re");
+	size_t best = 0, n;
 
 	if (!f)
 		return -errno;
@@ -403,8 +435,11 @@ static int scan_mounts(const char *want, bool *is_dax,
 			continue;
 		unescape_mount(mnt);
 		if (want) {
-			if (strcmp(mnt, want) == 0)
+			n = mount_covers(mnt, want);
+			if (n && n >= best) {
+				best = n;
 				*is_dax = opts_have_dax(opts);
+			}
 			continue;
 		}
 		if (strncmp(src, "/dev/", 5) == 0 && opts_have_dax(opts))

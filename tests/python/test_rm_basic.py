@@ -274,3 +274,25 @@ def test_fs_dax_directory_pool(start_rm, tmp_path):
         os.unlink(f"{d}/maru_{nxt}.dat")
         assert c.free(a.handle) == 0
         assert not os.path.exists(a.path)
+
+
+def test_unservable_pools_refused(tmp_path):
+    """A pool that cannot be served is a clear error and exit 1, never a
+    wrong mapping."""
+    from conftest import binary, RM_BIN, free_port
+    small = tmp_path / "small.pool"
+    small.write_bytes(b"\0" * (3 * MiB))          # header unit + 1 MiB
+    cases = [
+        ("/dev/null", "libdaxctl does not know a device null"),
+        (str(small), "cannot hold the header unit plus one aligned region"),
+        (str(tmp_path / "no" / "such" / "dir" / "pool"), "No such file"),
+    ]
+    for pool, text in cases:
+        p = subprocess.run([binary(*RM_BIN), "--port", str(free_port()),
+                            "--state-dir", str(tmp_path / "state"),
+                            "--pool", pool], capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 1, p.stderr
+        assert text in p.stderr, p.stderr
+        assert "cannot be served: refusing to start" in p.stderr
+    assert small.read_bytes() == b"\0" * (3 * MiB)   # not touched

@@ -179,7 +179,8 @@ static int header_load(struct pool *p, int fd)
 		devhdr_uuid_v4(h.uuid);
 		devhdr_format(map, h.uuid);
 		header_flush(map);
-		/* device-dax has no page cache and no fsync: msync says EINVAL */
+		/* device-dax has no page cache and no fsync: msync says EINVAL
+		 */
 		if (msync(map, DEVHDR_SIZE, MS_SYNC) < 0 &&
 		    !(errno == EINVAL && p->kind == POOL_DEV_DAX)) {
 			rc = -errno;

@@ -693,8 +693,11 @@ out:
 
 void state_maybe_checkpoint(struct rm *rm)
 {
-	if (rm->ops_since_ckpt >= (unsigned)rm->cfg.checkpoint_ops)
-		state_checkpoint(rm);
+	if (rm->ops_since_ckpt < (unsigned)rm->cfg.checkpoint_ops)
+		return;
+	/* on failure the WAL stays whole; try again checkpoint_ops later */
+	if (state_checkpoint(rm) < 0)
+		rm->ops_since_ckpt = 0;
 }
 
 void state_close(struct rm *rm)

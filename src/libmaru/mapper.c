@@ -196,18 +196,26 @@ struct maru__mapping *maru__mapper_find(struct maru__mapper *mp,
 	return NULL;
 }
 
-/* fault every page in now so the first store or read does not */
+/*
+ * Fault every page in now so the first store or read does not.
+ * MADV_POPULATE_WRITE builds writable page-table entries without writing;
+ * then one read per page.  The read is the fallback on kernels without
+ * POPULATE_WRITE, and it is also needed after it on VMs whose host backs
+ * guest memory lazily (free-page reporting): there the first CPU access to
+ * a populated page still costs several microseconds, a 30x slower first
+ * pass of memcpy.  A read never changes bytes another process may be
+ * writing.
+ */
 static void prefault(struct maru__mapper *mp, uint8_t *addr, size_t len)
 {
 	long pg = sysconf(_SC_PAGESIZE);
 	volatile uint8_t sink;
 	size_t off;
 
-	if (madvise(addr, len, MADV_POPULATE_WRITE) == 0)
-		return;
-	ldbg(mp->h, "MADV_POPULATE_WRITE unavailable (%s): touching pages",
-	     strerror(errno));
-	/* a read never changes bytes another process may be writing */
+	if (madvise(addr, len, MADV_POPULATE_WRITE) < 0)
+		ldbg(mp->h, "MADV_POPULATE_WRITE unavailable (%s): touching "
+			    "pages",
+		     strerror(errno));
 	for (off = 0; off < len; off += (size_t)pg)
 		sink = addr[off];
 	(void)sink;

@@ -1,0 +1,588 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * client_bench.c - maru-client-bench: the C side of the issue-4 benchmark
+ *
+ * One subcommand per measurement; bench/run_client_bench.sh starts the
+ * daemons and Redis, pins processes with taskset and runs them all in one
+ * go.  Every subcommand prints one line "RESULT key=value ..." that the
+ * script collects.
+ *
+ *   memcpy   --size S [--region R] [--ms T]
+ *            plain memcpy into a pre-faulted MAP_SHARED mapping of a
+ *            /dev/shm file (the kind of mapping the emulated pool is), going
+ *            through R bytes so the destination is cold: GB/s
+ *   store    --server URL --size S [--batch B] [--ms T]
+ *            alloc + write (memcpy) + register, single maru_kv_store or
+ *            maru_kv_batch_store of B; keys deleted (untimed) to recycle
+ *            pages: GB/s
+ *   prepare  --server URL --size S --keys K --prefix P
+ *            store K keys for the readers, then exit (the keys keep the
+ *            region alive on the server)
+ *   retrieve --server URL --size S --keys K --prefix P [--iters N] [--read]
+ *            latency until the caller holds a usable view (p50/p99 µs);
+ *            with --read, plus reading every byte of it
+ *   raw      --server URL --prefix P [--iters N] [--dealer]
+ *            one bare LOOKUP_KV round trip on a raw ZeroMQ socket, the
+ *            floor that retrieve is compared with
+ *   redis    --port N --size S [--iters N] [--read]
+ *            Redis GET of a value of the same size with hiredis (the reply
+ *            is a copy in client memory, i.e. a usable view)
+ *   scale    --server URL --size S --keys K --prefix P --procs N [--ms T]
+ *            N reader processes retrieving and reading the same keys:
+ *            aggregate retrievals/s and GB/s
+ *
+ * The daemons are expected to be running; see run_client_bench.sh.
+ */
+#include <maru/maru.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "buf.h"
+#include "mds_proto.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct opts {
+	const char *cmd;
+	const char *server;
+	const char *prefix;
+	uint64_t size;
+	uint64_t region;
+	uint64_t pool;
+	int keys;
+	int iters;
+	int batch;
+	int procs;
+	int ms;
+	int port;
+	bool read;
+	bool dealer;
+};
+
+static struct opts o;
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "maru-client-bench: %s: %s\n", what, strerror(rc < 0 ? -rc : rc));
+	exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* sort @v and print p50/p99/mean in microseconds */
+static void report_lat(const char *what, uint64_t *v, int n)
+{
+	double sum = 0;
+	int i;
+
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	for (i = 0; i < n; i++)
+		sum += (double)v[i];
+	printf("RESULT what=%s size=%" PRIu64 " n=%d p50_us=%.2f p99_us=%.2f "
+	       "mean_us=%.2f\n",
+	       what, o.size, n, (double)v[n / 2] / 1e3,
+	       (double)v[(int)((double)n * 0.99)] / 1e3, sum / n / 1e3);
+}
+
+/* read every byte (8 at a time); the sum keeps the compiler honest */
+static uint64_t read_all(const void *p, size_t n)
+{
+	const uint64_t *w = p;
+	uint64_t s = 0;
+	size_t i;
+
+	for (i = 0; i < n / 8; i++)
+		s += w[i];
+	return s;
+}
+
+static volatile uint64_t sink;
+
+static struct maru_handler *connect_h(uint64_t pool, bool eager)
+{
+	struct maru_config *cfg;
+	struct maru_handler *h;
+	int rc;
+
+	if (maru_config_new(&cfg) < 0)
+		die("config", ENOMEM);
+	maru_config_set_server_url(cfg, o.server);
+	maru_config_set_chunk_size(cfg, o.size);
+	maru_config_set_pool_size(cfg, pool < o.size ? o.size : pool);
+	maru_config_set_eager_map(cfg, eager);
+	maru_config_set_timeout_ms(cfg, 10000);
+	rc = maru_handler_new(cfg, &h);
+	maru_config_free(cfg);
+	if (rc < 0)
+		die("handler", rc);
+	rc = maru_handler_connect(h);
+	if (rc < 0)
+		die("connect", rc);
+	return h;
+}
+
+static void *source_buffer(void)
+{
+	uint8_t *src = aligned_alloc(4096, o.size);
+	uint64_t i;
+
+	if (!src)
+		die("malloc", ENOMEM);
+	for (i = 0; i < o.size; i++)
+		src[i] = (uint8_t)(i * 131 + 7);
+	return src;
+}
+
+/* ---- memcpy baseline ------------------------------------------------------ */
+
+static int cmd_memcpy(void)
+{
+	char path[64];
+	uint64_t t0, bytes = 0, off = 0, deadline;
+	uint8_t *dst;
+	void *src = source_buffer();
+	int fd;
+
+	snprintf(path, sizeof(path), "/dev/shm/maru-bench-memcpy-%d", getpid());
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0)
+		die(path, errno);
+	unlink(path);
+	if (ftruncate(fd, (off_t)o.region) < 0)
+		die("ftruncate", errno);
+	dst = mmap(NULL, o.region, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (dst == MAP_FAILED)
+		die("mmap", errno);
+	/* pre-faulted like the pool's pages (populate + a read per page, as
+	 * libmaru does), so only the copy is timed; the region is larger than
+	 * the caches, so the destination is cold */
+	madvise(dst, o.region, MADV_POPULATE_WRITE);
+	for (off = 0; off < o.region; off += 4096)
+		sink += dst[off];
+	/* two untimed passes: on this kind of VM the first writes to fresh
+	 * pages stay slow for a while even after pre-faulting; the store
+	 * benchmark also recycles warm pages */
+	for (off = 0; off + o.size <= 2 * o.region; off += o.size)
+		memcpy(dst + off % (o.region - o.region % o.size), src, o.size);
+	off = 0;
+	t0 = now_ns();
+	deadline = t0 + (uint64_t)o.ms * 1000000ull;
+	while (now_ns() < deadline) {
+		memcpy(dst + off, src, o.size);
+		bytes += o.size;
+		off += o.size;
+		if (off + o.size > o.region)
+			off = 0;
+	}
+	printf("RESULT what=memcpy size=%" PRIu64 " gbps=%.3f\n", o.size,
+	       (double)bytes / (double)(now_ns() - t0));
+	munmap(dst, o.region);
+	free(src);
+	return 0;
+}
+
+/* ---- store ------------------------------------------------------------------ */
+
+static int cmd_store(void)
+{
+	int per = o.batch > 1 ? o.batch : 1;
+	struct maru_handler *h;
+	struct maru_key *keys;
+	struct maru_page *pages;
+	char (*names)[48];
+	bool *res;
+	uint64_t timed = 0, bytes = 0, t0, end;
+	uint64_t pool = o.pool, round = 0;
+	void *src = source_buffer();
+	int i, n, rc, cap;
+
+	/* one region holding a few batches, so pages get recycled */
+	if (pool < (uint64_t)per * o.size * 2)
+		pool = (uint64_t)per * o.size * 2;
+	h = connect_h(pool, false);
+	cap = (int)(pool / o.size);
+	keys = calloc((size_t)cap, sizeof(*keys));
+	pages = calloc((size_t)cap, sizeof(*pages));
+	names = calloc((size_t)cap, sizeof(*names));
+	res = calloc((size_t)cap, sizeof(*res));
+	end = now_ns() + (uint64_t)o.ms * 1000000ull;
+	/* round 0 is a warm-up and not counted */
+	while (round < 2 || now_ns() < end) {
+		/* a cycle fills up to the region, timed; then deletes, untimed */
+		n = cap / per * per;
+		for (i = 0; i < n; i++) {
+			snprintf(names[i], sizeof(names[i]), "st-%d-%" PRIu64 "-%d",
+				 getpid(), round, i);
+			keys[i] = maru_key_str(names[i], strlen(names[i]));
+		}
+		t0 = now_ns();
+		for (i = 0; i < n; i += per) {
+			int j;
+
+			for (j = 0; j < per; j++) {
+				rc = maru_page_alloc(h, o.size, &pages[i + j]);
+				if (rc < 0)
+					die("alloc", rc);
+				memcpy(pages[i + j].ptr, src, o.size);
+			}
+			if (per == 1)
+				rc = maru_kv_store(h, &keys[i], &pages[i]);
+			else
+				rc = maru_kv_batch_store(h, &keys[i], &pages[i],
+							 (size_t)per, res);
+			if (rc < 0)
+				die("store", rc);
+		}
+		if (round) {
+			timed += now_ns() - t0;
+			bytes += (uint64_t)n * o.size;
+		}
+		for (i = 0; i < n; i++)
+			maru_kv_delete(h, &keys[i]);
+		round++;
+	}
+	printf("RESULT what=%s size=%" PRIu64 " gbps=%.3f ops=%" PRIu64 "\n",
+	       per > 1 ? "batch_store" : "store", o.size,
+	       (double)bytes / (double)timed, bytes / o.size);
+	maru_handler_free(h);
+	free(keys);
+	free(pages);
+	free(names);
+	free(res);
+	free(src);
+	return 0;
+}
+
+/* ---- cross-process retrieve -------------------------------------------------- */
+
+static void key_name(char *buf, size_t n, int i)
+{
+	snprintf(buf, n, "%s-%" PRIu64 "-%d", o.prefix, o.size, i);
+}
+
+static int cmd_prepare(void)
+{
+	struct maru_handler *h = connect_h((uint64_t)o.keys * o.size, false);
+	struct maru_page p;
+	struct maru_key k;
+	void *src = source_buffer();
+	char name[96];
+	int i, rc;
+
+	for (i = 0; i < o.keys; i++) {
+		key_name(name, sizeof(name), i);
+		k = maru_key_str(name, strlen(name));
+		rc = maru_page_alloc(h, o.size, &p);
+		if (rc < 0)
+			die("alloc", rc);
+		memcpy(p.ptr, src, o.size);
+		rc = maru_kv_store(h, &k, &p);
+		if (rc < 0)
+			die("store", rc);
+	}
+	printf("RESULT what=prepare size=%" PRIu64 " keys=%d\n", o.size, o.keys);
+	/* close returns the region; the server keeps it while keys exist */
+	maru_handler_free(h);
+	free(src);
+	return 0;
+}
+
+static int cmd_retrieve(void)
+{
+	struct maru_handler *h = connect_h(o.size, false);
+	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
+	struct maru_key *keys = calloc((size_t)o.keys, sizeof(*keys));
+	char (*names)[96] = calloc((size_t)o.keys, sizeof(*names));
+	struct maru_view v;
+	uint64_t t0;
+	int i, rc;
+
+	for (i = 0; i < o.keys; i++) {
+		key_name(names[i], sizeof(names[i]), i);
+		keys[i] = maru_key_str(names[i], strlen(names[i]));
+		/* warm-up: maps (and pre-faults) the region once */
+		rc = maru_kv_retrieve(h, &keys[i], &v);
+		if (rc != 1)
+			die("warm-up retrieve", rc ? rc : ENOENT);
+		sink += read_all(v.ptr, v.len);
+	}
+	for (i = 0; i < o.iters; i++) {
+		t0 = now_ns();
+		rc = maru_kv_retrieve(h, &keys[i % o.keys], &v);
+		if (o.read && rc == 1)
+			sink += read_all(v.ptr, v.len);
+		lat[i] = now_ns() - t0;
+		if (rc != 1)
+			die("retrieve", rc ? rc : ENOENT);
+	}
+	report_lat(o.read ? "retrieve_read" : "retrieve", lat, o.iters);
+	maru_handler_free(h);
+	free(lat);
+	free(keys);
+	free(names);
+	return 0;
+}
+
+/* a bare LOOKUP_KV frame for key 0, built by hand */
+static size_t lookup_frame(uint8_t *buf, uint32_t seq, const char *key)
+{
+	size_t kl = strlen(key), n = MDS_HDR_SIZE;
+
+	buf[n++] = 0x81;
+	buf[n++] = 0xA3;
+	memcpy(buf + n, "key", 3);
+	n += 3;
+	buf[n++] = 0xD9;
+	buf[n++] = (uint8_t)kl;
+	memcpy(buf + n, key, kl);
+	n += kl;
+	mds_hdr_put(buf, MDS_LOOKUP_KV, 0, seq, (uint32_t)(n - MDS_HDR_SIZE));
+	return n;
+}
+
+static int cmd_raw(void)
+{
+	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
+	void *ctx = zmq_ctx_new();
+	void *s = zmq_socket(ctx, o.dealer ? ZMQ_DEALER : ZMQ_REQ);
+	uint8_t frame[256], rep[4096];
+	char key[96];
+	uint64_t t0;
+	int i, n;
+
+	key_name(key, sizeof(key), 0);
+	if (zmq_connect(s, o.server) < 0)
+		die("zmq_connect", errno);
+	for (i = -100; i < o.iters; i++) {
+		size_t len = lookup_frame(frame, (uint32_t)(i + 200), key);
+
+		t0 = now_ns();
+		if (o.dealer)
+			zmq_send(s, "", 0, ZMQ_SNDMORE);
+		zmq_send(s, frame, len, 0);
+		do {
+			n = zmq_recv(s, rep, sizeof(rep), 0);
+		} while (n == 0);	/* the DEALER's empty delimiter */
+		if (i >= 0)
+			lat[i] = now_ns() - t0;
+		if (n < MDS_HDR_SIZE)
+			die("raw recv", errno);
+	}
+	report_lat(o.dealer ? "raw_dealer" : "raw_req", lat, o.iters);
+	zmq_close(s);
+	zmq_ctx_term(ctx);
+	free(lat);
+	return 0;
+}
+
+static int cmd_redis(void)
+{
+	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
+	redisContext *c = redisConnect("127.0.0.1", o.port);
+	void *src = source_buffer();
+	redisReply *r;
+	char key[64];
+	uint64_t t0;
+	int i;
+
+	if (!c || c->err)
+		die("redis connect", ECONNREFUSED);
+	snprintf(key, sizeof(key), "bench-%" PRIu64, o.size);
+	r = redisCommand(c, "SET %s %b", key, src, (size_t)o.size);
+	if (!r)
+		die("redis SET", EIO);
+	freeReplyObject(r);
+	for (i = -20; i < o.iters; i++) {
+		t0 = now_ns();
+		r = redisCommand(c, "GET %s", key);
+		if (!r || r->type != REDIS_REPLY_STRING || r->len != (size_t)o.size)
+			die("redis GET", EIO);
+		if (o.read)
+			sink += read_all(r->str, r->len);
+		if (i >= 0)
+			lat[i] = now_ns() - t0;
+		freeReplyObject(r);
+	}
+	report_lat(o.read ? "redis_get_read" : "redis_get", lat, o.iters);
+	redisFree(c);
+	free(lat);
+	free(src);
+	return 0;
+}
+
+/* one reader process of "scale": retrievals done in o.ms, via a pipe */
+static void scale_child(int wfd)
+{
+	struct maru_handler *h = connect_h(o.size, false);
+	struct maru_key *keys = calloc((size_t)o.keys, sizeof(*keys));
+	char (*names)[96] = calloc((size_t)o.keys, sizeof(*names));
+	struct maru_view v;
+	uint64_t n = 0, end;
+	int i;
+
+	for (i = 0; i < o.keys; i++) {
+		key_name(names[i], sizeof(names[i]), i);
+		keys[i] = maru_key_str(names[i], strlen(names[i]));
+		if (maru_kv_retrieve(h, &keys[i], &v) != 1)
+			_exit(1);
+	}
+	end = now_ns() + (uint64_t)o.ms * 1000000ull;
+	for (i = 0; now_ns() < end; i++) {
+		if (maru_kv_retrieve(h, &keys[i % o.keys], &v) != 1)
+			_exit(1);
+		sink += read_all(v.ptr, v.len);
+		n++;
+	}
+	if (write(wfd, &n, sizeof(n)) != sizeof(n))
+		_exit(1);
+	maru_handler_free(h);
+	_exit(0);
+}
+
+static int cmd_scale(void)
+{
+	uint64_t total = 0, n, t0;
+	int fds[2], i, st, bad = 0;
+	double secs;
+
+	if (pipe(fds) < 0)
+		die("pipe", errno);
+	t0 = now_ns();
+	for (i = 0; i < o.procs; i++) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			close(fds[0]);
+			scale_child(fds[1]);
+		}
+		if (pid < 0)
+			die("fork", errno);
+	}
+	close(fds[1]);
+	for (i = 0; i < o.procs; i++) {
+		if (read(fds[0], &n, sizeof(n)) == sizeof(n))
+			total += n;
+	}
+	for (i = 0; i < o.procs; i++) {
+		wait(&st);
+		bad += !WIFEXITED(st) || WEXITSTATUS(st);
+	}
+	secs = (double)o.ms / 1e3;
+	(void)t0;
+	printf("RESULT what=scale size=%" PRIu64 " procs=%d ops_per_s=%.0f "
+	       "gbps=%.3f failed=%d\n",
+	       o.size, o.procs, (double)total / secs,
+	       (double)total * (double)o.size / secs / 1e9, bad);
+	return bad ? 1 : 0;
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	uint64_t v = strtoull(s, &end, 0);
+
+	switch (*end) {
+	case 'K': case 'k':
+		return v << 10;
+	case 'M': case 'm':
+		return v << 20;
+	case 'G': case 'g':
+		return v << 30;
+	default:
+		return v;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "server", required_argument, NULL, 's' },
+		{ "prefix", required_argument, NULL, 'x' },
+		{ "size", required_argument, NULL, 'n' },
+		{ "region", required_argument, NULL, 'R' },
+		{ "pool", required_argument, NULL, 'P' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "iters", required_argument, NULL, 'i' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "procs", required_argument, NULL, 'p' },
+		{ "ms", required_argument, NULL, 'm' },
+		{ "port", required_argument, NULL, 'r' },
+		{ "read", no_argument, NULL, 'e' },
+		{ "dealer", no_argument, NULL, 'd' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	o = (struct opts){ .server = "tcp://127.0.0.1:5555", .prefix = "bench",
+			   .size = 1 << 20, .region = 256ull << 20,
+			   .pool = 256ull << 20, .keys = 8, .iters = 2000,
+			   .batch = 1, .procs = 1, .ms = 2000 };
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 's': o.server = optarg; break;
+		case 'x': o.prefix = optarg; break;
+		case 'n': o.size = parse_size(optarg); break;
+		case 'R': o.region = parse_size(optarg); break;
+		case 'P': o.pool = parse_size(optarg); break;
+		case 'k': o.keys = atoi(optarg); break;
+		case 'i': o.iters = atoi(optarg); break;
+		case 'b': o.batch = atoi(optarg); break;
+		case 'p': o.procs = atoi(optarg); break;
+		case 'm': o.ms = atoi(optarg); break;
+		case 'r': o.port = atoi(optarg); break;
+		case 'e': o.read = true; break;
+		case 'd': o.dealer = true; break;
+		default: return 2;
+		}
+	}
+	if (optind != argc - 1 || o.keys < 1 || o.iters < 1 || !o.size) {
+		fprintf(stderr, "usage: maru-client-bench memcpy|store|prepare|"
+				"retrieve|raw|redis|scale [options]\n");
+		return 2;
+	}
+	o.cmd = argv[optind];
+	if (!strcmp(o.cmd, "memcpy"))
+		return cmd_memcpy();
+	if (!strcmp(o.cmd, "store"))
+		return cmd_store();
+	if (!strcmp(o.cmd, "prepare"))
+		return cmd_prepare();
+	if (!strcmp(o.cmd, "retrieve"))
+		return cmd_retrieve();
+	if (!strcmp(o.cmd, "raw"))
+		return cmd_raw();
+	if (!strcmp(o.cmd, "redis"))
+		return cmd_redis();
+	if (!strcmp(o.cmd, "scale"))
+		return cmd_scale();
+	fprintf(stderr, "unknown command %s\n", o.cmd);
+	return 2;
+}

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# run_client_bench.sh - the C side of the issue-4 benchmark, in one run
+#
+#   bench/run_client_bench.sh [BUILD_DIR] [--plot PNG] [--out DIR]
+#
+# Starts maru-resource-manager (emulated 4 GiB pool on /dev/shm),
+# maru-server and redis-server on free ports, then for each placement
+#   same:  server, redis and client pinned to core 0 (one core)
+#   split: server and redis on core 0, client on core 1 (one core each)
+# and each chunk size (256K, 1M, 4M) measures with maru-client-bench:
+#   memcpy into a pre-faulted shared /dev/shm mapping (the baseline),
+#   store (alloc + write + register) and batch_store of 32,
+#   cross-process retrieve latency to a usable view, and with every byte
+#   read, next to one bare LOOKUP_KV round trip (REQ and DEALER) and to
+#   Redis GET of the same value (hiredis),
+# and finally 1/2/4/8 reader processes retrieving the same 1 MiB keys.
+# Prints one table with the ratios side by side; raw RESULT lines go to
+# OUT/results.txt.  QUICK=1 shortens every measurement.
+#
+# Timings are noisy on a shared machine: compare ratios from one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TOP=$PWD
+B=${MARU_BUILD_DIR:-$TOP/build}
+PLOT=""
+OUT=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	--plot) PLOT=$2; shift 2 ;;
+	--out) OUT=$2; shift 2 ;;
+	*) B=$1; shift ;;
+	esac
+done
+B=$(cd "$B" && pwd)
+BENCH=$B/bench/maru-client-bench
+RMBIN=$B/src/resource_manager/maru-resource-manager
+MDSBIN=$B/src/metadata_server/maru-server
+for f in "$BENCH" "$RMBIN" "$MDSBIN"; do
+	[ -x "$f" ] || { echo "missing $f (build first)" >&2; exit 1; }
+done
+command -v redis-server >/dev/null || { echo "redis-server missing" >&2; exit 1; }
+NCPU=$(nproc)
+C0=0
+C1=$((NCPU > 1 ? 1 : 0))
+Q=${QUICK:-0}
+MS=$([ "$Q" = 1 ] && echo 500 || echo 1500)
+IT=$([ "$Q" = 1 ] && echo 500 || echo 3000)
+
+WORK=$(mktemp -d /tmp/maru-client-bench.XXXXXX)
+OUT=${OUT:-$WORK}
+mkdir -p "$OUT"
+RES=$OUT/results.txt
+: > "$RES"
+POOL=/dev/shm/maru-client-bench-$$
+PIDS=()
+
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -f "$POOL"
+	[ "$OUT" = "$WORK" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+free_port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_port() {
+	local i
+	for i in $(seq 1 100); do
+		(exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "nothing listens on $1" >&2
+	exit 1
+}
+
+RMPORT=$(free_port)
+taskset -c $C0 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" \
+	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 4G \
+	--log-level warn >"$WORK/rm.log" 2>&1 &
+PIDS+=($!)
+wait_port "$RMPORT"
+
+# label, server core, client core
+run_placement() {
+	local label=$1 sc=$2 cc=$3 port rport url mpid rpid size
+	port=$(free_port)
+	rport=$(free_port)
+	taskset -c "$sc" "$MDSBIN" --host 127.0.0.1 --port "$port" \
+		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING \
+		>"$WORK/mds-$label.log" 2>&1 &
+	mpid=$!
+	PIDS+=($mpid)
+	taskset -c "$sc" redis-server --port "$rport" --bind 127.0.0.1 \
+		--save "" --appendonly no --protected-mode no \
+		>"$WORK/redis-$label.log" 2>&1 &
+	rpid=$!
+	PIDS+=($rpid)
+	wait_port "$port"
+	wait_port "$rport"
+	url=tcp://127.0.0.1:$port
+	for size in 256K 1M 4M; do
+		echo "== $label $size" >&2
+		{
+		tag() { sed "s/^RESULT /RESULT place=$label /"; }
+		taskset -c "$cc" "$BENCH" memcpy --size $size --ms "$MS" | tag
+		taskset -c "$cc" "$BENCH" store --server "$url" --size $size --ms "$MS" | tag
+		taskset -c "$cc" "$BENCH" store --server "$url" --size $size --batch 32 \
+			--pool 256M --ms "$MS" | tag
+		taskset -c "$cc" "$BENCH" prepare --server "$url" --size $size \
+			--keys 8 --prefix "p-$label" >/dev/null
+		taskset -c "$cc" "$BENCH" raw --server "$url" --size $size \
+			--prefix "p-$label" --iters "$IT" | tag
+		taskset -c "$cc" "$BENCH" raw --server "$url" --size $size \
+			--prefix "p-$label" --iters "$IT" --dealer | tag
+		taskset -c "$cc" "$BENCH" retrieve --server "$url" --size $size \
+			--keys 8 --prefix "p-$label" --iters "$IT" | tag
+		taskset -c "$cc" "$BENCH" retrieve --server "$url" --size $size \
+			--keys 8 --prefix "p-$label" --iters "$IT" --read | tag
+		taskset -c "$cc" "$BENCH" redis --port "$rport" --size $size \
+			--iters $((IT / 4)) | tag
+		taskset -c "$cc" "$BENCH" redis --port "$rport" --size $size \
+			--iters $((IT / 4)) --read | tag
+		} >>"$RES"
+	done
+	if [ "$label" = split ]; then
+		taskset -c "$cc" "$BENCH" prepare --server "$url" --size 1M \
+			--keys 8 --prefix scale >/dev/null
+		for n in 1 2 4 8; do
+			echo "== scale $n" >&2
+			"$BENCH" scale --server "$url" --size 1M --keys 8 \
+				--prefix scale --procs $n --ms "$MS" |
+				sed "s/^RESULT /RESULT place=any /" >>"$RES"
+		done
+	fi
+	kill "$mpid" "$rpid"
+	wait "$mpid" "$rpid" 2>/dev/null || true
+}
+
+run_placement same $C0 $C0
+run_placement split $C0 $C1
+
+/usr/bin/python3 - "$RES" "$PLOT" "$NCPU" <<'PY'
+import sys
+res, plot, ncpu = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = []
+for line in open(res):
+    if line.startswith("RESULT "):
+        rows.append(dict(kv.split("=", 1) for kv in line.split()[1:]))
+def get(place, what, size, field):
+    for r in rows:
+        if r.get("place") == place and r["what"] == what and r.get("size") == str(size):
+            return float(r[field])
+    return float("nan")
+sizes = [256 << 10, 1 << 20, 4 << 20]
+name = {256 << 10: "256K", 1 << 20: "1M", 4 << 20: "4M"}
+print(f"maru-client-bench, {ncpu} CPUs; same = everything on core 0, split = server core 0 / client core 1")
+for place in ("same", "split"):
+    print(f"\n[{place}] store throughput (GB/s) and ratio to memcpy")
+    print(f"{'chunk':>6} {'memcpy':>8} {'store':>8} {'ratio':>6} {'batch32':>8} {'ratio':>6}")
+    for s in sizes:
+        m = get(place, "memcpy", s, "gbps"); st = get(place, "store", s, "gbps"); b = get(place, "batch_store", s, "gbps")
+        print(f"{name[s]:>6} {m:8.2f} {st:8.2f} {st/m:6.2f} {b:8.2f} {b/m:6.2f}")
+    print(f"\n[{place}] latency p50/p99 (us): retrieve to a usable view vs one bare LOOKUP_KV round trip vs Redis GET")
+    print(f"{'chunk':>6} {'raw REQ':>13} {'raw DEALER':>13} {'retrieve':>13} {'ret/raw':>7} {'redis GET':>15} {'redis/ret':>9} | {'ret+read':>13} {'GET+read':>15} {'ratio':>6}")
+    for s in sizes:
+        rq = (get(place, "raw_req", s, "p50_us"), get(place, "raw_req", s, "p99_us"))
+        rd = (get(place, "raw_dealer", s, "p50_us"), get(place, "raw_dealer", s, "p99_us"))
+        rt = (get(place, "retrieve", s, "p50_us"), get(place, "retrieve", s, "p99_us"))
+        rr = (get(place, "retrieve_read", s, "p50_us"), get(place, "retrieve_read", s, "p99_us"))
+        g = (get(place, "redis_get", s, "p50_us"), get(place, "redis_get", s, "p99_us"))
+        gr = (get(place, "redis_get_read", s, "p50_us"), get(place, "redis_get_read", s, "p99_us"))
+        print(f"{name[s]:>6} {rq[0]:6.1f}/{rq[1]:6.1f} {rd[0]:6.1f}/{rd[1]:6.1f} {rt[0]:6.1f}/{rt[1]:6.1f} "
+              f"{rt[0]/min(rq[0], rd[0]):7.2f} {g[0]:7.1f}/{g[1]:7.1f} {g[0]/rt[0]:9.1f} | "
+              f"{rr[0]:6.1f}/{rr[1]:6.1f} {gr[0]:7.1f}/{gr[1]:7.1f} {gr[0]/rr[0]:6.1f}")
+sc = [r for r in rows if r["what"] == "scale"]
+if sc:
+    print("\nscaling: N reader processes retrieving + reading the same 1 MiB keys (unpinned)")
+    print(f"{'procs':>5} {'retrievals/s':>13} {'GB/s read':>10}")
+    for r in sc:
+        print(f"{r['procs']:>5} {float(r['ops_per_s']):13.0f} {float(r['gbps']):10.2f}")
+if plot:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    x = range(len(sizes)); w = 0.25
+    for i, (what, lab) in enumerate((("memcpy", "memcpy"), ("store", "store"), ("batch_store", "batch_store 32"))):
+        ax[0].bar([j + (i - 1) * w for j in x], [get("split", what, s, "gbps") for s in sizes], w, label=lab)
+    ax[0].set_xticks(list(x)); ax[0].set_xticklabels([name[s] for s in sizes])
+    ax[0].set_ylabel("GB/s"); ax[0].set_title("store throughput (split placement)"); ax[0].legend()
+    for i, (what, lab) in enumerate((("raw_dealer", "bare round trip"), ("retrieve", "maru retrieve"),
+                                     ("retrieve_read", "retrieve + read"), ("redis_get", "Redis GET"))):
+        ax[1].bar([j + (i - 1.5) * 0.2 for j in x], [get("split", what, s, "p50_us") for s in sizes], 0.2, label=lab)
+    ax[1].set_yscale("log"); ax[1].set_xticks(list(x)); ax[1].set_xticklabels([name[s] for s in sizes])
+    ax[1].set_ylabel("p50 latency (us, log)"); ax[1].set_title("cross-process retrieve (split placement)"); ax[1].legend(fontsize=8)
+    if sc:
+        ax[2].plot([int(r["procs"]) for r in sc], [float(r["gbps"]) for r in sc], "o-", label="GB/s read")
+        ax2 = ax[2].twinx()
+        ax2.plot([int(r["procs"]) for r in sc], [float(r["ops_per_s"]) for r in sc], "s--", color="C1", label="retrievals/s")
+        ax2.set_ylabel("retrievals/s")
+        ax[2].set_xlabel("reader processes"); ax[2].set_ylabel("GB/s"); ax[2].set_title("scaling, 1 MiB chunks")
+    fig.tight_layout(); fig.savefig(plot, dpi=110)
+    print(f"\nplot: {plot}")
+PY
+echo "raw results: $RES"

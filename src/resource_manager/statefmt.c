@@ -51,7 +51,7 @@ int state_alloc_get(const uint8_t *p, struct state_alloc *a)
 
 	if (!nul || nul == p + 32)
 		return -EPROTO;
-	memset(a, 0, sizeof(*a));	/* padding too: records compare equal */
+	memset(a, 0, sizeof(*a)); /* padding too: records compare equal */
 	a->handle.region_id = get_u64le(p);
 	a->handle.offset = get_u64le(p + 8);
 	a->handle.length = get_u64le(p + 16);

@@ -142,8 +142,7 @@ void client_maybe_release(struct rm *rm, struct client *c)
 void client_pin(struct rm *rm, struct client *c)
 {
 	if (c->gone_ms)
-		log_info("client %s: reconnected, grace timer cancelled",
-			 c->id);
+		log_dbg("client %s: reconnected, grace timer cancelled", c->id);
 	c->nconns++;
 	c->gone_ms = 0;
 }
@@ -154,9 +153,9 @@ void client_unpin(struct rm *rm, struct client *c)
 	if (c->nconns == 0 && c->nallocs > 0) {
 		/* 0 means "no timer": never stamp 0 */
 		c->gone_ms = evloop_now_ms() | 1;
-		log_info("client %s: disconnected with %zu region(s), "
-			 "grace period %d s",
-			 c->id, c->nallocs, rm->cfg.grace_period);
+		log_dbg("client %s: disconnected with %zu region(s), "
+			"grace period %d s",
+			c->id, c->nallocs, rm->cfg.grace_period);
 	}
 	client_maybe_release(rm, c);
 }

@@ -141,6 +141,7 @@ def test_free_and_get_access_rules(rm):
             RmConn(rm.address, client_id="elsewhere:1") as other:
         r = owner.alloc(ALIGN)
         h = r.handle
+        h2 = owner.alloc(ALIGN).handle
         # unknown region
         assert owner.free(h.replace(region_id=h.region_id + 100)) == \
             -rm_wire.ENOENT
@@ -149,8 +150,11 @@ def test_free_and_get_access_rules(rm):
             (-rm_wire.ENOENT, "", 0, 0, "")
         # forged handles: every field altered -> EACCES, connection kept
         for forged in (h.replace(auth_token=h.auth_token ^ 1),
+                       h.replace(auth_token=h.auth_token ^ (1 << 63)),
                        h.replace(offset=h.offset + ALIGN),
-                       h.replace(length=h.length * 2)):
+                       h.replace(length=h.length * 2),
+                       h.replace(region_id=h2.region_id),
+                       h2.replace(auth_token=h.auth_token)):
             for call in (owner.free, owner.get_access, other.get_access):
                 with pytest.raises(RmError) as e:
                     call(forged)

@@ -51,10 +51,10 @@ static int read_n(int fd, uint8_t *p, size_t n)
 
 static void reply(int fd, uint16_t type, const uint8_t *payload, size_t len)
 {
-	struct rm_alloc_resp ar = { 0 };
-	struct rm_get_access_resp gr = { 0 };
-	struct rm_pool_stat ps = { RM_DEV_DAX, 100, 60, 2 << 20,
-				   rm_str_from("/dev/shm/p") };
+	struct rm_alloc_resp ar = {0};
+	struct rm_get_access_resp gr = {0};
+	struct rm_pool_stat ps = {RM_DEV_DAX, 100, 60, 2 << 20,
+				  rm_str_from("/dev/shm/p")};
 	struct buf b = BUF_INIT;
 	size_t start;
 
@@ -152,7 +152,7 @@ static void *fake_main(void *arg)
 
 static void fake_start(struct fake *f, int nsteps, const enum step *script)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
+	struct sockaddr_in a = {.sin_family = AF_INET};
 	socklen_t len = sizeof(a);
 
 	memset(f, 0, sizeof(*f));
@@ -205,7 +205,7 @@ static int count_pool(const struct rm_pool_stat *ps, void *arg)
 
 static void test_alloc_free_access_stats(void **state)
 {
-	static const enum step s[] = { REPLY, REPLY, REPLY, REPLY, REPLY };
+	static const enum step s[] = {REPLY, REPLY, REPLY, REPLY, REPLY};
 	struct rm_alloc_result ar;
 	struct rm_access_result acc;
 	struct rm_client c;
@@ -238,7 +238,7 @@ static void test_alloc_free_access_stats(void **state)
 
 static void test_retry_same_request_id(void **state)
 {
-	static const enum step s[] = { DROP, REPLY };
+	static const enum step s[] = {DROP, REPLY};
 	struct rm_alloc_result ar;
 	struct rm_client c;
 	struct fake f;
@@ -253,9 +253,9 @@ static void test_retry_same_request_id(void **state)
 
 static void test_error_resp(void **state)
 {
-	static const enum step s[] = { ERROR };
+	static const enum step s[] = {ERROR};
 	struct rm_access_result acc;
-	struct rm_handle h = { 1, 2, 3, 4 };
+	struct rm_handle h = {1, 2, 3, 4};
 	struct rm_client c;
 	struct fake f;
 
@@ -269,7 +269,7 @@ static void test_error_resp(void **state)
 
 static void test_timeout(void **state)
 {
-	static const enum step s[] = { SILENT, SILENT };
+	static const enum step s[] = {SILENT, SILENT};
 	struct rm_alloc_result ar;
 	struct rm_client c;
 	struct fake f;
@@ -286,7 +286,7 @@ static void test_refused(void **state)
 	struct rm_alloc_result ar;
 	struct rm_client c;
 	struct fake f;
-	static const enum step s[] = { REPLY };
+	static const enum step s[] = {REPLY};
 	char addr[64];
 
 	/* a port that was just free: bind, note it, close */

@@ -17,7 +17,7 @@ static const struct rm_handle H = {
 	.region_id = 7,
 	.offset = 2u << 20,
 	.length = 4u << 20,
-	.auth_token = 0xFEDCBA9876543210ull,	/* >= 2^63, like real tokens */
+	.auth_token = 0xFEDCBA9876543210ull, /* >= 2^63, like real tokens */
 };
 
 static void assert_str(struct rm_str s, const char *want)
@@ -28,8 +28,8 @@ static void assert_str(struct rm_str s, const char *want)
 
 static void test_header_bytes(void **state)
 {
-	static const uint8_t want[] = { 0x55, 0x52, 0x41, 0x4D, 2, 0, 5, 0,
-					0, 0, 0, 0 };
+	static const uint8_t want[] = {0x55, 0x52, 0x41, 0x4D, 2, 0,
+				       5,    0,	   0,	 0,    0, 0};
 	struct buf b = BUF_INIT;
 	struct rm_hdr h;
 
@@ -40,10 +40,12 @@ static void test_header_bytes(void **state)
 	assert_int_equal(rm_hdr_decode(b.data, 12, RM_MAX_PAYLOAD, &h), 12);
 	assert_int_equal(h.type, RM_STATS_REQ);
 	b.data[0] ^= 1;
-	assert_int_equal(rm_hdr_decode(b.data, 12, RM_MAX_PAYLOAD, &h), -EPROTO);
+	assert_int_equal(rm_hdr_decode(b.data, 12, RM_MAX_PAYLOAD, &h),
+			 -EPROTO);
 	b.data[0] ^= 1;
-	b.data[4] = 1;	/* version 1 */
-	assert_int_equal(rm_hdr_decode(b.data, 12, RM_MAX_PAYLOAD, &h), -EPROTO);
+	b.data[4] = 1; /* version 1 */
+	assert_int_equal(rm_hdr_decode(b.data, 12, RM_MAX_PAYLOAD, &h),
+			 -EPROTO);
 	b.data[4] = 2;
 	put_u32le(b.data + 8, RM_MAX_PAYLOAD + 1);
 	assert_int_equal(rm_hdr_decode(b.data, 12, RM_MAX_PAYLOAD, &h),
@@ -53,12 +55,15 @@ static void test_header_bytes(void **state)
 
 static void test_alloc_req(void **state)
 {
-	struct rm_alloc_req in = {
-		.size = 100 << 20,
-		.dax_path = rm_str_from("/dev/dax0.0"),
-		.client_id = rm_str_from("host:42"),
-		.request_id = 9,
-	}, out;
+	struct rm_alloc_req in =
+				    {
+					    .size = 100 << 20,
+					    .dax_path =
+						    rm_str_from("/dev/dax0.0"),
+					    .client_id = rm_str_from("host:42"),
+					    .request_id = 9,
+				    },
+			    out;
 	struct buf b = BUF_INIT;
 	const char *why = NULL;
 	const uint8_t *p;
@@ -92,7 +97,7 @@ static void test_alloc_req(void **state)
 
 static void test_alloc_req_malformed(void **state)
 {
-	uint8_t p[64] = { 0 };
+	uint8_t p[64] = {0};
 	struct rm_alloc_req m;
 	const char *why;
 
@@ -120,26 +125,27 @@ static void test_alloc_req_malformed(void **state)
 	put_u16le(p + 20, 0);
 	assert_int_equal(rm_decode_alloc_req(p, 64, &m, &why), 0);
 	assert_int_equal(m.client_id.len, 0);
-	put_u16le(p + 20, 50);	/* runs past the payload */
+	put_u16le(p + 20, 50); /* runs past the payload */
 	assert_int_equal(rm_decode_alloc_req(p, 64, &m, &why), 0);
 	assert_int_equal(m.client_id.len, 0);
 }
 
 static void test_free_and_get_access_req(void **state)
 {
-	struct rm_free_req fin = { .handle = H,
-				   .client_id = rm_str_from("h:1"),
-				   .request_id = 77 }, fout;
-	struct rm_get_access_req gin = { .handle = H,
-					 .client_id = rm_str_from("h:2") },
+	struct rm_free_req fin = {.handle = H,
+				  .client_id = rm_str_from("h:1"),
+				  .request_id = 77},
+			   fout;
+	struct rm_get_access_req gin = {.handle = H,
+					.client_id = rm_str_from("h:2")},
 				 gout;
 	struct buf b = BUF_INIT;
 	const char *why;
 
 	assert_int_equal(rm_encode_free_req(&b, &fin), 0);
 	assert_int_equal(get_u16le(b.data + 6), RM_FREE_REQ);
-	assert_int_equal(rm_decode_free_req(b.data + 12, b.len - 12, &fout,
-					    &why), 0);
+	assert_int_equal(
+		rm_decode_free_req(b.data + 12, b.len - 12, &fout, &why), 0);
 	assert_memory_equal(&fout.handle, &H, sizeof(H));
 	assert_str(fout.client_id, "h:1");
 	assert_int_equal(fout.request_id, 77);
@@ -150,32 +156,37 @@ static void test_free_and_get_access_req(void **state)
 	buf_reset(&b);
 	assert_int_equal(rm_encode_get_access_req(&b, &gin), 0);
 	assert_int_equal(b.len, 12 + 32 + 2 + 3);
-	assert_int_equal(rm_decode_get_access_req(b.data + 12, b.len - 12,
-						  &gout, &why), 0);
+	assert_int_equal(
+		rm_decode_get_access_req(b.data + 12, b.len - 12, &gout, &why),
+		0);
 	assert_memory_equal(&gout.handle, &H, sizeof(H));
 	assert_str(gout.client_id, "h:2");
 	assert_int_equal(rm_decode_get_access_req(b.data + 12, 32, &gout, &why),
 			 0);
 	assert_int_equal(gout.client_id.len, 0);
-	assert_int_equal(rm_decode_get_access_req(b.data + 12, 20, &gout,
-						  &why), -EPROTO);
+	assert_int_equal(rm_decode_get_access_req(b.data + 12, 20, &gout, &why),
+			 -EPROTO);
 	buf_free(&b);
 }
 
 static void test_alloc_resp(void **state)
 {
 	const char *uuid = "0123456789abcdef0123456789abcdef";
-	struct rm_alloc_resp in = {
-		.handle = H,
-		.requested_size = 3 << 20,
-		.path = rm_str_from("/dev/shm/pool"),
-		.uuid = rm_str_from(uuid),
-	}, out, fail = { .status = -ENOMEM };
+	struct rm_alloc_resp in =
+				     {
+					     .handle = H,
+					     .requested_size = 3 << 20,
+					     .path = rm_str_from(
+						     "/dev/shm/pool"),
+					     .uuid = rm_str_from(uuid),
+				     },
+			     out, fail = {.status = -ENOMEM};
 	struct buf b = BUF_INIT;
 
 	assert_int_equal(rm_encode_alloc_resp(&b, &in), 0);
 	assert_int_equal(b.len, 12 + 54 + 13 + 32);
-	assert_int_equal(rm_decode_alloc_resp(b.data + 12, b.len - 12, &out), 0);
+	assert_int_equal(rm_decode_alloc_resp(b.data + 12, b.len - 12, &out),
+			 0);
 	assert_int_equal(out.status, 0);
 	assert_memory_equal(&out.handle, &H, sizeof(H));
 	assert_int_equal(out.requested_size, 3 << 20);
@@ -186,7 +197,7 @@ static void test_alloc_resp(void **state)
 
 	buf_reset(&b);
 	assert_int_equal(rm_encode_alloc_resp(&b, &fail), 0);
-	assert_int_equal(b.len, 12 + 54);	/* the spec's failure size */
+	assert_int_equal(b.len, 12 + 54); /* the spec's failure size */
 	assert_int_equal(rm_decode_alloc_resp(b.data + 12, 54, &out), 0);
 	assert_int_equal(out.status, -ENOMEM);
 	assert_int_equal(out.path.len, 0);
@@ -220,32 +231,36 @@ static void test_free_resp_and_error(void **state)
 
 static void test_get_access_resp(void **state)
 {
-	struct rm_get_access_resp in = {
-		.path = rm_str_from("/dev/dax1.0"),
-		.offset = H.offset,
-		.length = H.length,
-		.uuid = rm_str_from("u"),
-	}, out;
+	struct rm_get_access_resp in =
+					  {
+						  .path = rm_str_from(
+							  "/dev/dax1.0"),
+						  .offset = H.offset,
+						  .length = H.length,
+						  .uuid = rm_str_from("u"),
+					  },
+				  out;
 	struct buf b = BUF_INIT;
 
 	assert_int_equal(rm_encode_get_access_resp(&b, &in), 0);
 	assert_int_equal(b.len, 12 + 26 + 11 + 1);
-	assert_int_equal(rm_decode_get_access_resp(b.data + 12, b.len - 12,
-						   &out), 0);
+	assert_int_equal(
+		rm_decode_get_access_resp(b.data + 12, b.len - 12, &out), 0);
 	assert_str(out.path, "/dev/dax1.0");
 	assert_int_equal(out.offset, H.offset);
 	assert_int_equal(out.length, H.length);
 	assert_str(out.uuid, "u");
-	assert_int_equal(rm_decode_get_access_resp(b.data + 12, b.len - 13,
-						   &out), -EPROTO);
+	assert_int_equal(
+		rm_decode_get_access_resp(b.data + 12, b.len - 13, &out),
+		-EPROTO);
 	buf_free(&b);
 }
 
 static void test_stats_resp(void **state)
 {
-	struct rm_pool_stat a = { RM_DEV_DAX, 1 << 30, 1 << 29, 2 << 20,
-				  rm_str_from("/dev/dax0.0") };
-	struct rm_pool_stat c = { RM_FS_DAX, 5, 4, 4096, rm_str_from("/mnt") };
+	struct rm_pool_stat a = {RM_DEV_DAX, 1 << 30, 1 << 29, 2 << 20,
+				 rm_str_from("/dev/dax0.0")};
+	struct rm_pool_stat c = {RM_FS_DAX, 5, 4, 4096, rm_str_from("/mnt")};
 	struct rm_stats_resp s;
 	struct rm_pool_stat o;
 	struct buf b = BUF_INIT;
@@ -280,7 +295,7 @@ static void test_stats_resp(void **state)
 static void test_encode_limits(void **state)
 {
 	char longid[200];
-	struct rm_alloc_req m = { .size = 1 };
+	struct rm_alloc_req m = {.size = 1};
 	struct buf b = BUF_INIT;
 
 	memset(longid, 'x', sizeof(longid) - 1);
@@ -288,7 +303,7 @@ static void test_encode_limits(void **state)
 	m.client_id = rm_str_from(longid);
 	assert_int_equal(rm_encode_alloc_req(&b, &m), -EINVAL);
 	m.client_id.len = 0;
-	m.request_id = 5;	/* a request id needs a client id before it */
+	m.request_id = 5; /* a request id needs a client id before it */
 	assert_int_equal(rm_encode_alloc_req(&b, &m), -EINVAL);
 	assert_int_equal(b.len, 0);
 	buf_free(&b);

@@ -28,9 +28,11 @@
  * metadata in libzmq 4.3).  fds are reused by the kernel, so each
  * connection also remembers the routing id of its first message; a
  * message whose routing id does not match belongs to a newer connection
- * whose ACCEPTED event is still queued: the monitor is drained again
- * before the message is attributed (the I/O thread queues that event
- * before it reads the connection's first byte).
+ * whose ACCEPTED event is still queued.  In both cases (an fd not known
+ * to be open, or a routing id mismatch) the monitor is drained again
+ * before the message is attributed: the I/O thread queues ACCEPTED
+ * before it reads the connection's first byte, but two sockets' queues
+ * become visible to zmq_poll() in no particular order.
  *
  * Stall compensation: deadlines run on a virtual clock that stops while
  * the loop does not (a wake-up later than half the lease TTL or peer
@@ -183,9 +185,17 @@ static void handle_msg(struct server *sv, int nf)
 	if (nbody <= 0)
 		return;	/* nothing to answer */
 
-	peer.fd = zmq_msg_get(&sv->fr[0], ZMQ_SRCFD);
+	/*
+	 * The metadata (with the fd) is on the frames the connection
+	 * delivered; the routing id frame lacks it when zmq_poll() had
+	 * prefetched the message (router_t::xhas_in), so ask the body.
+	 */
+	peer.fd = zmq_msg_get(&sv->fr[nf - 1], ZMQ_SRCFD);
 	peer.rid_hash = fnv1a(zmq_msg_data(&sv->fr[0]),
 			      zmq_msg_size(&sv->fr[0]));
+	/* the monitor may not have told us about this connection yet */
+	if (peer.fd >= 0 && !mds_conn_is_open(sv->s, peer.fd))
+		drain_monitor(sv);
 	if (!mds_conn_check(sv->s, &peer)) {
 		drain_monitor(sv);
 		if (!mds_conn_check(sv->s, &peer))

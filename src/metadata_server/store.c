@@ -247,6 +247,7 @@ void mds_conn_open(struct mds *s, int fd)
 	c->open = true;
 	c->has_rid = false;
 	c->ninst = 0;
+	log_dbg("connection fd %d: accepted", fd);
 }
 
 void mds_conn_close(struct mds *s, int fd)
@@ -256,6 +257,7 @@ void mds_conn_close(struct mds *s, int fd)
 
 	if (!c)
 		return;
+	log_dbg("connection fd %d: closed (%u instance(s))", fd, c->ninst);
 	c->open = false;
 	for (i = 0; i < c->ninst; i++) {
 		slot = c->inst[i];
@@ -306,6 +308,8 @@ static void attach(struct mds *s, const struct mds_peer *peer, uint32_t slot)
 	}
 	c->inst[c->ninst++] = slot;
 	s->insts[slot].nconns++;
+	log_dbg("instance %s: seen on connection fd %d", s->insts[slot].id,
+		peer->fd);
 	inst_deadline(s, &s->insts[slot]);
 }
 

@@ -178,6 +178,12 @@ struct mds {
  */
 bool mds_conn_check(struct mds *s, const struct mds_peer *peer);
 
+/* mds_conn_is_open - has the monitor reported @fd accepted (not closed)? */
+static inline bool mds_conn_is_open(const struct mds *s, int fd)
+{
+	return fd >= 0 && fd < s->nconn_slots && s->conns[fd].open;
+}
+
 /**
  * mds_init - an empty store
  * @cfg: copied; its strings are borrowed for the life of @s

@@ -1,0 +1,284 @@
+"""maru-server end to end: lifecycles around the protocol.
+
+Client processes that die (with a lease, and without one: connection
+tracking), the resource manager restarted under the server, a stalled
+server, startup without a resource manager, --dax-path, and a clean stop
+on SIGTERM.  Daemons come from conftest; regions are observed at the RM
+with rm_wire.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rm_wire
+from conftest import MetadataServer, free_port
+from mds_wire import (DELETE_KV, HEARTBEAT, LIST_ALLOCATIONS, LOOKUP_KV,
+                      REGISTER_KV, REQUEST_ALLOC, RETURN_ALLOC, DealerClient,
+                      ReqClient, handle_of)
+
+MiB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def pool_free(rm):
+    return sum(p.free_size for p in rm_wire.stats(rm.address))
+
+
+def wait_until(cond, timeout=10.0, step=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+# A client process: allocates two regions (registering a key in the
+# second), prints the handles as JSON, then waits to be killed.  With a
+# lease it heartbeats from its own connection like newer upstream clients.
+CHILD = r"""
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from mds_wire import *
+url, inst, sock, lease = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+c = DealerClient(url) if sock == "dealer" else ReqClient(url)
+extra = {"lease_id": lease} if lease else {}
+if lease:
+    def beat():
+        hb = ReqClient(url)
+        while True:
+            hb.call(HEARTBEAT, {"instance_id": inst, "lease_id": lease})
+            time.sleep(0.1)
+    threading.Thread(target=beat, daemon=True).start()
+hs = []
+for i in range(2):
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": inst, "size": 2 << 20, **extra})
+    hs.append(handle_of(r))
+_, r = c.call(REGISTER_KV, {"key": inst + "-key", "region_id": hs[1]["region_id"],
+                            "kv_offset": 0, "kv_length": 100})
+assert r["is_new"]
+print(json.dumps(hs), flush=True)
+time.sleep(3600)
+"""
+
+
+def spawn_child(url, inst, sock="dealer", lease=""):
+    p = subprocess.Popen([sys.executable, "-c", CHILD, HERE, url, inst, sock,
+                          lease], stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    assert line, "child died before allocating"
+    return p, json.loads(line)
+
+
+def kill_child(p):
+    p.kill()
+    p.wait()
+    p.stdout.close()
+
+
+@pytest.mark.parametrize("sock", ["dealer", "req"])
+def test_dead_client_without_lease_is_reclaimed(rm, start_mds, sock):
+    """An unmodified (lease-less) client dies: once all its connections
+    are closed for --peer-grace, its empty region goes back to the RM and
+    the other one follows its last KV entry."""
+    mds = start_mds(rm.address, extra=["--peer-grace", "1"])
+    free0 = pool_free(rm)
+    live, _ = spawn_child(mds.url, "alive", sock)
+    dead, hs = spawn_child(mds.url, "doomed", sock)
+    assert pool_free(rm) == free0 - 8 * MiB
+    kill_child(dead)
+    assert wait_until(lambda: pool_free(rm) == free0 - 6 * MiB, 10)
+    time.sleep(1.5)
+    assert pool_free(rm) == free0 - 6 * MiB   # the live one keeps its own
+    c = ReqClient(mds.url)
+    # the dead one's second region is still readable through its entry
+    _, r = c.call(LOOKUP_KV, {"key": "doomed-key"})
+    assert r["found"] and r["handle"] == hs[1]
+    listed = c.call(LIST_ALLOCATIONS, {})[1]["allocations"]
+    assert hs[0] not in listed and hs[1] not in listed
+    assert len(listed) == 2                      # the live child's regions
+    assert c.call(DELETE_KV, {"key": "doomed-key"})[1] == {"success": True}
+    assert wait_until(lambda: pool_free(rm) == free0 - 4 * MiB, 5)
+    kill_child(live)
+    assert wait_until(lambda: pool_free(rm) == free0 - 2 * MiB, 10)
+    c.close()
+
+
+def test_dead_client_with_lease_is_reclaimed(rm, start_mds):
+    mds = start_mds(rm.address, extra=["--client-lease-ttl", "1",
+                                       "--peer-grace", "0"])
+    free0 = pool_free(rm)
+    child, hs = spawn_child(mds.url, "leased", "dealer", lease="lease-1")
+    time.sleep(2.0)                     # renewals keep the lease alive
+    assert pool_free(rm) == free0 - 4 * MiB
+    kill_child(child)
+    assert wait_until(lambda: pool_free(rm) == free0 - 2 * MiB, 10)
+    c = ReqClient(mds.url)
+    # registrations into the expired lease's region are refused
+    _, r = c.call(REGISTER_KV, {"key": "late", "region_id": hs[1]["region_id"],
+                                "kv_offset": 0, "kv_length": 1})
+    assert r == {"success": False, "is_new": False}
+    _, r = c.call(HEARTBEAT, {"instance_id": "leased", "lease_id": "lease-1"})
+    assert r == {"lease_ttl": 1.0, "lease_expired": True}
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "leased", "size": MiB,
+                                  "lease_id": "lease-1"})
+    assert r["success"] is False
+    assert c.call(DELETE_KV, {"key": "leased-key"})[1] == {"success": True}
+    assert pool_free(rm) == free0
+    c.close()
+
+
+def test_clean_close_with_lease_release(rm, start_mds):
+    mds = start_mds(rm.address, extra=["--client-lease-ttl", "5"])
+    free0 = pool_free(rm)
+    c = ReqClient(mds.url)
+    _, r = c.call(HEARTBEAT, {"instance_id": "i", "lease_id": "L"})
+    assert r == {"lease_ttl": 5.0, "lease_expired": False}
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": MiB,
+                                  "lease_id": "L"})
+    hd = handle_of(r)
+    _, r = c.call(RETURN_ALLOC, {"instance_id": "i",
+                                 "region_id": hd["region_id"]})
+    assert r == {"success": True}
+    _, r = c.call(HEARTBEAT, {"instance_id": "i", "lease_id": "L",
+                              "lease_release": True})
+    assert r["lease_expired"] is False
+    assert pool_free(rm) == free0
+    c.close()
+
+
+def test_stalled_server_extends_leases(rm, start_mds):
+    """SIGSTOP longer than the TTL: on resume the lease is not expired
+    (deadlines move by the stall), and silence afterwards still ends it."""
+    mds = start_mds(rm.address, extra=["--client-lease-ttl", "2",
+                                       "--peer-grace", "0"])
+    free0 = pool_free(rm)
+    c = ReqClient(mds.url)
+    c.call(HEARTBEAT, {"instance_id": "s", "lease_id": "LS"})
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "s", "size": MiB,
+                                  "lease_id": "LS"})
+    assert r["success"]
+    os.kill(mds.pid, signal.SIGSTOP)
+    try:
+        time.sleep(3.5)
+    finally:
+        os.kill(mds.pid, signal.SIGCONT)
+    time.sleep(0.4)
+    _, r = c.call(HEARTBEAT, {"instance_id": "s", "lease_id": "LS"})
+    assert r["lease_expired"] is False
+    assert pool_free(rm) == free0 - 2 * MiB
+    assert wait_until(lambda: pool_free(rm) == free0, 10)
+    assert "stalled" in mds.log()
+    c.close()
+
+
+def test_rm_restart_keeps_every_region(start_rm, start_mds):
+    """The RM is killed and started again (same port and state dir) with a
+    short grace period: the server reconnects at once and re-pins its
+    client id, so no region is reaped, and it can still free them."""
+    rm = start_rm(extra=["--grace-period", "2"])
+    mds = start_mds(rm.address)
+    free0 = pool_free(rm)
+    c = ReqClient(mds.url)
+    hs = []
+    for i in range(3):
+        _, r = c.call(REQUEST_ALLOC, {"instance_id": "r", "size": 2 * MiB})
+        hs.append(handle_of(r))
+    c.call(REGISTER_KV, {"key": "rk", "region_id": hs[0]["region_id"],
+                         "kv_offset": 0, "kv_length": 1})
+    rm.kill()
+    rm.start()
+    time.sleep(4.0)                      # twice the RM's grace period
+    assert pool_free(rm) == free0 - 6 * MiB
+    assert "reconnected" in mds.log()
+    # everything still works, ownership included
+    _, r = c.call(RETURN_ALLOC, {"instance_id": "r",
+                                 "region_id": hs[2]["region_id"]})
+    assert r == {"success": True}
+    assert pool_free(rm) == free0 - 4 * MiB
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "r", "size": 2 * MiB})
+    assert r["success"]
+    assert c.call(LOOKUP_KV, {"key": "rk"})[1]["handle"] == hs[0]
+    c.close()
+
+
+def test_rm_down_fails_fast_then_recovers(start_rm, start_mds):
+    rm = start_rm()
+    mds = start_mds(rm.address)
+    c = ReqClient(mds.url, timeout_ms=5000)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "d", "size": MiB})
+    assert r["success"]
+    rm.stop()
+    t0 = time.monotonic()
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "d", "size": MiB})
+    assert r == {"success": False, "error": "Allocation failed"}
+    assert time.monotonic() - t0 < 3.0
+    _, r = c.call(HEARTBEAT, {})        # the rest keeps being served
+    assert "error" not in r
+    rm.start()
+    assert wait_until(lambda: c.call(REQUEST_ALLOC, {
+        "instance_id": "d", "size": MiB})[1]["success"], 10, 0.2)
+    c.close()
+
+
+def test_sigterm_stops_cleanly(rm, mds):
+    c = DealerClient(mds.url)
+    c.call(HEARTBEAT, {})
+    t0 = time.monotonic()
+    assert mds.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - t0 < 5.0
+    assert "stopping" in mds.log()
+    c.close()
+
+
+def test_sigint_stops_cleanly(rm, mds):
+    assert mds.stop(signal.SIGINT) == 0
+
+
+def test_no_rm_at_startup(tmp_path):
+    port = free_port()
+    m = MetadataServer(str(tmp_path), f"127.0.0.1:{port}")
+    m.start(wait=False)
+    assert m.proc.wait(10) == 1
+    assert f"Resource manager is not running (address: 127.0.0.1:{port})" \
+        in m.log()
+
+
+def test_bad_command_line(tmp_path, rm):
+    for extra in (["--log-level", "LOUD"], ["--port", "0"],
+                  ["--rm-address", "nocolon"], ["--client-lease-ttl", "-1"],
+                  ["stray"]):
+        m = MetadataServer(str(tmp_path), rm.address, extra=extra)
+        m.start(wait=False)
+        assert m.proc.wait(10) == 2, extra
+
+
+def test_dax_path_fill_first_and_warning(rm, start_mds):
+    mds = start_mds(rm.address, extra=["--dax-path", "/no/such/pool",
+                                       "--dax-path", rm.pool_path])
+    assert "/no/such/pool" in mds.log()
+    c = ReqClient(mds.url)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "f", "size": MiB})
+    assert r["success"]
+    from mds_wire import GET_STATS
+    pools = rm_wire.stats(rm.address)
+    _, s = c.call(GET_STATS, {})
+    assert s["cxl_pool"] == {"total_size": pools[0].total_size,
+                             "free_size": pools[0].free_size}
+    c.close()
+
+
+def test_dax_path_only_unknown_fails_alloc(rm, start_mds):
+    mds = start_mds(rm.address, extra=["--dax-path", "/no/such/pool"])
+    c = ReqClient(mds.url)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "f", "size": MiB})
+    assert r == {"success": False, "error": "Allocation failed"}
+    from mds_wire import GET_STATS
+    _, s = c.call(GET_STATS, {})
+    assert s["cxl_pool"] == {"total_size": 0, "free_size": 0}
+    c.close()

@@ -512,7 +512,7 @@ bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
 
 /**
  * maru_page_alloc - take a free page to write a value into
- * @size: bytes the caller will write, 0 < @size <= chunk_size
+ * @size: bytes the caller will write, at most chunk_size
  * @out: on success the page (ptr, region_id, page_index, size)
  *
  * Tries the active owned region, then the others in order (switching the
@@ -521,7 +521,7 @@ bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
  * retries.
  *
  * Return: 0, or
- *  -EINVAL       @size is 0 or larger than chunk_size ("Requested size S
+ *  -EINVAL       @size is larger than chunk_size ("Requested size S
  *                exceeds chunk_size C")
  *  -ENOSPC       all pages taken and auto_expand is off ("pool exhausted and
  *                auto_expand is disabled")

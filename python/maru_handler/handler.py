@@ -121,7 +121,7 @@ class MaruHandler:
             return False
         self._orm = _OwnedRegionManagerView(self)
         self._mapper_view = _HandlerMapperView(self)
-        logger.info("connected to %s as %s (chunk %d bytes, regions %s)",
+        logger.debug("connected to %s as %s (chunk %d bytes, regions %s)",
                     self._config.server_url, self.instance_id, self._chunk_size,
                     self._h.owned_region_ids())
         return True

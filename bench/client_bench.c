@@ -77,7 +77,8 @@ static struct opts o;
 
 static void die(const char *what, int rc)
 {
-	fprintf(stderr, "maru-client-bench: %s: %s\n", what, strerror(rc < 0 ? -rc : rc));
+	fprintf(stderr, "maru-client-bench: %s: %s\n", what,
+		strerror(rc < 0 ? -rc : rc));
 	exit(1);
 }
 
@@ -160,7 +161,8 @@ static void *source_buffer(void)
 	return src;
 }
 
-/* ---- memcpy baseline ------------------------------------------------------ */
+/* ---- memcpy baseline ------------------------------------------------------
+ */
 
 static int cmd_memcpy(void)
 {
@@ -209,7 +211,8 @@ static int cmd_memcpy(void)
 	return 0;
 }
 
-/* ---- store ------------------------------------------------------------------ */
+/* ---- store ------------------------------------------------------------------
+ */
 
 static int cmd_store(void)
 {
@@ -217,7 +220,7 @@ static int cmd_store(void)
 	struct maru_handler *h;
 	struct maru_key *keys;
 	struct maru_page *pages;
-	char (*names)[48];
+	char(*names)[48];
 	bool *res;
 	uint64_t timed = 0, bytes = 0, t0, end;
 	uint64_t pool = o.pool, round = 0;
@@ -236,11 +239,12 @@ static int cmd_store(void)
 	end = now_ns() + (uint64_t)o.ms * 1000000ull;
 	/* round 0 is a warm-up and not counted */
 	while (round < 2 || now_ns() < end) {
-		/* a cycle fills up to the region, timed; then deletes, untimed */
+		/* a cycle fills up to the region, timed; then deletes, untimed
+		 */
 		n = cap / per * per;
 		for (i = 0; i < n; i++) {
-			snprintf(names[i], sizeof(names[i]), "st-%d-%" PRIu64 "-%d",
-				 getpid(), round, i);
+			snprintf(names[i], sizeof(names[i]),
+				 "st-%d-%" PRIu64 "-%d", getpid(), round, i);
 			keys[i] = maru_key_str(names[i], strlen(names[i]));
 		}
 		t0 = now_ns();
@@ -281,7 +285,8 @@ static int cmd_store(void)
 	return 0;
 }
 
-/* ---- cross-process retrieve -------------------------------------------------- */
+/* ---- cross-process retrieve
+ * -------------------------------------------------- */
 
 static void key_name(char *buf, size_t n, int i)
 {
@@ -308,7 +313,8 @@ static int cmd_prepare(void)
 		if (rc < 0)
 			die("store", rc);
 	}
-	printf("RESULT what=prepare size=%" PRIu64 " keys=%d\n", o.size, o.keys);
+	printf("RESULT what=prepare size=%" PRIu64 " keys=%d\n", o.size,
+	       o.keys);
 	/* close returns the region; the server keeps it while keys exist */
 	maru_handler_free(h);
 	free(src);
@@ -320,7 +326,7 @@ static int cmd_retrieve(void)
 	struct maru_handler *h = connect_h(o.size, false);
 	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
 	struct maru_key *keys = calloc((size_t)o.keys, sizeof(*keys));
-	char (*names)[96] = calloc((size_t)o.keys, sizeof(*names));
+	char(*names)[96] = calloc((size_t)o.keys, sizeof(*names));
 	struct maru_view v;
 	uint64_t t0;
 	int i, rc;
@@ -390,7 +396,7 @@ static int cmd_raw(void)
 		zmq_send(s, frame, len, 0);
 		do {
 			n = zmq_recv(s, rep, sizeof(rep), 0);
-		} while (n == 0);	/* the DEALER's empty delimiter */
+		} while (n == 0); /* the DEALER's empty delimiter */
 		if (i >= 0)
 			lat[i] = now_ns() - t0;
 		if (n < MDS_HDR_SIZE)
@@ -423,7 +429,8 @@ static int cmd_redis(void)
 	for (i = -20; i < o.iters; i++) {
 		t0 = now_ns();
 		r = redisCommand(c, "GET %s", key);
-		if (!r || r->type != REDIS_REPLY_STRING || r->len != (size_t)o.size)
+		if (!r || r->type != REDIS_REPLY_STRING ||
+		    r->len != (size_t)o.size)
 			die("redis GET", EIO);
 		if (o.read)
 			sink += read_all(r->str, r->len);
@@ -443,7 +450,7 @@ static void scale_child(int wfd)
 {
 	struct maru_handler *h = connect_h(o.size, false);
 	struct maru_key *keys = calloc((size_t)o.keys, sizeof(*keys));
-	char (*names)[96] = calloc((size_t)o.keys, sizeof(*names));
+	char(*names)[96] = calloc((size_t)o.keys, sizeof(*names));
 	struct maru_view v;
 	uint64_t n = 0, end;
 	int i;
@@ -510,11 +517,14 @@ static uint64_t parse_size(const char *s)
 	uint64_t v = strtoull(s, &end, 0);
 
 	switch (*end) {
-	case 'K': case 'k':
+	case 'K':
+	case 'k':
 		return v << 10;
-	case 'M': case 'm':
+	case 'M':
+	case 'm':
 		return v << 20;
-	case 'G': case 'g':
+	case 'G':
+	case 'g':
 		return v << 30;
 	default:
 		return v;
@@ -524,43 +534,76 @@ static uint64_t parse_size(const char *s)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "server", required_argument, NULL, 's' },
-		{ "prefix", required_argument, NULL, 'x' },
-		{ "size", required_argument, NULL, 'n' },
-		{ "region", required_argument, NULL, 'R' },
-		{ "pool", required_argument, NULL, 'P' },
-		{ "keys", required_argument, NULL, 'k' },
-		{ "iters", required_argument, NULL, 'i' },
-		{ "batch", required_argument, NULL, 'b' },
-		{ "procs", required_argument, NULL, 'p' },
-		{ "ms", required_argument, NULL, 'm' },
-		{ "port", required_argument, NULL, 'r' },
-		{ "read", no_argument, NULL, 'e' },
-		{ "dealer", no_argument, NULL, 'd' },
-		{ NULL, 0, NULL, 0 },
+		{"server", required_argument, NULL, 's'},
+		{"prefix", required_argument, NULL, 'x'},
+		{"size", required_argument, NULL, 'n'},
+		{"region", required_argument, NULL, 'R'},
+		{"pool", required_argument, NULL, 'P'},
+		{"keys", required_argument, NULL, 'k'},
+		{"iters", required_argument, NULL, 'i'},
+		{"batch", required_argument, NULL, 'b'},
+		{"procs", required_argument, NULL, 'p'},
+		{"ms", required_argument, NULL, 'm'},
+		{"port", required_argument, NULL, 'r'},
+		{"read", no_argument, NULL, 'e'},
+		{"dealer", no_argument, NULL, 'd'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 
-	o = (struct opts){ .server = "tcp://127.0.0.1:5555", .prefix = "bench",
-			   .size = 1 << 20, .region = 256ull << 20,
-			   .pool = 256ull << 20, .keys = 8, .iters = 2000,
-			   .batch = 1, .procs = 1, .ms = 2000 };
+	o = (struct opts){.server = "tcp://127.0.0.1:5555",
+			  .prefix = "bench",
+			  .size = 1 << 20,
+			  .region = 256ull << 20,
+			  .pool = 256ull << 20,
+			  .keys = 8,
+			  .iters = 2000,
+			  .batch = 1,
+			  .procs = 1,
+			  .ms = 2000};
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 's': o.server = optarg; break;
-		case 'x': o.prefix = optarg; break;
-		case 'n': o.size = parse_size(optarg); break;
-		case 'R': o.region = parse_size(optarg); break;
-		case 'P': o.pool = parse_size(optarg); break;
-		case 'k': o.keys = atoi(optarg); break;
-		case 'i': o.iters = atoi(optarg); break;
-		case 'b': o.batch = atoi(optarg); break;
-		case 'p': o.procs = atoi(optarg); break;
-		case 'm': o.ms = atoi(optarg); break;
-		case 'r': o.port = atoi(optarg); break;
-		case 'e': o.read = true; break;
-		case 'd': o.dealer = true; break;
-		default: return 2;
+		case 's':
+			o.server = optarg;
+			break;
+		case 'x':
+			o.prefix = optarg;
+			break;
+		case 'n':
+			o.size = parse_size(optarg);
+			break;
+		case 'R':
+			o.region = parse_size(optarg);
+			break;
+		case 'P':
+			o.pool = parse_size(optarg);
+			break;
+		case 'k':
+			o.keys = atoi(optarg);
+			break;
+		case 'i':
+			o.iters = atoi(optarg);
+			break;
+		case 'b':
+			o.batch = atoi(optarg);
+			break;
+		case 'p':
+			o.procs = atoi(optarg);
+			break;
+		case 'm':
+			o.ms = atoi(optarg);
+			break;
+		case 'r':
+			o.port = atoi(optarg);
+			break;
+		case 'e':
+			o.read = true;
+			break;
+		case 'd':
+			o.dealer = true;
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (optind != argc - 1 || o.keys < 1 || o.iters < 1 || !o.size) {

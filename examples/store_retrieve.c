@@ -65,15 +65,18 @@ static int parse_size(const char *s, uint64_t *out)
 	if (errno || end == s)
 		return -EINVAL;
 	switch (*end) {
-	case 'k': case 'K':
+	case 'k':
+	case 'K':
 		v <<= 10;
 		end++;
 		break;
-	case 'm': case 'M':
+	case 'm':
+	case 'M':
 		v <<= 20;
 		end++;
 		break;
-	case 'g': case 'G':
+	case 'g':
+	case 'G':
 		v <<= 30;
 		end++;
 		break;
@@ -143,19 +146,19 @@ static void log_stderr(void *arg, int prio, const char *file, int line,
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{ "server", required_argument, NULL, 's' },
-		{ "key", required_argument, NULL, 'k' },
-		{ "size", required_argument, NULL, 'n' },
-		{ "pattern", required_argument, NULL, 'p' },
-		{ "int-key", no_argument, NULL, 'i' },
-		{ "pool-size", required_argument, NULL, 'P' },
-		{ "chunk-size", required_argument, NULL, 'C' },
-		{ "timeout-ms", required_argument, NULL, 't' },
-		{ "rm", required_argument, NULL, 'r' },
-		{ "sync", no_argument, NULL, 'S' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{"server", required_argument, NULL, 's'},
+		{"key", required_argument, NULL, 'k'},
+		{"size", required_argument, NULL, 'n'},
+		{"pattern", required_argument, NULL, 'p'},
+		{"int-key", no_argument, NULL, 'i'},
+		{"pool-size", required_argument, NULL, 'P'},
+		{"chunk-size", required_argument, NULL, 'C'},
+		{"timeout-ms", required_argument, NULL, 't'},
+		{"rm", required_argument, NULL, 'r'},
+		{"sync", no_argument, NULL, 'S'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -309,8 +312,8 @@ int main(int argc, char **argv)
 		status = 1;
 		if (o.size && view.len != o.size) {
 			fprintf(stderr,
-				"maru-example: key %s: %zu bytes, expected %" PRIu64
-				"\n",
+				"maru-example: key %s: %zu bytes, expected "
+				"%" PRIu64 "\n",
 				o.key, view.len, o.size);
 			goto out;
 		}

@@ -80,24 +80,24 @@ const char *maru_version(void);
  * the same key as the MARU_KEY_INT of that value).
  */
 enum maru_key_type {
-	MARU_KEY_STR = 0,	/* UTF-8 text: @str, @len (msgpack str) */
-	MARU_KEY_INT = 1,	/* signed integer: @i */
-	MARU_KEY_UINT = 2,	/* unsigned integer: @u */
-	MARU_KEY_BIN = 3,	/* raw bytes: @str, @len (msgpack bin) */
+	MARU_KEY_STR = 0,  /* UTF-8 text: @str, @len (msgpack str) */
+	MARU_KEY_INT = 1,  /* signed integer: @i */
+	MARU_KEY_UINT = 2, /* unsigned integer: @u */
+	MARU_KEY_BIN = 3,  /* raw bytes: @str, @len (msgpack bin) */
 };
 
 struct maru_key {
-	int type;		/* enum maru_key_type */
-	size_t len;		/* STR/BIN: bytes at @str */
-	const char *str;	/* STR/BIN: borrowed, need not be NUL-terminated */
-	int64_t i;		/* INT */
-	uint64_t u;		/* UINT */
+	int type;	 /* enum maru_key_type */
+	size_t len;	 /* STR/BIN: bytes at @str */
+	const char *str; /* STR/BIN: borrowed, need not be NUL-terminated */
+	int64_t i;	 /* INT */
+	uint64_t u;	 /* UINT */
 };
 
 /* maru_key_str - a string key over @len bytes at @s (borrowed) */
 static inline struct maru_key maru_key_str(const char *s, size_t len)
 {
-	struct maru_key k = { MARU_KEY_STR, len, s, 0, 0 };
+	struct maru_key k = {MARU_KEY_STR, len, s, 0, 0};
 
 	return k;
 }
@@ -105,7 +105,7 @@ static inline struct maru_key maru_key_str(const char *s, size_t len)
 /* maru_key_int - a signed integer key */
 static inline struct maru_key maru_key_int(int64_t v)
 {
-	struct maru_key k = { MARU_KEY_INT, 0, NULL, v, 0 };
+	struct maru_key k = {MARU_KEY_INT, 0, NULL, v, 0};
 
 	return k;
 }
@@ -113,7 +113,7 @@ static inline struct maru_key maru_key_int(int64_t v)
 /* maru_key_uint - an unsigned integer key (use for values >= 2^63) */
 static inline struct maru_key maru_key_uint(uint64_t v)
 {
-	struct maru_key k = { MARU_KEY_UINT, 0, NULL, 0, v };
+	struct maru_key k = {MARU_KEY_UINT, 0, NULL, 0, v};
 
 	return k;
 }
@@ -130,10 +130,10 @@ static inline struct maru_key maru_key_uint(uint64_t v)
  * from those three numbers (as LMCache's adapter does).
  */
 struct maru_page {
-	void *ptr;		/* borrows: into the shared mapping; NULL if unknown */
-	uint64_t region_id;	/* global region id (resource manager) */
-	uint64_t page_index;	/* page in the region: offset / chunk_size */
-	size_t size;		/* bytes requested (<= chunk size) */
+	void *ptr; /* borrows: into the shared mapping; NULL if unknown */
+	uint64_t region_id;  /* global region id (resource manager) */
+	uint64_t page_index; /* page in the region: offset / chunk_size */
+	size_t size;	     /* bytes requested (<= chunk size) */
 };
 
 /*
@@ -141,11 +141,11 @@ struct maru_page {
  * @len bytes at @ptr, straight over the shared mapping (read+write).
  */
 struct maru_view {
-	void *ptr;		/* borrows: NULL on a miss */
-	size_t len;		/* stored length (kv_length) */
+	void *ptr;  /* borrows: NULL on a miss */
+	size_t len; /* stored length (kv_length) */
 	uint64_t region_id;
-	uint64_t page_index;	/* kv_offset / chunk_size */
-	uint64_t offset;	/* kv_offset: byte offset inside the region */
+	uint64_t page_index; /* kv_offset / chunk_size */
+	uint64_t offset;     /* kv_offset: byte offset inside the region */
 };
 
 /*
@@ -154,32 +154,32 @@ struct maru_view {
  */
 struct maru_region_handle {
 	uint64_t region_id;
-	uint64_t offset;	/* mmap offset in the device or file */
-	uint64_t length;	/* aligned region length in bytes */
+	uint64_t offset; /* mmap offset in the device or file */
+	uint64_t length; /* aligned region length in bytes */
 	uint64_t auth_token;
 };
 
 /* Page-allocator statistics of one owned region (PagedMemoryAllocator). */
 struct maru_region_stats {
 	uint64_t region_id;
-	uint64_t pool_size;	/* region length in bytes */
-	uint64_t chunk_size;	/* page size in bytes */
-	uint64_t page_count;	/* pool_size / chunk_size */
+	uint64_t pool_size;  /* region length in bytes */
+	uint64_t chunk_size; /* page size in bytes */
+	uint64_t page_count; /* pool_size / chunk_size */
 	uint64_t num_free_pages;
 	uint64_t num_allocated;
-	uint64_t reserved[4];	/* zero; room for additions */
+	uint64_t reserved[4]; /* zero; room for additions */
 };
 
 /* The typed part of a GET_STATS reply (missing fields read as 0). */
 struct maru_server_stats {
-	uint64_t total_entries;	/* kv_manager */
-	uint64_t total_size;	/* kv_manager: sum of kv_length */
+	uint64_t total_entries;	  /* kv_manager */
+	uint64_t total_size;	  /* kv_manager: sum of kv_length */
 	uint64_t num_allocations; /* allocation_manager */
 	uint64_t total_allocated; /* allocation_manager: bytes */
-	uint64_t active_clients; /* allocation_manager */
+	uint64_t active_clients;  /* allocation_manager */
 	uint64_t pool_total_size; /* cxl_pool.total_size (0 if absent) */
-	uint64_t pool_free_size; /* cxl_pool.free_size (0 if absent) */
-	uint64_t reserved[4];	/* zero; room for additions */
+	uint64_t pool_free_size;  /* cxl_pool.free_size (0 if absent) */
+	uint64_t reserved[4];	  /* zero; room for additions */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -292,8 +292,8 @@ struct maru_handler;
  * (lease heartbeat, stats reporter), possibly concurrently.  A sink must not
  * call back into the handler.
  */
-typedef void (*maru_log_fn)(void *arg, int priority, const char *file,
-			    int line, const char *func, const char *msg);
+typedef void (*maru_log_fn)(void *arg, int priority, const char *file, int line,
+			    const char *func, const char *msg);
 
 /**
  * maru_region_added_fn - called for each region this handler comes to own
@@ -341,8 +341,7 @@ void maru_handler_free(struct maru_handler *h);
  * Context: before maru_handler_connect(), or whenever no other thread uses
  * @h (background threads read the sink without a lock).
  */
-void maru_handler_set_log_fn(struct maru_handler *h, maru_log_fn fn,
-			     void *arg);
+void maru_handler_set_log_fn(struct maru_handler *h, maru_log_fn fn, void *arg);
 
 /**
  * maru_handler_set_log_priority - messages above @priority are dropped
@@ -433,8 +432,7 @@ int maru_handler_get_stats(struct maru_handler *h,
  * decode it with any MessagePack library.
  * Return: 0 or -errno.  Context: any thread (read).
  */
-int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
-			       size_t *len);
+int maru_handler_get_stats_raw(struct maru_handler *h, void **buf, size_t *len);
 
 /* maru_buf_free - release a buffer given by the library (NULL: no-op) */
 void maru_buf_free(void *buf);
@@ -534,8 +532,7 @@ bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
  *  -ENOTCONN, -ESHUTDOWN
  * Context: any thread (write lock).
  */
-int maru_page_alloc(struct maru_handler *h, size_t size,
-		    struct maru_page *out);
+int maru_page_alloc(struct maru_handler *h, size_t size, struct maru_page *out);
 
 /**
  * maru_page_free - return a page to its allocator
@@ -631,17 +628,15 @@ int maru_kv_delete(struct maru_handler *h, const struct maru_key *key);
  * Context: any thread (write lock).
  */
 int maru_kv_batch_store(struct maru_handler *h, const struct maru_key *keys,
-			const struct maru_page *pages, size_t n,
-			bool *results);
+			const struct maru_page *pages, size_t n, bool *results);
 
 /**
  * maru_kv_batch_retrieve - BATCH_LOOKUP_KV; per entry as maru_kv_retrieve()
  * @views: per entry, ptr NULL on a miss (or when its region cannot be mapped)
  * Context: any thread (read).
  */
-int maru_kv_batch_retrieve(struct maru_handler *h,
-			   const struct maru_key *keys, size_t n,
-			   struct maru_view *views);
+int maru_kv_batch_retrieve(struct maru_handler *h, const struct maru_key *keys,
+			   size_t n, struct maru_view *views);
 
 /* maru_kv_batch_exists - BATCH_EXISTS_KV (every key checked) */
 int maru_kv_batch_exists(struct maru_handler *h, const struct maru_key *keys,

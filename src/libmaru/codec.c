@@ -40,7 +40,7 @@ void maru__msg_init(struct maru__msg *m, uint8_t type)
 {
 	m->data = m->small;
 	m->cap = sizeof(m->small);
-	m->len = MDS_HDR_SIZE;	/* header filled in by rpc.c */
+	m->len = MDS_HDR_SIZE; /* header filled in by rpc.c */
 	m->type = type;
 }
 
@@ -187,9 +187,12 @@ static int pack_reg(msgpack_packer *pk, const struct maru__reg *r)
 
 	rc = msgpack_pack_map(pk, 4);
 	rc |= pack_cstr(pk, "key") | pack_key(pk, r->key);
-	rc |= pack_cstr(pk, "region_id") | msgpack_pack_uint64(pk, r->region_id);
-	rc |= pack_cstr(pk, "kv_offset") | msgpack_pack_uint64(pk, r->kv_offset);
-	rc |= pack_cstr(pk, "kv_length") | msgpack_pack_uint64(pk, r->kv_length);
+	rc |= pack_cstr(pk, "region_id") |
+	      msgpack_pack_uint64(pk, r->region_id);
+	rc |= pack_cstr(pk, "kv_offset") |
+	      msgpack_pack_uint64(pk, r->kv_offset);
+	rc |= pack_cstr(pk, "kv_length") |
+	      msgpack_pack_uint64(pk, r->kv_length);
 	return rc;
 }
 
@@ -246,7 +249,8 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
 	rc = msgpack_pack_map(&pk, release ? 3 : 2);
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
-	rc |= pack_cstr(&pk, "lease_id") | pack_cstr(&pk, lease_id ? lease_id : "");
+	rc |= pack_cstr(&pk, "lease_id") |
+	      pack_cstr(&pk, lease_id ? lease_id : "");
 	if (release)
 		rc |= pack_cstr(&pk, "lease_release") | msgpack_pack_true(&pk);
 	return pack_rc(rc, m);
@@ -269,7 +273,8 @@ int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
 		rc |= pack_cstr(&pk, "client_id") | pack_cstr(&pk, client_id);
 		rc |= pack_cstr(&pk, "op_type") | pack_cstr(&pk, e[i].op_type);
 		rc |= pack_cstr(&pk, "result") | pack_cstr(&pk, e[i].result);
-		rc |= pack_cstr(&pk, "size") | msgpack_pack_uint64(&pk, e[i].size);
+		rc |= pack_cstr(&pk, "size") |
+		      msgpack_pack_uint64(&pk, e[i].size);
 		rc |= pack_cstr(&pk, "latency_us") |
 		      msgpack_pack_double(&pk, e[i].latency_us);
 	}
@@ -289,8 +294,8 @@ struct mp {
 enum mp_kind {
 	MP_NIL,
 	MP_BOOL,
-	MP_UINT,		/* non-negative integer */
-	MP_INT,			/* negative integer */
+	MP_UINT, /* non-negative integer */
+	MP_INT,	 /* negative integer */
 	MP_FLOAT,
 	MP_STR,
 	MP_BIN,
@@ -306,8 +311,8 @@ struct mp_item {
 	uint64_t u;
 	int64_t i;
 	double f;
-	const uint8_t *data;	/* STR/BIN/EXT: borrows */
-	uint32_t len;		/* STR/BIN/EXT: bytes; ARRAY/MAP: elements */
+	const uint8_t *data; /* STR/BIN/EXT: borrows */
+	uint32_t len;	     /* STR/BIN/EXT: bytes; ARRAY/MAP: elements */
 };
 
 static size_t mp_left(const struct mp *r)
@@ -505,7 +510,7 @@ static int mp_next(struct mp *r, struct mp_item *it)
 		if (mp_be(r, c == 0xde ? 2 : 4, &v))
 			return -EPROTO;
 		return mp_container(r, it, MP_MAP, v);
-	default:		/* 0xc1: never used */
+	default: /* 0xc1: never used */
 		return -EPROTO;
 	}
 }
@@ -765,7 +770,7 @@ static int dec_allocations(struct mp *r, struct maru__reply *rep, int depth)
 
 int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 {
-	struct mp r = { p, p + len };
+	struct mp r = {p, p + len};
 	struct mp_item it, k, v;
 	uint32_t i;
 	int rc;
@@ -875,15 +880,15 @@ static int dec_counters(struct mp *r, const char *const *names,
 int maru__decode_stats(const uint8_t *p, size_t len,
 		       struct maru_server_stats *s, bool *error)
 {
-	static const char *const kv[] = { "total_entries", "total_size" };
-	static const char *const am[] = { "num_allocations", "total_allocated",
-					  "active_clients" };
-	static const char *const cp[] = { "total_size", "free_size" };
-	uint64_t *const kvd[] = { &s->total_entries, &s->total_size };
-	uint64_t *const amd[] = { &s->num_allocations, &s->total_allocated,
-				  &s->active_clients };
-	uint64_t *const cpd[] = { &s->pool_total_size, &s->pool_free_size };
-	struct mp r = { p, p + len };
+	static const char *const kv[] = {"total_entries", "total_size"};
+	static const char *const am[] = {"num_allocations", "total_allocated",
+					 "active_clients"};
+	static const char *const cp[] = {"total_size", "free_size"};
+	uint64_t *const kvd[] = {&s->total_entries, &s->total_size};
+	uint64_t *const amd[] = {&s->num_allocations, &s->total_allocated,
+				 &s->active_clients};
+	uint64_t *const cpd[] = {&s->pool_total_size, &s->pool_free_size};
+	struct mp r = {p, p + len};
 	struct mp_item it, k;
 	uint32_t i;
 	int rc;
@@ -919,7 +924,7 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
 		       uint32_t *version)
 {
-	static const uint8_t magic[8] = { 'M', 'A', 'R', 'U', 'D', 'E', 'V', 0 };
+	static const uint8_t magic[8] = {'M', 'A', 'R', 'U', 'D', 'E', 'V', 0};
 	const uint8_t *u;
 
 	if (len < MARU_DEVHDR_SIZE || memcmp(p, magic, sizeof(magic)))

@@ -48,8 +48,8 @@ void maru__uuid4(char out[37])
 		}
 		got += (size_t)n;
 	}
-	b[6] = (b[6] & 0x0f) | 0x40;	/* version 4 */
-	b[8] = (b[8] & 0x3f) | 0x80;	/* RFC 4122 variant */
+	b[6] = (b[6] & 0x0f) | 0x40; /* version 4 */
+	b[8] = (b[8] & 0x3f) | 0x80; /* RFC 4122 variant */
 	snprintf(out, 37,
 		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
 		 "%02x%02x%02x%02x%02x%02x",
@@ -169,8 +169,7 @@ MARU_EXPORT int maru_config_set_timeout_ms(struct maru_config *cfg, int ms)
 	return 0;
 }
 
-MARU_EXPORT int maru_config_set_use_async_rpc(struct maru_config *cfg,
-					      bool on)
+MARU_EXPORT int maru_config_set_use_async_rpc(struct maru_config *cfg, bool on)
 {
 	cfg->use_async_rpc = on;
 	return 0;
@@ -209,7 +208,8 @@ MARU_EXPORT int maru_config_set_enable_stats(struct maru_config *cfg, bool on)
 	return 0;
 }
 
-MARU_EXPORT const char *maru_config_get_server_url(const struct maru_config *cfg)
+MARU_EXPORT const char *
+maru_config_get_server_url(const struct maru_config *cfg)
 {
 	return cfg->server_url;
 }
@@ -260,7 +260,8 @@ MARU_EXPORT uint64_t maru_config_get_expand_size(const struct maru_config *cfg)
 	return cfg->expand_size;
 }
 
-MARU_EXPORT const char *maru_config_get_rm_address(const struct maru_config *cfg)
+MARU_EXPORT const char *
+maru_config_get_rm_address(const struct maru_config *cfg)
 {
 	return cfg->rm_address;
 }
@@ -276,8 +277,8 @@ MARU_EXPORT bool maru_config_get_enable_stats(const struct maru_config *cfg)
  */
 static int parse_env_bool(const char *raw)
 {
-	static const char *const yes[] = { "1", "true", "yes", "on" };
-	static const char *const no[] = { "0", "false", "no", "off" };
+	static const char *const yes[] = {"1", "true", "yes", "on"};
+	static const char *const no[] = {"0", "false", "no", "off"};
 	char v[16];
 	size_t n, i;
 
@@ -342,7 +343,8 @@ MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
 		whylen = sizeof(tmp);
 	}
 	if (cfg->chunk_size == 0) {
-		snprintf(why, whylen, "chunk_size_bytes must be positive, got 0");
+		snprintf(why, whylen,
+			 "chunk_size_bytes must be positive, got 0");
 		return -EINVAL;
 	}
 	if (cfg->pool_size < cfg->chunk_size) {
@@ -358,7 +360,8 @@ MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
 	}
 	if (cfg->expand_size && cfg->expand_size < cfg->chunk_size) {
 		snprintf(why, whylen,
-			 "expand_size (%" PRIu64 ") must be >= chunk_size_bytes "
+			 "expand_size (%" PRIu64
+			 ") must be >= chunk_size_bytes "
 			 "(%" PRIu64 ")",
 			 cfg->expand_size, cfg->chunk_size);
 		return -EINVAL;

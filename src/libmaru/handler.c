@@ -100,8 +100,8 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	free(h);
 }
 
-MARU_EXPORT void maru_handler_set_log_fn(struct maru_handler *h,
-					 maru_log_fn fn, void *arg)
+MARU_EXPORT void maru_handler_set_log_fn(struct maru_handler *h, maru_log_fn fn,
+					 void *arg)
 {
 	h->log_fn = fn;
 	h->log_arg = arg;
@@ -180,9 +180,12 @@ static int request_region(struct maru_handler *h, uint64_t size,
 
 	reply_init(&r);
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
-	rc = send_msg(h, &m, maru__enc_request_alloc(&m, h->instance_id, size, lease), &r);
+	rc = send_msg(h, &m,
+		      maru__enc_request_alloc(&m, h->instance_id, size, lease),
+		      &r);
 	if (rc == -EREMOTEIO && !r.success)
-		rc = -ENOSPC;	/* {"success": false, "error": "Allocation failed"} */
+		rc = -ENOSPC; /* {"success": false, "error": "Allocation
+				 failed"} */
 	if (rc < 0) {
 		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes failed: %s", size,
 		     strerror(-rc));
@@ -209,7 +212,9 @@ static void return_region(struct maru_handler *h, uint64_t region_id)
 
 	reply_init(&r);
 	maru__msg_init(&m, MDS_RETURN_ALLOC);
-	rc = send_msg(h, &m, maru__enc_return_alloc(&m, h->instance_id, region_id), &r);
+	rc = send_msg(h, &m,
+		      maru__enc_return_alloc(&m, h->instance_id, region_id),
+		      &r);
 	if (rc < 0)
 		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC failed: %s",
 		      region_id, strerror(-rc));
@@ -227,8 +232,7 @@ static void handshake(struct maru_handler *h)
 	struct maru__msg m;
 	int rc;
 
-	snprintf(h->rm_address, sizeof(h->rm_address), "%s",
-		 h->cfg.rm_address);
+	snprintf(h->rm_address, sizeof(h->rm_address), "%s", h->cfg.rm_address);
 	maru__msg_init(&m, MDS_HANDSHAKE);
 	rc = maru__enc_empty(&m);
 	if (rc == 0)
@@ -274,7 +278,8 @@ static void eager_map(struct maru_handler *h)
 	r.on_handle = eager_one;
 	r.arg = h;
 	maru__msg_init(&m, MDS_LIST_ALLOCATIONS);
-	rc = send_msg(h, &m, maru__enc_list_allocations(&m, h->instance_id), &r);
+	rc = send_msg(h, &m, maru__enc_list_allocations(&m, h->instance_id),
+		      &r);
 	if (rc < 0)
 		lwarn(h, "LIST_ALLOCATIONS failed: %s", strerror(-rc));
 	else
@@ -327,7 +332,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	pthread_mutex_lock(&h->wlock);
 	rc = state_check(h);
 	if (rc != -ENOTCONN)
-		goto out_unlock;	/* 0 (connected) or -ESHUTDOWN */
+		goto out_unlock; /* 0 (connected) or -ESHUTDOWN */
 
 	rc = -ENOMEM;
 	h->zctx = zmq_ctx_new();
@@ -369,8 +374,9 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 			lwarn(h, "stats reporting disabled: %s", strerror(-rc));
 	}
 	atomic_store(&h->state, MARU_ST_CONNECTED);
-	linfo(h, "connected to %s as %s: region %" PRIu64 ", %" PRIu64
-		 " pages of %" PRIu64 " bytes",
+	linfo(h,
+	      "connected to %s as %s: region %" PRIu64 ", %" PRIu64
+	      " pages of %" PRIu64 " bytes",
 	      h->cfg.server_url, h->instance_id, hd.region_id,
 	      hd.length / h->cfg.chunk_size, h->cfg.chunk_size);
 	pthread_mutex_unlock(&h->wlock);
@@ -399,7 +405,7 @@ MARU_EXPORT void maru_handler_close(struct maru_handler *h)
 	maru__stats_stop(h);
 	maru__lease_stop(h);
 
-	pthread_mutex_lock(&h->wlock);	/* waits for in-flight writes */
+	pthread_mutex_lock(&h->wlock); /* waits for in-flight writes */
 	pthread_mutex_lock(&h->olock);
 	if (h->owned.n) {
 		ids = malloc(h->owned.n * sizeof(*ids));
@@ -581,7 +587,8 @@ MARU_EXPORT int maru_handler_set_on_region_added(struct maru_handler *h,
 /* link @e into its page's key list (@wlock held) */
 static void page_link_key(struct maru_handler *h, struct maru__keyent *e)
 {
-	struct maru__owned_region *r = maru__owned_find(&h->owned, e->region_id);
+	struct maru__owned_region *r =
+		maru__owned_find(&h->owned, e->region_id);
 
 	if (!r || e->page >= r->pa.page_count)
 		return;
@@ -620,8 +627,8 @@ static int page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
 /* REQUEST_ALLOC(expand_size), map it, announce it (@wlock held) */
 static int expand(struct maru_handler *h)
 {
-	uint64_t size = h->cfg.expand_size ? h->cfg.expand_size
-					   : h->cfg.pool_size;
+	uint64_t size =
+		h->cfg.expand_size ? h->cfg.expand_size : h->cfg.pool_size;
 	struct maru_region_handle hd;
 	int64_t pages;
 	int rc;
@@ -635,8 +642,9 @@ static int expand(struct maru_handler *h)
 		return rc;
 	}
 	pages = (int64_t)(hd.length / h->cfg.chunk_size);
-	linfo(h, "region %" PRIu64 ": expanded by %" PRIu64 " bytes (%" PRId64
-		 " pages)",
+	linfo(h,
+	      "region %" PRIu64 ": expanded by %" PRIu64 " bytes (%" PRId64
+	      " pages)",
 	      hd.region_id, hd.length, pages);
 	if (h->on_added)
 		h->on_added(h->on_added_arg, hd.region_id, (uint64_t)pages);
@@ -783,9 +791,9 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 		rc = -EKEYEXPIRED;
 		goto out_unlock;
 	}
-	reg = (struct maru__reg){ key, page->region_id,
-				  page->page_index * h->cfg.chunk_size,
-				  page->size };
+	reg = (struct maru__reg){key, page->region_id,
+				 page->page_index * h->cfg.chunk_size,
+				 page->size};
 	reply_init(&r);
 	maru__msg_init(&m, MDS_REGISTER_KV);
 	rc = send_msg(h, &m, maru__enc_register(&m, &reg), &r);
@@ -842,7 +850,7 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	/* answer locally what we stored ourselves; queue the rest */
 	for (i = 0; i < n; i++) {
 		if (!page_valid(h, &pages[i]))
-			continue;	/* false: not a page of ours */
+			continue; /* false: not a page of ours */
 		e = maru__keymap_find(&h->keys, &keys[i]);
 		if (e) {
 			store_dup(h, e, &pages[i]);
@@ -850,10 +858,9 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 			hits++;
 			continue;
 		}
-		regs[k] = (struct maru__reg){ &keys[i], pages[i].region_id,
-					      pages[i].page_index *
-						      h->cfg.chunk_size,
-					      pages[i].size };
+		regs[k] = (struct maru__reg){
+			&keys[i], pages[i].region_id,
+			pages[i].page_index * h->cfg.chunk_size, pages[i].size};
 		idx[k++] = i;
 	}
 	rc = 0;
@@ -925,8 +932,9 @@ static int resolve(struct maru_handler *h, const struct maru__lookup *l,
 			return rc;
 	}
 	if (l->kv_offset > m->len || l->kv_length > m->len - l->kv_offset) {
-		lwarn(h, "region %" PRIu64 ": entry [%" PRIu64 ", +%" PRIu64
-			 ") outside the mapping",
+		lwarn(h,
+		      "region %" PRIu64 ": entry [%" PRIu64 ", +%" PRIu64
+		      ") outside the mapping",
 		      l->handle.region_id, l->kv_offset, l->kv_length);
 		return -EPROTO;
 	}
@@ -957,8 +965,8 @@ MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
 	if (rc == 0)
 		rc = resolve(h, &r.lookup, out);
 	if (rc >= 0)
-		maru__stats_record(h, "retrieve", rc ? "hit" : "miss",
-				   out->len, t0);
+		maru__stats_record(h, "retrieve", rc ? "hit" : "miss", out->len,
+				   t0);
 	return rc;
 }
 

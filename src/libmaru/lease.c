@@ -67,7 +67,8 @@ static void *lease_thread(void *arg)
 	while (!l->stop) {
 		ts.tv_sec = (time_t)(next / 1000000000ull);
 		ts.tv_nsec = (long)(next % 1000000000ull);
-		if (pthread_cond_timedwait(&l->cv, &l->lock, &ts) != ETIMEDOUT &&
+		if (pthread_cond_timedwait(&l->cv, &l->lock, &ts) !=
+			    ETIMEDOUT &&
 		    maru__now_ns() < next)
 			continue;
 		if (l->stop)
@@ -77,9 +78,10 @@ static void *lease_thread(void *arg)
 		rc = heartbeat(h, &l->rpc, false, &rep);
 		if (rc == 0 && rep.lease_expired) {
 			if (!atomic_exchange(&l->lost, true))
-				lerr(h, "lease %s expired on the server: its "
-					"regions are being reclaimed, writes "
-					"disabled",
+				lerr(h,
+				     "lease %s expired on the server: its "
+				     "regions are being reclaimed, writes "
+				     "disabled",
 				     l->id);
 		} else if (rc == 0) {
 			atomic_store(&l->renewed_ns, sent);
@@ -120,7 +122,7 @@ int maru__lease_start(struct maru_handler *h)
 		return 0;
 	}
 	l->ttl_ns = (uint64_t)(rep.lease_ttl * 1e9);
-	if (l->ttl_ns < 4000000)	/* 4 ms: a renewal period of 1 ms */
+	if (l->ttl_ns < 4000000) /* 4 ms: a renewal period of 1 ms */
 		l->ttl_ns = 4000000;
 	atomic_store(&l->renewed_ns, sent);
 	l->active = true;

@@ -36,10 +36,10 @@ int maru__log_env_priority(void)
 		const char *name;
 		int prio;
 	} names[] = {
-		{ "err", LOG_ERR },	 { "error", LOG_ERR },
-		{ "warn", LOG_WARNING }, { "warning", LOG_WARNING },
-		{ "notice", LOG_NOTICE }, { "info", LOG_INFO },
-		{ "debug", LOG_DEBUG },
+		{"err", LOG_ERR},	{"error", LOG_ERR},
+		{"warn", LOG_WARNING},	{"warning", LOG_WARNING},
+		{"notice", LOG_NOTICE}, {"info", LOG_INFO},
+		{"debug", LOG_DEBUG},
 	};
 	const char *v = getenv("MARU_LOG");
 	size_t i;

@@ -113,8 +113,9 @@ static int read_device_uuid(struct maru__mapper *mp, const char *dev,
 	rc = maru__devhdr_parse(p, MARU_DEVHDR_SIZE, uuid, &version);
 	munmap(p, align);
 	if (rc == 0 && version != 1)
-		lwarn(mp->h, "%s: device header version %" PRIu32 " (expected 1)",
-		      dev, version);
+		lwarn(mp->h,
+		      "%s: device header version %" PRIu32 " (expected 1)", dev,
+		      version);
 	return rc;
 }
 
@@ -213,8 +214,9 @@ static void prefault(struct maru__mapper *mp, uint8_t *addr, size_t len)
 	size_t off;
 
 	if (madvise(addr, len, MADV_POPULATE_WRITE) < 0)
-		ldbg(mp->h, "MADV_POPULATE_WRITE unavailable (%s): touching "
-			    "pages",
+		ldbg(mp->h,
+		     "MADV_POPULATE_WRITE unavailable (%s): touching "
+		     "pages",
 		     strerror(errno));
 	for (off = 0; off < len; off += (size_t)pg)
 		sink = addr[off];
@@ -246,8 +248,8 @@ int maru__mapper_map(struct maru__mapper *mp,
 	rc = -EINVAL;
 	if (!hd->length || hd->length > SIZE_MAX)
 		goto out_unlock;
-	rh = (struct rm_handle){ hd->region_id, hd->offset, hd->length,
-				 hd->auth_token };
+	rh = (struct rm_handle){hd->region_id, hd->offset, hd->length,
+				hd->auth_token};
 	rc = rm_client_get_access(&mp->rm, &rh, &acc);
 	if (rc < 0) {
 		lerr(mp->h, "region %" PRIu64 ": GET_ACCESS failed: %s%s%s",
@@ -290,9 +292,11 @@ int maru__mapper_map(struct maru__mapper *mp,
 	b = hd->region_id % MARU_MAP_BUCKETS;
 	m->next = atomic_load_explicit(&mp->buckets[b], memory_order_relaxed);
 	atomic_store_explicit(&mp->buckets[b], m, memory_order_release);
-	ldbg(mp->h, "region %" PRIu64 ": mapped %s (%" PRIu64 " bytes at %" PRIu64
-		    ")%s",
-	     hd->region_id, path, hd->length, hd->offset, owned ? ", owned" : "");
+	ldbg(mp->h,
+	     "region %" PRIu64 ": mapped %s (%" PRIu64 " bytes at %" PRIu64
+	     ")%s",
+	     hd->region_id, path, hd->length, hd->offset,
+	     owned ? ", owned" : "");
 	*out = m;
 	pthread_mutex_unlock(&mp->lock);
 	return 0;

@@ -49,18 +49,18 @@
 
 /* The body of the opaque struct maru_config (upstream MaruConfig). */
 struct maru_config {
-	char *server_url;	/* owns: strdup()ed */
-	char *instance_id;	/* owns: strdup()ed; NULL = random per handler */
-	uint64_t pool_size;	/* bytes requested for the first region */
-	uint64_t chunk_size;	/* page size in bytes */
-	int timeout_ms;		/* per-RPC timeout */
-	bool use_async_rpc;	/* DEALER pipelined vs REQ lock-step */
-	int max_inflight;	/* DEALER in-flight cap */
-	bool eager_map;		/* map others' regions at connect */
-	bool auto_expand;	/* request a new region when pages run out */
-	uint64_t expand_size;	/* 0 = unset (use pool_size) */
-	char *rm_address;	/* owns: "host:port", fallback only */
-	bool enable_stats;	/* REPORT_STATS every second */
+	char *server_url;     /* owns: strdup()ed */
+	char *instance_id;    /* owns: strdup()ed; NULL = random per handler */
+	uint64_t pool_size;   /* bytes requested for the first region */
+	uint64_t chunk_size;  /* page size in bytes */
+	int timeout_ms;	      /* per-RPC timeout */
+	bool use_async_rpc;   /* DEALER pipelined vs REQ lock-step */
+	int max_inflight;     /* DEALER in-flight cap */
+	bool eager_map;	      /* map others' regions at connect */
+	bool auto_expand;     /* request a new region when pages run out */
+	uint64_t expand_size; /* 0 = unset (use pool_size) */
+	char *rm_address;     /* owns: "host:port", fallback only */
+	bool enable_stats;    /* REPORT_STATS every second */
 };
 
 /* maru__config_copy - deep copy of @src into @dst. 0 or -ENOMEM */
@@ -86,7 +86,7 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 /* the priority test happens before any formatting */
 #define maru__logp(h, prio, ...)                                               \
 	do {                                                                   \
-		if ((prio) <= atomic_load_explicit(&(h)->log_priority,        \
+		if ((prio) <= atomic_load_explicit(&(h)->log_priority,         \
 						   memory_order_relaxed))      \
 			maru__log((h), (prio), __FILE__, __LINE__, __func__,   \
 				  __VA_ARGS__);                                \
@@ -108,10 +108,10 @@ int maru__log_env_priority(void);
  * live in @small, larger ones on the heap.
  */
 struct maru__msg {
-	uint8_t *data;		/* @small or owns: malloc()ed */
-	size_t len;		/* header + payload bytes */
+	uint8_t *data; /* @small or owns: malloc()ed */
+	size_t len;    /* header + payload bytes */
 	size_t cap;
-	uint8_t type;		/* enum mds_msg_type */
+	uint8_t type; /* enum mds_msg_type */
 	uint8_t small[480];
 };
 
@@ -129,7 +129,7 @@ struct maru__reg {
 /* One REPORT_STATS entry; the strings are static. */
 struct maru__stat_entry {
 	const char *op_type;
-	const char *result;	/* "hit", "miss", "partial", "none" */
+	const char *result; /* "hit", "miss", "partial", "none" */
 	uint64_t size;
 	double latency_us;
 };
@@ -168,25 +168,25 @@ struct maru__lookup {
  * @on_handle (LIST_ALLOCATIONS / REQUEST_ALLOC handles).
  */
 struct maru__reply {
-	bool error;		/* an "error" key was present */
+	bool error; /* an "error" key was present */
 	bool success;
 	bool is_new;
 	bool exists;
 	bool lease_expired;
-	double lease_ttl;	/* seconds; 0 = no leases */
+	double lease_ttl;	    /* seconds; 0 = no leases */
 	struct maru__lookup lookup; /* found, handle, kv_offset, kv_length */
-	const char *rm_address;	/* borrows from the reply */
+	const char *rm_address;	    /* borrows from the reply */
 	uint32_t rm_address_len;
 	/* sinks, set by the caller before decoding (all optional) */
-	bool *results;		/* borrows: @nresults slots */
+	bool *results; /* borrows: @nresults slots */
 	size_t nresults;
-	size_t results_len;	/* out: elements seen (may exceed nresults) */
+	size_t results_len; /* out: elements seen (may exceed nresults) */
 	struct maru__lookup *entries; /* borrows: @nentries slots */
 	size_t nentries;
-	size_t entries_len;	/* out: elements seen */
+	size_t entries_len; /* out: elements seen */
 	int (*on_handle)(void *arg, const struct maru_region_handle *h);
 	void *arg;
-	size_t handles_len;	/* out: "allocations" elements seen */
+	size_t handles_len; /* out: "allocations" elements seen */
 };
 
 /**
@@ -222,10 +222,10 @@ int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
 struct maru__pagealloc {
 	uint64_t page_count;
 	uint64_t chunk_size;
-	uint32_t *ring;		/* owns: page_count slots of free pages */
-	uint64_t head;		/* index of the oldest free page in @ring */
+	uint32_t *ring; /* owns: page_count slots of free pages */
+	uint64_t head;	/* index of the oldest free page in @ring */
 	uint64_t nfree;
-	uint8_t *used;		/* owns: 1 = allocated */
+	uint8_t *used; /* owns: 1 = allocated */
 };
 
 /* page_count = pool_size / chunk_size; 0 or > 2^32 -> -EINVAL */
@@ -254,7 +254,7 @@ struct maru__owned {
 	struct maru__owned_region **regions; /* owns */
 	size_t n;
 	size_t cap;
-	size_t active;		/* index into @regions */
+	size_t active; /* index into @regions */
 	uint64_t chunk_size;
 };
 
@@ -275,17 +275,17 @@ struct maru__owned_region *maru__owned_find(const struct maru__owned *o,
 
 struct maru__keyent {
 	struct maru__keyent *next;	/* hash chain */
-	struct maru__keyent *page_next;	/* other keys in the same page */
+	struct maru__keyent *page_next; /* other keys in the same page */
 	uint64_t hash;
 	uint64_t region_id;
 	uint64_t page;
 	size_t klen;
-	uint8_t kbytes[];	/* type byte + canonical key bytes */
+	uint8_t kbytes[]; /* type byte + canonical key bytes */
 };
 
 struct maru__keymap {
 	struct maru__keyent **buckets; /* owns */
-	size_t nbuckets;	/* power of two */
+	size_t nbuckets;	       /* power of two */
 	size_t count;
 };
 
@@ -307,20 +307,20 @@ struct maru__rpc_slot;
 
 struct maru__rpc {
 	const struct maru_handler *h; /* borrows: for logging */
-	void *zctx;		/* borrows: the handler's ZeroMQ context */
-	char *url;		/* owns */
+	void *zctx; /* borrows: the handler's ZeroMQ context */
+	char *url;  /* owns */
 	int timeout_ms;
-	bool async;		/* DEALER pipelined, else REQ lock-step */
+	bool async; /* DEALER pipelined, else REQ lock-step */
 	int max_inflight;
-	pthread_mutex_t lock;	/* the socket, the slots, the sequence */
-	void *sock;		/* owns: NULL when closed (REQ after timeout) */
-	uint32_t next_seq;	/* from 1 */
+	pthread_mutex_t lock; /* the socket, the slots, the sequence */
+	void *sock;	      /* owns: NULL when closed (REQ after timeout) */
+	uint32_t next_seq;    /* from 1 */
 	/* DEALER only */
-	int zfd;		/* ZMQ_FD of @sock */
-	int wakefd;		/* owns: eventfd to wake the reading leader */
-	bool leader;		/* a thread is polling the socket */
+	int zfd;     /* ZMQ_FD of @sock */
+	int wakefd;  /* owns: eventfd to wake the reading leader */
+	bool leader; /* a thread is polling the socket */
 	struct maru__rpc_slot *slots; /* owns: max_inflight */
-	int *free_slots;	/* owns: stack of free slot indices */
+	int *free_slots;	      /* owns: stack of free slot indices */
 	int nfree;
 	pthread_cond_t space_cv; /* a slot became free */
 	int space_waiters;
@@ -329,7 +329,7 @@ struct maru__rpc {
 /* A reply: the received frame; @payload/@len point into it. */
 struct maru__rpc_reply {
 	zmq_msg_t msg;		/* owns: the body frame */
-	const uint8_t *payload;	/* borrows: from @msg, after the header */
+	const uint8_t *payload; /* borrows: from @msg, after the header */
 	size_t len;		/* payload bytes */
 };
 
@@ -353,8 +353,8 @@ void maru__rpc_reply_release(struct maru__rpc_reply *rep);
 struct maru__mapping {
 	struct maru__mapping *next; /* hash chain; published with release */
 	struct maru_region_handle handle;
-	uint8_t *addr;		/* owns: the mmap */
-	size_t len;		/* handle.length */
+	uint8_t *addr; /* owns: the mmap */
+	size_t len;    /* handle.length */
 	bool owned;
 };
 
@@ -362,16 +362,16 @@ struct maru__mapping {
 
 struct maru__uuid_path {
 	char uuid[37];
-	char path[300];		/* /dev/daxX.Y */
+	char path[300]; /* /dev/daxX.Y */
 };
 
 struct maru__mapper {
 	const struct maru_handler *h; /* borrows: for logging */
 	_Atomic(struct maru__mapping *) buckets[MARU_MAP_BUCKETS];
-	pthread_mutex_t lock;	/* insertions, the RM client, the UUID table */
-	struct rm_client rm;	/* GET_ACCESS; not thread-safe by itself */
+	pthread_mutex_t lock; /* insertions, the RM client, the UUID table */
+	struct rm_client rm;  /* GET_ACCESS; not thread-safe by itself */
 	bool rm_ready;
-	bool prefault;		/* MARU_PREFAULT != "0" */
+	bool prefault;		       /* MARU_PREFAULT != "0" */
 	struct maru__uuid_path *uuids; /* owns */
 	size_t nuuids;
 };
@@ -400,24 +400,23 @@ void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id);
 /* unmap everything and close the RM connection */
 void maru__mapper_destroy(struct maru__mapper *mp);
 /* the local path for a device UUID, or NULL */
-const char *maru__mapper_local_path(struct maru__mapper *mp,
-				    const char *uuid);
+const char *maru__mapper_local_path(struct maru__mapper *mp, const char *uuid);
 
 /* ------------------------------------------------------------------------ */
 /* lease.c and stats.c: background threads                                  */
 
 struct maru__lease {
-	bool active;		/* the server granted a lease */
-	char id[37];		/* lease_id */
+	bool active; /* the server granted a lease */
+	char id[37]; /* lease_id */
 	uint64_t ttl_ns;
 	_Atomic uint64_t renewed_ns; /* last successful renewal */
-	atomic_bool lost;	/* the server said lease_expired */
+	atomic_bool lost;	     /* the server said lease_expired */
 	pthread_t thread;
 	bool thread_started;
-	pthread_mutex_t lock;	/* @stop + @cv */
+	pthread_mutex_t lock; /* @stop + @cv */
 	pthread_cond_t cv;
 	bool stop;
-	struct maru__rpc rpc;	/* its own connection */
+	struct maru__rpc rpc; /* its own connection */
 	bool rpc_open;
 };
 
@@ -429,8 +428,8 @@ bool maru__lease_ok(struct maru_handler *h);
 void maru__lease_release(struct maru_handler *h);
 
 struct maru__stats {
-	atomic_bool enabled;	/* recording on (set/cleared under @lock) */
-	pthread_mutex_t lock;	/* @buf, @stop */
+	atomic_bool enabled;  /* recording on (set/cleared under @lock) */
+	pthread_mutex_t lock; /* @buf, @stop */
 	pthread_cond_t cv;
 	struct maru__stat_entry *buf; /* owns */
 	size_t n;
@@ -438,7 +437,7 @@ struct maru__stats {
 	bool stop;
 	pthread_t thread;
 	bool thread_started;
-	struct maru__rpc rpc;	/* its own lock-step connection */
+	struct maru__rpc rpc; /* its own lock-step connection */
 	bool rpc_open;
 };
 
@@ -451,33 +450,33 @@ void maru__stats_record(struct maru_handler *h, const char *op,
 /* handler.c                                                                */
 
 enum maru__state {
-	MARU_ST_NEW = 0,	/* never connected, or connect failed */
+	MARU_ST_NEW = 0, /* never connected, or connect failed */
 	MARU_ST_CONNECTED = 1,
-	MARU_ST_CLOSING = 2,	/* close started or done: terminal */
+	MARU_ST_CLOSING = 2, /* close started or done: terminal */
 };
 
 struct maru_handler {
-	struct maru_config cfg;	/* owns: deep copy */
-	char *instance_id;	/* owns */
+	struct maru_config cfg;	  /* owns: deep copy */
+	char *instance_id;	  /* owns */
 	_Atomic int log_priority; /* -1 silent .. LOG_DEBUG */
-	maru_log_fn log_fn;	/* NULL = stderr */
-	void *log_arg;		/* borrows */
-	_Atomic int state;	/* enum maru__state */
+	maru_log_fn log_fn;	  /* NULL = stderr */
+	void *log_arg;		  /* borrows */
+	_Atomic int state;	  /* enum maru__state */
 	bool prefault;
 
-	pthread_mutex_t wlock;	/* writes: alloc, free, store, delete, close */
-	pthread_mutex_t olock;	/* @owned contents, for concurrent readers */
+	pthread_mutex_t wlock; /* writes: alloc, free, store, delete, close */
+	pthread_mutex_t olock; /* @owned contents, for concurrent readers */
 	struct maru__owned owned;
-	struct maru__keymap keys; /* under @wlock */
+	struct maru__keymap keys;      /* under @wlock */
 	maru_region_added_fn on_added; /* under @wlock */
 	void *on_added_arg;
 
-	void *zctx;		/* owns: the ZeroMQ context */
-	struct maru__rpc rpc;	/* the main connection */
+	void *zctx;	      /* owns: the ZeroMQ context */
+	struct maru__rpc rpc; /* the main connection */
 	bool rpc_open;
 	struct maru__mapper mapper;
 	bool mapper_ready;
-	char rm_address[300];	/* effective: HANDSHAKE's, else the config's */
+	char rm_address[300]; /* effective: HANDSHAKE's, else the config's */
 	struct maru__lease lease;
 	struct maru__stats stats;
 };

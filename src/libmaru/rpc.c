@@ -51,11 +51,11 @@
 #include "mds_proto.h"
 
 struct maru__rpc_slot {
-	uint32_t seq;		/* of the request in flight */
-	bool busy;		/* assigned to a caller */
-	bool done;		/* @reply holds its reply */
-	bool waiting;		/* the caller sleeps on @cv */
-	zmq_msg_t reply;	/* owns when @done */
+	uint32_t seq;	 /* of the request in flight */
+	bool busy;	 /* assigned to a caller */
+	bool done;	 /* @reply holds its reply */
+	bool waiting;	 /* the caller sleeps on @cv */
+	zmq_msg_t reply; /* owns when @done */
 	pthread_cond_t cv;
 };
 
@@ -100,7 +100,7 @@ static void *open_socket(struct maru__rpc *r)
 	if (r->async) {
 		/* upstream's DEALER uses 8 random bytes as its identity */
 		if (getrandom(ident, sizeof(ident), 0) == sizeof(ident)) {
-			ident[0] |= 1;	/* a leading 0 byte is reserved */
+			ident[0] |= 1; /* a leading 0 byte is reserved */
 			zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, sizeof(ident));
 		}
 	}
@@ -255,9 +255,9 @@ static void req_reset(struct maru__rpc *r)
 static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 		     struct maru__rpc_reply *out)
 {
-	uint64_t deadline = maru__now_ns() +
-			    (uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) *
-				    1000000ull;
+	uint64_t deadline =
+		maru__now_ns() +
+		(uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) * 1000000ull;
 	zmq_pollitem_t pi;
 	uint32_t seq, rseq;
 	int rc, n;
@@ -271,7 +271,8 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 		}
 	}
 	seq = take_seq(r);
-	mds_hdr_put(m->data, m->type, 0, seq, (uint32_t)(m->len - MDS_HDR_SIZE));
+	mds_hdr_put(m->data, m->type, 0, seq,
+		    (uint32_t)(m->len - MDS_HDR_SIZE));
 	for (;;) {
 		if (zmq_send(r->sock, m->data, m->len, ZMQ_DONTWAIT) >= 0)
 			break;
@@ -280,7 +281,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 			req_reset(r);
 			goto out_unlock;
 		}
-		pi = (zmq_pollitem_t){ .socket = r->sock, .events = ZMQ_POLLOUT };
+		pi = (zmq_pollitem_t){.socket = r->sock, .events = ZMQ_POLLOUT};
 		if (zmq_poll(&pi, 1, ms_left(deadline)) <= 0) {
 			rc = -ETIMEDOUT;
 			req_reset(r);
@@ -288,7 +289,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 		}
 	}
 	for (;;) {
-		pi = (zmq_pollitem_t){ .socket = r->sock, .events = ZMQ_POLLIN };
+		pi = (zmq_pollitem_t){.socket = r->sock, .events = ZMQ_POLLIN};
 		n = zmq_poll(&pi, 1, ms_left(deadline));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -425,9 +426,10 @@ static int wait_slot(struct maru__rpc *r, struct maru__rpc_slot *s,
 		if (!r->leader) {
 			r->leader = true;
 			pthread_mutex_unlock(&r->lock);
-			pfd[0] = (struct pollfd){ .fd = r->zfd, .events = POLLIN };
-			pfd[1] = (struct pollfd){ .fd = r->wakefd,
-						  .events = POLLIN };
+			pfd[0] =
+				(struct pollfd){.fd = r->zfd, .events = POLLIN};
+			pfd[1] = (struct pollfd){.fd = r->wakefd,
+						 .events = POLLIN};
 			if (poll(pfd, 2, ms_left(deadline)) > 0 &&
 			    (pfd[1].revents & POLLIN)) {
 				if (read(r->wakefd, &v, sizeof(v)) < 0) {
@@ -462,9 +464,9 @@ static void slot_release(struct maru__rpc *r, int idx)
 static int call_async(struct maru__rpc *r, struct maru__msg *m,
 		      struct maru__rpc_reply *out)
 {
-	uint64_t deadline = maru__now_ns() +
-			    (uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) *
-				    1000000ull;
+	uint64_t deadline =
+		maru__now_ns() +
+		(uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) * 1000000ull;
 	struct maru__rpc_slot *s;
 	struct timespec ts;
 	int idx, rc;

@@ -24,8 +24,7 @@
 #define MARU_STATS_CAP 100000
 #define MARU_STATS_PER_MSG 10000
 
-static void report(struct maru_handler *h, struct maru__stat_entry *e,
-		   size_t n)
+static void report(struct maru_handler *h, struct maru__stat_entry *e, size_t n)
 {
 	struct maru__rpc_reply rr;
 	struct maru__msg m;
@@ -61,8 +60,8 @@ static void *stats_thread(void *arg)
 		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += 1;
 		pthread_mutex_lock(&s->lock);
-		while (!s->stop &&
-		       pthread_cond_timedwait(&s->cv, &s->lock, &ts) != ETIMEDOUT)
+		while (!s->stop && pthread_cond_timedwait(&s->cv, &s->lock,
+							  &ts) != ETIMEDOUT)
 			;
 		stop = s->stop;
 		/* take the buffer; recording continues into a fresh one */
@@ -155,8 +154,7 @@ void maru__stats_record(struct maru_handler *h, const char *op,
 		s->cap = ncap;
 	}
 	s->buf[s->n++] = (struct maru__stat_entry){
-		op, result, size, (double)(maru__now_ns() - start_ns) / 1000.0
-	};
+		op, result, size, (double)(maru__now_ns() - start_ns) / 1000.0};
 out:
 	pthread_mutex_unlock(&s->lock);
 }

@@ -78,7 +78,7 @@ static void key_roundtrip(const uint8_t *p, size_t n)
 		k = maru_key_str((const char *)p, n);
 		break;
 	case 1:
-		k = (struct maru_key){ MARU_KEY_BIN, n, (const char *)p, 0, 0 };
+		k = (struct maru_key){MARU_KEY_BIN, n, (const char *)p, 0, 0};
 		break;
 	case 2:
 		k = maru_key_int(v);

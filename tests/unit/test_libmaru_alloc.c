@@ -24,7 +24,7 @@
 
 /* ---- allocation fault injection ---------------------------------------- */
 
-static int fail_countdown = -1;	/* -1: never fail; 0: fail the next one */
+static int fail_countdown = -1; /* -1: never fail; 0: fail the next one */
 
 static bool should_fail(void)
 {
@@ -235,7 +235,7 @@ static void test_keymap_kinds(void **state)
 	struct maru_key u42 = maru_key_uint(42);
 	struct maru_key neg = maru_key_int(-42);
 	struct maru_key big = maru_key_uint(1ull << 63);
-	struct maru_key b42 = { MARU_KEY_BIN, 2, "42", 0, 0 };
+	struct maru_key b42 = {MARU_KEY_BIN, 2, "42", 0, 0};
 	struct maru__keyent *e;
 
 	maru__keymap_init(&km);

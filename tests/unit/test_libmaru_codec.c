@@ -59,7 +59,8 @@ static msgpack_object *map_get(msgpack_object *o, const char *k)
 
 static void test_enc_spec_example(void **state)
 {
-	static const uint8_t want[] = { 0x81, 0xA3, 'k', 'e', 'y', 0xA2, 'k', '1' };
+	static const uint8_t want[] = {0x81, 0xA3, 'k', 'e',
+				       'y',  0xA2, 'k', '1'};
 	struct maru_key k = maru_key_str("k1", 2);
 	struct maru__msg m;
 	const uint8_t *p;
@@ -87,7 +88,7 @@ static void test_enc_key_kinds(void **state)
 		maru_key_int(-7),
 		maru_key_uint(0xF000000000000001ull),
 		maru_key_str("42", 2),
-		{ MARU_KEY_BIN, 3, "a\0b", 0, 0 },
+		{MARU_KEY_BIN, 3, "a\0b", 0, 0},
 	};
 	msgpack_object o, *a;
 	msgpack_unpacked u;
@@ -131,11 +132,12 @@ static void test_enc_requests(void **state)
 	msgpack_object o, *v;
 	msgpack_unpacked u;
 	struct maru__msg m;
-	struct maru__stat_entry se = { "store", "none", 5, 1.5 };
+	struct maru__stat_entry se = {"store", "none", 5, 1.5};
 	int i;
 
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
-	assert_int_equal(maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1"), 0);
+	assert_int_equal(maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1"),
+			 0);
 	o = unpack(&m, &u);
 	assert_int_equal(map_get(&o, "size")->via.u64, 1ull << 40);
 	v = map_get(&o, "lease_id");
@@ -167,8 +169,8 @@ static void test_enc_requests(void **state)
 
 	/* a batch big enough to move the message to the heap */
 	for (i = 0; i < 40; i++)
-		regs[i] = (struct maru__reg){ &k, 1ull << 63, (uint64_t)i << 20,
-					      4096 };
+		regs[i] = (struct maru__reg){&k, 1ull << 63, (uint64_t)i << 20,
+					     4096};
 	maru__msg_init(&m, MDS_BATCH_REGISTER_KV);
 	assert_int_equal(maru__enc_batch_register(&m, regs, 40), 0);
 	assert_ptr_not_equal(m.data, m.small);
@@ -224,13 +226,14 @@ static void test_dec_lookup(void **state)
 	msgpack_pack_uint32(&pk, 1 << 20);
 	msgpack_pack_str_with_body(&pk, "kv_length", 9);
 	msgpack_pack_uint8(&pk, 77);
-	msgpack_pack_str_with_body(&pk, "extra", 5);	/* ignored */
+	msgpack_pack_str_with_body(&pk, "extra", 5); /* ignored */
 	msgpack_pack_array(&pk, 2);
 	msgpack_pack_nil(&pk);
 	msgpack_pack_double(&pk, 1.0);
 
 	memset(&r, 0, sizeof(r));
-	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r), 0);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
 	assert_true(r.lookup.found);
 	assert_true(r.lookup.has_handle);
 	assert_int_equal(r.lookup.handle.region_id, 3);
@@ -289,7 +292,8 @@ static void test_dec_handle_rules(void **state)
 	msgpack_pack_false(&pk);
 	msgpack_pack_str_with_body(&pk, "handle", 6);
 	msgpack_pack_nil(&pk);
-	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r), 0);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
 	assert_false(r.lookup.has_handle);
 	assert_false(r.success);
 	msgpack_sbuffer_destroy(&sb);
@@ -316,7 +320,7 @@ static void test_dec_arrays(void **state)
 	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
 	msgpack_pack_map(&pk, 5);
 	msgpack_pack_str_with_body(&pk, "results", 7);
-	msgpack_pack_array(&pk, 3);	/* one more than the sink holds */
+	msgpack_pack_array(&pk, 3); /* one more than the sink holds */
 	msgpack_pack_true(&pk);
 	msgpack_pack_false(&pk);
 	msgpack_pack_true(&pk);
@@ -350,7 +354,8 @@ static void test_dec_arrays(void **state)
 	r.nentries = 2;
 	r.on_handle = count_handles;
 	r.arg = &sum;
-	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r), 0);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
 	assert_int_equal(r.results_len, 3);
 	assert_true(res[0]);
 	assert_false(res[1]);
@@ -370,10 +375,10 @@ static void test_dec_arrays(void **state)
 static void test_dec_error_and_defaults(void **state)
 {
 	/* {"error": "internal server error"} */
-	static const uint8_t err[] = { 0x81, 0xA5, 'e', 'r', 'r', 'o', 'r',
-				       0xA1, 'x' };
+	static const uint8_t err[] = {0x81, 0xA5, 'e',	'r', 'r',
+				      'o',  'r',  0xA1, 'x'};
 	/* {} */
-	static const uint8_t empty[] = { 0x80 };
+	static const uint8_t empty[] = {0x80};
 	struct maru__reply r;
 
 	memset(&r, 0, sizeof(r));
@@ -389,16 +394,16 @@ static void test_dec_error_and_defaults(void **state)
 static void test_dec_malformed(void **state)
 {
 	/* not a map */
-	static const uint8_t arr[] = { 0x90 };
+	static const uint8_t arr[] = {0x90};
 	/* reserved byte 0xc1 */
-	static const uint8_t c1[] = { 0x81, 0xA1, 'x', 0xC1 };
+	static const uint8_t c1[] = {0x81, 0xA1, 'x', 0xC1};
 	/* an array claiming 2^32-1 elements with 2 bytes left */
-	static const uint8_t huge[] = { 0x81, 0xA7, 'r', 'e', 's', 'u', 'l',
-					't', 's', 0xDD, 0xFF, 0xFF, 0xFF, 0xFF,
-					0xC3, 0xC3 };
+	static const uint8_t huge[] = {0x81, 0xA7, 'r',	 'e',  's',  'u',
+				       'l',  't',  's',	 0xDD, 0xFF, 0xFF,
+				       0xFF, 0xFF, 0xC3, 0xC3};
 	/* "success": a string instead of a bool */
-	static const uint8_t badtype[] = { 0x81, 0xA7, 's', 'u', 'c', 'c', 'e',
-					   's', 's', 0xA1, 'y' };
+	static const uint8_t badtype[] = {0x81, 0xA7, 's', 'u',	 'c', 'c',
+					  'e',	's',  's', 0xA1, 'y'};
 	uint8_t deep[200];
 	struct maru__reply r;
 	size_t i;
@@ -452,9 +457,8 @@ static void test_dec_stats(void **state)
 	msgpack_pack_uint32(&pk, 1000);
 	msgpack_pack_str_with_body(&pk, "free_size", 9);
 	msgpack_pack_uint32(&pk, 600);
-	assert_int_equal(maru__decode_stats((uint8_t *)sb.data, sb.size, &s,
-					    &error),
-			 0);
+	assert_int_equal(
+		maru__decode_stats((uint8_t *)sb.data, sb.size, &s, &error), 0);
 	assert_false(error);
 	assert_int_equal(s.total_entries, 3);
 	assert_int_equal(s.total_size, 1ull << 33);
@@ -463,15 +467,15 @@ static void test_dec_stats(void **state)
 	assert_int_equal(s.active_clients, 1);
 	assert_int_equal(s.pool_total_size, 1000);
 	assert_int_equal(s.pool_free_size, 600);
-	assert_int_equal(maru__decode_stats((uint8_t *)sb.data, sb.size - 1, &s,
-					    &error),
-			 -EPROTO);
+	assert_int_equal(
+		maru__decode_stats((uint8_t *)sb.data, sb.size - 1, &s, &error),
+		-EPROTO);
 	msgpack_sbuffer_destroy(&sb);
 }
 
 static void test_devhdr(void **state)
 {
-	uint8_t h[32] = { 'M', 'A', 'R', 'U', 'D', 'E', 'V', 0, 1, 0, 0, 0 };
+	uint8_t h[32] = {'M', 'A', 'R', 'U', 'D', 'E', 'V', 0, 1, 0, 0, 0};
 	char uuid[37];
 	uint32_t ver;
 	int i;
@@ -486,7 +490,8 @@ static void test_devhdr(void **state)
 	assert_int_equal(maru__devhdr_parse(h, sizeof(h), uuid, &ver), -ENOENT);
 }
 
-/* ---- config --------------------------------------------------------------- */
+/* ---- config ---------------------------------------------------------------
+ */
 
 static void test_config(void **state)
 {
@@ -515,8 +520,8 @@ static void test_config(void **state)
 	maru_config_set_chunk_size(c, 4096);
 	maru_config_set_pool_size(c, 100);
 	assert_int_equal(maru_config_validate(c, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why,
-			    "pool_size (100) must be >= chunk_size_bytes (4096)");
+	assert_string_equal(
+		why, "pool_size (100) must be >= chunk_size_bytes (4096)");
 	assert_int_equal(maru_config_validate(c, NULL, 0), -EINVAL);
 	maru_config_set_pool_size(c, 8192);
 	maru_config_set_auto_expand(c, false);
@@ -526,8 +531,8 @@ static void test_config(void **state)
 	maru_config_set_auto_expand(c, true);
 	maru_config_set_expand_size(c, 10);
 	assert_int_equal(maru_config_validate(c, why, sizeof(why)), -EINVAL);
-	assert_string_equal(why,
-			    "expand_size (10) must be >= chunk_size_bytes (4096)");
+	assert_string_equal(
+		why, "expand_size (10) must be >= chunk_size_bytes (4096)");
 	maru_config_set_expand_size(c, 0);
 	assert_int_equal(maru_config_validate(c, why, sizeof(why)), 0);
 

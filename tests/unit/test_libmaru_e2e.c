@@ -59,8 +59,7 @@ struct hopts {
 	int timeout_ms;
 };
 
-static const struct hopts defaults = { 8 * MiB, MiB, false, true, 0, true,
-				       3000 };
+static const struct hopts defaults = {8 * MiB, MiB, false, true, 0, true, 3000};
 
 static void log_fn(void *arg, int prio, const char *file, int line,
 		   const char *func, const char *msg)
@@ -179,7 +178,8 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* ---- scenarios ------------------------------------------------------------ */
+/* ---- scenarios ------------------------------------------------------------
+ */
 
 /* every single-key operation on one handler */
 static int sc_basic(int argc, char **argv)
@@ -208,8 +208,8 @@ static int sc_basic(int argc, char **argv)
 	CHECK_RC(maru_page_alloc(h, MiB + 1, &pg), -EINVAL);
 	CHECK_RC(maru_page_alloc(h, 1000, &pg), 0);
 	CHECK(pg.region_id == rid && pg.size == 1000);
-	CHECK(pg.ptr == maru_region_get_buffer(h, rid, pg.page_index * MiB,
-					       1000));
+	CHECK(pg.ptr ==
+	      maru_region_get_buffer(h, rid, pg.page_index * MiB, 1000));
 	CHECK(maru_region_get_buffer(h, rid, 8 * MiB, 1) == NULL);
 	CHECK(maru_region_get_buffer(h, 12345, 0, 1) == NULL);
 	fill(pg.ptr, pg.size, 11);
@@ -345,8 +345,8 @@ static int sc_expand(int argc, char **argv)
 	struct hopts o = defaults;
 	struct maru_handler *h;
 	struct maru_page p[3];
-	struct maru_key k[3] = { skey("exp-0"), skey("exp-1"), skey("exp-2") };
-	struct added a = { 0 };
+	struct maru_key k[3] = {skey("exp-0"), skey("exp-1"), skey("exp-2")};
+	struct added a = {0};
 	struct maru_view v;
 	uint64_t ids[4];
 	int i;
@@ -373,7 +373,8 @@ static int sc_expand(int argc, char **argv)
 	CHECK(ids[0] == p[0].region_id && ids[1] == p[2].region_id);
 	for (i = 0; i < 3; i++) {
 		CHECK_RC(maru_kv_retrieve(h, &k[i], &v), 1);
-		CHECK(v.ptr == p[i].ptr && same(v.ptr, 4096, 100 + (uint64_t)i));
+		CHECK(v.ptr == p[i].ptr &&
+		      same(v.ptr, 4096, 100 + (uint64_t)i));
 	}
 	/* unregistering stops the calls */
 	CHECK_RC(maru_handler_set_on_region_added(h, NULL, NULL), 0);
@@ -400,7 +401,7 @@ static int sc_firstwriter(int argc, char **argv)
 	fill(pb.ptr, pb.size, 2);
 	CHECK_RC(maru_kv_store(a, &k, &pa), 1);
 	CHECK_RC(allocated(b, rb), 1);
-	CHECK_RC(maru_kv_store(b, &k, &pb), 0);	/* lost: page freed */
+	CHECK_RC(maru_kv_store(b, &k, &pb), 0); /* lost: page freed */
 	CHECK_RC(allocated(b, rb), 0);
 	CHECK_RC(maru_kv_retrieve(b, &k, &vb), 1);
 	CHECK(vb.region_id == pa.region_id && vb.len == 64 * 1024);
@@ -409,7 +410,8 @@ static int sc_firstwriter(int argc, char **argv)
 	/* another mapping of the same bytes */
 	CHECK(vb.ptr != pa.ptr);
 	memset(vb.ptr, 0x5A, 4096);
-	CHECK(((uint8_t *)pa.ptr)[0] == 0x5A && ((uint8_t *)pa.ptr)[4095] == 0x5A);
+	CHECK(((uint8_t *)pa.ptr)[0] == 0x5A &&
+	      ((uint8_t *)pa.ptr)[4095] == 0x5A);
 	((uint8_t *)pa.ptr)[100] = 0xA5;
 	CHECK(((uint8_t *)vb.ptr)[100] == 0xA5);
 	CHECK_RC(maru_kv_retrieve(a, &k, &va), 1);
@@ -483,8 +485,8 @@ static int sc_batch(int argc, char **argv)
 	ks4[2] = b1;
 	CHECK_RC(maru_kv_batch_pin(g, ks4, 3, res), 1);
 	CHECK(res[0] && !res[1] && !res[2]);
-	CHECK_RC(maru_kv_delete(h, &b0), 0);	/* pinned */
-	CHECK_RC(maru_kv_delete(h, &b1), 1);	/* not pinned */
+	CHECK_RC(maru_kv_delete(h, &b0), 0); /* pinned */
+	CHECK_RC(maru_kv_delete(h, &b1), 1); /* not pinned */
 	ks5[0] = b0;
 	ks5[1] = b0;
 	CHECK_RC(maru_kv_batch_unpin(g, ks5, 2, res), 1);
@@ -580,7 +582,7 @@ static void run_readers(struct maru_handler *h, int nthreads, int iters)
 	int i, errors = 0;
 
 	for (i = 0; i < nthreads; i++) {
-		ta[i] = (struct th_arg){ h, iters, 0, i };
+		ta[i] = (struct th_arg){h, iters, 0, i};
 		CHECK_RC(pthread_create(&th[i], NULL, reader, &ta[i]), 0);
 	}
 	for (i = 0; i < nthreads; i++) {
@@ -654,7 +656,7 @@ static int sc_timeout(int argc, char **argv)
 	s = open_h(&o, "sync");
 	rid = first_region(a);
 	CHECK_RC(maru_page_alloc(a, 10, &p), 0);
-	wait_line();		/* the test stops maru-server now */
+	wait_line(); /* the test stops maru-server now */
 
 	t0 = now_s();
 	CHECK_RC(maru_kv_retrieve(a, &k, &v), -ETIMEDOUT);
@@ -720,10 +722,10 @@ static int sc_leasestop(int argc, char **argv)
 	}
 	CHECK_RC(maru_page_alloc(h, 1, &p), 0);
 	CHECK_RC(maru_page_free(h, p.region_id, p.page_index), 0);
-	wait_line();		/* the server is stopped now */
+	wait_line(); /* the server is stopped now */
 	usleep((useconds_t)(ttl * 1000));
 	CHECK_RC(maru_page_alloc(h, 1, &p), -EKEYEXPIRED);
-	wait_line();		/* the server runs again */
+	wait_line(); /* the server runs again */
 	usleep((useconds_t)(ttl * 1000 / 2 + 200000));
 	CHECK_RC(maru_page_alloc(h, 1, &p), 0);
 	maru_handler_free(h);
@@ -762,7 +764,7 @@ static int sum_pool(const struct rm_pool_stat *s, void *arg)
 static int sc_rmstats(int argc, char **argv)
 {
 	struct rm_client c;
-	uint64_t t[2] = { 0, 0 };
+	uint64_t t[2] = {0, 0};
 
 	CHECK_RC(rm_client_init(&c, url, NULL, 3000), 0);
 	CHECK_RC(rm_client_stats(&c, sum_pool, t), 0);
@@ -777,12 +779,12 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int argc, char **argv);
 	} sc[] = {
-		{ "basic", sc_basic },	   { "reuse", sc_reuse },
-		{ "expand", sc_expand },   { "firstwriter", sc_firstwriter },
-		{ "batch", sc_batch },	   { "eager", sc_eager },
-		{ "threads", sc_threads }, { "timeout", sc_timeout },
-		{ "hold", sc_hold },	   { "xwrite", sc_xwrite },
-		{ "rmstats", sc_rmstats }, { "leasestop", sc_leasestop },
+		{"basic", sc_basic},	 {"reuse", sc_reuse},
+		{"expand", sc_expand},	 {"firstwriter", sc_firstwriter},
+		{"batch", sc_batch},	 {"eager", sc_eager},
+		{"threads", sc_threads}, {"timeout", sc_timeout},
+		{"hold", sc_hold},	 {"xwrite", sc_xwrite},
+		{"rmstats", sc_rmstats}, {"leasestop", sc_leasestop},
 	};
 	size_t i;
 

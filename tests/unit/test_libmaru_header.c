@@ -31,7 +31,7 @@ int main(void)
 		return 1;
 	if (strlen(maru_handler_instance_id(h)) != 36)
 		return 1;
-	maru_handler_close(h);	/* a no-op before connect */
+	maru_handler_close(h); /* a no-op before connect */
 	maru_handler_free(h);
 	puts("ok");
 	return 0;

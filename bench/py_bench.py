@@ -17,6 +17,14 @@ bench/run_python_bench.sh can put C and Python side by side from one run:
            `maru-client-bench prepare` in another process
 
 Each prints one line "RESULT what=py_<x> size=S ..." like the C bench.
+
+With --inproc, the same process also measures the C path on the same
+handler and sockets (the extension's private _bench_store/_bench_retrieve,
+which loop over libmaru in C with the GIL released), alternating C and
+Python in blocks; it prints "RESULT what=inproc_<x> ..." with both numbers.
+Comparing within one process cancels most of the machine's noise, so this is
+the Python overhead per operation; the separate-process numbers give the
+end-to-end ratio.
 """
 import argparse
 import sys
@@ -61,8 +69,21 @@ def cmd_store(a) -> None:
     rnd = 0
     end = time.perf_counter_ns() + a.ms * 1_000_000
     store, alloc, batch_store = h.store, h.alloc, h.batch_store
+    c_timed = c_cpu = py_cpu = 0
+    cpu = time.process_time_ns
+
+    def c_round():
+        t = cpu()
+        ns = h._h._bench_store(ckeys, src, per)  # deletes included in its CPU
+        return ns, cpu() - t
+
     while rnd < 2 or time.perf_counter_ns() < end:
+        if a.inproc:  # the C loop on the same handler, alternately first
+            ckeys = [f"cst-{rnd}-{i}" for i in range(n)]
+            if rnd % 2:
+                ct, cc = c_round()
         keys = [f"pst-{rnd}-{i}" for i in range(n)]
+        pc = cpu()
         t0 = time.perf_counter_ns()
         if per == 1:
             for k in keys:
@@ -84,8 +105,24 @@ def cmd_store(a) -> None:
             nbytes += n * a.size
         for k in keys:
             h.delete(k)
+        pc = cpu() - pc
+        if a.inproc:
+            if not rnd % 2:
+                ct, cc = c_round()
+            if rnd:
+                c_timed += ct
+                c_cpu += cc
+                py_cpu += pc
         rnd += 1
     ops = nbytes // a.size
+    if a.inproc:
+        what = "inproc_batch_store" if per > 1 else "inproc_store"
+        print(f"RESULT what={what} size={a.size} ops={ops} "
+              f"c_us={c_timed / ops / 1000:.2f} py_us={timed / ops / 1000:.2f} "
+              f"c_cpu_us={c_cpu / ops / 1000:.2f} py_cpu_us={py_cpu / ops / 1000:.2f}",
+              flush=True)
+        h.close()
+        return
     print(f"RESULT what=py_{'batch_store' if per > 1 else 'store'} size={a.size} "
           f"gbps={nbytes / timed:.3f} ops={ops} us_per_op={timed / ops / 1000:.2f}",
           flush=True)
@@ -101,6 +138,9 @@ def cmd_retrieve(a) -> None:
         if info is None:
             sys.exit(f"py_bench: warm-up retrieve of {k} missed")
         sink += int(numpy.frombuffer(info.view, dtype=numpy.uint64).sum())
+    if a.inproc:
+        inproc_retrieve(a, h, keys)
+        return
     lat = [0] * a.iters
     retrieve, clock, nk = h.retrieve, time.perf_counter_ns, a.keys
     if a.read:
@@ -128,6 +168,51 @@ def cmd_retrieve(a) -> None:
     h.close()
 
 
+def pct(lat: list, q: float) -> float:
+    lat = sorted(lat)
+    return lat[min(len(lat) - 1, int(len(lat) * q))] / 1000
+
+
+def inproc_retrieve(a, h: MaruHandler, keys: list) -> None:
+    """Blocks of C-loop and Python-loop retrieves, alternating."""
+    block = 100
+    c_lat, py_lat = [], []
+    c_cpu = py_cpu = 0
+    retrieve, clock, nk = h.retrieve, time.perf_counter_ns, len(keys)
+    cpu = time.process_time_ns
+    frombuffer, u64 = numpy.frombuffer, numpy.uint64
+    sink = 0
+
+    def c_block():
+        nonlocal c_lat, c_cpu
+        t = cpu()
+        c_lat += h._h._bench_retrieve(keys, block, a.read)
+        c_cpu += cpu() - t
+
+    for b in range(max(1, a.iters // block)):
+        if b % 2:
+            c_block()
+        t = cpu()
+        for i in range(block):
+            t0 = clock()
+            info = retrieve(keys[i % nk])
+            if a.read:
+                sink += int(frombuffer(info.view, dtype=u64).sum())
+            py_lat.append(clock() - t0)
+        py_cpu += cpu() - t
+        if not b % 2:
+            c_block()
+    what = "inproc_retrieve_read" if a.read else "inproc_retrieve"
+    print(f"RESULT what={what} size={a.size} n={len(py_lat)} "
+          f"c_p50_us={pct(c_lat, .5):.2f} c_p99_us={pct(c_lat, .99):.2f} "
+          f"py_p50_us={pct(py_lat, .5):.2f} py_p99_us={pct(py_lat, .99):.2f} "
+          f"c_mean_us={sum(c_lat) / len(c_lat) / 1000:.2f} "
+          f"py_mean_us={sum(py_lat) / len(py_lat) / 1000:.2f} "
+          f"c_cpu_us={c_cpu / len(c_lat) / 1000:.2f} "
+          f"py_cpu_us={py_cpu / len(py_lat) / 1000:.2f}", flush=True)
+    h.close()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,6 +226,8 @@ def main() -> None:
     p.add_argument("--prefix", default="p")
     p.add_argument("--iters", type=int, default=3000)
     p.add_argument("--read", action="store_true")
+    p.add_argument("--inproc", action="store_true",
+                   help="also measure the C path in this process, interleaved")
     a = p.parse_args()
     {"store": cmd_store, "retrieve": cmd_retrieve}[a.cmd](a)
 

@@ -15,7 +15,10 @@
 #   cross-process retrieve to a usable view, and with every byte read: p50/p99
 #     from `maru-client-bench retrieve` and `py_bench.py retrieve` on keys
 #     another process stored (`maru-client-bench prepare`)
-# Prints the table with the Python/C ratio and the Python overhead per
+# and then the same four again with C and Python interleaved in blocks inside
+# one process on one handler (py_bench.py --inproc: the extension's private
+# C loops), which cancels most of the machine's noise.
+# Prints both tables with the Python/C ratio and the Python overhead per
 # operation (target: ratio <= 1.15).  Raw RESULT lines go to OUT/results.txt.
 # QUICK=1 shortens every measurement.  Uses the .venv Python (./dev.sh setup).
 #
@@ -115,6 +118,14 @@ run_placement() {
 			--iters "$IT" --read | tag
 		$P retrieve --server "$url" --size $size --keys 8 --prefix "p-$label" \
 			--iters "$IT" --read | tag
+		# the same again, C and Python interleaved inside one process
+		$P store --server "$url" --size $size --ms "$MS" --inproc | tag
+		$P store --server "$url" --size $size --batch 32 --pool 256M \
+			--ms "$MS" --inproc | tag
+		$P retrieve --server "$url" --size $size --keys 8 --prefix "p-$label" \
+			--iters "$IT" --inproc | tag
+		$P retrieve --server "$url" --size $size --keys 8 --prefix "p-$label" \
+			--iters "$IT" --read --inproc | tag
 		} >>"$RES"
 	done
 	kill "$mpid"
@@ -161,6 +172,31 @@ for place in ("same", "split"):
             worst = max(worst, p[0] / c[0])
             print(f"{name[s]:>6} {lab:>12} {c[0]:7.1f}/{c[1]:7.1f} {p[0]:7.1f}/{p[1]:7.1f} "
                   f"{p[0] / c[0]:6.2f} {p[0] - c[0]:9.1f}")
-print(f"\nworst Python/C ratio (store means, retrieve p50s): {worst:.2f} (target <= 1.15)")
+print(f"\nworst Python/C ratio, separate processes (store means, retrieve p50s): "
+      f"{worst:.2f} (target <= 1.15)")
+worst = 0.0
+for place in ("same", "split"):
+    print(f"\n[{place}] in one process, C and Python interleaved on one handler (us);"
+          " cpu = CPU time of the process per op")
+    print(f"{'chunk':>6} {'op':>13} {'C':>15} {'Python':>15} {'ratio':>6} {'overhead':>9}"
+          f" {'C cpu':>7} {'Py cpu':>7} {'cpu ovh':>7}")
+    for s in sizes:
+        for what, lab in (("store", "store mean"), ("batch_store", "batch32 mean")):
+            w = "inproc_" + what
+            c, p = get(place, w, s, "c_us"), get(place, w, s, "py_us")
+            cc, pc = get(place, w, s, "c_cpu_us"), get(place, w, s, "py_cpu_us")
+            worst = max(worst, p / c)
+            print(f"{name[s]:>6} {lab:>13} {c:15.1f} {p:15.1f} {p / c:6.2f} {p - c:9.1f}"
+                  f" {cc:7.1f} {pc:7.1f} {pc - cc:7.1f}")
+        for what, lab in (("retrieve", "retrieve"), ("retrieve_read", "+read all")):
+            w = "inproc_" + what
+            c = (get(place, w, s, "c_p50_us"), get(place, w, s, "c_p99_us"))
+            p = (get(place, w, s, "py_p50_us"), get(place, w, s, "py_p99_us"))
+            cc, pc = get(place, w, s, "c_cpu_us"), get(place, w, s, "py_cpu_us")
+            worst = max(worst, p[0] / c[0])
+            print(f"{name[s]:>6} {lab:>13} {c[0]:7.1f}/{c[1]:7.1f} {p[0]:7.1f}/{p[1]:7.1f} "
+                  f"{p[0] / c[0]:6.2f} {p[0] - c[0]:9.1f} {cc:7.1f} {pc:7.1f} {pc - cc:7.1f}")
+print(f"\nworst Python/C ratio, one process (store means, retrieve p50s): "
+      f"{worst:.2f} (target <= 1.15)")
 PY
 echo "raw results: $RES" >&2

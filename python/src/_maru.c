@@ -55,10 +55,10 @@
 #endif
 
 /* Module state (one interpreter): Python classes and sinks set at import. */
-static PyObject *alloc_handle_cls;	/* owns: maru_handler.memory.AllocHandle */
-static PyObject *memory_info_cls;	/* owns: maru_handler.memory.MemoryInfo */
-static PyObject *log_sink;		/* owns: callable(prio, file, line, func, msg) */
-static atomic_int py_alive = 1;		/* 0 once the interpreter is exiting */
+static PyObject *alloc_handle_cls; /* owns: maru_handler.memory.AllocHandle */
+static PyObject *memory_info_cls;  /* owns: maru_handler.memory.MemoryInfo */
+static PyObject *log_sink; /* owns: callable(prio, file, line, func, msg) */
+static atomic_int py_alive = 1; /* 0 once the interpreter is exiting */
 
 /* ------------------------------------------------------------------------ */
 /* Mapping: one region's address range, exported through the buffer API    */
@@ -66,14 +66,14 @@ static atomic_int py_alive = 1;		/* 0 once the interpreter is exiting */
 
 typedef struct {
 	PyObject_HEAD
-	char *base;		/* borrows: libmaru's mapping (or our placeholder) */
-	Py_ssize_t len;		/* bytes mapped */
+	char *base;	/* borrows: libmaru's mapping (or our placeholder) */
+	Py_ssize_t len; /* bytes mapped */
 	uint64_t region_id;
-	Py_ssize_t req_off;	/* range of the next export, see mapping_view() */
+	Py_ssize_t req_off; /* range of the next export, see mapping_view() */
 	Py_ssize_t req_len;
-	Py_ssize_t exports;	/* live Py_buffer exports */
-	int dead;		/* libmaru unmapped it: no new exports */
-	int placeholder;	/* base is our anonymous placeholder */
+	Py_ssize_t exports; /* live Py_buffer exports */
+	int dead;	    /* libmaru unmapped it: no new exports */
+	int placeholder;    /* base is our anonymous placeholder */
 } MappingObject;
 
 static PyTypeObject Mapping_Type;
@@ -133,10 +133,11 @@ static PyObject *mapping_get_exports(PyObject *obj, void *closure)
 }
 
 static PyGetSetDef mapping_getset[] = {
-	{ "exports", mapping_get_exports, NULL, "live buffer exports", NULL },
-	{ NULL },
+	{"exports", mapping_get_exports, NULL, "live buffer exports", NULL},
+	{NULL},
 };
 
+/* clang-format off */
 static PyTypeObject Mapping_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "maru_handler._maru.Mapping",
@@ -148,6 +149,7 @@ static PyTypeObject Mapping_Type = {
 	.tp_as_buffer = &mapping_as_buffer,
 	.tp_getset = mapping_getset,
 };
+/* clang-format on */
 
 /*
  * mapping_view - a memoryview of [off, off + len) of @m
@@ -167,12 +169,12 @@ static PyObject *mapping_view(MappingObject *m, Py_ssize_t off, Py_ssize_t len)
 
 typedef struct {
 	PyObject_HEAD
-	struct maru_handler *h;	/* owns */
+	struct maru_handler *h; /* owns */
 	uint64_t chunk_size;
-	int connected;		/* connect() succeeded and close() not called */
-	int closing;		/* close() started; never cleared */
-	atomic_int inflight;	/* calls between GIL release and reacquire */
-	PyObject *mappings;	/* owns: dict region_id -> Mapping */
+	int connected;	     /* connect() succeeded and close() not called */
+	int closing;	     /* close() started; never cleared */
+	atomic_int inflight; /* calls between GIL release and reacquire */
+	PyObject *mappings;  /* owns: dict region_id -> Mapping */
 	PyObject *on_region_added; /* owns: callable or NULL */
 } HandlerObject;
 
@@ -207,8 +209,10 @@ static int check_state(HandlerObject *self)
 #define CALL(self, expr)                                                       \
 	do {                                                                   \
 		atomic_fetch_add(&(self)->inflight, 1);                        \
-		Py_BEGIN_ALLOW_THREADS expr;                                   \
-		Py_END_ALLOW_THREADS atomic_fetch_sub(&(self)->inflight, 1);   \
+		Py_BEGIN_ALLOW_THREADS                                         \
+		expr;                                                          \
+		Py_END_ALLOW_THREADS                                           \
+		atomic_fetch_sub(&(self)->inflight, 1);                        \
 	} while (0)
 
 /*
@@ -262,7 +266,7 @@ static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
 	m->placeholder = 0;
 	rc = PyDict_SetItem(self->mappings, key, (PyObject *)m);
 	Py_DECREF(key);
-	Py_DECREF(m);		/* the dict holds it now */
+	Py_DECREF(m); /* the dict holds it now */
 	return rc < 0 ? NULL : m;
 }
 
@@ -399,7 +403,7 @@ static PyObject *memory_info(HandlerObject *self, const struct maru_view *v)
 	if (!rid || !page) {
 		res = NULL;
 	} else {
-		PyObject *args[3] = { view, rid, page };
+		PyObject *args[3] = {view, rid, page};
 
 		res = PyObject_Vectorcall(memory_info_cls, args, 3, NULL);
 	}
@@ -484,11 +488,11 @@ static int set_str(struct maru_config *cfg, PyObject *o,
 
 static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "server_url", "instance_id", "pool_size",
-				  "chunk_size", "timeout_ms", "use_async_rpc",
-				  "max_inflight", "eager_map", "auto_expand",
-				  "expand_size", "rm_address", "enable_stats",
-				  "log_level", NULL };
+	static char *kwlist[] = {"server_url",	 "instance_id", "pool_size",
+				 "chunk_size",	 "timeout_ms",	"use_async_rpc",
+				 "max_inflight", "eager_map",	"auto_expand",
+				 "expand_size",	 "rm_address",	"enable_stats",
+				 "log_level",	 NULL};
 	HandlerObject *self = (HandlerObject *)obj;
 	PyObject *url, *iid, *rm, *log_level = NULL;
 	unsigned long long pool, chunk, expand;
@@ -502,7 +506,8 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 					 &expand, &rm, &stats, &log_level))
 		return -1;
 	if (self->h) {
-		PyErr_SetString(PyExc_RuntimeError, "Handler already initialised");
+		PyErr_SetString(PyExc_RuntimeError,
+				"Handler already initialised");
 		return -1;
 	}
 	rc = maru_config_new(&cfg);
@@ -523,8 +528,8 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 		goto out_config;
 	rc = maru_config_validate(cfg, why, sizeof(why));
 	if (rc < 0) {
-		PyErr_SetString(PyExc_ValueError, why[0] ? why :
-				"invalid configuration");
+		PyErr_SetString(PyExc_ValueError,
+				why[0] ? why : "invalid configuration");
 		goto out_free;
 	}
 	rc = maru_handler_new(cfg, &self->h);
@@ -537,7 +542,7 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 	return 0;
 
 out_config:
-	if (rc == -EFAULT)	/* a str conversion failed: exception set */
+	if (rc == -EFAULT) /* a str conversion failed: exception set */
 		goto out_free;
 	PyErr_Format(PyExc_ValueError, "invalid configuration value (%s)",
 		     strerror(-rc));
@@ -589,7 +594,7 @@ static void guard_mappings(HandlerObject *self)
 		if (p == m->base) {
 			m->placeholder = 1;
 		} else if (p != MAP_FAILED) {
-			munmap(p, (size_t)m->len);	/* old kernel: hint only */
+			munmap(p, (size_t)m->len); /* old kernel: hint only */
 		}
 	}
 	PyDict_Clear(self->mappings);
@@ -597,7 +602,7 @@ static void guard_mappings(HandlerObject *self)
 
 static void wait_inflight(HandlerObject *self)
 {
-	struct timespec ts = { 0, 200 * 1000 };
+	struct timespec ts = {0, 200 * 1000};
 
 	while (atomic_load(&self->inflight) > 0)
 		nanosleep(&ts, NULL);
@@ -719,7 +724,8 @@ static PyObject *handler_owned_region_ids(PyObject *obj, PyObject *unused)
 	if (!self->connected || self->closing)
 		return PyList_New(0);
 	for (;;) {
-		CALL(self, n = maru_handler_owned_region_ids(self->h, ids, cap));
+		CALL(self,
+		     n = maru_handler_owned_region_ids(self->h, ids, cap));
 		if (n < 0) {
 			if (ids != small)
 				PyMem_Free(ids);
@@ -795,14 +801,15 @@ static PyObject *handler_region_stats(PyObject *obj, PyObject *arg)
 	CALL(self, rc = maru_region_get_stats(self->h, rid, &st));
 	if (rc < 0)
 		Py_RETURN_NONE;
+	/* clang-format off */
 	return Py_BuildValue("{sKsKsKsKsKsK}",
-			     "region_id", (unsigned long long)st.region_id,
-			     "pool_size", (unsigned long long)st.pool_size,
-			     "chunk_size", (unsigned long long)st.chunk_size,
-			     "page_count", (unsigned long long)st.page_count,
-			     "free_pages", (unsigned long long)st.num_free_pages,
-			     "allocated_pages",
-			     (unsigned long long)st.num_allocated);
+		"region_id", (unsigned long long)st.region_id,
+		"pool_size", (unsigned long long)st.pool_size,
+		"chunk_size", (unsigned long long)st.chunk_size,
+		"page_count", (unsigned long long)st.page_count,
+		"free_pages", (unsigned long long)st.num_free_pages,
+		"allocated_pages", (unsigned long long)st.num_allocated);
+	/* clang-format on */
 }
 
 static PyObject *handler_region_handle(PyObject *obj, PyObject *arg)
@@ -846,7 +853,8 @@ static PyObject *handler_set_on_region_added(PyObject *obj, PyObject *cb)
 	int rc;
 
 	if (cb != Py_None && !PyCallable_Check(cb)) {
-		PyErr_SetString(PyExc_TypeError, "callback must be callable or None");
+		PyErr_SetString(PyExc_TypeError,
+				"callback must be callable or None");
 		return NULL;
 	}
 	if (self->closing) {
@@ -864,7 +872,7 @@ static PyObject *handler_set_on_region_added(PyObject *obj, PyObject *cb)
 		Py_INCREF(cb);
 		self->on_region_added = cb;
 		Py_XDECREF(old);
-		/* replays the owned regions in this thread, GIL re-taken there */
+		/* replays the owned regions now, in this thread */
 		CALL(self, rc = maru_handler_set_on_region_added(
 				   self->h, region_added_trampoline, self));
 	}
@@ -936,7 +944,7 @@ static PyObject *handler_alloc(PyObject *obj, PyObject *arg)
 	page = PyLong_FromUnsignedLongLong(pg.page_index);
 	sz = PyLong_FromSize_t(pg.size);
 	if (rid && page && sz) {
-		PyObject *args[4] = { view, rid, page, sz };
+		PyObject *args[4] = {view, rid, page, sz};
 
 		res = PyObject_Vectorcall(alloc_handle_cls, args, 4, NULL);
 	}
@@ -967,7 +975,7 @@ static PyObject *handler_store(PyObject *obj, PyObject *const *args,
 			       Py_ssize_t nargs)
 {
 	HandlerObject *self = (HandlerObject *)obj;
-	struct maru_page pg = { 0 };
+	struct maru_page pg = {0};
 	struct maru_key k;
 	int rc;
 
@@ -1115,7 +1123,8 @@ static PyObject *handler_batch_retrieve(PyObject *obj, PyObject *keys_obj)
 		PyErr_NoMemory();
 		goto out;
 	}
-	CALL(self, rc = maru_kv_batch_retrieve(self->h, keys, (size_t)n, views));
+	CALL(self,
+	     rc = maru_kv_batch_retrieve(self->h, keys, (size_t)n, views));
 	if (rc < 0)
 		memset(views, 0, (size_t)n * sizeof(*views));
 	list = PyList_New(n);
@@ -1219,7 +1228,8 @@ static int retrieve_loop(struct maru_handler *h, const struct maru_key *keys,
  */
 static int store_loop(struct maru_handler *h, const struct maru_key *keys,
 		      struct maru_page *pages, bool *ok, Py_ssize_t n,
-		      Py_ssize_t per, const void *src, size_t size, uint64_t *ns)
+		      Py_ssize_t per, const void *src, size_t size,
+		      uint64_t *ns)
 {
 	uint64_t t0 = mono_ns();
 	Py_ssize_t i, j;
@@ -1334,71 +1344,74 @@ out_buf:
 /* ---------------------------- type tables ------------------------------- */
 
 static PyMethodDef handler_methods[] = {
-	{ "connect", handler_connect, METH_NOARGS,
-	  "connect() -> 0 or -errno" },
-	{ "close", handler_close, METH_NOARGS,
-	  "return every region and unmap; the handler is not reusable" },
-	{ "set_log_level", handler_set_log_level, METH_O,
-	  "set_log_level(python_logging_level)" },
-	{ "owned_region_ids", handler_owned_region_ids, METH_NOARGS,
-	  "owned region ids, oldest first" },
-	{ "get_buffer_view", handler_get_buffer_view, METH_VARARGS,
-	  "get_buffer_view(region_id, offset, size) -> memoryview | None" },
-	{ "region_page_count", handler_region_page_count, METH_O,
-	  "region_page_count(region_id) -> int | None" },
-	{ "region_stats", handler_region_stats, METH_O,
-	  "region_stats(region_id) -> dict | None (owned regions)" },
-	{ "region_handle", handler_region_handle, METH_O,
-	  "region_handle(region_id) -> (region_id, offset, length, token) | None" },
-	{ "region_is_owned", handler_region_is_owned, METH_O,
-	  "region_is_owned(region_id) -> bool" },
-	{ "set_on_region_added", handler_set_on_region_added, METH_O,
-	  "set_on_region_added(callable(region_id, page_count) | None)" },
-	{ "healthcheck", handler_healthcheck, METH_NOARGS,
-	  "HEARTBEAT round trip -> bool" },
-	{ "get_stats_raw", handler_get_stats_raw, METH_NOARGS,
-	  "GET_STATS reply payload (MessagePack bytes)" },
-	{ "alloc", handler_alloc, METH_O,
-	  "alloc(size) -> AllocHandle; OSError(errno) on failure" },
-	{ "free", handler_free, METH_VARARGS,
-	  "free(region_id, page_index) -> 0 or -errno" },
-	{ "store", (PyCFunction)(void (*)(void))handler_store, METH_FASTCALL,
-	  "store(key, region_id, page_index, size) -> 1, 0 or -errno" },
-	{ "retrieve", handler_retrieve, METH_O,
-	  "retrieve(key) -> MemoryInfo | None" },
-	{ "exists", handler_exists, METH_O, "exists(key) -> bool" },
-	{ "pin", handler_pin, METH_O, "pin(key) -> bool" },
-	{ "unpin", handler_unpin, METH_O, "unpin(key) -> bool" },
-	{ "delete", handler_delete, METH_O, "delete(key) -> bool" },
-	{ "batch_store", handler_batch_store, METH_VARARGS,
-	  "batch_store(keys, handles) -> list[bool]" },
-	{ "batch_retrieve", handler_batch_retrieve, METH_O,
-	  "batch_retrieve(keys) -> list[MemoryInfo | None]" },
-	{ "batch_exists", handler_batch_exists, METH_O,
-	  "batch_exists(keys) -> list[bool]" },
-	{ "batch_pin", handler_batch_pin, METH_O,
-	  "batch_pin(keys) -> list[bool]" },
-	{ "batch_unpin", handler_batch_unpin, METH_O,
-	  "batch_unpin(keys) -> list[bool]" },
-	{ "_bench_retrieve", handler_bench_retrieve, METH_VARARGS,
-	  "_bench_retrieve(keys, iters, read) -> per-call ns (C loop; bench only)" },
-	{ "_bench_store", handler_bench_store, METH_VARARGS,
-	  "_bench_store(keys, src, batch) -> ns for alloc+copy+store of all keys, "
-	  "then deletes them untimed (C loop; bench only)" },
-	{ NULL },
+	{"connect", handler_connect, METH_NOARGS, "connect() -> 0 or -errno"},
+	{"close", handler_close, METH_NOARGS,
+	 "return every region and unmap; the handler is not reusable"},
+	{"set_log_level", handler_set_log_level, METH_O,
+	 "set_log_level(python_logging_level)"},
+	{"owned_region_ids", handler_owned_region_ids, METH_NOARGS,
+	 "owned region ids, oldest first"},
+	{"get_buffer_view", handler_get_buffer_view, METH_VARARGS,
+	 "get_buffer_view(region_id, offset, size) -> memoryview | None"},
+	{"region_page_count", handler_region_page_count, METH_O,
+	 "region_page_count(region_id) -> int | None"},
+	{"region_stats", handler_region_stats, METH_O,
+	 "region_stats(region_id) -> dict | None (owned regions)"},
+	{"region_handle", handler_region_handle, METH_O,
+	 "region_handle(region_id) -> (region_id, offset, length, token) | "
+	 "None"},
+	{"region_is_owned", handler_region_is_owned, METH_O,
+	 "region_is_owned(region_id) -> bool"},
+	{"set_on_region_added", handler_set_on_region_added, METH_O,
+	 "set_on_region_added(callable(region_id, page_count) | None)"},
+	{"healthcheck", handler_healthcheck, METH_NOARGS,
+	 "HEARTBEAT round trip -> bool"},
+	{"get_stats_raw", handler_get_stats_raw, METH_NOARGS,
+	 "GET_STATS reply payload (MessagePack bytes)"},
+	{"alloc", handler_alloc, METH_O,
+	 "alloc(size) -> AllocHandle; OSError(errno) on failure"},
+	{"free", handler_free, METH_VARARGS,
+	 "free(region_id, page_index) -> 0 or -errno"},
+	{"store", (PyCFunction)(void (*)(void))handler_store, METH_FASTCALL,
+	 "store(key, region_id, page_index, size) -> 1, 0 or -errno"},
+	{"retrieve", handler_retrieve, METH_O,
+	 "retrieve(key) -> MemoryInfo | None"},
+	{"exists", handler_exists, METH_O, "exists(key) -> bool"},
+	{"pin", handler_pin, METH_O, "pin(key) -> bool"},
+	{"unpin", handler_unpin, METH_O, "unpin(key) -> bool"},
+	{"delete", handler_delete, METH_O, "delete(key) -> bool"},
+	{"batch_store", handler_batch_store, METH_VARARGS,
+	 "batch_store(keys, handles) -> list[bool]"},
+	{"batch_retrieve", handler_batch_retrieve, METH_O,
+	 "batch_retrieve(keys) -> list[MemoryInfo | None]"},
+	{"batch_exists", handler_batch_exists, METH_O,
+	 "batch_exists(keys) -> list[bool]"},
+	{"batch_pin", handler_batch_pin, METH_O,
+	 "batch_pin(keys) -> list[bool]"},
+	{"batch_unpin", handler_batch_unpin, METH_O,
+	 "batch_unpin(keys) -> list[bool]"},
+	{"_bench_retrieve", handler_bench_retrieve, METH_VARARGS,
+	 "_bench_retrieve(keys, iters, read) -> per-call ns (C loop; bench "
+	 "only)"},
+	{"_bench_store", handler_bench_store, METH_VARARGS,
+	 "_bench_store(keys, src, batch) -> ns for alloc+copy+store of all "
+	 "keys, "
+	 "then deletes them untimed (C loop; bench only)"},
+	{NULL},
 };
 
 static PyGetSetDef handler_getset[] = {
-	{ "connected", handler_get_connected, NULL, "connected, not closing",
-	  NULL },
-	{ "closing", handler_get_closing, NULL, "close() was called", NULL },
-	{ "instance_id", handler_get_instance_id, NULL, "owner id", NULL },
-	{ "chunk_size", handler_get_chunk_size, NULL, "page size", NULL },
-	{ "lease_ttl_ms", handler_get_lease_ttl_ms, NULL,
-	  "lease TTL granted by the server (0: none)", NULL },
-	{ NULL },
+	{"connected", handler_get_connected, NULL, "connected, not closing",
+	 NULL},
+	{"closing", handler_get_closing, NULL, "close() was called", NULL},
+	{"instance_id", handler_get_instance_id, NULL, "owner id", NULL},
+	{"chunk_size", handler_get_chunk_size, NULL, "page size", NULL},
+	{"lease_ttl_ms", handler_get_lease_ttl_ms, NULL,
+	 "lease TTL granted by the server (0: none)", NULL},
+	{NULL},
 };
 
+/* clang-format off */
 static PyTypeObject Handler_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "maru_handler._maru.Handler",
@@ -1411,6 +1424,7 @@ static PyTypeObject Handler_Type = {
 	.tp_methods = handler_methods,
 	.tp_getset = handler_getset,
 };
+/* clang-format on */
 
 /* ---------------------------- module ------------------------------------ */
 
@@ -1450,14 +1464,14 @@ static PyObject *mod_version(PyObject *mod, PyObject *unused)
 }
 
 static PyMethodDef module_methods[] = {
-	{ "set_types", mod_set_types, METH_VARARGS,
-	  "set_types(AllocHandle, MemoryInfo): classes to build results with" },
-	{ "set_log_sink", mod_set_log_sink, METH_O,
-	  "set_log_sink(callable(priority, file, line, func, msg) | None)" },
-	{ "_shutdown", mod_shutdown, METH_NOARGS,
-	  "drop libmaru log lines from now on (interpreter exit)" },
-	{ "version", mod_version, METH_NOARGS, "libmaru version string" },
-	{ NULL },
+	{"set_types", mod_set_types, METH_VARARGS,
+	 "set_types(AllocHandle, MemoryInfo): classes to build results with"},
+	{"set_log_sink", mod_set_log_sink, METH_O,
+	 "set_log_sink(callable(priority, file, line, func, msg) | None)"},
+	{"_shutdown", mod_shutdown, METH_NOARGS,
+	 "drop libmaru log lines from now on (interpreter exit)"},
+	{"version", mod_version, METH_NOARGS, "libmaru version string"},
+	{NULL},
 };
 
 static struct PyModuleDef maru_module = {

@@ -118,7 +118,7 @@ struct mds_iter {
 
 static inline void mds_iter_init(struct mds_iter *it, const struct mds_list *l)
 {
-	mp_rd_init(&it->r, l->p, (size_t)(l->end - l->p));
+	mp_rd_init(&it->r, l->p, l->p ? (size_t)(l->end - l->p) : 0);
 	it->left = l->n;
 }
 

@@ -316,7 +316,8 @@ static int do_usage(struct mds *s, struct mp_wr *w)
 		u[pos[r->owner]].allocated += r->h.length;
 		u[pos[r->owner]].used += r->used;
 	}
-	qsort(u, n, sizeof(*u), cmp_usage);
+	if (n)
+		qsort(u, n, sizeof(*u), cmp_usage);
 	if (s->rm->pool_usage(s->rm_arg, false, &total, &avail) < 0)
 		total = avail = 0;
 	mp_put_map(w, 3);

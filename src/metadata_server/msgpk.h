@@ -65,7 +65,7 @@ struct mp_rd {
 static inline void mp_rd_init(struct mp_rd *r, const uint8_t *p, size_t len)
 {
 	r->p = p;
-	r->end = p + len;
+	r->end = len ? p + len : p;	/* p may be NULL for nothing */
 }
 
 /**

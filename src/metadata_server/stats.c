@@ -230,7 +230,8 @@ int stats_encode(struct mds_stats *st, struct mp_wr *w)
 	}
 	for (i = 0; i < st->n; i++)
 		v[i] = &st->items[i];
-	qsort(v, st->n, sizeof(*v), cmp_item);
+	if (st->n)
+		qsort(v, st->n, sizeof(*v), cmp_item);
 	for (i = 0; i < st->n; i++)
 		if (v[i]->client && (i == 0 || !same_client(v[i - 1], v[i])))
 			nclients++;

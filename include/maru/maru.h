@@ -358,13 +358,13 @@ int maru_handler_get_log_priority(const struct maru_handler *h);
  *
  * Steps (upstream's connect): open the RPC socket; scan local device-DAX
  * headers (uuid -> local path); HANDSHAKE (its rm_address wins over the
- * config's); start a lease when the server grants one (HEARTBEAT with a
- * lease_id, renewed every TTL/4 from a background thread); REQUEST_ALLOC of
- * pool_size, GET_ACCESS at the resource manager, map and pre-fault the
- * region; with eager_map map every other instance's region listed by
- * LIST_ALLOCATIONS (failures only logged, not pre-faulted); with
- * enable_stats start the 1 s REPORT_STATS thread.  The region-added callback
- * is not fired for this first region.
+ * config's; a HANDSHAKE that times out fails the connect at once); start a
+ * lease when the server grants one (HEARTBEAT with a lease_id, renewed every
+ * TTL/4 from a background thread); REQUEST_ALLOC of pool_size, GET_ACCESS at
+ * the resource manager, map and pre-fault the region; with eager_map map every
+ * other instance's region listed by LIST_ALLOCATIONS (failures only logged, not
+ * pre-faulted); with enable_stats start the 1 s REPORT_STATS thread.  The
+ * region-added callback is not fired for this first region.
  *
  * Return: 0 (also when already connected), -ESHUTDOWN after close, or
  * -errno of the step that failed (-ETIMEDOUT, -EREMOTEIO, -ENOSPC when the

@@ -224,8 +224,13 @@ static void return_region(struct maru_handler *h, uint64_t region_id)
 		ldbg(h, "region %" PRIu64 ": returned", region_id);
 }
 
-/* HANDSHAKE: rm_address from the server wins over the config's */
-static void handshake(struct maru_handler *h)
+/*
+ * HANDSHAKE: rm_address from the server wins over the config's.  Any
+ * failure falls back to the config's address (upstream), except a timeout:
+ * a server that does not answer would only make the next steps time out
+ * too, so connect gives up at once.  Return: 0 or -ETIMEDOUT.
+ */
+static int handshake(struct maru_handler *h)
 {
 	struct maru__rpc_reply rr;
 	struct maru__reply r;
@@ -238,10 +243,15 @@ static void handshake(struct maru_handler *h)
 	if (rc == 0)
 		rc = maru__rpc_call(&h->rpc, &m, &rr);
 	maru__msg_release(&m);
+	if (rc == -ETIMEDOUT) {
+		lerr(h, "%s: no answer to HANDSHAKE within %d ms",
+		     h->cfg.server_url, h->cfg.timeout_ms);
+		return rc;
+	}
 	if (rc < 0) {
 		lwarn(h, "HANDSHAKE failed (%s): using rm_address %s",
 		      strerror(-rc), h->rm_address);
-		return;
+		return 0;
 	}
 	reply_init(&r);
 	rc = maru__decode_reply(rr.payload, rr.len, &r);
@@ -252,6 +262,7 @@ static void handshake(struct maru_handler *h)
 	}
 	maru__rpc_reply_release(&rr);
 	ldbg(h, "resource manager at %s", h->rm_address);
+	return 0;
 }
 
 /* LIST_ALLOCATIONS callback: map another instance's region, eagerly */
@@ -348,7 +359,9 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	h->mapper_ready = true;
 	maru__mapper_scan_devices(&h->mapper, NULL, NULL);
 
-	handshake(h);
+	rc = handshake(h);
+	if (rc < 0)
+		goto out_teardown;
 	rc = maru__mapper_set_rm(&h->mapper, h->rm_address, h->cfg.timeout_ms);
 	if (rc < 0) {
 		lerr(h, "bad resource manager address '%s'", h->rm_address);

@@ -98,7 +98,7 @@ class Driver:
 
 
 @pytest.mark.parametrize("name", ["basic", "reuse", "expand", "firstwriter",
-                                  "batch", "eager"])
+                                  "batch", "eager", "stats"])
 def test_scenario(mds, name):
     assert "ok" in scenario(name, mds.url)
 

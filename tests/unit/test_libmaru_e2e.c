@@ -733,6 +733,49 @@ static int sc_leasestop(int argc, char **argv)
 	return 0;
 }
 
+/* enable_stats: per-op entries reach the server's stats_manager */
+static int sc_stats(int argc, char **argv)
+{
+	struct maru_config *cfg;
+	struct maru_handler *h;
+	struct maru_key k = skey("stats-key");
+	const char *id;
+	struct maru_page p;
+	struct maru_view v;
+	size_t len;
+	void *raw;
+	int i;
+
+	CHECK_RC(maru_config_new(&cfg), 0);
+	maru_config_set_server_url(cfg, url);
+	maru_config_set_pool_size(cfg, 4 * MiB);
+	maru_config_set_eager_map(cfg, false);
+	maru_config_set_enable_stats(cfg, true);
+	CHECK_RC(maru_handler_new(cfg, &h), 0);
+	maru_config_free(cfg);
+	CHECK_RC(maru_handler_connect(h), 0);
+	id = maru_handler_instance_id(h);
+	CHECK_RC(maru_page_alloc(h, 100, &p), 0);
+	CHECK_RC(maru_kv_store(h, &k, &p), 1);
+	for (i = 0; i < 5; i++)
+		CHECK_RC(maru_kv_retrieve(h, &k, &v), 1);
+	/* the reporter flushes every second */
+	for (i = 0; i < 30; i++) {
+		usleep(200000);
+		CHECK_RC(maru_handler_get_stats_raw(h, &raw, &len), 0);
+		if (memmem(raw, len, id, strlen(id)) &&
+		    memmem(raw, len, "retrieve", 8)) {
+			maru_buf_free(raw);
+			break;
+		}
+		maru_buf_free(raw);
+	}
+	CHECK(i < 30);
+	maru_handler_free(h);
+	puts("ok");
+	return 0;
+}
+
 /* overwrite a stored value in place with maru-example's pattern */
 static int sc_xwrite(int argc, char **argv)
 {
@@ -785,6 +828,7 @@ int main(int argc, char **argv)
 		{"threads", sc_threads}, {"timeout", sc_timeout},
 		{"hold", sc_hold},	 {"xwrite", sc_xwrite},
 		{"rmstats", sc_rmstats}, {"leasestop", sc_leasestop},
+		{"stats", sc_stats},
 	};
 	size_t i;
 

@@ -52,7 +52,7 @@ fi
 
 ready
 # B signals the end of its part (or the guest's time limit ends this)
-timeout 200 nc -l -p 7000 >/tmp/b-done
+timeout 150 nc -l -p 7000 >/tmp/b-done
 echo "from B: $(cat /tmp/b-done)"
 if [ "$HAVE_EX" != 1 ]; then
 	skip hw.two.a_retrieves_b "$WHY_EX"

@@ -22,6 +22,13 @@ if [ "$HAVE_RM" != 1 ] || [ "$HAVE_MDS" != 1 ]; then
 	for t in $T; do skip "$t" "$WHY_RM$WHY_MDS"; done
 	finish
 fi
+# the link to A first: without it nothing below can work
+ip addr show eth0 | grep 'inet '
+if ! ping -c 2 -w 10 10.0.3.1 >/tmp/ping.log 2>&1; then
+	cat /tmp/ping.log
+	for t in $T; do fail "$t" "no network link to host A (10.0.3.1)"; done
+	finish 1
+fi
 # private device: region0 -> dax0.0 (no Maru header); the shared one was
 # formatted by A, so region1 comes up as a devdax namespace by itself
 devdax_labelless namespace0.0 || note "private namespace not created"
@@ -37,7 +44,8 @@ kv dax1.0.data_offset "$(dax_data_offset dax1.0)"
 if [ "$HAVE_HOLD" = 1 ]; then
 	lk=""
 	for i in $(seq 1 100); do
-		lk=$($P mds-lookup $URL hw-two-a2) && break
+		lk=$($P --timeout 2000 mds-lookup $URL hw-two-a2) && break
+		[ "$(field found "$lk")" = 0 ] && break	# the server answered: A never stored it
 		sleep 0.2
 	done
 	echo "$lk"

@@ -118,6 +118,7 @@ cat >"$R"/init <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s
 export PATH=/usr/bin:/usr/sbin:/bin:/sbin
+export LD_LIBRARY_PATH=/test/lib
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev

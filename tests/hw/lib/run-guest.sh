@@ -61,6 +61,12 @@ for f in "${FILES[@]}"; do
 			grep -qx ".$l" "$HW_CACHE/base.list" && continue
 			mkdir -p "$W/p$(dirname "$l")"
 			cp -L "$l" "$W/p$l"
+			# a build-tree library (RUNPATH) may sit where the guest
+			# mounts a tmpfs (/tmp): /test/lib is on LD_LIBRARY_PATH
+			case $l in
+			/lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) ;;
+			*) mkdir -p "$W/p/test/lib" && cp -L "$l" "$W/p/test/lib/" ;;
+			esac
 		done
 	fi
 done
@@ -141,7 +147,8 @@ if [ $INTER = 1 ]; then
 fi
 LOG=$LOGDIR/$NAME.log
 set +e
-timeout "$TMO" "${QEMU[@]}" -serial stdio </dev/null 2>&1 | tr -d '\r' >"$LOG"
+# sed -u: the log is read while the guest runs (run.sh waits for lines)
+timeout "$TMO" "${QEMU[@]}" -serial stdio </dev/null 2>&1 | sed -u 's/\r//g' >"$LOG"
 st=${PIPESTATUS[0]}
 set -e
 if [ "$st" = 124 ]; then

@@ -25,7 +25,8 @@
  *   runas UID GID CMD...       drop root, then exec CMD
  *
  * Options before the command: --id CLIENT_ID (resource-manager client id,
- * default "<hostname>:<pid>"), --int (metadata keys are integers).
+ * default "<hostname>:<pid>"), --int (metadata keys are integers),
+ * --timeout MS (wait for a metadata server reply, default 10000).
  * Output: one line per object, "what key=value key=value ...", so that the
  * guest scripts can grep and the host can parse the console log.
  * Exit: 0 success, 1 failure (reason on stderr), 2 usage, 3 "not found"
@@ -59,11 +60,12 @@
 
 static const char *opt_client_id;	/* borrows argv; NULL = default */
 static bool opt_int_keys;
+static int opt_timeout_ms = 10000;	/* metadata server replies */
 
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: maru-hwprobe [--id CLIENT_ID] [--int] COMMAND ...\n"
+		"usage: maru-hwprobe [--id CLIENT_ID] [--int] [--timeout MS] COMMAND ...\n"
 		"  enum | header PATH [OFF] | uuidmap UUID\n"
 		"  fill|check PATH OFF LEN SEED | sum PATH OFF LEN\n"
 		"  rm-wait ADDR SECS | rm-stats ADDR | rm-alloc ADDR SIZE [POOL]\n"
@@ -505,11 +507,12 @@ struct mds {
 	msgpack_sbuffer sb;	/* owns: the request being built */
 	msgpack_packer pk;
 	msgpack_unpacked reply;	/* owns: the decoded reply payload */
+	char *payload;		/* owns: reply bytes; reply's strings borrow them */
 };
 
 static int mds_open(struct mds *m, const char *url)
 {
-	int linger = 0, tmo = 10000;
+	int linger = 0, tmo = opt_timeout_ms;
 
 	m->ctx = zmq_ctx_new();
 	m->sock = zmq_socket(m->ctx, ZMQ_REQ);
@@ -519,6 +522,7 @@ static int mds_open(struct mds *m, const char *url)
 	msgpack_sbuffer_init(&m->sb);
 	msgpack_packer_init(&m->pk, &m->sb, msgpack_sbuffer_write);
 	msgpack_unpacked_init(&m->reply);
+	m->payload = NULL;
 	if (zmq_connect(m->sock, url) < 0) {
 		fprintf(stderr, "maru-hwprobe: connect %s: %s\n", url,
 			zmq_strerror(zmq_errno()));
@@ -530,6 +534,7 @@ static int mds_open(struct mds *m, const char *url)
 static void mds_close(struct mds *m)
 {
 	msgpack_unpacked_destroy(&m->reply);
+	free(m->payload);
 	msgpack_sbuffer_destroy(&m->sb);
 	zmq_close(m->sock);
 	zmq_ctx_term(m->ctx);
@@ -583,11 +588,19 @@ static int mds_call(struct mds *m, uint8_t type)
 	msg = zmq_msg_data(&rep);
 	rc = -EPROTO;
 	if (len >= MDS_HDR_SIZE && get_u16be(msg) == MDS_MAGIC &&
-	    get_u32be(msg + 12) <= len - MDS_HDR_SIZE &&
-	    msgpack_unpack_next(&m->reply, (const char *)msg + MDS_HDR_SIZE,
-				get_u32be(msg + 12), NULL) == MSGPACK_UNPACK_SUCCESS &&
-	    m->reply.data.type == MSGPACK_OBJECT_MAP)
-		rc = 0;
+	    get_u32be(msg + 12) <= len - MDS_HDR_SIZE) {
+		len = get_u32be(msg + 12);
+		/* decoded strings point into the bytes: keep our own copy */
+		free(m->payload);
+		m->payload = malloc(len ? len : 1);
+		if (m->payload) {
+			memcpy(m->payload, msg + MDS_HDR_SIZE, len);
+			if (msgpack_unpack_next(&m->reply, m->payload, len,
+						NULL) == MSGPACK_UNPACK_SUCCESS &&
+			    m->reply.data.type == MSGPACK_OBJECT_MAP)
+				rc = 0;
+		}
+	}
 	zmq_msg_close(&rep);
 	if (rc)
 		fprintf(stderr, "maru-hwprobe: malformed reply\n");
@@ -778,6 +791,10 @@ int main(int argc, char **argv)
 	while (argc > 0 && !strncmp(argv[0], "--", 2)) {
 		if (!strcmp(argv[0], "--id") && argc > 1) {
 			opt_client_id = argv[1];
+			argv += 2;
+			argc -= 2;
+		} else if (!strcmp(argv[0], "--timeout") && argc > 1) {
+			opt_timeout_ms = atoi(argv[1]);
 			argv += 2;
 			argc -= 2;
 		} else if (!strcmp(argv[0], "--int")) {

@@ -550,3 +550,21 @@ void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 	mp_put_str(w, msg, (uint32_t)strlen(msg));
 	mds_end_reply(w, at);
 }
+
+size_t mds_encode_handle(const struct rm_handle *h, uint8_t *out)
+{
+	/* a buf over the caller's array: big enough, so never reallocated */
+	struct buf b = { out, 0, MDS_HANDLE_ENC_MAX };
+	struct mp_wr w = { &b, 0 };
+
+	mp_put_map(&w, 4);
+	mp_put_key(&w, "region_id");
+	mp_put_uint(&w, h->region_id);
+	mp_put_key(&w, "offset");
+	mp_put_uint(&w, h->offset);
+	mp_put_key(&w, "length");
+	mp_put_uint(&w, h->length);
+	mp_put_key(&w, "auth_token");
+	mp_put_uint(&w, h->auth_token);
+	return b.len;
+}

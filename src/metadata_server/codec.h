@@ -29,6 +29,7 @@
 #include "index.h"
 #include "mds_proto.h"
 #include "msgpk.h"
+#include "rm_proto.h"
 
 #define MDS_MAX_BATCH (1u << 20)	/* elements in one list */
 #define MDS_REPORT_MAX 10000		/* REPORT_STATS entries recorded */
@@ -126,6 +127,15 @@ static inline void mds_iter_init(struct mds_iter *it, const struct mds_list *l)
 bool mds_next_key(struct mds_iter *it, struct mds_key *k);
 bool mds_next_reg(struct mds_iter *it, struct mds_reg *e);
 bool mds_next_report(struct mds_iter *it, struct mds_report *e);
+
+#define MDS_HANDLE_ENC_MAX 72	/* a handle map with four uint64 values */
+
+/**
+ * mds_encode_handle - a handle as the 4-key msgpack map of spec §4.1
+ * @out: MDS_HANDLE_ENC_MAX bytes
+ * Return: bytes written
+ */
+size_t mds_encode_handle(const struct rm_handle *h, uint8_t *out);
 
 /**
  * mds_put_hdr - reserve and write a response header at the end of @out

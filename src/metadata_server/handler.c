@@ -50,7 +50,7 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 	mp_put_key(w, "found");
 	mp_put_bool(w, true);
 	mp_put_key(w, "handle");
-	put_handle(w, &r->h);
+	mp_put_raw(w, r->henc, r->henc_len);	/* encoded once per region */
 	mp_put_key(w, "kv_offset");
 	mp_put_uint(w, e->off);
 	mp_put_key(w, "kv_length");
@@ -58,7 +58,7 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 }
 
 static void do_alloc(struct mds *s, const struct mds_req *q,
-		     const struct mds_peer *peer, struct mp_wr *w)
+		     struct mds_peer *peer, struct mp_wr *w)
 {
 	struct rm_handle h;
 	int rc;
@@ -96,7 +96,7 @@ static bool listed(const struct mds *s, const struct mds_region *r,
 }
 
 static void do_list(struct mds *s, const struct mds_req *q,
-		    const struct mds_peer *peer, struct mp_wr *w)
+		    struct mds_peer *peer, struct mp_wr *w)
 {
 	const struct mds_region *r;
 	uint32_t n = 0;
@@ -112,12 +112,12 @@ static void do_list(struct mds *s, const struct mds_req *q,
 	mp_put_array(w, n);
 	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
 		if (listed(s, r, q->exclude))
-			put_handle(w, &r->h);
+			mp_put_raw(w, r->henc, r->henc_len);
 }
 
 /* Return: 0, or -ENOMEM when the caller must send an error instead. */
 static int do_register(struct mds *s, const struct mds_req *q,
-		       const struct mds_peer *peer, struct mp_wr *w)
+		       struct mds_peer *peer, struct mp_wr *w)
 {
 	int rc = mds_register(s, &q->reg, peer);
 
@@ -132,7 +132,7 @@ static int do_register(struct mds *s, const struct mds_req *q,
 }
 
 static int do_batch_register(struct mds *s, const struct mds_req *q,
-			     const struct mds_peer *peer, struct mp_wr *w)
+			     struct mds_peer *peer, struct mp_wr *w)
 {
 	struct mds_iter it;
 	struct mds_reg e;
@@ -344,7 +344,7 @@ static int do_usage(struct mds *s, struct mp_wr *w)
 }
 
 static void do_heartbeat(struct mds *s, const struct mds_req *q,
-			 const struct mds_peer *peer, struct mp_wr *w)
+			 struct mds_peer *peer, struct mp_wr *w)
 {
 	bool expired = mds_heartbeat(s, q->instance_id, q->lease_id,
 				     q->lease_release, peer);
@@ -357,7 +357,7 @@ static void do_heartbeat(struct mds *s, const struct mds_req *q,
 }
 
 static void do_handshake(struct mds *s, const struct mds_req *q,
-			 const struct mds_peer *peer, struct mp_wr *w)
+			 struct mds_peer *peer, struct mp_wr *w)
 {
 	const char *a = s->cfg.rm_address ? s->cfg.rm_address : "";
 
@@ -375,7 +375,7 @@ static void do_handshake(struct mds *s, const struct mds_req *q,
 
 /* Fill the payload for a decoded request. Return: 0 or -ENOMEM. */
 static int dispatch(struct mds *s, const struct mds_req *q,
-		    const struct mds_peer *peer, struct mp_wr *w)
+		    struct mds_peer *peer, struct mp_wr *w)
 {
 	const struct mds_region *r = NULL;
 	const struct ix_entry *e;
@@ -440,7 +440,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 }
 
 void mds_handle(struct mds *s, const uint8_t *body, size_t len,
-		const struct mds_peer *peer, struct buf *out)
+		struct mds_peer *peer, struct buf *out)
 {
 	struct mp_wr w = { out, 0 };
 	char whybuf[128];

@@ -29,6 +29,6 @@
  * @out: reset, then filled with the reply body (header + payload)
  */
 void mds_handle(struct mds *s, const uint8_t *body, size_t len,
-		const struct mds_peer *peer, struct buf *out);
+		struct mds_peer *peer, struct buf *out);
 
 #endif

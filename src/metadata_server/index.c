@@ -153,8 +153,11 @@ static int tbl_alloc(struct ix_table *t, uint64_t size)
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			return -ENOMEM;
-		/* random bucket access: fewer TLB misses with huge pages */
-		madvise(p, bytes, MADV_HUGEPAGE);
+		/*
+		 * No MADV_HUGEPAGE: with the common THP defrag setting
+		 * "madvise" it lets a page fault compact memory
+		 * synchronously, which can stall for milliseconds.
+		 */
 	} else {
 		p = calloc(size, sizeof(struct ix_entry *));
 		if (!p)

@@ -66,6 +66,7 @@ struct server {
 	struct rmsess *rm;		/* borrows */
 	struct buf out;			/* owns: reply body, reused */
 	zmq_msg_t fr[SERVER_MAX_FRAMES];
+	zmq_msg_t *cur_body;		/* borrows: body being handled */
 	uint64_t last_wake;		/* monotonic ns */
 	uint64_t stall_total;		/* ns subtracted from the clock */
 	uint64_t stall_min;		/* a gap this long is a stall */
@@ -169,6 +170,28 @@ static void reply_error(struct server *sv, const zmq_msg_t *first_body,
 	mds_error_reply(&w, hdr ? &h : NULL, why);
 }
 
+/*
+ * The connection of the message being handled, when the store needs it.
+ * The metadata (with the fd) is on the frames the connection delivered;
+ * the routing id frame lacks it when zmq_poll() had prefetched the
+ * message (router_t::xhas_in), so the body frame is asked.
+ */
+static int resolve_fd(struct mds_peer *p)
+{
+	struct server *sv = p->arg;
+
+	p->fd = zmq_msg_get(sv->cur_body, ZMQ_SRCFD);
+	/* the monitor may not have told us about this connection yet */
+	if (p->fd >= 0 && !mds_conn_is_open(sv->s, p->fd))
+		drain_monitor(sv);
+	if (!mds_conn_check(sv->s, p)) {
+		drain_monitor(sv);
+		if (!mds_conn_check(sv->s, p))
+			p->fd = -1;
+	}
+	return p->fd;
+}
+
 static void handle_msg(struct server *sv, int nf)
 {
 	struct mds_peer peer;
@@ -185,22 +208,12 @@ static void handle_msg(struct server *sv, int nf)
 	if (nbody <= 0)
 		return;	/* nothing to answer */
 
-	/*
-	 * The metadata (with the fd) is on the frames the connection
-	 * delivered; the routing id frame lacks it when zmq_poll() had
-	 * prefetched the message (router_t::xhas_in), so ask the body.
-	 */
-	peer.fd = zmq_msg_get(&sv->fr[nf - 1], ZMQ_SRCFD);
+	peer.fd = MDS_FD_LAZY;
 	peer.rid_hash = fnv1a(zmq_msg_data(&sv->fr[0]),
 			      zmq_msg_size(&sv->fr[0]));
-	/* the monitor may not have told us about this connection yet */
-	if (peer.fd >= 0 && !mds_conn_is_open(sv->s, peer.fd))
-		drain_monitor(sv);
-	if (!mds_conn_check(sv->s, &peer)) {
-		drain_monitor(sv);
-		if (!mds_conn_check(sv->s, &peer))
-			peer.fd = -1;
-	}
+	peer.resolve = resolve_fd;
+	peer.arg = sv;
+	sv->cur_body = &sv->fr[nf - 1];
 
 	if (nbody > 1) {
 		sv->s->ctr.requests++;

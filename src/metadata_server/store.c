@@ -182,6 +182,7 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->id_len = id.len;
 	in->nregions = in->npeer = in->npeer_gone = in->nconns = 0;
 	in->dead_at = 0;
+	in->last_fd = -1;
 	in->ie = e;
 	e->slot = slot;
 	return slot;
@@ -245,6 +246,7 @@ void mds_conn_open(struct mds *s, int fd)
 	if (c->open)
 		mds_conn_close(s, fd);	/* we missed its close event */
 	c->open = true;
+	c->gen++;
 	c->has_rid = false;
 	c->ninst = 0;
 	log_dbg("connection fd %d: accepted", fd);
@@ -268,7 +270,7 @@ void mds_conn_close(struct mds *s, int fd)
 	c->ninst = 0;
 }
 
-bool mds_conn_check(struct mds *s, const struct mds_peer *peer)
+bool mds_conn_check(struct mds *s, struct mds_peer *peer)
 {
 	struct mds_conn *c = conn_of(s, peer->fd);
 
@@ -282,16 +284,37 @@ bool mds_conn_check(struct mds *s, const struct mds_peer *peer)
 	return c->rid_hash == peer->rid_hash;
 }
 
-/* Record that instance @slot was seen on @peer's connection. */
-static void attach(struct mds *s, const struct mds_peer *peer, uint32_t slot)
+static int peer_fd(struct mds_peer *p)
 {
-	struct mds_conn *c = peer ? conn_of(s, peer->fd) : NULL;
-	uint32_t i;
+	if (p && p->fd == MDS_FD_LAZY)
+		p->fd = p->resolve ? p->resolve(p) : -1;
+	return p ? p->fd : -1;
+}
 
+/* Record that instance @slot was seen on @peer's connection. */
+static void attach(struct mds *s, struct mds_peer *peer, uint32_t slot)
+{
+	struct mds_inst *in = &s->insts[slot];
+	struct mds_conn *c;
+	uint32_t i;
+	int fd;
+
+	if (!peer)
+		return;
+	/* the common case: same connection as last time, still open */
+	if (in->last_fd >= 0 && in->last_rid == peer->rid_hash &&
+	    in->last_fd < s->nconn_slots && s->conns[in->last_fd].open &&
+	    s->conns[in->last_fd].gen == in->last_gen)
+		return;
+	fd = peer_fd(peer);
+	c = conn_of(s, fd);
 	if (!c || (c->has_rid && c->rid_hash != peer->rid_hash))
 		return;
 	c->has_rid = true;
 	c->rid_hash = peer->rid_hash;
+	in->last_fd = fd;
+	in->last_gen = c->gen;
+	in->last_rid = peer->rid_hash;
 	for (i = c->ninst; i-- > 0;)
 		if (c->inst[i] == slot)
 			return;
@@ -307,15 +330,14 @@ static void attach(struct mds *s, const struct mds_peer *peer, uint32_t slot)
 		c->cap = cap;
 	}
 	c->inst[c->ninst++] = slot;
-	s->insts[slot].nconns++;
-	log_dbg("instance %s: seen on connection fd %d", s->insts[slot].id,
-		peer->fd);
-	inst_deadline(s, &s->insts[slot]);
+	in->nconns++;
+	inst_deadline(s, in);
+	log_dbg("instance %s: seen on connection fd %d", in->id, fd);
 }
 
-static bool attachable(struct mds *s, const struct mds_peer *peer)
+static bool attachable(struct mds *s, struct mds_peer *peer)
 {
-	struct mds_conn *c = peer ? conn_of(s, peer->fd) : NULL;
+	struct mds_conn *c = conn_of(s, peer_fd(peer));
 
 	return c && c->ninst < MDS_CONN_MAX_INST;
 }
@@ -478,6 +500,7 @@ static int region_add(struct mds *s, const struct rm_handle *h,
 	r->h = *h;
 	r->owner = owner;
 	r->lease = lease;
+	r->henc_len = (uint8_t)mds_encode_handle(h, r->henc);
 	r->next = IX_NO_SLOT;
 	r->prev = s->reg_tail;
 	if (s->reg_tail != IX_NO_SLOT)
@@ -634,7 +657,7 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 /* ---- allocations ---- */
 
 int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
-	      uint64_t size, const struct mds_peer *peer,
+	      uint64_t size, struct mds_peer *peer,
 	      struct rm_handle *out)
 {
 	uint32_t islot, lslot = IX_NO_SLOT;
@@ -683,7 +706,7 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 }
 
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
-		const struct mds_peer *peer)
+		struct mds_peer *peer)
 {
 	struct mds_region *r;
 	struct mds_inst *in;
@@ -706,7 +729,7 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 /* ---- KV ---- */
 
 int mds_register(struct mds *s, const struct mds_reg *reg,
-		 const struct mds_peer *peer)
+		 struct mds_peer *peer)
 {
 	struct ix_key k = mds_key_ix(&reg->key);
 	uint64_t h = ix_hash(&s->kv, &k);
@@ -807,7 +830,7 @@ bool mds_unpin(struct mds *s, const struct mds_key *k)
 /* ---- leases and peers ---- */
 
 void mds_touch_instance(struct mds *s, struct mds_str inst,
-			const struct mds_peer *peer)
+			struct mds_peer *peer)
 {
 	uint32_t slot = inst_find(s, inst);
 
@@ -824,7 +847,7 @@ void mds_touch_instance(struct mds *s, struct mds_str inst,
 }
 
 bool mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
-		   bool release, const struct mds_peer *peer)
+		   bool release, struct mds_peer *peer)
 {
 	uint32_t slot;
 

@@ -80,6 +80,8 @@ struct mds_region {
 	uint32_t prev, next;	/* allocation order (free list: next) */
 	uint8_t state;		/* enum region_state */
 	uint8_t gone_why;	/* enum gone_why when REG_GONE */
+	uint8_t henc_len;
+	uint8_t henc[MDS_HANDLE_ENC_MAX];	/* h as a msgpack map */
 };
 
 struct mds_inst {
@@ -92,6 +94,10 @@ struct mds_inst {
 	uint32_t next_free;
 	uint64_t dead_at;	/* vclock: declare dead then; 0 = not due */
 	struct ix_entry *ie;	/* borrows: its entry in inst_map */
+	/* the connection it was last attributed to: a cheap repeat check */
+	int last_fd;		/* -1: none */
+	uint32_t last_gen;
+	uint64_t last_rid;
 };
 
 struct mds_lease {
@@ -105,6 +111,7 @@ struct mds_lease {
 
 /* One TCP connection (by fd) as reported by the socket monitor. */
 struct mds_conn {
+	uint32_t gen;		/* bumped at every accept on this fd */
 	bool open;
 	bool has_rid;
 	uint64_t rid_hash;	/* routing id of its first message */
@@ -112,10 +119,18 @@ struct mds_conn {
 	uint32_t ninst, cap;
 };
 
-/* Where a request came from (per message, filled by the loop). */
+#define MDS_FD_LAZY (-2)
+
+/*
+ * Where a request came from (per message, filled by the loop).  Finding
+ * the fd costs a metadata lookup in libzmq, so the loop may leave it
+ * MDS_FD_LAZY and the store asks resolve() only when it needs it.
+ */
 struct mds_peer {
-	int fd;			/* -1: unknown */
-	uint64_t rid_hash;
+	int fd;			/* -1: unknown; MDS_FD_LAZY: call resolve */
+	uint64_t rid_hash;	/* hash of the routing id */
+	int (*resolve)(struct mds_peer *p);	/* returns the fd or -1 */
+	void *arg;		/* borrows: for resolve */
 };
 
 struct mds_counters {
@@ -176,7 +191,7 @@ struct mds {
  * false when the fd's connection has another routing id (the socket
  * monitor has not told us about a newer connection on that fd yet).
  */
-bool mds_conn_check(struct mds *s, const struct mds_peer *peer);
+bool mds_conn_check(struct mds *s, struct mds_peer *peer);
 
 /* mds_conn_is_open - has the monitor reported @fd accepted (not closed)? */
 static inline bool mds_conn_is_open(const struct mds *s, int fd)
@@ -205,12 +220,12 @@ void mds_destroy(struct mds *s);
  * error, or -ENOMEM.
  */
 int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
-	      uint64_t size, const struct mds_peer *peer,
+	      uint64_t size, struct mds_peer *peer,
 	      struct rm_handle *out);
 
 /* mds_return - RETURN_ALLOC. Return: the response's success */
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
-		const struct mds_peer *peer);
+		struct mds_peer *peer);
 
 /* ---- KV (the batch forms loop over these) ---- */
 
@@ -220,7 +235,7 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
  * is gone (lease expired: registrations refused), -ENOMEM.
  */
 int mds_register(struct mds *s, const struct mds_reg *r,
-		 const struct mds_peer *peer);
+		 struct mds_peer *peer);
 
 /* mds_lookup - the entry and its region; NULL when it does not resolve */
 const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
@@ -239,11 +254,11 @@ bool mds_unpin(struct mds *s, const struct mds_key *k);
  * Return: the response's lease_expired.
  */
 bool mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
-		   bool release, const struct mds_peer *peer);
+		   bool release, struct mds_peer *peer);
 
 /* mds_touch_instance - a request named @inst (attribution, revival) */
 void mds_touch_instance(struct mds *s, struct mds_str inst,
-			const struct mds_peer *peer);
+			struct mds_peer *peer);
 
 /* socket monitor events */
 void mds_conn_open(struct mds *s, int fd);

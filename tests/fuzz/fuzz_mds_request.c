@@ -111,7 +111,7 @@ static void check_decode(const uint8_t *body, size_t len)
 static void run_body(struct mds *s, const uint8_t *p, size_t n,
 		     struct buf *out)
 {
-	struct mds_peer peer = { (int)(n % 4) + 3, n % 4 };
+	struct mds_peer peer = { .fd = (int)(n % 4) + 3, .rid_hash = n % 4 };
 
 	check_decode(p, n);
 	mds_handle(s, p, n, &peer, out);

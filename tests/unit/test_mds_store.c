@@ -55,7 +55,7 @@ static int teardown(void **state)
 }
 
 /* send the request, parse the reply into R, check the echoed header */
-static msgpack_object *call_peer(struct req *r, const struct mds_peer *p)
+static msgpack_object *call_peer(struct req *r, struct mds_peer *p)
 {
 	uint8_t type = (uint8_t)r->sb.data[3];
 
@@ -83,7 +83,7 @@ static void begin(struct req *r, uint8_t type, uint32_t npairs)
 }
 
 static struct rm_handle alloc_p(const char *inst, uint64_t size,
-				const char *lease, const struct mds_peer *p)
+				const char *lease, struct mds_peer *p)
 {
 	struct rm_handle h = { 0 };
 	msgpack_object *m, *hh;
@@ -117,7 +117,7 @@ static struct rm_handle alloc(const char *inst, uint64_t size)
 
 /* REGISTER_KV; returns is_new, or -1 when success was false */
 static int reg_p(const char *key, uint64_t region, uint64_t off,
-		 uint64_t len, const struct mds_peer *p)
+		 uint64_t len, struct mds_peer *p)
 {
 	msgpack_object *m;
 	struct req r;
@@ -199,7 +199,7 @@ static msgpack_object *simple(uint8_t type)
 }
 
 static msgpack_object *heartbeat(const char *inst, const char *lease,
-				 bool release, const struct mds_peer *p)
+				 bool release, struct mds_peer *p)
 {
 	struct req r;
 
@@ -723,10 +723,21 @@ static void test_leases_disabled(void **state)
 	assert_int_equal(S.nleases, 0);
 }
 
+static int resolved;
+
+static int resolve12(struct mds_peer *p)
+{
+	resolved++;
+	return 12;
+}
+
 static void test_peer_detection(void **state)
 {
-	struct mds_peer p1 = { 10, 111 }, p2 = { 11, 222 }, q = { 12, 333 };
-	struct mds_peer stale = { 10, 999 };
+	struct mds_peer p1 = { .fd = 10, .rid_hash = 111 };
+	struct mds_peer p2 = { .fd = 11, .rid_hash = 222 };
+	struct mds_peer q = { .fd = MDS_FD_LAZY, .rid_hash = 333,
+			      .resolve = resolve12 };
+	struct mds_peer stale = { .fd = 10, .rid_hash = 999 };
 	struct rm_handle a, b, c;
 
 	start(0, 5 * SEC);
@@ -755,7 +766,9 @@ static void test_peer_detection(void **state)
 
 	/* a write into a region declared dead revives its owner */
 	mds_conn_open(&S, 12);
+	resolved = 0;
 	c = alloc_p("V", 1, NULL, &q);
+	assert_int_equal(resolved, 1);		/* asked once, lazily */
 	reg_p("v1", c.region_id, 0, 1, &q);
 	mds_conn_close(&S, 12);
 	mds_tick(&S, S.vnow + 6 * SEC);
@@ -779,7 +792,7 @@ static int fail_nth(void)
 
 static void scenario(void)
 {
-	struct mds_peer p = { 5, 1 };
+	struct mds_peer p = { .fd = 5, .rid_hash = 1 };
 	struct rm_handle a;
 	struct req r;
 	char k[16];

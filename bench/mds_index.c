@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mds_index.c - microbenchmark of maru-server's KV index and request path
+ *
+ *   mds-index [--sizes 10000,1000000,10000000] [--lookups 2000000]
+ *
+ * For each index size N (keys like LMCache's, ~37 bytes):
+ *  - insert N keys one by one through the index, timing every insert:
+ *    the longest single insert is the worst pause of incremental growth
+ *    (the table doubles ~log2(N) times on the way).  Reported twice: wall
+ *    clock, and this thread's CPU time, which a preemption by another
+ *    process on a shared machine does not inflate;
+ *  - bytes per key: resident memory (/proc/self/statm) added by the index
+ *    and its entries, divided by N, plus its split into bucket arrays and
+ *    malloc()ed entries;
+ *  - lookup cost, ns per lookup (hash included):
+ *      hot     10 000 distinct keys of the index, looked up repeatedly:
+ *              the algorithmic cost (chain walk), cache-resident
+ *      uniform keys drawn from all N: includes the cache and TLB misses
+ *              that any structure larger than the caches pays
+ *      batch   uniform, in groups of 8 with the buckets prefetched first,
+ *              as BATCH_LOOKUP_KV does
+ *  - the whole in-process request path (decode, lookup, encode) of a
+ *    LOOKUP_KV hit through mds_handle(), uniform keys.
+ * Output: one key=value line per size.
+ */
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "handler.h"
+#include "index.h"
+#include "store.h"
+#include "util.h"
+
+#define KEYFMT "lmcache@model-8b@1@0@%016" PRIx64
+#define HOT 10000
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static int key_of(char *s, size_t n, uint64_t i)
+{
+	return snprintf(s, n, KEYFMT, mix(i));
+}
+
+/* this thread's CPU time: a pause we caused, not a preemption */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t rss_bytes(void)
+{
+	unsigned long size, res;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* keys to look up, pre-formatted so that formatting is not timed */
+struct keyset {
+	char (*k)[40];
+	uint8_t *len;
+	size_t n;
+};
+
+static void keyset_make(struct keyset *ks, size_t n, uint64_t range,
+			uint64_t seed)
+{
+	size_t i;
+
+	ks->k = malloc(n * sizeof(*ks->k));
+	ks->len = malloc(n);
+	if (!ks->k || !ks->len)
+		exit(1);
+	ks->n = n;
+	for (i = 0; i < n; i++)
+		ks->len[i] = (uint8_t)key_of(ks->k[i], sizeof(ks->k[i]),
+					     mix(seed + i) % range);
+}
+
+static void keyset_free(struct keyset *ks)
+{
+	free(ks->k);
+	free(ks->len);
+}
+
+static double time_lookups(struct ix *ix, const struct keyset *ks,
+			   uint64_t total)
+{
+	uint64_t t0 = now_ns(), i, miss = 0;
+	struct ix_key k = { NULL, 0, IX_STR };
+
+	for (i = 0; i < total; i++) {
+		size_t j = i % ks->n;
+
+		k.ptr = (const uint8_t *)ks->k[j];
+		k.len = ks->len[j];
+		miss += !ix_find(ix, &k, ix_hash(ix, &k));
+	}
+	if (miss)
+		fprintf(stderr, "unexpected misses: %" PRIu64 "\n", miss);
+	return (double)(now_ns() - t0) / (double)total;
+}
+
+static double time_batch_lookups(struct ix *ix, const struct keyset *ks,
+				 uint64_t total)
+{
+	uint64_t t0 = now_ns(), i, h[8], miss = 0;
+	struct ix_key k[8];
+	int n;
+
+	for (i = 0; i < total; i += 8) {
+		for (n = 0; n < 8; n++) {
+			size_t j = (i + (uint64_t)n) % ks->n;
+
+			k[n].ptr = (const uint8_t *)ks->k[j];
+			k[n].len = ks->len[j];
+			k[n].tag = IX_STR;
+			h[n] = ix_hash(ix, &k[n]);
+			ix_prefetch(ix, h[n]);
+		}
+		for (n = 0; n < 8; n++)
+			miss += !ix_find(ix, &k[n], h[n]);
+	}
+	if (miss)
+		fprintf(stderr, "unexpected misses: %" PRIu64 "\n", miss);
+	return (double)(now_ns() - t0) / (double)total;
+}
+
+/* LOOKUP_KV through mds_handle() with pre-built bodies */
+static int nop_alloc(void *a, uint64_t s, struct rm_handle *h)
+{
+	(void)a;
+	h->region_id = 1;
+	h->offset = 2 << 20;
+	h->length = s;
+	h->auth_token = 0xfedcba9876543210ull;
+	return 0;
+}
+
+static int nop_free(void *a, const struct rm_handle *h)
+{
+	(void)a;
+	(void)h;
+	return 0;
+}
+
+static int nop_usage(void *a, bool d, uint64_t *t, uint64_t *f)
+{
+	(void)a;
+	(void)d;
+	*t = *f = 0;
+	return 0;
+}
+
+static const struct mds_rm_ops nop_ops = { nop_alloc, nop_free, nop_usage };
+
+static double time_requests(uint64_t n, uint64_t total)
+{
+	struct mds_config cfg = { "x", false, 0, 0 };
+	struct buf out = BUF_INIT, body = BUF_INIT;
+	struct mds_str inst = { "bench", 5 }, none = { NULL, 0 };
+	struct keyset ks;
+	struct rm_handle h;
+	struct mds s;
+	uint64_t i, t0;
+	double r;
+
+	mds_init(&s, &cfg, &nop_ops, NULL, 99);
+	mds_alloc(&s, inst, none, 2 << 20, NULL, &h);
+	for (i = 0; i < n; i++) {
+		struct mds_reg e = { { NULL, 0, IX_STR, { 0 } }, 1, i, 4096 };
+		char k[40];
+
+		e.key.len = (uint32_t)key_of(k, sizeof(k), i);
+		e.key.ptr = (const uint8_t *)k;
+		mds_register(&s, &e, NULL);
+	}
+	while (ix_rehash_for(&s.kv, 1000000000))
+		;
+	keyset_make(&ks, 4096, n, 777);
+	/* bodies: header + {"key": k} */
+	t0 = now_ns();
+	for (i = 0; i < total; i++) {
+		size_t j = i % ks.n;
+		uint8_t hdr[MDS_HDR_SIZE];
+		uint8_t m[2 + 3 + 2];
+
+		buf_reset(&body);
+		mds_hdr_put(hdr, MDS_LOOKUP_KV, 0, (uint32_t)i,
+			    (uint32_t)(1 + 4 + 2 + ks.len[j]));
+		buf_put(&body, hdr, sizeof(hdr));
+		m[0] = 0x81;
+		m[1] = 0xa3;
+		memcpy(m + 2, "key", 3);
+		m[5] = 0xd9;
+		m[6] = ks.len[j];
+		buf_put(&body, m, 7);
+		buf_put(&body, ks.k[j], ks.len[j]);
+		mds_handle(&s, body.data, body.len, NULL, &out);
+		if (out.len < 30)
+			fprintf(stderr, "lookup missed\n");
+	}
+	r = (double)(now_ns() - t0) / (double)total;
+	keyset_free(&ks);
+	buf_free(&out);
+	buf_free(&body);
+	mds_destroy(&s);
+	return r;
+}
+
+static void run(uint64_t n, uint64_t lookups)
+{
+	struct keyset hot, uni;
+	struct ix ix;
+	uint64_t i, t, dt, max_ns = 0, over_100us = 0, over_1ms = 0;
+	uint64_t max_cpu = 0, cpu_over_1ms = 0;
+	uint64_t rss0, rss1, tables;
+	struct mallinfo2 mi0, mi1;
+	char k[40];
+	double t_hot, t_uni, t_batch, t_req;
+
+	malloc_trim(0);
+	rss0 = rss_bytes();
+	mi0 = mallinfo2();
+	ix_init(&ix, 0x5eed);
+	t = now_ns();
+	for (i = 0; i < n; i++) {
+		struct ix_key key = { (const uint8_t *)k, 0, IX_STR };
+		struct ix_entry *e;
+		uint64_t a, b, ca, cb;
+
+		key.len = (uint32_t)key_of(k, sizeof(k), i);
+		ca = cpu_ns();
+		a = now_ns();
+		if (ix_insert(&ix, &key, ix_hash(&ix, &key), &e) != 1) {
+			fprintf(stderr, "insert failed\n");
+			exit(1);
+		}
+		e->slot = 0;
+		e->off = i;
+		e->len = 4096;
+		b = now_ns();
+		cb = cpu_ns();
+		if (cb - ca > max_cpu)
+			max_cpu = cb - ca;
+		cpu_over_1ms += cb - ca > 1000000;
+		dt = b - a;
+		if (dt > max_ns)
+			max_ns = dt;
+		over_100us += dt > 100000;
+		over_1ms += dt > 1000000;
+	}
+	t = now_ns() - t;
+	while (ix_rehash_for(&ix, 1000000000))
+		;
+	rss1 = rss_bytes();
+	mi1 = mallinfo2();
+	tables = ix_mem_tables(&ix);
+
+	keyset_make(&hot, n < HOT ? n : HOT, n, 1);
+	keyset_make(&uni, 1 << 20, n, 2);
+	time_lookups(&ix, &hot, 200000);	/* warm */
+	t_hot = time_lookups(&ix, &hot, lookups);
+	t_uni = time_lookups(&ix, &uni, lookups);
+	t_batch = time_batch_lookups(&ix, &uni, lookups);
+	keyset_free(&hot);
+	keyset_free(&uni);
+	ix_destroy(&ix);
+	t_req = time_requests(n, lookups / 2);
+
+	printf("keys=%" PRIu64 " insert_ns=%.0f max_insert_pause_us=%.1f "
+	       "max_insert_cpu_us=%.1f cpu_over_1ms=%" PRIu64 " "
+	       "inserts_over_100us=%" PRIu64 " inserts_over_1ms=%" PRIu64
+	       " bytes_per_key_rss=%.1f bytes_per_key_malloc=%.1f "
+	       "table_bytes_per_key=%.1f key_len=%d lookup_hot_ns=%.1f "
+	       "lookup_uniform_ns=%.1f lookup_batch_ns=%.1f "
+	       "request_lookup_ns=%.1f\n",
+	       n, (double)t / (double)n, max_ns / 1e3, max_cpu / 1e3,
+	       cpu_over_1ms, over_100us, over_1ms,
+	       (double)(rss1 - rss0) / (double)n,
+	       (double)(mi1.uordblks - mi0.uordblks + tables) / (double)n,
+	       (double)tables / (double)n, key_of(k, sizeof(k), 1), t_hot,
+	       t_uni, t_batch, t_req);
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	char sizes[256] = "10000,1000000,10000000", *tok, *save = NULL;
+	uint64_t lookups = 2000000;
+	int i;
+
+	for (i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--sizes"))
+			snprintf(sizes, sizeof(sizes), "%s", argv[i + 1]);
+		else if (!strcmp(argv[i], "--lookups"))
+			lookups = strtoull(argv[i + 1], NULL, 10);
+	}
+	for (tok = strtok_r(sizes, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		run(strtoull(tok, NULL, 10), lookups);
+	return 0;
+}

@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mds_load.c - load generator for maru-server, and its floor
+ *
+ *   mds-load prefill --url URL [--keys N]
+ *	allocate a region and register N keys (BATCH_REGISTER_KV)
+ *   mds-load bench --url URL --mode req|dealer --op OP [--seconds S]
+ *	[--warmup S] [--inflight N] [--batch N] [--keys N] [--echo]
+ *	OP: lookup | exists | register | batch_lookup.  Prints one line of
+ *	key=value results: ops/s, keys/s, p50/p99 latency, message sizes.
+ *   mds-load echo --port P --reply-size N
+ *	a bare libzmq ROUTER that answers every request with a reply of N
+ *	bytes carrying the request's sequence: the floor, same socket
+ *	pattern, same message sizes, no work
+ *
+ * Request bodies are built before the clock starts (a ring of 8192 with
+ * random keys; REGISTER_KV keys get a fresh counter patched in place), so
+ * the client spends the same few instructions per request against the
+ * server and against the echo floor.  REQ: one request at a time.
+ * DEALER: --inflight requests outstanding, replies matched by sequence,
+ * like upstream's RpcAsyncClient.  Latency is send-to-reply per request.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "buf.h"
+#include "mds_proto.h"
+#include "util.h"
+
+#define RING 8192
+#define KEYFMT "lmcache@model-8b@1@0@%016" PRIx64
+
+/* ---- a minimal msgpack writer (the bench must not need the server) -- */
+
+static void put(struct buf *b, const void *p, size_t n)
+{
+	if (buf_put(b, p, n) < 0) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+}
+
+static void put_u8(struct buf *b, uint8_t v)
+{
+	put(b, &v, 1);
+}
+
+static void put_str(struct buf *b, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 32) {
+		put_u8(b, (uint8_t)(0xa0 | n));
+	} else {
+		put_u8(b, 0xd9);
+		put_u8(b, (uint8_t)n);
+	}
+	put(b, s, n);
+}
+
+static void put_uint(struct buf *b, uint64_t v)
+{
+	uint8_t x[9];
+
+	if (v < 128) {
+		put_u8(b, (uint8_t)v);
+		return;
+	}
+	x[0] = 0xcf;
+	for (int i = 0; i < 8; i++)
+		x[1 + i] = (uint8_t)(v >> (56 - 8 * i));
+	put(b, x, 9);
+}
+
+static void put_arr(struct buf *b, uint32_t n)
+{
+	if (n < 16) {
+		put_u8(b, (uint8_t)(0x90 | n));
+	} else {
+		put_u8(b, 0xdc);
+		put_u8(b, (uint8_t)(n >> 8));
+		put_u8(b, (uint8_t)n);
+	}
+}
+
+static void begin(struct buf *b, uint8_t type)
+{
+	uint8_t h[MDS_HDR_SIZE];
+
+	buf_reset(b);
+	mds_hdr_put(h, type, 0, 0, 0);
+	put(b, h, sizeof(h));
+}
+
+static void end(struct buf *b)
+{
+	put_u32be(b->data + 12, (uint32_t)(b->len - MDS_HDR_SIZE));
+}
+
+/* ---- a minimal reader: find an unsigned field anywhere in a reply ---- */
+
+static bool find_uint(const uint8_t *p, size_t n, const char *key,
+		      uint64_t *out)
+{
+	size_t kl = strlen(key), i;
+
+	/* replies are small and the key is a fixstr: scan for it */
+	for (i = 0; i + 1 + kl < n; i++) {
+		if (p[i] == (0xa0 | kl) && !memcmp(p + i + 1, key, kl)) {
+			const uint8_t *v = p + i + 1 + kl;
+
+			if (v[0] < 0x80) {
+				*out = v[0];
+				return true;
+			}
+			if (v[0] >= 0xcc && v[0] <= 0xcf) {
+				int len = 1 << (v[0] - 0xcc), j;
+
+				*out = 0;
+				for (j = 0; j < len; j++)
+					*out = *out << 8 | v[1 + j];
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 33);
+}
+
+static void key_of(char *s, size_t n, uint64_t i)
+{
+	snprintf(s, n, KEYFMT, mix(i));
+}
+
+/* ---- plumbing ---- */
+
+struct opts {
+	const char *url;
+	const char *mode;
+	const char *op;
+	double seconds, warmup;
+	int inflight, batch, port;
+	uint64_t keys;
+	size_t reply_size;
+	bool echo;
+};
+
+static void *zctx;
+
+static void *req_sock(const char *url)
+{
+	void *s = zmq_socket(zctx, ZMQ_REQ);
+	int z = 0;
+
+	zmq_setsockopt(s, ZMQ_LINGER, &z, sizeof(z));
+	if (zmq_connect(s, url) < 0) {
+		fprintf(stderr, "connect %s: %s\n", url, zmq_strerror(errno));
+		exit(1);
+	}
+	return s;
+}
+
+/* one REQ round trip into @reply */
+static void rpc(void *s, const struct buf *req, struct buf *reply)
+{
+	zmq_msg_t m;
+
+	if (zmq_send(s, req->data, req->len, 0) < 0) {
+		fprintf(stderr, "send: %s\n", zmq_strerror(errno));
+		exit(1);
+	}
+	zmq_msg_init(&m);
+	if (zmq_msg_recv(&m, s, 0) < 0) {
+		fprintf(stderr, "recv: %s\n", zmq_strerror(errno));
+		exit(1);
+	}
+	buf_reset(reply);
+	put(reply, zmq_msg_data(&m), zmq_msg_size(&m));
+	zmq_msg_close(&m);
+}
+
+static uint64_t alloc_region(void *s, const char *inst)
+{
+	struct buf q = BUF_INIT, r = BUF_INIT;
+	uint64_t id = 0;
+
+	begin(&q, MDS_REQUEST_ALLOC);
+	put_u8(&q, 0x82);
+	put_str(&q, "instance_id");
+	put_str(&q, inst);
+	put_str(&q, "size");
+	put_uint(&q, 2 << 20);
+	end(&q);
+	rpc(s, &q, &r);
+	if (!find_uint(r.data + MDS_HDR_SIZE, r.len - MDS_HDR_SIZE,
+		       "region_id", &id)) {
+		fprintf(stderr, "REQUEST_ALLOC failed (is the RM up?)\n");
+		exit(1);
+	}
+	buf_free(&q);
+	buf_free(&r);
+	return id;
+}
+
+static int cmd_prefill(const struct opts *o)
+{
+	void *s = req_sock(o->url);
+	struct buf q = BUF_INIT, r = BUF_INIT;
+	uint64_t region = alloc_region(s, "bench-prefill"), i, j, n;
+	char k[64];
+
+	for (i = 0; i < o->keys; i += n) {
+		n = o->keys - i < 1000 ? o->keys - i : 1000;
+		begin(&q, MDS_BATCH_REGISTER_KV);
+		put_u8(&q, 0x81);
+		put_str(&q, "entries");
+		put_arr(&q, (uint32_t)n);
+		for (j = 0; j < n; j++) {
+			key_of(k, sizeof(k), i + j);
+			put_u8(&q, 0x84);
+			put_str(&q, "key");
+			put_str(&q, k);
+			put_str(&q, "region_id");
+			put_uint(&q, region);
+			put_str(&q, "kv_offset");
+			put_uint(&q, ((i + j) % 512) * 4096);
+			put_str(&q, "kv_length");
+			put_uint(&q, 4096);
+		}
+		end(&q);
+		rpc(s, &q, &r);
+	}
+	printf("prefilled keys=%" PRIu64 " region=%" PRIu64 "\n", o->keys,
+	       region);
+	buf_free(&q);
+	buf_free(&r);
+	zmq_close(s);
+	return 0;
+}
+
+/* ---- request ring ---- */
+
+struct ring {
+	struct buf b[RING];
+	size_t patch[RING];	/* register: offset of the counter digits */
+};
+
+static void build_ring(struct ring *rg, const struct opts *o,
+		       uint64_t region)
+{
+	uint64_t seed = 12345, i;
+	char k[64];
+	int n, j;
+
+	for (n = 0; n < RING; n++) {
+		struct buf *b = &rg->b[n];
+
+		memset(b, 0, sizeof(*b));
+		if (!strcmp(o->op, "lookup") || !strcmp(o->op, "exists")) {
+			begin(b, !strcmp(o->op, "lookup") ? MDS_LOOKUP_KV
+							  : MDS_EXISTS_KV);
+			put_u8(b, 0x81);
+			put_str(b, "key");
+			key_of(k, sizeof(k), mix(seed++) % o->keys);
+			put_str(b, k);
+		} else if (!strcmp(o->op, "batch_lookup")) {
+			begin(b, MDS_BATCH_LOOKUP_KV);
+			put_u8(b, 0x81);
+			put_str(b, "keys");
+			put_arr(b, (uint32_t)o->batch);
+			for (j = 0; j < o->batch; j++) {
+				key_of(k, sizeof(k), mix(seed++) % o->keys);
+				put_str(b, k);
+			}
+		} else {	/* register: "reg-<10 digits>-<ring slot>" */
+			begin(b, MDS_REGISTER_KV);
+			put_u8(b, 0x84);
+			put_str(b, "key");
+			snprintf(k, sizeof(k),
+				 "reg-0000000000-%05d-lmcache@model-8b", n);
+			rg->patch[n] = b->len + 1 + 4;
+			put_str(b, k);
+			put_str(b, "region_id");
+			put_uint(b, region);
+			put_str(b, "kv_offset");
+			put_uint(b, 0);
+			put_str(b, "kv_length");
+			put_uint(b, 4096);
+		}
+		end(b);
+		(void)i;
+	}
+}
+
+/* next body: set the sequence (and a fresh key for register) */
+static struct buf *next_body(struct ring *rg, uint64_t i, uint32_t seq,
+			     bool reg)
+{
+	struct buf *b = &rg->b[i % RING];
+
+	put_u32be(b->data + 8, seq);
+	if (reg) {
+		uint64_t c = i / RING;
+		char *d = (char *)b->data + rg->patch[i % RING];
+		int j;
+
+		for (j = 9; j >= 0; j--, c /= 10)
+			d[j] = (char)('0' + c % 10);
+	}
+	return b;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct samples {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void sample(struct samples *s, uint64_t ns)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 1 << 20;
+		s->v = realloc(s->v, s->cap * sizeof(*s->v));
+		if (!s->v)
+			exit(1);
+	}
+	s->v[s->n++] = ns;
+}
+
+static int cmd_bench(const struct opts *o)
+{
+	struct ring *rg = calloc(1, sizeof(*rg));
+	bool dealer = !strcmp(o->mode, "dealer");
+	bool reg = !strcmp(o->op, "register");
+	uint64_t sent_at[1024], t0, t_meas, t_end, now, lat;
+	struct samples smp = { 0 };
+	uint64_t region = 0, ops = 0, i = 0, errs = 0;
+	size_t req_bytes, reply_bytes = 0;
+	int inflight = 0, z = 0;
+	zmq_msg_t m;
+	void *s;
+
+	if (!rg)
+		return 1;
+	if (reg && !o->echo) {
+		void *a = req_sock(o->url);
+
+		region = alloc_region(a, "bench-register");
+		zmq_close(a);
+	}
+	build_ring(rg, o, region);
+	req_bytes = rg->b[0].len;
+
+	s = zmq_socket(zctx, dealer ? ZMQ_DEALER : ZMQ_REQ);
+	zmq_setsockopt(s, ZMQ_LINGER, &z, sizeof(z));
+	if (zmq_connect(s, o->url) < 0) {
+		fprintf(stderr, "connect: %s\n", zmq_strerror(errno));
+		return 1;
+	}
+	t0 = now_ns();
+	t_meas = t0 + (uint64_t)(o->warmup * 1e9);
+	t_end = t_meas + (uint64_t)(o->seconds * 1e9);
+	zmq_msg_init(&m);
+	for (;;) {
+		struct buf *b;
+		uint32_t seq;
+
+		now = now_ns();
+		/* keep the pipe full until the end, then drain */
+		while (now < t_end && inflight < (dealer ? o->inflight : 1)) {
+			seq = (uint32_t)(i + 1);
+			b = next_body(rg, i, seq, reg);
+			sent_at[seq % 1024] = now_ns();
+			if (dealer) {
+				zmq_send(s, "", 0, ZMQ_SNDMORE);
+				zmq_send(s, b->data, b->len, 0);
+			} else {
+				zmq_send(s, b->data, b->len, 0);
+			}
+			inflight++;
+			i++;
+		}
+		if (!inflight)
+			break;
+		if (dealer) {
+			/* [empty, body] */
+			if (zmq_msg_recv(&m, s, 0) < 0 || !zmq_msg_more(&m)) {
+				errs++;
+				continue;
+			}
+		}
+		if (zmq_msg_recv(&m, s, 0) < 0) {
+			fprintf(stderr, "recv: %s\n", zmq_strerror(errno));
+			return 1;
+		}
+		now = now_ns();
+		inflight--;
+		if (zmq_msg_size(&m) < MDS_HDR_SIZE) {
+			errs++;
+			continue;
+		}
+		seq = get_u32be((uint8_t *)zmq_msg_data(&m) + 8);
+		lat = now - sent_at[seq % 1024];
+		reply_bytes = zmq_msg_size(&m);
+		if (now >= t_meas && now < t_end) {
+			ops++;
+			sample(&smp, lat);
+		}
+	}
+	zmq_msg_close(&m);
+	qsort(smp.v, smp.n, sizeof(*smp.v), cmp_u64);
+	printf("mode=%s op=%s target=%s ops=%" PRIu64 " seconds=%.2f "
+	       "ops_per_s=%.0f keys_per_s=%.0f p50_us=%.1f p99_us=%.1f "
+	       "req_bytes=%zu reply_bytes=%zu errors=%" PRIu64 "\n",
+	       o->mode, o->op, o->echo ? "echo" : "server", ops, o->seconds,
+	       ops / o->seconds,
+	       ops / o->seconds *
+		       (!strcmp(o->op, "batch_lookup") ? o->batch : 1),
+	       smp.n ? smp.v[smp.n / 2] / 1e3 : 0.0,
+	       smp.n ? smp.v[smp.n * 99 / 100] / 1e3 : 0.0, req_bytes,
+	       reply_bytes, errs);
+	zmq_close(s);
+	for (int n = 0; n < RING; n++)
+		buf_free(&rg->b[n]);
+	free(rg);
+	free(smp.v);
+	return 0;
+}
+
+/* ---- the floor: a bare ROUTER echo ---- */
+
+static volatile sig_atomic_t stop;
+
+static void on_sig(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int cmd_echo(const struct opts *o)
+{
+	void *r = zmq_socket(zctx, ZMQ_ROUTER);
+	uint8_t *reply = calloc(1, o->reply_size + MDS_HDR_SIZE);
+	char ep[64];
+	zmq_msg_t f[8];
+	int nf, i, z = 0;
+
+	if (!reply || o->reply_size < MDS_HDR_SIZE)
+		return 1;
+	/* a valid header; the payload bytes are never looked at */
+	memset(reply + MDS_HDR_SIZE, 0xc0, o->reply_size - MDS_HDR_SIZE);
+	zmq_setsockopt(r, ZMQ_LINGER, &z, sizeof(z));
+	snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", o->port);
+	if (zmq_bind(r, ep) < 0) {
+		fprintf(stderr, "bind %s: %s\n", ep, zmq_strerror(errno));
+		return 1;
+	}
+	signal(SIGTERM, on_sig);
+	signal(SIGINT, on_sig);
+	while (!stop) {
+		nf = 0;
+		do {
+			zmq_msg_init(&f[nf]);
+			if (zmq_msg_recv(&f[nf], r, 0) < 0)
+				goto out;
+			nf++;
+		} while (zmq_msg_more(&f[nf - 1]) && nf < 8);
+		/* header of the request body, with the response bit */
+		if (zmq_msg_size(&f[nf - 1]) >= MDS_HDR_SIZE) {
+			memcpy(reply, zmq_msg_data(&f[nf - 1]), MDS_HDR_SIZE);
+			reply[3] |= 0x80;
+			put_u32be(reply + 12,
+				  (uint32_t)(o->reply_size - MDS_HDR_SIZE));
+		}
+		for (i = 0; i < nf - 1; i++)
+			zmq_msg_send(&f[i], r, ZMQ_SNDMORE);
+		zmq_send(r, reply, o->reply_size, 0);
+		for (i = 0; i < nf; i++)
+			zmq_msg_close(&f[i]);
+	}
+out:
+	zmq_close(r);
+	free(reply);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "url", required_argument, NULL, 'u' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "op", required_argument, NULL, 'o' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "inflight", required_argument, NULL, 'i' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "reply-size", required_argument, NULL, 'r' },
+		{ "echo", no_argument, NULL, 'e' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct opts o = { "tcp://127.0.0.1:5555", "req", "lookup", 3.0, 0.5,
+			  64, 256, 0, 10000, 0, false };
+	const char *cmd;
+	int c, rc;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: mds-load prefill|bench|echo [options]"
+				" (see bench/mds_load.c)\n");
+		return 2;
+	}
+	cmd = argv[1];
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'u': o.url = optarg; break;
+		case 'm': o.mode = optarg; break;
+		case 'o': o.op = optarg; break;
+		case 's': o.seconds = atof(optarg); break;
+		case 'w': o.warmup = atof(optarg); break;
+		case 'i': o.inflight = atoi(optarg); break;
+		case 'b': o.batch = atoi(optarg); break;
+		case 'k': o.keys = strtoull(optarg, NULL, 10); break;
+		case 'p': o.port = atoi(optarg); break;
+		case 'r': o.reply_size = strtoul(optarg, NULL, 10); break;
+		case 'e': o.echo = true; break;
+		default: return 2;
+		}
+	}
+	if (o.inflight < 1 || o.inflight > 512 || o.batch < 1 ||
+	    o.batch > 65535 || !o.keys)
+		return 2;
+	zctx = zmq_ctx_new();
+	if (!strcmp(cmd, "prefill"))
+		rc = cmd_prefill(&o);
+	else if (!strcmp(cmd, "bench"))
+		rc = cmd_bench(&o);
+	else if (!strcmp(cmd, "echo"))
+		rc = cmd_echo(&o);
+	else
+		rc = 2;
+	zmq_ctx_term(zctx);
+	return rc;
+}

@@ -532,3 +532,65 @@ def test_quick_start_snippet(rm, start_mds):
     for code in blocks:
         code = code.replace("tcp://localhost:5555", f"tcp://localhost:{m.port}")
         exec(compile(code, "quick-start", "exec"), {})
+
+
+def test_gil_released_during_network_wait(make, mds):
+    """While one thread waits for the (stopped) server, Python keeps running."""
+    h = make(timeout_ms=1500)
+    mds.proc.send_signal(signal.SIGSTOP)
+    try:
+        waiting = threading.Event()
+        result = []
+
+        def blocked():
+            waiting.set()
+            result.append(h.retrieve("anything"))
+
+        t = threading.Thread(target=blocked)
+        t.start()
+        waiting.wait()
+        time.sleep(0.1)                      # the call is now inside libmaru
+        spins = 0
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            spins += 1
+        still_waiting = t.is_alive()
+        t.join(30)
+    finally:
+        mds.proc.send_signal(signal.SIGCONT)
+    assert still_waiting and spins > 1000 and result == [None]
+
+
+def test_views_after_close_and_close_under_load(make):
+    h = make()
+    a = h.alloc(4096)
+    a.buf[:] = b"\x5a" * 4096
+    assert h.store("gone", a)
+    info = h.retrieve("gone")
+    arr = numpy.frombuffer(info.view, dtype=numpy.uint8)
+    stop = threading.Event()
+    outcomes = []
+
+    def reader():
+        while not stop.is_set():
+            try:
+                r = h.retrieve("gone")
+                outcomes.append("hit" if r is not None else "miss")
+            except RuntimeError as e:
+                outcomes.append(str(e))
+                return
+
+    ts = [threading.Thread(target=reader) for _ in range(4)]
+    for t in ts:
+        t.start()
+    time.sleep(0.3)
+    h.close()                                 # waits for the in-flight calls
+    stop.set()
+    for t in ts:
+        t.join(30)
+    assert "hit" in outcomes
+    assert outcomes.count("Handler is closing") == 4
+    # views are invalid after close(); reading one must not crash the
+    # process: the extension leaves zero pages where the region was
+    assert bytes(info.view) == bytes(4096) and int(arr.sum()) == 0
+    assert h.get_buffer_view(a.region_id, 0, 10) is None

@@ -35,10 +35,10 @@ def _no_env(monkeypatch):
     monkeypatch.delenv("MARU_EAGER_MAP", raising=False)
 
 
-def backend_handler(url, chunk, pool_pages=4):
+def backend_handler(url, chunk, pool_pages=4, timeout_ms=5000):
     """What LMCache's MaruBackend._create_handler does."""
     cfg = MaruConfig(server_url=url, instance_id=None, pool_size=pool_pages * chunk,
-                     chunk_size_bytes=chunk, auto_connect=False, timeout_ms=5000,
+                     chunk_size_bytes=chunk, auto_connect=False, timeout_ms=timeout_ms,
                      use_async_rpc=True, max_inflight=64, eager_map=True)
     h = MaruHandler(cfg)
     if not h.connect():
@@ -158,3 +158,17 @@ def test_adapter_when_pool_exhausted(mds):
         ad.close()
     finally:
         h.close()
+
+
+def test_backend_connect_fails_clearly_when_daemons_down(rm, start_mds):
+    """LMCache's MaruBackend raises when connect() returns False."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]            # nothing listens here
+    with pytest.raises(RuntimeError, match="^Failed to connect MaruHandler to "):
+        backend_handler(f"tcp://127.0.0.1:{dead}", 1 << 20, timeout_ms=500)
+    mds = start_mds(rm.address)
+    rm.stop()                                # metadata server up, RM gone
+    with pytest.raises(RuntimeError, match="^Failed to connect MaruHandler to "):
+        backend_handler(mds.url, 1 << 20, timeout_ms=2000)

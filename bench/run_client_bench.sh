@@ -202,6 +202,8 @@ if plot:
         ax2.plot([int(r["procs"]) for r in sc], [float(r["ops_per_s"]) for r in sc], "s--", color="C1", label="retrievals/s")
         ax2.set_ylabel("retrievals/s")
         ax[2].set_xlabel("reader processes"); ax[2].set_ylabel("GB/s"); ax[2].set_title("scaling, 1 MiB chunks")
+        h1, l1 = ax[2].get_legend_handles_labels(); h2, l2 = ax2.get_legend_handles_labels()
+        ax[2].legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
     fig.tight_layout(); fig.savefig(plot, dpi=110)
     print(f"\nplot: {plot}")
 PY

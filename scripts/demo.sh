@@ -15,7 +15,13 @@
 #   5. pool_monitor again: the 64 MiB are in use
 #   6. the client frees its region
 #   7. pool_monitor: the pool is empty again
-#   8. stop the daemon cleanly (SIGTERM: it checkpoints and exits 0)
+#   8. start maru-server, the metadata server, on port 5555 if free
+#   9. a worker process stores a 1 MiB KV chunk with the Python package
+#      (MaruHandler: alloc a page of the pool, write into it, store the key)
+#  10. another process retrieves the key and checks the bytes (SHA-256 of
+#      the view it gets: the same memory, not a copy)
+#  11. the worker deletes its key and exits; maru-server stops
+#  12. stop the resource manager cleanly (SIGTERM: checkpoint, exit 0)
 # Everything it creates (state dir, pool file, processes) is removed on
 # exit, also on Ctrl-C or on error.
 #
@@ -29,6 +35,7 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$TOP/build}
 RM_BIN=$BUILD_DIR/src/resource_manager/maru-resource-manager
+MDS_BIN=$BUILD_DIR/src/metadata_server/maru-server
 POOL_MONITOR=$BUILD_DIR/tools/pool_monitor/pool_monitor
 PYTHON=/usr/bin/python3
 [ -x "$TOP/.venv/bin/python" ] && PYTHON=$TOP/.venv/bin/python
@@ -39,6 +46,9 @@ POOL=""		# emulated pool file on /dev/shm
 RM_PID=""	# the resource manager
 RM_ADDR=""	# its host:port
 CLIENT_PID=""	# the allocating client (step 3)
+MDS_PID=""	# the metadata server (steps 8-11)
+MDS_URL=""	# its ZeroMQ endpoint
+KV_PID=""	# the process that stores a KV chunk (step 9)
 
 # ---------------------------------------------------------------- output
 if [ -t 1 ]; then
@@ -63,9 +73,11 @@ show() {
 # ---------------------------------------------------------------- setup
 check_binaries() {
 	local b
-	for b in "$RM_BIN" "$POOL_MONITOR"; do
+	for b in "$RM_BIN" "$POOL_MONITOR" "$MDS_BIN"; do
 		[ -x "$b" ] || die "$b is not built (run ./dev.sh setup, or set BUILD_DIR)"
 	done
+	"$PYTHON" -c 'import maru_handler._maru' 2>/dev/null ||
+		die "the maru Python package is not installed in $PYTHON (run ./dev.sh setup)"
 }
 
 # A free TCP port: 9850 (the default) when nobody uses it.
@@ -233,7 +245,7 @@ free_client_region() {
 
 stop_resource_manager() {
 	local rc=0
-	step "8. stop the resource manager (SIGTERM: checkpoint, exit 0)"
+	step "12. stop the resource manager (SIGTERM: checkpoint, exit 0)"
 	kill -TERM "$RM_PID"
 	wait "$RM_PID" || rc=$?
 	RM_PID=""
@@ -242,11 +254,120 @@ stop_resource_manager() {
 	[ "$rc" = 0 ] || die "the resource manager exited with $rc"
 }
 
+# ------------------------------------------------- KV sharing (steps 8-11)
+start_metadata_server() {
+	local port
+	port=$(MARU_DEMO_PORT=5555 pick_port)
+	MDS_URL=tcp://127.0.0.1:$port
+	step "8. start maru-server, the metadata server (key -> region, offset, length)"
+	printf '%s$ %s%s\n' "$DIM" "maru-server --host 127.0.0.1 --port $port \
+--rm-address $RM_ADDR" "$OFF"
+	"$MDS_BIN" --host 127.0.0.1 --port "$port" --rm-address "$RM_ADDR" \
+		>"$WORK/mds.log" 2>&1 &
+	MDS_PID=$!
+	if ! wait_listening "127.0.0.1:$port" "$MDS_PID"; then
+		cat "$WORK/mds.log" >&2
+		die "the metadata server did not start"
+	fi
+	note "ready: pid $MDS_PID listening on $MDS_URL"
+}
+
+# Step 9: one worker stores a KV chunk with the Python API (as LMCache
+# does): a page of the shared pool, written in place, registered under a key.
+KV_WRITER_PY=$(cat <<'PY'
+import hashlib, os, sys
+from maru import MaruConfig, MaruHandler
+
+url, key, size = sys.argv[1], sys.argv[2], 1 << 20
+cfg = MaruConfig(server_url=url, pool_size=8 << 20, chunk_size_bytes=size)
+with MaruHandler(cfg) as handler:
+    if not handler.connected:
+        sys.exit("connect failed")
+    chunk = os.urandom(size)                 # stands in for one KV chunk
+    handle = handler.alloc(size=size)        # a page of the shared pool
+    handle.buf[:] = chunk                    # written in place
+    if not handler.store(key=key, handle=handle):
+        sys.exit("store failed")
+    print(f"pid {os.getpid()} stored {size >> 10} KiB under {key!r}: region "
+          f"{handle.region_id}, page {handle.page_index}", flush=True)
+    print("sha256 " + hashlib.sha256(chunk).hexdigest(), flush=True)
+    sys.stdin.readline()                     # keep it until the demo says so
+    handler.delete(key)
+print("deleted the key and closed: its region went back to the pool", flush=True)
+PY
+)
+
+# Step 10: another process retrieves the chunk: a view of the same memory.
+KV_READER_PY=$(cat <<'PY'
+import hashlib, os, sys
+from maru import MaruConfig, MaruHandler
+
+url, key, want = sys.argv[1], sys.argv[2], sys.argv[3]
+cfg = MaruConfig(server_url=url, pool_size=2 << 20, chunk_size_bytes=1 << 20)
+with MaruHandler(cfg) as handler:
+    info = handler.retrieve(key=key)
+    if info is None:
+        sys.exit(f"{key!r} not found")
+    got = hashlib.sha256(info.view).hexdigest()  # reads the shared pages in place
+    print(f"pid {os.getpid()} retrieved {len(info.view) >> 10} KiB of {key!r}: region "
+          f"{info.region_id}, page {info.page_index} (a view of the pool, no copy)")
+    print(f"sha256 {got}: {'the same bytes' if got == want else 'DIFFERENT BYTES'}")
+    sys.exit(0 if got == want else 1)
+PY
+)
+
+store_kv_chunk() {
+	step "9. a worker process stores a 1 MiB KV chunk (Python: alloc, write, store)"
+	mkfifo "$WORK/kv.in"
+	: >"$WORK/kv.out"
+	MARU_LOG_LEVEL=WARNING "$PYTHON" -c "$KV_WRITER_PY" "$MDS_URL" "demo/layer0/chunk0" \
+		<"$WORK/kv.in" >"$WORK/kv.out" 2>&1 &
+	KV_PID=$!
+	exec 5>"$WORK/kv.in"	# keeps the writer's stdin open
+	until grep -q '^sha256 ' "$WORK/kv.out"; do
+		if ! kill -0 "$KV_PID" 2>/dev/null; then
+			sed 's/^/    /' "$WORK/kv.out" >&2
+			die "the KV writer failed"
+		fi
+		sleep 0.1
+	done
+	sed 's/^/    /' "$WORK/kv.out"
+}
+
+retrieve_kv_chunk() {
+	local want
+	step "10. another process retrieves it and checks the bytes"
+	want=$(sed -n 's/^sha256 //p' "$WORK/kv.out")
+	MARU_LOG_LEVEL=WARNING "$PYTHON" -c "$KV_READER_PY" "$MDS_URL" \
+		"demo/layer0/chunk0" "$want" 2>&1 |
+		sed 's/^/    /'
+	[ "${PIPESTATUS[0]}" = 0 ] || die "the reader did not get the same bytes"
+}
+
+stop_kv_and_metadata_server() {
+	step "11. the worker deletes its key and exits; stop maru-server"
+	echo done >&5
+	exec 5>&-
+	wait "$KV_PID" || die "the KV writer failed: $(cat "$WORK/kv.out")"
+	KV_PID=""
+	sed -n '3,$s/^/    /p' "$WORK/kv.out"
+	kill -TERM "$MDS_PID"
+	wait "$MDS_PID" || true
+	MDS_PID=""
+	note "maru-server stopped"
+}
+
 # ---------------------------------------------------------------- teardown
 cleanup() {
 	set +e
 	exec 4>&- 2>/dev/null
+	exec 5>&- 2>/dev/null
 	[ -n "$CLIENT_PID" ] && kill "$CLIENT_PID" 2>/dev/null && wait "$CLIENT_PID"
+	[ -n "$KV_PID" ] && kill "$KV_PID" 2>/dev/null && wait "$KV_PID"
+	if [ -n "$MDS_PID" ]; then
+		kill -TERM "$MDS_PID" 2>/dev/null
+		wait "$MDS_PID" 2>/dev/null
+	fi
 	if [ -n "$RM_PID" ]; then
 		kill -TERM "$RM_PID" 2>/dev/null
 		wait "$RM_PID" 2>/dev/null
@@ -268,6 +389,10 @@ main() {
 	show_pools "5. pool_monitor: 64 MiB of the pool are now in use"
 	free_client_region
 	show_pools "7. pool_monitor: the pool is free again"
+	start_metadata_server
+	store_kv_chunk
+	retrieve_kv_chunk
+	stop_kv_and_metadata_server
 	stop_resource_manager
 
 	step "done"

@@ -169,6 +169,10 @@ int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
 	uint64_t off = 0, len = 0;
 	int rc;
 
+	/* before anything changes: it may write a checkpoint */
+	rc = state_wal_ready(rm);
+	if (rc < 0)
+		return rc;
 	rc = table_reserve(rm);
 	if (rc < 0)
 		return -ENOMEM;

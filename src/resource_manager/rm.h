@@ -131,6 +131,8 @@ struct rm {
 	int state_dirfd;	 /* owns */
 	int wal_fd;		 /* owns: append-only, -1 before recovery */
 	uint64_t wal_size;	 /* bytes in the WAL (to undo a torn append) */
+	bool wal_torn;		 /* a failed append could not be cut off:
+				  * checkpoint before the next one */
 	unsigned ops_since_ckpt; /* WAL records since the last checkpoint */
 	struct buf scratch;	 /* owns: reused for WAL records */
 
@@ -268,6 +270,15 @@ int auth_random(void *p, size_t n);
  * Return: 0 or -errno; a refusal is logged as one clear line.
  */
 int state_open(struct rm *rm);
+
+/**
+ * state_wal_ready - can the WAL take a record now?  After an append whose
+ * undo failed (wal_torn), this writes a checkpoint first.  It changes the
+ * checkpoint, so call it only while no operation is half done
+ * (region_alloc() calls it before it draws a region id).
+ * Return: 0 or -EIO.
+ */
+int state_wal_ready(struct rm *rm);
 
 /**
  * state_log_alloc / state_log_free - append one WAL record (one write,

@@ -11,7 +11,8 @@
  * Write path.  Every allocation and free is appended to the WAL with one
  * write(2) and an fdatasync(2) before the client sees the answer.  If the
  * write is short or fails, the file is truncated back to its previous size
- * so that the log never holds a torn record followed by good ones.  Every
+ * so that the log never holds a torn record followed by good ones (if even
+ * that fails, the next append writes a checkpoint first).  Every
  * checkpoint_ops records (100) and at clean shutdown, a checkpoint writes
  * each pool_<id>.meta and then global.meta (tmp file, fsync, rename, fsync
  * of the directory) and then empties the WAL.
@@ -562,13 +563,29 @@ int state_open(struct rm *rm)
 	return 0;
 }
 
+/*
+ * If an append failed and even its undo failed, the log ends in a torn
+ * record; good records appended after it would turn that tail into
+ * corruption in the middle (recovery refuses it, or worse, reads the next
+ * record as its payload).  So nothing is appended until a checkpoint has
+ * emptied the log.
+ */
+int state_wal_ready(struct rm *rm)
+{
+	if (rm->wal_fd < 0)
+		return -EIO;
+	if (rm->wal_torn && state_checkpoint(rm) < 0)
+		return -EIO;
+	return 0;
+}
+
 /* One record: one write, then fdatasync; undo a partial append. */
 static int wal_append(struct rm *rm)
 {
 	ssize_t n;
 	int err;
 
-	if (rm->wal_fd < 0)
+	if (state_wal_ready(rm) < 0)
 		return -EIO;
 	n = write(rm->wal_fd, rm->scratch.data, rm->scratch.len);
 	if (n == (ssize_t)rm->scratch.len && fdatasync(rm->wal_fd) == 0) {
@@ -579,9 +596,11 @@ static int wal_append(struct rm *rm)
 	err = n < 0 ? errno : n != (ssize_t)rm->scratch.len ? ENOSPC : errno;
 	log_err("%s/%s: append failed: %s", rm->cfg.state_dir, RM_WAL_NAME,
 		strerror(err));
-	if (ftruncate(rm->wal_fd, (off_t)rm->wal_size) < 0)
+	if (ftruncate(rm->wal_fd, (off_t)rm->wal_size) < 0) {
 		log_err("%s/%s: cannot undo the partial record: %s",
 			rm->cfg.state_dir, RM_WAL_NAME, strerror(errno));
+		rm->wal_torn = true;
+	}
 	return -EIO;
 }
 
@@ -679,6 +698,7 @@ int state_checkpoint(struct rm *rm)
 			goto out;
 		}
 		rm->wal_size = 0;
+		rm->wal_torn = false;
 	}
 	rm->ops_since_ckpt = 0;
 	log_dbg("checkpoint: %zu region(s), %zu pool(s)", c.n, rm->npools);

@@ -268,6 +268,59 @@ static void test_torn_wal_tail(void **state)
 	rm_stop(rm, false);
 }
 
+/*
+ * An append that fails and cannot even be cut off (here: the WAL fd is a
+ * pipe, where fdatasync and ftruncate fail, and junk stands for the partial
+ * record left in the real file): no record may follow the junk.  The next
+ * append must checkpoint first, and fail while it cannot.
+ */
+static void test_wal_undo_failure(void **state)
+{
+	struct fixture *f = *state;
+	struct region *r1, *r2;
+	uint8_t junk[100];
+	uint64_t id2;
+	struct rm *rm;
+	char wal[160];
+	int p[2], real;
+
+	snprintf(wal, sizeof(wal), "%s/%s", f->state, RM_WAL_NAME);
+	assert_int_equal(rm_start(f, &rm), 0);
+	assert_int_equal(
+		region_alloc(rm, cl(rm, "a:1"), 1, rm_str_from(NULL), 0, &r1),
+		0);
+	assert_int_equal(pipe(p), 0);
+	real = rm->wal_fd;
+	rm->wal_fd = p[1];
+	assert_int_equal(
+		region_alloc(rm, cl(rm, "a:1"), 1, rm_str_from(NULL), 0, &r2),
+		-EIO);
+	assert_true(rm->wal_torn);
+	memset(junk, 0x5a, sizeof(junk));
+	append(wal, junk, sizeof(junk));
+	/* the checkpoint cannot empty the log yet: refused, nothing written */
+	assert_int_equal(
+		region_alloc(rm, cl(rm, "a:1"), 1, rm_str_from(NULL), 0, &r2),
+		-EIO);
+	assert_true(rm->wal_torn);
+	rm->wal_fd = real;
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(
+		region_alloc(rm, cl(rm, "a:1"), 1, rm_str_from(NULL), 0, &r2),
+		0);
+	assert_false(rm->wal_torn);
+	assert_int_equal(rm->wal_size, WAL_HDR_SIZE + STATE_ALLOC_REC_SIZE);
+	id2 = r2->id;
+	rm_stop(rm, false);
+	/* a crash now recovers exactly the two acknowledged regions */
+	assert_int_equal(rm_start(f, &rm), 0);
+	assert_int_equal(rm->nregions, 2);
+	assert_non_null(region_find(rm, 1));
+	assert_non_null(region_find(rm, id2));
+	rm_stop(rm, false);
+}
+
 static void corrupt_byte(const char *path, off_t at)
 {
 	int fd = open(path, O_RDWR);
@@ -565,6 +618,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_alloc_free_and_recover,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_torn_wal_tail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_wal_undo_failure, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_corrupt_checkpoint_refused,
 						setup, teardown),

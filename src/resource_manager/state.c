@@ -430,9 +430,25 @@ out:
 	return rc;
 }
 
+/* Is @name exactly "maru_<id>.dat" (the form region_path() makes)? */
+static bool region_file_name(const char *name, uint64_t *id)
+{
+	char again[64];
+
+	if (sscanf(name, "maru_%" SCNu64, id) != 1)
+		return false;
+	snprintf(again, sizeof(again), "maru_%" PRIu64 ".dat", *id);
+	return strcmp(again, name) == 0;
+}
+
 /*
  * FS_DAX pools: each live region needs its file (re-created empty, with a
- * warning, if it vanished) and files of freed regions are removed.
+ * warning, if it vanished), and every other maru_<id>.dat is removed: a
+ * freed region's, or one whose id was never logged (a crash between
+ * creating the file and the WAL append, or a state directory moved aside
+ * to start over).  Left in place, such a file would make the allocation
+ * that draws its id fail (files are created exclusively).  One that
+ * cannot be removed moves next_region_id past it instead.
  */
 static void reconcile_fsdax(struct rm *rm)
 {
@@ -442,7 +458,6 @@ static void reconcile_fsdax(struct rm *rm)
 		struct pool *p = rm->pools[i];
 		struct dirent *e;
 		uint64_t id;
-		char tail;
 		DIR *d;
 
 		if (p->kind != POOL_FS_DAX)
@@ -453,19 +468,21 @@ static void reconcile_fsdax(struct rm *rm)
 		while ((e = readdir(d))) {
 			struct region *r;
 
-			if (sscanf(e->d_name, "maru_%" SCNu64 ".da%c", &id,
-				   &tail) != 2 ||
-			    tail != 't')
+			if (!region_file_name(e->d_name, &id))
 				continue;
 			r = region_find(rm, id);
 			if (r && r->pool == p)
 				continue;
-			if (id >= rm->next_region_id)
-				continue; /* not ours to judge */
-			if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			if (unlinkat(dirfd(d), e->d_name, 0) == 0) {
 				log_info("%s/%s: removed (region %" PRIu64
 					 " is not allocated)",
 					 p->path, e->d_name, id);
+			} else {
+				log_warn("%s/%s: cannot remove: %s", p->path,
+					 e->d_name, strerror(errno));
+				if (id >= rm->next_region_id && id < UINT64_MAX)
+					rm->next_region_id = id + 1;
+			}
 		}
 		closedir(d);
 	}

@@ -280,6 +280,33 @@ def test_fs_dax_directory_pool(start_rm, tmp_path):
         assert not os.path.exists(a.path)
 
 
+def test_fs_dax_leftover_files_removed_at_start(start_rm, tmp_path):
+    """maru_<id>.dat files of no live region (a crash between creating the
+    file and logging the allocation, or a state directory moved aside) are
+    removed at start-up, so the allocation that draws their id works."""
+    d = tmp_path / "fsdax"
+    d.mkdir()
+    for name in ("maru_1.dat", "maru_2.dat", "maru_40.dat"):
+        (d / name).write_bytes(b"old")
+    (d / "maru_1.dat.bak").write_bytes(b"not ours")
+    (d / "notes.txt").write_bytes(b"not ours")
+    r = start_rm(extra=["--pool", str(d)])
+    assert sorted(os.listdir(d)) == ["maru_1.dat.bak", "notes.txt"]
+    with RmConn(r.address) as c:
+        a = c.alloc(ALIGN, dax_path=str(d))
+        assert a.status == 0 and a.handle.region_id == 1
+        assert a.path == f"{d}/maru_1.dat"
+        assert os.stat(a.path).st_size == a.handle.length
+    r.kill()
+    (d / "maru_2.dat").write_bytes(b"crash leftover")
+    r.start()
+    assert sorted(os.listdir(d)) == ["maru_1.dat", "maru_1.dat.bak", "notes.txt"]
+    with RmConn(r.address) as c:
+        assert c.get_access(a.handle).status == 0
+        b = c.alloc(ALIGN, dax_path=str(d))
+        assert b.status == 0 and b.handle.region_id == 2
+
+
 def test_unservable_pools_refused(tmp_path):
     """A pool that cannot be served is a clear error and exit 1, never a
     wrong mapping."""

@@ -4,6 +4,8 @@
  *
  * Start-up order (cli-and-tools.md §1): state dir and rm.conf, banner,
  * pools, recovered state, secret, listening socket, reaper, "ready".
+ * Signals are routed to the signalfd before all of it, so one that
+ * arrives during start-up is handled once the loop runs.
  * Any step that cannot be completed safely ends the process with exit
  * code 1 and one clear log line, before the port is bound.
  *
@@ -394,14 +396,22 @@ int main(int argc, char **argv)
 	if (gethostname(rm.hostname, sizeof(rm.hostname) - 1) < 0)
 		rm.hostname[0] = '\0';
 
-	/* 1. banner (rm.conf follows once state_open made the dir) */
-	banner(&rm);
-	warn_exposure(&rm);
+	/*
+	 * Signals go to the signalfd from the start: one that arrives during
+	 * start-up is handled once the loop runs (SIGHUP would otherwise kill
+	 * us in the middle of recovery).  The banner follows, so its first
+	 * line tells a test that signals are safe.
+	 */
 	rc = evloop_new(&rm.el);
+	if (rc == 0)
+		rc = evloop_add_signals(rm.el, sigs, 3, on_signal, &rm);
 	if (rc < 0) {
 		log_err("event loop: %s", strerror(-rc));
 		goto out;
 	}
+	/* 1. banner (rm.conf follows once state_open made the dir) */
+	banner(&rm);
+	warn_exposure(&rm);
 	/* 2. pools, then the state that refers to them */
 	rc = dev_load_configured(&rm);
 	if (rc < 0)
@@ -419,11 +429,6 @@ int main(int argc, char **argv)
 	rc = server_listen(&rm);
 	if (rc < 0)
 		goto out;
-	rc = evloop_add_signals(rm.el, sigs, 3, on_signal, &rm);
-	if (rc < 0) {
-		log_err("signalfd: %s", strerror(-rc));
-		goto out;
-	}
 	/* 4. reaper and housekeeping */
 	rc = evloop_add_timer(rm.el, RM_REAPER_MS, on_cron, &rm,
 			      &rm.cron_timer);

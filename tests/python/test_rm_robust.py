@@ -3,6 +3,7 @@ spec, slow loris, too many connections, liveness probes.  After each
 insult the daemon must still be running and a client that was already
 connected must still be served."""
 import os
+import signal
 import socket
 import struct
 import time
@@ -252,6 +253,26 @@ def test_max_clients(start_rm):
     for c in conns:
         c.close()
     assert r.running()
+
+
+def test_signals_during_start_up(start_rm):
+    """A signal that arrives while the daemon starts (after its first log
+    line) waits for the loop: SIGHUP rescans instead of killing it, SIGTERM
+    still stops it cleanly with exit 0."""
+    from conftest import wait_port
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        r = start_rm(wait=False)
+        deadline = time.monotonic() + 10
+        while "starting" not in r.log() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.kill(r.pid, sig)
+        if sig == signal.SIGHUP:
+            wait_port(r.port, r.proc, log=r.log_path)
+            assert rm_wire.stats(r.address)
+            assert "SIGHUP: rescanning pools" in r.log()
+        else:
+            assert r.proc.wait(30) == 0, r.log()
+            assert "checkpoint written" in r.log()
 
 
 def test_command_line(start_rm, tmp_path):

@@ -26,7 +26,10 @@
  *
  * Pool ids (used in pool_<id>.meta and in every allocation record) must
  * map the same device to the same id at every start:
- *   DEV_DAX  daxX.Y -> X * 1000 + Y, so dax0.0 is pool 0 as upstream.
+ *   DEV_DAX  daxX.0 -> X, the region number, which is upstream's id (it
+ *            serves one device per region), so an upstream state dir is
+ *            adopted; further devices of a region, daxX.Y with Y > 0,
+ *            -> 0x20000000 | (X * 1000 + Y).
  *   others   0x40000000 | (crc32(path) & 0x3fffffff): a function of the
  *            absolute path only, so the order of --pool options or of
  *            discovery never changes an id.
@@ -69,16 +72,15 @@ static uint32_t id_from_path(const char *path)
 		0x3fffffffu);
 }
 
-/* daxX.Y -> X * 1000 + Y; anything else falls back to the path hash */
-static uint32_t id_for_devdax(const char *devname, const char *path)
+uint32_t dev_devdax_pool_id(const char *devname, const char *path)
 {
 	unsigned x, y;
 	char end;
 
-	if (sscanf(devname, "dax%u.%u%c", &x, &y, &end) == 2 && y < 1000 &&
-	    x < 1000000)
-		return x * 1000 + y;
-	return id_from_path(path);
+	if (sscanf(devname, "dax%u.%u%c", &x, &y, &end) != 2 || y >= 1000 ||
+	    x >= 100000)
+		return id_from_path(path);
+	return y == 0 ? x : DEV_DAX_EXTRA_ID | (x * 1000 + y);
 }
 
 static const char *kind_name(enum pool_kind k)
@@ -259,7 +261,7 @@ static int open_devdax(struct daxctl_dev *dev, const char *path,
 	p = pool_new(POOL_DEV_DAX, path);
 	if (!p)
 		return -ENOMEM;
-	p->id = id_for_devdax(devname, path);
+	p->id = dev_devdax_pool_id(devname, path);
 	rc = pool_setup(p, size, align);
 	if (rc < 0)
 		goto out_free;

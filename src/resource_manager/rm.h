@@ -318,6 +318,15 @@ int dev_rescan(struct rm *rm);
 
 void dev_free_all(struct rm *rm);
 
+#define DEV_DAX_EXTRA_ID 0x20000000u
+
+/**
+ * dev_devdax_pool_id - the stable pool id of device-dax @devname ("daxX.Y")
+ * Return: X for daxX.0 (upstream's region-number id), DEV_DAX_EXTRA_ID |
+ * (X * 1000 + Y) for Y > 0, or the hash of @path for any other name.
+ */
+uint32_t dev_devdax_pool_id(const char *devname, const char *path);
+
 /* ---- reaper.c ---- */
 
 /* reaper_tick - run the reaper rules once (the cron calls it each second) */

@@ -321,6 +321,23 @@ static void test_wal_undo_failure(void **state)
 	rm_stop(rm, false);
 }
 
+/* DEV_DAX pool ids: upstream's region number for daxX.0 (state dirs of
+ * an upstream install are adopted), distinct ids for further devices. */
+static void test_devdax_pool_ids(void **state)
+{
+	(void)state;
+	assert_int_equal(dev_devdax_pool_id("dax0.0", "/dev/dax0.0"), 0);
+	assert_int_equal(dev_devdax_pool_id("dax1.0", "/dev/dax1.0"), 1);
+	assert_int_equal(dev_devdax_pool_id("dax12.0", "/dev/dax12.0"), 12);
+	assert_int_equal(dev_devdax_pool_id("dax0.5", "/dev/dax0.5"),
+			 DEV_DAX_EXTRA_ID | 5);
+	assert_int_equal(dev_devdax_pool_id("dax5.1", "/dev/dax5.1"),
+			 DEV_DAX_EXTRA_ID | 5001);
+	/* not daxX.Y: the path hash, in its own range */
+	assert_true(dev_devdax_pool_id("dax0.0x", "/dev/x") >= 0x40000000u);
+	assert_true(dev_devdax_pool_id("pmem0", "/dev/pmem0") >= 0x40000000u);
+}
+
 static void corrupt_byte(const char *path, off_t at)
 {
 	int fd = open(path, O_RDWR);
@@ -636,6 +653,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_identity, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_reaper, setup, teardown),
+		cmocka_unit_test(test_devdax_pool_ids),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

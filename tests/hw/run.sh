@@ -34,7 +34,8 @@ GUEST_TMO=${MARU_HW_GUEST_TIMEOUT:-240}
 RG=$HW/lib/run-guest.sh
 T0=$(date +%s)
 
-ALL_GROUPS=(discovery datapath twohost restart failloud cxl)
+# longest first, so that the parallel slots finish at about the same time
+ALL_GROUPS=(twohost restart discovery datapath failloud cxl)
 for g in "${ALL_GROUPS[@]}"; do . "$HW/groups/$g.sh"; done
 if [ $# -gt 0 ]; then GROUPS_RUN=("$@"); else GROUPS_RUN=("${ALL_GROUPS[@]}"); fi
 

@@ -124,6 +124,7 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
+mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
 arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^$1=//p" | tail -1; }
 hostname "$(arg maru.host | grep . || echo maru-hw)"
 for m in nfit nd_e820 nd_pmem dax_pmem device_dax; do modprobe $m 2>/dev/null; done

@@ -9,7 +9,8 @@
 # mapping is what makes B's reads right.  Then a libmaru worker on B is
 # killed with SIGKILL: its region must become owner-gone within the lease
 # bound, its stored chunk must stay readable, and deleting that last key
-# must free the region at the resource manager.
+# must free the region at the resource manager.  A second worker that owns
+# only an empty region is killed too: that region must go back at once.
 TESTS_twohost=(
 	hw.two.a_stores
 	hw.two.b_shared_is_dax1
@@ -22,6 +23,7 @@ TESTS_twohost=(
 	hw.two.killed_client_owner_gone
 	hw.two.killed_client_data_kept
 	hw.two.killed_client_region_freed
+	hw.two.killed_client_empty_region_freed
 	hw.two.host_sees_a_bytes
 )
 

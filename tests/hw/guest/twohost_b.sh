@@ -10,7 +10,7 @@ RMADDR=10.0.3.1:9850
 T="hw.two.b_shared_is_dax1 hw.two.uuid_maps_to_local_path hw.two.b_probe_reads_a
    hw.two.b_example_retrieves_a hw.two.b_libmaru_retrieves_a hw.two.b_stores
    hw.two.killed_client_owner_gone hw.two.killed_client_data_kept
-   hw.two.killed_client_region_freed"
+   hw.two.killed_client_region_freed hw.two.killed_client_empty_region_freed"
 done_to_a() {	# tell A that B is finished (A waits on port 7000)
 	for i in $(seq 1 50); do
 		echo "${1:-done}" | nc 10.0.3.1 7000 && return 0
@@ -93,7 +93,8 @@ fi
 
 if [ "$HAVE_HOLD" != 1 ]; then
 	for t in hw.two.b_libmaru_retrieves_a hw.two.killed_client_owner_gone \
-		hw.two.killed_client_data_kept hw.two.killed_client_region_freed; do
+		hw.two.killed_client_data_kept hw.two.killed_client_region_freed \
+		hw.two.killed_client_empty_region_freed; do
 		skip "$t" "$WHY_HOLD"
 	done
 	finish
@@ -161,6 +162,33 @@ if [ "$(field success "$del")" = 1 ] && [ "$F2" = "$F0" ] && [ "$F1" -lt "$F0" ]
 	pass hw.two.killed_client_region_freed "delete of the last key freed region $VR at the RM (free $F1 -> $F2)"
 else
 	fail hw.two.killed_client_region_freed "$del; RM free before victim $F0, while holding $F1, after delete $F2"
+fi
+
+# a worker that owns only an empty region is killed: once its lease
+# expires the region goes back to the resource manager at once
+F0=$(free_of)
+/test/maru-hwhold --server $URL --instance hw-idle --pool-size 4194304 idle >/tmp/idle.log 2>&1 &
+VPID=$!
+for i in $(seq 1 150); do
+	grep -q '^holding' /tmp/idle.log && break
+	sleep 0.2
+done
+cat /tmp/idle.log
+F1=$(free_of)
+kill -9 $VPID
+wait $VPID 2>/dev/null
+t0=$(cut -d' ' -f1 /proc/uptime)
+F2=$F1
+for i in $(seq 1 300); do
+	F2=$(free_of)
+	[ "$F2" = "$F0" ] && break
+	sleep 0.1
+done
+secs=$(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN{printf "%.1f", b-a}')
+if grep -q '^holding' /tmp/idle.log && [ "$F1" -lt "$F0" ] && [ "$F2" = "$F0" ]; then
+	pass hw.two.killed_client_empty_region_freed "region $(field region "$(grep '^idle' /tmp/idle.log)") back at the RM ${secs}s after SIGKILL (free $F1 -> $F2)"
+else
+	fail hw.two.killed_client_empty_region_freed "RM free before $F0, while holding $F1, ${secs}s after SIGKILL $F2"
 fi
 $P mds-usage $URL
 finish

@@ -11,12 +11,16 @@
  *   maru-hwhold [--server URL] [--pool-size B] [--chunk-size B] [--instance ID]
  *               store KEY SIZE SEED [--hold]
  *   maru-hwhold [--server URL] retrieve KEY SIZE SEED
+ *   maru-hwhold [--server URL] [--pool-size B] [--instance ID] idle
  *
  * store prints "stored key=K region=R page=P offset=O instance=I
  * lease_ttl_ms=T"; with --hold it then prints "holding pid=N" and waits
  * for a signal (SIGTERM/SIGINT: clean close, exit 0).  retrieve prints
  * "retrieved key=K region=R offset=O length=L result=ok" when the bytes
- * match.  Exit: 0 ok, 1 failure, 2 usage, 3 key not found or bytes differ.
+ * match.  idle connects (so the handler owns one empty region), prints
+ * "idle instance=I region=R lease_ttl_ms=T" and "holding pid=N", and waits
+ * like store --hold.  Exit: 0 ok, 1 failure, 2 usage, 3 key not found or
+ * bytes differ.
  */
 #include <errno.h>
 #include <signal.h>
@@ -35,7 +39,8 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: maru-hwhold [--server URL] [--pool-size B] [--chunk-size B]\n"
 		"                   [--instance ID] store KEY SIZE SEED [--hold]\n"
-		"       maru-hwhold [--server URL] retrieve KEY SIZE SEED\n");
+		"       maru-hwhold [--server URL] retrieve KEY SIZE SEED\n"
+		"       maru-hwhold [--server URL] [--pool-size B] [--instance ID] idle\n");
 	return 2;
 }
 
@@ -45,15 +50,43 @@ static void log_stderr(void *arg, int prio, const char *file, int line,
 	fprintf(stderr, "libmaru<%d> %s: %s\n", prio, func, msg);
 }
 
+/* wait for the end: SIGKILL (the test's crash) or a clean stop */
+static void hold_until_signal(void)
+{
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	printf("holding pid=%d\n", (int)getpid());
+	sigwait(&set, &sig);
+}
+
+static int do_idle(struct maru_handler *h)
+{
+	uint64_t id = 0;
+
+	if (maru_handler_owned_region_ids(h, &id, 1) < 1) {
+		fprintf(stderr, "maru-hwhold: connected without a region\n");
+		return 1;
+	}
+	printf("idle instance=%s region=%llu lease_ttl_ms=%llu\n",
+	       maru_handler_instance_id(h), (unsigned long long)id,
+	       (unsigned long long)maru_handler_lease_ttl_ms(h));
+	hold_until_signal();
+	return 0;
+}
+
 static int do_store(struct maru_handler *h, const char *key, size_t size,
 		    uint64_t seed, bool hold)
 {
 	struct maru_key k = maru_key_str(key, strlen(key));
 	struct maru_page page;
 	uint8_t *p;
-	sigset_t set;
 	size_t i;
-	int rc, sig;
+	int rc;
 
 	rc = maru_page_alloc(h, size, &page);
 	if (rc < 0) {
@@ -77,15 +110,8 @@ static int do_store(struct maru_handler *h, const char *key, size_t size,
 				    maru_handler_chunk_size(h)),
 	       maru_handler_instance_id(h),
 	       (unsigned long long)maru_handler_lease_ttl_ms(h));
-	if (!hold)
-		return 0;
-	/* wait for the end: SIGKILL (the test's crash) or a clean stop */
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	printf("holding pid=%d\n", (int)getpid());
-	sigwait(&set, &sig);
+	if (hold)
+		hold_until_signal();
 	return 0;
 }
 
@@ -155,12 +181,12 @@ int main(int argc, char **argv)
 		if (rc < 0)
 			goto out_usage;
 	}
-	if (argc - i < 4)
+	if (argc - i < 1 || (strcmp(argv[i], "idle") && argc - i < 4))
 		goto out_usage;
 	cmd = argv[i];
-	key = argv[i + 1];
-	size = strtoull(argv[i + 2], NULL, 0);
-	seed = strtoull(argv[i + 3], NULL, 0);
+	key = argc - i >= 4 ? argv[i + 1] : "";
+	size = argc - i >= 4 ? strtoull(argv[i + 2], NULL, 0) : 0;
+	seed = argc - i >= 4 ? strtoull(argv[i + 3], NULL, 0) : 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	rc = maru_handler_new(cfg, &h);
@@ -181,6 +207,8 @@ int main(int argc, char **argv)
 			      argc - i > 4 && !strcmp(argv[i + 4], "--hold"));
 	else if (!strcmp(cmd, "retrieve"))
 		rc = do_retrieve(h, key, size, seed);
+	else if (!strcmp(cmd, "idle"))
+		rc = do_idle(h);
 	else
 		rc = usage();
 	maru_handler_close(h);

@@ -4,17 +4,25 @@
  *
  * One thread owns the ROUTER socket, the store and the RM session, so
  * nothing is locked and every request observes one total order (the
- * spec's "one server-wide lock").  It sleeps in zmq_poll() on:
+ * spec's "one server-wide lock").  It sleeps in poll(2) on:
  *
- *   - the ROUTER socket: drained SERVER_DRAIN_BATCH messages at a time
- *     with ZMQ_DONTWAIT, then back to poll so that timers and signals are
- *     never starved;
- *   - the socket monitor (an inproc PAIR): connection accepted/closed,
- *     with the connection's fd, for dead-client detection;
+ *   - the ROUTER socket's ZMQ_FD: then drained SERVER_DRAIN_BATCH
+ *     messages at a time with ZMQ_DONTWAIT, and back to poll so that
+ *     timers and signals are never starved.  Every drain ends with a
+ *     receive that fails with EAGAIN, which processes the socket's
+ *     pending commands and so re-arms ZMQ_FD (libzmq's documented
+ *     edge-triggered contract);
+ *   - the socket monitor's ZMQ_FD (an inproc PAIR): connection accepted/
+ *     closed, with the connection's fd, for dead-client detection;
  *   - a timerfd (every SERVER_TICK_MS): leases, peer deaths, FREE retries,
  *     RM reconnects, idle rehash of the index;
  *   - a signalfd: SIGINT/SIGTERM stop the loop;
  *   - the RM connection's fd: readable between requests = closed by RM.
+ *
+ * Plain poll() on the ZMQ_FDs rather than zmq_poll(): zmq_poll() makes a
+ * first non-blocking poll and asks every socket for ZMQ_EVENTS before it
+ * sleeps, a few more system calls per wake-up, which is what a
+ * lock-step client waits for on every request.
  *
  * Envelopes: a message is [routing id, (more routing frames,) empty
  * delimiter, body].  The reply copies every frame up to and including the
@@ -42,6 +50,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,7 +237,13 @@ static void handle_msg(struct server *sv, int nf)
 	sv->served_since_tick++;
 }
 
-static void drain_router(struct server *sv)
+/*
+ * Receive and answer up to SERVER_DRAIN_BATCH messages.  Ending on EAGAIN
+ * matters: that receive processed the socket's pending commands, so its
+ * ZMQ_FD will signal the next arrival and the loop may sleep on it.
+ * Return: true when the batch was full (more may be waiting).
+ */
+static bool drain_router(struct server *sv)
 {
 	zmq_msg_t extra;
 	int n, nf, i;
@@ -240,7 +255,7 @@ static void drain_router(struct server *sv)
 			zmq_msg_close(&sv->fr[0]);
 			if (errno != EAGAIN && errno != EINTR)
 				log_err("zmq_msg_recv: %s", zmq_strerror(errno));
-			return;
+			return false;
 		}
 		nf = 1;
 		overflow = false;
@@ -271,6 +286,7 @@ static void drain_router(struct server *sv)
 		for (i = 0; i < nf; i++)
 			zmq_msg_close(&sv->fr[i]);
 	}
+	return true;
 }
 
 /* Clock bookkeeping at every wake-up; returns the virtual now. */
@@ -296,6 +312,7 @@ static void on_tick(struct server *sv)
 
 	if (read(sv->tfd, &expirations, sizeof(expirations)) < 0)
 		return;
+	drain_monitor(sv);
 	mds_tick(sv->s, sv->s->vnow);
 	rmsess_tick(sv->rm);
 	/* finish a resize of the index while traffic is light */
@@ -313,6 +330,13 @@ static bool any_handle(void *arg, struct rm_handle *out)
 		return false;
 	*out = r->h;
 	return true;
+}
+
+static int get_fd(void *sock, int *fd)
+{
+	size_t len = sizeof(*fd);
+
+	return zmq_getsockopt(sock, ZMQ_FD, fd, &len);
 }
 
 static int setopt_int(void *sock, int opt, int v)
@@ -403,10 +427,11 @@ static void close_all(struct server *sv)
 int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 {
 	struct server *sv;
-	zmq_pollitem_t it[5];
+	struct pollfd pfd[5];
 	struct signalfd_siginfo si;
 	uint64_t lim = 0;
-	int rc, n, nit;
+	int rc, n, npfd;
+	bool more;
 
 	sv = calloc(1, sizeof(*sv));
 	if (!sv)
@@ -436,37 +461,44 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	sv->last_wake = now_ns();
 	s->vnow = sv->last_wake;
 
+	if (get_fd(sv->router, &pfd[0].fd) < 0 ||
+	    get_fd(sv->mon, &pfd[1].fd) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	pfd[2].fd = sv->sfd;
+	pfd[3].fd = sv->tfd;
+	for (n = 0; n < 5; n++)
+		pfd[n].events = POLLIN;
 	while (!sv->stop) {
-		it[0] = (zmq_pollitem_t){ sv->router, 0, ZMQ_POLLIN, 0 };
-		it[1] = (zmq_pollitem_t){ sv->mon, 0, ZMQ_POLLIN, 0 };
-		it[2] = (zmq_pollitem_t){ NULL, sv->sfd, ZMQ_POLLIN, 0 };
-		it[3] = (zmq_pollitem_t){ NULL, sv->tfd, ZMQ_POLLIN, 0 };
-		nit = 4;
+		more = drain_router(sv);
+		npfd = 4;
 		if (rmsess_fd(rm) >= 0)
-			it[nit++] = (zmq_pollitem_t){ NULL, rmsess_fd(rm),
-						      ZMQ_POLLIN, 0 };
-		n = zmq_poll(it, nit, -1);
+			pfd[npfd++].fd = rmsess_fd(rm);
+		/* a full batch: there may be more, look at the rest and go on */
+		n = poll(pfd, (nfds_t)npfd, more ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			rc = -errno;
-			log_err("zmq_poll: %s", zmq_strerror(errno));
+			log_err("poll: %s", strerror(errno));
 			break;
 		}
+		if (n == 0)
+			continue;
 		wake(sv);
-		if (it[1].revents & ZMQ_POLLIN)
+		if (pfd[1].revents)
 			drain_monitor(sv);
-		if (it[0].revents & ZMQ_POLLIN)
-			drain_router(sv);
-		if (it[3].revents & ZMQ_POLLIN)
+		if (pfd[3].revents)
 			on_tick(sv);
-		if (nit > 4 && (it[4].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+		if (npfd > 4 && pfd[4].revents)
 			rmsess_readable(rm);
-		if (it[2].revents & ZMQ_POLLIN) {
+		if (pfd[2].revents) {
 			if (read(sv->sfd, &si, sizeof(si)) == sizeof(si))
 				log_info("signal %u: stopping", si.ssi_signo);
 			sv->stop = true;
 		}
+		/* the router's fd only says "look": drain_router() does */
 	}
 	if (sv->stop)
 		rc = 0;

@@ -307,6 +307,12 @@ static int to_key(PyObject *o, struct maru_key *k)
 		k->len = (size_t)n;
 		return 0;
 	}
+	if (PyBool_Check(o)) {
+		/* upstream sends msgpack true/false: never alias them to 1/0 */
+		PyErr_SetString(PyExc_TypeError,
+				"key must be str or int, not bool");
+		return -1;
+	}
 	if (PyLong_Check(o)) {
 		int overflow;
 		long long v = PyLong_AsLongLongAndOverflow(o, &overflow);

@@ -188,6 +188,8 @@ def test_keys_int_and_str_are_distinct(make):
     assert h.exists(42) and h.exists("42") and not h.exists("x")
     with pytest.raises(TypeError):
         h.exists(1.5)
+    with pytest.raises(TypeError):
+        h.retrieve(True)
 
 
 def test_alloc_errors(make):

@@ -21,6 +21,7 @@ import py_workers
 from maru import AllocHandle, MaruConfig, MaruHandler
 from maru_handler.memory import MemoryInfo, OwnedRegionManager, PagedMemoryAllocator
 from maru_shm import MaruHandle, MaruShmClient
+from conftest import free_port
 from py_workers import MiB, pattern, recv
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -139,7 +140,7 @@ def test_context_manager(mds):
 
 
 def test_connect_failure_returns_false(rm):
-    h = MaruHandler(MaruConfig(server_url="tcp://127.0.0.1:1", timeout_ms=300,
+    h = MaruHandler(MaruConfig(server_url=f"tcp://127.0.0.1:{free_port()}", timeout_ms=300,
                                pool_size=2 * MiB))
     t0 = time.monotonic()
     assert h.connect() is False

@@ -9,6 +9,7 @@ import time
 import pytest
 import zmq
 
+from conftest import free_port
 from maru_common import create_serializer
 from maru_handler.rpc_async_client import RpcAsyncClient
 from maru_handler.rpc_client import RpcClient
@@ -168,9 +169,9 @@ def test_timeout_returns_synthetic_reply_and_recovers(fake, cls):
 
 
 def test_no_server_at_all_times_out():
-    with RpcAsyncClient("tcp://127.0.0.1:1", timeout_ms=100) as c:
+    with RpcAsyncClient(f"tcp://127.0.0.1:{free_port()}", timeout_ms=100) as c:
         assert c.heartbeat() is False
-    with RpcClient("tcp://127.0.0.1:1", timeout_ms=100) as c:
+    with RpcClient(f"tcp://127.0.0.1:{free_port()}", timeout_ms=100) as c:
         assert c.heartbeat() is False
 
 

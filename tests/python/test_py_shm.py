@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from conftest import free_port
 from maru_shm import DaxType, MaruHandle, MaruShmClient, PROT_READ, PROT_WRITE
 from maru_shm import device_scanner
 
@@ -53,7 +54,7 @@ def test_mmap_shared_between_clients(rm):
 
 
 def test_not_running():
-    c = MaruShmClient("127.0.0.1:1")
+    c = MaruShmClient(f"127.0.0.1:{free_port()}")
     assert c.is_running() is False
     with pytest.raises(ConnectionError):
         c.stats()

@@ -18,6 +18,8 @@
 #   MARU_HW_CACHE     download/image cache (default ~/.cache/maru-hw)
 #   MARU_HW_KEEP=1    keep the backing files
 #   MARU_HW_GUEST_TIMEOUT  per-guest wall-clock limit, seconds (default 240)
+#   MARU_HW_DEADLINE  the whole run's limit, seconds (default 540): no guest
+#                     is booted or left running past it
 #
 # Output: one line per test (PASS/FAIL/SKIP name: detail), then the summary
 #   hw: N passed, M failed, K skipped
@@ -31,6 +33,7 @@ BUILD=$(cd "${MARU_BUILD_DIR:-$TOP/build}" 2>/dev/null && pwd) || BUILD=${MARU_B
 OUT=${MARU_HW_OUT:-$BUILD/hw}
 JOBS=${MARU_HW_JOBS:-2}
 GUEST_TMO=${MARU_HW_GUEST_TIMEOUT:-240}
+DEADLINE=${MARU_HW_DEADLINE:-540}
 RG=$HW/lib/run-guest.sh
 T0=$(date +%s)
 
@@ -51,11 +54,11 @@ skip() { res SKIP "$1" "${2:-}"; }
 
 # collect LOG: the HWT lines a guest printed become results
 collect() {
-	sed -n 's/^HWT \(PASS\|FAIL\|SKIP\) \([^ ]*\) *\(.*\)$/\1 \2 \3/p' "$1" >>"$RES"
+	sed -n 's/^HWT \(PASS\|FAIL\|SKIP\) \([^ ]*\) *\(.*\)$/\1 \2 \3/p' "$1" >>"$RES" 2>/dev/null
 }
 
 # kvget LOG KEY: a HWKV value the guest printed (last one wins)
-kvget() { sed -n "s/^HWKV $2=//p" "$1" | tail -1; }
+kvget() { sed -n "s/^HWKV $2=//p" "$1" 2>/dev/null | tail -1; }
 
 # has_result NAME: the current group already reported NAME
 has_result() { grep -q "^[A-Z]* $1 " "$RES" 2>/dev/null; }
@@ -98,8 +101,15 @@ WHY_HOLD=$(why_missing maru-hwhold "$BIN_HOLD" "hw: needs libmaru")
 # guest/SCRIPT with lib.sh, env.sh, the probe and every available binary in
 # /test; console log in $OUT/logs/NAME.log.  Returns the script's status.
 guest() {
-	local name=$1 script=$2 d=$OUT/work/$1.files f
+	local name=$1 script=$2 d=$OUT/work/$1.files f tmo
 	shift 2
+	# never past the run's deadline: a hung guest must not stall CI
+	tmo=$((DEADLINE - ($(date +%s) - T0)))
+	if [ "$tmo" -lt 30 ]; then
+		echo "guest $name not booted: the run's ${DEADLINE}s deadline is reached" >>"$W/guest-errors"
+		return 124
+	fi
+	[ "$tmo" -gt "$GUEST_TMO" ] && tmo=$GUEST_TMO
 	rm -rf "$d" && mkdir -p "$d"
 	{
 		for v in RM MDS PM EX HOLD; do
@@ -118,7 +128,11 @@ guest() {
 		cp "$BIN_EX" "$d/maru-example" && files+=(-f "$d/maru-example")
 	fi
 	"$RG" -n "$name" -o "$OUT/logs" -s "$HW/guest/$script" "${files[@]}" \
-		-t "$GUEST_TMO" "$@" 2>>"$OUT/logs/$name.err"
+		-t "$tmo" "$@" 2>>"$OUT/logs/$name.err"
+	f=$?
+	# a guest that did not finish its script: the reason for "no result"
+	[ $f = 0 ] || sed "s/^/guest $name (exit $f): /" "$OUT/logs/$name.err" >>"$W/guest-errors"
+	return $f
 }
 
 # free_udp_port: a UDP port nobody uses on 127.0.0.1 right now
@@ -131,18 +145,33 @@ print(s.getsockname()[1])'
 # ---- preflight: can qemu run here? ----
 preflight() {
 	local m
-	if ! command -v qemu-system-x86_64 >/dev/null || [ ! -x /bin/busybox ] ||
+	if ! command -v "$HW_QEMU" >/dev/null || [ ! -x /bin/busybox ] ||
 		[ -n "$(hw_missing_packages)" ]; then
 		mkdir -p "$HW_CACHE"
-		hw_log "installing $(hw_missing_packages | tr '\n' ' ')"
+		m=$(hw_missing_packages | tr '\n' ' ')
+		[ -z "$m" ] || hw_log "installing $m"
 		if ! hw_apt_install "${HW_DEB_PACKAGES[@]}"; then
 			m=$(tail -1 "$HW_CACHE/apt.log" 2>/dev/null)
 			echo "qemu/busybox/ndctl packages not installable here (${m:-apt-get failed})"
 			return 1
 		fi
 	fi
+	if ! command -v "$HW_QEMU" >/dev/null; then
+		echo "$HW_QEMU not available here"
+		return 1
+	fi
 	if ! m=$("$HW/lib/build-image.sh" 2>&1); then
 		echo "guest kernel/initramfs not buildable from Debian packages: $(echo "$m" | tail -1)"
+		return 1
+	fi
+	# can qemu run a guest here at all?  A qemu that does not start, or a
+	# kernel that prints nothing, means "cannot run": skip.  A guest that
+	# boots but does not finish its script is the harness's fault: fail
+	# (the groups will report it).
+	printf 'exit 0\n' >"$OUT/work/smoke.sh"
+	if ! "$RG" -n smoke -o "$OUT/logs" -s "$OUT/work/smoke.sh" -t 120 2>"$OUT/logs/smoke.err" &&
+		! grep -q 'maru-hw: .* up at\|Kernel panic\|reboot: Power down' "$OUT/logs/smoke.log" 2>/dev/null; then
+		echo "qemu cannot boot a guest here: $( (cat "$OUT/logs/smoke.err"; tail -3 "$OUT/logs/smoke.log" 2>/dev/null) | tr '\n' ' ' | cut -c1-300)"
 		return 1
 	fi
 	if [ ! -x "$PROBE" ] && [ -f "$BUILD/CMakeCache.txt" ]; then
@@ -175,7 +204,7 @@ else
 			rm -rf "$W" && mkdir -p "$W"
 			t=$(date +%s)
 			"group_$g"
-			fail_missing "$g" "see $OUT/logs/ ($g*)"
+			fail_missing "$g" "$(tail -1 "$W/guest-errors" 2>/dev/null || true)${W:+ (logs: $OUT/logs)}"
 			[ "${MARU_HW_KEEP:-0}" = 1 ] || rm -f "$W"/*.img
 			hw_log "group $g done in $(($(date +%s) - t))s"
 		) &

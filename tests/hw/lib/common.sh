@@ -6,9 +6,12 @@
 #              (kernel .deb, vmlinuz, base initramfs); nothing is committed.
 #              ${MARU_HW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/maru-hw}
 #   HW_LIB     this directory
+#   HW_QEMU    the qemu binary
 HW_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 HW_CACHE=${MARU_HW_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/maru-hw}
 export HW_CACHE
+# the emulator (MARU_HW_QEMU overrides it, e.g. to check the skip path)
+HW_QEMU=${MARU_HW_QEMU:-qemu-system-x86_64}
 
 # The Debian packages the harness needs on the host.  qemu and busybox run
 # the guests; cpio/kmod build the initramfs; ndctl/daxctl go into it.

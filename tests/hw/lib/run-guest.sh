@@ -134,7 +134,7 @@ fi
 # TCG only (KVM is unusable on these machines).  -cpu max offers RDRAND, so
 # the guest's crng is ready at once; with qemu64, ndctl create-namespace
 # blocks for seconds in getrandom().
-QEMU=(qemu-system-x86_64 -accel "tcg,thread=multi" -cpu "${MARU_HW_CPU:-max}"
+QEMU=("$HW_QEMU" -accel "tcg,thread=multi" -cpu "${MARU_HW_CPU:-max}"
       -machine "$MACH" -smp "$CPUS" -m "$MEM$SLOTS" -display none -no-reboot -nic none
       -kernel "$HW_CACHE/vmlinuz" -initrd "$W/initrd.gz"
       -append "console=ttyS0 quiet panic=-1 maru.host=${HOST:-$NAME} $APPEND" "${DEV[@]}")

@@ -597,3 +597,23 @@ def test_views_after_close_and_close_under_load(make):
     # process: the extension leaves zero pages where the region was
     assert bytes(info.view) == bytes(4096) and int(arr.sum()) == 0
     assert h.get_buffer_view(a.region_id, 0, 10) is None
+
+
+def test_expansion_failure_message(rm, start_mds, start_rm):
+    """The pool itself runs out: expansion is attempted and fails."""
+    small = start_rm(emulate_size="16M")          # 14 MiB usable after the header unit
+    mds = start_mds(small.address)
+    h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=4 * MiB,
+                               chunk_size_bytes=MiB, auto_connect=False))
+    assert h.connect()
+    try:
+        got = []
+        with pytest.raises(ValueError) as ei:
+            for _ in range(64):
+                got.append(h.alloc(MiB))
+        assert str(ei.value) == "Cannot allocate page: pool exhausted after expansion attempt"
+        assert 8 <= len(got) <= 14
+        h.free(got.pop())
+        assert h.alloc(MiB) is not None            # a freed page is usable again
+    finally:
+        h.close()

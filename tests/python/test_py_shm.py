@@ -80,3 +80,29 @@ def test_rm_wrote_device_header(rm):
     u = device_scanner.read_device_uuid(rm.pool_path)
     assert u is not None and len(u) == 36 and u[14] == "4"
     assert os.path.getsize(rm.pool_path) == 256 * MiB
+
+
+def test_dax_mapper_standalone(rm):
+    from maru_handler.memory import DaxMapper, MappedRegion
+
+    owner = MaruShmClient(rm.address)
+    a, b = DaxMapper(rm_address=rm.address), DaxMapper(rm_address=rm.address)
+    try:
+        h = owner.alloc(2 * MiB)
+        ra = a.map_region(h)
+        assert isinstance(ra, MappedRegion) and ra.is_mapped and ra.size == 2 * MiB
+        assert a.map_region(h) is ra and a.is_mapped(h.region_id)
+        rb = b.map_region(h, prefault_pages=False)
+        ra.get_buffer_view(4096, 5)[:] = b"maru!"
+        assert bytes(b.get_buffer_view(h.region_id, 4096, 5)) == b"maru!"
+        assert rb.read_bytes(4096, 5) == b"maru!"
+        assert a.get_buffer_view(h.region_id, 2 * MiB - 1, 2) is None
+        assert a.get_mapped_region_ids() == [h.region_id]
+        assert a.unmap_region(h.region_id) and not a.is_mapped(h.region_id)
+        assert a.get_buffer_view(h.region_id, 0, 1) is None
+        b.close()
+        owner.free(h)
+    finally:
+        a.close()
+        b.close()
+        owner.close()

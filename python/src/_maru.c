@@ -579,6 +579,34 @@ static PyObject *handler_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 }
 
 /*
+ * GC support: a region-added callback usually references an object that
+ * references this handler (LMCache's adapter holds the MaruHandler), a
+ * cycle the collector must be able to break.
+ */
+static int handler_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+
+	Py_VISIT(self->on_region_added);
+	Py_VISIT(self->mappings);
+	return 0;
+}
+
+static int handler_clear(PyObject *obj)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+
+	/* libmaru keeps calling the trampoline until it is unregistered */
+	if (self->h && self->on_region_added && !self->closing) {
+		Py_BEGIN_ALLOW_THREADS
+		maru_handler_set_on_region_added(self->h, NULL, NULL);
+		Py_END_ALLOW_THREADS
+	}
+	Py_CLEAR(self->on_region_added);
+	return 0;
+}
+
+/*
  * guard_mappings - after libmaru unmapped everything: mark every Mapping
  * dead and put a placeholder under those that still have exports.
  */
@@ -636,6 +664,8 @@ static void handler_dealloc(PyObject *obj)
 {
 	HandlerObject *self = (HandlerObject *)obj;
 
+	PyObject_GC_UnTrack(obj);
+	handler_clear(obj);
 	if (self->h) {
 		if (self->connected) {
 			self->closing = 1;
@@ -1422,11 +1452,13 @@ static PyTypeObject Handler_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
 	.tp_name = "maru_handler._maru.Handler",
 	.tp_basicsize = sizeof(HandlerObject),
-	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_doc = "libmaru handler (use maru.MaruHandler)",
 	.tp_new = handler_new,
 	.tp_init = handler_init,
 	.tp_dealloc = handler_dealloc,
+	.tp_traverse = handler_traverse,
+	.tp_clear = handler_clear,
 	.tp_methods = handler_methods,
 	.tp_getset = handler_getset,
 };

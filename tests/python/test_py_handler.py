@@ -617,3 +617,26 @@ def test_expansion_failure_message(rm, start_mds, start_rm):
         assert h.alloc(MiB) is not None            # a freed page is usable again
     finally:
         h.close()
+
+
+def test_garbage_collected_handler_returns_its_regions(mds, rm):
+    """A handler dropped without close() (here in a reference cycle through
+    its region-added callback, as LMCache's adapter makes one) is closed by
+    the garbage collector and its region goes back to the pool."""
+    import gc
+
+    free0 = rm_free(rm)
+
+    class Holder:
+        def on_region(self, rid, pages):
+            pass
+
+    holder = Holder()
+    holder.h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=2 * MiB,
+                                      auto_connect=False))
+    assert holder.h.connect()
+    holder.h.set_on_region_added(holder.on_region)     # h -> cb -> holder -> h
+    assert rm_free(rm) == free0 - 2 * MiB
+    del holder
+    gc.collect()
+    assert wait_until(lambda: rm_free(rm) == free0)

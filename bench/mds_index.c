@@ -108,7 +108,7 @@ static double time_lookups(struct ix *ix, const struct keyset *ks,
 			   uint64_t total)
 {
 	uint64_t t0 = now_ns(), i, miss = 0;
-	struct ix_key k = { NULL, 0, IX_STR };
+	struct ix_key k = {NULL, 0, IX_STR};
 
 	for (i = 0; i < total; i++) {
 		size_t j = i % ks->n;
@@ -173,13 +173,13 @@ static int nop_usage(void *a, bool d, uint64_t *t, uint64_t *f)
 	return 0;
 }
 
-static const struct mds_rm_ops nop_ops = { nop_alloc, nop_free, nop_usage };
+static const struct mds_rm_ops nop_ops = {nop_alloc, nop_free, nop_usage};
 
 static double time_requests(uint64_t n, uint64_t total)
 {
-	struct mds_config cfg = { "x", false, 0, 0 };
+	struct mds_config cfg = {"x", false, 0, 0};
 	struct buf out = BUF_INIT, body = BUF_INIT;
-	struct mds_str inst = { "bench", 5 }, none = { NULL, 0 };
+	struct mds_str inst = {"bench", 5}, none = {NULL, 0};
 	struct keyset ks;
 	struct rm_handle h;
 	struct mds s;
@@ -189,7 +189,7 @@ static double time_requests(uint64_t n, uint64_t total)
 	mds_init(&s, &cfg, &nop_ops, NULL, 99);
 	mds_alloc(&s, inst, none, 2 << 20, NULL, &h);
 	for (i = 0; i < n; i++) {
-		struct mds_reg e = { { NULL, 0, IX_STR, { 0 } }, 1, i, 4096 };
+		struct mds_reg e = {{NULL, 0, IX_STR, {0}}, 1, i, 4096};
 		char k[40];
 
 		e.key.len = (uint32_t)key_of(k, sizeof(k), i);
@@ -246,7 +246,7 @@ static void run(uint64_t n, uint64_t lookups)
 	ix_init(&ix, 0x5eed);
 	t = now_ns();
 	for (i = 0; i < n; i++) {
-		struct ix_key key = { (const uint8_t *)k, 0, IX_STR };
+		struct ix_key key = {(const uint8_t *)k, 0, IX_STR};
 		struct ix_entry *e;
 		uint64_t a, b, ca, cb;
 
@@ -280,7 +280,7 @@ static void run(uint64_t n, uint64_t lookups)
 
 	keyset_make(&hot, n < HOT ? n : HOT, n, 1);
 	keyset_make(&uni, 1 << 20, n, 2);
-	time_lookups(&ix, &hot, 200000);	/* warm */
+	time_lookups(&ix, &hot, 200000); /* warm */
 	t_hot = time_lookups(&ix, &hot, lookups);
 	t_uni = time_lookups(&ix, &uni, lookups);
 	t_batch = time_batch_lookups(&ix, &uni, lookups);

@@ -207,8 +207,8 @@ static uint64_t alloc_region(void *s, const char *inst)
 	put_uint(&q, 2 << 20);
 	end(&q);
 	rpc(s, &q, &r);
-	if (!find_uint(r.data + MDS_HDR_SIZE, r.len - MDS_HDR_SIZE,
-		       "region_id", &id)) {
+	if (!find_uint(r.data + MDS_HDR_SIZE, r.len - MDS_HDR_SIZE, "region_id",
+		       &id)) {
 		fprintf(stderr, "REQUEST_ALLOC failed (is the RM up?)\n");
 		exit(1);
 	}
@@ -257,11 +257,10 @@ static int cmd_prefill(const struct opts *o)
 
 struct ring {
 	struct buf b[RING];
-	size_t patch[RING];	/* register: offset of the counter digits */
+	size_t patch[RING]; /* register: offset of the counter digits */
 };
 
-static void build_ring(struct ring *rg, const struct opts *o,
-		       uint64_t region)
+static void build_ring(struct ring *rg, const struct opts *o, uint64_t region)
 {
 	uint64_t seed = 12345, i;
 	char k[64];
@@ -287,7 +286,7 @@ static void build_ring(struct ring *rg, const struct opts *o,
 				key_of(k, sizeof(k), mix(seed++) % o->keys);
 				put_str(b, k);
 			}
-		} else {	/* register: "reg-<10 digits>-<ring slot>" */
+		} else { /* register: "reg-<10 digits>-<ring slot>" */
 			begin(b, MDS_REGISTER_KV);
 			put_u8(b, 0x84);
 			put_str(b, "key");
@@ -354,7 +353,7 @@ static int cmd_bench(const struct opts *o)
 	bool dealer = !strcmp(o->mode, "dealer");
 	bool reg = !strcmp(o->op, "register");
 	uint64_t sent_at[1024], t0, t_meas, t_end, now, lat;
-	struct samples smp = { 0 };
+	struct samples smp = {0};
 	uint64_t region = 0, ops = 0, i = 0, errs = 0;
 	size_t req_bytes, reply_bytes = 0;
 	int inflight = 0, z = 0;
@@ -508,21 +507,30 @@ out:
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "url", required_argument, NULL, 'u' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "op", required_argument, NULL, 'o' },
-		{ "seconds", required_argument, NULL, 's' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "inflight", required_argument, NULL, 'i' },
-		{ "batch", required_argument, NULL, 'b' },
-		{ "keys", required_argument, NULL, 'k' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "reply-size", required_argument, NULL, 'r' },
-		{ "echo", no_argument, NULL, 'e' },
-		{ NULL, 0, NULL, 0 },
+		{"url", required_argument, NULL, 'u'},
+		{"mode", required_argument, NULL, 'm'},
+		{"op", required_argument, NULL, 'o'},
+		{"seconds", required_argument, NULL, 's'},
+		{"warmup", required_argument, NULL, 'w'},
+		{"inflight", required_argument, NULL, 'i'},
+		{"batch", required_argument, NULL, 'b'},
+		{"keys", required_argument, NULL, 'k'},
+		{"port", required_argument, NULL, 'p'},
+		{"reply-size", required_argument, NULL, 'r'},
+		{"echo", no_argument, NULL, 'e'},
+		{NULL, 0, NULL, 0},
 	};
-	struct opts o = { "tcp://127.0.0.1:5555", "req", "lookup", 3.0, 0.5,
-			  64, 256, 0, 10000, 0, false };
+	struct opts o = {"tcp://127.0.0.1:5555",
+			 "req",
+			 "lookup",
+			 3.0,
+			 0.5,
+			 64,
+			 256,
+			 0,
+			 10000,
+			 0,
+			 false};
 	const char *cmd;
 	int c, rc;
 
@@ -535,18 +543,41 @@ int main(int argc, char **argv)
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'u': o.url = optarg; break;
-		case 'm': o.mode = optarg; break;
-		case 'o': o.op = optarg; break;
-		case 's': o.seconds = atof(optarg); break;
-		case 'w': o.warmup = atof(optarg); break;
-		case 'i': o.inflight = atoi(optarg); break;
-		case 'b': o.batch = atoi(optarg); break;
-		case 'k': o.keys = strtoull(optarg, NULL, 10); break;
-		case 'p': o.port = atoi(optarg); break;
-		case 'r': o.reply_size = strtoul(optarg, NULL, 10); break;
-		case 'e': o.echo = true; break;
-		default: return 2;
+		case 'u':
+			o.url = optarg;
+			break;
+		case 'm':
+			o.mode = optarg;
+			break;
+		case 'o':
+			o.op = optarg;
+			break;
+		case 's':
+			o.seconds = atof(optarg);
+			break;
+		case 'w':
+			o.warmup = atof(optarg);
+			break;
+		case 'i':
+			o.inflight = atoi(optarg);
+			break;
+		case 'b':
+			o.batch = atoi(optarg);
+			break;
+		case 'k':
+			o.keys = strtoull(optarg, NULL, 10);
+			break;
+		case 'p':
+			o.port = atoi(optarg);
+			break;
+		case 'r':
+			o.reply_size = strtoul(optarg, NULL, 10);
+			break;
+		case 'e':
+			o.echo = true;
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (o.inflight < 1 || o.inflight > 512 || o.batch < 1 ||

@@ -22,16 +22,16 @@
 #include "util.h"
 
 enum fkind {
-	FK_STR,		/* str (nil = absent when optional) */
-	FK_SOFTSTR,	/* str if it is one, otherwise ignored */
-	FK_UINT,	/* integer >= 0 */
-	FK_INT,		/* any integer */
-	FK_NUM,		/* float or integer */
+	FK_STR,	    /* str (nil = absent when optional) */
+	FK_SOFTSTR, /* str if it is one, otherwise ignored */
+	FK_UINT,    /* integer >= 0 */
+	FK_INT,	    /* any integer */
+	FK_NUM,	    /* float or integer */
 	FK_BOOL,
-	FK_KEY,		/* str, bin or integer */
-	FK_KEYS,	/* list of keys */
-	FK_REGS,	/* list of register entries */
-	FK_REPORTS,	/* list of report entries */
+	FK_KEY,	    /* str, bin or integer */
+	FK_KEYS,    /* list of keys */
+	FK_REGS,    /* list of register entries */
+	FK_REPORTS, /* list of report entries */
 };
 
 enum fid {
@@ -55,12 +55,15 @@ enum fid {
 struct field {
 	const char *name;
 	uint8_t len;
-	uint8_t kind;		/* enum fkind */
-	uint8_t id;		/* enum fid */
+	uint8_t kind; /* enum fkind */
+	uint8_t id;   /* enum fid */
 	bool required;
 };
 
-#define FLD(n, k, i, r) { n, sizeof(n) - 1, k, i, r }
+#define FLD(n, k, i, r)                                                        \
+	{                                                                      \
+		n, sizeof(n) - 1, k, i, r                                      \
+	}
 
 /* values of one parsed map; only fields whose bit is in @seen are set */
 struct fvals {
@@ -75,7 +78,7 @@ struct fvals {
 };
 
 struct ctx {
-	char *buf;		/* borrows: the caller's reason buffer */
+	char *buf; /* borrows: the caller's reason buffer */
 	size_t buflen;
 	const char *why;
 };
@@ -169,9 +172,8 @@ static int key_from(const struct mp_val *v, struct mds_key *k)
 	}
 }
 
-static int parse_map(struct mp_rd *r, uint32_t npairs,
-		     const struct field *fl, size_t nf, struct fvals *out,
-		     struct ctx *c);
+static int parse_map(struct mp_rd *r, uint32_t npairs, const struct field *fl,
+		     size_t nf, struct fvals *out, struct ctx *c);
 
 /* Validate @n list elements of @kind at r->p, leaving r after them. */
 static int parse_list(struct mp_rd *r, uint32_t n, uint8_t kind,
@@ -193,15 +195,18 @@ static int parse_list(struct mp_rd *r, uint32_t n, uint8_t kind,
 			return fail(c, "'%s': truncated list", name);
 		if (kind == FK_KEYS) {
 			if (key_from(&v, &k) < 0)
-				return fail(c, "'%s': a key must be str, "
-					       "bin or int", name);
+				return fail(c,
+					    "'%s': a key must be str, "
+					    "bin or int",
+					    name);
 			continue;
 		}
 		if (v.type != MP_MAP)
 			return fail(c, "'%s': elements must be maps", name);
 		if (kind == FK_REGS) {
 			if (parse_map(r, v.n, reg_fields,
-				      sizeof(reg_fields) / sizeof(reg_fields[0]),
+				      sizeof(reg_fields) /
+					      sizeof(reg_fields[0]),
 				      &ev, c) < 0)
 				return -EPROTO;
 		} else if (parse_map(r, v.n, report_entry_fields,
@@ -224,7 +229,7 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 	if (mp_read(r, &v) < 0)
 		return fail(c, "'%s': truncated value", f->name);
 	if (v.type == MP_NIL && !f->required && f->kind != FK_KEY)
-		return 0;	/* nil = absent */
+		return 0; /* nil = absent */
 	switch (f->kind) {
 	case FK_SOFTSTR:
 		if (v.type != MP_STR) {
@@ -273,15 +278,16 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 		break;
 	case FK_KEY:
 		if (key_from(&v, &out->key) < 0)
-			return fail(c, "'%s' must be str, bin or int",
-				    f->name);
+			return fail(c, "'%s' must be str, bin or int", f->name);
 		break;
-	default:	/* the lists */
+	default: /* the lists */
 		if (v.type != MP_ARRAY)
 			return fail(c, "'%s' must be a list", f->name);
 		if (v.n > MDS_MAX_BATCH)
-			return fail(c, "'%s': too many elements (limit "
-				       "1048576)", f->name);
+			return fail(c,
+				    "'%s': too many elements (limit "
+				    "1048576)",
+				    f->name);
 		start = r->p;
 		if (parse_list(r, v.n, f->kind, f->name, c) < 0)
 			return -EPROTO;
@@ -301,9 +307,8 @@ static int parse_value(struct mp_rd *r, const struct field *f,
  * the field table @fl.  Unknown keys are skipped; the last of duplicate
  * keys wins.
  */
-static int parse_map(struct mp_rd *r, uint32_t npairs,
-		     const struct field *fl, size_t nf, struct fvals *out,
-		     struct ctx *c)
+static int parse_map(struct mp_rd *r, uint32_t npairs, const struct field *fl,
+		     size_t nf, struct fvals *out, struct ctx *c)
 {
 	struct mp_val k;
 	uint32_t i;
@@ -335,7 +340,7 @@ static int parse_map(struct mp_rd *r, uint32_t npairs,
 
 #define TABLE(t) t, sizeof(t) / sizeof(t[0])
 
-static const struct mds_str no_str = { NULL, 0 };
+static const struct mds_str no_str = {NULL, 0};
 
 static struct mds_str opt_str(const struct fvals *v, int id)
 {
@@ -345,7 +350,7 @@ static struct mds_str opt_str(const struct fvals *v, int id)
 int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	       const char **why, char *whybuf, size_t whylen)
 {
-	struct ctx c = { whybuf, whylen, NULL };
+	struct ctx c = {whybuf, whylen, NULL};
 	const struct field *fl = NULL;
 	struct fvals v;
 	struct mp_rd r;
@@ -407,7 +412,7 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	case MDS_HANDSHAKE:
 		fl = handshake_fields, nf = ARRAY_SIZE(handshake_fields);
 		break;
-	default:	/* SHUTDOWN (0xff) included: never acted upon */
+	default: /* SHUTDOWN (0xff) included: never acted upon */
 		snprintf(whybuf, whylen, "Unknown message type: %u",
 			 req->hdr.msg_type);
 		*why = whybuf;
@@ -470,7 +475,7 @@ bool mds_next_key(struct mds_iter *it, struct mds_key *k)
 bool mds_next_reg(struct mds_iter *it, struct mds_reg *e)
 {
 	char whybuf[8];
-	struct ctx c = { whybuf, sizeof(whybuf), NULL };
+	struct ctx c = {whybuf, sizeof(whybuf), NULL};
 	struct fvals v;
 	struct mp_val m;
 
@@ -501,7 +506,7 @@ static struct mds_str dflt(const struct fvals *v, int id, const char *d)
 bool mds_next_report(struct mds_iter *it, struct mds_report *e)
 {
 	char whybuf[8];
-	struct ctx c = { whybuf, sizeof(whybuf), NULL };
+	struct ctx c = {whybuf, sizeof(whybuf), NULL};
 	struct fvals v;
 	struct mp_val m;
 
@@ -541,7 +546,7 @@ void mds_end_reply(struct mp_wr *w, size_t at)
 void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 		     const char *msg)
 {
-	struct mds_hdr none = { 0 };
+	struct mds_hdr none = {0};
 	size_t at;
 
 	at = mds_begin_reply(w, req ? req : &none);
@@ -554,8 +559,8 @@ void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 size_t mds_encode_handle(const struct rm_handle *h, uint8_t *out)
 {
 	/* a buf over the caller's array: big enough, so never reallocated */
-	struct buf b = { out, 0, MDS_HANDLE_ENC_MAX };
-	struct mp_wr w = { &b, 0 };
+	struct buf b = {out, 0, MDS_HANDLE_ENC_MAX};
+	struct mp_wr w = {&b, 0};
 
 	mp_put_map(&w, 4);
 	mp_put_key(&w, "region_id");

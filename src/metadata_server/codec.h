@@ -31,22 +31,22 @@
 #include "msgpk.h"
 #include "rm_proto.h"
 
-#define MDS_MAX_BATCH (1u << 20)	/* elements in one list */
-#define MDS_REPORT_MAX 10000		/* REPORT_STATS entries recorded */
+#define MDS_MAX_BATCH (1u << 20) /* elements in one list */
+#define MDS_REPORT_MAX 10000	 /* REPORT_STATS entries recorded */
 
 /* A key as decoded: str, bin or integer (kept apart by its tag). */
 struct mds_key {
-	const uint8_t *ptr;	/* borrows: str/bin bytes; unused for ints */
+	const uint8_t *ptr; /* borrows: str/bin bytes; unused for ints */
 	uint32_t len;
-	uint8_t tag;		/* enum ix_tag */
-	uint8_t ibuf[8];	/* integer keys: the value, little-endian */
+	uint8_t tag;	 /* enum ix_tag */
+	uint8_t ibuf[8]; /* integer keys: the value, little-endian */
 };
 
 /* ix_key view of a decoded key; valid while @k is */
 static inline struct ix_key mds_key_ix(const struct mds_key *k)
 {
-	struct ix_key x = { k->tag >= IX_UINT ? k->ibuf : k->ptr, k->len,
-			    k->tag };
+	struct ix_key x = {k->tag >= IX_UINT ? k->ibuf : k->ptr, k->len,
+			   k->tag};
 
 	return x;
 }
@@ -59,7 +59,7 @@ struct mds_str {
 
 /* A list left in the payload: n elements starting at p. */
 struct mds_list {
-	const uint8_t *p;	/* borrows */
+	const uint8_t *p; /* borrows */
 	const uint8_t *end;
 	uint32_t n;
 };
@@ -74,30 +74,30 @@ struct mds_reg {
 
 /* One REPORT_STATS element, defaults filled in. */
 struct mds_report {
-	struct mds_str client_id;	/* default "_unknown" */
-	struct mds_str op_type;		/* default "unknown" */
-	struct mds_str result;		/* default "none" */
+	struct mds_str client_id; /* default "_unknown" */
+	struct mds_str op_type;	  /* default "unknown" */
+	struct mds_str result;	  /* default "none" */
 	int64_t size;
 	double latency_us;
 };
 
 struct mds_req {
 	struct mds_hdr hdr;
-	struct mds_str instance_id;	/* REQUEST/RETURN_ALLOC, HEARTBEAT,
-					 * HANDSHAKE (optional there) */
-	struct mds_str lease_id;	/* REQUEST_ALLOC, HEARTBEAT */
-	struct mds_str exclude;		/* LIST_ALLOCATIONS */
-	uint64_t size;			/* REQUEST_ALLOC */
-	uint64_t region_id;		/* RETURN_ALLOC */
-	struct mds_reg reg;		/* REGISTER_KV; reg.key for all *_KV */
-	struct mds_list list;		/* keys / entries of batches */
-	bool lease_release;		/* HEARTBEAT */
+	struct mds_str instance_id; /* REQUEST/RETURN_ALLOC, HEARTBEAT,
+				     * HANDSHAKE (optional there) */
+	struct mds_str lease_id;    /* REQUEST_ALLOC, HEARTBEAT */
+	struct mds_str exclude;	    /* LIST_ALLOCATIONS */
+	uint64_t size;		    /* REQUEST_ALLOC */
+	uint64_t region_id;	    /* RETURN_ALLOC */
+	struct mds_reg reg;	    /* REGISTER_KV; reg.key for all *_KV */
+	struct mds_list list;	    /* keys / entries of batches */
+	bool lease_release;	    /* HEARTBEAT */
 };
 
 /* Result of mds_decode besides 0. */
 enum {
-	MDS_EBADHDR = -1,	/* fewer than 16 bytes: nothing to echo */
-	MDS_EINVAL = -2,	/* header parsed, request refused */
+	MDS_EBADHDR = -1, /* fewer than 16 bytes: nothing to echo */
+	MDS_EINVAL = -2,  /* header parsed, request refused */
 };
 
 /**
@@ -128,7 +128,7 @@ bool mds_next_key(struct mds_iter *it, struct mds_key *k);
 bool mds_next_reg(struct mds_iter *it, struct mds_reg *e);
 bool mds_next_report(struct mds_iter *it, struct mds_report *e);
 
-#define MDS_HANDLE_ENC_MAX 72	/* a handle map with four uint64 values */
+#define MDS_HANDLE_ENC_MAX 72 /* a handle map with four uint64 values */
 
 /**
  * mds_encode_handle - a handle as the 4-key msgpack map of spec §4.1

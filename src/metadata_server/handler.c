@@ -50,7 +50,7 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 	mp_put_key(w, "found");
 	mp_put_bool(w, true);
 	mp_put_key(w, "handle");
-	mp_put_raw(w, r->henc, r->henc_len);	/* encoded once per region */
+	mp_put_raw(w, r->henc, r->henc_len); /* encoded once per region */
 	mp_put_key(w, "kv_offset");
 	mp_put_uint(w, e->off);
 	mp_put_key(w, "kv_length");
@@ -220,8 +220,7 @@ static void do_batch_bools(struct mds *s, const struct mds_req *q,
 	}
 }
 
-static void do_report(struct mds *s, const struct mds_req *q,
-		      struct mp_wr *w)
+static void do_report(struct mds *s, const struct mds_req *q, struct mp_wr *w)
 {
 	struct mds_iter it;
 	struct mds_report e;
@@ -238,8 +237,7 @@ static void do_stats(struct mds *s, struct mp_wr *w)
 {
 	uint64_t total = 0, avail = 0;
 
-	if (s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total, &avail) <
-	    0)
+	if (s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total, &avail) < 0)
 		total = avail = 0;
 	mp_put_map(w, 4);
 	mp_put_key(w, "kv_manager");
@@ -386,8 +384,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		return 0;
 	case MDS_RETURN_ALLOC:
 		PUT_BOOL_MAP(w, "success",
-			     mds_return(s, q->instance_id, q->region_id,
-					peer));
+			     mds_return(s, q->instance_id, q->region_id, peer));
 		return 0;
 	case MDS_LIST_ALLOCATIONS:
 		do_list(s, q, peer, w);
@@ -434,7 +431,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 	case MDS_HANDSHAKE:
 		do_handshake(s, q, peer, w);
 		return 0;
-	default:	/* mds_decode() refused every other type */
+	default: /* mds_decode() refused every other type */
 		return -ENOSYS;
 	}
 }
@@ -442,7 +439,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 void mds_handle(struct mds *s, const uint8_t *body, size_t len,
 		struct mds_peer *peer, struct buf *out)
 {
-	struct mp_wr w = { out, 0 };
+	struct mp_wr w = {out, 0};
 	char whybuf[128];
 	const char *why = NULL;
 	struct mds_req q;

@@ -41,9 +41,9 @@
 
 #define IX_INIT_SIZE 16
 #define IX_MAX_SIZE (1ull << 31)
-#define IX_MMAP_MIN (256u << 10)	/* bucket arrays this big are mmap()ed */
-#define IX_DROP_CHUNK (2u << 20)	/* give old buckets back in 2 MiB */
-#define IX_EMPTY_VISITS 10		/* empty buckets skipped per moved one */
+#define IX_MMAP_MIN (256u << 10) /* bucket arrays this big are mmap()ed */
+#define IX_DROP_CHUNK (2u << 20) /* give old buckets back in 2 MiB */
+#define IX_EMPTY_VISITS 10	 /* empty buckets skipped per moved one */
 
 int (*ix_fail_hook)(void);
 
@@ -119,8 +119,7 @@ static uint64_t hash_bytes(const uint8_t *p, size_t len, uint64_t seed)
 	a ^= S1;
 	b ^= seed;
 	{
-		__extension__ unsigned __int128 r =
-			(unsigned __int128)a * b;
+		__extension__ unsigned __int128 r = (unsigned __int128)a * b;
 
 		a = (uint64_t)r;
 		b = (uint64_t)(r >> 64);
@@ -307,8 +306,7 @@ static inline struct ix_entry **bucket(struct ix *ix, int t, uint64_t i)
 	return &ix->t[t].b[i];
 }
 
-static struct ix_entry *find(struct ix *ix, const struct ix_key *k,
-			     uint64_t h)
+static struct ix_entry *find(struct ix *ix, const struct ix_key *k, uint64_t h)
 {
 	uint32_t h32 = (uint32_t)h;
 	uint32_t kt = k->len | (uint32_t)k->tag << 30;
@@ -443,9 +441,12 @@ void ix_prefetch(const struct ix *ix, uint64_t h)
 
 static uint64_t rev64(uint64_t v)
 {
-	v = ((v >> 1) & 0x5555555555555555ull) | ((v & 0x5555555555555555ull) << 1);
-	v = ((v >> 2) & 0x3333333333333333ull) | ((v & 0x3333333333333333ull) << 2);
-	v = ((v >> 4) & 0x0f0f0f0f0f0f0f0full) | ((v & 0x0f0f0f0f0f0f0f0full) << 4);
+	v = ((v >> 1) & 0x5555555555555555ull) |
+	    ((v & 0x5555555555555555ull) << 1);
+	v = ((v >> 2) & 0x3333333333333333ull) |
+	    ((v & 0x3333333333333333ull) << 2);
+	v = ((v >> 4) & 0x0f0f0f0f0f0f0f0full) |
+	    ((v & 0x0f0f0f0f0f0f0f0full) << 4);
 	return __builtin_bswap64(v);
 }
 
@@ -482,7 +483,8 @@ uint64_t ix_scan(struct ix *ix, uint64_t v,
 	m0 = ix->t[small].size - 1;
 	m1 = ix->t[large].size - 1;
 	scan_bucket(ix, small, v & m0, fn, arg);
-	/* then every bucket of the larger table that the small one expands to */
+	/* then every bucket of the larger table that the small one expands to
+	 */
 	do {
 		scan_bucket(ix, large, v & m1, fn, arg);
 		v |= ~m1;

@@ -24,19 +24,19 @@
 
 /* key tags (2 bits) */
 enum ix_tag {
-	IX_STR = 0,	/* msgpack str */
-	IX_BIN = 1,	/* msgpack bin */
-	IX_UINT = 2,	/* non-negative integer, 8 bytes little-endian */
-	IX_NINT = 3,	/* negative integer, 8 bytes little-endian */
+	IX_STR = 0,  /* msgpack str */
+	IX_BIN = 1,  /* msgpack bin */
+	IX_UINT = 2, /* non-negative integer, 8 bytes little-endian */
+	IX_NINT = 3, /* negative integer, 8 bytes little-endian */
 };
 
-#define IX_KEY_MAX ((1u << 30) - 1)	/* longest key in bytes */
+#define IX_KEY_MAX ((1u << 30) - 1) /* longest key in bytes */
 #define IX_NO_SLOT UINT32_MAX
 
 struct ix_key {
-	const uint8_t *ptr;	/* borrows */
-	uint32_t len;		/* <= IX_KEY_MAX */
-	uint8_t tag;		/* enum ix_tag */
+	const uint8_t *ptr; /* borrows */
+	uint32_t len;	    /* <= IX_KEY_MAX */
+	uint8_t tag;	    /* enum ix_tag */
 };
 
 /*
@@ -44,30 +44,30 @@ struct ix_key {
  * chunks a 24-byte key costs 64 bytes and a 40-byte key 80.
  */
 struct ix_entry {
-	struct ix_entry *next;	/* owns: next in the bucket chain */
-	uint64_t off;		/* value: kv_offset */
-	uint64_t len;		/* value: kv_length */
-	uint32_t hash;		/* low 32 bits of the key hash */
-	uint32_t slot;		/* value: region slot, or IX_NO_SLOT */
-	uint32_t pins;		/* value: pin count */
-	uint32_t klen_tag;	/* key length | tag << 30 */
-	uint8_t key[];		/* key bytes, not NUL-terminated */
+	struct ix_entry *next; /* owns: next in the bucket chain */
+	uint64_t off;	       /* value: kv_offset */
+	uint64_t len;	       /* value: kv_length */
+	uint32_t hash;	       /* low 32 bits of the key hash */
+	uint32_t slot;	       /* value: region slot, or IX_NO_SLOT */
+	uint32_t pins;	       /* value: pin count */
+	uint32_t klen_tag;     /* key length | tag << 30 */
+	uint8_t key[];	       /* key bytes, not NUL-terminated */
 };
 
 struct ix_table {
-	struct ix_entry **b;	/* owns: mmap()ed bucket array, or NULL */
-	uint64_t size;		/* buckets, a power of two (0 when b NULL) */
-	uint64_t used;		/* entries in this table */
-	uint64_t dropped;	/* bytes at the start already given back */
+	struct ix_entry **b; /* owns: mmap()ed bucket array, or NULL */
+	uint64_t size;	     /* buckets, a power of two (0 when b NULL) */
+	uint64_t used;	     /* entries in this table */
+	uint64_t dropped;    /* bytes at the start already given back */
 };
 
 struct ix {
-	struct ix_table t[2];	/* t[1] only during a resize */
-	int64_t rehash_idx;	/* next t[0] bucket to move, -1 if none */
-	uint64_t count;		/* entries in both tables */
-	uint64_t seed;		/* hash seed (random per process) */
-	uint64_t min_size;	/* never shrink below this many buckets */
-	uint64_t max_pause_ns;	/* longest idle rehash step (stats) */
+	struct ix_table t[2];  /* t[1] only during a resize */
+	int64_t rehash_idx;    /* next t[0] bucket to move, -1 if none */
+	uint64_t count;	       /* entries in both tables */
+	uint64_t seed;	       /* hash seed (random per process) */
+	uint64_t min_size;     /* never shrink below this many buckets */
+	uint64_t max_pause_ns; /* longest idle rehash step (stats) */
 };
 
 static inline uint32_t ix_entry_klen(const struct ix_entry *e)

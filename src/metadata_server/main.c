@@ -30,11 +30,11 @@ struct config {
 	const char *host;	/* 127.0.0.1: upstream's; never exposed */
 	int port;		/* 5555: upstream's */
 	const char *log_level;	/* INFO: nothing per request */
-	const char *rm_address;	/* 127.0.0.1:9850: the RM's default */
+	const char *rm_address; /* 127.0.0.1:9850: the RM's default */
 	char **dax;		/* owns the array: none = any pool */
 	int ndax;
-	double lease_ttl;	/* 30 s: later-additions.md §1 */
-	double peer_grace;	/* 60 s: outlives reconnects of a live client */
+	double lease_ttl;  /* 30 s: later-additions.md §1 */
+	double peer_grace; /* 60 s: outlives reconnects of a live client */
 };
 
 static void config_defaults(struct config *c)
@@ -53,7 +53,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: maru-server [--host HOST] [--port PORT]\n"
 		"                   [--log-level {DEBUG,INFO,WARNING,ERROR}]\n"
-		"                   [--rm-address HOST:PORT] [--dax-path PATH]...\n"
+		"                   [--rm-address HOST:PORT] [--dax-path "
+		"PATH]...\n"
 		"                   [--client-lease-ttl SECONDS] "
 		"[--peer-grace SECONDS]\n"
 		"\n"
@@ -103,16 +104,16 @@ enum { OPT_VERSION = 256, OPT_LEASE, OPT_GRACE };
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	static const struct option opts[] = {
-		{ "host", required_argument, NULL, 'H' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "rm-address", required_argument, NULL, 'r' },
-		{ "dax-path", required_argument, NULL, 'd' },
-		{ "client-lease-ttl", required_argument, NULL, OPT_LEASE },
-		{ "peer-grace", required_argument, NULL, OPT_GRACE },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, OPT_VERSION },
-		{ NULL, 0, NULL, 0 },
+		{"host", required_argument, NULL, 'H'},
+		{"port", required_argument, NULL, 'p'},
+		{"log-level", required_argument, NULL, 'l'},
+		{"rm-address", required_argument, NULL, 'r'},
+		{"dax-path", required_argument, NULL, 'd'},
+		{"client-lease-ttl", required_argument, NULL, OPT_LEASE},
+		{"peer-grace", required_argument, NULL, OPT_GRACE},
+		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{NULL, 0, NULL, 0},
 	};
 	char host[256], *end;
 	uint16_t port;
@@ -144,8 +145,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->log_level = optarg;
 			break;
 		case 'r':
-			if (parse_host_port(optarg, host, sizeof(host),
-					    &port) < 0) {
+			if (parse_host_port(optarg, host, sizeof(host), &port) <
+			    0) {
 				fprintf(stderr,
 					"maru-server: bad --rm-address %s "
 					"(want HOST:PORT)\n",

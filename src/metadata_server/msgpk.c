@@ -89,27 +89,48 @@ int mp_read(struct mp_rd *r, struct mp_val *v)
 
 	/* every header size per type byte; payload lengths checked by take() */
 	switch (c) {
-	case 0xc0: case 0xc1: case 0xc2: case 0xc3:
+	case 0xc0:
+	case 0xc1:
+	case 0xc2:
+	case 0xc3:
 		need = 1;
 		break;
-	case 0xc4: case 0xcc: case 0xd0: case 0xd9:
+	case 0xc4:
+	case 0xcc:
+	case 0xd0:
+	case 0xd9:
 		need = 2;
 		break;
-	case 0xc5: case 0xc7: case 0xcd: case 0xd1: case 0xda: case 0xdc:
-	case 0xde: case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8:
+	case 0xc5:
+	case 0xc7:
+	case 0xcd:
+	case 0xd1:
+	case 0xda:
+	case 0xdc:
+	case 0xde:
+	case 0xd4:
+	case 0xd5:
+	case 0xd6:
+	case 0xd7:
+	case 0xd8:
 		need = 3;
 		break;
 	case 0xc8:
 		need = 4;
 		break;
-	case 0xc6: case 0xca: case 0xce: case 0xd2: case 0xdb: case 0xdd:
+	case 0xc6:
+	case 0xca:
+	case 0xce:
+	case 0xd2:
+	case 0xdb:
+	case 0xdd:
 	case 0xdf:
 		need = 5;
 		break;
 	case 0xc9:
 		need = 6;
 		break;
-	default:	/* 0xcb, 0xcf, 0xd3 */
+	default: /* 0xcb, 0xcf, 0xd3 */
 		need = 9;
 		break;
 	}
@@ -134,7 +155,7 @@ int mp_read(struct mp_rd *r, struct mp_val *v)
 	case 0xc6:
 		return take(r, v, 5, be32(p + 1), MP_BIN);
 	case 0xc7:
-		return take(r, v, 3, p[1], MP_EXT);	/* len, type */
+		return take(r, v, 3, p[1], MP_EXT); /* len, type */
 	case 0xc8:
 		return take(r, v, 4, be16(p + 1), MP_EXT);
 	case 0xc9:
@@ -193,7 +214,7 @@ int mp_read(struct mp_rd *r, struct mp_val *v)
 		set_int(v, (int64_t)be64(p + 1));
 		r->p += 9;
 		return 0;
-	case 0xd4:	/* fixext 1, 2, 4, 8, 16: type byte + data */
+	case 0xd4: /* fixext 1, 2, 4, 8, 16: type byte + data */
 		return take(r, v, 2, 1, MP_EXT);
 	case 0xd5:
 		return take(r, v, 2, 2, MP_EXT);
@@ -229,7 +250,7 @@ int mp_read(struct mp_rd *r, struct mp_val *v)
 		v->n = be32(p + 1);
 		r->p += 5;
 		return 0;
-	default:	/* 0xc1: never used */
+	default: /* 0xc1: never used */
 		return -EPROTO;
 	}
 }

@@ -36,9 +36,9 @@
 enum mp_type {
 	MP_NIL,
 	MP_BOOL,
-	MP_UINT,	/* any integer >= 0, whatever its encoding */
-	MP_NINT,	/* any integer < 0 */
-	MP_FLOAT,	/* float32 or float64, widened */
+	MP_UINT,  /* any integer >= 0, whatever its encoding */
+	MP_NINT,  /* any integer < 0 */
+	MP_FLOAT, /* float32 or float64, widened */
 	MP_STR,
 	MP_BIN,
 	MP_ARRAY,
@@ -47,25 +47,25 @@ enum mp_type {
 };
 
 struct mp_val {
-	uint8_t type;		/* enum mp_type */
-	bool b;			/* MP_BOOL */
-	uint64_t u;		/* MP_UINT */
-	int64_t i;		/* MP_NINT */
-	double f;		/* MP_FLOAT */
-	uint32_t n;		/* MP_ARRAY elements, MP_MAP pairs */
-	const uint8_t *ptr;	/* MP_STR, MP_BIN, MP_EXT: borrows the input */
-	uint32_t len;		/* ... their length in bytes */
+	uint8_t type;	    /* enum mp_type */
+	bool b;		    /* MP_BOOL */
+	uint64_t u;	    /* MP_UINT */
+	int64_t i;	    /* MP_NINT */
+	double f;	    /* MP_FLOAT */
+	uint32_t n;	    /* MP_ARRAY elements, MP_MAP pairs */
+	const uint8_t *ptr; /* MP_STR, MP_BIN, MP_EXT: borrows the input */
+	uint32_t len;	    /* ... their length in bytes */
 };
 
 struct mp_rd {
-	const uint8_t *p;	/* borrows: next byte to read */
-	const uint8_t *end;	/* one past the last readable byte */
+	const uint8_t *p;   /* borrows: next byte to read */
+	const uint8_t *end; /* one past the last readable byte */
 };
 
 static inline void mp_rd_init(struct mp_rd *r, const uint8_t *p, size_t len)
 {
 	r->p = p;
-	r->end = len ? p + len : p;	/* p may be NULL for nothing */
+	r->end = len ? p + len : p; /* p may be NULL for nothing */
 }
 
 /**
@@ -84,8 +84,8 @@ int mp_skip(struct mp_rd *r);
 /* ---- writer ---- */
 
 struct mp_wr {
-	struct buf *b;		/* borrows: output, appended to */
-	int err;		/* 0 or the first -ENOMEM */
+	struct buf *b; /* borrows: output, appended to */
+	int err;       /* 0 or the first -ENOMEM */
 };
 
 static inline uint8_t *mp_room(struct mp_wr *w, size_t n)

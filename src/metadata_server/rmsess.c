@@ -62,7 +62,6 @@ static bool lost(struct rmsess *r, int rc)
 	return true;
 }
 
-
 static int stat_cb(const struct rm_pool_stat *s, void *arg)
 {
 	struct rmsess *r = arg;
@@ -175,7 +174,7 @@ void rmsess_readable(struct rmsess *r)
 
 struct seen_paths {
 	struct rmsess *r;
-	bool *found;		/* borrows: one per --dax-path */
+	bool *found; /* borrows: one per --dax-path */
 };
 
 static int seen_cb(const struct rm_pool_stat *s, void *arg)
@@ -192,7 +191,7 @@ static int seen_cb(const struct rm_pool_stat *s, void *arg)
 
 int rmsess_start(struct rmsess *r)
 {
-	struct seen_paths sp = { r, NULL };
+	struct seen_paths sp = {r, NULL};
 	int rc, i;
 
 	rc = rm_probe(r->address, 2000);

@@ -35,12 +35,12 @@
 #define RMSESS_TIMEOUT_MS 5000
 
 struct rmsess {
-	struct rm_client c;		/* owns the connection */
-	const char *address;		/* borrows */
-	char *const *dax;		/* borrows: --dax-path values */
+	struct rm_client c;  /* owns the connection */
+	const char *address; /* borrows */
+	char *const *dax;    /* borrows: --dax-path values */
 	int ndax;
-	bool down;			/* connection lost, not yet back */
-	uint64_t retry_at;		/* monotonic ns of the next attempt */
+	bool down;	   /* connection lost, not yet back */
+	uint64_t retry_at; /* monotonic ns of the next attempt */
 	uint64_t backoff_ns;
 	/* a region we own, to re-pin our client id after a reconnect */
 	bool (*any_handle)(void *arg, struct rm_handle *out);
@@ -49,7 +49,7 @@ struct rmsess {
 	bool cache_ok;
 	uint64_t cache_at;
 	uint64_t total_all, free_all, total_dax, free_dax;
-	uint64_t reconnects;		/* successful reconnects (stats) */
+	uint64_t reconnects; /* successful reconnects (stats) */
 };
 
 /**

@@ -64,21 +64,21 @@
 #include "log.h"
 #include "util.h"
 
-#define BIG_REPLY (64u << 10)		/* hand larger replies to zmq */
+#define BIG_REPLY (64u << 10) /* hand larger replies to zmq */
 
 struct server {
-	void *zctx;			/* owns */
-	void *router;			/* owns */
-	void *mon;			/* owns: monitor PAIR */
-	int sfd, tfd;			/* owns */
-	struct mds *s;			/* borrows */
-	struct rmsess *rm;		/* borrows */
-	struct buf out;			/* owns: reply body, reused */
+	void *zctx;	   /* owns */
+	void *router;	   /* owns */
+	void *mon;	   /* owns: monitor PAIR */
+	int sfd, tfd;	   /* owns */
+	struct mds *s;	   /* borrows */
+	struct rmsess *rm; /* borrows */
+	struct buf out;	   /* owns: reply body, reused */
 	zmq_msg_t fr[SERVER_MAX_FRAMES];
-	zmq_msg_t *cur_body;		/* borrows: body being handled */
-	uint64_t last_wake;		/* monotonic ns */
-	uint64_t stall_total;		/* ns subtracted from the clock */
-	uint64_t stall_min;		/* a gap this long is a stall */
+	zmq_msg_t *cur_body;  /* borrows: body being handled */
+	uint64_t last_wake;   /* monotonic ns */
+	uint64_t stall_total; /* ns subtracted from the clock */
+	uint64_t stall_min;   /* a gap this long is a stall */
 	uint64_t served_since_tick;
 	bool stop;
 };
@@ -139,8 +139,9 @@ static void send_reply(struct server *sv, int nenv)
 	if (!sv->out.len) {
 		/* even the error reply ran out of memory: a fixed one */
 		static const uint8_t oom[] = {
-			0xcf, 0x00, 1, 0x80, 0, 0, 0, 0, 0, 0, 0, 0,
-			0, 0, 0, 8, 0x81, 0xa5, 'e', 'r', 'r', 'o', 'r', 0xa0,
+			0xcf, 0x00, 1,	 0x80, 0,   0,	 0,   0,
+			0,    0,    0,	 0,    0,   0,	 0,   8,
+			0x81, 0xa5, 'e', 'r',  'r', 'o', 'r', 0xa0,
 		};
 
 		(void)buf_put(&sv->out, oom, sizeof(oom));
@@ -150,7 +151,7 @@ static void send_reply(struct server *sv, int nenv)
 	for (i = 0; i < nenv; i++)
 		if (zmq_msg_send(&sv->fr[i], sv->router,
 				 ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-			return;	/* peer gone or queue full: dropped */
+			return; /* peer gone or queue full: dropped */
 	if (sv->out.len >= BIG_REPLY &&
 	    zmq_msg_init_data(&body, sv->out.data, sv->out.len, free_reply,
 			      NULL) == 0) {
@@ -168,7 +169,7 @@ static void send_reply(struct server *sv, int nenv)
 static void reply_error(struct server *sv, const zmq_msg_t *first_body,
 			const char *why)
 {
-	struct mp_wr w = { &sv->out, 0 };
+	struct mp_wr w = {&sv->out, 0};
 	struct mds_hdr h;
 	bool hdr = zmq_msg_size((zmq_msg_t *)first_body) >= MDS_HDR_SIZE;
 
@@ -215,11 +216,11 @@ static void handle_msg(struct server *sv, int nf)
 	nenv = delim >= 0 ? delim + 1 : 1;
 	nbody = nf - nenv;
 	if (nbody <= 0)
-		return;	/* nothing to answer */
+		return; /* nothing to answer */
 
 	peer.fd = MDS_FD_LAZY;
-	peer.rid_hash = fnv1a(zmq_msg_data(&sv->fr[0]),
-			      zmq_msg_size(&sv->fr[0]));
+	peer.rid_hash =
+		fnv1a(zmq_msg_data(&sv->fr[0]), zmq_msg_size(&sv->fr[0]));
 	peer.resolve = resolve_fd;
 	peer.arg = sv;
 	sv->cur_body = &sv->fr[nf - 1];
@@ -254,7 +255,8 @@ static bool drain_router(struct server *sv)
 		if (zmq_msg_recv(&sv->fr[0], sv->router, ZMQ_DONTWAIT) < 0) {
 			zmq_msg_close(&sv->fr[0]);
 			if (errno != EAGAIN && errno != EINTR)
-				log_err("zmq_msg_recv: %s", zmq_strerror(errno));
+				log_err("zmq_msg_recv: %s",
+					zmq_strerror(errno));
 			return false;
 		}
 		nf = 1;
@@ -264,7 +266,8 @@ static bool drain_router(struct server *sv)
 			/* the rest of a multipart message is already here */
 			if (nf < SERVER_MAX_FRAMES) {
 				zmq_msg_init(&sv->fr[nf]);
-				if (zmq_msg_recv(&sv->fr[nf], sv->router, 0) < 0)
+				if (zmq_msg_recv(&sv->fr[nf], sv->router, 0) <
+				    0)
 					break;
 				more = zmq_msg_more(&sv->fr[nf]);
 				nf++;
@@ -390,8 +393,8 @@ static int open_sockets(struct server *sv, const struct server_opts *o)
 static int open_fds(struct server *sv)
 {
 	struct itimerspec its = {
-		.it_interval = { 0, SERVER_TICK_MS * 1000000L },
-		.it_value = { 0, SERVER_TICK_MS * 1000000L },
+		.it_interval = {0, SERVER_TICK_MS * 1000000L},
+		.it_value = {0, SERVER_TICK_MS * 1000000L},
 	};
 	sigset_t set;
 
@@ -475,7 +478,8 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		npfd = 4;
 		if (rmsess_fd(rm) >= 0)
 			pfd[npfd++].fd = rmsess_fd(rm);
-		/* a full batch: there may be more, look at the rest and go on */
+		/* a full batch: there may be more, look at the rest and go on
+		 */
 		n = poll(pfd, (nfds_t)npfd, more ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)

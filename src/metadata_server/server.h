@@ -14,16 +14,16 @@
 #include "rmsess.h"
 #include "store.h"
 
-#define SERVER_TICK_MS 100		/* timer period */
-#define SERVER_DRAIN_BATCH 256		/* messages per wake-up */
-#define SERVER_MAX_FRAMES 32		/* envelope + body frames */
-#define SERVER_MAX_MSG (64ll << 20)	/* ZMQ_MAXMSGSIZE, bytes */
-#define SERVER_HWM 10000		/* per-peer queue, messages */
-#define SERVER_ZMQ_HB_IVL_MS 10000	/* ZMTP heartbeat to every peer */
-#define SERVER_ZMQ_HB_TIMEOUT_MS 30000	/* silent peer -> disconnected */
+#define SERVER_TICK_MS 100	       /* timer period */
+#define SERVER_DRAIN_BATCH 256	       /* messages per wake-up */
+#define SERVER_MAX_FRAMES 32	       /* envelope + body frames */
+#define SERVER_MAX_MSG (64ll << 20)    /* ZMQ_MAXMSGSIZE, bytes */
+#define SERVER_HWM 10000	       /* per-peer queue, messages */
+#define SERVER_ZMQ_HB_IVL_MS 10000     /* ZMTP heartbeat to every peer */
+#define SERVER_ZMQ_HB_TIMEOUT_MS 30000 /* silent peer -> disconnected */
 
 struct server_opts {
-	const char *host;		/* borrows */
+	const char *host; /* borrows */
 	int port;
 };
 

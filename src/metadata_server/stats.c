@@ -52,7 +52,7 @@ static struct st_item *item(struct mds_stats *st, const char *client,
 			    uint32_t clen, const char *op, uint32_t oplen)
 {
 	uint8_t kb[4 + 2 * STATS_MAX_NAME];
-	struct ix_key k = { kb, 0, client ? IX_STR : IX_BIN };
+	struct ix_key k = {kb, 0, client ? IX_STR : IX_BIN};
 	struct ix_entry *e;
 	struct st_item *it;
 	int rc;

@@ -28,25 +28,25 @@ struct st_acc {
 	uint64_t count;
 	uint64_t hit;
 	uint64_t miss;
-	int64_t bytes;		/* sum of reported sizes */
-	double sum, min, max;	/* latency, microseconds */
-	uint64_t icount;	/* the same since the last GET_STATS */
+	int64_t bytes;	      /* sum of reported sizes */
+	double sum, min, max; /* latency, microseconds */
+	uint64_t icount;      /* the same since the last GET_STATS */
 	double isum, imin, imax;
 };
 
 struct st_item {
-	char *client;		/* owns; NULL for an "_all" item */
+	char *client; /* owns; NULL for an "_all" item */
 	uint32_t client_len;
-	char *op;		/* owns */
+	char *op; /* owns */
 	uint32_t op_len;
 	struct st_acc a;
 };
 
 struct mds_stats {
-	struct ix map;		/* (client, op) -> item index (entry slot) */
-	struct st_item *items;	/* owns: n used of cap */
+	struct ix map;	       /* (client, op) -> item index (entry slot) */
+	struct st_item *items; /* owns: n used of cap */
 	uint32_t n, cap;
-	uint64_t dropped;	/* entries ignored by the limits */
+	uint64_t dropped; /* entries ignored by the limits */
 };
 
 void stats_init(struct mds_stats *st, uint64_t seed);

@@ -46,14 +46,14 @@
 
 static struct ix_key str_key(struct mds_str s)
 {
-	struct ix_key k = { (const uint8_t *)s.ptr, s.len, IX_STR };
+	struct ix_key k = {(const uint8_t *)s.ptr, s.len, IX_STR};
 
 	return k;
 }
 
 static struct ix_key id_key(const uint64_t *id_le, uint8_t *buf)
 {
-	struct ix_key k = { buf, 8, IX_UINT };
+	struct ix_key k = {buf, 8, IX_UINT};
 
 	put_u64le(buf, *id_le);
 	return k;
@@ -236,7 +236,7 @@ void mds_conn_open(struct mds *s, int fd)
 			n *= 2;
 		v = realloc(s->conns, (size_t)n * sizeof(*v));
 		if (!v)
-			return;	/* untracked: its instances just never die */
+			return; /* untracked: its instances just never die */
 		memset(v + s->nconn_slots, 0,
 		       (size_t)(n - s->nconn_slots) * sizeof(*v));
 		s->conns = v;
@@ -244,7 +244,7 @@ void mds_conn_open(struct mds *s, int fd)
 	}
 	c = &s->conns[fd];
 	if (c->open)
-		mds_conn_close(s, fd);	/* we missed its close event */
+		mds_conn_close(s, fd); /* we missed its close event */
 	c->open = true;
 	c->gen++;
 	c->has_rid = false;
@@ -466,8 +466,8 @@ static void region_release(struct mds *s, uint32_t slot)
 	flush_pending(s);
 }
 
-static int region_add(struct mds *s, const struct rm_handle *h,
-		      uint32_t owner, uint32_t lease)
+static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
+		      uint32_t lease)
 {
 	uint8_t kb[8];
 	struct ix_key k = id_key(&h->region_id, kb);
@@ -526,8 +526,7 @@ static void revive(struct mds *s, uint32_t slot)
 
 	if (!in->npeer_gone)
 		return;
-	log_info("instance %s: seen again, its regions are live again",
-		 in->id);
+	log_info("instance %s: seen again, its regions are live again", in->id);
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
 		struct mds_region *r = &s->regions[i];
 
@@ -622,7 +621,7 @@ static void remember_ended(struct mds *s, struct mds_str id)
 static void lease_end(struct mds *s, uint32_t slot, bool expired)
 {
 	struct mds_lease *l = &s->leases[slot];
-	struct mds_str id = { l->id, l->id_len };
+	struct mds_str id = {l->id, l->id_len};
 	uint32_t i, nx;
 
 	if (expired)
@@ -657,15 +656,14 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 /* ---- allocations ---- */
 
 int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
-	      uint64_t size, struct mds_peer *peer,
-	      struct rm_handle *out)
+	      uint64_t size, struct mds_peer *peer, struct rm_handle *out)
 {
 	uint32_t islot, lslot = IX_NO_SLOT;
 	struct rm_handle h;
 	int rc;
 
 	if (!s->cfg.lease_ttl_ns)
-		lease.len = 0;	/* no leases granted: plain allocation */
+		lease.len = 0; /* no leases granted: plain allocation */
 	if (lease.len && lease_ended(s, lease))
 		return -ESTALE;
 	islot = inst_find(s, inst);
@@ -739,12 +737,12 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	int rc;
 
 	if (ix_find(&s->kv, &k, h))
-		return 0;	/* first writer wins */
+		return 0; /* first writer wins */
 	r = region_find(s, reg->region_id, &slot);
 	if (r && r->state == REG_GONE) {
 		if (r->gone_why == GONE_LEASE)
 			return -EPERM;
-		revive(s, r->owner);	/* a write is proof of life */
+		revive(s, r->owner); /* a write is proof of life */
 	}
 	rc = ix_insert(&s->kv, &k, h, &e);
 	if (rc <= 0)
@@ -811,7 +809,7 @@ bool mds_pin(struct mds *s, const struct mds_key *k)
 
 	if (!e)
 		return false;
-	if (e->pins < UINT32_MAX)	/* saturates: then never unpinned */
+	if (e->pins < UINT32_MAX) /* saturates: then never unpinned */
 		e->pins++;
 	return true;
 }
@@ -891,7 +889,7 @@ static void declare_dead(struct mds *s, uint32_t slot)
 			continue;
 		region_set(s, r, REG_GONE, GONE_PEER);
 		if (r->refs == 0)
-			region_release(s, i);	/* may free the instance */
+			region_release(s, i); /* may free the instance */
 	}
 }
 
@@ -961,7 +959,7 @@ static void chk_entry(struct ix_entry *e, void *arg)
 
 int mds_check(struct mds *s)
 {
-	struct chk c = { s, NULL, NULL, 0, 0, false };
+	struct chk c = {s, NULL, NULL, 0, 0, false};
 	uint64_t cur = 0, nreg = 0, total = 0;
 	uint32_t i, *nr = NULL, *np = NULL, *ng = NULL, *nc = NULL;
 	int fd, rc = -EUCLEAN;
@@ -1016,7 +1014,7 @@ int mds_check(struct mds *s)
 		    in->npeer_gone != ng[i] || in->nconns != nc[i])
 			goto out;
 		if (!in->nregions && !in->nconns)
-			goto out;	/* should have been collected */
+			goto out; /* should have been collected */
 	}
 	rc = 0;
 out:

@@ -53,69 +53,69 @@ struct mds_rm_ops {
 };
 
 struct mds_config {
-	const char *rm_address;	/* borrows: returned in HANDSHAKE */
+	const char *rm_address; /* borrows: returned in HANDSHAKE */
 	bool dax_only;		/* --dax-path given: cxl_pool covers those */
 	uint64_t lease_ttl_ns;	/* 0: no leases */
-	uint64_t peer_grace_ns;	/* 0: no connection-based detection */
+	uint64_t peer_grace_ns; /* 0: no connection-based detection */
 };
 
 enum region_state {
-	REG_UNUSED = 0,		/* free slot */
-	REG_LIVE,		/* owner connected (owner_connected=true) */
-	REG_RETURNED,		/* RETURN_ALLOC done, entries keep it */
-	REG_GONE,		/* owner detected dead, entries keep it */
+	REG_UNUSED = 0, /* free slot */
+	REG_LIVE,	/* owner connected (owner_connected=true) */
+	REG_RETURNED,	/* RETURN_ALLOC done, entries keep it */
+	REG_GONE,	/* owner detected dead, entries keep it */
 };
 
 enum gone_why {
-	GONE_LEASE = 1,		/* its lease expired or was released */
-	GONE_PEER = 2,		/* all connections of its owner closed */
+	GONE_LEASE = 1, /* its lease expired or was released */
+	GONE_PEER = 2,	/* all connections of its owner closed */
 };
 
 struct mds_region {
-	struct rm_handle h;	/* verbatim from the RM */
-	uint64_t refs;		/* KV entries in this region */
-	uint64_t used;		/* sum of their kv_length */
-	uint32_t owner;		/* instance slot */
-	uint32_t lease;		/* lease slot, IX_NO_SLOT if none */
-	uint32_t prev, next;	/* allocation order (free list: next) */
-	uint8_t state;		/* enum region_state */
-	uint8_t gone_why;	/* enum gone_why when REG_GONE */
+	struct rm_handle h;  /* verbatim from the RM */
+	uint64_t refs;	     /* KV entries in this region */
+	uint64_t used;	     /* sum of their kv_length */
+	uint32_t owner;	     /* instance slot */
+	uint32_t lease;	     /* lease slot, IX_NO_SLOT if none */
+	uint32_t prev, next; /* allocation order (free list: next) */
+	uint8_t state;	     /* enum region_state */
+	uint8_t gone_why;    /* enum gone_why when REG_GONE */
 	uint8_t henc_len;
-	uint8_t henc[MDS_HANDLE_ENC_MAX];	/* h as a msgpack map */
+	uint8_t henc[MDS_HANDLE_ENC_MAX]; /* h as a msgpack map */
 };
 
 struct mds_inst {
-	char *id;		/* owns; NULL = free slot */
+	char *id; /* owns; NULL = free slot */
 	uint32_t id_len;
-	uint32_t nregions;	/* tracked regions it owns */
-	uint32_t npeer;		/* ... of those LIVE without a lease */
-	uint32_t npeer_gone;	/* ... of those GONE by peer detection */
-	uint32_t nconns;	/* open connections attributed to it */
+	uint32_t nregions;   /* tracked regions it owns */
+	uint32_t npeer;	     /* ... of those LIVE without a lease */
+	uint32_t npeer_gone; /* ... of those GONE by peer detection */
+	uint32_t nconns;     /* open connections attributed to it */
 	uint32_t next_free;
-	uint64_t dead_at;	/* vclock: declare dead then; 0 = not due */
-	struct ix_entry *ie;	/* borrows: its entry in inst_map */
+	uint64_t dead_at;    /* vclock: declare dead then; 0 = not due */
+	struct ix_entry *ie; /* borrows: its entry in inst_map */
 	/* the connection it was last attributed to: a cheap repeat check */
-	int last_fd;		/* -1: none */
+	int last_fd; /* -1: none */
 	uint32_t last_gen;
 	uint64_t last_rid;
 };
 
 struct mds_lease {
-	char *id;		/* owns; NULL = free slot */
+	char *id; /* owns; NULL = free slot */
 	uint32_t id_len;
-	uint32_t nregions;	/* regions allocated under it, tracked */
+	uint32_t nregions; /* regions allocated under it, tracked */
 	uint32_t next_free;
-	uint64_t deadline;	/* vclock */
+	uint64_t deadline; /* vclock */
 	struct ix_entry *ie;
 };
 
 /* One TCP connection (by fd) as reported by the socket monitor. */
 struct mds_conn {
-	uint32_t gen;		/* bumped at every accept on this fd */
+	uint32_t gen; /* bumped at every accept on this fd */
 	bool open;
 	bool has_rid;
-	uint64_t rid_hash;	/* routing id of its first message */
-	uint32_t *inst;		/* owns: attributed instance slots */
+	uint64_t rid_hash; /* routing id of its first message */
+	uint32_t *inst;	   /* owns: attributed instance slots */
 	uint32_t ninst, cap;
 };
 
@@ -127,62 +127,62 @@ struct mds_conn {
  * MDS_FD_LAZY and the store asks resolve() only when it needs it.
  */
 struct mds_peer {
-	int fd;			/* -1: unknown; MDS_FD_LAZY: call resolve */
-	uint64_t rid_hash;	/* hash of the routing id */
-	int (*resolve)(struct mds_peer *p);	/* returns the fd or -1 */
-	void *arg;		/* borrows: for resolve */
+	int fd;		   /* -1: unknown; MDS_FD_LAZY: call resolve */
+	uint64_t rid_hash; /* hash of the routing id */
+	int (*resolve)(struct mds_peer *p); /* returns the fd or -1 */
+	void *arg;			    /* borrows: for resolve */
 };
 
 struct mds_counters {
 	uint64_t requests;
-	uint64_t errors;		/* error replies sent */
-	uint64_t lease_expired;		/* leases ended by expiry */
-	uint64_t peer_dead;		/* instances declared dead */
-	uint64_t rm_frees;		/* regions freed at the RM */
+	uint64_t errors;	/* error replies sent */
+	uint64_t lease_expired; /* leases ended by expiry */
+	uint64_t peer_dead;	/* instances declared dead */
+	uint64_t rm_frees;	/* regions freed at the RM */
 	uint64_t rm_free_retries;
-	uint64_t stalls;		/* stalls compensated (by the loop) */
+	uint64_t stalls; /* stalls compensated (by the loop) */
 };
 
 struct mds {
 	struct mds_config cfg;
-	const struct mds_rm_ops *rm;	/* borrows */
+	const struct mds_rm_ops *rm; /* borrows */
 	void *rm_arg;
-	uint64_t vnow;			/* virtual clock, ns */
+	uint64_t vnow; /* virtual clock, ns */
 
-	struct ix kv;			/* the KV index */
-	uint64_t kv_bytes;		/* sum of kv_length */
+	struct ix kv;	   /* the KV index */
+	uint64_t kv_bytes; /* sum of kv_length */
 
-	struct ix region_map;		/* region_id -> slot */
-	struct mds_region *regions;	/* owns: nreg_slots */
-	uint32_t nreg_slots, reg_free;	/* reg_free: free list head */
-	uint32_t reg_head, reg_tail;	/* allocation order */
-	uint64_t nregions;		/* tracked */
-	uint64_t total_allocated;	/* sum of tracked handle lengths */
+	struct ix region_map;	       /* region_id -> slot */
+	struct mds_region *regions;    /* owns: nreg_slots */
+	uint32_t nreg_slots, reg_free; /* reg_free: free list head */
+	uint32_t reg_head, reg_tail;   /* allocation order */
+	uint64_t nregions;	       /* tracked */
+	uint64_t total_allocated;      /* sum of tracked handle lengths */
 
-	struct ix inst_map;		/* instance_id -> slot */
-	struct mds_inst *insts;		/* owns */
+	struct ix inst_map;	/* instance_id -> slot */
+	struct mds_inst *insts; /* owns */
 	uint32_t ninst_slots, inst_free;
 
-	struct ix lease_map;		/* lease_id -> slot (active) */
-	struct mds_lease *leases;	/* owns */
+	struct ix lease_map;	  /* lease_id -> slot (active) */
+	struct mds_lease *leases; /* owns */
 	uint32_t nlease_slots, lease_free, nleases;
-	struct ix ended;		/* ids of ended leases (remembered) */
-	struct ix_entry **ended_ring;	/* owns: FIFO of ended entries */
+	struct ix ended;	      /* ids of ended leases (remembered) */
+	struct ix_entry **ended_ring; /* owns: FIFO of ended entries */
 	uint32_t ended_pos, ended_n;
 
-	struct mds_conn *conns;		/* owns: indexed by fd */
+	struct mds_conn *conns; /* owns: indexed by fd */
 	int nconn_slots;
 
-	struct rm_handle *pending;	/* owns: frees to retry */
+	struct rm_handle *pending; /* owns: frees to retry */
 	uint32_t npending, pending_cap;
 
 	struct mds_stats stats;
 	struct mds_counters ctr;
 };
 
-#define MDS_ENDED_LEASES 4096		/* ended lease ids remembered */
-#define MDS_MAX_LEASES 65536		/* active leases */
-#define MDS_CONN_MAX_INST 64		/* instances attributed per conn */
+#define MDS_ENDED_LEASES 4096 /* ended lease ids remembered */
+#define MDS_MAX_LEASES 65536  /* active leases */
+#define MDS_CONN_MAX_INST 64  /* instances attributed per conn */
 
 /**
  * mds_conn_check - remember the routing id of the first message seen on
@@ -220,8 +220,7 @@ void mds_destroy(struct mds *s);
  * error, or -ENOMEM.
  */
 int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
-	      uint64_t size, struct mds_peer *peer,
-	      struct rm_handle *out);
+	      uint64_t size, struct mds_peer *peer, struct rm_handle *out);
 
 /* mds_return - RETURN_ALLOC. Return: the response's success */
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
@@ -234,8 +233,7 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
  * Return: 1 new entry, 0 key already present, -EPERM the region's owner
  * is gone (lease expired: registrations refused), -ENOMEM.
  */
-int mds_register(struct mds *s, const struct mds_reg *r,
-		 struct mds_peer *peer);
+int mds_register(struct mds *s, const struct mds_reg *r, struct mds_peer *peer);
 
 /* mds_lookup - the entry and its region; NULL when it does not resolve */
 const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
@@ -283,8 +281,8 @@ mds_next_region(const struct mds *s, const struct mds_region *r)
 	return r->next == IX_NO_SLOT ? NULL : &s->regions[r->next];
 }
 
-static inline const struct mds_inst *mds_region_owner(const struct mds *s,
-						      const struct mds_region *r)
+static inline const struct mds_inst *
+mds_region_owner(const struct mds *s, const struct mds_region *r)
 {
 	return &s->insts[r->owner];
 }

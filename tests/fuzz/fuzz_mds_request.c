@@ -96,22 +96,21 @@ static void check_decode(const uint8_t *body, size_t len)
 	if (mds_decode(body, len, &q, &why, wb, sizeof(wb)) != 0)
 		return;
 	if (q.hdr.payload_len == 0)
-		return;	/* empty payload = empty map, by our rule */
+		return; /* empty payload = empty map, by our rule */
 	if (depth_of(body + MDS_HDR_SIZE, q.hdr.payload_len) >= 31)
 		return;
 	msgpack_unpacked_init(&u);
 	CHECK(msgpack_unpack_next(&u, (const char *)body + MDS_HDR_SIZE,
-				  q.hdr.payload_len, &off) ==
-	      MSGPACK_UNPACK_SUCCESS);
+				  q.hdr.payload_len,
+				  &off) == MSGPACK_UNPACK_SUCCESS);
 	CHECK(off == q.hdr.payload_len);
 	CHECK(u.data.type == MSGPACK_OBJECT_MAP);
 	msgpack_unpacked_destroy(&u);
 }
 
-static void run_body(struct mds *s, const uint8_t *p, size_t n,
-		     struct buf *out)
+static void run_body(struct mds *s, const uint8_t *p, size_t n, struct buf *out)
 {
-	struct mds_peer peer = { .fd = (int)(n % 4) + 3, .rid_hash = n % 4 };
+	struct mds_peer peer = {.fd = (int)(n % 4) + 3, .rid_hash = n % 4};
 
 	check_decode(p, n);
 	mds_handle(s, p, n, &peer, out);
@@ -121,8 +120,8 @@ static void run_body(struct mds *s, const uint8_t *p, size_t n,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool quiet;
-	struct mds_config cfg = { "127.0.0.1:9850", false, 5000000000ull,
-				  2000000000ull };
+	struct mds_config cfg = {"127.0.0.1:9850", false, 5000000000ull,
+				 2000000000ull};
 	struct buf out = BUF_INIT;
 	struct fake_rm *f;
 	struct mds s;
@@ -156,7 +155,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				mds_conn_close(&s, data[i] % 8);
 			i++;
 		} else if (op == 3 && i < size) {
-			mds_tick(&s, s.vnow + (uint64_t)data[i] * 1000000000ull);
+			mds_tick(&s,
+				 s.vnow + (uint64_t)data[i] * 1000000000ull);
 			i++;
 		} else {
 			run_body(&s, data + i - 1, size - i + 1, &out);

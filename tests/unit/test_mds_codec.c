@@ -33,13 +33,24 @@ static void read_one(msgpack_sbuffer *sb, struct mp_val *v)
 
 static void test_read_ints(void **state)
 {
-	static const uint64_t us[] = { 0, 1, 127, 128, 255, 256, 65535, 65536,
-				       UINT32_MAX, (uint64_t)UINT32_MAX + 1,
-				       (1ull << 63) - 1, 1ull << 63,
-				       UINT64_MAX };
-	static const int64_t ns[] = { -1, -32, -33, -128, -129, -32768,
-				      -32769, INT32_MIN, (int64_t)INT32_MIN - 1,
-				      INT64_MIN };
+	static const uint64_t us[] = {0,
+				      1,
+				      127,
+				      128,
+				      255,
+				      256,
+				      65535,
+				      65536,
+				      UINT32_MAX,
+				      (uint64_t)UINT32_MAX + 1,
+				      (1ull << 63) - 1,
+				      1ull << 63,
+				      UINT64_MAX};
+	static const int64_t ns[] = {
+		-1,	  -32,	     -33,
+		-128,	  -129,	     -32768,
+		-32769,	  INT32_MIN, (int64_t)INT32_MIN - 1,
+		INT64_MIN};
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
 	struct mp_val v;
@@ -65,8 +76,8 @@ static void test_read_ints(void **state)
 	}
 	/* a non-negative value in a signed encoding is still an MP_UINT */
 	{
-		static const uint8_t s8[] = { 0xd0, 0x05 };
-		static const uint8_t s64[] = { 0xd3, 0, 0, 0, 0, 0, 0, 1, 0 };
+		static const uint8_t s8[] = {0xd0, 0x05};
+		static const uint8_t s64[] = {0xd3, 0, 0, 0, 0, 0, 0, 1, 0};
 		struct mp_rd r;
 
 		mp_rd_init(&r, s8, sizeof(s8));
@@ -82,7 +93,7 @@ static void test_read_ints(void **state)
 
 static void test_read_other_types(void **state)
 {
-	static const uint32_t lens[] = { 0, 1, 31, 32, 255, 256, 65535, 65536 };
+	static const uint32_t lens[] = {0, 1, 31, 32, 255, 256, 65535, 65536};
 	char *big = calloc(1, 70000);
 	msgpack_sbuffer sb;
 	msgpack_packer pk;
@@ -182,9 +193,9 @@ static void test_skip_and_truncation(void **state)
 
 	/* 0xc1 is never valid; huge counts without elements fail cleanly */
 	{
-		static const uint8_t c1[] = { 0xc1 };
-		static const uint8_t arr[] = { 0xdd, 0xff, 0xff, 0xff, 0xff, 1 };
-		static const uint8_t str[] = { 0xdb, 0xff, 0xff, 0xff, 0xff };
+		static const uint8_t c1[] = {0xc1};
+		static const uint8_t arr[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 1};
+		static const uint8_t str[] = {0xdb, 0xff, 0xff, 0xff, 0xff};
 
 		mp_rd_init(&r, c1, 1);
 		assert_int_equal(mp_skip(&r), -EPROTO);
@@ -202,23 +213,23 @@ static msgpack_object unpack_all(struct buf *b, msgpack_unpacked *u)
 	size_t off = 0;
 
 	msgpack_unpacked_init(u);
-	assert_int_equal(msgpack_unpack_next(u, (const char *)b->data, b->len,
-					     &off),
-			 MSGPACK_UNPACK_SUCCESS);
+	assert_int_equal(
+		msgpack_unpack_next(u, (const char *)b->data, b->len, &off),
+		MSGPACK_UNPACK_SUCCESS);
 	assert_int_equal(off, b->len);
 	return u->data;
 }
 
 static void test_writer(void **state)
 {
-	static const uint64_t us[] = { 0, 127, 128, 255, 256, 65535, 65536,
-				       UINT32_MAX, 1ull << 32, 1ull << 63,
-				       UINT64_MAX };
-	static const size_t ulen[] = { 1, 1, 2, 2, 3, 3, 5, 5, 9, 9, 9 };
-	static const int64_t ns[] = { -1, -32, -33, -128, -129, -32768, -32769,
-				      INT32_MIN, INT64_MIN, 5 };
+	static const uint64_t us[] = {
+		0,     127,	   128,	       255,	   256,	      65535,
+		65536, UINT32_MAX, 1ull << 32, 1ull << 63, UINT64_MAX};
+	static const size_t ulen[] = {1, 1, 2, 2, 3, 3, 5, 5, 9, 9, 9};
+	static const int64_t ns[] = {-1,     -32,    -33,	-128,	   -129,
+				     -32768, -32769, INT32_MIN, INT64_MIN, 5};
 	struct buf b = BUF_INIT;
-	struct mp_wr w = { &b, 0 };
+	struct mp_wr w = {&b, 0};
 	msgpack_unpacked u;
 	msgpack_object o;
 	char s300[300];
@@ -227,7 +238,7 @@ static void test_writer(void **state)
 	for (i = 0; i < sizeof(us) / sizeof(us[0]); i++) {
 		buf_reset(&b);
 		mp_put_uint(&w, us[i]);
-		assert_int_equal(b.len, ulen[i]);	/* smallest form */
+		assert_int_equal(b.len, ulen[i]); /* smallest form */
 		o = unpack_all(&b, &u);
 		assert_int_equal(o.type, MSGPACK_OBJECT_POSITIVE_INTEGER);
 		assert_true(o.via.u64 == us[i]);
@@ -373,9 +384,9 @@ static void test_decode_every_type(void **state)
 
 	/* the single-key messages with str / bin / uint keys */
 	{
-		static const uint8_t types[] = { MDS_LOOKUP_KV, MDS_EXISTS_KV,
-						 MDS_DELETE_KV, MDS_PIN_KV,
-						 MDS_UNPIN_KV };
+		static const uint8_t types[] = {MDS_LOOKUP_KV, MDS_EXISTS_KV,
+						MDS_DELETE_KV, MDS_PIN_KV,
+						MDS_UNPIN_KV};
 		size_t i;
 
 		for (i = 0; i < sizeof(types); i++) {
@@ -389,10 +400,9 @@ static void test_decode_every_type(void **state)
 			else
 				msgpack_pack_uint64(&r.pk, 1ull << 63);
 			assert_int_equal(decode(&r, &q, &why), 0);
-			assert_int_equal(q.reg.key.tag,
-					 i % 3 == 0   ? IX_STR
-					 : i % 3 == 1 ? IX_BIN
-						      : IX_UINT);
+			assert_int_equal(q.reg.key.tag, i % 3 == 0   ? IX_STR
+							: i % 3 == 1 ? IX_BIN
+								     : IX_UINT);
 			req_free(&r);
 		}
 	}
@@ -493,8 +503,8 @@ static void test_decode_every_type(void **state)
 
 	/* the admin messages with empty maps; HANDSHAKE ignores its fields */
 	{
-		static const uint8_t types[] = { MDS_GET_STATS, MDS_GET_USAGE,
-						 MDS_HANDSHAKE };
+		static const uint8_t types[] = {MDS_GET_STATS, MDS_GET_USAGE,
+						MDS_HANDSHAKE};
 		size_t i;
 
 		for (i = 0; i < sizeof(types); i++) {
@@ -532,7 +542,7 @@ static void expect_bad(struct req *r, uint32_t seq, const char *why_part)
 
 static void test_decode_rejects(void **state)
 {
-	uint8_t raw[64] = { 0 };
+	uint8_t raw[64] = {0};
 	struct mds_req q;
 	const char *why;
 	char wb[128];
@@ -730,8 +740,8 @@ static void test_decode_every_truncation(void **state)
 static void test_error_reply(void **state)
 {
 	struct buf b = BUF_INIT;
-	struct mp_wr w = { &b, 0 };
-	struct mds_hdr h = { MDS_MAGIC, 1, MDS_LOOKUP_KV, 0x05, 77, 0 };
+	struct mp_wr w = {&b, 0};
+	struct mds_hdr h = {MDS_MAGIC, 1, MDS_LOOKUP_KV, 0x05, 77, 0};
 	struct reply rp;
 
 	mds_error_reply(&w, &h, "boom");

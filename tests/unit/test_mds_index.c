@@ -20,7 +20,7 @@
 
 static struct ix_key mkkey(const char *s, uint8_t tag)
 {
-	struct ix_key k = { (const uint8_t *)s, (uint32_t)strlen(s), tag };
+	struct ix_key k = {(const uint8_t *)s, (uint32_t)strlen(s), tag};
 
 	return k;
 }
@@ -87,7 +87,7 @@ static void test_basic(void **state)
 static void test_key_too_long(void **state)
 {
 	struct ix ix;
-	struct ix_key k = { (const uint8_t *)"", IX_KEY_MAX + 1u, IX_STR };
+	struct ix_key k = {(const uint8_t *)"", IX_KEY_MAX + 1u, IX_STR};
 	struct ix_entry *e = NULL;
 
 	ix_init(&ix, 1);
@@ -210,7 +210,7 @@ static void test_shrink(void **state)
 static void test_collisions(void **state)
 {
 	struct ix ix;
-	char (*keys)[24] = calloc(3000, sizeof(*keys));
+	char(*keys)[24] = calloc(3000, sizeof(*keys));
 	struct ix_entry *e;
 	int n = 0, i, isnew;
 	uint64_t want = 0, h;
@@ -308,7 +308,7 @@ static void test_full_hash32_collision(void **state)
 /* ---- scan ---- */
 
 struct seen {
-	uint8_t *hit;		/* per key index: times reported */
+	uint8_t *hit; /* per key index: times reported */
 	int n;
 };
 
@@ -331,7 +331,7 @@ static void on_entry(struct ix_entry *e, void *arg)
 static void test_scan_plain(void **state)
 {
 	struct ix ix;
-	struct seen s = { calloc(5000, 1), 5000 };
+	struct seen s = {calloc(5000, 1), 5000};
 	uint64_t cur = 0;
 	int i;
 
@@ -354,7 +354,7 @@ static void test_scan_growth_during_iteration(void **state)
 {
 	enum { ORIG = 3000, MORE = 100000 };
 	struct ix ix;
-	struct seen s = { calloc(ORIG, 1), ORIG };
+	struct seen s = {calloc(ORIG, 1), ORIG};
 	uint64_t cur = 0;
 	int i, next = ORIG, steps = 0;
 	bool saw = false;
@@ -381,7 +381,7 @@ static void test_scan_shrink_during_iteration(void **state)
 {
 	enum { ORIG = 2000, EXTRA = 60000 };
 	struct ix ix;
-	struct seen s = { calloc(ORIG, 1), ORIG };
+	struct seen s = {calloc(ORIG, 1), ORIG};
 	uint64_t cur = 0;
 	int i, del = ORIG;
 	char k[32];

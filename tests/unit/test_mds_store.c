@@ -34,7 +34,7 @@ static uint32_t seq;
 
 static void start(uint64_t lease_ttl, uint64_t grace)
 {
-	struct mds_config c = { "10.0.0.1:9850", false, lease_ttl, grace };
+	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace};
 
 	memset(&F, 0, sizeof(F));
 	F.total = 1ull << 34;
@@ -85,7 +85,7 @@ static void begin(struct req *r, uint8_t type, uint32_t npairs)
 static struct rm_handle alloc_p(const char *inst, uint64_t size,
 				const char *lease, struct mds_peer *p)
 {
-	struct rm_handle h = { 0 };
+	struct rm_handle h = {0};
 	msgpack_object *m, *hh;
 	struct req r;
 
@@ -116,8 +116,8 @@ static struct rm_handle alloc(const char *inst, uint64_t size)
 }
 
 /* REGISTER_KV; returns is_new, or -1 when success was false */
-static int reg_p(const char *key, uint64_t region, uint64_t off,
-		 uint64_t len, struct mds_peer *p)
+static int reg_p(const char *key, uint64_t region, uint64_t off, uint64_t len,
+		 struct mds_peer *p)
 {
 	msgpack_object *m;
 	struct req r;
@@ -282,7 +282,7 @@ static void test_first_writer_wins(void **state)
 		assert_int_equal(reg("7", a.region_id, 71, 1), 1);
 		begin(&r, MDS_LOOKUP_KV, 1);
 		pk_str(&r.pk, "key");
-		msgpack_pack_int64(&r.pk, 7);	/* another int encoding */
+		msgpack_pack_int64(&r.pk, 7); /* another int encoding */
 		assert_int_equal(muint(mget(call(&r), "kv_offset")), 70);
 		begin(&r, MDS_EXISTS_KV, 1);
 		pk_str(&r.pk, "key");
@@ -301,11 +301,11 @@ static void test_pins(void **state)
 	assert_int_equal(keyop(MDS_PIN_KV, "k"), 1);
 	assert_int_equal(keyop(MDS_PIN_KV, "k"), 1);
 	assert_int_equal(keyop(MDS_PIN_KV, "missing"), 0);
-	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0);	/* pinned */
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0); /* pinned */
 	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 1);
-	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0);	/* still once */
+	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0); /* still once */
 	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 1);
-	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 0);	/* count is 0 */
+	assert_int_equal(keyop(MDS_UNPIN_KV, "k"), 0); /* count is 0 */
 	assert_int_equal(keyop(MDS_UNPIN_KV, "missing"), 0);
 	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 1);
 	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 0);
@@ -321,11 +321,11 @@ static void test_deferred_free(void **state)
 	b = alloc("A", 1);
 	reg("k1", a.region_id, 0, 10);
 	reg("k2", a.region_id, 10, 10);
-	assert_int_equal(ret_alloc("B", a.region_id), 0);	/* not owner */
-	assert_int_equal(ret_alloc("A", 12345), 0);		/* unknown */
+	assert_int_equal(ret_alloc("B", a.region_id), 0); /* not owner */
+	assert_int_equal(ret_alloc("A", 12345), 0);	  /* unknown */
 	assert_int_equal(ret_alloc("A", a.region_id), 1);
-	assert_int_equal(F.nfrees, 0);				/* deferred */
-	assert_int_equal(ret_alloc("A", a.region_id), 1);	/* again */
+	assert_int_equal(F.nfrees, 0);			  /* deferred */
+	assert_int_equal(ret_alloc("A", a.region_id), 1); /* again */
 	/* deferred: not listed, still counted, still resolvable */
 	m = list_allocs(NULL);
 	assert_int_equal(m->via.array.size, 1);
@@ -342,9 +342,9 @@ static void test_deferred_free(void **state)
 	assert_int_equal(F.nfrees, 0);
 	keyop(MDS_UNPIN_KV, "k2");
 	assert_int_equal(keyop(MDS_DELETE_KV, "k2"), 1);
-	assert_int_equal(F.nfrees, 1);				/* now */
+	assert_int_equal(F.nfrees, 1); /* now */
 	assert_false(F.live[a.region_id]);
-	assert_int_equal(ret_alloc("A", a.region_id), 0);	/* gone */
+	assert_int_equal(ret_alloc("A", a.region_id), 0); /* gone */
 	/* an empty region is freed at once on return */
 	assert_int_equal(ret_alloc("A", b.region_id), 1);
 	assert_int_equal(F.nfrees, 2);
@@ -429,8 +429,9 @@ static void test_batches(void **state)
 		if (i * 2 < 300) {
 			assert_int_equal(mbool(mget(x, "found")), 1);
 			assert_int_equal(muint(mget(x, "kv_offset")), i * 20);
-			assert_true(mget(mget(x, "handle"), "region_id")
-					    ->via.u64 == a.region_id);
+			assert_true(
+				mget(mget(x, "handle"), "region_id")->via.u64 ==
+				a.region_id);
 		} else {
 			assert_int_equal(x->via.map.size, 1);
 			assert_int_equal(mbool(mget(x, "found")), 0);
@@ -463,8 +464,8 @@ static void test_batches(void **state)
 	assert_int_equal(mbool(&e->via.array.ptr[1]), 1);
 	assert_int_equal(mbool(&e->via.array.ptr[2]), 0);
 	assert_int_equal(mbool(&e->via.array.ptr[3]), 0);
-	assert_int_equal(keyop(MDS_DELETE_KV, "b3"), 1);	/* not pinned */
-	assert_int_equal(keyop(MDS_DELETE_KV, "b1"), 0);	/* pinned */
+	assert_int_equal(keyop(MDS_DELETE_KV, "b3"), 1); /* not pinned */
+	assert_int_equal(keyop(MDS_DELETE_KV, "b1"), 0); /* pinned */
 
 	/* unpin: each on its own */
 	begin(&r, MDS_BATCH_UNPIN_KV, 1);
@@ -521,7 +522,7 @@ static void test_stats_and_usage(void **state)
 	pk_str(&r.pk, "miss");
 	msgpack_pack_map(&r.pk, 2);
 	pk_str(&r.pk, "client_id");
-	pk_str(&r.pk, "_all");	/* a client so named stays a client */
+	pk_str(&r.pk, "_all"); /* a client so named stays a client */
 	pk_str(&r.pk, "result");
 	pk_str(&r.pk, "partial");
 	assert_int_equal(mbool(mget(call(&r), "success")), 1);
@@ -532,7 +533,7 @@ static void test_stats_and_usage(void **state)
 	assert_true(mget(mget(m, "cxl_pool"), "total_size")->via.u64 ==
 		    F.total);
 	c = mget(mget(m, "stats_manager"), "clients");
-	assert_int_equal(c->via.map.size, 3);	/* _all, _all(client), w1 */
+	assert_int_equal(c->via.map.size, 3); /* _all, _all(client), w1 */
 	all = mget(mget(c, "_all"), "operations");
 	op = mget(all, "retrieve");
 	assert_int_equal(muint(mget(op, "count")), 2);
@@ -570,8 +571,9 @@ static void test_stats_and_usage(void **state)
 	m = simple(MDS_GET_USAGE);
 	c = mget(m, "instances");
 	assert_int_equal(c->via.array.size, 2);
-	assert_memory_equal(mget(&c->via.array.ptr[0], "instance_id")->via.str.ptr,
-			    "alpha", 5);
+	assert_memory_equal(
+		mget(&c->via.array.ptr[0], "instance_id")->via.str.ptr, "alpha",
+		5);
 	assert_int_equal(muint(mget(&c->via.array.ptr[1], "regions")), 2);
 	assert_int_equal(muint(mget(&c->via.array.ptr[1], "allocated")),
 			 4 << 20);
@@ -590,8 +592,8 @@ static void test_handshake_heartbeat_errors(void **state)
 	m = simple(MDS_HANDSHAKE);
 	assert_int_equal(mbool(mget(m, "success")), 1);
 	assert_int_equal(mget(m, "rm_address")->via.str.size, 13);
-	assert_memory_equal(mget(m, "rm_address")->via.str.ptr,
-			    "10.0.0.1:9850", 13);
+	assert_memory_equal(mget(m, "rm_address")->via.str.ptr, "10.0.0.1:9850",
+			    13);
 	assert_int_equal(muint(mget(m, "server_version")), 1);
 	m = simple(MDS_HEARTBEAT);
 	assert_null(mget(m, "error"));
@@ -733,11 +735,11 @@ static int resolve12(struct mds_peer *p)
 
 static void test_peer_detection(void **state)
 {
-	struct mds_peer p1 = { .fd = 10, .rid_hash = 111 };
-	struct mds_peer p2 = { .fd = 11, .rid_hash = 222 };
-	struct mds_peer q = { .fd = MDS_FD_LAZY, .rid_hash = 333,
-			      .resolve = resolve12 };
-	struct mds_peer stale = { .fd = 10, .rid_hash = 999 };
+	struct mds_peer p1 = {.fd = 10, .rid_hash = 111};
+	struct mds_peer p2 = {.fd = 11, .rid_hash = 222};
+	struct mds_peer q = {
+		.fd = MDS_FD_LAZY, .rid_hash = 333, .resolve = resolve12};
+	struct mds_peer stale = {.fd = 10, .rid_hash = 999};
 	struct rm_handle a, b, c;
 
 	start(0, 5 * SEC);
@@ -752,13 +754,13 @@ static void test_peer_detection(void **state)
 	assert_false(mds_conn_check(&S, &stale));
 	mds_conn_close(&S, 10);
 	mds_tick(&S, S.vnow + 60 * SEC);
-	assert_true(F.live[a.region_id]);	/* p2 still open */
+	assert_true(F.live[a.region_id]); /* p2 still open */
 	mds_conn_close(&S, 11);
 	mds_tick(&S, S.vnow + 4 * SEC);
-	assert_true(F.live[a.region_id]);	/* grace not over */
+	assert_true(F.live[a.region_id]); /* grace not over */
 	mds_tick(&S, S.vnow + 2 * SEC);
-	assert_false(F.live[a.region_id]);	/* empty: freed */
-	assert_true(F.live[b.region_id]);	/* entries keep it */
+	assert_false(F.live[a.region_id]); /* empty: freed */
+	assert_true(F.live[b.region_id]);  /* entries keep it */
 	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
 	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 1);
 	assert_false(F.live[b.region_id]);
@@ -768,7 +770,7 @@ static void test_peer_detection(void **state)
 	mds_conn_open(&S, 12);
 	resolved = 0;
 	c = alloc_p("V", 1, NULL, &q);
-	assert_int_equal(resolved, 1);		/* asked once, lazily */
+	assert_int_equal(resolved, 1); /* asked once, lazily */
 	reg_p("v1", c.region_id, 0, 1, &q);
 	mds_conn_close(&S, 12);
 	mds_tick(&S, S.vnow + 6 * SEC);
@@ -792,7 +794,7 @@ static int fail_nth(void)
 
 static void scenario(void)
 {
-	struct mds_peer p = { .fd = 5, .rid_hash = 1 };
+	struct mds_peer p = {.fd = 5, .rid_hash = 1};
 	struct rm_handle a;
 	struct req r;
 	char k[16];
@@ -832,7 +834,7 @@ static void test_alloc_failures(void **state)
 		start(10 * SEC, 5 * SEC);
 		calls = 0;
 		ix_fail_hook = fail_nth;
-		scenario();		/* every call must still be answered */
+		scenario(); /* every call must still be answered */
 		ix_fail_hook = NULL;
 		clean = calls < fail_at;
 		if (have_reply)
@@ -842,7 +844,7 @@ static void test_alloc_failures(void **state)
 		mds_destroy(&S);
 	}
 	assert_true(fail_at > 10);
-	start(0, 0);	/* for teardown */
+	start(0, 0); /* for teardown */
 }
 
 int main(void)

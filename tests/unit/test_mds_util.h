@@ -66,7 +66,7 @@ static inline void pk_bin(msgpack_packer *pk, const char *s, size_t n)
 struct reply {
 	struct mds_hdr h;
 	msgpack_unpacked u;
-	msgpack_object *root;	/* the payload map */
+	msgpack_object *root; /* the payload map */
 };
 
 /* Parse a reply body; the payload must be exactly one map. */
@@ -80,8 +80,8 @@ static inline int reply_parse(const struct buf *b, struct reply *r)
 	if (r->h.payload_len != b->len - MDS_HDR_SIZE)
 		return -1;
 	if (msgpack_unpack_next(&r->u, (const char *)b->data + MDS_HDR_SIZE,
-				r->h.payload_len, &off) !=
-		    MSGPACK_UNPACK_SUCCESS ||
+				r->h.payload_len,
+				&off) != MSGPACK_UNPACK_SUCCESS ||
 	    off != r->h.payload_len || r->u.data.type != MSGPACK_OBJECT_MAP)
 		return -1;
 	r->root = &r->u.data;
@@ -104,8 +104,8 @@ static inline msgpack_object *mget(msgpack_object *m, const char *k)
 	for (i = 0; i < m->via.map.size; i++) {
 		msgpack_object *key = &m->via.map.ptr[i].key;
 
-		if (key->type == MSGPACK_OBJECT_STR &&
-		    key->via.str.size == n && !memcmp(key->via.str.ptr, k, n))
+		if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == n &&
+		    !memcmp(key->via.str.ptr, k, n))
 			return &m->via.map.ptr[i].val;
 	}
 	return NULL;
@@ -132,12 +132,12 @@ static inline int64_t muint(msgpack_object *o)
 
 struct fake_rm {
 	uint64_t next_id;
-	int fail_alloc;			/* next allocs fail with this */
-	int free_rc;			/* next frees return this */
-	bool live[FAKE_MAX];		/* allocated, not freed */
+	int fail_alloc;	     /* next allocs fail with this */
+	int free_rc;	     /* next frees return this */
+	bool live[FAKE_MAX]; /* allocated, not freed */
 	uint64_t len[FAKE_MAX];
 	uint64_t nfrees, nallocs;
-	uint64_t total;			/* pool size */
+	uint64_t total; /* pool size */
 	uint64_t used;
 	int usage_calls;
 };
@@ -192,7 +192,6 @@ static inline int fake_usage(void *arg, bool dax_only, uint64_t *total,
 	return 0;
 }
 
-static const struct mds_rm_ops fake_ops = { fake_alloc, fake_free,
-					    fake_usage };
+static const struct mds_rm_ops fake_ops = {fake_alloc, fake_free, fake_usage};
 
 #endif

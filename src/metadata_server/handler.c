@@ -154,43 +154,45 @@ static int do_batch_register(struct mds *s, const struct mds_req *q,
 	return 0;
 }
 
-#define LOOKAHEAD 8
+#define PF 8	/* pipeline distance, keys */
+#define RING 32 /* > 2 * PF */
 
 /*
- * BATCH_LOOKUP_KV: keys are decoded and hashed a few at a time and their
- * buckets prefetched before the lookups, so that with a large index the
- * cache misses of consecutive keys overlap.
+ * BATCH_LOOKUP_KV, software-pipelined so that the cache misses of
+ * consecutive keys overlap instead of adding up: key i + 2*PF is decoded,
+ * hashed and its bucket prefetched; the first entry of key i + PF's
+ * bucket (in cache by now) is prefetched; key i is looked up and encoded.
  */
 static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 			    struct mp_wr *w)
 {
-	struct mds_key k[LOOKAHEAD];
-	uint64_t h[LOOKAHEAD];
+	struct mds_key k[RING];
+	uint64_t h[RING];
 	struct ix_key x;
 	struct mds_iter it;
 	const struct mds_region *r;
 	struct ix_entry *e;
-	unsigned n, i;
+	uint32_t n = q->list.n, dec = 0, i;
 
 	mp_put_map(w, 1);
 	mp_put_key(w, "entries");
-	mp_put_array(w, q->list.n);
+	mp_put_array(w, n);
 	mds_iter_init(&it, &q->list);
-	for (;;) {
-		for (n = 0; n < LOOKAHEAD && mds_next_key(&it, &k[n]); n++) {
-			x = mds_key_ix(&k[n]);
-			h[n] = ix_hash(&s->kv, &x);
-			ix_prefetch(&s->kv, h[n]);
+	for (i = 0; i < n; i++) {
+		while (dec < n && dec <= i + 2 * PF) {
+			if (!mds_next_key(&it, &k[dec % RING]))
+				return; /* cannot happen: validated */
+			x = mds_key_ix(&k[dec % RING]);
+			h[dec % RING] = ix_hash(&s->kv, &x);
+			ix_prefetch(&s->kv, h[dec % RING]);
+			dec++;
 		}
-		for (i = 0; i < n; i++) {
-			x = mds_key_ix(&k[i]);
-			e = ix_find(&s->kv, &x, h[i]);
-			r = e && e->slot != IX_NO_SLOT ? &s->regions[e->slot]
-						       : NULL;
-			put_lookup(w, r ? e : NULL, r);
-		}
-		if (n < LOOKAHEAD)
-			break;
+		if (i + PF < dec)
+			ix_prefetch_entry(&s->kv, h[(i + PF) % RING]);
+		x = mds_key_ix(&k[i % RING]);
+		e = ix_find(&s->kv, &x, h[i % RING]);
+		r = e && e->slot != IX_NO_SLOT ? &s->regions[e->slot] : NULL;
+		put_lookup(w, r ? e : NULL, r);
 	}
 }
 

@@ -132,6 +132,13 @@ static inline bool ix_rehashing(const struct ix *ix)
 /* ix_prefetch - start loading the bucket of hash @h (batch lookups) */
 void ix_prefetch(const struct ix *ix, uint64_t h);
 
+/*
+ * ix_prefetch_entry - start loading the first entry of @h's bucket; call
+ * it some time after ix_prefetch() of the same hash, when the bucket is
+ * (likely) in cache, and ix_find() some time later again
+ */
+void ix_prefetch_entry(const struct ix *ix, uint64_t h);
+
 /**
  * ix_scan - visit the entries of one cursor step (Redis dictScan)
  * @cursor: 0 to start; pass back the returned value; 0 means done

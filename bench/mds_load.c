@@ -354,7 +354,7 @@ static int cmd_bench(const struct opts *o)
 	bool reg = !strcmp(o->op, "register");
 	uint64_t sent_at[1024], t0, t_meas, t_end, now, lat;
 	struct samples smp = {0};
-	uint64_t region = 0, ops = 0, i = 0, errs = 0;
+	uint64_t region = 0, ops = 0, i = 0, errs = 0, total = 0;
 	size_t req_bytes, reply_bytes = 0;
 	int inflight = 0, z = 0;
 	zmq_msg_t m;
@@ -422,6 +422,7 @@ static int cmd_bench(const struct opts *o)
 		seq = get_u32be((uint8_t *)zmq_msg_data(&m) + 8);
 		lat = now - sent_at[seq % 1024];
 		reply_bytes = zmq_msg_size(&m);
+		total++;
 		if (now >= t_meas && now < t_end) {
 			ops++;
 			sample(&smp, lat);
@@ -431,14 +432,15 @@ static int cmd_bench(const struct opts *o)
 	qsort(smp.v, smp.n, sizeof(*smp.v), cmp_u64);
 	printf("mode=%s op=%s target=%s ops=%" PRIu64 " seconds=%.2f "
 	       "ops_per_s=%.0f keys_per_s=%.0f p50_us=%.1f p99_us=%.1f "
-	       "req_bytes=%zu reply_bytes=%zu errors=%" PRIu64 "\n",
+	       "req_bytes=%zu reply_bytes=%zu errors=%" PRIu64
+	       " total_ops=%" PRIu64 "\n",
 	       o->mode, o->op, o->echo ? "echo" : "server", ops, o->seconds,
 	       ops / o->seconds,
 	       ops / o->seconds *
 		       (!strcmp(o->op, "batch_lookup") ? o->batch : 1),
 	       smp.n ? smp.v[smp.n / 2] / 1e3 : 0.0,
 	       smp.n ? smp.v[smp.n * 99 / 100] / 1e3 : 0.0, req_bytes,
-	       reply_bytes, errs);
+	       reply_bytes, errs, total);
 	zmq_close(s);
 	for (int n = 0; n < RING; n++)
 		buf_free(&rg->b[n]);

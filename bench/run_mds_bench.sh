@@ -65,6 +65,15 @@ wait_port() {
 # field NAME LINE: the value of NAME=... in a key=value line
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
+# CPU time (all threads, clock ticks) a process has used so far
+TCK=$(getconf CLK_TCK)
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# microseconds of CPU per request: cpu_per_op TICKS0 TICKS1 BENCH_LINE
+cpu_per_op() {
+	awk -v a="$1" -v b="$2" -v t="$TCK" -v n="$(field total_ops "$3")" \
+		'BEGIN { printf "%.2f", n ? (b - a) / t * 1e6 / n : 0 }'
+}
+
 RM_PORT=$(free_port)
 taskset -c "$CPU_B" "$RM_BIN" --host 127.0.0.1 --port "$RM_PORT" \
 	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 1G \
@@ -73,15 +82,16 @@ PIDS+=($!)
 wait_port "$RM_PORT"
 
 CSV=$OUT/results.csv
-echo "placement,op,mode,target,ops_per_s,keys_per_s,p50_us,p99_us,req_bytes,reply_bytes" >"$CSV"
+echo "placement,op,mode,target,ops_per_s,keys_per_s,p50_us,p99_us,req_bytes,reply_bytes,cpu_us_per_op" >"$CSV"
 MD=$OUT/results.md
 {
 	echo "# maru-server benchmark ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg))"
 	echo
 	echo "SECS=$SECS per run, $KEYS keys preloaded; ops/s of the server vs the bare libzmq ROUTER echo (same sizes, same socket pattern)."
+	echo "CPU µs/op: CPU time of the whole server (or echo) process, all threads, per request -- unlike ops/s, not inflated by other load on the machine."
 	echo
-	echo "| placement | op | client | server ops/s | echo ops/s | ratio | server p50/p99 µs | echo p50/p99 µs | keys/s |"
-	echo "|---|---|---|---:|---:|---:|---:|---:|---:|"
+	echo "| placement | op | client | server ops/s | echo ops/s | ratio | server p50/p99 µs | echo p50/p99 µs | keys/s | CPU µs/op server / echo |"
+	echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
 } >"$MD"
 
 for placement in one-core two-cores; do
@@ -97,24 +107,29 @@ for placement in one-core two-cores; do
 	taskset -c "$CC" "$LOAD" prefill --url "$URL" --keys "$KEYS" >/dev/null
 	for op in lookup exists register batch_lookup; do
 		for mode in req dealer; do
+			c0=$(cpu_ticks "$MDS_PID")
 			s=$(taskset -c "$CC" "$LOAD" bench --url "$URL" --mode $mode \
 				--op $op --keys "$KEYS" --seconds "$SECS" --inflight 64 --batch 256)
+			scpu=$(cpu_per_op "$c0" "$(cpu_ticks "$MDS_PID")" "$s")
 			rb=$(field reply_bytes "$s")
 			EP=$(free_port)
 			taskset -c "$SC" "$LOAD" echo --port "$EP" --reply-size "$rb" &
 			EPID=$!
 			PIDS+=($EPID)
 			wait_port "$EP"
+			c0=$(cpu_ticks "$EPID")
 			e=$(taskset -c "$CC" "$LOAD" bench --url "tcp://127.0.0.1:$EP" --echo \
 				--mode $mode --op $op --keys "$KEYS" --seconds "$SECS" --inflight 64 --batch 256)
+			ecpu=$(cpu_per_op "$c0" "$(cpu_ticks "$EPID")" "$e")
 			kill "$EPID"; wait "$EPID" 2>/dev/null || true
 			so=$(field ops_per_s "$s"); eo=$(field ops_per_s "$e")
 			ratio=$(awk -v a="$so" -v b="$eo" 'BEGIN { printf "%.2f", b ? a / b : 0 }')
 			for t in server echo; do
-				l=$s; [ $t = echo ] && l=$e
-				echo "$placement,$op,$mode,$t,$(field ops_per_s "$l"),$(field keys_per_s "$l"),$(field p50_us "$l"),$(field p99_us "$l"),$(field req_bytes "$l"),$(field reply_bytes "$l")" >>"$CSV"
+				l=$s c=$scpu
+				[ $t = echo ] && l=$e c=$ecpu
+				echo "$placement,$op,$mode,$t,$(field ops_per_s "$l"),$(field keys_per_s "$l"),$(field p50_us "$l"),$(field p99_us "$l"),$(field req_bytes "$l"),$(field reply_bytes "$l"),$c" >>"$CSV"
 			done
-			row="| $placement | $op | $mode | $so | $eo | **$ratio** | $(field p50_us "$s")/$(field p99_us "$s") | $(field p50_us "$e")/$(field p99_us "$e") | $(field keys_per_s "$s") |"
+			row="| $placement | $op | $mode | $so | $eo | **$ratio** | $(field p50_us "$s")/$(field p99_us "$s") | $(field p50_us "$e")/$(field p99_us "$e") | $(field keys_per_s "$s") | $scpu / $ecpu |"
 			echo "$row" >>"$MD"
 			echo "$row"
 		done

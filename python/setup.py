@@ -52,7 +52,8 @@ class BuildExtCopyingLibmaru(build_ext):
 
 ext_modules = []
 if _have_libmaru():
-    cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+    cflags = ["-std=gnu11", "-Wall", "-Wextra", "-Wshadow", "-Wmissing-prototypes",
+              "-Wstrict-prototypes", "-Wformat=2", "-Wno-unused-parameter",
               "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
     if os.environ.get("MARU_WERROR") == "1":
         cflags.append("-Werror")

@@ -109,6 +109,19 @@ enum {
 	OPT_MSG_TIMEOUT,
 };
 
+/*
+ * The integer option in optarg, parsed with atoi() as upstream does, must
+ * be at least @min.  Return: 0, or -1 after upstream's message.
+ */
+static int int_option(const char *name, int min, int *out)
+{
+	*out = atoi(optarg);
+	if (*out >= min)
+		return 0;
+	fprintf(stderr, "invalid %s: %s (must be >= %d)\n", name, optarg, min);
+	return -1;
+}
+
 /* Parse argv into @c.  Return: 0 to run, 1 to exit 0, -1 to exit 1. */
 static int parse_args(int argc, char **argv, struct rm_config *c)
 {
@@ -160,34 +173,16 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			c->log_level = v;
 			break;
 		case 'w':
-			c->num_workers = atoi(optarg);
-			if (c->num_workers < 1) {
-				fprintf(stderr,
-					"invalid num-workers: %s (must be >= "
-					"1)\n",
-					optarg);
+			if (int_option("num-workers", 1, &c->num_workers) < 0)
 				return -1;
-			}
 			break;
 		case 'g':
-			c->grace_period = atoi(optarg);
-			if (c->grace_period < 0) {
-				fprintf(stderr,
-					"invalid grace-period: %s (must be >= "
-					"0)\n",
-					optarg);
+			if (int_option("grace-period", 0, &c->grace_period) < 0)
 				return -1;
-			}
 			break;
 		case 'm':
-			c->max_clients = atoi(optarg);
-			if (c->max_clients < 1) {
-				fprintf(stderr,
-					"invalid max-clients: %s (must be >= "
-					"1)\n",
-					optarg);
+			if (int_option("max-clients", 1, &c->max_clients) < 0)
 				return -1;
-			}
 			break;
 		case 'h':
 			usage(stderr);
@@ -215,14 +210,8 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			}
 			break;
 		case OPT_MSG_TIMEOUT:
-			c->msg_timeout = atoi(optarg);
-			if (c->msg_timeout < 1) {
-				fprintf(stderr,
-					"invalid msg-timeout: %s (must be >= "
-					"1)\n",
-					optarg);
+			if (int_option("msg-timeout", 1, &c->msg_timeout) < 0)
 				return -1;
-			}
 			break;
 		default:
 			usage(stderr);

@@ -131,7 +131,10 @@ guest() {
 		-t "$tmo" "$@" 2>>"$OUT/logs/$name.err"
 	f=$?
 	# a guest that did not finish its script: the reason for "no result"
-	[ $f = 0 ] || sed "s/^/guest $name (exit $f): /" "$OUT/logs/$name.err" >>"$W/guest-errors"
+	if [ $f != 0 ]; then
+		[ -s "$OUT/logs/$name.err" ] || echo "script exit status $f" >>"$OUT/logs/$name.err"
+		sed "s/^/guest $name: /" "$OUT/logs/$name.err" >>"$W/guest-errors"
+	fi
 	return $f
 }
 
@@ -204,7 +207,7 @@ else
 			rm -rf "$W" && mkdir -p "$W"
 			t=$(date +%s)
 			"group_$g"
-			fail_missing "$g" "$(tail -1 "$W/guest-errors" 2>/dev/null || true)${W:+ (logs: $OUT/logs)}"
+			fail_missing "$g" "$(tail -1 "$W/guest-errors" 2>/dev/null || true) (logs: $OUT/logs)"
 			[ "${MARU_HW_KEEP:-0}" = 1 ] || rm -f "$W"/*.img
 			hw_log "group $g done in $(($(date +%s) - t))s"
 		) &

@@ -23,5 +23,7 @@ group_cxl() {
 		else
 			fail hw.cxl.host_sees_bytes "not at backing file offset $base+$o: $("$PROBE" header "$img" "$base")"
 		fi
+	else
+		fail hw.cxl.host_sees_bytes "the guest reported no region (see its failures)"
 	fi
 }

@@ -32,6 +32,8 @@ group_datapath() {
 		else
 			fail hw.data.host_sees_example_bytes "file offset $base+$o: $s, guest read fnv $f"
 		fi
+	else
+		fail hw.data.host_sees_example_bytes "the guest reported no chunk location (see its failures)"
 	fi
 
 	o=$(kvget "$log" hold.devoff) n=$(kvget "$log" hold.len)
@@ -43,5 +45,7 @@ group_datapath() {
 		else
 			fail hw.data.host_sees_libmaru_pattern "pattern not at file offset $base+$o"
 		fi
+	else
+		fail hw.data.host_sees_libmaru_pattern "the guest reported no chunk location (see its failures)"
 	fi
 }

@@ -51,5 +51,8 @@ group_discovery() {
 		else
 			fail hw.discovery.host_sees_regions "$why"
 		fi
+	else
+		fail hw.discovery.host_sees_header "the guest reported no data offset/uuid (see its failures)"
+		fail hw.discovery.host_sees_regions "the guest reported no data offset/uuid (see its failures)"
 	fi
 }

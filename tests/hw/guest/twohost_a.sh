@@ -2,7 +2,8 @@
 # Guest A of the "twohost" group (see groups/twohost.sh): formats the shared
 # medium, runs the resource manager and maru-server for both hosts, stores
 # chunks, tells the host "HWREADY" (which then boots guest B), waits for B's
-# "done" on TCP port 7000 and finally retrieves what B stored.
+# "done" on TCP port 7000 and finally retrieves what B stored.  If its
+# daemons do not come up it never says HWREADY, and B is not booted.
 . ./lib.sh
 URL=tcp://10.0.3.1:5555
 RMADDR=10.0.3.1:9850
@@ -15,18 +16,17 @@ if [ "$HAVE_RM" != 1 ] || [ "$HAVE_MDS" != 1 ]; then
 fi
 if ! devdax_labelless namespace0.0; then
 	for t in $T; do fail "$t" "ndctl create-namespace failed"; done
-	ready
 	exit 1
 fi
 kv dax0.0.data_offset "$(dax_data_offset dax0.0)"
 mkdir -p /tmp/rm
 # one resource manager and one metadata server for every host on the link
 rm_start --host 0.0.0.0 --port 9850 --state-dir /tmp/rm --log-level debug --grace-period 600 ||
-	{ dump_logs; for t in $T; do fail "$t" "resource manager did not start"; done; ready; exit 1; }
+	{ dump_logs; for t in $T; do fail "$t" "resource manager did not start"; done; exit 1; }
 "$MDS" --host 0.0.0.0 --port 5555 --rm-address $RMADDR --log-level DEBUG \
 	--client-lease-ttl 3 >/tmp/mds.log 2>&1 &
 MDS_PID=$!
-$P mds-usage $URL || { dump_logs; for t in $T; do fail "$t" "maru-server does not answer"; done; ready; exit 1; }
+$P mds-usage $URL || { dump_logs; for t in $T; do fail "$t" "maru-server does not answer"; done; exit 1; }
 $P header /dev/dax0.0
 
 ok=1 why=""

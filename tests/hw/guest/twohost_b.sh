@@ -27,7 +27,7 @@ ip addr show eth0 | grep 'inet '
 if ! ping -c 2 -w 10 10.0.3.1 >/tmp/ping.log 2>&1; then
 	cat /tmp/ping.log
 	for t in $T; do fail "$t" "no network link to host A (10.0.3.1)"; done
-	finish 1
+	exit 1
 fi
 # private device: region0 -> dax0.0 (no Maru header); the shared one was
 # formatted by A, so region1 comes up as a devdax namespace by itself

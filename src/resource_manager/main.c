@@ -289,31 +289,6 @@ static void warn_exposure(struct rm *rm)
 			 rm->cfg.host);
 }
 
-static void verify_tokens_one(struct rm *rm, struct region *r, void *arg)
-{
-	size_t *bad = arg;
-	struct rm_handle h;
-
-	h.region_id = r->id;
-	h.offset = r->pool->kind == POOL_FS_DAX ? 0 : r->offset;
-	h.length = r->length;
-	h.auth_token = r->token;
-	if (!auth_check(rm, r, &h))
-		(*bad)++;
-}
-
-static void verify_tokens(struct rm *rm)
-{
-	size_t bad = 0;
-
-	region_for_each(rm, verify_tokens_one, &bad);
-	if (bad)
-		log_warn("%zu recovered region(s) carry tokens that %s/secret "
-			 "does not verify: their owners' handles will be "
-			 "refused (was the secret replaced?)",
-			 bad, rm->cfg.state_dir);
-}
-
 static int64_t on_cron(struct evloop *el, uint64_t id, void *arg)
 {
 	struct rm *rm = arg;
@@ -353,18 +328,6 @@ static void before_sleep(struct evloop *el, void *arg)
 	state_maybe_checkpoint(arg);
 }
 
-static void rm_free(struct rm *rm)
-{
-	server_close_all(rm);
-	region_table_free(rm);
-	client_table_free(rm);
-	idem_free(rm);
-	dev_free_all(rm);
-	state_close(rm);
-	evloop_free(rm->el);
-	free(rm->cfg.pools);
-}
-
 int main(int argc, char **argv)
 {
 	static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
@@ -377,13 +340,10 @@ int main(int argc, char **argv)
 		free(rm.cfg.pools);
 		return rc > 0 ? 0 : 1;
 	}
-	rm.listen_fd = rm.spare_fd = rm.wal_fd = rm.state_dirfd = -1;
-	rm.next_region_id = 1;
+	rm_init(&rm);
 	log_init("maru-resource-manager", rm.cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
 	umask(022);
-	if (gethostname(rm.hostname, sizeof(rm.hostname) - 1) < 0)
-		rm.hostname[0] = '\0';
 
 	/*
 	 * Signals go to the signalfd from the start: one that arrives during
@@ -398,23 +358,14 @@ int main(int argc, char **argv)
 		log_err("event loop: %s", strerror(-rc));
 		goto out;
 	}
-	/* 1. banner (rm.conf follows once state_open made the dir) */
+	/* 1. banner (rm.conf follows once rm_open made the state dir) */
 	banner(&rm);
 	warn_exposure(&rm);
-	/* 2. pools, then the state that refers to them */
-	rc = dev_load_configured(&rm);
-	if (rc < 0)
-		goto out;
-	rc = state_open(&rm);
+	/* 2. pools, recovered state, secret (rm.c), then the socket */
+	rc = rm_open(&rm);
 	if (rc < 0)
 		goto out;
 	write_rm_conf(&rm);
-	/* 3. secret (needed if anything was recovered), then the socket */
-	rc = auth_load_secret(&rm, rm.nregions > 0);
-	if (rc < 0)
-		goto out;
-	verify_tokens(&rm);
-	reaper_adopt(&rm);
 	rc = server_listen(&rm);
 	if (rc < 0)
 		goto out;
@@ -438,6 +389,7 @@ int main(int argc, char **argv)
 		rc = -EIO;
 	log_info("stopped");
 out:
-	rm_free(&rm);
+	rm_close(&rm);
+	free(rm.cfg.pools);
 	return rc < 0 ? 1 : 0;
 }

@@ -8,7 +8,8 @@
  * locked (docs/resource-manager.md, "Threads").
  *
  * Modules (each file starts with its own design notes):
- *   main.c     options, start-up sequence, signals, banner, rm.conf
+ *   main.c     options, signals, banner, rm.conf, the loop
+ *   rm.c       life cycle: rm_init, rm_open (recovery order), rm_close
  *   server.c   listening socket, connection state machine, request handlers
  *   region.c   the region table; allocate/free as one durable operation
  *   client.c   client_id bookkeeping (pins, allocation counts, pid info)
@@ -145,6 +146,22 @@ struct rm {
 	bool stopping;
 	int exit_code;
 };
+
+/* ---- rm.c ---- */
+
+/* rm_init - no resources yet: fds -1, region ids from 1, our host name */
+void rm_init(struct rm *rm);
+
+/**
+ * rm_open - pools, recovered state, secret, token check, reaper adoption
+ * @rm: rm_init()ed, with its cfg and its event loop (el) set
+ * Return: 0 or -errno (logged as one clear line); call rm_close() either way.
+ */
+int rm_open(struct rm *rm);
+
+/* rm_close - release everything @rm holds, the event loop too; no
+ * checkpoint, cfg untouched */
+void rm_close(struct rm *rm);
 
 /* ---- region.c ---- */
 

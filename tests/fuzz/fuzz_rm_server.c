@@ -74,13 +74,7 @@ static void remove_dir(const char *path)
 
 static void teardown(void)
 {
-	server_close_all(rm);
-	region_table_free(rm);
-	client_table_free(rm);
-	idem_free(rm);
-	dev_free_all(rm);
-	state_close(rm);
-	evloop_free(rm->el);
+	rm_close(rm);
 	free(rm);
 	rm = NULL;
 	remove_dir(dir);
@@ -108,13 +102,9 @@ static void setup(void)
 	rm->cfg.max_clients = 8;
 	rm->cfg.msg_timeout = 30;
 	rm->cfg.checkpoint_ops = 100;
-	rm->listen_fd = rm->spare_fd = rm->wal_fd = rm->state_dirfd = -1;
-	rm->next_region_id = 1;
-	CHECK(gethostname(rm->hostname, sizeof(rm->hostname) - 1) == 0);
+	rm_init(rm);
 	CHECK(evloop_new(&rm->el) == 0);
-	CHECK(dev_load_configured(rm) == 0);
-	CHECK(state_open(rm) == 0);
-	CHECK(auth_load_secret(rm, false) == 0);
+	CHECK(rm_open(rm) == 0);
 	CHECK(server_listen(rm) == 0);
 	evloop_set_before_sleep(rm->el, before_sleep, rm);
 	CHECK(getsockname(rm->listen_fd, (struct sockaddr *)&addr, &len) == 0);

@@ -80,17 +80,9 @@ static int rm_start(struct fixture *f, struct rm **out)
 	rm->cfg.max_clients = 4;
 	rm->cfg.msg_timeout = 30;
 	rm->cfg.checkpoint_ops = 100;
-	rm->listen_fd = rm->spare_fd = rm->wal_fd = rm->state_dirfd = -1;
-	rm->next_region_id = 1;
-	gethostname(rm->hostname, sizeof(rm->hostname) - 1);
+	rm_init(rm);
 	assert_int_equal(evloop_new(&rm->el), 0);
-	rc = dev_load_configured(rm);
-	if (rc == 0)
-		rc = state_open(rm);
-	if (rc == 0)
-		rc = auth_load_secret(rm, rm->nregions > 0);
-	if (rc == 0)
-		reaper_adopt(rm);
+	rc = rm_open(rm);
 	*out = rm;
 	return rc;
 }
@@ -100,13 +92,7 @@ static void rm_stop(struct rm *rm, bool clean)
 {
 	if (clean)
 		assert_int_equal(state_checkpoint(rm), 0);
-	server_close_all(rm);
-	region_table_free(rm);
-	client_table_free(rm);
-	idem_free(rm);
-	dev_free_all(rm);
-	state_close(rm);
-	evloop_free(rm->el);
+	rm_close(rm);
 	free(rm);
 }
 

@@ -175,34 +175,56 @@ int state_wal_encode_free(struct buf *b, uint64_t region_id,
 	return 0;
 }
 
+/*
+ * The frame both checkpoint files share: a 32-byte header with the magic,
+ * the version, a CRC-32 of the records at @crc_at and their count at 24,
+ * then exactly count records of @rec bytes.  Return: 0 with *count set, or
+ * -EPROTO with *why set (@what names the records).
+ */
+_Static_assert(POOL_META_HDR_SIZE == 32 && GLOBAL_META_HDR_SIZE == 32,
+	       "ckpt_frame() reads 32-byte headers");
+
+static int ckpt_frame(const uint8_t *p, size_t len, uint32_t magic,
+		      uint32_t version, size_t crc_at, size_t rec,
+		      const char *what, uint64_t *count, const char **why)
+{
+	uint64_t n;
+
+	if (len < 32) {
+		*why = "file too short";
+		return -EPROTO;
+	}
+	if (get_u32le(p) != magic) {
+		*why = "bad magic";
+		return -EPROTO;
+	}
+	if (get_u32le(p + 4) != version) {
+		*why = "unsupported version";
+		return -EPROTO;
+	}
+	n = get_u64le(p + 24);
+	if (n > (len - 32) / rec || len - 32 != n * rec) {
+		*why = what;
+		return -EPROTO;
+	}
+	if (crc32_buf(p + 32, n * rec) != get_u32le(p + crc_at)) {
+		*why = "CRC mismatch";
+		return -EPROTO;
+	}
+	*count = n;
+	return 0;
+}
+
 int state_pool_meta_parse(const uint8_t *p, size_t len, struct pool_meta *m,
 			  const char **why)
 {
 	uint64_t count, i, prev_end = 0;
 
-	if (len < POOL_META_HDR_SIZE) {
-		*why = "file too short";
+	if (ckpt_frame(p, len, POOL_META_MAGIC, POOL_META_VERSION, 12,
+		       POOL_META_EXTENT_SIZE,
+		       "file size does not match the extent count", &count,
+		       why) < 0)
 		return -EPROTO;
-	}
-	if (get_u32le(p) != POOL_META_MAGIC) {
-		*why = "bad magic";
-		return -EPROTO;
-	}
-	if (get_u32le(p + 4) != POOL_META_VERSION) {
-		*why = "unsupported version";
-		return -EPROTO;
-	}
-	count = get_u64le(p + 24);
-	if (count > (len - POOL_META_HDR_SIZE) / POOL_META_EXTENT_SIZE ||
-	    len - POOL_META_HDR_SIZE != count * POOL_META_EXTENT_SIZE) {
-		*why = "file size does not match the extent count";
-		return -EPROTO;
-	}
-	if (crc32_buf(p + POOL_META_HDR_SIZE, count * POOL_META_EXTENT_SIZE) !=
-	    get_u32le(p + 12)) {
-		*why = "CRC mismatch";
-		return -EPROTO;
-	}
 	m->pool_id = get_u32le(p + 8);
 	m->total_size = get_u64le(p + 16);
 	m->count = count;
@@ -258,29 +280,11 @@ int state_global_meta_parse(const uint8_t *p, size_t len, struct global_meta *m,
 {
 	uint64_t count;
 
-	if (len < GLOBAL_META_HDR_SIZE) {
-		*why = "file too short";
+	if (ckpt_frame(p, len, GLOBAL_META_MAGIC, GLOBAL_META_VERSION, 8,
+		       STATE_ALLOC_REC_SIZE,
+		       "file size does not match the allocation count", &count,
+		       why) < 0)
 		return -EPROTO;
-	}
-	if (get_u32le(p) != GLOBAL_META_MAGIC) {
-		*why = "bad magic";
-		return -EPROTO;
-	}
-	if (get_u32le(p + 4) != GLOBAL_META_VERSION) {
-		*why = "unsupported version";
-		return -EPROTO;
-	}
-	count = get_u64le(p + 24);
-	if (count > (len - GLOBAL_META_HDR_SIZE) / STATE_ALLOC_REC_SIZE ||
-	    len - GLOBAL_META_HDR_SIZE != count * STATE_ALLOC_REC_SIZE) {
-		*why = "file size does not match the allocation count";
-		return -EPROTO;
-	}
-	if (crc32_buf(p + GLOBAL_META_HDR_SIZE, count * STATE_ALLOC_REC_SIZE) !=
-	    get_u32le(p + 8)) {
-		*why = "CRC mismatch";
-		return -EPROTO;
-	}
 	m->next_region_id = get_u64le(p + 16);
 	m->count = count;
 	m->records = p + GLOBAL_META_HDR_SIZE;

@@ -32,16 +32,14 @@ void rm_init(struct rm *rm)
 		rm->hostname[0] = '\0';
 }
 
+/* Count a recovered region whose own handle does not verify. */
 static void verify_token(struct rm *rm, struct region *r, void *arg)
 {
+	struct state_alloc a;
 	size_t *bad = arg;
-	struct rm_handle h;
 
-	h.region_id = r->id;
-	h.offset = r->pool->kind == POOL_FS_DAX ? 0 : r->offset;
-	h.length = r->length;
-	h.auth_token = r->token;
-	if (!auth_check(rm, r, &h))
+	region_to_state(r, &a);
+	if (!auth_check(rm, r, &a.handle))
 		(*bad)++;
 }
 

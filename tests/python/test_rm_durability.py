@@ -249,6 +249,21 @@ def test_missing_secret_refused(start_rm):
     assert "secret is missing" in log
 
 
+def test_replaced_secret_warns_and_refuses_old_handles(start_rm):
+    r = start_rm()
+    with RmConn(r.address) as c:
+        h = c.alloc(MiB).handle
+    assert r.stop() == 0
+    with open(os.path.join(r.state_dir, "secret"), "wb") as f:
+        f.write(os.urandom(32))
+    r.start()
+    assert "1 recovered region(s) carry tokens that" in r.log()
+    with RmConn(r.address) as c:
+        with pytest.raises(RmError) as e:
+            c.get_access(h)
+        assert e.value.status == -rm_wire.EACCES
+
+
 def test_sighup_adds_pools_from_file(start_rm, tmp_path):
     lst = tmp_path / "pools.txt"
     lst.write_text("# extra pools, re-read on SIGHUP\n")

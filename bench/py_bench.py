@@ -21,7 +21,8 @@ Each prints one line "RESULT what=py_<x> size=S ..." like the C bench.
 With --inproc, the same process also measures the C path on the same
 handler and sockets (the extension's private _bench_store/_bench_retrieve,
 which loop over libmaru in C with the GIL released), alternating C and
-Python in blocks; it prints "RESULT what=inproc_<x> ..." with both numbers.
+Python (store: whole rounds; retrieve: call by call, paired); it prints
+"RESULT what=inproc_<x> ..." with both numbers.
 Comparing within one process cancels most of the machine's noise, so this is
 the Python overhead per operation; the separate-process numbers give the
 end-to-end ratio.
@@ -174,42 +175,50 @@ def pct(lat: list, q: float) -> float:
 
 
 def inproc_retrieve(a, h: MaruHandler, keys: list) -> None:
-    """Blocks of C-loop and Python-loop retrieves, alternating."""
+    """C-loop and Python retrieves of the same key, paired one by one.
+
+    Each iteration times one C call (inside the extension) and one Python
+    call back to back, alternating which goes first, so both see the same
+    machine state; pair_ovh_us is the median of the per-pair differences.
+    CPU time is measured over blocks of calls for each path.
+    """
     block = 100
     c_lat, py_lat = [], []
     c_cpu = py_cpu = 0
-    retrieve, clock, nk = h.retrieve, time.perf_counter_ns, len(keys)
-    cpu = time.process_time_ns
+    retrieve, clock, cpu = h.retrieve, time.perf_counter_ns, time.process_time_ns
+    bench = h._h._bench_retrieve
     frombuffer, u64 = numpy.frombuffer, numpy.uint64
     sink = 0
-
-    def c_block():
-        nonlocal c_lat, c_cpu
-        t = cpu()
-        c_lat += h._h._bench_retrieve(keys, block, a.read)
-        c_cpu += cpu() - t
-
     for b in range(max(1, a.iters // block)):
-        if b % 2:
-            c_block()
-        t = cpu()
         for i in range(block):
+            k = keys[i % len(keys)]
+            if i % 2:
+                c_lat += bench([k], 1, a.read)
             t0 = clock()
-            info = retrieve(keys[i % nk])
+            info = retrieve(k)
             if a.read:
                 sink += int(frombuffer(info.view, dtype=u64).sum())
             py_lat.append(clock() - t0)
+            if not i % 2:
+                c_lat += bench([k], 1, a.read)
+        # CPU time per path, over one block of each
+        t = cpu()
+        bench(keys, block, a.read)
+        c_cpu += cpu() - t
+        t = cpu()
+        for i in range(block):
+            info = retrieve(keys[i % len(keys)])
+            if a.read:
+                sink += int(frombuffer(info.view, dtype=u64).sum())
         py_cpu += cpu() - t
-        if not b % 2:
-            c_block()
+    n = len(py_lat)
+    diffs = sorted(p - c for p, c in zip(py_lat, c_lat))
     what = "inproc_retrieve_read" if a.read else "inproc_retrieve"
-    print(f"RESULT what={what} size={a.size} n={len(py_lat)} "
+    print(f"RESULT what={what} size={a.size} n={n} "
           f"c_p50_us={pct(c_lat, .5):.2f} c_p99_us={pct(c_lat, .99):.2f} "
           f"py_p50_us={pct(py_lat, .5):.2f} py_p99_us={pct(py_lat, .99):.2f} "
-          f"c_mean_us={sum(c_lat) / len(c_lat) / 1000:.2f} "
-          f"py_mean_us={sum(py_lat) / len(py_lat) / 1000:.2f} "
-          f"c_cpu_us={c_cpu / len(c_lat) / 1000:.2f} "
-          f"py_cpu_us={py_cpu / len(py_lat) / 1000:.2f}", flush=True)
+          f"pair_ovh_us={diffs[n // 2] / 1000:.2f} "
+          f"c_cpu_us={c_cpu / n / 1000:.2f} py_cpu_us={py_cpu / n / 1000:.2f}", flush=True)
     h.close()
 
 

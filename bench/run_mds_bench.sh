@@ -141,14 +141,14 @@ done
 	echo
 	echo "## Index ($INDEX_SIZES keys, ~37-byte keys)"
 	echo
-	echo "| keys | lookup hot ns | lookup uniform ns | lookup batch ns | LOOKUP_KV request ns | max insert pause µs (wall / cpu) | inserts > 1 ms (wall / cpu) | bytes/key (RSS) | bytes/key (malloc) |"
+	echo "| keys | lookup hot ns | lookup uniform ns | lookup batch ns | LOOKUP_KV request ns | max insert pause µs: wall / CPU of 64 inserts | > 1 ms: inserts / blocks | bytes/key (RSS) | bytes/key (malloc) |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >>"$MD"
 echo "keys,lookup_hot_ns,lookup_uniform_ns,lookup_batch_ns,request_lookup_ns,max_pause_us,max_pause_cpu_us,bytes_per_key_rss,bytes_per_key_malloc" >"$OUT/index.csv"
 taskset -c "$CPU_A" "$INDEX" --sizes "$INDEX_SIZES" | while read -r l; do
 	echo "$l"
-	echo "$(field keys "$l"),$(field lookup_hot_ns "$l"),$(field lookup_uniform_ns "$l"),$(field lookup_batch_ns "$l"),$(field request_lookup_ns "$l"),$(field max_insert_pause_us "$l"),$(field max_insert_cpu_us "$l"),$(field bytes_per_key_rss "$l"),$(field bytes_per_key_malloc "$l")" >>"$OUT/index.csv"
-	echo "| $(field keys "$l") | $(field lookup_hot_ns "$l") | $(field lookup_uniform_ns "$l") | $(field lookup_batch_ns "$l") | $(field request_lookup_ns "$l") | $(field max_insert_pause_us "$l") / $(field max_insert_cpu_us "$l") | $(field inserts_over_1ms "$l") / $(field cpu_over_1ms "$l") | $(field bytes_per_key_rss "$l") | $(field bytes_per_key_malloc "$l") |" >>"$MD"
+	echo "$(field keys "$l"),$(field lookup_hot_ns "$l"),$(field lookup_uniform_ns "$l"),$(field lookup_batch_ns "$l"),$(field request_lookup_ns "$l"),$(field max_insert_pause_us "$l"),$(field max_block64_cpu_us "$l"),$(field bytes_per_key_rss "$l"),$(field bytes_per_key_malloc "$l")" >>"$OUT/index.csv"
+	echo "| $(field keys "$l") | $(field lookup_hot_ns "$l") | $(field lookup_uniform_ns "$l") | $(field lookup_batch_ns "$l") | $(field request_lookup_ns "$l") | $(field max_insert_pause_us "$l") / $(field max_block64_cpu_us "$l") | $(field inserts_over_1ms "$l") / $(field cpu_over_1ms "$l") | $(field bytes_per_key_rss "$l") | $(field bytes_per_key_malloc "$l") |" >>"$MD"
 done
 
 # targets of issue 3, from this run
@@ -182,7 +182,7 @@ if len(idx) >= 2:
         r = float(hi[col]) / float(lo[col])
         print(f"| index lookup {name}: {hi['keys']} vs {lo['keys']} keys | - | {r:.2f}x | <= 1.3x | {'yes' if r <= 1.3 else 'NO'} |")
     m = max(float(i["max_pause_cpu_us"]) for i in idx)
-    print(f"| longest insert (CPU time) while growing | - | {m:.0f} µs | <= 1000 µs | {'yes' if m <= 1000 else 'NO'} |")
+    print(f"| longest insert while growing (CPU of its 64-insert block) | - | {m:.0f} µs | <= 1000 µs | {'yes' if m <= 1000 else 'NO'} |")
 EOF
 
 # the plot

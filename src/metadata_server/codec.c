@@ -556,12 +556,16 @@ void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 	mds_end_reply(w, at);
 }
 
-size_t mds_encode_handle(const struct rm_handle *h, uint8_t *out)
+size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out)
 {
 	/* a buf over the caller's array: big enough, so never reallocated */
-	struct buf b = {out, 0, MDS_HANDLE_ENC_MAX};
+	struct buf b = {out, 0, MDS_HIT_PREFIX_MAX};
 	struct mp_wr w = {&b, 0};
 
+	mp_put_map(&w, 4);
+	mp_put_key(&w, "found");
+	mp_put_bool(&w, true);
+	mp_put_key(&w, "handle");
 	mp_put_map(&w, 4);
 	mp_put_key(&w, "region_id");
 	mp_put_uint(&w, h->region_id);
@@ -571,5 +575,6 @@ size_t mds_encode_handle(const struct rm_handle *h, uint8_t *out)
 	mp_put_uint(&w, h->length);
 	mp_put_key(&w, "auth_token");
 	mp_put_uint(&w, h->auth_token);
+	mp_put_key(&w, "kv_offset");
 	return b.len;
 }

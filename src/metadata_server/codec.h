@@ -129,13 +129,19 @@ bool mds_next_reg(struct mds_iter *it, struct mds_reg *e);
 bool mds_next_report(struct mds_iter *it, struct mds_report *e);
 
 #define MDS_HANDLE_ENC_MAX 72 /* a handle map with four uint64 values */
+/* a LOOKUP hit up to kv_offset's value: map4 "found" true "handle" H
+ * "kv_offset" */
+#define MDS_HIT_PREFIX_MAX (1 + 6 + 1 + 7 + MDS_HANDLE_ENC_MAX + 10)
+#define MDS_HIT_HANDLE_OFF 15 /* where H starts in that prefix */
 
 /**
- * mds_encode_handle - a handle as the 4-key msgpack map of spec §4.1
- * @out: MDS_HANDLE_ENC_MAX bytes
+ * mds_encode_hit_prefix - the constant start of every LOOKUP_KV hit on a
+ * region: `{"found": true, "handle": <h>, "kv_offset": ` (the 4-key map
+ * header included); the handle map itself starts at MDS_HIT_HANDLE_OFF
+ * @out: MDS_HIT_PREFIX_MAX bytes
  * Return: bytes written
  */
-size_t mds_encode_handle(const struct rm_handle *h, uint8_t *out);
+size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out);
 
 /**
  * mds_put_hdr - reserve and write a response header at the end of @out

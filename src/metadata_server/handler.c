@@ -46,12 +46,8 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 		PUT_BOOL_MAP(w, "found", false);
 		return;
 	}
-	mp_put_map(w, 4);
-	mp_put_key(w, "found");
-	mp_put_bool(w, true);
-	mp_put_key(w, "handle");
-	mp_put_raw(w, r->henc, r->henc_len); /* encoded once per region */
-	mp_put_key(w, "kv_offset");
+	/* everything up to kv_offset's value was encoded with the region */
+	mp_put_raw(w, r->hit, r->hit_len);
 	mp_put_uint(w, e->off);
 	mp_put_key(w, "kv_length");
 	mp_put_uint(w, e->len);
@@ -112,7 +108,9 @@ static void do_list(struct mds *s, const struct mds_req *q,
 	mp_put_array(w, n);
 	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
 		if (listed(s, r, q->exclude))
-			mp_put_raw(w, r->henc, r->henc_len);
+			mp_put_raw(w, r->hit + MDS_HIT_HANDLE_OFF,
+				   r->hit_len - MDS_HIT_HANDLE_OFF -
+					   (sizeof("kv_offset") - 1 + 1));
 }
 
 /* Return: 0, or -ENOMEM when the caller must send an error instead. */

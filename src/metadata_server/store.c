@@ -500,7 +500,7 @@ static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
 	r->h = *h;
 	r->owner = owner;
 	r->lease = lease;
-	r->henc_len = (uint8_t)mds_encode_handle(h, r->henc);
+	r->hit_len = (uint8_t)mds_encode_hit_prefix(h, r->hit);
 	r->next = IX_NO_SLOT;
 	r->prev = s->reg_tail;
 	if (s->reg_tail != IX_NO_SLOT)

@@ -80,8 +80,9 @@ struct mds_region {
 	uint32_t prev, next; /* allocation order (free list: next) */
 	uint8_t state;	     /* enum region_state */
 	uint8_t gone_why;    /* enum gone_why when REG_GONE */
-	uint8_t henc_len;
-	uint8_t henc[MDS_HANDLE_ENC_MAX]; /* h as a msgpack map */
+	uint8_t hit_len;
+	/* a LOOKUP hit's bytes up to kv_offset (h encoded once) */
+	uint8_t hit[MDS_HIT_PREFIX_MAX];
 };
 
 struct mds_inst {

@@ -57,7 +57,6 @@ $M
 EOF
 $P --id $ID rm-free $RMADDR "$r" "$o" "$l" "$t"
 H=$(echo "$H" | tr ' ' '\n' | grep -v "^$r:" | tr '\n' ' ')
-FREED="$r:$o:$l:$t"
 F0=$(free_now)
 rm_stop TERM
 st=$?

@@ -573,9 +573,10 @@ static int pool_add(struct rm *rm, struct pool *p)
 
 /* A pool list entry being discovered, kept sortable by id. */
 struct found {
-	struct pool **v;
+	struct pool **v;	/* owns: pools found, not yet added */
 	size_t n;
-	struct rm *rm;
+	size_t refused;		/* devices found that cannot be served */
+	struct rm *rm;		/* borrows */
 };
 
 static int cmp_pool_id(const void *a, const void *b)
@@ -624,6 +625,8 @@ static void discover_devdax(struct rm *rm, struct found *f)
 			continue; /* known, or system-ram mode */
 		if (open_devdax(dev, path, &p) == 0)
 			found_push(f, p);
+		else
+			f->refused++;
 	}
 	daxctl_unref(ctx);
 }
@@ -643,22 +646,30 @@ static void found_fsdax(void *arg, const char *src, const char *mnt)
 	log_dbg("FS_DAX candidate %s on %s", mnt, src);
 	if (open_fsdax(mnt, false, &p) == 0)
 		found_push(f, p);
+	else
+		f->refused++;
 }
 
 /*
  * Discovery: DEV_DAX pools sorted by id, then FS_DAX pools sorted by id
- * (the order of the STATS records, spec §4.5).  Return: pools added.
+ * (the order of the STATS records, spec §4.5).  *@refused counts devices
+ * that were found but cannot be served (each already logged why).
+ * Return: pools added.
  */
-static int discover(struct rm *rm)
+static int discover(struct rm *rm, size_t *refused)
 {
-	struct found dd = {NULL, 0, rm}, fs = {NULL, 0, rm};
+	struct found dd = {NULL, 0, 0, rm}, fs = {NULL, 0, 0, rm};
 	size_t i;
 	int added = 0;
 
 	discover_devdax(rm, &dd);
 	scan_mounts(NULL, NULL, found_fsdax, &fs);
-	qsort(dd.v, dd.n, sizeof(*dd.v), cmp_pool_id);
-	qsort(fs.v, fs.n, sizeof(*fs.v), cmp_pool_id);
+	/* qsort(NULL, 0) is undefined behaviour: sort only what was found */
+	if (dd.n)
+		qsort(dd.v, dd.n, sizeof(*dd.v), cmp_pool_id);
+	if (fs.n)
+		qsort(fs.v, fs.n, sizeof(*fs.v), cmp_pool_id);
+	*refused = dd.refused + fs.refused;
 	for (i = 0; i < dd.n + fs.n; i++) {
 		struct pool *p = i < dd.n ? dd.v[i] : fs.v[i - dd.n];
 
@@ -740,7 +751,7 @@ static int add_from_file(struct rm *rm, bool strict)
 int dev_load_configured(struct rm *rm)
 {
 	struct pool *p = NULL;
-	size_t i;
+	size_t i, refused;
 	int rc;
 
 	for (i = 0; i < rm->cfg.npools; i++) {
@@ -762,9 +773,21 @@ int dev_load_configured(struct rm *rm)
 	}
 	if (rm->cfg.npools || rm->cfg.pools_from)
 		return 0;
-	discover(rm);
+	discover(rm, &refused);
 	if (rm->npools)
 		return 0;
+	/*
+	 * A device exists but none can be served: the operator has hardware
+	 * and must fix it.  Serving emulated memory instead would hand other
+	 * hosts a pool they cannot share.
+	 */
+	if (refused) {
+		log_err("%zu CXL/DAX device(s) found but none can be served "
+			"(see above): refusing to start; fix them, or name the "
+			"pools to serve with --pool",
+			refused);
+		return -ENODEV;
+	}
 	log_warn("no CXL/DAX devices found — serving an EMULATED pool at %s "
 		 "(%" PRIu64 " bytes of shared memory, NOT CXL memory)",
 		 RM_DEFAULT_POOL, rm->cfg.emulate_size);
@@ -776,12 +799,13 @@ int dev_load_configured(struct rm *rm)
 
 int dev_rescan(struct rm *rm)
 {
+	size_t refused = 0;
 	int added = 0;
 
 	if (rm->cfg.pools_from)
 		added = add_from_file(rm, false);
 	else if (!rm->cfg.npools)
-		added = discover(rm);
+		added = discover(rm, &refused);
 	log_info("rescan: %d new pool(s), %zu in total", added, rm->npools);
 	return added;
 }

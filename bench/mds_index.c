@@ -279,7 +279,8 @@ static void run(uint64_t n, uint64_t lookups)
 		}
 	}
 	t = now_ns() - t;
-	while (ix_rehash_for(&ix, 1000000000))
+	while (ix_rehash_for(&ix, 1000000000) ||
+	       ix_release_for(&ix, 1000000000))
 		;
 	rss1 = rss_bytes();
 	mi1 = mallinfo2();

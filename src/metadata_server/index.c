@@ -13,10 +13,12 @@
  *    hash; no key is rehashed.  Two buckets per insert finish the move long
  *    before the new table is full, so there are never three tables.
  *  - Large bucket arrays come from mmap(): the new table's pages are zeroed
- *    lazily by page faults, spread over the inserts that touch them, and
- *    the old table is handed back to the kernel in 2 MiB pieces
- *    (MADV_DONTNEED) as the move passes them.  Neither the allocation nor
- *    the release of a 100+ MiB array therefore costs a long pause.
+ *    lazily by page faults, spread over the inserts that touch them.  The
+ *    old table is never unmapped by an insert, lookup or delete: the
+ *    daemon's timer calls ix_release_for(), which unmaps the part the
+ *    move has passed (and, once the move is over, the rest) in 64 KiB
+ *    pieces.  On our VMs unmapping (or MADV_DONTNEED of) 2 MiB at once
+ *    took 0.5-10 ms, 64 KiB well under 1 ms.
  *  - Buckets of t[0] below rehash_idx are empty by construction; every
  *    walk skips them rather than reading pages already given back.
  *
@@ -41,9 +43,9 @@
 
 #define IX_INIT_SIZE 16
 #define IX_MAX_SIZE (1ull << 31)
-#define IX_MMAP_MIN (256u << 10) /* bucket arrays this big are mmap()ed */
-#define IX_DROP_CHUNK (2u << 20) /* give old buckets back in 2 MiB */
-#define IX_EMPTY_VISITS 10	 /* empty buckets skipped per moved one */
+#define IX_MMAP_MIN (256u << 10)  /* bucket arrays this big are mmap()ed */
+#define IX_DROP_CHUNK (64u << 10) /* give old buckets back in 64 KiB */
+#define IX_EMPTY_VISITS 10	  /* empty buckets skipped per moved one */
 
 int (*ix_fail_hook)(void);
 
@@ -169,32 +171,75 @@ static int tbl_alloc(struct ix_table *t, uint64_t size)
 	return 0;
 }
 
-static void tbl_free(struct ix_table *t)
+/* Unmap one piece of a table released earlier (see tbl_release). */
+static bool release_step(struct ix *ix)
 {
-	if (t->b) {
-		if (tbl_bytes(t) >= IX_MMAP_MIN)
-			munmap(t->b, tbl_bytes(t));
-		else
-			free(t->b);
+	size_t n;
+
+	if (!ix->nrel)
+		return false;
+	n = ix->rel[0].len < IX_DROP_CHUNK ? ix->rel[0].len : IX_DROP_CHUNK;
+	munmap(ix->rel[0].p, n);
+	ix->rel[0].p += n;
+	ix->rel[0].len -= n;
+	if (!ix->rel[0].len) {
+		memmove(&ix->rel[0], &ix->rel[1],
+			(size_t)--ix->nrel * sizeof(ix->rel[0]));
+	}
+	return true;
+}
+
+static size_t rel_bytes(const struct ix *ix)
+{
+	size_t n = 0;
+	int i;
+
+	for (i = 0; i < ix->nrel; i++)
+		n += ix->rel[i].len;
+	return n;
+}
+
+/*
+ * Free a table.  A large one is not unmapped here (that can take
+ * milliseconds): what is still mapped is queued, and ix_release_for()
+ * unmaps it IX_DROP_CHUNK at a time from the daemon's timer.
+ */
+static void tbl_release(struct ix *ix, struct ix_table *t)
+{
+	if (t->b && tbl_bytes(t) >= IX_MMAP_MIN) {
+		if (ix->nrel == IX_MAX_REL) {
+			/* the timer has not kept up for 8 resizes: catch up */
+			munmap(ix->rel[0].p, ix->rel[0].len);
+			memmove(&ix->rel[0], &ix->rel[1],
+				(size_t)--ix->nrel * sizeof(ix->rel[0]));
+		}
+		ix->rel[ix->nrel].p = (uint8_t *)t->b + t->dropped;
+		ix->rel[ix->nrel].len = tbl_bytes(t) - t->dropped;
+		ix->nrel++;
+	} else {
+		free(t->b);
 	}
 	memset(t, 0, sizeof(*t));
 }
 
-/* Give the fully moved start of an mmap()ed t[0] back to the kernel. */
-static void drop_behind(struct ix *ix)
+/*
+ * Unmap one chunk of the fully moved start of an mmap()ed t[0].  Nothing
+ * reads buckets below rehash_idx (see bucket()), and a prefetch of an
+ * unmapped address is harmless.  Return: whether a chunk was unmapped.
+ */
+static bool drop_behind(struct ix *ix)
 {
 	struct ix_table *t0 = &ix->t[0];
 	uint64_t done;
 
-	if (tbl_bytes(t0) < IX_MMAP_MIN)
-		return;
+	if (!ix_rehashing(ix) || tbl_bytes(t0) < IX_MMAP_MIN)
+		return false;
 	done = (uint64_t)ix->rehash_idx * sizeof(struct ix_entry *);
-	done -= done % IX_DROP_CHUNK;
-	if (done >= t0->dropped + IX_DROP_CHUNK) {
-		madvise((uint8_t *)t0->b + t0->dropped, done - t0->dropped,
-			MADV_DONTNEED);
-		t0->dropped = done;
-	}
+	if (done < t0->dropped + IX_DROP_CHUNK)
+		return false;
+	munmap((uint8_t *)t0->b + t0->dropped, IX_DROP_CHUNK);
+	t0->dropped += IX_DROP_CHUNK;
+	return true;
 }
 
 /*
@@ -228,13 +273,11 @@ static void rehash_step(struct ix *ix, unsigned n)
 	}
 out:
 	if (t0->used == 0) {
-		tbl_free(t0);
+		tbl_release(ix, t0);
 		*t0 = *t1;
 		memset(t1, 0, sizeof(*t1));
 		ix->rehash_idx = -1;
-		return;
 	}
-	drop_behind(ix);
 }
 
 /* Start moving to a table of @size buckets.  Failure just keeps t[0]. */
@@ -293,7 +336,12 @@ void ix_destroy(struct ix *ix)
 				tb->used--;
 			}
 		}
-		tbl_free(tb);
+		tbl_release(ix, tb);
+	}
+	while (ix->nrel) {
+		munmap(ix->rel[0].p, ix->rel[0].len);
+		memmove(&ix->rel[0], &ix->rel[1],
+			(size_t)--ix->nrel * sizeof(ix->rel[0]));
 	}
 	ix_init(ix, ix->seed);
 }
@@ -413,20 +461,33 @@ unlinked:
 
 bool ix_rehash_for(struct ix *ix, uint64_t ns)
 {
-	uint64_t start, el;
+	uint64_t start = now_ns(), el = 0;
 
-	if (!ix_rehashing(ix)) {
+	if (!ix_rehashing(ix))
 		maybe_shrink(ix);
-		return ix_rehashing(ix);
-	}
-	start = now_ns();
-	do {
+	while (ix_rehashing(ix) && el < ns) {
 		rehash_step(ix, 64);
 		el = now_ns() - start;
-	} while (ix_rehashing(ix) && el < ns);
+	}
 	if (el > ix->max_pause_ns)
 		ix->max_pause_ns = el;
+	if (el < ns)
+		ix_release_for(ix, ns - el);
 	return ix_rehashing(ix);
+}
+
+bool ix_release_for(struct ix *ix, uint64_t ns)
+{
+	uint64_t start = now_ns();
+
+	do {
+		if (!drop_behind(ix) && !release_step(ix))
+			return false;
+	} while (now_ns() - start < ns);
+	return ix->nrel ||
+	       (ix_rehashing(ix) && tbl_bytes(&ix->t[0]) >= IX_MMAP_MIN &&
+		(uint64_t)ix->rehash_idx * sizeof(struct ix_entry *) >=
+			ix->t[0].dropped + IX_DROP_CHUNK);
 }
 
 void ix_prefetch(const struct ix *ix, uint64_t h)
@@ -521,5 +582,5 @@ uint64_t ix_scan(struct ix *ix, uint64_t v,
 uint64_t ix_mem_tables(const struct ix *ix)
 {
 	return tbl_bytes(&ix->t[0]) - ix->t[0].dropped + tbl_bytes(&ix->t[1]) -
-	       ix->t[1].dropped;
+	       ix->t[1].dropped + rel_bytes(ix);
 }

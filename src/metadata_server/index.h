@@ -32,6 +32,7 @@ enum ix_tag {
 
 #define IX_KEY_MAX ((1u << 30) - 1) /* longest key in bytes */
 #define IX_NO_SLOT UINT32_MAX
+#define IX_MAX_REL 8 /* released tables waiting to be unmapped */
 
 struct ix_key {
 	const uint8_t *ptr; /* borrows */
@@ -68,6 +69,11 @@ struct ix {
 	uint64_t seed;	       /* hash seed (random per process) */
 	uint64_t min_size;     /* never shrink below this many buckets */
 	uint64_t max_pause_ns; /* longest idle rehash step (stats) */
+	struct {
+		uint8_t *p; /* owns: a released table, still mapped */
+		size_t len; /* ... bytes of it, unmapped piecemeal */
+	} rel[IX_MAX_REL];
+	int nrel;
 };
 
 static inline uint32_t ix_entry_klen(const struct ix_entry *e)
@@ -124,6 +130,14 @@ void ix_delete(struct ix *ix, struct ix_entry *e);
  */
 bool ix_rehash_for(struct ix *ix, uint64_t ns);
 
+/**
+ * ix_release_for - unmap bucket memory no longer used, for about @ns (at
+ * least one 64 KiB piece if there is any)
+ * Return: true while some is left.  Called by the daemon's timer; the
+ * operations themselves never unmap (see index.c).
+ */
+bool ix_release_for(struct ix *ix, uint64_t ns);
+
 static inline bool ix_rehashing(const struct ix *ix)
 {
 	return ix->rehash_idx >= 0;
@@ -152,7 +166,7 @@ void ix_prefetch_entry(const struct ix *ix, uint64_t h);
 uint64_t ix_scan(struct ix *ix, uint64_t cursor,
 		 void (*fn)(struct ix_entry *e, void *arg), void *arg);
 
-/* ix_mem_tables - bytes of bucket arrays currently mapped (both tables) */
+/* ix_mem_tables - bytes of bucket arrays currently mapped (all tables) */
 uint64_t ix_mem_tables(const struct ix *ix);
 
 /*

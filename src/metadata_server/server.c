@@ -318,9 +318,15 @@ static void on_tick(struct server *sv)
 	drain_monitor(sv);
 	mds_tick(sv->s, sv->s->vnow);
 	rmsess_tick(sv->rm);
-	/* finish a resize of the index while traffic is light */
-	if (sv->served_since_tick < 100 && ix_rehashing(&sv->s->kv))
+	/*
+	 * Finish a resize of the index while traffic is light; unmap bucket
+	 * memory it no longer uses a little at every tick (never from a
+	 * request: that can take milliseconds on some VMs).
+	 */
+	if (sv->served_since_tick < 100)
 		ix_rehash_for(&sv->s->kv, 1000000);
+	else
+		ix_release_for(&sv->s->kv, 200000);
 	sv->served_since_tick = 0;
 }
 

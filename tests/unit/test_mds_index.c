@@ -141,9 +141,14 @@ static void test_growth(void **state)
 	check_all(&ix, 0, 200000);
 	/* load factor stays <= 1 (plus the table being filled in a move) */
 	assert_true(ix.t[0].size + ix.t[1].size >= 200000 / 2);
-	while (ix_rehash_for(&ix, 1000000))
+	/* operations never unmap: the old tables wait for the timer */
+	assert_true(ix.nrel > 0);
+	assert_true(ix_mem_tables(&ix) > ix.t[0].size * sizeof(void *));
+	while (ix_rehash_for(&ix, 1000000) || ix_release_for(&ix, 1000000))
 		;
 	assert_false(ix_rehashing(&ix));
+	assert_int_equal(ix.nrel, 0);
+	assert_int_equal(ix_mem_tables(&ix), ix.t[0].size * sizeof(void *));
 	assert_true(ix.t[0].size >= 200000 / 2);
 	check_all(&ix, 0, 200000);
 	ix_destroy(&ix);

@@ -13,8 +13,8 @@
  *	bytes carrying the request's sequence: the floor, same socket
  *	pattern, same message sizes, no work
  *
- * Request bodies are built before the clock starts (a ring of 8192 with
- * random keys; REGISTER_KV keys get a fresh counter patched in place), so
+ * Request bodies are built before the clock starts (a ring of up to 131072
+ * with random keys; REGISTER_KV keys get a fresh counter patched in place), so
  * the client spends the same few instructions per request against the
  * server and against the echo floor.  REQ: one request at a time.
  * DEALER: --inflight requests outstanding, replies matched by sequence,
@@ -34,7 +34,12 @@
 #include "mds_proto.h"
 #include "util.h"
 
-#define RING 8192
+/*
+ * Distinct request bodies cycled through: many, so that the keys looked
+ * up are spread over the index as in real use and not a cache-resident
+ * handful (131072 single-key bodies; 512 batches = 131072 keys).
+ */
+#define RING_MAX 131072
 #define KEYFMT "lmcache@model-8b@1@0@%016" PRIx64
 
 /* ---- a minimal msgpack writer (the bench must not need the server) -- */
@@ -256,8 +261,9 @@ static int cmd_prefill(const struct opts *o)
 /* ---- request ring ---- */
 
 struct ring {
-	struct buf b[RING];
-	size_t patch[RING]; /* register: offset of the counter digits */
+	struct buf b[RING_MAX];
+	size_t patch[RING_MAX]; /* register: offset of the counter digits */
+	uint32_t n;		/* bodies in use */
 };
 
 static void build_ring(struct ring *rg, const struct opts *o, uint64_t region)
@@ -266,7 +272,8 @@ static void build_ring(struct ring *rg, const struct opts *o, uint64_t region)
 	char k[64];
 	int n, j;
 
-	for (n = 0; n < RING; n++) {
+	rg->n = !strcmp(o->op, "batch_lookup") ? 512 : RING_MAX;
+	for (n = 0; n < (int)rg->n; n++) {
 		struct buf *b = &rg->b[n];
 
 		memset(b, 0, sizeof(*b));
@@ -310,12 +317,12 @@ static void build_ring(struct ring *rg, const struct opts *o, uint64_t region)
 static struct buf *next_body(struct ring *rg, uint64_t i, uint32_t seq,
 			     bool reg)
 {
-	struct buf *b = &rg->b[i % RING];
+	struct buf *b = &rg->b[i % rg->n];
 
 	put_u32be(b->data + 8, seq);
 	if (reg) {
-		uint64_t c = i / RING;
-		char *d = (char *)b->data + rg->patch[i % RING];
+		uint64_t c = i / rg->n;
+		char *d = (char *)b->data + rg->patch[i % rg->n];
 		int j;
 
 		for (j = 9; j >= 0; j--, c /= 10)
@@ -442,7 +449,7 @@ static int cmd_bench(const struct opts *o)
 	       smp.n ? smp.v[smp.n * 99 / 100] / 1e3 : 0.0, req_bytes,
 	       reply_bytes, errs, total);
 	zmq_close(s);
-	for (int n = 0; n < RING; n++)
+	for (uint32_t n = 0; n < rg->n; n++)
 		buf_free(&rg->b[n]);
 	free(rg);
 	free(smp.v);

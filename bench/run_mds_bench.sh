@@ -15,6 +15,7 @@
 #
 # Environment: SECS per run (default 3), KEYS (default 100000), OUT
 # (default BUILD_DIR/bench-mds), INDEX_SIZES (default 10000,1000000,10000000),
+# SCALE_KEYS (default 10000000; 0 skips the server at that size),
 # CPUS (default "0 1": the two CPUs to use).
 # Needs: taskset (util-linux), python3 with matplotlib for the plot.
 set -euo pipefail
@@ -137,6 +138,42 @@ for placement in one-core two-cores; do
 	kill "$MDS_PID"; wait "$MDS_PID" 2>/dev/null || true
 done
 
+SCALE_KEYS=${SCALE_KEYS:-10000000}
+if [ "$SCALE_KEYS" != 0 ]; then
+	{
+		echo
+		echo "## LOOKUP_KV through the server: 10000 vs $SCALE_KEYS keys (two cores)"
+		echo
+		echo "| keys | prefill s | client | ops/s | p50/p99 µs | server CPU µs/op |"
+		echo "|---:|---:|---|---:|---:|---:|"
+	} >>"$MD"
+	echo "keys,mode,ops_per_s,cpu_us_per_op" >"$OUT/scale.csv"
+	for k in 10000 "$SCALE_KEYS"; do
+		MDS_PORT=$(free_port)
+		taskset -c "$CPU_A" "$MDS_BIN" --host 127.0.0.1 --port "$MDS_PORT" \
+			--rm-address "127.0.0.1:$RM_PORT" --log-level ERROR \
+			>"$WORK/mds-scale.log" 2>&1 &
+		MDS_PID=$!
+		PIDS+=($MDS_PID)
+		wait_port "$MDS_PORT"
+		URL=tcp://127.0.0.1:$MDS_PORT
+		t0=$(date +%s.%N)
+		taskset -c "$CPU_B" "$LOAD" prefill --url "$URL" --keys "$k" >/dev/null
+		pf=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+		for mode in dealer req; do
+			c0=$(cpu_ticks "$MDS_PID")
+			s=$(taskset -c "$CPU_B" "$LOAD" bench --url "$URL" --mode $mode \
+				--op lookup --keys "$k" --seconds "$SECS" --inflight 64)
+			c=$(cpu_per_op "$c0" "$(cpu_ticks "$MDS_PID")" "$s")
+			echo "$k,$mode,$(field ops_per_s "$s"),$c" >>"$OUT/scale.csv"
+			row="| $k | $pf | $mode | $(field ops_per_s "$s") | $(field p50_us "$s")/$(field p99_us "$s") | $c |"
+			echo "$row" >>"$MD"
+			echo "$row"
+		done
+		kill "$MDS_PID"; wait "$MDS_PID" 2>/dev/null || true
+	done
+fi
+
 {
 	echo
 	echo "## Index ($INDEX_SIZES keys, ~37-byte keys)"
@@ -152,10 +189,11 @@ taskset -c "$CPU_A" "$INDEX" --sizes "$INDEX_SIZES" | while read -r l; do
 done
 
 # targets of issue 3, from this run
-$PY - "$CSV" "$OUT/index.csv" >>"$MD" <<'EOF'
-import csv, sys
+$PY - "$CSV" "$OUT/index.csv" "$OUT/scale.csv" >>"$MD" <<'EOF'
+import csv, os, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 idx = list(csv.DictReader(open(sys.argv[2])))
+scale = list(csv.DictReader(open(sys.argv[3]))) if os.path.exists(sys.argv[3]) else []
 def ops(pl, op, mode, t):
     for r in rows:
         if (r["placement"], r["op"], r["mode"], r["target"]) == (pl, op, mode, t):
@@ -175,6 +213,14 @@ for pl in ("one-core", "two-cores"):
         print(f"| DEALER x64 {op} vs echo | {pl} | {r:.2f}x | >= 0.5x | {'yes' if r >= 0.5 else 'NO'} |")
     k = max(ops(pl, "batch_lookup", m, "server")[1] for m in ("req", "dealer"))
     print(f"| BATCH_LOOKUP_KV(256) keys/s | {pl} | {k/1e6:.2f}M | >= 2M | {'yes' if k >= 2e6 else 'NO'} |")
+for mode in ("dealer", "req"):
+    sc = [r for r in scale if r["mode"] == mode]
+    if len(sc) == 2:
+        lo, hi = sc
+        r = float(lo["ops_per_s"]) / float(hi["ops_per_s"])
+        print(f"| LOOKUP_KV {mode} time per op, server: {hi['keys']} vs {lo['keys']} keys | two-cores | {r:.2f}x | <= 1.3x | {'yes' if r <= 1.3 else 'NO'} |")
+        r = float(hi["cpu_us_per_op"]) / float(lo["cpu_us_per_op"])
+        print(f"| LOOKUP_KV {mode} server CPU per op: {hi['keys']} vs {lo['keys']} keys | two-cores | {r:.2f}x | <= 1.3x | {'yes' if r <= 1.3 else 'NO'} |")
 if len(idx) >= 2:
     lo, hi = idx[0], idx[-1]
     for col, name in (("lookup_hot_ns", "hot set"), ("request_lookup_ns", "LOOKUP_KV request"),

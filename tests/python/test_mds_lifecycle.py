@@ -217,7 +217,7 @@ def test_rm_down_fails_fast_then_recovers(start_rm, start_mds):
     t0 = time.monotonic()
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "d", "size": MiB})
     assert r == {"success": False, "error": "Allocation failed"}
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 4.5     # not the 5 s RM timeout
     _, r = c.call(HEARTBEAT, {})        # the rest keeps being served
     assert "error" not in r
     rm.start()

@@ -16,14 +16,7 @@
 
 #include "mds_proto.h"
 #include "private.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static int on_handle(void *arg, const struct maru_region_handle *h)
 {

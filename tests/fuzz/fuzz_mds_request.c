@@ -32,15 +32,7 @@
 #include "log.h"
 #include "store.h"
 #include "test_mds_util.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* abort() rather than assert(): release builds define NDEBUG */
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static void check_reply(const struct buf *out)
 {

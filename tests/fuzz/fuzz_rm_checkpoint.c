@@ -12,14 +12,7 @@
 #include <string.h>
 
 #include "statefmt.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static void pool_meta(const uint8_t *p, size_t n)
 {

@@ -11,14 +11,7 @@
 #include <string.h>
 
 #include "devhdr.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

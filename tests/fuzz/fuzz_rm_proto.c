@@ -10,15 +10,7 @@
 #include <string.h>
 
 #include "rm_proto.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* abort() rather than CHECK(): release builds define NDEBUG */
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static void touch(struct rm_str s)
 {

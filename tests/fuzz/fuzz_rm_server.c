@@ -32,14 +32,7 @@
 
 #include "log.h"
 #include "rm.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 #define MAX_LOOPS 2000 /* event-loop turns before we call it a hang */
 

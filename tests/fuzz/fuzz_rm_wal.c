@@ -13,14 +13,7 @@
 #include <string.h>
 
 #include "statefmt.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(x)                                                               \
-	do {                                                                   \
-		if (!(x))                                                      \
-			abort();                                               \
-	} while (0)
+#include "fuzz.h"
 
 static void round_trip(const struct wal_rec *r)
 {

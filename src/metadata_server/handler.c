@@ -341,17 +341,31 @@ static int do_usage(struct mds *s, struct mp_wr *w)
 	return 0;
 }
 
+/*
+ * "server_id" (an addition upstream clients ignore): a client that sees it
+ * change knows the server restarted and its regions are gone.  The caller
+ * counted the key in its map header.
+ */
+static void put_server_id(const struct mds *s, struct mp_wr *w)
+{
+	if (!s->server_id[0])
+		return;
+	mp_put_key(w, "server_id");
+	mp_put_str(w, s->server_id, (uint32_t)strlen(s->server_id));
+}
+
 static void do_heartbeat(struct mds *s, const struct mds_req *q,
 			 struct mds_peer *peer, struct mp_wr *w)
 {
 	bool expired = mds_heartbeat(s, q->instance_id, q->lease_id,
 				     q->lease_release, peer);
 
-	mp_put_map(w, 2);
+	mp_put_map(w, 2 + (s->server_id[0] != '\0'));
 	mp_put_key(w, "lease_ttl");
 	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
 	mp_put_key(w, "lease_expired");
 	mp_put_bool(w, expired);
+	put_server_id(s, w);
 }
 
 static void do_handshake(struct mds *s, const struct mds_req *q,
@@ -360,7 +374,7 @@ static void do_handshake(struct mds *s, const struct mds_req *q,
 	const char *a = s->cfg.rm_address ? s->cfg.rm_address : "";
 
 	mds_touch_instance(s, q->instance_id, peer);
-	mp_put_map(w, 4);
+	mp_put_map(w, 4 + (s->server_id[0] != '\0'));
 	mp_put_key(w, "success");
 	mp_put_bool(w, true);
 	mp_put_key(w, "rm_address");
@@ -369,6 +383,7 @@ static void do_handshake(struct mds *s, const struct mds_req *q,
 	mp_put_uint(w, MDS_SERVER_VERSION);
 	mp_put_key(w, "lease_ttl");
 	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
+	put_server_id(s, w);
 }
 
 /* Fill the payload for a decoded request. Return: 0 or -ENOMEM. */

@@ -209,6 +209,20 @@ static void log_config(const struct config *c)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
 
+/*
+ * A fresh random id per process (16 hex digits), for HANDSHAKE/HEARTBEAT:
+ * clients compare it to notice a restart.  Falls back on the clock and pid
+ * if getrandom() fails; it only has to differ from the previous run's.
+ */
+static void make_server_id(char *out, size_t len)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+		v = now_ns() ^ ((uint64_t)getpid() << 40);
+	snprintf(out, len, "%016llx", (unsigned long long)v);
+}
+
 int main(int argc, char **argv)
 {
 	struct mds_config mc;
@@ -261,6 +275,8 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		goto out_mds;
 	}
+	make_server_id(s.server_id, sizeof(s.server_id));
+	log_info("server id %s", s.server_id);
 	so.host = c.host;
 	so.port = c.port;
 	rc = server_run(&so, &s, &rm);

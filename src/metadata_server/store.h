@@ -179,6 +179,13 @@ struct mds {
 
 	struct mds_stats stats;
 	struct mds_counters ctr;
+
+	/*
+	 * This process's instance id, sent as "server_id" in HANDSHAKE and
+	 * HEARTBEAT replies so that clients notice a restarted server (its
+	 * regions, and so theirs, are gone).  Set by main(); "" = not sent.
+	 */
+	char server_id[17];
 };
 
 #define MDS_ENDED_LEASES 4096 /* ended lease ids remembered */

@@ -124,6 +124,7 @@ def test_dead_client_with_lease_is_reclaimed(rm, start_mds):
                                 "kv_offset": 0, "kv_length": 1})
     assert r == {"success": False, "is_new": False}
     _, r = c.call(HEARTBEAT, {"instance_id": "leased", "lease_id": "lease-1"})
+    r.pop("server_id")                  # an addition (docs/protocol.md §2)
     assert r == {"lease_ttl": 1.0, "lease_expired": True}
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "leased", "size": MiB,
                                   "lease_id": "lease-1"})
@@ -138,6 +139,7 @@ def test_clean_close_with_lease_release(rm, start_mds):
     free0 = pool_free(rm)
     c = ReqClient(mds.url)
     _, r = c.call(HEARTBEAT, {"instance_id": "i", "lease_id": "L"})
+    r.pop("server_id")                  # an addition (docs/protocol.md §2)
     assert r == {"lease_ttl": 5.0, "lease_expired": False}
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": MiB,
                                   "lease_id": "L"})

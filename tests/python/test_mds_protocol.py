@@ -52,6 +52,8 @@ def register(c, key, region, off=0, length=4096):
 def test_every_message_type(client, rm, mds):
     free0 = pool_free(rm)
     h, r = client.call(HANDSHAKE, {})
+    server_id = r.pop("server_id")      # an addition: 16 hex digits
+    assert len(server_id) == 16 and int(server_id, 16) >= 0
     assert r == {"success": True, "rm_address": rm.address,
                  "server_version": 1, "lease_ttl": 30.0}
     assert h.flags == 0 and h.length > 0
@@ -119,6 +121,7 @@ def test_every_message_type(client, rm, mds):
 
     _, r = client.call(HEARTBEAT, {})
     assert "error" not in r and r["lease_expired"] is False
+    assert r["server_id"] == server_id
 
     h, r = client.call(SHUTDOWN, {})
     assert r == {"error": "Unknown message type: 255"}

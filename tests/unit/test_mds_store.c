@@ -623,6 +623,26 @@ static void test_handshake_heartbeat_errors(void **state)
 	assert_non_null(mget(R.root, "error"));
 }
 
+/* "server_id" is sent in HANDSHAKE and HEARTBEAT only when set (main) */
+static void test_server_id(void **state)
+{
+	msgpack_object *m;
+
+	start(30 * SEC, 0);
+	assert_null(mget(simple(MDS_HANDSHAKE), "server_id"));
+	assert_null(mget(simple(MDS_HEARTBEAT), "server_id"));
+	snprintf(S.server_id, sizeof(S.server_id), "0123456789abcdef");
+	m = simple(MDS_HANDSHAKE);
+	assert_int_equal(mget(m, "server_id")->via.str.size, 16);
+	assert_memory_equal(mget(m, "server_id")->via.str.ptr,
+			    "0123456789abcdef", 16);
+	assert_int_equal(mbool(mget(m, "success")), 1);
+	m = heartbeat("inst", "L1", false, NULL);
+	assert_memory_equal(mget(m, "server_id")->via.str.ptr,
+			    "0123456789abcdef", 16);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
+}
+
 static void test_rm_failures(void **state)
 {
 	struct rm_handle a;
@@ -859,6 +879,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stats_and_usage, teardown),
 		cmocka_unit_test_teardown(test_handshake_heartbeat_errors,
 					  teardown),
+		cmocka_unit_test_teardown(test_server_id, teardown),
 		cmocka_unit_test_teardown(test_rm_failures, teardown),
 		cmocka_unit_test_teardown(test_leases, teardown),
 		cmocka_unit_test_teardown(test_leases_disabled, teardown),

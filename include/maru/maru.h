@@ -26,6 +26,12 @@
  *    maru_view.ptr, maru_region_get_buffer()) stay valid until
  *    maru_handler_close() / maru_handler_free().  A page's contents stay
  *    meaningful until the page is freed or its key deleted.
+ *  - Loss of ownership (the metadata server restarted, or the lease
+ *    expired): the regions no longer owned are "fenced", i.e. private
+ *    anonymous memory replaces their mapping in place.  Pointers into them
+ *    stay valid but no write reaches the pool; the next write operation
+ *    recovers (new lease, new region).  docs/c-api.md, "Ownership loss and
+ *    fencing".
  *
  * Errors that every operation on a handler may return:
  *  -ENOTCONN   the handler is not connected (call maru_handler_connect())
@@ -35,6 +41,10 @@
  *  -EREMOTEIO  the server answered with an "error" reply
  *  -EPROTO     the server's reply could not be decoded
  *  -ENOMEM     out of (local) memory
+ * and write operations (page alloc, store, batch store) also:
+ *  -EKEYEXPIRED  ownership cannot be confirmed (lease not renewed for 3/4
+ *              TTL and the server does not answer)
+ *  -ESTALE     a page of a region this handler no longer owns (fenced)
  *
  * Thread safety (python-api.md §4.4): "write" operations (page alloc/free,
  * store, batch store, delete) are serialised by one handler-wide lock.
@@ -452,6 +462,7 @@ int maru_handler_set_on_region_added(struct maru_handler *h,
 
 /**
  * maru_handler_owned_region_ids - ids of the owned regions, oldest first
+ * (fenced regions, no longer owned, are left out)
  * @ids: receives up to @cap ids (may be NULL when @cap is 0)
  * Return: the number of owned regions (may exceed @cap; 0 when not
  * connected).  Context: any thread.
@@ -501,7 +512,8 @@ int maru_region_get_stats(struct maru_handler *h, uint64_t region_id,
 int maru_region_get_handle(struct maru_handler *h, uint64_t region_id,
 			   struct maru_region_handle *out);
 
-/* maru_region_is_owned - @region_id is one of this handler's regions */
+/* maru_region_is_owned - @region_id is one of this handler's regions (and
+ * not fenced) */
 bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
 
 /* ------------------------------------------------------------------------ */
@@ -516,7 +528,9 @@ bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
  * Tries the active owned region, then the others in order (switching the
  * active one).  When all are full and auto_expand is on, requests a new
  * region of expand_size, maps it, fires the region-added callback and
- * retries.
+ * retries.  After a loss of ownership it first recovers (a new lease) and
+ * takes the page from a new region of pool_size (even with auto_expand
+ * off), announced to the region-added callback like an expansion.
  *
  * Return: 0, or
  *  -EINVAL       @size is larger than chunk_size ("Requested size S
@@ -527,8 +541,12 @@ bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
  *                attempt"; the cause is logged)
  *  -ENOBUFS      the new region yielded no page ("Cannot allocate page after
  *                expansion")
- *  -EKEYEXPIRED  the lease has not been renewed for 3/4 of its TTL: writing
- *                is stopped until a renewal succeeds
+ *  -EKEYEXPIRED  the lease has not been renewed for 3/4 of its TTL and a
+ *                renewal tried now failed too: writing is stopped until
+ *                one succeeds
+ *  -ETIMEDOUT and other RPC errors: the connection to the server dropped
+ *                (or ownership was lost) and the server cannot be reached
+ *                to verify (or recover) it
  *  -ENOTCONN, -ESHUTDOWN
  * Context: any thread (write lock).
  */
@@ -540,7 +558,8 @@ int maru_page_alloc(struct maru_handler *h, size_t size, struct maru_page *out);
  *
  * Also forgets any key this handler stored in that page; the server is not
  * told (the key stays registered: delete it first with maru_kv_delete()).
- * Return: 0, -ENOENT (region not owned), -EINVAL (page out of range or not
+ * Return: 0 (also for a page of a region dropped after a loss of
+ * ownership), -ENOENT (region not owned), -EINVAL (page out of range or not
  * allocated), -ENOTCONN, -ESHUTDOWN.
  * Context: any thread (write lock).
  */
@@ -564,8 +583,10 @@ int maru_page_free(struct maru_handler *h, uint64_t region_id,
  *
  * Return: 1 stored under a new key, 0 the key existed (page freed),
  * -EKEYEXPIRED (lease lapsed; page freed), -ENOTCONN/-ESHUTDOWN (page not
- * touched), -EINVAL (@page not an allocated page of an owned region), or the
- * RPC's -errno (page freed).  Python maps >= 0 to True, RPC errors to False.
+ * touched), -EINVAL (@page not an allocated page of an owned region),
+ * -ESTALE (@page's region was fenced: ownership lost; never registered, no
+ * RPC), or the RPC's -errno (page freed).  Python maps >= 0 to True, every
+ * error to False.
  * Context: any thread (write lock).
  */
 int maru_kv_store(struct maru_handler *h, const struct maru_key *key,
@@ -624,7 +645,8 @@ int maru_kv_delete(struct maru_handler *h, const struct maru_key *key);
  * Keys already in the local key map are answered locally; the others go in
  * one BATCH_REGISTER_KV.  A key that lost a race (is_new false) has its page
  * freed and counts as success (upstream leaked that page).  When the RPC
- * fails every page sent is freed and its result is false.
+ * fails every page sent is freed and its result is false.  Pages of fenced
+ * regions (ownership lost) are never registered: false.
  * Context: any thread (write lock).
  */
 int maru_kv_batch_store(struct maru_handler *h, const struct maru_key *keys,

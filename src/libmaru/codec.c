@@ -781,6 +781,8 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	memset(&rep->lookup, 0, sizeof(rep->lookup));
 	rep->rm_address = NULL;
 	rep->rm_address_len = 0;
+	rep->server_id = NULL;
+	rep->server_id_len = 0;
 	rep->results_len = rep->entries_len = rep->handles_len = 0;
 
 	if (mp_next(&r, &it) || it.kind != MP_MAP)
@@ -818,6 +820,17 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 			if (v.kind == MP_STR) {
 				rep->rm_address = (const char *)v.data;
 				rep->rm_address_len = v.len;
+			} else if (v.kind != MP_NIL) {
+				rc = -EPROTO;
+			}
+		} else if (key_is(&k, "server_id")) {
+			/* HANDSHAKE/HEARTBEAT: which server process answers */
+			if (mp_next(&r, &v))
+				return -EPROTO;
+			rc = 0;
+			if (v.kind == MP_STR) {
+				rep->server_id = (const char *)v.data;
+				rep->server_id_len = v.len;
 			} else if (v.kind != MP_NIL) {
 				rc = -EPROTO;
 			}

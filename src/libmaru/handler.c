@@ -23,9 +23,15 @@
  *  - @state moves NEW -> CONNECTED -> CLOSING (terminal); a failed connect
  *    goes back to NEW.
  *
+ * Loss of ownership (fence.c): alloc, store and batch_store pass
+ * maru__write_gate() first, which recovers from a fence and verifies after a
+ * dropped connection or a stale lease; a page of a fenced region is never
+ * registered (-ESTALE) and fenced regions are never returned to a server.
+ *
  * Error mapping (see maru.h): -ENOTCONN / -ESHUTDOWN for the state checks,
  * -EREMOTEIO for an "error" reply, -ETIMEDOUT from rpc.c, -ENOSPC /
- * -ENOMEM / -ENOBUFS for the three alloc failures of upstream.
+ * -ENOMEM / -ENOBUFS for the three alloc failures of upstream, -ESTALE for
+ * a page whose region was fenced.
  */
 #include "private.h"
 
@@ -76,6 +82,8 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	maru__owned_init(&h->owned, cfg->chunk_size);
 	maru__keymap_init(&h->keys);
 	atomic_init(&h->stats.enabled, false);
+	maru__lease_init(h);
+	maru__fence_init(h);
 	*out = h;
 	return 0;
 
@@ -93,6 +101,8 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	maru_handler_close(h);
 	maru__keymap_destroy(&h->keys);
 	maru__owned_destroy(&h->owned);
+	maru__fence_destroy(h);
+	maru__lease_destroy(h);
 	pthread_mutex_destroy(&h->olock);
 	pthread_mutex_destroy(&h->wlock);
 	free(h->instance_id);
@@ -131,6 +141,12 @@ static int state_check(const struct maru_handler *h)
 	if (st != MARU_ST_CONNECTED)
 		return -ENOTCONN;
 	return 0;
+}
+
+/* still ours: not fenced (a fenced one waits for the next write to go) */
+static bool region_live(const struct maru__owned_region *r)
+{
+	return !r->map || !atomic_load(&r->map->fenced);
 }
 
 int maru__call(struct maru_handler *h, struct maru__msg *m,
@@ -260,6 +276,9 @@ static int handshake(struct maru_handler *h)
 		memcpy(h->rm_address, r.rm_address, r.rm_address_len);
 		h->rm_address[r.rm_address_len] = '\0';
 	}
+	/* which server process: a later reply from another means a restart */
+	if (rc == 0 && !r.error)
+		maru__fence_set_server(h, &r);
 	maru__rpc_reply_release(&rr);
 	ldbg(h, "resource manager at %s", h->rm_address);
 	return 0;
@@ -318,11 +337,24 @@ static int adopt_region(struct maru_handler *h,
 	return rc;
 }
 
-/* undo what connect set up (the opposite order) */
-static void teardown(struct maru_handler *h)
+/*
+ * stop the background threads: stats, the lease thread (its socket is
+ * detached from the monitor as it closes), then the monitor, once the main
+ * socket is detached too (a monitor must never outlive its PAIR reader)
+ */
+static void stop_threads(struct maru_handler *h)
 {
 	maru__stats_stop(h);
 	maru__lease_stop(h);
+	if (h->rpc_open)
+		maru__rpc_set_monitor(&h->rpc, NULL);
+	maru__monitor_stop(h);
+}
+
+/* undo what connect set up (the opposite order) */
+static void teardown(struct maru_handler *h)
+{
+	stop_threads(h);
 	maru__lease_release(h);
 	if (h->mapper_ready)
 		maru__mapper_destroy(&h->mapper);
@@ -355,6 +387,15 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	if (rc < 0)
 		goto out_teardown;
 	h->rpc_open = true;
+	maru__fence_reset(h);
+	rc = maru__monitor_start(h);
+	if (rc == 0)
+		maru__rpc_set_monitor(&h->rpc, &h->fence.mon);
+	else
+		lwarn(h,
+		      "no socket monitor (%s): a server restart is noticed "
+		      "at the next lease renewal only",
+		      strerror(-rc));
 	maru__mapper_init(&h->mapper, h, h->prefault);
 	h->mapper_ready = true;
 	maru__mapper_scan_devices(&h->mapper, NULL, NULL);
@@ -367,7 +408,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		lerr(h, "bad resource manager address '%s'", h->rm_address);
 		goto out_teardown;
 	}
-	rc = maru__lease_start(h);
+	rc = maru__lease_start(h, false);
 	if (rc < 0)
 		goto out_teardown;
 
@@ -415,15 +456,16 @@ MARU_EXPORT void maru_handler_close(struct maru_handler *h)
 					    MARU_ST_CLOSING))
 		return;
 	/* no new operation starts now; stop the background threads */
-	maru__stats_stop(h);
-	maru__lease_stop(h);
+	stop_threads(h);
 
 	pthread_mutex_lock(&h->wlock); /* waits for in-flight writes */
 	pthread_mutex_lock(&h->olock);
 	if (h->owned.n) {
 		ids = malloc(h->owned.n * sizeof(*ids));
+		/* a fenced region is not ours any more: never return it */
 		for (i = 0; ids && i < h->owned.n; i++)
-			ids[n++] = h->owned.regions[i]->region_id;
+			if (region_live(h->owned.regions[i]))
+				ids[n++] = h->owned.regions[i]->region_id;
 	}
 	maru__owned_destroy(&h->owned);
 	pthread_mutex_unlock(&h->olock);
@@ -465,14 +507,18 @@ MARU_EXPORT uint64_t maru_handler_lease_ttl_ms(const struct maru_handler *h)
 MARU_EXPORT int maru_handler_owned_region_ids(struct maru_handler *h,
 					      uint64_t *ids, size_t cap)
 {
-	size_t i, n;
+	size_t i, n = 0;
 
 	if (state_check(h) < 0)
 		return 0;
 	pthread_mutex_lock(&h->olock);
-	n = h->owned.n;
-	for (i = 0; i < n && i < cap; i++)
-		ids[i] = h->owned.regions[i]->region_id;
+	for (i = 0; i < h->owned.n; i++) {
+		if (!region_live(h->owned.regions[i]))
+			continue;
+		if (n < cap)
+			ids[n] = h->owned.regions[i]->region_id;
+		n++;
+	}
 	pthread_mutex_unlock(&h->olock);
 	return (int)n;
 }
@@ -555,12 +601,14 @@ MARU_EXPORT int maru_region_get_handle(struct maru_handler *h,
 MARU_EXPORT bool maru_region_is_owned(struct maru_handler *h,
 				      uint64_t region_id)
 {
+	struct maru__owned_region *r;
 	bool owned;
 
 	if (state_check(h) < 0)
 		return false;
 	pthread_mutex_lock(&h->olock);
-	owned = maru__owned_find(&h->owned, region_id) != NULL;
+	r = maru__owned_find(&h->owned, region_id);
+	owned = r && region_live(r);
 	pthread_mutex_unlock(&h->olock);
 	return owned;
 }
@@ -637,7 +685,11 @@ static int page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
 	return rc;
 }
 
-/* REQUEST_ALLOC(expand_size), map it, announce it (@wlock held) */
+/*
+ * REQUEST_ALLOC(expand_size), map it, announce it (@wlock held).  With no
+ * region left (all fenced and dropped by a recovery) the new one replaces
+ * the first: pool_size, whether or not auto_expand is on.
+ */
 static int expand(struct maru_handler *h)
 {
 	uint64_t size =
@@ -646,6 +698,8 @@ static int expand(struct maru_handler *h)
 	int64_t pages;
 	int rc;
 
+	if (!h->owned.n)
+		size = h->cfg.pool_size;
 	rc = request_region(h, size, &hd);
 	if (rc < 0)
 		return rc;
@@ -675,7 +729,7 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 	rc = maru__owned_alloc(&h->owned, &rid, &page);
 	pthread_mutex_unlock(&h->olock);
 	if (rc == -ENOSPC) {
-		if (!h->cfg.auto_expand)
+		if (!h->cfg.auto_expand && h->owned.n)
 			return -ENOSPC;
 		rc = expand(h);
 		if (rc < 0) {
@@ -707,8 +761,8 @@ MARU_EXPORT int maru_page_alloc(struct maru_handler *h, size_t size,
 		return -EINVAL;
 	pthread_mutex_lock(&h->wlock);
 	rc = state_check(h);
-	if (rc == 0 && !maru__lease_ok(h))
-		rc = -EKEYEXPIRED;
+	if (rc == 0)
+		rc = maru__write_gate(h);
 	if (rc == 0)
 		rc = page_alloc_locked(h, size, out);
 	pthread_mutex_unlock(&h->wlock);
@@ -727,6 +781,9 @@ MARU_EXPORT int maru_page_free(struct maru_handler *h, uint64_t region_id,
 	rc = state_check(h);
 	if (rc == 0)
 		rc = page_release(h, region_id, page_index);
+	/* the page went with its fenced region: nothing left to free */
+	if (rc == -ENOENT && maru__mapper_is_retired(&h->mapper, region_id))
+		rc = 0;
 	pthread_mutex_unlock(&h->wlock);
 	if (rc == -ERANGE)
 		rc = -EINVAL;
@@ -750,6 +807,48 @@ static bool page_valid(struct maru_handler *h, const struct maru_page *p)
 	     p->size <= h->cfg.chunk_size;
 	pthread_mutex_unlock(&h->olock);
 	return ok;
+}
+
+/* the alarm flags: nonzero after a drop or a loss of ownership (fence.c) */
+static inline unsigned alarm_flags(struct maru_handler *h)
+{
+	return (unsigned)(atomic_load_explicit(&h->fence.alarm,
+					       memory_order_relaxed) &
+			  MARU_ALARM_FLAGS);
+}
+
+/*
+ * was region @rid fenced (still owned, awaiting recovery, or retired)?
+ * Off the fast path: callers ask only when an alarm is up or a page is
+ * not valid.
+ */
+static bool region_fenced(struct maru_handler *h, uint64_t rid)
+{
+	struct maru__owned_region *r;
+	bool owned, fenced = false;
+
+	pthread_mutex_lock(&h->olock);
+	r = maru__owned_find(&h->owned, rid);
+	owned = r != NULL;
+	if (r && r->map)
+		fenced = atomic_load(&r->map->fenced);
+	pthread_mutex_unlock(&h->olock);
+	return owned ? fenced : maru__mapper_is_retired(&h->mapper, rid);
+}
+
+/*
+ * a key registered into a region fenced while the REGISTER was in flight:
+ * its bytes never reached the pool, so take it back (best effort)
+ */
+static void unregister(struct maru_handler *h, const struct maru_key *key)
+{
+	struct maru__reply r;
+	struct maru__msg m;
+
+	reply_init(&r);
+	maru__msg_init(&m, MDS_DELETE_KV);
+	if (send_msg(h, &m, maru__enc_key(&m, key), &r) < 0 || !r.success)
+		ldbg(h, "DELETE_KV of a key in a fenced region failed");
 }
 
 /* the key is already stored locally: drop this page unless it is the same */
@@ -791,17 +890,27 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	if (rc < 0)
 		goto out_unlock;
 	rc = -EINVAL;
-	if (!key || !page_valid(h, page))
+	if (!key)
 		goto out_unlock;
+	/* a page of a fenced region is never registered, and costs no RPC */
+	rc = -ESTALE;
+	if (alarm_flags(h) && region_fenced(h, page->region_id))
+		goto out_unlock;
+	rc = maru__write_gate(h);
+	if (rc < 0) {
+		if (page_valid(h, page))
+			page_release(h, page->region_id, page->page_index);
+		goto out_unlock;
+	}
+	if (!page_valid(h, page)) {
+		/* (a recovery in the gate may just have retired its region) */
+		rc = region_fenced(h, page->region_id) ? -ESTALE : -EINVAL;
+		goto out_unlock;
+	}
 	e = maru__keymap_find(&h->keys, key);
 	if (e) {
 		store_dup(h, e, page);
 		rc = 0;
-		goto out_unlock;
-	}
-	if (!maru__lease_ok(h)) {
-		page_release(h, page->region_id, page->page_index);
-		rc = -EKEYEXPIRED;
 		goto out_unlock;
 	}
 	reg = (struct maru__reg){key, page->region_id,
@@ -819,6 +928,11 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 		/* first writer wins: someone else stored it */
 		page_release(h, page->region_id, page->page_index);
 		rc = 0;
+	} else if ((alarm_flags(h) & MARU_ALARM_LOST) &&
+		   region_fenced(h, page->region_id)) {
+		/* fenced meanwhile (another thread found out) */
+		unregister(h, key);
+		rc = -ESTALE;
 	} else {
 		remember(h, key, page);
 		rc = 1;
@@ -842,7 +956,8 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	struct maru__reply r;
 	struct maru__msg m;
 	bool *res = NULL;
-	size_t i, k = 0;
+	size_t i, j, k = 0;
+	bool lost;
 	int rc, hits = 0;
 
 	if (n && (!keys || !pages || !results))
@@ -864,6 +979,8 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	for (i = 0; i < n; i++) {
 		if (!page_valid(h, &pages[i]))
 			continue; /* false: not a page of ours */
+		if (alarm_flags(h) && region_fenced(h, pages[i].region_id))
+			continue; /* false: fenced, never registered */
 		e = maru__keymap_find(&h->keys, &keys[i]);
 		if (e) {
 			store_dup(h, e, &pages[i]);
@@ -879,9 +996,18 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	rc = 0;
 	if (!k)
 		goto out_unlock;
-	if (!maru__lease_ok(h)) {
-		rc = -EKEYEXPIRED;
-	} else {
+	rc = maru__write_gate(h);
+	if (rc == 0) {
+		/* a recovery in the gate retires fenced regions: drop those */
+		for (i = j = 0; i < k; i++) {
+			if (!page_valid(h, &pages[idx[i]]))
+				continue;
+			regs[j] = regs[i];
+			idx[j++] = idx[i];
+		}
+		k = j;
+	}
+	if (rc == 0 && k) {
 		reply_init(&r);
 		r.results = res;
 		r.nresults = k;
@@ -890,9 +1016,15 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 		if (rc == 0 && !r.success)
 			rc = -EREMOTEIO;
 	}
+	lost = rc == 0 && (alarm_flags(h) & MARU_ALARM_LOST);
 	for (i = 0; i < k; i++) {
 		const struct maru_page *p = &pages[idx[i]];
 
+		if (lost && region_fenced(h, p->region_id)) {
+			/* fenced meanwhile: false (see maru_kv_store) */
+			page_release(h, p->region_id, p->page_index);
+			continue;
+		}
 		if (rc == 0 && i < r.results_len && res[i]) {
 			remember(h, &keys[idx[i]], p);
 			results[idx[i]] = true;

@@ -9,16 +9,20 @@
  * its own lock-step connection (so renewals never queue behind a long batch
  * on the main socket).  If no renewal succeeded for 3/4 TTL, writes (alloc,
  * store) fail with -EKEYEXPIRED until one succeeds again, because the
- * server may reclaim the regions at any moment after TTL.  A renewal
- * answered lease_expired means the regions are gone for good: writes fail
- * from then on.  On a clean close the regions are returned first, then the
- * lease is released (HEARTBEAT lease_release=true).
+ * server may reclaim the regions at any moment after TTL; the next write
+ * then first tries a renewal of its own (fence.c).  Every renewal is a
+ * verification (maru__verify): a reply with lease_expired, or from another
+ * server process (server_id), means the regions are gone.  They are fenced
+ * at once, this thread ends, and the next write recovers: a new lease
+ * (maru__lease_start(h, true)) and a new region.  On a clean close the
+ * regions are returned first, then the lease is released (HEARTBEAT
+ * lease_release=true).
  *
  * A server that answers {} or lease_ttl 0 grants no lease: nothing here
  * runs and the handler behaves as before.
  *
- * Context: start/stop/release from connect/close; maru__lease_ok from any
- * thread (atomics).
+ * Context: start/stop/release from connect/close and from a recovery
+ * (@wlock held); maru__lease_ok from any thread (atomics).
  */
 #include "private.h"
 
@@ -27,37 +31,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "mds_proto.h"
-
-/* one HEARTBEAT on @rpc; 0 with *reply filled, or -errno */
-static int heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
-		     bool release, struct maru__reply *rep)
-{
-	struct maru__rpc_reply rr;
-	struct maru__msg m;
-	int rc;
-
-	maru__msg_init(&m, MDS_HEARTBEAT);
-	rc = maru__enc_heartbeat(&m, h->instance_id, h->lease.id, release);
-	if (rc == 0)
-		rc = maru__rpc_call(rpc, &m, &rr);
-	maru__msg_release(&m);
-	if (rc < 0)
-		return rc;
-	memset(rep, 0, sizeof(*rep));
-	rc = maru__decode_reply(rr.payload, rr.len, rep);
-	maru__rpc_reply_release(&rr);
-	if (rc == 0 && rep->error)
-		rc = -EREMOTEIO;
-	return rc;
-}
-
 static void *lease_thread(void *arg)
 {
 	struct maru_handler *h = arg;
 	struct maru__lease *l = &h->lease;
 	uint64_t period = l->ttl_ns / 4, next, sent;
-	struct maru__reply rep;
 	struct timespec ts;
 	bool failing = false;
 	int rc;
@@ -75,16 +53,12 @@ static void *lease_thread(void *arg)
 			break;
 		pthread_mutex_unlock(&l->lock);
 		sent = maru__now_ns();
-		rc = heartbeat(h, &l->rpc, false, &rep);
-		if (rc == 0 && rep.lease_expired) {
-			if (!atomic_exchange(&l->lost, true))
-				lerr(h,
-				     "lease %s expired on the server: its "
-				     "regions are being reclaimed, writes "
-				     "disabled",
-				     l->id);
-		} else if (rc == 0) {
-			atomic_store(&l->renewed_ns, sent);
+		rc = maru__verify(h, &l->rpc);
+		if (rc == -ESTALE) {
+			/* fenced; the next write starts a new lease */
+			pthread_mutex_lock(&l->lock);
+			break;
+		} else if (rc == 0 || rc == -EAGAIN) {
 			if (failing)
 				linfo(h, "lease %s renewed again", l->id);
 			failing = false;
@@ -100,28 +74,55 @@ static void *lease_thread(void *arg)
 	return NULL;
 }
 
-int maru__lease_start(struct maru_handler *h)
+void maru__lease_init(struct maru_handler *h)
 {
 	struct maru__lease *l = &h->lease;
-	struct maru__reply rep;
 	pthread_condattr_t a;
+
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+void maru__lease_destroy(struct maru_handler *h)
+{
+	pthread_cond_destroy(&h->lease.cv);
+	pthread_mutex_destroy(&h->lease.lock);
+}
+
+int maru__lease_start(struct maru_handler *h, bool recovering)
+{
+	struct maru__lease *l = &h->lease;
+	struct maru__hb hb;
 	uint64_t sent;
 	int rc, tmo;
 
 	l->active = false;
-	atomic_store(&l->lost, false);
 	maru__uuid4(l->id);
 	sent = maru__now_ns();
-	rc = heartbeat(h, &h->rpc, false, &rep);
+	rc = maru__heartbeat(h, &h->rpc, l->id, false, &hb);
+	if (rc < 0 && recovering) {
+		lwarn(h, "lease %s: HEARTBEAT failed: %s", l->id,
+		      strerror(-rc));
+		return rc;
+	}
 	if (rc < 0) {
 		ldbg(h, "no lease: HEARTBEAT failed: %s", strerror(-rc));
 		return 0;
 	}
-	if (!(rep.lease_ttl > 0)) {
+	if (recovering) {
+		/* the server we start over with (fence.lock is held) */
+		h->fence.known = true;
+		snprintf(h->fence.server_id, sizeof(h->fence.server_id), "%s",
+			 hb.has_server_id ? hb.server_id : "");
+	}
+	if (!(hb.lease_ttl > 0)) {
 		ldbg(h, "server grants no lease");
 		return 0;
 	}
-	l->ttl_ns = (uint64_t)(rep.lease_ttl * 1e9);
+	l->ttl_ns = (uint64_t)(hb.lease_ttl * 1e9);
 	if (l->ttl_ns < 4000000) /* 4 ms: a renewal period of 1 ms */
 		l->ttl_ns = 4000000;
 	atomic_store(&l->renewed_ns, sent);
@@ -138,22 +139,16 @@ int maru__lease_start(struct maru_handler *h)
 	if (rc < 0)
 		goto out_inactive;
 	l->rpc_open = true;
-	pthread_mutex_init(&l->lock, NULL);
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(&l->cv, &a);
-	pthread_condattr_destroy(&a);
+	maru__rpc_set_monitor(&l->rpc, &h->fence.mon);
 	l->stop = false;
 	rc = -pthread_create(&l->thread, NULL, lease_thread, h);
 	if (rc < 0)
-		goto out_sync;
+		goto out_rpc;
 	l->thread_started = true;
-	ldbg(h, "lease %s granted, ttl %.3f s", l->id, rep.lease_ttl);
+	ldbg(h, "lease %s granted, ttl %.3f s", l->id, hb.lease_ttl);
 	return 0;
 
-out_sync:
-	pthread_cond_destroy(&l->cv);
-	pthread_mutex_destroy(&l->lock);
+out_rpc:
 	maru__rpc_close(&l->rpc);
 	l->rpc_open = false;
 out_inactive:
@@ -174,8 +169,6 @@ void maru__lease_stop(struct maru_handler *h)
 		pthread_mutex_unlock(&l->lock);
 		pthread_join(l->thread, NULL);
 		l->thread_started = false;
-		pthread_cond_destroy(&l->cv);
-		pthread_mutex_destroy(&l->lock);
 	}
 	if (l->rpc_open)
 		maru__rpc_close(&l->rpc);
@@ -188,19 +181,17 @@ bool maru__lease_ok(struct maru_handler *h)
 
 	if (!l->active)
 		return true;
-	if (atomic_load(&l->lost))
-		return false;
 	return maru__now_ns() - atomic_load(&l->renewed_ns) < l->ttl_ns / 4 * 3;
 }
 
 void maru__lease_release(struct maru_handler *h)
 {
-	struct maru__reply rep;
+	struct maru__hb hb;
 	int rc;
 
 	if (!h->lease.active)
 		return;
-	rc = heartbeat(h, &h->rpc, true, &rep);
+	rc = maru__heartbeat(h, &h->rpc, h->lease.id, true, &hb);
 	if (rc < 0)
 		lwarn(h, "lease %s: release failed: %s", h->lease.id,
 		      strerror(-rc));

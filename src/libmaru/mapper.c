@@ -18,9 +18,19 @@
  * instead of the server's.
  *
  * Lookups are lock-free: the table is a fixed array of bucket chains, new
- * mappings are pushed at the head with a release store and never removed
+ * mappings are pushed at the head with a release store and never freed
  * until maru__mapper_destroy(), which the handler only calls once no other
  * thread can be using the handler (close).
+ *
+ * Fencing (fence.c): when the handler loses ownership of its regions (the
+ * server restarted, or its lease expired) their mappings are replaced in
+ * place by anonymous private memory (mmap MAP_FIXED), so every pointer and
+ * memoryview handed out stays valid but a write can no longer reach memory
+ * the pool may have given to someone else.  Lookups skip a fenced mapping
+ * (a retrieve maps the region afresh if it is still alive); the handler
+ * later moves fenced mappings out of the table to @retired, where they stay
+ * mapped until destroy.  Unlinking leaves the mapping's own next pointer
+ * alone, so a reader standing on it still walks the rest of the chain.
  *
  * Context: find from any thread; map serialised by @lock.
  */
@@ -192,7 +202,8 @@ struct maru__mapping *maru__mapper_find(struct maru__mapper *mp,
 	m = atomic_load_explicit(&mp->buckets[region_id % MARU_MAP_BUCKETS],
 				 memory_order_acquire);
 	for (; m; m = m->next)
-		if (m->handle.region_id == region_id)
+		if (m->handle.region_id == region_id &&
+		    !atomic_load_explicit(&m->fenced, memory_order_acquire))
 			return m;
 	return NULL;
 }
@@ -287,6 +298,7 @@ int maru__mapper_map(struct maru__mapper *mp,
 	m->addr = addr;
 	m->len = (size_t)hd->length;
 	m->owned = owned;
+	atomic_init(&m->fenced, false);
 	if (want_prefault && mp->prefault)
 		prefault(mp, m->addr, m->len);
 	b = hd->region_id % MARU_MAP_BUCKETS;
@@ -339,6 +351,98 @@ void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id)
 	}
 }
 
+/* the fence itself (@lock held); see the header comment */
+static bool fence_locked(struct maru__mapper *mp, struct maru__mapping *m)
+{
+	void *p;
+
+	if (atomic_load_explicit(&m->fenced, memory_order_relaxed))
+		return false;
+	p = mmap(m->addr, m->len, PROT_READ | PROT_WRITE,
+		 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		/* out of map entries: at least stop the writes (they fault) */
+		lerr(mp->h, "region %" PRIu64 ": fence mmap failed: %s",
+		     m->handle.region_id, strerror(errno));
+		if (mprotect(m->addr, m->len, PROT_READ) < 0)
+			lerr(mp->h, "region %" PRIu64 ": mprotect failed: %s",
+			     m->handle.region_id, strerror(errno));
+	}
+	atomic_store_explicit(&m->fenced, true, memory_order_release);
+	ldbg(mp->h, "region %" PRIu64 ": fenced (%zu bytes at %p)",
+	     m->handle.region_id, m->len, (void *)m->addr);
+	return true;
+}
+
+bool maru__mapper_fence(struct maru__mapper *mp, struct maru__mapping *m)
+{
+	bool done;
+
+	pthread_mutex_lock(&mp->lock);
+	done = fence_locked(mp, m);
+	pthread_mutex_unlock(&mp->lock);
+	return done;
+}
+
+size_t maru__mapper_fence_all(struct maru__mapper *mp)
+{
+	struct maru__mapping *m;
+	size_t i, n = 0;
+
+	pthread_mutex_lock(&mp->lock);
+	for (i = 0; i < MARU_MAP_BUCKETS; i++) {
+		m = atomic_load_explicit(&mp->buckets[i], memory_order_relaxed);
+		for (; m; m = m->next)
+			n += fence_locked(mp, m);
+	}
+	pthread_mutex_unlock(&mp->lock);
+	return n;
+}
+
+void maru__mapper_retire_fenced(struct maru__mapper *mp)
+{
+	_Atomic(struct maru__mapping *) *head;
+	struct maru__mapping *m, *prev, *next;
+	size_t i;
+
+	pthread_mutex_lock(&mp->lock);
+	for (i = 0; i < MARU_MAP_BUCKETS; i++) {
+		head = &mp->buckets[i];
+		prev = NULL;
+		m = atomic_load_explicit(head, memory_order_relaxed);
+		for (; m; m = next) {
+			next = m->next;
+			if (!atomic_load_explicit(&m->fenced,
+						  memory_order_relaxed)) {
+				prev = m;
+				continue;
+			}
+			/* unlink; m->next stays for readers standing on m */
+			if (prev)
+				__atomic_store_n(&prev->next, next,
+						 __ATOMIC_RELEASE);
+			else
+				atomic_store_explicit(head, next,
+						      memory_order_release);
+			m->retired_next = mp->retired;
+			mp->retired = m;
+		}
+	}
+	pthread_mutex_unlock(&mp->lock);
+}
+
+bool maru__mapper_is_retired(struct maru__mapper *mp, uint64_t region_id)
+{
+	struct maru__mapping *m;
+	bool found = false;
+
+	pthread_mutex_lock(&mp->lock);
+	for (m = mp->retired; m && !found; m = m->retired_next)
+		found = m->handle.region_id == region_id;
+	pthread_mutex_unlock(&mp->lock);
+	return found;
+}
+
 void maru__mapper_destroy(struct maru__mapper *mp)
 {
 	struct maru__mapping *m, *next;
@@ -354,6 +458,12 @@ void maru__mapper_destroy(struct maru__mapper *mp)
 		atomic_store_explicit(&mp->buckets[i], NULL,
 				      memory_order_relaxed);
 	}
+	for (m = mp->retired; m; m = next) {
+		next = m->retired_next;
+		munmap(m->addr, m->len);
+		free(m);
+	}
+	mp->retired = NULL;
 	if (mp->rm_ready)
 		rm_client_destroy(&mp->rm);
 	mp->rm_ready = false;

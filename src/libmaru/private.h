@@ -17,6 +17,8 @@
  *   rpc.c      ZeroMQ client: REQ lock-step or DEALER pipelined
  *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
  *   lease.c    lease heartbeat thread (later-additions.md §1)
+ *   fence.c    loss of ownership: socket monitor, verification, fencing
+ *              of stale mappings, recovery on the next write
  *   stats.c    per-op stats buffer and the REPORT_STATS thread
  *   handler.c  the public handler and KV API
  */
@@ -177,6 +179,8 @@ struct maru__reply {
 	struct maru__lookup lookup; /* found, handle, kv_offset, kv_length */
 	const char *rm_address;	    /* borrows from the reply */
 	uint32_t rm_address_len;
+	const char *server_id; /* borrows from the reply; NULL = absent */
+	uint32_t server_id_len;
 	/* sinks, set by the caller before decoding (all optional) */
 	bool *results; /* borrows: @nresults slots */
 	size_t nresults;
@@ -304,6 +308,7 @@ void maru__keymap_remove(struct maru__keymap *km, struct maru__keyent *e);
 /* rpc.c: the metadata-server client                                        */
 
 struct maru__rpc_slot;
+struct maru__monitor;
 
 struct maru__rpc {
 	const struct maru_handler *h; /* borrows: for logging */
@@ -324,6 +329,7 @@ struct maru__rpc {
 	int nfree;
 	pthread_cond_t space_cv; /* a slot became free */
 	int space_waiters;
+	struct maru__monitor *mon; /* borrows: watches each socket; or NULL */
 };
 
 /* A reply: the received frame; @payload/@len point into it. */
@@ -346,6 +352,12 @@ void maru__rpc_close(struct maru__rpc *r);
 int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,
 		   struct maru__rpc_reply *out);
 void maru__rpc_reply_release(struct maru__rpc_reply *rep);
+/*
+ * maru__rpc_set_monitor - report this connection's drops to @mon: the
+ * current socket and every socket opened later get a ZeroMQ socket
+ * monitor.  @mon NULL detaches (before the monitor thread stops).
+ */
+void maru__rpc_set_monitor(struct maru__rpc *r, struct maru__monitor *mon);
 
 /* ------------------------------------------------------------------------ */
 /* mapper.c: region mappings                                                */
@@ -356,6 +368,13 @@ struct maru__mapping {
 	uint8_t *addr; /* owns: the mmap */
 	size_t len;    /* handle.length */
 	bool owned;
+	/*
+	 * The shared mapping was replaced in place by private anonymous
+	 * memory (fence.c): pointers stay valid, writes no longer reach the
+	 * pool.  Set once under the mapper's lock, read anywhere.
+	 */
+	atomic_bool fenced;
+	struct maru__mapping *retired_next; /* the mapper's @retired list */
 };
 
 #define MARU_MAP_BUCKETS 256
@@ -374,6 +393,8 @@ struct maru__mapper {
 	bool prefault;		       /* MARU_PREFAULT != "0" */
 	struct maru__uuid_path *uuids; /* owns */
 	size_t nuuids;
+	/* owns: fenced mappings out of the table, still mapped until destroy */
+	struct maru__mapping *retired;
 };
 
 int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
@@ -384,7 +405,10 @@ void maru__mapper_scan_devices(struct maru__mapper *mp, const char *sysdir,
 /* set the RM address (HANDSHAKE's or the config's) */
 int maru__mapper_set_rm(struct maru__mapper *mp, const char *address,
 			int timeout_ms);
-/* lock-free lookup: mappings are only removed by maru__mapper_destroy */
+/*
+ * lock-free lookup: mappings are only freed by maru__mapper_destroy; a
+ * fenced mapping is never returned (a read maps the region again)
+ */
 struct maru__mapping *maru__mapper_find(struct maru__mapper *mp,
 					uint64_t region_id);
 /**
@@ -401,28 +425,49 @@ void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id);
 void maru__mapper_destroy(struct maru__mapper *mp);
 /* the local path for a device UUID, or NULL */
 const char *maru__mapper_local_path(struct maru__mapper *mp, const char *uuid);
+/**
+ * maru__mapper_fence - replace @m's shared mapping in place by anonymous
+ * private memory (idempotent)
+ * Return: true if this call fenced it.
+ */
+bool maru__mapper_fence(struct maru__mapper *mp, struct maru__mapping *m);
+/* fence every mapping in the table; Return: how many this call fenced */
+size_t maru__mapper_fence_all(struct maru__mapper *mp);
+/* move every fenced mapping out of the table to @retired */
+void maru__mapper_retire_fenced(struct maru__mapper *mp);
+/* was @region_id fenced and retired? */
+bool maru__mapper_is_retired(struct maru__mapper *mp, uint64_t region_id);
 
 /* ------------------------------------------------------------------------ */
 /* lease.c and stats.c: background threads                                  */
 
 struct maru__lease {
 	bool active; /* the server granted a lease */
-	char id[37]; /* lease_id */
+	char id[37]; /* lease_id; changed only with the thread stopped */
 	uint64_t ttl_ns;
 	_Atomic uint64_t renewed_ns; /* last successful renewal */
-	atomic_bool lost;	     /* the server said lease_expired */
 	pthread_t thread;
 	bool thread_started;
-	pthread_mutex_t lock; /* @stop + @cv */
+	pthread_mutex_t lock; /* @stop + @cv (live from handler_new to free) */
 	pthread_cond_t cv;
 	bool stop;
 	struct maru__rpc rpc; /* its own connection */
 	bool rpc_open;
 };
 
-int maru__lease_start(struct maru_handler *h);
+/* the lock and condition variable, for the handler's lifetime */
+void maru__lease_init(struct maru_handler *h);
+void maru__lease_destroy(struct maru_handler *h);
+/**
+ * maru__lease_start - pick a new lease_id, HEARTBEAT it, start renewing
+ * @recovering: after a loss of ownership (fence.lock held): a failed
+ *   HEARTBEAT fails the call, and the reply's server_id becomes the known
+ *   one.  At connect a failed HEARTBEAT only means "no lease".
+ * Return: 0 or -errno.
+ */
+int maru__lease_start(struct maru_handler *h, bool recovering);
 void maru__lease_stop(struct maru_handler *h);
-/* writes allowed: no lease, or renewed within 3/4 TTL and not lost */
+/* writes allowed: no lease, or renewed within 3/4 TTL */
 bool maru__lease_ok(struct maru_handler *h);
 /* HEARTBEAT lease_release on the main connection (close) */
 void maru__lease_release(struct maru_handler *h);
@@ -445,6 +490,96 @@ int maru__stats_start(struct maru_handler *h);
 void maru__stats_stop(struct maru_handler *h);
 void maru__stats_record(struct maru_handler *h, const char *op,
 			const char *result, uint64_t size, uint64_t start_ns);
+
+/* ------------------------------------------------------------------------ */
+/* fence.c: loss of ownership                                               */
+
+/*
+ * h->fence.alarm: flags in the low byte, a count of dropped connections
+ * above it (so that a verification only clears SUSPECT when no drop
+ * happened since it began).  Zero flags = the write fast path.
+ */
+#define MARU_ALARM_SUSPECT 0x1u	    /* a connection dropped: verify first */
+#define MARU_ALARM_LOST_LEASE 0x2u  /* lease expired: owned regions fenced */
+#define MARU_ALARM_LOST_SERVER 0x4u /* new server: every mapping fenced */
+#define MARU_ALARM_LOST (MARU_ALARM_LOST_LEASE | MARU_ALARM_LOST_SERVER)
+#define MARU_ALARM_FLAGS 0xffu
+#define MARU_ALARM_GEN 0x100u
+
+/* What a HEARTBEAT reply said (copied out of the reply frame). */
+struct maru__hb {
+	bool lease_expired;
+	double lease_ttl;
+	bool has_server_id;
+	char server_id[65]; /* truncated to 64 bytes */
+};
+
+/* One watched RPC socket: its monitor's events arrive on @pair. */
+struct maru__watch {
+	void *sock; /* borrows: the watched socket, as a key only */
+	void *pair; /* owns: PAIR socket; only the monitor thread reads it */
+	bool dead;  /* @sock's monitor was stopped: close @pair */
+};
+
+/* The ZeroMQ socket monitors of the RPC sockets and their thread. */
+struct maru__monitor {
+	pthread_mutex_t lock;  /* everything below */
+	struct maru__watch *w; /* owns: @n in use */
+	size_t n;
+	size_t cap;
+	unsigned seq; /* inproc endpoint names */
+	int wakefd;   /* owns: eventfd, a new watch or stop */
+	bool running; /* the thread runs: attach does something */
+	bool stop;
+	bool verify; /* verify in the background after a drop (tests: off) */
+	pthread_t thread;
+};
+
+struct maru__fence {
+	_Atomic uint64_t alarm; /* MARU_ALARM_* | drops * MARU_ALARM_GEN */
+	pthread_mutex_t lock;	/* below; held while fencing and recovering */
+	bool known;		/* @server_id came from a reply */
+	char server_id[65];	/* "" = the server sends none */
+	uint64_t epoch;		/* recoveries so far */
+	struct maru__monitor mon;
+};
+
+void maru__fence_init(struct maru_handler *h);
+void maru__fence_destroy(struct maru_handler *h);
+/* forget everything before a (re)connect */
+void maru__fence_reset(struct maru_handler *h);
+/* remember the server_id of @r (a HANDSHAKE reply) */
+void maru__fence_set_server(struct maru_handler *h,
+			    const struct maru__reply *r);
+/* the lease thread's or a verification's HEARTBEAT; 0 or -errno */
+int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
+		    const char *lease_id, bool release, struct maru__hb *out);
+/**
+ * maru__verify - a HEARTBEAT on @rpc, judged: same server (server_id) and
+ * lease not expired?  On a loss of ownership the mappings are fenced at
+ * once and an alarm raised for the next write to recover.
+ * Return: 0 owned (lease renewed, SUSPECT cleared), -ESTALE ownership lost,
+ * -EAGAIN a recovery overtook it, or the RPC's -errno (nothing learned).
+ * Context: any thread; not with fence.lock held.
+ */
+int maru__verify(struct maru_handler *h, struct maru__rpc *rpc);
+/* the socket-monitor thread: start at connect, stop at close */
+int maru__monitor_start(struct maru_handler *h);
+void maru__monitor_stop(struct maru_handler *h);
+/*
+ * rpc.c: watch @sock (just opened, or open); stop watching it (before
+ * zmq_close, always before maru__monitor_stop)
+ */
+void maru__monitor_attach(struct maru__monitor *mon, void *zctx, void *sock);
+void maru__monitor_detach(struct maru__monitor *mon, void *sock);
+/**
+ * maru__gate_slow - make a write safe: recover from a loss of ownership,
+ * verify after a dropped connection or a stale lease
+ * Return: 0 (the owned regions are ours), or -errno: -EKEYEXPIRED when the
+ * lease could not be renewed, the RPC's error otherwise.
+ * Context: @wlock held.
+ */
+int maru__gate_slow(struct maru_handler *h);
 
 /* ------------------------------------------------------------------------ */
 /* handler.c                                                                */
@@ -479,7 +614,21 @@ struct maru_handler {
 	char rm_address[300]; /* effective: HANDSHAKE's, else the config's */
 	struct maru__lease lease;
 	struct maru__stats stats;
+	struct maru__fence fence;
 };
+
+/*
+ * maru__write_gate - before a write hands out or registers pool memory
+ * (@wlock held).  Nothing happened: one relaxed load and the lease check.
+ */
+static inline int maru__write_gate(struct maru_handler *h)
+{
+	if (!(atomic_load_explicit(&h->fence.alarm, memory_order_relaxed) &
+	      MARU_ALARM_FLAGS) &&
+	    maru__lease_ok(h))
+		return 0;
+	return maru__gate_slow(h);
+}
 
 /* maru__call - one RPC with @m on the main connection, decoded into @r */
 int maru__call(struct maru_handler *h, struct maru__msg *m,

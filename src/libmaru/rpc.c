@@ -34,6 +34,10 @@
  * thread.  A reply that arrives after its caller timed out finds no slot
  * with that sequence and is dropped.
  *
+ * A connection may be watched (maru__rpc_set_monitor): every socket it
+ * opens gets a ZeroMQ socket monitor feeding fence.c, which is how a dropped
+ * connection to the server is noticed before the next write.
+ *
  * Context: maru__rpc_call() from any thread; open/close are not concurrent
  * with calls.
  */
@@ -87,6 +91,14 @@ static int ms_left(uint64_t deadline)
 	return (int)((deadline - now + 999999) / 1000000);
 }
 
+/* close a socket of @r, stopping its monitor first (@lock held) */
+static void close_socket(struct maru__rpc *r, void *s)
+{
+	if (r->mon)
+		maru__monitor_detach(r->mon, s);
+	zmq_close(s);
+}
+
 static void *open_socket(struct maru__rpc *r)
 {
 	uint8_t ident[8];
@@ -104,14 +116,27 @@ static void *open_socket(struct maru__rpc *r)
 			zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, sizeof(ident));
 		}
 	}
+	if (r->mon)
+		maru__monitor_attach(r->mon, r->zctx, s);
 	if (zmq_connect(s, r->url) < 0) {
 		int e = errno;
 
-		zmq_close(s);
+		close_socket(r, s);
 		errno = e;
 		return NULL;
 	}
 	return s;
+}
+
+void maru__rpc_set_monitor(struct maru__rpc *r, struct maru__monitor *mon)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->sock && r->mon)
+		maru__monitor_detach(r->mon, r->sock);
+	r->mon = mon;
+	if (r->sock && mon)
+		maru__monitor_attach(mon, r->zctx, r->sock);
+	pthread_mutex_unlock(&r->lock);
 }
 
 int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
@@ -190,7 +215,7 @@ void maru__rpc_close(struct maru__rpc *r)
 	if (!r->url)
 		return;
 	if (r->sock)
-		zmq_close(r->sock);
+		close_socket(r, r->sock);
 	r->sock = NULL;
 	if (r->slots) {
 		for (i = 0; i < r->max_inflight; i++) {
@@ -248,7 +273,7 @@ static uint32_t take_seq(struct maru__rpc *r)
 static void req_reset(struct maru__rpc *r)
 {
 	if (r->sock)
-		zmq_close(r->sock);
+		close_socket(r, r->sock);
 	r->sock = NULL;
 }
 

@@ -55,6 +55,10 @@ static void reply(const uint8_t *p, size_t n)
 			CHECK(r.rm_address >= (const char *)p &&
 			      r.rm_address + r.rm_address_len <=
 				      (const char *)p + n);
+		if (r.server_id)
+			CHECK(r.server_id >= (const char *)p &&
+			      r.server_id + r.server_id_len <=
+				      (const char *)p + n);
 	}
 }
 

@@ -389,6 +389,34 @@ static void test_dec_error_and_defaults(void **state)
 	assert_false(r.success);
 	assert_false(r.lookup.found);
 	assert_true(r.lease_ttl == 0);
+	assert_null(r.server_id);
+	assert_int_equal(r.server_id_len, 0);
+}
+
+/* HEARTBEAT/HANDSHAKE "server_id" (docs/protocol.md §2 additions) */
+static void test_dec_server_id(void **state)
+{
+	/* {"lease_expired": false, "server_id": "00ff00ff00ff00ff"} */
+	static const uint8_t hb[] = {
+		0x82, 0xAD, 'l', 'e', 'a',  's',  'e', '_', 'e', 'x', 'p',
+		'i',  'r',  'e', 'd', 0xC2, 0xA9, 's', 'e', 'r', 'v', 'e',
+		'r',  '_',  'i', 'd', 0xB0, '0',  '0', 'f', 'f', '0', '0',
+		'f',  'f',  '0', '0', 'f',  'f',  '0', '0', 'f', 'f'};
+	/* {"server_id": nil} reads as absent, {"server_id": 1} is refused */
+	static const uint8_t nil[] = {0x81, 0xA9, 's', 'e', 'r', 'v',
+				      'e',  'r',  '_', 'i', 'd', 0xC0};
+	static const uint8_t bad[] = {0x81, 0xA9, 's', 'e', 'r', 'v',
+				      'e',  'r',  '_', 'i', 'd', 0x01};
+	struct maru__reply r;
+
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(maru__decode_reply(hb, sizeof(hb), &r), 0);
+	assert_false(r.lease_expired);
+	assert_int_equal(r.server_id_len, 16);
+	assert_memory_equal(r.server_id, "00ff00ff00ff00ff", 16);
+	assert_int_equal(maru__decode_reply(nil, sizeof(nil), &r), 0);
+	assert_null(r.server_id);
+	assert_int_equal(maru__decode_reply(bad, sizeof(bad), &r), -EPROTO);
 }
 
 static void test_dec_malformed(void **state)
@@ -581,6 +609,7 @@ int main(void)
 		cmocka_unit_test(test_dec_handle_rules),
 		cmocka_unit_test(test_dec_arrays),
 		cmocka_unit_test(test_dec_error_and_defaults),
+		cmocka_unit_test(test_dec_server_id),
 		cmocka_unit_test(test_dec_malformed),
 		cmocka_unit_test(test_dec_stats),
 		cmocka_unit_test(test_devhdr),

@@ -733,6 +733,56 @@ static int sc_leasestop(int argc, char **argv)
 	return 0;
 }
 
+/*
+ * loss of ownership (docs/c-api.md): between the two lines the test
+ * restarts maru-server and gives this handler's region to another client.
+ * The region must get fenced in the background; a write through the old
+ * pointer must not fault; its page is never registered (-ESTALE), before
+ * and after the recovery; the next alloc lands in a new region.
+ */
+static int sc_fence(int argc, char **argv)
+{
+	struct maru_key ko = skey("fence-old"), kn = skey("fence-new");
+	struct maru_region_handle rh;
+	struct hopts o = defaults;
+	struct maru_handler *h;
+	struct maru_page old, p;
+	struct maru_view v;
+	char line[64];
+	uint64_t rid;
+	int i;
+
+	o.pool = 2 * MiB;
+	h = open_h(&o, "fence");
+	rid = first_region(h);
+	CHECK_RC(maru_region_get_handle(h, rid, &rh), 0);
+	CHECK_RC(maru_page_alloc(h, MiB, &old), 0);
+	printf("ready %" PRIu64 " %" PRIu64 "\n", rh.offset, rh.length);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	for (i = 0; i < 2000 && maru_region_get_buffer(h, rid, 0, 1); i++)
+		usleep(10000);
+	CHECK(!maru_region_get_buffer(h, rid, 0, 1));
+	memset(old.ptr, 0xee, MiB);
+	CHECK(((volatile uint8_t *)old.ptr)[MiB - 1] == 0xee);
+	CHECK_RC(maru_kv_store(h, &ko, &old), -ESTALE);
+	CHECK_RC(maru_page_alloc(h, MiB, &p), 0);
+	CHECK(p.region_id != rid);
+	CHECK(!maru_region_is_owned(h, rid));
+	fill(p.ptr, MiB, 5);
+	CHECK_RC(maru_kv_store(h, &kn, &p), 1);
+	CHECK_RC(maru_kv_retrieve(h, &kn, &v), 1);
+	CHECK(v.region_id == p.region_id && v.ptr == p.ptr);
+	/* the old page went with its region */
+	CHECK_RC(maru_kv_store(h, &ko, &old), -ESTALE);
+	CHECK_RC(maru_page_free(h, old.region_id, old.page_index), 0);
+	CHECK_RC(maru_kv_retrieve(h, &ko, &v), 0);
+	maru_handler_free(h);
+	puts("ok");
+	return 0;
+}
+
 /* enable_stats: per-op entries reach the server's stats_manager */
 static int sc_stats(int argc, char **argv)
 {
@@ -828,7 +878,7 @@ int main(int argc, char **argv)
 		{"threads", sc_threads}, {"timeout", sc_timeout},
 		{"hold", sc_hold},	 {"xwrite", sc_xwrite},
 		{"rmstats", sc_rmstats}, {"leasestop", sc_leasestop},
-		{"stats", sc_stats},
+		{"stats", sc_stats},	 {"fence", sc_fence},
 	};
 	size_t i;
 

@@ -1,0 +1,577 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fence.c - loss of ownership: detect it early, fence, recover
+ *
+ * A handler owns its regions only as long as (a) the maru-server process
+ * that allocated them still runs -- a restarted server knows nothing, and
+ * the resource manager's reaper frees a dead server's regions within about
+ * a second -- and (b) its lease has not expired.  Once either is false the
+ * pool gives the same offsets to the next client that asks, and anything
+ * this handler writes through its old mappings lands in that client's
+ * memory.  This module closes that hole:
+ *
+ * Detection.
+ *  - maru-server sends a random "server_id" in HANDSHAKE and HEARTBEAT
+ *    replies (docs/protocol.md §2).  @server_id is HANDSHAKE's; every
+ *    verification compares the reply's.  A different id, or none where
+ *    there was one, means another server process (MARU_ALARM_LOST_SERVER);
+ *    lease_expired means the lease is gone (MARU_ALARM_LOST_LEASE).
+ *  - Every lease renewal is such a verification (lease.c).
+ *  - A ZeroMQ socket monitor (ZMQ_EVENT_DISCONNECTED) on the RPC sockets
+ *    raises MARU_ALARM_SUSPECT the moment a connection to the server drops.
+ *    The monitor thread then verifies every 200 ms until a server answers,
+ *    and every write (alloc, store, batch_store) that sees the flag first
+ *    verifies synchronously (maru__gate_slow): the window is the memcpy in
+ *    flight, not a heartbeat period.  With nothing amiss the write path
+ *    pays one relaxed atomic load (maru__write_gate).
+ *
+ * Fencing, at once, in whichever thread found out (under @lock): every
+ * mapping no longer ours (owned regions for an expired lease, all mappings
+ * for a new server, whose predecessor's regions are all gone) is replaced
+ * in place by anonymous private memory (mapper.c).  Pointers and Python
+ * memoryviews stay valid, nothing crashes, writes go nowhere.
+ *
+ * Recovery, by the next write (@wlock held): the lease thread is stopped,
+ * the fenced regions leave the owned-region manager (page allocators and
+ * the local key map with them; no RETURN_ALLOC: they are not the new
+ * server's), fenced mappings are retired, a new lease starts, and the
+ * next page allocation obtains a fresh region like an auto-expansion (the
+ * region-added callback fires).  A store of a page in a fenced region
+ * fails with -ESTALE without any RPC.
+ *
+ * Locks, in this order: fence.lock -> olock -> the mapper's lock.  The
+ * monitor's lock is a leaf.  Nothing logs with fence.lock held (the Python
+ * log sink takes the GIL).
+ *
+ * Threads: the monitor thread owns the PAIR sockets it reads; rpc.c
+ * creates them (maru__monitor_attach, under the RPC lock) and hands them
+ * over under the monitor's lock.  It stops when the handler closes.
+ */
+#include "private.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "mds_proto.h"
+
+#define RETRY_NS (200ull * 1000000ull) /* background re-verification */
+
+void maru__fence_init(struct maru_handler *h)
+{
+	struct maru__fence *f = &h->fence;
+
+	memset(f, 0, sizeof(*f));
+	atomic_init(&f->alarm, 0);
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->mon.lock, NULL);
+	f->mon.wakefd = -1;
+}
+
+void maru__fence_destroy(struct maru_handler *h)
+{
+	pthread_mutex_destroy(&h->fence.mon.lock);
+	pthread_mutex_destroy(&h->fence.lock);
+}
+
+void maru__fence_reset(struct maru_handler *h)
+{
+	struct maru__fence *f = &h->fence;
+
+	pthread_mutex_lock(&f->lock);
+	atomic_store(&f->alarm, 0);
+	f->known = false;
+	f->server_id[0] = '\0';
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* copy a reply's server_id (absent = "") into @dst (65 bytes) */
+static void copy_id(char *dst, const char *id, uint32_t len)
+{
+	if (!id)
+		len = 0;
+	if (len > 64)
+		len = 64;
+	memcpy(dst, id ? id : "", len);
+	dst[len] = '\0';
+}
+
+void maru__fence_set_server(struct maru_handler *h, const struct maru__reply *r)
+{
+	struct maru__fence *f = &h->fence;
+
+	pthread_mutex_lock(&f->lock);
+	f->known = true;
+	copy_id(f->server_id, r->server_id, r->server_id_len);
+	pthread_mutex_unlock(&f->lock);
+	ldbg(h, "server id %s", r->server_id_len ? f->server_id : "(none)");
+}
+
+int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
+		    const char *lease_id, bool release, struct maru__hb *out)
+{
+	struct maru__rpc_reply rr;
+	struct maru__reply rep;
+	struct maru__msg m;
+	int rc;
+
+	maru__msg_init(&m, MDS_HEARTBEAT);
+	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release);
+	if (rc == 0)
+		rc = maru__rpc_call(rpc, &m, &rr);
+	maru__msg_release(&m);
+	if (rc < 0)
+		return rc;
+	memset(&rep, 0, sizeof(rep));
+	rc = maru__decode_reply(rr.payload, rr.len, &rep);
+	if (rc == 0 && rep.error)
+		rc = -EREMOTEIO;
+	if (rc == 0) {
+		out->lease_expired = rep.lease_expired;
+		out->lease_ttl = rep.lease_ttl;
+		out->has_server_id = rep.server_id != NULL;
+		copy_id(out->server_id, rep.server_id, rep.server_id_len);
+	}
+	maru__rpc_reply_release(&rr);
+	return rc;
+}
+
+/* fence every owned region (fence.lock held); Return: how many now */
+static size_t fence_owned(struct maru_handler *h)
+{
+	size_t i, n = 0;
+
+	pthread_mutex_lock(&h->olock);
+	for (i = 0; i < h->owned.n; i++)
+		if (h->owned.regions[i]->map)
+			n += maru__mapper_fence(&h->mapper,
+						h->owned.regions[i]->map);
+	pthread_mutex_unlock(&h->olock);
+	return n;
+}
+
+/*
+ * fence_locked - fence what is no longer ours and raise @lost
+ * (fence.lock held): the owned regions for an expired lease; for a new
+ * server every mapping, since every region of the old one is gone (a region
+ * mapped for a read in the instant between the restart and its detection
+ * goes too; the next retrieve maps it afresh).
+ * Return: the mappings fenced by this call.
+ */
+static size_t fence_locked(struct maru_handler *h, unsigned lost)
+{
+	size_t n;
+
+	if (lost & MARU_ALARM_LOST_SERVER)
+		n = maru__mapper_fence_all(&h->mapper);
+	else
+		n = fence_owned(h);
+	atomic_fetch_or(&h->fence.alarm, lost);
+	return n;
+}
+
+/* clear SUSPECT unless a connection dropped after @seen was read */
+static void clear_suspect(struct maru__fence *f, uint64_t seen)
+{
+	uint64_t a = atomic_load(&f->alarm);
+
+	while ((a / MARU_ALARM_GEN) == (seen / MARU_ALARM_GEN) &&
+	       (a & MARU_ALARM_SUSPECT)) {
+		if (atomic_compare_exchange_weak(
+			    &f->alarm, &a, a & ~(uint64_t)MARU_ALARM_SUSPECT))
+			break;
+	}
+}
+
+int maru__verify(struct maru_handler *h, struct maru__rpc *rpc)
+{
+	struct maru__fence *f = &h->fence;
+	struct maru__lease *l = &h->lease;
+	char lease_id[37] = "", old[65];
+	uint64_t epoch, seen, sent;
+	struct maru__hb hb;
+	unsigned lost = 0;
+	bool first = false;
+	size_t n = 0;
+	int rc;
+
+	pthread_mutex_lock(&f->lock);
+	epoch = f->epoch;
+	if (l->active)
+		memcpy(lease_id, l->id, sizeof(lease_id));
+	pthread_mutex_unlock(&f->lock);
+	seen = atomic_load(&f->alarm);
+	sent = maru__now_ns();
+	rc = maru__heartbeat(h, rpc, lease_id[0] ? lease_id : NULL, false, &hb);
+	if (rc < 0)
+		return rc;
+
+	pthread_mutex_lock(&f->lock);
+	if (epoch != f->epoch) {
+		/* a recovery started over meanwhile: this reply is stale */
+		pthread_mutex_unlock(&f->lock);
+		return -EAGAIN;
+	}
+	snprintf(old, sizeof(old), "%s", f->server_id);
+	if (!f->known) {
+		/* HANDSHAKE failed at connect: the first answer sets it */
+		f->known = true;
+		snprintf(f->server_id, sizeof(f->server_id), "%s",
+			 hb.server_id);
+	} else if (strcmp(f->server_id, hb.server_id)) {
+		lost = MARU_ALARM_LOST_SERVER;
+	} else if (lease_id[0] && hb.lease_expired) {
+		lost = MARU_ALARM_LOST_LEASE;
+	}
+	if (lost) {
+		first = !(atomic_load(&f->alarm) & lost);
+		n = fence_locked(h, lost);
+		/* the new one is the server from now on: nothing to fence twice
+		 */
+		snprintf(f->server_id, sizeof(f->server_id), "%s",
+			 hb.server_id);
+	} else if (lease_id[0] && hb.lease_ttl > 0) {
+		atomic_store(&l->renewed_ns, sent);
+	}
+	/* answered: same server and lease, or the loss is known now */
+	clear_suspect(f, seen);
+	pthread_mutex_unlock(&f->lock);
+
+	if (!lost)
+		return 0;
+	/* one warning per event */
+	if (first && lost == MARU_ALARM_LOST_SERVER)
+		lwarn(h,
+		      "metadata server restarted (server_id %s -> %s): its "
+		      "regions are gone; %zu mappings fenced (writes to them "
+		      "go to private memory), the next alloc gets a new region",
+		      old[0] ? old : "none",
+		      hb.server_id[0] ? hb.server_id : "none", n);
+	else if (first)
+		lwarn(h,
+		      "lease %s expired on the server: %zu owned regions "
+		      "fenced (writes to them go to private memory), the next "
+		      "alloc starts a new lease and gets a new region",
+		      lease_id, n);
+	return -ESTALE;
+}
+
+/*
+ * recover - start over after a loss of ownership (@wlock held): retire the
+ * fenced regions and start a new lease.  Idempotent; on failure the alarm
+ * stays up and the next write tries again.  Return: 0 or -errno.
+ */
+static int recover(struct maru_handler *h)
+{
+	struct maru__fence *f = &h->fence;
+	uint64_t seen, epoch = 0;
+	size_t nreg = 0;
+	int rc;
+
+	/* the lease thread may be verifying: it needs fence.lock */
+	maru__lease_stop(h);
+	pthread_mutex_lock(&f->lock);
+	/*
+	 * An owned region adopted after the loss was found (a race with a
+	 * write) went to the old lease: it goes too.  Mappings made by reads
+	 * since then are the new server's and stay.
+	 */
+	fence_owned(h);
+	pthread_mutex_lock(&h->olock);
+	nreg = h->owned.n;
+	maru__owned_destroy(&h->owned);
+	pthread_mutex_unlock(&h->olock);
+	maru__keymap_destroy(&h->keys);
+	maru__mapper_retire_fenced(&h->mapper);
+	seen = atomic_load(&f->alarm);
+	rc = maru__lease_start(h, true);
+	if (rc == 0) {
+		epoch = ++f->epoch;
+		atomic_fetch_and(&f->alarm, ~(uint64_t)MARU_ALARM_LOST);
+		clear_suspect(f, seen); /* its HEARTBEAT was answered */
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0) {
+		ldbg(h, "recovery after a loss of ownership failed: %s",
+		     strerror(-rc));
+		return rc;
+	}
+	linfo(h,
+	      "recovered (#%" PRIu64 "): %zu fenced regions dropped, %s; "
+	      "the next alloc gets a new region",
+	      epoch, nreg,
+	      h->lease.active ? "new lease" : "the server grants no lease");
+	return 0;
+}
+
+int maru__gate_slow(struct maru_handler *h)
+{
+	uint64_t a;
+	int tries, rc;
+
+	for (tries = 0; tries < 4; tries++) {
+		a = atomic_load(&h->fence.alarm);
+		if (a & MARU_ALARM_LOST) {
+			rc = recover(h);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		if (!(a & MARU_ALARM_SUSPECT) && maru__lease_ok(h))
+			return 0;
+		rc = maru__verify(h, &h->rpc);
+		if (rc == 0 || rc == -ESTALE || rc == -EAGAIN)
+			continue;
+		/* nothing learned: ownership cannot be confirmed */
+		ldbg(h, "write refused: ownership unverified: %s",
+		     strerror(-rc));
+		return maru__lease_ok(h) ? rc : -EKEYEXPIRED;
+	}
+	return -EKEYEXPIRED;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The socket-monitor thread                                                */
+
+/*
+ * libzmq's monitor sends its events with a blocking send from the I/O
+ * thread: a monitor whose PAIR peer is gone hangs the whole context.  So a
+ * monitor is always stopped (zmq_socket_monitor(sock, NULL)) before its
+ * PAIR socket is closed, and we never subscribe to MONITOR_STOPPED (its
+ * send would block too).  The PAIR is created and connected before the
+ * monitor binds its endpoint, so no event can be sent without a peer.
+ */
+void maru__monitor_attach(struct maru__monitor *mon, void *zctx, void *sock)
+{
+	struct maru__watch *nw;
+	char ep[64];
+	void *pair;
+	int zero = 0;
+	size_t ncap;
+
+	pthread_mutex_lock(&mon->lock);
+	if (!mon->running || mon->stop)
+		goto out_unlock;
+	if (mon->n == mon->cap) {
+		ncap = mon->cap ? 2 * mon->cap : 4;
+		nw = realloc(mon->w, ncap * sizeof(*nw));
+		if (!nw)
+			goto out_unlock;
+		mon->w = nw;
+		mon->cap = ncap;
+	}
+	snprintf(ep, sizeof(ep), "inproc://maru-monitor-%p-%u", (void *)mon,
+		 mon->seq++);
+	pair = zmq_socket(zctx, ZMQ_PAIR);
+	if (!pair)
+		goto out_unlock;
+	zmq_setsockopt(pair, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_connect(pair, ep) < 0 ||
+	    zmq_socket_monitor(sock, ep, ZMQ_EVENT_DISCONNECTED) < 0) {
+		zmq_close(pair);
+		goto out_unlock;
+	}
+	mon->w[mon->n++] = (struct maru__watch){sock, pair, false};
+	eventfd_write(mon->wakefd, 1);
+out_unlock:
+	pthread_mutex_unlock(&mon->lock);
+}
+
+void maru__monitor_detach(struct maru__monitor *mon, void *sock)
+{
+	size_t i;
+
+	/* no event can be sent after this; then the PAIR may go */
+	zmq_socket_monitor(sock, NULL, 0);
+	pthread_mutex_lock(&mon->lock);
+	for (i = 0; i < mon->n; i++)
+		if (mon->w[i].sock == sock)
+			mon->w[i].dead = true;
+	if (mon->running)
+		eventfd_write(mon->wakefd, 1);
+	pthread_mutex_unlock(&mon->lock);
+}
+
+/* a connection to the server dropped: verify before the next write */
+static void raise_suspect(struct maru_handler *h)
+{
+	uint64_t a = atomic_load(&h->fence.alarm);
+
+	while (!atomic_compare_exchange_weak(
+		&h->fence.alarm, &a, (a + MARU_ALARM_GEN) | MARU_ALARM_SUSPECT))
+		;
+}
+
+/* read every event queued on @pair: [u16 event, u32 value], endpoint */
+static void read_events(struct maru_handler *h, void *pair)
+{
+	uint8_t ev[6];
+	uint16_t event;
+	char addr[128];
+	int n;
+
+	for (;;) {
+		n = zmq_recv(pair, ev, sizeof(ev), ZMQ_DONTWAIT);
+		if (n < 0)
+			return;
+		n = zmq_recv(pair, addr, sizeof(addr) - 1, ZMQ_DONTWAIT);
+		if (n < 0)
+			n = 0;
+		if (n > (int)sizeof(addr) - 1)
+			n = (int)sizeof(addr) - 1;
+		addr[n] = '\0';
+		memcpy(&event, ev, sizeof(event));
+		if (event != ZMQ_EVENT_DISCONNECTED)
+			continue;
+		raise_suspect(h);
+		linfo(h,
+		      "connection to %s lost: ownership is verified before "
+		      "the next write",
+		      addr);
+	}
+}
+
+/*
+ * The poll set for the next round (@lock held): the wake-up eventfd, then
+ * the PAIR of every live watch; dead ones are closed and dropped here.
+ * Return: the number of items, 0 when out of memory.
+ */
+static size_t build_items(struct maru__monitor *mon, zmq_pollitem_t **items,
+			  size_t *cap)
+{
+	zmq_pollitem_t *ni;
+	size_t i, k = 0;
+
+	for (i = 0; i < mon->n;) {
+		if (mon->w[i].dead) {
+			zmq_close(mon->w[i].pair);
+			mon->w[i] = mon->w[--mon->n];
+		} else {
+			i++;
+		}
+	}
+	if (mon->n + 1 > *cap) {
+		ni = realloc(*items, (mon->n + 1) * sizeof(*ni));
+		if (!ni)
+			return 0;
+		*items = ni;
+		*cap = mon->n + 1;
+	}
+	(*items)[k++] = (zmq_pollitem_t){NULL, mon->wakefd, ZMQ_POLLIN, 0};
+	for (i = 0; i < mon->n; i++)
+		(*items)[k++] =
+			(zmq_pollitem_t){mon->w[i].pair, 0, ZMQ_POLLIN, 0};
+	return k;
+}
+
+static void *monitor_thread(void *arg)
+{
+	struct maru_handler *h = arg;
+	struct maru__monitor *mon = &h->fence.mon;
+	zmq_pollitem_t *items = NULL;
+	uint64_t retry_at = 0;
+	size_t cap = 0, n, i;
+	eventfd_t v;
+	long tmo;
+	int rc;
+
+	for (;;) {
+		pthread_mutex_lock(&mon->lock);
+		if (mon->stop) {
+			pthread_mutex_unlock(&mon->lock);
+			break;
+		}
+		n = build_items(mon, &items, &cap);
+		pthread_mutex_unlock(&mon->lock);
+		if (!n) {
+			usleep(10000); /* out of memory: try again */
+			continue;
+		}
+
+		tmo = -1;
+		if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
+			tmo = (long)(RETRY_NS / 1000000);
+		rc = zmq_poll(items, (int)n, tmo);
+		if (rc < 0 && errno == ETERM)
+			break;
+		if (rc > 0 && (items[0].revents & ZMQ_POLLIN))
+			eventfd_read(mon->wakefd, &v);
+		for (i = 1; rc > 0 && i < n; i++)
+			if (items[i].revents & ZMQ_POLLIN)
+				read_events(h, items[i].socket);
+
+		/* find out now, not at the next write or renewal */
+		if (mon->verify &&
+		    (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT) &&
+		    atomic_load(&h->state) == MARU_ST_CONNECTED &&
+		    maru__now_ns() >= retry_at) {
+			rc = maru__verify(h, &h->rpc);
+			if (rc < 0 && rc != -ESTALE)
+				retry_at = maru__now_ns() + RETRY_NS;
+		}
+	}
+	free(items);
+	return NULL;
+}
+
+int maru__monitor_start(struct maru_handler *h)
+{
+	struct maru__monitor *mon = &h->fence.mon;
+	int rc, fd;
+
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	pthread_mutex_lock(&mon->lock);
+	mon->wakefd = fd;
+	mon->stop = false;
+	mon->running = true;
+	/* a test knob: leave the verification to the write path */
+	mon->verify = !getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
+	pthread_mutex_unlock(&mon->lock);
+	rc = -pthread_create(&mon->thread, NULL, monitor_thread, h);
+	if (rc < 0) {
+		pthread_mutex_lock(&mon->lock);
+		mon->running = false;
+		mon->wakefd = -1;
+		pthread_mutex_unlock(&mon->lock);
+		close(fd);
+	}
+	return rc;
+}
+
+void maru__monitor_stop(struct maru_handler *h)
+{
+	struct maru__monitor *mon = &h->fence.mon;
+	size_t i;
+
+	pthread_mutex_lock(&mon->lock);
+	if (!mon->running) {
+		pthread_mutex_unlock(&mon->lock);
+		return;
+	}
+	mon->stop = true;
+	eventfd_write(mon->wakefd, 1);
+	pthread_mutex_unlock(&mon->lock);
+	pthread_join(mon->thread, NULL);
+
+	pthread_mutex_lock(&mon->lock);
+	/* every watched socket was detached (or closed) by now */
+	for (i = 0; i < mon->n; i++) {
+		if (!mon->w[i].dead)
+			lwarn(h, "socket monitor %zu still attached at stop",
+			      i);
+		zmq_close(mon->w[i].pair);
+	}
+	free(mon->w);
+	mon->w = NULL;
+	mon->n = mon->cap = 0;
+	mon->running = false;
+	close(mon->wakefd);
+	mon->wakefd = -1;
+	pthread_mutex_unlock(&mon->lock);
+}

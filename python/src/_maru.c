@@ -23,6 +23,12 @@
  *    instead of crashing, and the placeholder is unmapped when the last
  *    export goes away.  (Views are invalid after close(): python-api.md
  *    §4.4; this only turns a crash into garbage.)
+ *  - libmaru may map a region anew at another address: after a loss of
+ *    ownership it fences the old mapping (docs/c-api.md) and a retrieve of
+ *    a key still stored there maps the region again.  Every view is built
+ *    against the pointer libmaru just returned; a cached Mapping whose base
+ *    disagrees is moved to ->stale (its views keep working, on the fenced
+ *    memory) and replaced.
  *  - close() waits for in-flight calls: each call counts itself in
  *    ->inflight before releasing the GIL, and close() sets ->closing first.
  *  - libmaru log lines go to a Python callable (set_log_sink()), called with
@@ -175,6 +181,7 @@ typedef struct {
 	int closing;	     /* close() started; never cleared */
 	atomic_int inflight; /* calls between GIL release and reacquire */
 	PyObject *mappings;  /* owns: dict region_id -> Mapping */
+	PyObject *stale;     /* owns: list of replaced Mappings (see above) */
 	PyObject *on_region_added; /* owns: callable or NULL */
 } HandlerObject;
 
@@ -270,12 +277,39 @@ static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
 	return rc < 0 ? NULL : m;
 }
 
-/* A view of [off, off + len) of @region_id, or NULL with an exception. */
+/*
+ * stale_mapping - libmaru no longer maps @region_id at @m's base: keep @m
+ * (borrowed from the dict) in ->stale for its views, forget it in the dict
+ * Return: 0 or -1 with an exception.
+ */
+static int stale_mapping(HandlerObject *self, MappingObject *m)
+{
+	PyObject *key = PyLong_FromUnsignedLongLong(m->region_id);
+	int rc;
+
+	if (!key)
+		return -1;
+	rc = PyList_Append(self->stale, (PyObject *)m);
+	if (rc == 0)
+		rc = PyDict_DelItem(self->mappings, key);
+	Py_DECREF(key);
+	return rc;
+}
+
+/*
+ * A view of [off, off + len) of @region_id, or NULL with an exception.
+ * @expect: where libmaru says the range starts (NULL: unknown).
+ */
 static PyObject *region_view(HandlerObject *self, uint64_t region_id,
-			     uint64_t off, uint64_t len)
+			     uint64_t off, uint64_t len, const void *expect)
 {
 	MappingObject *m = get_mapping(self, region_id);
 
+	if (m && expect && m->base + off != (const char *)expect) {
+		if (stale_mapping(self, m) < 0)
+			return NULL;
+		m = get_mapping(self, region_id);
+	}
 	if (!m)
 		return NULL;
 	if (off > (uint64_t)m->len || len > (uint64_t)m->len - off) {
@@ -398,7 +432,7 @@ static PyObject *memory_info(HandlerObject *self, const struct maru_view *v)
 
 	if (!v->ptr)
 		Py_RETURN_NONE;
-	view = region_view(self, v->region_id, v->offset, v->len);
+	view = region_view(self, v->region_id, v->offset, v->len, v->ptr);
 	if (!view) {
 		/* unmappable: a miss, as upstream does */
 		PyErr_Clear();
@@ -571,7 +605,8 @@ static PyObject *handler_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 		return NULL;
 	atomic_init(&self->inflight, 0);
 	self->mappings = PyDict_New();
-	if (!self->mappings) {
+	self->stale = PyList_New(0);
+	if (!self->mappings || !self->stale) {
 		Py_DECREF(self);
 		return NULL;
 	}
@@ -589,6 +624,7 @@ static int handler_traverse(PyObject *obj, visitproc visit, void *arg)
 
 	Py_VISIT(self->on_region_added);
 	Py_VISIT(self->mappings);
+	Py_VISIT(self->stale);
 	return 0;
 }
 
@@ -606,32 +642,41 @@ static int handler_clear(PyObject *obj)
 	return 0;
 }
 
+/* mark @m dead; a placeholder under it if it still has exports */
+static void guard_one(MappingObject *m)
+{
+	void *p;
+
+	m->dead = 1;
+	if (m->exports == 0)
+		return;
+	p = mmap(m->base, (size_t)m->len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == m->base) {
+		m->placeholder = 1;
+	} else if (p != MAP_FAILED) {
+		munmap(p, (size_t)m->len); /* old kernel: hint only */
+	}
+}
+
 /*
  * guard_mappings - after libmaru unmapped everything: mark every Mapping
- * dead and put a placeholder under those that still have exports.
+ * (the dict's and the stale ones) dead and put a placeholder under those
+ * that still have exports.
  */
 static void guard_mappings(HandlerObject *self)
 {
 	PyObject *key, *val;
-	Py_ssize_t pos = 0;
+	Py_ssize_t pos = 0, i;
 
-	while (PyDict_Next(self->mappings, &pos, &key, &val)) {
-		MappingObject *m = (MappingObject *)val;
-		void *p;
-
-		m->dead = 1;
-		if (m->exports == 0)
-			continue;
-		p = mmap(m->base, (size_t)m->len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
-			 0);
-		if (p == m->base) {
-			m->placeholder = 1;
-		} else if (p != MAP_FAILED) {
-			munmap(p, (size_t)m->len); /* old kernel: hint only */
-		}
-	}
+	while (PyDict_Next(self->mappings, &pos, &key, &val))
+		guard_one((MappingObject *)val);
 	PyDict_Clear(self->mappings);
+	if (!self->stale)
+		return;
+	for (i = 0; i < PyList_GET_SIZE(self->stale); i++)
+		guard_one((MappingObject *)PyList_GET_ITEM(self->stale, i));
+	PyList_SetSlice(self->stale, 0, PyList_GET_SIZE(self->stale), NULL);
 }
 
 static void wait_inflight(HandlerObject *self)
@@ -682,6 +727,7 @@ static void handler_dealloc(PyObject *obj)
 		self->h = NULL;
 	}
 	Py_CLEAR(self->mappings);
+	Py_CLEAR(self->stale);
 	Py_CLEAR(self->on_region_added);
 	Py_TYPE(obj)->tp_free(obj);
 }
@@ -804,7 +850,7 @@ static PyObject *handler_get_buffer_view(PyObject *obj, PyObject *args)
 	CALL(self, p = maru_region_get_buffer(self->h, rid, off, size));
 	if (!p)
 		Py_RETURN_NONE;
-	return region_view(self, rid, off, size);
+	return region_view(self, rid, off, size, p);
 }
 
 static PyObject *handler_region_page_count(PyObject *obj, PyObject *arg)
@@ -969,7 +1015,7 @@ static PyObject *handler_alloc(PyObject *obj, PyObject *arg)
 	if (rc < 0)
 		return raise_errno(rc);
 	view = region_view(self, pg.region_id, pg.page_index * self->chunk_size,
-			   pg.size);
+			   pg.size, pg.ptr);
 	if (!view) {
 		if (!self->closing)
 			CALL(self, maru_page_free(self->h, pg.region_id,

@@ -2,9 +2,17 @@
 #   mds-load   load generator (REQ lock-step / DEALER in flight) for
 #              LOOKUP/EXISTS/REGISTER/BATCH_LOOKUP, and the bare libzmq
 #              ROUTER echo server that is its floor
+#   mds-load-pc  mds-load with the server's getpid() cache, for a like-for-
+#              like echo floor
 #   mds-index  index microbenchmark: lookup cost vs size, insert pauses,
 #              bytes per key
 add_executable(mds-load ${CMAKE_CURRENT_SOURCE_DIR}/mds_load.c)
 target_link_libraries(mds-load PRIVATE maru_common PkgConfig::ZMQ m)
 add_executable(mds-index ${CMAKE_CURRENT_SOURCE_DIR}/mds_index.c)
 target_link_libraries(mds-index PRIVATE mds_core m)
+# mds-load-pc: the same program with maru-server's getpid() cache
+# (src/metadata_server/pidcache.c), used only as the second echo floor so
+# that the server can be compared like with like (run_mds_bench.sh)
+add_executable(mds-load-pc ${CMAKE_CURRENT_SOURCE_DIR}/mds_load.c
+	${PROJECT_SOURCE_DIR}/src/metadata_server/pidcache.c)
+target_link_libraries(mds-load-pc PRIVATE maru_common PkgConfig::ZMQ m)

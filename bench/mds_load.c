@@ -6,8 +6,17 @@
  *	allocate a region and register N keys (BATCH_REGISTER_KV)
  *   mds-load bench --url URL --mode req|dealer --op OP [--seconds S]
  *	[--warmup S] [--inflight N] [--batch N] [--keys N] [--echo]
+ *	[--run N] [--target SPEC]... [--block-ms MS]
  *	OP: lookup | exists | register | batch_lookup.  Prints one line of
- *	key=value results: ops/s, keys/s, p50/p99 latency, message sizes.
+ *	key=value results per target: ops/s, keys/s, p50/p99 latency,
+ *	message sizes.  --run N (0-99) makes REGISTER_KV keys differ between
+ *	repeated runs against one server (every run registers new keys).
+ *	With --target SPEC (repeatable; "url=U[,keys=N][,echo][,label=L]")
+ *	the targets are measured in turn, in blocks of --block-ms (default
+ *	100) for --seconds in all, each on its own socket: every target sees
+ *	the same machine, which on a noisy VM is the only fair comparison.
+ *	The first target's line adds the median of its per-round ratio to
+ *	the second target (pair_ratio_median).
  *   mds-load echo --port P --reply-size N
  *	a bare libzmq ROUTER that answers every request with a reply of N
  *	bytes carrying the request's sequence: the floor, same socket
@@ -161,6 +170,10 @@ struct opts {
 	double seconds, warmup;
 	int inflight, batch, port;
 	uint64_t keys;
+	uint64_t run; /* register: keys differ between runs */
+	double block_ms;
+	const char *targets[8];
+	int ntargets;
 	size_t reply_size;
 	bool echo;
 };
@@ -313,6 +326,8 @@ static void build_ring(struct ring *rg, const struct opts *o, uint64_t region)
 	}
 }
 
+static uint64_t run_base; /* --run N: N * 10^8, register's key counter */
+
 /* next body: set the sequence (and a fresh key for register) */
 static struct buf *next_body(struct ring *rg, uint64_t i, uint32_t seq,
 			     bool reg)
@@ -321,7 +336,7 @@ static struct buf *next_body(struct ring *rg, uint64_t i, uint32_t seq,
 
 	put_u32be(b->data + 8, seq);
 	if (reg) {
-		uint64_t c = i / rg->n;
+		uint64_t c = i / rg->n + run_base;
 		char *d = (char *)b->data + rg->patch[i % rg->n];
 		int j;
 
@@ -354,105 +369,260 @@ static void sample(struct samples *s, uint64_t ns)
 	s->v[s->n++] = ns;
 }
 
-static int cmd_bench(const struct opts *o)
-{
-	struct ring *rg = calloc(1, sizeof(*rg));
-	bool dealer = !strcmp(o->mode, "dealer");
-	bool reg = !strcmp(o->op, "register");
-	uint64_t sent_at[1024], t0, t_meas, t_end, now, lat;
-	struct samples smp = {0};
-	uint64_t region = 0, ops = 0, i = 0, errs = 0, total = 0;
-	size_t req_bytes, reply_bytes = 0;
-	int inflight = 0, z = 0;
-	zmq_msg_t m;
+/*
+ * One target of "compare": a server or an echo, its own socket, request
+ * ring (its own key range) and results.
+ */
+struct target {
+	char label[32];
+	char url[128];
+	uint64_t keys;
+	bool echo;
 	void *s;
+	struct ring *rg;
+	uint64_t i;	   /* requests sent so far (ring position) */
+	uint32_t seq;	   /* last sequence used */
+	uint64_t ops;	   /* replies in measured blocks */
+	uint64_t total;	   /* all replies, warm-up included */
+	uint64_t busy_ns;  /* time of its measured blocks */
+	uint64_t errs;
+	size_t req_bytes, reply_bytes;
+	struct samples lat;
+	double *blk;	   /* ops/s of each measured block */
+	size_t nblk, capblk;
+	uint64_t sent_at[1024];
+};
 
-	if (!rg)
-		return 1;
-	if (reg && !o->echo) {
-		void *a = req_sock(o->url);
+/* "url=U,keys=N,echo,label=L" (keys defaults to --keys) */
+static void parse_target(struct target *t, const char *spec,
+			 const struct opts *o)
+{
+	char buf[256], *tok, *save = NULL;
 
-		region = alloc_region(a, "bench-register");
-		zmq_close(a);
+	memset(t, 0, sizeof(*t));
+	t->keys = o->keys;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		if (!strncmp(tok, "url=", 4))
+			snprintf(t->url, sizeof(t->url), "%s", tok + 4);
+		else if (!strncmp(tok, "keys=", 5))
+			t->keys = strtoull(tok + 5, NULL, 10);
+		else if (!strncmp(tok, "label=", 6))
+			snprintf(t->label, sizeof(t->label), "%s", tok + 6);
+		else if (!strcmp(tok, "echo"))
+			t->echo = true;
 	}
-	build_ring(rg, o, region);
-	req_bytes = rg->b[0].len;
-
-	s = zmq_socket(zctx, dealer ? ZMQ_DEALER : ZMQ_REQ);
-	zmq_setsockopt(s, ZMQ_LINGER, &z, sizeof(z));
-	if (zmq_connect(s, o->url) < 0) {
-		fprintf(stderr, "connect: %s\n", zmq_strerror(errno));
-		return 1;
+	if (!t->label[0])
+		snprintf(t->label, sizeof(t->label), "%s",
+			 t->echo ? "echo" : "server");
+	if (!t->url[0] || !t->keys) {
+		fprintf(stderr, "bad target %s\n", spec);
+		exit(2);
 	}
-	t0 = now_ns();
-	t_meas = t0 + (uint64_t)(o->warmup * 1e9);
-	t_end = t_meas + (uint64_t)(o->seconds * 1e9);
+}
+
+static void blk_add(struct target *t, double v)
+{
+	if (t->nblk == t->capblk) {
+		t->capblk = t->capblk ? 2 * t->capblk : 256;
+		t->blk = realloc(t->blk, t->capblk * sizeof(*t->blk));
+		if (!t->blk)
+			exit(1);
+	}
+	t->blk[t->nblk++] = v;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_dbl(double *v, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/*
+ * Run one block of @ms on @t: keep the pipe full until the block ends,
+ * then drain what is in flight.  Counts into the results when @measured.
+ */
+static void run_block(struct target *t, const struct opts *o, double ms,
+		      bool measured, bool dealer, bool reg)
+{
+	uint64_t t0 = now_ns(), end = t0 + (uint64_t)(ms * 1e6), now, lat;
+	uint64_t ops = 0;
+	int inflight = 0, cap = dealer ? o->inflight : 1;
+	zmq_msg_t m;
+
 	zmq_msg_init(&m);
 	for (;;) {
 		struct buf *b;
 		uint32_t seq;
 
 		now = now_ns();
-		/* keep the pipe full until the end, then drain */
-		while (now < t_end && inflight < (dealer ? o->inflight : 1)) {
-			seq = (uint32_t)(i + 1);
-			b = next_body(rg, i, seq, reg);
-			sent_at[seq % 1024] = now_ns();
-			if (dealer) {
-				zmq_send(s, "", 0, ZMQ_SNDMORE);
-				zmq_send(s, b->data, b->len, 0);
-			} else {
-				zmq_send(s, b->data, b->len, 0);
-			}
+		while (now < end && inflight < cap) {
+			seq = ++t->seq;
+			if (!seq)
+				seq = ++t->seq;
+			b = next_body(t->rg, t->i, seq, reg);
+			t->sent_at[seq % 1024] = now_ns();
+			if (dealer)
+				zmq_send(t->s, "", 0, ZMQ_SNDMORE);
+			zmq_send(t->s, b->data, b->len, 0);
 			inflight++;
-			i++;
+			t->i++;
 		}
 		if (!inflight)
 			break;
 		if (dealer) {
 			/* [empty, body] */
-			if (zmq_msg_recv(&m, s, 0) < 0 || !zmq_msg_more(&m)) {
-				errs++;
+			if (zmq_msg_recv(&m, t->s, 0) < 0 || !zmq_msg_more(&m)) {
+				t->errs++;
 				continue;
 			}
 		}
-		if (zmq_msg_recv(&m, s, 0) < 0) {
+		if (zmq_msg_recv(&m, t->s, 0) < 0) {
 			fprintf(stderr, "recv: %s\n", zmq_strerror(errno));
-			return 1;
+			exit(1);
 		}
 		now = now_ns();
 		inflight--;
+		t->total++;
 		if (zmq_msg_size(&m) < MDS_HDR_SIZE) {
-			errs++;
+			t->errs++;
 			continue;
 		}
 		seq = get_u32be((uint8_t *)zmq_msg_data(&m) + 8);
-		lat = now - sent_at[seq % 1024];
-		reply_bytes = zmq_msg_size(&m);
-		total++;
-		if (now >= t_meas && now < t_end) {
+		lat = now - t->sent_at[seq % 1024];
+		t->reply_bytes = zmq_msg_size(&m);
+		if (measured) {
 			ops++;
-			sample(&smp, lat);
+			sample(&t->lat, lat);
 		}
 	}
 	zmq_msg_close(&m);
-	qsort(smp.v, smp.n, sizeof(*smp.v), cmp_u64);
-	printf("mode=%s op=%s target=%s ops=%" PRIu64 " seconds=%.2f "
-	       "ops_per_s=%.0f keys_per_s=%.0f p50_us=%.1f p99_us=%.1f "
-	       "req_bytes=%zu reply_bytes=%zu errors=%" PRIu64
-	       " total_ops=%" PRIu64 "\n",
-	       o->mode, o->op, o->echo ? "echo" : "server", ops, o->seconds,
-	       ops / o->seconds,
-	       ops / o->seconds *
-		       (!strcmp(o->op, "batch_lookup") ? o->batch : 1),
-	       smp.n ? smp.v[smp.n / 2] / 1e3 : 0.0,
-	       smp.n ? smp.v[smp.n * 99 / 100] / 1e3 : 0.0, req_bytes,
-	       reply_bytes, errs, total);
-	zmq_close(s);
-	for (uint32_t n = 0; n < rg->n; n++)
-		buf_free(&rg->b[n]);
-	free(rg);
-	free(smp.v);
+	if (measured) {
+		now = now_ns() - t0;
+		t->ops += ops;
+		t->busy_ns += now;
+		blk_add(t, (double)ops * 1e9 / (double)now);
+	}
+}
+
+/*
+ * bench: one or more targets measured in turn, in blocks of --block-ms,
+ * for --seconds in all (after --warmup), so that every target sees the
+ * same machine; a lone --url is one target.
+ */
+static int cmd_bench(const struct opts *o)
+{
+	bool dealer = !strcmp(o->mode, "dealer");
+	bool reg = !strcmp(o->op, "register");
+	bool batch = !strcmp(o->op, "batch_lookup");
+	struct target *tg;
+	uint64_t t_end, t_meas, region;
+	double *pair;
+	size_t npair = 0, nrounds = 0;
+	int n = o->ntargets ? o->ntargets : 1, k, z = 0;
+
+	tg = calloc((size_t)n, sizeof(*tg));
+	pair = calloc(1 << 16, sizeof(*pair));
+	if (!tg || !pair)
+		return 1;
+	for (k = 0; k < n; k++) {
+		struct target *t = &tg[k];
+
+		if (o->ntargets) {
+			parse_target(t, o->targets[k], o);
+		} else {
+			memset(t, 0, sizeof(*t));
+			snprintf(t->url, sizeof(t->url), "%s", o->url);
+			t->keys = o->keys;
+			t->echo = o->echo;
+			snprintf(t->label, sizeof(t->label), "%s",
+				 o->echo ? "echo" : "server");
+		}
+		region = 0;
+		if (reg && !t->echo) {
+			void *a = req_sock(t->url);
+
+			region = alloc_region(a, "bench-register");
+			zmq_close(a);
+		}
+		t->rg = calloc(1, sizeof(*t->rg));
+		if (!t->rg)
+			return 1;
+		{
+			struct opts oo = *o;
+
+			oo.keys = t->keys;
+			build_ring(t->rg, &oo, region);
+		}
+		t->req_bytes = t->rg->b[0].len;
+		t->s = zmq_socket(zctx, dealer ? ZMQ_DEALER : ZMQ_REQ);
+		zmq_setsockopt(t->s, ZMQ_LINGER, &z, sizeof(z));
+		if (zmq_connect(t->s, t->url) < 0) {
+			fprintf(stderr, "connect %s: %s\n", t->url,
+				zmq_strerror(errno));
+			return 1;
+		}
+	}
+	/* warm-up: every target, in turn */
+	t_meas = now_ns() + (uint64_t)(o->warmup * 1e9);
+	do {
+		for (k = 0; k < n; k++)
+			run_block(&tg[k], o, o->block_ms, false, dealer, reg);
+	} while (now_ns() < t_meas);
+	t_end = now_ns() + (uint64_t)(o->seconds * 1e9);
+	do {
+		for (k = 0; k < n; k++)
+			run_block(&tg[k], o, o->block_ms, true, dealer, reg);
+		/* the first target against the second, block by block */
+		if (n > 1 && npair < (1 << 16) &&
+		    tg[1].blk[tg[1].nblk - 1] > 0)
+			pair[npair++] = tg[0].blk[tg[0].nblk - 1] /
+					tg[1].blk[tg[1].nblk - 1];
+		nrounds++;
+	} while (now_ns() < t_end);
+
+	for (k = 0; k < n; k++) {
+		struct target *t = &tg[k];
+		double secs = (double)t->busy_ns / 1e9;
+
+		qsort(t->lat.v, t->lat.n, sizeof(*t->lat.v), cmp_u64);
+		printf("label=%s mode=%s op=%s target=%s ops=%" PRIu64
+		       " seconds=%.2f ops_per_s=%.0f keys_per_s=%.0f "
+		       "block_median_ops_per_s=%.0f blocks=%zu p50_us=%.1f "
+		       "p99_us=%.1f req_bytes=%zu reply_bytes=%zu "
+		       "errors=%" PRIu64 " total_ops=%" PRIu64,
+		       t->label, o->mode, o->op, t->echo ? "echo" : "server",
+		       t->ops, secs, secs > 0 ? (double)t->ops / secs : 0,
+		       (secs > 0 ? (double)t->ops / secs : 0) *
+			       (batch ? o->batch : 1),
+		       median_dbl(t->blk, t->nblk), t->nblk,
+		       t->lat.n ? t->lat.v[t->lat.n / 2] / 1e3 : 0.0,
+		       t->lat.n ? t->lat.v[t->lat.n * 99 / 100] / 1e3 : 0.0,
+		       t->req_bytes, t->reply_bytes, t->errs, t->total);
+		if (k == 0 && n > 1)
+			printf(" pair_ratio_median=%.3f pairs=%zu",
+			       median_dbl(pair, npair), npair);
+		printf("\n");
+		zmq_close(t->s);
+		for (uint32_t j = 0; j < t->rg->n; j++)
+			buf_free(&t->rg->b[j]);
+		free(t->rg);
+		free(t->lat.v);
+		free(t->blk);
+	}
+	(void)nrounds;
+	free(tg);
+	free(pair);
 	return 0;
 }
 
@@ -527,19 +697,20 @@ int main(int argc, char **argv)
 		{"port", required_argument, NULL, 'p'},
 		{"reply-size", required_argument, NULL, 'r'},
 		{"echo", no_argument, NULL, 'e'},
+		{"run", required_argument, NULL, 'n'},
+		{"target", required_argument, NULL, 't'},
+		{"block-ms", required_argument, NULL, 'B'},
 		{NULL, 0, NULL, 0},
 	};
-	struct opts o = {"tcp://127.0.0.1:5555",
-			 "req",
-			 "lookup",
-			 3.0,
-			 0.5,
-			 64,
-			 256,
-			 0,
-			 10000,
-			 0,
-			 false};
+	struct opts o = {.url = "tcp://127.0.0.1:5555",
+			 .mode = "req",
+			 .op = "lookup",
+			 .seconds = 3.0,
+			 .warmup = 0.5,
+			 .inflight = 64,
+			 .batch = 256,
+			 .keys = 10000,
+			 .block_ms = 100.0};
 	const char *cmd;
 	int c, rc;
 
@@ -585,13 +756,25 @@ int main(int argc, char **argv)
 		case 'e':
 			o.echo = true;
 			break;
+		case 'n':
+			o.run = strtoull(optarg, NULL, 10);
+			break;
+		case 't':
+			if (o.ntargets == 8)
+				return 2;
+			o.targets[o.ntargets++] = optarg;
+			break;
+		case 'B':
+			o.block_ms = atof(optarg);
+			break;
 		default:
 			return 2;
 		}
 	}
 	if (o.inflight < 1 || o.inflight > 512 || o.batch < 1 ||
-	    o.batch > 65535 || !o.keys)
+	    o.batch > 65535 || !o.keys || o.run > 99 || o.block_ms <= 0)
 		return 2;
+	run_base = o.run * 100000000ull;
 	zctx = zmq_ctx_new();
 	if (!strcmp(cmd, "prefill"))
 		rc = cmd_prefill(&o);

@@ -42,8 +42,9 @@
  *  -EPROTO     the server's reply could not be decoded
  *  -ENOMEM     out of (local) memory
  * and write operations (page alloc, store, batch store) also:
- *  -EKEYEXPIRED  ownership cannot be confirmed (lease not renewed for 3/4
- *              TTL and the server does not answer)
+ *  -EKEYEXPIRED  ownership cannot be confirmed (the lease was not renewed
+ *              for 3/4 TTL, or the connection dropped, and the server
+ *              does not answer now)
  *  -ESTALE     a page of a region this handler no longer owns (fenced)
  *
  * Thread safety (python-api.md §4.4): "write" operations (page alloc/free,
@@ -541,12 +542,11 @@ bool maru_region_is_owned(struct maru_handler *h, uint64_t region_id);
  *                attempt"; the cause is logged)
  *  -ENOBUFS      the new region yielded no page ("Cannot allocate page after
  *                expansion")
- *  -EKEYEXPIRED  the lease has not been renewed for 3/4 of its TTL and a
- *                renewal tried now failed too: writing is stopped until
- *                one succeeds
- *  -ETIMEDOUT and other RPC errors: the connection to the server dropped
- *                (or ownership was lost) and the server cannot be reached
- *                to verify (or recover) it
+ *  -EKEYEXPIRED  ownership cannot be confirmed: the lease has not been
+ *                renewed for 3/4 of its TTL, or the connection to the
+ *                server dropped, and the server does not answer now
+ *                either (or a recovery cannot reach it); writing is
+ *                stopped until it answers
  *  -ENOTCONN, -ESHUTDOWN
  * Context: any thread (write lock).
  */
@@ -582,8 +582,9 @@ int maru_page_free(struct maru_handler *h, uint64_t region_id,
  * RPC failure the page is freed as well.
  *
  * Return: 1 stored under a new key, 0 the key existed (page freed),
- * -EKEYEXPIRED (lease lapsed; page freed), -ENOTCONN/-ESHUTDOWN (page not
- * touched), -EINVAL (@page not an allocated page of an owned region),
+ * -EKEYEXPIRED (ownership unconfirmed, as for maru_page_alloc(); page
+ * freed), -ENOTCONN/-ESHUTDOWN (page not touched), -EINVAL (@page not an
+ * allocated page of an owned region),
  * -ESTALE (@page's region was fenced: ownership lost; never registered, no
  * RPC), or the RPC's -errno (page freed).  Python maps >= 0 to True, every
  * error to False.

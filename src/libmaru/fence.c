@@ -313,12 +313,17 @@ int maru__gate_slow(struct maru_handler *h)
 	uint64_t a;
 	int tries, rc;
 
+	/*
+	 * Whatever keeps us from confirming ownership (no answer, a recovery
+	 * that cannot reach the server) is -EKEYEXPIRED: writes are stopped
+	 * until the server answers, as for a lease that lapsed.
+	 */
 	for (tries = 0; tries < 4; tries++) {
 		a = atomic_load(&h->fence.alarm);
 		if (a & MARU_ALARM_LOST) {
 			rc = recover(h);
 			if (rc < 0)
-				return rc;
+				return -EKEYEXPIRED;
 			continue;
 		}
 		if (!(a & MARU_ALARM_SUSPECT) && maru__lease_ok(h))
@@ -326,10 +331,9 @@ int maru__gate_slow(struct maru_handler *h)
 		rc = maru__verify(h, &h->rpc);
 		if (rc == 0 || rc == -ESTALE || rc == -EAGAIN)
 			continue;
-		/* nothing learned: ownership cannot be confirmed */
 		ldbg(h, "write refused: ownership unverified: %s",
 		     strerror(-rc));
-		return maru__lease_ok(h) ? rc : -EKEYEXPIRED;
+		return -EKEYEXPIRED;
 	}
 	return -EKEYEXPIRED;
 }

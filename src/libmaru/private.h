@@ -575,8 +575,8 @@ void maru__monitor_detach(struct maru__monitor *mon, void *sock);
 /**
  * maru__gate_slow - make a write safe: recover from a loss of ownership,
  * verify after a dropped connection or a stale lease
- * Return: 0 (the owned regions are ours), or -errno: -EKEYEXPIRED when the
- * lease could not be renewed, the RPC's error otherwise.
+ * Return: 0 (the owned regions are ours), or -EKEYEXPIRED: ownership could
+ * not be confirmed (no answer, or the recovery failed).
  * Context: @wlock held.
  */
 int maru__gate_slow(struct maru_handler *h);

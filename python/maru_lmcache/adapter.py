@@ -24,6 +24,7 @@ freeing are the handler's (serialised there).
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 from typing import Optional
@@ -42,6 +43,11 @@ from maru_handler.memory import AllocHandle
 logger = logging.getLogger(__name__)
 
 _elsize_cache: dict[torch.dtype, int] = {}
+
+
+def _address(view: memoryview) -> int:
+    """Address of the first byte of a (writable) memoryview."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(view))
 
 
 def element_size(dtype: torch.dtype) -> int:
@@ -65,6 +71,7 @@ class CxlMemoryAdapter(MemoryAllocatorInterface):
         self._chunk_size = int(chunk_size)
         self._lock = threading.Lock()
         self._pools: dict[int, list[TensorMemoryObj]] = {}  # region -> page objs
+        self._bases: dict[int, int] = {}  # region -> address its pool was built on
         # replays every owned region now, then fires on expansion
         handler.set_on_region_added(self._on_region_added)
 
@@ -94,12 +101,15 @@ class CxlMemoryAdapter(MemoryAllocatorInterface):
         dtype = self._dtypes[0]
         multi = len(self._shapes) > 1
         objs: list[TensorMemoryObj] = []
+        base = None
         for page in range(page_count):
             buf = self._handler.get_buffer_view(region_id, page * chunk, chunk)
             if buf is None:
                 logger.error("region %d: no view of page %d, pool abandoned",
                              region_id, page)
                 return False
+            if base is None:
+                base = _address(buf)
             meta = MemoryObjMetadata(
                 shape=self._shapes[0],
                 dtype=dtype,
@@ -113,8 +123,29 @@ class CxlMemoryAdapter(MemoryAllocatorInterface):
             objs.append(TensorMemoryObj(torch.frombuffer(buf, dtype=dtype), meta,
                                         parent_allocator=None))
         with self._lock:
-            self._pools.setdefault(region_id, objs)
+            if region_id not in self._pools:
+                self._pools[region_id] = objs
+                self._bases[region_id] = base
         return True
+
+    def _drop_stale_pool(self, region_id: int) -> None:
+        """Forget @region_id's pool if libmaru no longer maps the region where
+        the pool was built: after a loss of ownership libmaru fences a region
+        (its old mapping becomes private memory) and maps it anew, at another
+        address, when a key stored in it is retrieved.  The pooled tensors of
+        the old mapping would read the fenced copy."""
+        with self._lock:
+            base = self._bases.get(region_id)
+        if base is None:
+            return
+        view = self._handler.get_buffer_view(region_id, 0, 1)
+        if view is not None and _address(view) == base:
+            return
+        logger.warning("region %d was mapped anew: rebuilding its pool", region_id)
+        with self._lock:
+            if self._bases.get(region_id) == base:
+                del self._pools[region_id]
+                del self._bases[region_id]
 
     def ensure_region_pool(self, region_id: int) -> bool:
         """Build the pool of @region_id (e.g. another instance's) if needed."""
@@ -210,6 +241,7 @@ class CxlMemoryAdapter(MemoryAllocatorInterface):
         self._handler.set_on_region_added(None)
         with self._lock:
             self._pools.clear()
+            self._bases.clear()
 
     # ------------------------------------------------------------------
     # MaruBackend helpers
@@ -223,6 +255,7 @@ class CxlMemoryAdapter(MemoryAllocatorInterface):
     def get_by_location(self, region_id: int, page_index: int, actual_size: int,
                         single_token_size: int) -> Optional[MemoryObj]:
         """The MemoryObj stored at (@region_id, @page_index), @actual_size bytes."""
+        self._drop_stale_pool(region_id)
         if not self.ensure_region_pool(region_id):
             return None
         obj = self._pooled(region_id, page_index)

@@ -65,3 +65,57 @@ def lease_victim(url, rm_address, conn):
             h.close()
             conn.send("closed")
             return
+
+
+def adapter_lease_victim(url, rm_address, stub_dir, conn):
+    """An LMCache-style process: handler + CxlMemoryAdapter (the stub of
+    LMCache's types in @stub_dir); stores "kv" through the adapter, then on
+    command reads it back by location as LMCache's backend does."""
+    import sys
+
+    sys.path.insert(0, stub_dir)
+    import torch
+    from lmcache.v1.memory_management import MemoryFormat
+
+    from maru_lmcache import CxlMemoryAdapter
+
+    h = MaruHandler(MaruConfig(server_url=url, rm_address=rm_address,
+                               pool_size=2 * MiB, chunk_size_bytes=MiB,
+                               eager_map=False, auto_connect=False))
+    if not h.connect():
+        conn.send(("error", "connect failed"))
+        return
+    shape = torch.Size([2, 1, 64, MiB // (2 * 64 * 4)])    # float32: one chunk
+    ad = CxlMemoryAdapter(h, [shape], [torch.float32], MemoryFormat.KV_2LTD,
+                          h.get_chunk_size())
+    obj = ad.allocate(shape, torch.float32, MemoryFormat.KV_2LTD)
+    want = pattern(5, MiB)
+    obj.tensor.view(-1).view(torch.uint8)[:] = torch.frombuffer(
+        bytearray(want), dtype=torch.uint8)
+    assert h.store("kv", ad.create_store_handle(obj))
+    first = h.get_owned_region_ids()[0]
+
+    def read():
+        info = h.retrieve("kv")
+        if info is None:
+            return None
+        got = ad.get_by_location(info.region_id, info.page_index, len(info.view),
+                                 MiB // 64)
+        return bytes(got.tensor.contiguous().view(torch.uint8).numpy()) == want
+
+    conn.send(("ready", read(), h.lease_ttl_ms))
+    while True:
+        msg = conn.recv()
+        if msg[0] == "wait_fenced":
+            deadline = time.monotonic() + 30
+            while (first in h.get_owned_region_ids()
+                   and time.monotonic() < deadline):
+                time.sleep(0.02)
+            conn.send(first not in h.get_owned_region_ids())
+        elif msg[0] == "read":
+            conn.send(read())
+        elif msg[0] == "close":
+            ad.close()
+            h.close()
+            conn.send("closed")
+            return

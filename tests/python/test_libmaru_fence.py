@@ -267,3 +267,44 @@ def test_c_api_restart(rm, start_mds):
             d.wait()
         if b is not None:
             b.close()
+
+
+def test_lmcache_adapter_after_lease_expiry(rm, start_mds):
+    """LMCache's backend reads by location through the adapter's pooled
+    tensors.  After A's lease expires its region is fenced; the key it
+    stored survives at the server, and a retrieve maps the region anew at
+    another address.  The adapter must follow: reading through its old
+    pooled tensor would return the fenced copy, not the pool's bytes."""
+    torch = pytest.importorskip("torch")
+    from fence_workers import adapter_lease_victim
+    stub = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lmcache_stub")
+    m = start_mds(rm.address, extra=["--client-lease-ttl", "2"])
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    p = ctx.Process(target=adapter_lease_victim,
+                    args=(m.url, rm.address, stub, child))
+    p.start()
+    try:
+        msg = parent.recv()
+        assert msg == ("ready", True, 2000), msg
+        os.kill(p.pid, signal.SIGSTOP)
+        try:
+            time.sleep(3.5)           # past the 2 s lease
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        parent.send(("wait_fenced",))
+        assert parent.recv() is True
+        # B overwrites nothing here: the region still holds "kv", so the
+        # server keeps it; only A's mapping was fenced
+        parent.send(("read",))
+        assert parent.recv() is True
+        parent.send(("close",))
+        assert parent.recv() == "closed"
+        p.join(30)
+        assert p.exitcode == 0
+    finally:
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGCONT)
+            p.kill()
+            p.join()
+    del torch

@@ -335,8 +335,9 @@ def _alloc_error(e: int | None, size: int, chunk: int) -> Exception:
     if e == errno.ENOBUFS:
         return ValueError("Cannot allocate page after expansion")
     if e == errno.EKEYEXPIRED:
-        return RuntimeError("Cannot allocate page: the client lease expired "
-                            "(metadata server unreachable)")
+        return RuntimeError("Cannot allocate page: ownership of this client's "
+                            "regions cannot be confirmed (metadata server "
+                            "unreachable or restarted, or client lease expired)")
     return OSError(e, errno_message(e or errno.EIO))
 
 

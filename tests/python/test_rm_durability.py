@@ -40,6 +40,8 @@ class Burst(threading.Thread):
     library would: a request whose connection breaks is retried with the
     same request_id once the daemon answers again."""
 
+    LIVE_CAP = 200               # x 2 MiB emulated alignment < 1 GiB
+
     def __init__(self, address):
         super().__init__(daemon=True)
         self.address = address
@@ -69,7 +71,10 @@ class Burst(threading.Thread):
             rid = 1000
             while not self.stop:
                 rid += 1
-                if self.live and rid % 3 == 0:
+                # two allocs per free, but never more than LIVE_CAP live
+                # regions: a fast machine must not run the pool dry
+                if self.live and (rid % 3 == 0 or
+                                  len(self.live) >= self.LIVE_CAP):
                     victim = min(self.live)
                     h = self.live[victim]
                     conn, st = self.call(

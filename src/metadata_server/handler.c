@@ -153,13 +153,15 @@ static int do_batch_register(struct mds *s, const struct mds_req *q,
 }
 
 #define PF 8	/* pipeline distance, keys */
+#define PF2 4	/* distance of the chain's second entry, keys (< PF) */
 #define RING 32 /* > 2 * PF */
 
 /*
  * BATCH_LOOKUP_KV, software-pipelined so that the cache misses of
  * consecutive keys overlap instead of adding up: key i + 2*PF is decoded,
  * hashed and its bucket prefetched; the first entry of key i + PF's
- * bucket (in cache by now) is prefetched; key i is looked up and encoded.
+ * bucket (in cache by now) is prefetched; if key i + PF2's first entry is
+ * another key, the second is prefetched; key i is looked up and encoded.
  */
 static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 			    struct mp_wr *w)
@@ -187,6 +189,8 @@ static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 		}
 		if (i + PF < dec)
 			ix_prefetch_entry(&s->kv, h[(i + PF) % RING]);
+		if (i + PF2 < dec)
+			ix_prefetch_next(&s->kv, h[(i + PF2) % RING]);
 		x = mds_key_ix(&k[i % RING]);
 		e = ix_find(&s->kv, &x, h[i % RING]);
 		r = e && e->slot != IX_NO_SLOT ? &s->regions[e->slot] : NULL;

@@ -523,6 +523,30 @@ void ix_prefetch_entry(const struct ix *ix, uint64_t h)
 	}
 }
 
+void ix_prefetch_next(const struct ix *ix, uint64_t h)
+{
+	uint32_t h32 = (uint32_t)h;
+	const struct ix_entry *e;
+	uint64_t i;
+	int t;
+
+	for (t = 0; t < 2; t++) {
+		if (!ix->t[t].size)
+			break;
+		i = h32 & (ix->t[t].size - 1);
+		if (t == 0 && ix->rehash_idx >= 0 &&
+		    i < (uint64_t)ix->rehash_idx)
+			continue;
+		e = ix->t[t].b[i];
+		/* the first entry is (likely) in cache by now: if it is not
+		 * the one, the lookup will walk on to the second */
+		if (e && e->hash != h32 && e->next) {
+			__builtin_prefetch(e->next);
+			__builtin_prefetch((const uint8_t *)e->next + 64);
+		}
+	}
+}
+
 static uint64_t rev64(uint64_t v)
 {
 	v = ((v >> 1) & 0x5555555555555555ull) |

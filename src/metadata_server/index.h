@@ -153,6 +153,13 @@ void ix_prefetch(const struct ix *ix, uint64_t h);
  */
 void ix_prefetch_entry(const struct ix *ix, uint64_t h);
 
+/*
+ * ix_prefetch_next - start loading the second entry of @h's bucket when the
+ * first (which must be in cache: call some time after ix_prefetch_entry())
+ * is not @h's; at load factor 1 a third of the hits sit behind another key
+ */
+void ix_prefetch_next(const struct ix *ix, uint64_t h);
+
 /**
  * ix_scan - visit the entries of one cursor step (Redis dictScan)
  * @cursor: 0 to start; pass back the returned value; 0 means done

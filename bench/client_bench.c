@@ -11,10 +11,14 @@
  *            plain memcpy into a pre-faulted MAP_SHARED mapping of a
  *            /dev/shm file (the kind of mapping the emulated pool is), going
  *            through R bytes so the destination is cold: GB/s
- *   store    --server URL --size S [--batch B] [--ms T]
+ *   store    --server URL --size S [--batch B] [--ms T] [--region R]
  *            alloc + write (memcpy) + register, single maru_kv_store or
  *            maru_kv_batch_store of B; keys deleted (untimed) to recycle
- *            pages: GB/s
+ *            pages: GB/s, and where the time went per page (alloc, copy,
+ *            register).  Every round of stores is followed by a memcpy of
+ *            as many chunks into a floor mapping as in "memcpy", so the
+ *            line also carries the floor measured in the same process
+ *            moments apart and the median over rounds of store/memcpy
  *   prepare  --server URL --size S --keys K --prefix P
  *            store K keys for the readers, then exit (the keys keep the
  *            region alive on the server)
@@ -24,6 +28,10 @@
  *   raw      --server URL --prefix P [--iters N] [--dealer]
  *            one bare LOOKUP_KV round trip on a raw ZeroMQ socket, the
  *            floor that retrieve is compared with
+ *   zmtp     --server URL --prefix P [--iters N]
+ *            the same round trip with ZMTP spoken by hand in the calling
+ *            thread (no libzmq in the client): the floor without the
+ *            client-side I/O-thread hop
  *   redis    --port N --size S [--iters N] [--read]
  *            Redis GET of a value of the same size with hiredis (the reply
  *            is a copy in client memory, i.e. a usable view)
@@ -48,6 +56,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include "buf.h"
 #include "mds_proto.h"
@@ -164,49 +176,97 @@ static void *source_buffer(void)
 /* ---- memcpy baseline ------------------------------------------------------
  */
 
-static int cmd_memcpy(void)
+/*
+ * The memcpy floor, for measuring in the same process as a store: a
+ * pre-faulted MAP_SHARED mapping of a /dev/shm file (the kind of mapping
+ * the emulated pool is), larger than the caches so the destination is cold.
+ */
+struct floor_map {
+	uint8_t *dst;
+	uint64_t region; /* a whole number of chunks */
+	uint64_t off;
+};
+
+static void floor_open(struct floor_map *f, const void *src)
 {
 	char path[64];
-	uint64_t t0, bytes = 0, off = 0, deadline;
-	uint8_t *dst;
-	void *src = source_buffer();
+	uint64_t off;
 	int fd;
 
+	f->region = o.region - o.region % o.size;
+	if (f->region < o.size)
+		f->region = o.size;
 	snprintf(path, sizeof(path), "/dev/shm/maru-bench-memcpy-%d", getpid());
 	fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	if (fd < 0)
 		die(path, errno);
 	unlink(path);
-	if (ftruncate(fd, (off_t)o.region) < 0)
+	if (ftruncate(fd, (off_t)f->region) < 0)
 		die("ftruncate", errno);
-	dst = mmap(NULL, o.region, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	f->dst = mmap(NULL, f->region, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		      0);
 	close(fd);
-	if (dst == MAP_FAILED)
+	if (f->dst == MAP_FAILED)
 		die("mmap", errno);
 	/* pre-faulted like the pool's pages (populate + a read per page, as
-	 * libmaru does), so only the copy is timed; the region is larger than
-	 * the caches, so the destination is cold */
-	madvise(dst, o.region, MADV_POPULATE_WRITE);
-	for (off = 0; off < o.region; off += 4096)
-		sink += dst[off];
+	 * libmaru does), so only the copy is timed */
+	madvise(f->dst, f->region, MADV_POPULATE_WRITE);
+	for (off = 0; off < f->region; off += 4096)
+		sink += f->dst[off];
 	/* two untimed passes: on this kind of VM the first writes to fresh
 	 * pages stay slow for a while even after pre-faulting; the store
 	 * benchmark also recycles warm pages */
-	for (off = 0; off + o.size <= 2 * o.region; off += o.size)
-		memcpy(dst + off % (o.region - o.region % o.size), src, o.size);
-	off = 0;
+	for (off = 0; off < 2 * f->region; off += o.size)
+		memcpy(f->dst + off % f->region, src, o.size);
+	f->off = 0;
+}
+
+/* copy @n chunks from @src, walking the mapping; nanoseconds taken */
+static uint64_t floor_copy(struct floor_map *f, const void *src, int n)
+{
+	uint64_t t0 = now_ns();
+	int i;
+
+	for (i = 0; i < n; i++) {
+		memcpy(f->dst + f->off, src, o.size);
+		f->off += o.size;
+		if (f->off + o.size > f->region)
+			f->off = 0;
+	}
+	return now_ns() - t0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	if (!n)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int cmd_memcpy(void)
+{
+	uint64_t t0, bytes = 0, deadline;
+	void *src = source_buffer();
+	struct floor_map f;
+
+	floor_open(&f, src);
 	t0 = now_ns();
 	deadline = t0 + (uint64_t)o.ms * 1000000ull;
 	while (now_ns() < deadline) {
-		memcpy(dst + off, src, o.size);
+		floor_copy(&f, src, 1);
 		bytes += o.size;
-		off += o.size;
-		if (off + o.size > o.region)
-			off = 0;
 	}
 	printf("RESULT what=memcpy size=%" PRIu64 " gbps=%.3f\n", o.size,
 	       (double)bytes / (double)(now_ns() - t0));
-	munmap(dst, o.region);
+	munmap(f.dst, f.region);
 	free(src);
 	return 0;
 }
@@ -224,6 +284,12 @@ static int cmd_store(void)
 	bool *res;
 	uint64_t timed = 0, bytes = 0, t0, end;
 	uint64_t pool = o.pool, round = 0;
+	uint64_t t_alloc = 0, t_copy = 0, t_reg = 0;
+	uint64_t s_alloc = 0, s_copy = 0, s_reg = 0;
+	uint64_t mtimed = 0, mbytes = 0, tr, tm;
+	double *rs, *rm, *rr;
+	int nr = 0, maxr = 4096;
+	struct floor_map fl;
 	void *src = source_buffer();
 	int i, n, rc, cap;
 
@@ -236,6 +302,10 @@ static int cmd_store(void)
 	pages = calloc((size_t)cap, sizeof(*pages));
 	names = calloc((size_t)cap, sizeof(*names));
 	res = calloc((size_t)cap, sizeof(*res));
+	rs = calloc((size_t)maxr, sizeof(*rs));
+	rm = calloc((size_t)maxr, sizeof(*rm));
+	rr = calloc((size_t)maxr, sizeof(*rr));
+	floor_open(&fl, src);
 	end = now_ns() + (uint64_t)o.ms * 1000000ull;
 	/* round 0 is a warm-up and not counted */
 	while (round < 2 || now_ns() < end) {
@@ -251,12 +321,20 @@ static int cmd_store(void)
 		for (i = 0; i < n; i += per) {
 			int j;
 
+			uint64_t ta, tb, tc, td;
+
 			for (j = 0; j < per; j++) {
+				ta = now_ns();
 				rc = maru_page_alloc(h, o.size, &pages[i + j]);
 				if (rc < 0)
 					die("alloc", rc);
+				tb = now_ns();
 				memcpy(pages[i + j].ptr, src, o.size);
+				tc = now_ns();
+				t_alloc += tb - ta;
+				t_copy += tc - tb;
 			}
+			tc = now_ns();
 			if (per == 1)
 				rc = maru_kv_store(h, &keys[i], &pages[i]);
 			else
@@ -264,18 +342,50 @@ static int cmd_store(void)
 							 (size_t)per, res);
 			if (rc < 0)
 				die("store", rc);
+			td = now_ns();
+			t_reg += td - tc;
 		}
+		tr = now_ns() - t0;
+		/* the same number of chunks memcpy'd into the floor mapping,
+		 * right after: both see the same moment of the machine */
+		tm = floor_copy(&fl, src, n);
 		if (round) {
-			timed += now_ns() - t0;
+			timed += tr;
 			bytes += (uint64_t)n * o.size;
+			mtimed += tm;
+			mbytes += (uint64_t)n * o.size;
+			s_alloc += t_alloc;
+			s_copy += t_copy;
+			s_reg += t_reg;
+			if (nr < maxr) {
+				rs[nr] = (double)n * (double)o.size / (double)tr;
+				rm[nr] = (double)n * (double)o.size / (double)tm;
+				rr[nr] = (double)tm / (double)tr;
+				nr++;
+			}
 		}
+		t_alloc = t_copy = t_reg = 0;
 		for (i = 0; i < n; i++)
 			maru_kv_delete(h, &keys[i]);
 		round++;
 	}
-	printf("RESULT what=%s size=%" PRIu64 " gbps=%.3f ops=%" PRIu64 "\n",
+	/* where the time went, per page: alloc, memcpy, the register RPC */
+	/* and the medians over the rounds of both rates and of their ratio */
+	printf("RESULT what=%s size=%" PRIu64 " gbps=%.3f ops=%" PRIu64
+	       " alloc_us=%.2f copy_us=%.2f reg_us=%.2f memcpy_gbps=%.3f"
+	       " rounds=%d med_gbps=%.3f med_memcpy_gbps=%.3f"
+	       " med_ratio=%.3f\n",
 	       per > 1 ? "batch_store" : "store", o.size,
-	       (double)bytes / (double)timed, bytes / o.size);
+	       (double)bytes / (double)timed, bytes / o.size,
+	       (double)s_alloc / 1e3 / (double)(bytes / o.size),
+	       (double)s_copy / 1e3 / (double)(bytes / o.size),
+	       (double)s_reg / 1e3 / (double)(bytes / o.size),
+	       (double)mbytes / (double)mtimed, nr, median(rs, nr),
+	       median(rm, nr), median(rr, nr));
+	munmap(fl.dst, fl.region);
+	free(rs);
+	free(rm);
+	free(rr);
 	maru_handler_free(h);
 	free(keys);
 	free(pages);
@@ -405,6 +515,173 @@ static int cmd_raw(void)
 	report_lat(o.dealer ? "raw_dealer" : "raw_req", lat, o.iters);
 	zmq_close(s);
 	zmq_ctx_term(ctx);
+	free(lat);
+	return 0;
+}
+
+/* ---- raw ZMTP 3.0 DEALER, no libzmq: how low a client can take a round trip
+ *
+ * The same LOOKUP_KV frame over a blocking TCP socket speaking ZMTP 3.0
+ * (NULL mechanism, Socket-Type DEALER) in the calling thread: one send(2)
+ * and usually one recv(2) per round trip, against libzmq's hand-off to its
+ * I/O thread and ~20 more system calls per round trip in the client.  The
+ * server sees the same frames either way.  A measurement of the floor,
+ * not a client: no reconnects, PINGs answered, nothing else.
+ */
+
+static void xwrite(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	ssize_t w;
+
+	while (n) {
+		w = send(fd, b, n, MSG_NOSIGNAL);
+		if (w < 0)
+			die("send", errno);
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+struct zin {
+	int fd;
+	uint8_t buf[65536];
+	size_t lo, hi;
+};
+
+static void zfill(struct zin *z, size_t need)
+{
+	ssize_t r;
+
+	if (z->hi - z->lo >= need)
+		return;
+	memmove(z->buf, z->buf + z->lo, z->hi - z->lo);
+	z->hi -= z->lo;
+	z->lo = 0;
+	while (z->hi < need) {
+		r = recv(z->fd, z->buf + z->hi, sizeof(z->buf) - z->hi, 0);
+		if (r <= 0)
+			die("recv", r < 0 ? errno : EPIPE);
+		z->hi += (size_t)r;
+	}
+}
+
+/* next frame: flags into *fl, body pointer (valid until the next call) */
+static const uint8_t *zframe(struct zin *z, uint8_t *fl, size_t *len)
+{
+	const uint8_t *p;
+	size_t hl = 2, n;
+	int i;
+
+	zfill(z, 2);
+	*fl = z->buf[z->lo];
+	if (*fl & 2) {
+		hl = 9;
+		zfill(z, 9);
+		for (n = 0, i = 0; i < 8; i++)
+			n = n << 8 | z->buf[z->lo + 1 + i];
+	} else {
+		n = z->buf[z->lo + 1];
+	}
+	zfill(z, hl + n);
+	p = z->buf + z->lo + hl;
+	z->lo += hl + n;
+	*len = n;
+	return p;
+}
+
+static int zmtp_connect(const char *url, struct zin *z)
+{
+	uint8_t g[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U',
+			 'L', 'L'};
+	uint8_t ready[64], fl;
+	const char *host = url + 6, *colon = strrchr(url, ':');
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	size_t n = 0, len;
+	int fd, one = 1;
+	char hbuf[64];
+
+	snprintf(hbuf, sizeof(hbuf), "%.*s", (int)(colon - host), host);
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	inet_pton(AF_INET, hbuf, &sa.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect", errno);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	z->fd = fd;
+	z->lo = z->hi = 0;
+	xwrite(fd, g, sizeof(g));
+	zfill(z, 64);
+	z->lo += 64;
+	/* READY: Socket-Type DEALER, Identity 8 bytes */
+	ready[n++] = 0x04;
+	n++; /* size, below */
+	memcpy(ready + n, "\x05READY", 6);
+	n += 6;
+	memcpy(ready + n, "\x0bSocket-Type\0\0\0\x06" "DEALER", 22);
+	n += 22;
+	memcpy(ready + n, "\x08Identity\0\0\0\x08", 13);
+	n += 13;
+	memcpy(ready + n, "\x01zmtpbnc", 8);
+	n += 8;
+	ready[1] = (uint8_t)(n - 2);
+	xwrite(fd, ready, n);
+	zframe(z, &fl, &len); /* the server's READY */
+	if (!(fl & 4))
+		die("zmtp handshake", EPROTO);
+	return fd;
+}
+
+static int cmd_zmtp(void)
+{
+	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
+	struct zin *z = calloc(1, sizeof(*z));
+	uint8_t frame[300], out[320];
+	const uint8_t *b;
+	char key[96];
+	uint64_t t0;
+	size_t len;
+	uint8_t fl;
+	int i, fd;
+
+	key_name(key, sizeof(key), 0);
+	fd = zmtp_connect(o.server, z);
+	for (i = -100; i < o.iters; i++) {
+		size_t n = lookup_frame(frame, (uint32_t)(i + 200), key);
+
+		out[0] = 0x01; /* empty delimiter, more */
+		out[1] = 0;
+		out[2] = 0;
+		out[3] = (uint8_t)n;
+		memcpy(out + 4, frame, n);
+		t0 = now_ns();
+		xwrite(fd, out, n + 4);
+		for (;;) {
+			b = zframe(z, &fl, &len);
+			if (fl & 4) {
+				/* PING: answer PONG with its context */
+				if (len >= 7 && !memcmp(b, "\x04PING", 5)) {
+					uint8_t pong[64] = {0x04, 0};
+					size_t cl = len - 7 > 40 ? 40 : len - 7;
+
+					memcpy(pong + 2, "\x04PONG", 5);
+					memcpy(pong + 7, b + 7, cl);
+					pong[1] = (uint8_t)(5 + cl);
+					xwrite(fd, pong, 7 + cl);
+				}
+				continue;
+			}
+			if (!(fl & 1))
+				break; /* the body (after the delimiter) */
+		}
+		if (i >= 0)
+			lat[i] = now_ns() - t0;
+		if (len < MDS_HDR_SIZE)
+			die("zmtp reply", EPROTO);
+	}
+	report_lat("raw_zmtp", lat, o.iters);
+	close(fd);
+	free(z);
 	free(lat);
 	return 0;
 }
@@ -622,6 +899,8 @@ int main(int argc, char **argv)
 		return cmd_retrieve();
 	if (!strcmp(o.cmd, "raw"))
 		return cmd_raw();
+	if (!strcmp(o.cmd, "zmtp"))
+		return cmd_zmtp();
 	if (!strcmp(o.cmd, "redis"))
 		return cmd_redis();
 	if (!strcmp(o.cmd, "scale"))

@@ -12,7 +12,8 @@
 #   store (alloc + write + register) and batch_store of 32,
 #   cross-process retrieve latency to a usable view, and with every byte
 #   read, next to one bare LOOKUP_KV round trip (REQ and DEALER) and to
-#   Redis GET of the same value (hiredis),
+#   Redis GET of the same value (hiredis), and to the same round trip
+#   with ZMTP spoken by hand in the calling thread (no libzmq client),
 # and finally 1/2/4/8 reader processes retrieving the same 1 MiB keys.
 # Prints one table with the ratios side by side; raw RESULT lines go to
 # OUT/results.txt.  QUICK=1 shortens every measurement.
@@ -115,6 +116,8 @@ run_placement() {
 			--prefix "p-$label" --iters "$IT" | tag
 		taskset -c "$cc" "$BENCH" raw --server "$url" --size $size \
 			--prefix "p-$label" --iters "$IT" --dealer | tag
+		taskset -c "$cc" "$BENCH" zmtp --server "$url" --size $size \
+			--prefix "p-$label" --iters "$IT" | tag
 		taskset -c "$cc" "$BENCH" retrieve --server "$url" --size $size \
 			--keys 8 --prefix "p-$label" --iters "$IT" | tag
 		taskset -c "$cc" "$BENCH" retrieve --server "$url" --size $size \
@@ -159,12 +162,18 @@ name = {256 << 10: "256K", 1 << 20: "1M", 4 << 20: "4M"}
 print(f"maru-client-bench, {ncpu} CPUs; same = everything on core 0, split = server core 0 / client core 1")
 for place in ("same", "split"):
     print(f"\n[{place}] store throughput (GB/s) and ratio to memcpy")
-    print(f"{'chunk':>6} {'memcpy':>8} {'store':>8} {'ratio':>6} {'batch32':>8} {'ratio':>6}")
+    print("  separate runs: memcpy, store and batch32 measured one after the other (seconds apart)")
+    print("  in-process: median over rounds of (memcpy of the same chunks right after a round of stores) / (the stores)")
+    print("  per page (us): alloc, write (memcpy into the page), register (the RPC)")
+    print(f"{'chunk':>6} {'memcpy':>8} {'store':>8} {'ratio':>6} {'batch32':>8} {'ratio':>6} | {'in-proc store':>13} {'batch32':>8} | {'store: alloc/write/register':>28} {'batch32: per page':>22}")
     for s in sizes:
         m = get(place, "memcpy", s, "gbps"); st = get(place, "store", s, "gbps"); b = get(place, "batch_store", s, "gbps")
-        print(f"{name[s]:>6} {m:8.2f} {st:8.2f} {st/m:6.2f} {b:8.2f} {b/m:6.2f}")
+        ms = get(place, "store", s, "med_ratio"); mb = get(place, "batch_store", s, "med_ratio")
+        br = lambda w: "/".join(f"{get(place, w, s, k):.1f}" for k in ("alloc_us", "copy_us", "reg_us"))
+        print(f"{name[s]:>6} {m:8.2f} {st:8.2f} {st/m:6.2f} {b:8.2f} {b/m:6.2f} | {ms:13.2f} {mb:8.2f} | {br('store'):>28} {br('batch_store'):>22}")
     print(f"\n[{place}] latency p50/p99 (us): retrieve to a usable view vs one bare LOOKUP_KV round trip vs Redis GET")
-    print(f"{'chunk':>6} {'raw REQ':>13} {'raw DEALER':>13} {'retrieve':>13} {'ret/raw':>7} {'redis GET':>15} {'redis/ret':>9} | {'ret+read':>13} {'GET+read':>15} {'ratio':>6}")
+    print("  (zmtp: the same round trip with ZMTP spoken in the calling thread, no libzmq in the client: a lower floor)")
+    print(f"{'chunk':>6} {'raw REQ':>13} {'raw DEALER':>13} {'zmtp':>13} {'retrieve':>13} {'ret/raw':>7} {'redis GET':>15} {'redis/ret':>9} | {'ret+read':>13} {'GET+read':>15} {'ratio':>6}")
     for s in sizes:
         rq = (get(place, "raw_req", s, "p50_us"), get(place, "raw_req", s, "p99_us"))
         rd = (get(place, "raw_dealer", s, "p50_us"), get(place, "raw_dealer", s, "p99_us"))
@@ -172,7 +181,8 @@ for place in ("same", "split"):
         rr = (get(place, "retrieve_read", s, "p50_us"), get(place, "retrieve_read", s, "p99_us"))
         g = (get(place, "redis_get", s, "p50_us"), get(place, "redis_get", s, "p99_us"))
         gr = (get(place, "redis_get_read", s, "p50_us"), get(place, "redis_get_read", s, "p99_us"))
-        print(f"{name[s]:>6} {rq[0]:6.1f}/{rq[1]:6.1f} {rd[0]:6.1f}/{rd[1]:6.1f} {rt[0]:6.1f}/{rt[1]:6.1f} "
+        zm = (get(place, "raw_zmtp", s, "p50_us"), get(place, "raw_zmtp", s, "p99_us"))
+        print(f"{name[s]:>6} {rq[0]:6.1f}/{rq[1]:6.1f} {rd[0]:6.1f}/{rd[1]:6.1f} {zm[0]:6.1f}/{zm[1]:6.1f} {rt[0]:6.1f}/{rt[1]:6.1f} "
               f"{rt[0]/min(rq[0], rd[0]):7.2f} {g[0]:7.1f}/{g[1]:7.1f} {g[0]/rt[0]:9.1f} | "
               f"{rr[0]:6.1f}/{rr[1]:6.1f} {gr[0]:7.1f}/{gr[1]:7.1f} {gr[0]/rr[0]:6.1f}")
 sc = [r for r in rows if r["what"] == "scale"]
@@ -187,10 +197,14 @@ if plot:
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     x = range(len(sizes)); w = 0.25
-    for i, (what, lab) in enumerate((("memcpy", "memcpy"), ("store", "store"), ("batch_store", "batch_store 32"))):
-        ax[0].bar([j + (i - 1) * w for j in x], [get("split", what, s, "gbps") for s in sizes], w, label=lab)
+    w = 0.2
+    for i, (place, what, lab) in enumerate((("same", "store", "store, one core"), ("split", "store", "store, one core each"),
+                                            ("same", "batch_store", "batch_store 32, one core"), ("split", "batch_store", "batch_store 32, one core each"))):
+        ax[0].bar([j + (i - 1.5) * w for j in x], [get(place, what, s, "med_ratio") for s in sizes], w, label=lab)
+    ax[0].axhline(0.9, color="k", ls=":", lw=1)
+    ax[0].axhline(0.5, color="grey", ls=":", lw=1)
     ax[0].set_xticks(list(x)); ax[0].set_xticklabels([name[s] for s in sizes])
-    ax[0].set_ylabel("GB/s"); ax[0].set_title("store throughput (split placement)"); ax[0].legend()
+    ax[0].set_ylabel("store / memcpy (median over rounds)"); ax[0].set_title("store throughput vs memcpy, same process"); ax[0].legend(fontsize=7)
     for i, (what, lab) in enumerate((("raw_dealer", "bare round trip"), ("retrieve", "maru retrieve"),
                                      ("retrieve_read", "retrieve + read"), ("redis_get", "Redis GET"))):
         ax[1].bar([j + (i - 1.5) * 0.2 for j in x], [get("split", what, s, "p50_us") for s in sizes], 0.2, label=lab)

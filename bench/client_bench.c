@@ -32,6 +32,10 @@
  *            the same round trip with ZMTP spoken by hand in the calling
  *            thread (no libzmq in the client): the floor without the
  *            client-side I/O-thread hop
+ *   rtt      --server URL --size S --prefix P [--iters N]
+ *            in one process, alternating blocks of 100: maru_kv_exists,
+ *            alloc + maru_kv_store of an unwritten page, a bare LOOKUP_KV
+ *            on a raw DEALER: p50/p99 of each
  *   redis    --port N --size S [--iters N] [--read]
  *            Redis GET of a value of the same size with hiredis (the reply
  *            is a copy in client memory, i.e. a usable view)
@@ -519,6 +523,86 @@ static int cmd_raw(void)
 	return 0;
 }
 
+/* ---- where a single store's time goes, in one process --------------------
+ *
+ * Blocks of 100 calls, alternated on one handler: maru_kv_exists (one
+ * EXISTS_KV round trip), maru_page_alloc + maru_kv_store without writing
+ * the page (one REGISTER_KV round trip; the keys are deleted untimed after
+ * each block), and a bare LOOKUP_KV round trip on a raw DEALER socket of
+ * the same process.  p50 of each: what the library adds to the round trip.
+ */
+static int cmd_rtt(void)
+{
+	int nb = o.iters / 100 < 1 ? 1 : o.iters / 100, b, i, k, rc;
+	uint64_t *le = calloc((size_t)nb * 100, sizeof(uint64_t));
+	uint64_t *ls = calloc((size_t)nb * 100, sizeof(uint64_t));
+	uint64_t *lr = calloc((size_t)nb * 100, sizeof(uint64_t));
+	struct maru_handler *h = connect_h(256ull * o.size, false);
+	struct maru_key keys[100], ek;
+	struct maru_page pg;
+	void *ctx = zmq_ctx_new();
+	void *s = zmq_socket(ctx, ZMQ_DEALER);
+	uint8_t frame[256], rep[4096];
+	char names[100][48], key[96];
+	uint64_t t0;
+	int n;
+
+	key_name(key, sizeof(key), 0);
+	ek = maru_key_str(key, strlen(key));
+	if (zmq_connect(s, o.server) < 0)
+		die("zmq_connect", errno);
+	for (b = -1; b < nb; b++) {
+		for (i = 0; i < 100; i++) {
+			k = b * 100 + i;
+			t0 = now_ns();
+			rc = maru_kv_exists(h, &ek);
+			if (b >= 0)
+				le[k] = now_ns() - t0;
+			if (rc != 1)
+				die("exists", rc ? rc : ENOENT);
+		}
+		for (i = 0; i < 100; i++) {
+			snprintf(names[i], sizeof(names[i]),
+				 "rtt-%d-%d-%d", getpid(), b, i);
+			keys[i] = maru_key_str(names[i], strlen(names[i]));
+			t0 = now_ns();
+			rc = maru_page_alloc(h, o.size, &pg);
+			if (rc == 0)
+				rc = maru_kv_store(h, &keys[i], &pg);
+			if (b >= 0)
+				ls[b * 100 + i] = now_ns() - t0;
+			if (rc < 0)
+				die("store", rc);
+		}
+		for (i = 0; i < 100; i++)
+			maru_kv_delete(h, &keys[i]);
+		for (i = 0; i < 100; i++) {
+			size_t len = lookup_frame(frame, (uint32_t)(i + 7), key);
+
+			t0 = now_ns();
+			zmq_send(s, "", 0, ZMQ_SNDMORE);
+			zmq_send(s, frame, len, 0);
+			do {
+				n = zmq_recv(s, rep, sizeof(rep), 0);
+			} while (n == 0);
+			if (b >= 0)
+				lr[b * 100 + i] = now_ns() - t0;
+			if (n < MDS_HDR_SIZE)
+				die("raw recv", errno);
+		}
+	}
+	report_lat("rtt_exists", le, nb * 100);
+	report_lat("rtt_store_nocopy", ls, nb * 100);
+	report_lat("rtt_raw_dealer", lr, nb * 100);
+	zmq_close(s);
+	zmq_ctx_term(ctx);
+	maru_handler_free(h);
+	free(le);
+	free(ls);
+	free(lr);
+	return 0;
+}
+
 /* ---- raw ZMTP 3.0 DEALER, no libzmq: how low a client can take a round trip
  *
  * The same LOOKUP_KV frame over a blocking TCP socket speaking ZMTP 3.0
@@ -901,6 +985,8 @@ int main(int argc, char **argv)
 		return cmd_raw();
 	if (!strcmp(o.cmd, "zmtp"))
 		return cmd_zmtp();
+	if (!strcmp(o.cmd, "rtt"))
+		return cmd_rtt();
 	if (!strcmp(o.cmd, "redis"))
 		return cmd_redis();
 	if (!strcmp(o.cmd, "scale"))

@@ -14,7 +14,9 @@
 #   read, next to one bare LOOKUP_KV round trip (REQ and DEALER) and to
 #   Redis GET of the same value (hiredis), and to the same round trip
 #   with ZMTP spoken by hand in the calling thread (no libzmq client),
-# and finally 1/2/4/8 reader processes retrieving the same 1 MiB keys.
+# then libmaru's own cost per call (rtt: exists, store of an unwritten page
+# and a bare round trip alternated in one process), and finally 1/2/4/8
+# reader processes retrieving the same 1 MiB keys.
 # Prints one table with the ratios side by side; raw RESULT lines go to
 # OUT/results.txt.  QUICK=1 shortens every measurement.
 #
@@ -128,6 +130,9 @@ run_placement() {
 			--iters $((IT / 4)) --read | tag
 		} >>"$RES"
 	done
+	taskset -c "$cc" "$BENCH" rtt --server "$url" --size 1M \
+		--prefix "p-$label" --iters "$IT" |
+		sed "s/^RESULT /RESULT place=$label /" >>"$RES"
 	if [ "$label" = split ]; then
 		taskset -c "$cc" "$BENCH" prepare --server "$url" --size 1M \
 			--keys 8 --prefix scale >/dev/null
@@ -185,6 +190,11 @@ for place in ("same", "split"):
         print(f"{name[s]:>6} {rq[0]:6.1f}/{rq[1]:6.1f} {rd[0]:6.1f}/{rd[1]:6.1f} {zm[0]:6.1f}/{zm[1]:6.1f} {rt[0]:6.1f}/{rt[1]:6.1f} "
               f"{rt[0]/min(rq[0], rd[0]):7.2f} {g[0]:7.1f}/{g[1]:7.1f} {g[0]/rt[0]:9.1f} | "
               f"{rr[0]:6.1f}/{rr[1]:6.1f} {gr[0]:7.1f}/{gr[1]:7.1f} {gr[0]/rr[0]:6.1f}")
+print("\nlibmaru's own cost per call, one process, blocks of 100 alternated (p50/p99 us):")
+print(f"{'place':>6} {'raw DEALER':>13} {'kv_exists':>13} {'alloc+store, no write':>22}")
+for place in ("same", "split"):
+    f = lambda w: f"{get(place, w, 1 << 20, 'p50_us'):6.1f}/{get(place, w, 1 << 20, 'p99_us'):6.1f}"
+    print(f"{place:>6} {f('rtt_raw_dealer'):>13} {f('rtt_exists'):>13} {f('rtt_store_nocopy'):>22}")
 sc = [r for r in rows if r["what"] == "scale"]
 if sc:
     print("\nscaling: N reader processes retrieving + reading the same 1 MiB keys (unpinned)")

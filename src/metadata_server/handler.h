@@ -23,6 +23,19 @@
 #define MDS_SERVER_VERSION 1
 
 /**
+ * mds_prefetch - start loading the index bucket of a LOOKUP_KV or
+ * EXISTS_KV request's key, before the request is handled
+ * @body: the request frame (header + payload), as for mds_handle()
+ * Return: the key's index hash for mds_prefetch_entry(), or 0 when the
+ * request is of another type or its key is not where a plain encoding
+ * puts it (nothing was prefetched; the request is handled as usual).
+ */
+uint64_t mds_prefetch(struct mds *s, const uint8_t *body, size_t len);
+
+/* mds_prefetch_entry - the next stage: the bucket's first entry */
+void mds_prefetch_entry(struct mds *s, uint64_t h);
+
+/**
  * mds_handle - serve one request
  * @body, @len: the body frame (borrowed for the call)
  * @peer: where it came from (dead-client detection); may be NULL

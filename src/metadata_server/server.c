@@ -65,6 +65,7 @@
 #include "util.h"
 
 #define BIG_REPLY (64u << 10) /* hand larger replies to zmq */
+#define LOOKAHEAD 2	      /* messages received ahead of the one handled */
 
 struct server {
 	void *zctx;	   /* owns */
@@ -74,7 +75,12 @@ struct server {
 	struct mds *s;	   /* borrows */
 	struct rmsess *rm; /* borrows */
 	struct buf out;	   /* owns: reply body, reused */
-	zmq_msg_t fr[SERVER_MAX_FRAMES];
+	/* received messages: the one being handled and up to LOOKAHEAD
+	 * more whose index buckets are being prefetched meanwhile */
+	zmq_msg_t frs[LOOKAHEAD + 1][SERVER_MAX_FRAMES];
+	int nfs[LOOKAHEAD + 1];	     /* frames of each, -1: too many */
+	uint64_t hs[LOOKAHEAD + 1];  /* mds_prefetch() of each, 0: none */
+	zmq_msg_t *fr;		     /* borrows: frs[] being handled */
 	zmq_msg_t *cur_body;  /* borrows: body being handled */
 	uint64_t last_wake;   /* monotonic ns */
 	uint64_t stall_total; /* ns subtracted from the clock */
@@ -239,57 +245,104 @@ static void handle_msg(struct server *sv, int nf)
 }
 
 /*
+ * Receive one whole message into @fr without waiting.
+ * Return: its frame count (-1 for one of more than SERVER_MAX_FRAMES
+ * frames, received and dropped), 0 when nothing is waiting (EAGAIN).
+ */
+static int recv_one(struct server *sv, zmq_msg_t *fr)
+{
+	zmq_msg_t extra;
+	bool more, overflow = false;
+	int nf = 1;
+
+	zmq_msg_init(&fr[0]);
+	if (zmq_msg_recv(&fr[0], sv->router, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&fr[0]);
+		if (errno != EAGAIN && errno != EINTR)
+			log_err("zmq_msg_recv: %s", zmq_strerror(errno));
+		return 0;
+	}
+	more = zmq_msg_more(&fr[0]);
+	while (more) {
+		/* the rest of a multipart message is already here */
+		if (nf < SERVER_MAX_FRAMES) {
+			zmq_msg_init(&fr[nf]);
+			if (zmq_msg_recv(&fr[nf], sv->router, 0) < 0)
+				break;
+			more = zmq_msg_more(&fr[nf]);
+			nf++;
+		} else {
+			zmq_msg_init(&extra);
+			if (zmq_msg_recv(&extra, sv->router, 0) < 0)
+				more = false;
+			else
+				more = zmq_msg_more(&extra);
+			zmq_msg_close(&extra);
+			overflow = true;
+		}
+	}
+	if (overflow) {
+		while (nf--)
+			zmq_msg_close(&fr[nf]);
+		log_dbg("dropped a message of more than %d frames",
+			SERVER_MAX_FRAMES);
+		return -1;
+	}
+	return nf;
+}
+
+/*
  * Receive and answer up to SERVER_DRAIN_BATCH messages.  Ending on EAGAIN
  * matters: that receive processed the socket's pending commands, so its
  * ZMQ_FD will signal the next arrival and the loop may sleep on it.
+ *
+ * Messages are received up to LOOKAHEAD ahead of the one being answered
+ * (when that many are waiting, i.e. from pipelining clients), and the
+ * index bucket of each one's key is prefetched on arrival and its first
+ * entry one message later, so that at ten million keys the cache misses of
+ * a LOOKUP_KV overlap with the work of the requests before it.  Replies
+ * still go out in arrival order.
  * Return: true when the batch was full (more may be waiting).
  */
 static bool drain_router(struct server *sv)
 {
-	zmq_msg_t extra;
-	int n, nf, i;
-	bool more, overflow;
+	int got = 0, done = 0, k, i, nf;
+	bool eagain = false;
 
-	for (n = 0; n < SERVER_DRAIN_BATCH; n++) {
-		zmq_msg_init(&sv->fr[0]);
-		if (zmq_msg_recv(&sv->fr[0], sv->router, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&sv->fr[0]);
-			if (errno != EAGAIN && errno != EINTR)
-				log_err("zmq_msg_recv: %s",
-					zmq_strerror(errno));
-			return false;
-		}
-		nf = 1;
-		overflow = false;
-		more = zmq_msg_more(&sv->fr[0]);
-		while (more) {
-			/* the rest of a multipart message is already here */
-			if (nf < SERVER_MAX_FRAMES) {
-				zmq_msg_init(&sv->fr[nf]);
-				if (zmq_msg_recv(&sv->fr[nf], sv->router, 0) <
-				    0)
-					break;
-				more = zmq_msg_more(&sv->fr[nf]);
-				nf++;
-			} else {
-				zmq_msg_init(&extra);
-				if (zmq_msg_recv(&extra, sv->router, 0) < 0)
-					more = false;
-				else
-					more = zmq_msg_more(&extra);
-				zmq_msg_close(&extra);
-				overflow = true;
+	for (;;) {
+		/* fill the window */
+		while (!eagain && got - done <= LOOKAHEAD &&
+		       got < SERVER_DRAIN_BATCH) {
+			k = got % (LOOKAHEAD + 1);
+			nf = recv_one(sv, sv->frs[k]);
+			if (nf == 0) {
+				eagain = true;
+				break;
+			}
+			sv->nfs[k] = nf;
+			sv->hs[k] = nf > 0 ? mds_prefetch(sv->s,
+				zmq_msg_data(&sv->frs[k][nf - 1]),
+				zmq_msg_size(&sv->frs[k][nf - 1])) : 0;
+			got++;
+			if (got - done >= 2) {
+				i = (done + 1) % (LOOKAHEAD + 1);
+				if (sv->hs[i])
+					mds_prefetch_entry(sv->s, sv->hs[i]);
 			}
 		}
-		if (!overflow)
+		if (done == got)
+			break;
+		k = done % (LOOKAHEAD + 1);
+		nf = sv->nfs[k];
+		if (nf > 0) {
+			sv->fr = sv->frs[k];
 			handle_msg(sv, nf);
-		else
-			log_dbg("dropped a message of more than %d frames",
-				SERVER_MAX_FRAMES);
-		for (i = 0; i < nf; i++)
-			zmq_msg_close(&sv->fr[i]);
+			for (i = 0; i < nf; i++)
+				zmq_msg_close(&sv->frs[k][i]);
+		}
+		done++;
 	}
-	return true;
+	return !eagain;
 }
 
 /* Clock bookkeeping at every wake-up; returns the virtual now. */

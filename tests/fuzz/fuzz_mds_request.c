@@ -103,8 +103,13 @@ static void check_decode(const uint8_t *body, size_t len)
 static void run_body(struct mds *s, const uint8_t *p, size_t n, struct buf *out)
 {
 	struct mds_peer peer = {.fd = (int)(n % 4) + 3, .rid_hash = n % 4};
+	uint64_t h;
 
 	check_decode(p, n);
+	/* the server's receive loop peeks at a request before handling it */
+	h = mds_prefetch(s, p, n);
+	if (h)
+		mds_prefetch_entry(s, h);
 	mds_handle(s, p, n, &peer, out);
 	check_reply(out);
 }

@@ -296,8 +296,9 @@ static int recv_one(struct server *sv, zmq_msg_t *fr)
  * matters: that receive processed the socket's pending commands, so its
  * ZMQ_FD will signal the next arrival and the loop may sleep on it.
  *
- * Messages are received up to LOOKAHEAD ahead of the one being answered
- * (when that many are waiting, i.e. from pipelining clients), and the
+ * LOOKUP_KV / EXISTS_KV messages are received up to LOOKAHEAD ahead of the
+ * one being answered (when that many are waiting, i.e. from pipelining
+ * clients), and the
  * index bucket of each one's key is prefetched on arrival and its first
  * entry one message later, so that at ten million keys the cache misses of
  * a LOOKUP_KV overlap with the work of the requests before it.  Replies
@@ -310,9 +311,15 @@ static bool drain_router(struct server *sv)
 	bool eagain = false;
 
 	for (;;) {
-		/* fill the window */
+		/*
+		 * fill the window, past the message to answer only while
+		 * the messages are worth prefetching for: other streams
+		 * (REGISTER_KV, batches) are received one at a time
+		 */
 		while (!eagain && got - done <= LOOKAHEAD &&
-		       got < SERVER_DRAIN_BATCH) {
+		       got < SERVER_DRAIN_BATCH &&
+		       (got == done ||
+			sv->hs[(got - 1) % (LOOKAHEAD + 1)])) {
 			k = got % (LOOKAHEAD + 1);
 			nf = recv_one(sv, sv->frs[k]);
 			if (nf == 0) {

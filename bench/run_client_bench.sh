@@ -215,9 +215,10 @@ if plot:
     ax[0].axhline(0.5, color="grey", ls=":", lw=1)
     ax[0].set_xticks(list(x)); ax[0].set_xticklabels([name[s] for s in sizes])
     ax[0].set_ylabel("store / memcpy (median over rounds)"); ax[0].set_title("store throughput vs memcpy, same process"); ax[0].legend(fontsize=7)
-    for i, (what, lab) in enumerate((("raw_dealer", "bare round trip"), ("retrieve", "maru retrieve"),
-                                     ("retrieve_read", "retrieve + read"), ("redis_get", "Redis GET"))):
-        ax[1].bar([j + (i - 1.5) * 0.2 for j in x], [get("split", what, s, "p50_us") for s in sizes], 0.2, label=lab)
+    for i, (what, lab) in enumerate((("raw_zmtp", "round trip, ZMTP by hand"), ("raw_dealer", "round trip, libzmq"),
+                                     ("retrieve", "maru retrieve"), ("retrieve_read", "retrieve + read"),
+                                     ("redis_get", "Redis GET"))):
+        ax[1].bar([j + (i - 2) * 0.16 for j in x], [get("split", what, s, "p50_us") for s in sizes], 0.16, label=lab)
     ax[1].set_yscale("log"); ax[1].set_xticks(list(x)); ax[1].set_xticklabels([name[s] for s in sizes])
     ax[1].set_ylabel("p50 latency (us, log)"); ax[1].set_title("cross-process retrieve (split placement)"); ax[1].legend(fontsize=8)
     if sc:

@@ -154,6 +154,60 @@ static void test_growth(void **state)
 	ix_destroy(&ix);
 }
 
+/*
+ * During a resize every key has one home: t[1] only once its t[0] bucket
+ * has moved.  Inserts therefore never write t[1] ahead of the move (where
+ * its pages are not faulted in yet), and every key stays findable.
+ */
+static void check_homes(struct ix *ix)
+{
+	struct ix_entry *e;
+	uint64_t i, m0;
+
+	if (!ix_rehashing(ix))
+		return;
+	m0 = ix->t[0].size - 1;
+	for (i = 0; i < ix->t[1].size; i++)
+		for (e = ix->t[1].b[i]; e; e = e->next)
+			assert_true((e->hash & m0) < (uint64_t)ix->rehash_idx);
+	for (i = (uint64_t)ix->rehash_idx; i <= m0; i++)
+		for (e = ix->t[0].b[i]; e; e = e->next)
+			assert_int_equal(e->hash & m0, i);
+}
+
+static void test_one_home_during_resize(void **state)
+{
+	struct ix ix;
+	char s[32];
+	int i, isnew, checked = 0;
+
+	(void)state;
+	ix_init(&ix, 11);
+	for (i = 0; i < 70000; i++) {
+		snprintf(s, sizeof(s), "k%d", i);
+		put(&ix, s, IX_STR, &isnew)->off = (uint64_t)i;
+		assert_int_equal(isnew, 1);
+		/* deletes move buckets too: remove every 5th key again */
+		if (i % 5 == 4) {
+			snprintf(s, sizeof(s), "k%d", i - 2);
+			ix_delete(&ix, get(&ix, s, IX_STR));
+		}
+		if (ix_rehashing(&ix) && i % 61 == 0) {
+			check_homes(&ix);
+			checked++;
+		}
+	}
+	assert_true(checked > 10);
+	for (i = 0; i < 70000; i++) {
+		snprintf(s, sizeof(s), "k%d", i);
+		if (i % 5 == 2)
+			assert_null(get(&ix, s, IX_STR));
+		else
+			assert_int_equal(get(&ix, s, IX_STR)->off, (uint64_t)i);
+	}
+	ix_destroy(&ix);
+}
+
 static void test_delete_during_rehash(void **state)
 {
 	struct ix ix;
@@ -558,6 +612,7 @@ int main(void)
 		cmocka_unit_test(test_key_too_long),
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test(test_delete_during_rehash),
+		cmocka_unit_test(test_one_home_during_resize),
 		cmocka_unit_test(test_shrink),
 		cmocka_unit_test(test_collisions),
 		cmocka_unit_test(test_full_hash32_collision),

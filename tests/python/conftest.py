@@ -47,8 +47,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, proc, timeout=10.0, log=None):
-    """Wait until 127.0.0.1:port accepts connections; fail if proc exits."""
+def wait_port(port, proc, timeout=30.0, log=None):
+    """Wait until 127.0.0.1:port accepts connections; fail if proc exits.
+    (Generous: only a daemon that never listens waits this long.)"""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -88,8 +89,10 @@ class Daemon:
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 
-    def stop(self, sig=signal.SIGTERM, timeout=10.0):
-        """Stop with @sig (SIGKILL for a crash); return the exit code."""
+    def stop(self, sig=signal.SIGTERM, timeout=30.0):
+        """Stop with @sig (SIGKILL for a crash); return the exit code.
+        After @timeout it is killed (and the code is then -9): generous,
+        since a clean stop writes a checkpoint with fsync."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:

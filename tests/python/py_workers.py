@@ -10,6 +10,9 @@ import signal
 from maru import MaruConfig, MaruHandler
 
 MiB = 1024 * 1024
+# RPC timeout of the workers' handlers: generous, so that a loaded machine
+# does not turn a slow reply into a failed call (the default is 2 s)
+TIMEOUT_MS = 10000
 
 
 def pattern(seed: int, n: int) -> bytes:
@@ -23,7 +26,8 @@ def writer(url, conn, keys, size, chunk):
     commands: ("read", key) -> bytes of its own view; ("write", key, off, data);
     ("close",)."""
     h = MaruHandler(MaruConfig(server_url=url, pool_size=4 * chunk,
-                               chunk_size_bytes=chunk, auto_connect=False))
+                               chunk_size_bytes=chunk, auto_connect=False,
+                               timeout_ms=TIMEOUT_MS))
     if not h.connect():
         conn.send(("error", "connect failed"))
         return
@@ -54,7 +58,7 @@ def reader(url, conn, keys, eager):
     ("read", key) / ("write", key, off, data) / ("close",) on its views."""
     h = MaruHandler(MaruConfig(server_url=url, pool_size=2 * MiB,
                                chunk_size_bytes=MiB, auto_connect=False,
-                               eager_map=eager))
+                               eager_map=eager, timeout_ms=TIMEOUT_MS))
     if not h.connect():
         conn.send(("error", "connect failed"))
         return
@@ -86,7 +90,8 @@ def reader(url, conn, keys, eager):
 def crasher(url, conn, pool_size):
     """Connect, store one key, report, then wait to be SIGKILLed."""
     h = MaruHandler(MaruConfig(server_url=url, pool_size=pool_size,
-                               chunk_size_bytes=MiB, auto_connect=False))
+                               chunk_size_bytes=MiB, auto_connect=False,
+                               timeout_ms=TIMEOUT_MS))
     ok = h.connect()
     conn.send(("connected", ok, h.get_owned_region_ids(), h.lease_ttl_ms))
     conn.recv()  # never answered: the parent kills us
@@ -108,7 +113,7 @@ def lmcache_reader(url, conn, stub_dir, shape, dtype_name, keys, chunk):
 
     dtype = getattr(torch, dtype_name)
     h = MaruHandler(MaruConfig(server_url=url, pool_size=2 * chunk, chunk_size_bytes=chunk,
-                               auto_connect=False, eager_map=False))
+                               auto_connect=False, eager_map=False, timeout_ms=TIMEOUT_MS))
     if not h.connect():
         conn.send(("error", "connect failed"))
         return

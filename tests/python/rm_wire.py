@@ -225,8 +225,10 @@ class RmConn:
         assert rtype == want, f"response type {rtype}, expected {want}"
         return p
 
-    def is_closed(self, timeout=3.0):
-        """True if the server closed this connection (EOF or reset)."""
+    def is_closed(self, timeout=10.0):
+        """True if the server closed this connection (EOF or reset);
+        False if it is still open after @timeout (generous: the daemon
+        closes at once, but a loaded machine may run it late)."""
         self.sock.settimeout(timeout)
         try:
             return self.sock.recv(1) == b""

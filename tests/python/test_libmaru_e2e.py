@@ -152,8 +152,10 @@ def test_timeouts_when_the_server_is_stopped(rm, start_mds):
         m.stop()
         t0 = time.monotonic()
         d.go()
-        assert "ok" in d.finish(timeout=60)
-        assert time.monotonic() - t0 < 30
+        assert "ok" in d.finish(timeout=90)
+        # about 10 timeouts of 0.5 s and a close: a bound against a hang,
+        # with room for a loaded machine (the driver checks its own parts)
+        assert time.monotonic() - t0 < 45
     finally:
         d.kill()
 

@@ -12,6 +12,7 @@ had mapped -- so that "B's memory is intact" means something.
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import time
@@ -289,7 +290,11 @@ def test_lmcache_adapter_after_lease_expiry(rm, start_mds):
         assert msg == ("ready", True, 2000), msg
         os.kill(p.pid, signal.SIGSTOP)
         try:
-            time.sleep(3.5)           # past the 2 s lease
+            # past the 2 s lease: until the server has ended it (a fixed
+            # sleep could end first when the server runs late, and A's
+            # renewal after SIGCONT would then keep its lease)
+            assert wait_until(lambda: re.search(r"lease \S+: expired", m.log()), 30), \
+                "the stopped client's lease did not expire"
         finally:
             os.kill(p.pid, signal.SIGCONT)
         parent.send(("wait_fenced",))

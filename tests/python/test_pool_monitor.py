@@ -425,7 +425,9 @@ def test_tui_under_tmux(rm, wire, tmp_path):
     wire.alloc(32 * MiB)
     tmux = Tmux(tmp_path)
     try:
-        argv = [binary(*POOL_MONITOR_BIN), "-w", "1", "--address", rm.address]
+        # -w 2: the Delta shows in one frame only; it must stay on the
+        # screen long enough for a capture on a loaded machine
+        argv = [binary(*POOL_MONITOR_BIN), "-w", "2", "--address", rm.address]
         tmux.start(shlex.join(argv) + '; echo "pool_monitor exited with $?"')
         # wait for the whole row: a capture may catch a frame half drawn
         screen = tmux.wait_for(re.escape(rm.pool_path) + r".*\] 12\.\d%")

@@ -115,7 +115,7 @@ def fake():
 @pytest.mark.parametrize("cls", [RpcClient, RpcAsyncClient])
 def test_every_request(fake, cls):
     srv = fake()
-    with cls(srv.url, timeout_ms=2000) as c:
+    with cls(srv.url, timeout_ms=10000) as c:
         r = c.request_alloc("inst", 1 << 20)
         assert r.success and r.handle == H
         assert c.list_allocations("inst").allocations == [H]
@@ -165,7 +165,13 @@ def test_timeout_returns_synthetic_reply_and_recovers(fake, cls):
             c.get_usage()
         assert time.monotonic() - t0 < 5
         drop["on"] = False
-        assert c.exists_kv("hit") is True  # a fresh socket / sequence works
+        # a fresh socket / sequence works (one call may still miss its
+        # 200 ms on a loaded machine: poll)
+        ok = False
+        deadline = time.monotonic() + 20
+        while not ok and time.monotonic() < deadline:
+            ok = c.exists_kv("hit") is True
+        assert ok
 
 
 def test_no_server_at_all_times_out():
@@ -188,7 +194,7 @@ def test_async_pipelining_out_of_order(fake):
 def test_async_many_threads(fake):
     srv = fake()
     errors = []
-    with RpcAsyncClient(srv.url, timeout_ms=3000, max_inflight=4) as c:
+    with RpcAsyncClient(srv.url, timeout_ms=10000, max_inflight=4) as c:
         def worker(n):
             for i in range(50):
                 key = "hit" if (i + n) % 3 == 0 else f"k{n}-{i}"

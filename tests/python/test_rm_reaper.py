@@ -55,9 +55,9 @@ def test_dead_process_is_reaped(start_rm):
     r = start_rm(extra=["--grace-period", "300"])
     p = spawn(r, 3 * MiB, "exit")
     assert p.wait(30) == 0
-    t0 = time.monotonic()
-    wait_used(r, 0, 10)
-    assert time.monotonic() - t0 < 5
+    # well inside the 300 s grace period (the 1 s reaper tick, plus room
+    # for a loaded machine)
+    wait_used(r, 0, 60)
     assert "process gone" in r.log()
 
 

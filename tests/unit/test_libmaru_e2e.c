@@ -674,12 +674,14 @@ static int sc_timeout(int argc, char **argv)
 	/* a dead REQ socket is replaced after each timeout */
 	for (i = 0; i < 3; i++)
 		CHECK_RC(maru_kv_retrieve(s, &k, &v), -ETIMEDOUT);
-	CHECK(now_s() - t0 < 10 * 0.5 + 3.0);
+	/* about 10 timeouts of 0.5 s; the bound only catches a hang, with
+	 * room for a loaded machine */
+	CHECK(now_s() - t0 < 10 * 0.5 + 10.0);
 	/* close does not hang either (RETURN_ALLOC times out) */
 	t0 = now_s();
 	maru_handler_free(s);
 	maru_handler_free(a);
-	CHECK(now_s() - t0 < 5.0);
+	CHECK(now_s() - t0 < 10.0);
 	puts("ok");
 	return 0;
 }
@@ -717,6 +719,7 @@ static int sc_leasestop(int argc, char **argv)
 	struct maru_handler *h = open_h(&defaults, "lease");
 	uint64_t ttl = maru_handler_lease_ttl_ms(h);
 	struct maru_page p;
+	int i, rc = 0;
 
 	if (!ttl) {
 		maru_handler_free(h);
@@ -728,8 +731,19 @@ static int sc_leasestop(int argc, char **argv)
 	usleep((useconds_t)(ttl * 1000));
 	CHECK_RC(maru_page_alloc(h, 1, &p), -EKEYEXPIRED);
 	wait_line(); /* the server runs again */
-	usleep((useconds_t)(ttl * 1000 / 2 + 200000));
-	CHECK_RC(maru_page_alloc(h, 1, &p), 0);
+	/*
+	 * Writes resume once a renewal succeeds (the lease thread's, or the
+	 * write's own).  How soon depends on how fast the resumed server and
+	 * this process get the CPU: poll for up to 20 s, never decide after
+	 * one fixed sleep.
+	 */
+	for (i = 0; i < 200; i++) {
+		rc = maru_page_alloc(h, 1, &p);
+		if (rc != -EKEYEXPIRED && rc != -ETIMEDOUT)
+			break;
+		usleep(100000);
+	}
+	CHECK_RC(rc, 0);
 	maru_handler_free(h);
 	puts("ok");
 	return 0;
@@ -811,8 +825,8 @@ static int sc_stats(int argc, char **argv)
 	CHECK_RC(maru_kv_store(h, &k, &p), 1);
 	for (i = 0; i < 5; i++)
 		CHECK_RC(maru_kv_retrieve(h, &k, &v), 1);
-	/* the reporter flushes every second */
-	for (i = 0; i < 30; i++) {
+	/* the reporter flushes every second (up to 30 s on a loaded machine) */
+	for (i = 0; i < 150; i++) {
 		usleep(200000);
 		CHECK_RC(maru_handler_get_stats_raw(h, &raw, &len), 0);
 		if (memmem(raw, len, id, strlen(id)) &&
@@ -822,7 +836,7 @@ static int sc_stats(int argc, char **argv)
 		}
 		maru_buf_free(raw);
 	}
-	CHECK(i < 30);
+	CHECK(i < 150);
 	maru_handler_free(h);
 	puts("ok");
 	return 0;

@@ -256,7 +256,8 @@ static void connect_client(struct rm_client *c)
 	char addr[32];
 
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", fake.port);
-	assert_int_equal(rm_client_init(c, addr, "test:1", 2000), 0);
+	/* generous: the fake server thread may wait to be scheduled */
+	assert_int_equal(rm_client_init(c, addr, "test:1", 10000), 0);
 }
 
 static void test_fetch_ok(void **state)

@@ -213,7 +213,7 @@ static void test_alloc_free_access_stats(void **state)
 	int pools = 0;
 
 	fake_start(&f, 5, s);
-	client_for(&f, &c, 2000);
+	client_for(&f, &c, 10000);
 	assert_int_equal(rm_client_alloc(&c, 1000, NULL, &ar), 0);
 	assert_int_equal(ar.handle.region_id, 5);
 	assert_int_equal(ar.handle.auth_token, ~0ull);
@@ -244,7 +244,7 @@ static void test_retry_same_request_id(void **state)
 	struct fake f;
 
 	fake_start(&f, 2, s);
-	client_for(&f, &c, 2000);
+	client_for(&f, &c, 10000);
 	assert_int_equal(rm_client_alloc(&c, 1, "", &ar), 0);
 	assert_int_equal(f.nseen, 2);
 	assert_int_equal(f.seen_request_ids[0], f.seen_request_ids[1]);
@@ -260,7 +260,7 @@ static void test_error_resp(void **state)
 	struct fake f;
 
 	fake_start(&f, 1, s);
-	client_for(&f, &c, 2000);
+	client_for(&f, &c, 10000);
 	assert_int_equal(rm_client_get_access(&c, &h, &acc), -EACCES);
 	assert_string_equal(c.error, "invalid authToken");
 	assert_true(rm_client_connected(&c));
@@ -293,8 +293,10 @@ static void test_refused(void **state)
 	fake_start(&f, 1, s);
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", f.port);
 	assert_int_equal(rm_probe(addr, 500), 0);
-	/* let the fake thread finish its one step, then close the port */
-	client_for(&f, &c, 500);
+	/* let the fake thread finish its one step, then close the port (a
+	 * generous timeout: the thread may wait to be scheduled on a loaded
+	 * machine; refusals below are immediate anyway) */
+	client_for(&f, &c, 10000);
 	assert_int_equal(rm_client_alloc(&c, 1, NULL, &ar), 0);
 	fake_stop(&f, &c);
 	assert_int_equal(rm_probe(addr, 500), -ECONNREFUSED);

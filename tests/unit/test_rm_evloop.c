@@ -139,11 +139,26 @@ static int64_t t_self_delete(struct evloop *el, uint64_t id, void *arg)
 	return 1; /* ignored: it deleted itself */
 }
 
+/* Turn the loop for about @ms (for "nothing more happens" checks). */
 static void run_for(struct evloop *el, int ms)
 {
 	uint64_t end = evloop_now_ms() + (uint64_t)ms;
 
 	while (evloop_now_ms() < end)
+		evloop_run_once(el, 5);
+}
+
+/*
+ * Turn the loop until *@n reaches @want, for at most 10 s.  Never decide
+ * by a short wall-clock window alone: a loaded machine (ctest -j, the
+ * sanitizers) may not run this process for longer than the timers'
+ * deadlines, and the loop would then end before it ever ran them.
+ */
+static void run_until(struct evloop *el, const int *n, int want)
+{
+	uint64_t end = evloop_now_ms() + 10000;
+
+	while (*n < want && evloop_now_ms() < end)
 		evloop_run_once(el, 5);
 }
 
@@ -158,7 +173,8 @@ static void test_timers(void **state)
 	assert_int_equal(evloop_add_timer(el, 10, t_record, &t, &b), 0);
 	assert_int_equal(evloop_add_timer(el, 20, t_record, &t, &c), 0);
 	assert_true(a && b && c && a != b && b != c);
-	run_for(el, 80);
+	run_until(el, &t.n, 3);
+	run_for(el, 20); /* one-shot: none comes back */
 	assert_int_equal(t.n, 3);
 	assert_int_equal(t.order[0], (int)b);
 	assert_int_equal(t.order[1], (int)c);
@@ -170,13 +186,15 @@ static void test_timers(void **state)
 	assert_int_equal(evloop_add_timer(el, 50, t_record, &s, &d), 0);
 	t.other = d;
 	assert_int_equal(evloop_add_timer(el, 1, t_record, &t, &a), 0);
-	run_for(el, 100);
+	run_until(el, &t.n, 4);
+	run_for(el, 80); /* past the other timer's 50 ms, and no 5th call */
 	assert_int_equal(t.n, 4);
 	assert_int_equal(s.n, 0); /* deleted before it was due */
 
 	/* a timer deleting itself does not come back */
 	memset(&s, 0, sizeof(s));
 	assert_int_equal(evloop_add_timer(el, 1, t_self_delete, &s, NULL), 0);
+	run_until(el, &s.n, 1);
 	run_for(el, 30);
 	assert_int_equal(s.n, 1);
 	evloop_del_timer(el, 12345); /* unknown: ignored */

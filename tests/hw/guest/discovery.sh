@@ -136,7 +136,8 @@ if ndctl create-namespace -r region0 -m devdax --map=mem -s 48M >/tmp/ndctl.log 
 	before=$(pool_line /dev/dax0.1)
 	kill -HUP "$RM_PID"
 	L1=""
-	for i in $(seq 1 50); do
+	# the rescan's result, polled for up to 30 s (TCG on a loaded host)
+	for i in $(seq 1 300); do
 		L1=$(pool_line /dev/dax0.1) && break
 		sleep 0.1
 	done

@@ -41,7 +41,8 @@ refused() {
 	pid=$!
 	serving=0
 	rm -f /tmp/stats.txt
-	for i in $(seq 1 100); do
+	# until it exits or serves (up to 30 s: TCG on a loaded host is slow)
+	for i in $(seq 1 300); do
 		kill -0 $pid 2>/dev/null || break
 		if $P rm-stats $RMADDR >/tmp/stats.txt 2>/dev/null; then serving=1; break; fi
 		sleep 0.1

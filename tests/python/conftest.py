@@ -47,6 +47,24 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_until(cond, timeout=20.0, step=0.05):
+    """Poll @cond until it is true or @timeout seconds pass; its last
+    value.  Tests decide by a condition with a deadline, never by a sleep."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def pool_free(rm):
+    """Free bytes over all pools of the resource manager @rm (STATS)."""
+    import rm_wire
+
+    return sum(p.free_size for p in rm_wire.stats(rm.address))
+
+
 def wait_port(port, proc, timeout=30.0, log=None):
     """Wait until 127.0.0.1:port accepts connections; fail if proc exits.
     (Generous: only a daemon that never listens waits this long.)"""

@@ -18,15 +18,24 @@ def pattern(seed: int, n: int) -> bytes:
     return (block * (n // len(block) + 1))[:n]
 
 
-def lease_victim(url, rm_address, conn):
-    """A handler with two regions: the first (2 MiB) holds only handles
-    that were never stored, so the server frees it at once when the lease
-    expires; the second holds the stored key "kept", so it stays."""
+def small_handler(url, rm_address, conn):
+    """A connected handler with 2 MiB regions of 1 MiB pages, or None after
+    telling the parent on @conn that the connect failed."""
     h = MaruHandler(MaruConfig(server_url=url, rm_address=rm_address,
                                pool_size=2 * MiB, chunk_size_bytes=MiB,
                                eager_map=False, auto_connect=False))
     if not h.connect():
         conn.send(("error", "connect failed"))
+        return None
+    return h
+
+
+def lease_victim(url, rm_address, conn):
+    """A handler with two regions: the first (2 MiB) holds only handles
+    that were never stored, so the server frees it at once when the lease
+    expires; the second holds the stored key "kept", so it stays."""
+    h = small_handler(url, rm_address, conn)
+    if h is None:
         return
     first = h.pool_handle
     old = h.alloc(MiB)                  # obtained before the expiry
@@ -79,11 +88,8 @@ def adapter_lease_victim(url, rm_address, stub_dir, conn):
 
     from maru_lmcache import CxlMemoryAdapter
 
-    h = MaruHandler(MaruConfig(server_url=url, rm_address=rm_address,
-                               pool_size=2 * MiB, chunk_size_bytes=MiB,
-                               eager_map=False, auto_connect=False))
-    if not h.connect():
-        conn.send(("error", "connect failed"))
+    h = small_handler(url, rm_address, conn)
+    if h is None:
         return
     shape = torch.Size([2, 1, 64, MiB // (2 * 64 * 4)])    # float32: one chunk
     ad = CxlMemoryAdapter(h, [shape], [torch.float32], MemoryFormat.KV_2LTD,

@@ -19,8 +19,7 @@ import time
 
 import pytest
 
-import rm_wire
-from conftest import binary
+from conftest import binary, pool_free, wait_until
 from fence_workers import lease_victim, pattern
 
 from maru import MaruConfig, MaruHandler
@@ -44,17 +43,13 @@ def libmaru_log():
     lg.removeHandler(h)
 
 
-def pool_free(rm):
-    return sum(p.free_size for p in rm_wire.stats(rm.address))
-
-
-def wait_until(cond, timeout=20.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
+def kill_stopped(p):
+    """Kill the child process @p if a failed test left it (maybe stopped
+    by SIGSTOP) alive."""
+    if p.is_alive():
+        os.kill(p.pid, signal.SIGCONT)
+        p.kill()
+        p.join()
 
 
 def connect(url, rm, **kw):
@@ -230,10 +225,7 @@ def test_lease_expiry_same_server(rm, start_mds):
         p.join(30)
         assert p.exitcode == 0
     finally:
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-            p.join()
+        kill_stopped(p)
         if b is not None:
             b.close()
 
@@ -308,8 +300,5 @@ def test_lmcache_adapter_after_lease_expiry(rm, start_mds):
         p.join(30)
         assert p.exitcode == 0
     finally:
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-            p.join()
+        kill_stopped(p)
     del torch

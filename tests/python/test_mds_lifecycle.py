@@ -16,26 +16,13 @@ import time
 import pytest
 
 import rm_wire
-from conftest import MetadataServer, free_port
+from conftest import MetadataServer, free_port, pool_free, wait_until
 from mds_wire import (DELETE_KV, HEARTBEAT, LIST_ALLOCATIONS, LOOKUP_KV,
                       REGISTER_KV, REQUEST_ALLOC, RETURN_ALLOC, DealerClient,
                       ReqClient, handle_of)
 
 MiB = 1 << 20
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def pool_free(rm):
-    return sum(p.free_size for p in rm_wire.stats(rm.address))
-
-
-def wait_until(cond, timeout=10.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(step)
-    return cond()
 
 
 # A client process: allocates two regions (registering a key in the

@@ -9,10 +9,10 @@ input of every kind answered with an error that echoes the sequence.
 """
 import struct
 
-import msgpack
 import pytest
 
 import rm_wire
+from conftest import pool_free
 from mds_wire import (BATCH_EXISTS_KV, BATCH_LOOKUP_KV, BATCH_PIN_KV,
                       BATCH_REGISTER_KV, BATCH_UNPIN_KV, DELETE_KV, EXISTS_KV,
                       GET_STATS, GET_USAGE, HANDSHAKE, HEARTBEAT,
@@ -30,10 +30,6 @@ def client(request, mds):
     c = ReqClient(mds.url) if request.param == "req" else DealerClient(mds.url)
     yield c
     c.close()
-
-
-def pool_free(rm):
-    return sum(p.free_size for p in rm_wire.stats(rm.address))
 
 
 def alloc(c, inst="inst-a", size=3 * MiB, **extra):

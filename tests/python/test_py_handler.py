@@ -6,7 +6,6 @@ between processes (zero copy both ways), expansion, delete/reuse, first
 writer wins, pins, batches, eager vs lazy mapping, timeouts, threads, close
 returning regions, a SIGKILLed worker's regions being reclaimed.
 """
-import errno
 import multiprocessing
 import os
 import re
@@ -21,7 +20,7 @@ import py_workers
 from maru import AllocHandle, MaruConfig, MaruHandler
 from maru_handler.memory import MemoryInfo, OwnedRegionManager, PagedMemoryAllocator
 from maru_shm import MaruHandle, MaruShmClient
-from conftest import free_port
+from conftest import free_port, wait_until
 from py_workers import MiB, pattern, recv
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -61,15 +60,6 @@ def rm_free(rm):
         pools = c.stats()
     assert len(pools) == 1
     return pools[0].free_size
-
-
-def wait_until(pred, timeout=15.0, step=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 # ---------------------------------------------------------------------------

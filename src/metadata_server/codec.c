@@ -347,6 +347,22 @@ static struct mds_str opt_str(const struct fvals *v, int id)
 	return (v->seen & (1u << id)) ? v->str[id] : no_str;
 }
 
+int mds_peek_key(const uint8_t *body, size_t len, struct mds_key *k)
+{
+	struct mp_rd r;
+	struct mp_val v;
+
+	if (len < MDS_HDR_SIZE ||
+	    (body[3] != MDS_LOOKUP_KV && body[3] != MDS_EXISTS_KV))
+		return -EPROTO;
+	mp_rd_init(&r, body + MDS_HDR_SIZE, len - MDS_HDR_SIZE);
+	if (mp_read(&r, &v) < 0 || v.type != MP_MAP || v.n != 1 ||
+	    mp_read(&r, &v) < 0 || v.type != MP_STR || v.len != 3 ||
+	    memcmp(v.ptr, "key", 3) != 0 || mp_read(&r, &v) < 0)
+		return -EPROTO;
+	return key_from(&v, k);
+}
+
 int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	       const char **why, char *whybuf, size_t whylen)
 {

@@ -111,6 +111,14 @@ enum {
 int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	       const char **why, char *whybuf, size_t whylen);
 
+/**
+ * mds_peek_key - the key of a plain LOOKUP_KV / EXISTS_KV body (a
+ * one-entry map {"key": key}), without decoding or checking the rest
+ * @body, @len: borrowed for the life of @k
+ * Return: 0, or -EPROTO for any other body (left to mds_decode()).
+ */
+int mds_peek_key(const uint8_t *body, size_t len, struct mds_key *k);
+
 /* List iterators over a list that mds_decode() accepted. */
 struct mds_iter {
 	struct mp_rd r;

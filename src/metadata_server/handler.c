@@ -455,41 +455,15 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 	}
 }
 
-/*
- * A plain LOOKUP_KV / EXISTS_KV payload is a one-entry map {"key": key}
- * with a str or bin key; anything else is left to the decoder.
- */
 uint64_t mds_prefetch(struct mds *s, const uint8_t *body, size_t len)
 {
-	const uint8_t *p = body + MDS_HDR_SIZE, *end = body + len;
-	struct ix_key x = {NULL, 0, IX_STR};
+	struct mds_key k;
+	struct ix_key x;
 	uint64_t h;
-	size_t kl;
 
-	if (len < MDS_HDR_SIZE + 6 || !s->kv.count ||
-	    (body[3] != MDS_LOOKUP_KV && body[3] != MDS_EXISTS_KV))
+	if (!s->kv.count || mds_peek_key(body, len, &k) < 0)
 		return 0;
-	if (p[0] != 0x81 || memcmp(p + 1, "\xa3key", 4) != 0)
-		return 0;
-	p += 5;
-	if ((*p & 0xe0) == 0xa0) {
-		kl = *p & 0x1f;
-		p += 1;
-	} else if ((*p == 0xd9 || *p == 0xc4) && p + 1 < end) {
-		x.tag = *p == 0xc4 ? IX_BIN : IX_STR;
-		kl = p[1];
-		p += 2;
-	} else if ((*p == 0xda || *p == 0xc5) && p + 2 < end) {
-		x.tag = *p == 0xc5 ? IX_BIN : IX_STR;
-		kl = (size_t)p[1] << 8 | p[2];
-		p += 3;
-	} else {
-		return 0;
-	}
-	if (kl > (size_t)(end - p))
-		return 0;
-	x.ptr = p;
-	x.len = (uint32_t)kl;
+	x = mds_key_ix(&k);
 	h = ix_hash(&s->kv, &x);
 	ix_prefetch(&s->kv, h);
 	return h ? h : 1;

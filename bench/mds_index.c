@@ -22,6 +22,9 @@
  *              that any structure larger than the caches pays
  *      batch   uniform, in groups of 8 with the buckets prefetched first,
  *              as BATCH_LOOKUP_KV does
+ *  - the resize still in progress after the last insert: buckets left to
+ *    move and the time ix_rehash_for() takes to finish it (what maru-server
+ *    does while idle);
  *  - the whole in-process request path (decode, lookup, encode) of a
  *    LOOKUP_KV hit through mds_handle(), uniform keys.
  * Output: one key=value line per size.
@@ -237,7 +240,7 @@ static void run(uint64_t n, uint64_t lookups)
 	struct ix ix;
 	uint64_t i, t, dt, max_ns = 0, over_100us = 0, over_1ms = 0;
 	uint64_t max_cpu = 0, cpu_over_1ms = 0, blk_cpu;
-	uint64_t rss0, rss1, tables;
+	uint64_t rss0, rss1, tables, left, fin;
 	struct mallinfo2 mi0, mi1;
 	char k[40];
 	double t_hot, t_uni, t_batch, t_req;
@@ -279,9 +282,14 @@ static void run(uint64_t n, uint64_t lookups)
 		}
 	}
 	t = now_ns() - t;
+	/* what is left of the last resize, as maru-server finishes it when
+	 * idle (buckets still to move, and the time it takes) */
+	left = ix_rehashing(&ix) ? ix.t[0].size - (uint64_t)ix.rehash_idx : 0;
+	fin = now_ns();
 	while (ix_rehash_for(&ix, 1000000000) ||
 	       ix_release_for(&ix, 1000000000))
 		;
+	fin = now_ns() - fin;
 	rss1 = rss_bytes();
 	mi1 = mallinfo2();
 	tables = ix_mem_tables(&ix);
@@ -303,13 +311,14 @@ static void run(uint64_t n, uint64_t lookups)
 	       " bytes_per_key_rss=%.1f bytes_per_key_malloc=%.1f "
 	       "table_bytes_per_key=%.1f key_len=%d lookup_hot_ns=%.1f "
 	       "lookup_uniform_ns=%.1f lookup_batch_ns=%.1f "
-	       "request_lookup_ns=%.1f\n",
+	       "request_lookup_ns=%.1f resize_left_buckets=%" PRIu64
+	       " resize_finish_ms=%.1f\n",
 	       n, (double)t / (double)n, max_ns / 1e3, max_cpu / 1e3,
 	       cpu_over_1ms, over_100us, over_1ms,
 	       (double)(rss1 - rss0) / (double)n,
 	       (double)(mi1.uordblks - mi0.uordblks + tables) / (double)n,
 	       (double)tables / (double)n, key_of(k, sizeof(k), 1), t_hot,
-	       t_uni, t_batch, t_req);
+	       t_uni, t_batch, t_req, left, fin / 1e6);
 	fflush(stdout);
 }
 

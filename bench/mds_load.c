@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -713,6 +714,15 @@ int main(int argc, char **argv)
 			 .block_ms = 100.0};
 	const char *cmd;
 	int c, rc;
+
+	/*
+	 * The same malloc settings as maru-server (src/metadata_server/main.c):
+	 * without them the heap of the client and of the echo floors shrinks
+	 * and regrows around every few batch replies, a page fault per 4 KiB.
+	 */
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
+	mallopt(M_TOP_PAD, 4 << 20);
+	mallopt(M_MMAP_THRESHOLD, 8 << 20);
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: mds-load prefill|bench|echo [options]"

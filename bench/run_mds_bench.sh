@@ -180,7 +180,12 @@ if [ "$SCALE_KEYS" != 0 ]; then
 	t0=$(date +%s.%N)
 	taskset -c "$CPU_B" "$LOAD" prefill --url "$BIG_URL" --keys "$SCALE_KEYS" >/dev/null
 	PREFILL_S=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-	sleep 2 # let the big index finish its last resize from the idle timer
+	# let the big index finish its last resize (the server does it while
+	# idle): wait until it has used no CPU for half a second
+	for i in $(seq 1 120); do
+		w0=$(cpu_ticks "$BIG_PID"); sleep 0.5
+		[ "$(cpu_ticks "$BIG_PID")" = "$w0" ] && break
+	done
 	for mode in dealer req; do
 		for rep in $(seq 1 "$REPS"); do
 			compare "scale,lookup,$mode,$rep" "$CPU_B" "$SMALL_PID $BIG_PID" \

@@ -125,8 +125,10 @@ void ix_delete(struct ix *ix, struct ix_entry *e);
 
 /**
  * ix_rehash_for - move buckets of a resize in progress for about @ns
+ * (then unmap what is no longer used for the rest of @ns)
  * Return: true while a resize is still in progress.  Called by the
- * daemon's idle timer so that a resize finishes without traffic.
+ * daemon whenever no request is waiting, so that a resize finishes soon
+ * after the traffic that started it.
  */
 bool ix_rehash_for(struct ix *ix, uint64_t ns);
 
@@ -141,6 +143,12 @@ bool ix_release_for(struct ix *ix, uint64_t ns);
 static inline bool ix_rehashing(const struct ix *ix)
 {
 	return ix->rehash_idx >= 0;
+}
+
+/* ix_busy - a resize or a release is left for ix_rehash_for() to finish */
+static inline bool ix_busy(const struct ix *ix)
+{
+	return ix->rehash_idx >= 0 || ix->nrel;
 }
 
 /* ix_prefetch - start loading the bucket of hash @h (batch lookups) */

@@ -15,7 +15,7 @@
  *   - the socket monitor's ZMQ_FD (an inproc PAIR): connection accepted/
  *     closed, with the connection's fd, for dead-client detection;
  *   - a timerfd (every SERVER_TICK_MS): leases, peer deaths, FREE retries,
- *     RM reconnects, idle rehash of the index;
+ *     RM reconnects, unmapping old index tables under load;
  *   - a signalfd: SIGINT/SIGTERM stop the loop;
  *   - the RM connection's fd: readable between requests = closed by RM.
  *
@@ -41,6 +41,13 @@
  * before the message is attributed: the I/O thread queues ACCEPTED
  * before it reads the connection's first byte, but two sockets' queues
  * become visible to zmq_poll() in no particular order.
+ *
+ * Background work: while the index has a resize to finish (or old tables
+ * to unmap), the loop polls without sleeping and, whenever nothing is
+ * ready, moves buckets for SERVER_IDLE_SLICE_NS; a request arriving
+ * meanwhile waits at most that long.  Requests move a few buckets each
+ * as well (index.c), so a resize ends soon after the inserts that caused
+ * it, idle or not, and lookups stop paying for it.
  *
  * Stall compensation: deadlines run on a virtual clock that stops while
  * the loop does not (a wake-up later than half the lease TTL or peer
@@ -85,7 +92,6 @@ struct server {
 	uint64_t last_wake;   /* monotonic ns */
 	uint64_t stall_total; /* ns subtracted from the clock */
 	uint64_t stall_min;   /* a gap this long is a stall */
-	uint64_t served_since_tick;
 	bool stop;
 };
 
@@ -241,7 +247,6 @@ static void handle_msg(struct server *sv, int nf)
 			   zmq_msg_size(&sv->fr[nenv]), &peer, &sv->out);
 	}
 	send_reply(sv, nenv);
-	sv->served_since_tick++;
 }
 
 /*
@@ -379,15 +384,11 @@ static void on_tick(struct server *sv)
 	mds_tick(sv->s, sv->s->vnow);
 	rmsess_tick(sv->rm);
 	/*
-	 * Finish a resize of the index while traffic is light; unmap bucket
-	 * memory it no longer uses a little at every tick (never from a
-	 * request: that can take milliseconds on some VMs).
+	 * Unmap bucket memory the index no longer uses, a little at every
+	 * tick (never from a request: that can take milliseconds on some
+	 * VMs), for when the loop is never idle (then it does it itself).
 	 */
-	if (sv->served_since_tick < 100)
-		ix_rehash_for(&sv->s->kv, 1000000);
-	else
-		ix_release_for(&sv->s->kv, 200000);
-	sv->served_since_tick = 0;
+	ix_release_for(&sv->s->kv, 200000);
 }
 
 /* Any region we own, for the RM session to re-pin our client id. */
@@ -500,7 +501,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	struct signalfd_siginfo si;
 	uint64_t lim = 0;
 	int rc, n, npfd;
-	bool more;
+	bool more, idle;
 
 	sv = calloc(1, sizeof(*sv));
 	if (!sv)
@@ -544,9 +545,13 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		npfd = 4;
 		if (rmsess_fd(rm) >= 0)
 			pfd[npfd++].fd = rmsess_fd(rm);
-		/* a full batch: there may be more, look at the rest and go on
+		/*
+		 * a full batch: there may be more, look at the rest and go
+		 * on; the index has a resize to finish: look, and when
+		 * nothing waits, move buckets for a slice
 		 */
-		n = poll(pfd, (nfds_t)npfd, more ? 0 : -1);
+		idle = !more && ix_busy(&s->kv);
+		n = poll(pfd, (nfds_t)npfd, more || idle ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -554,8 +559,11 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 			log_err("poll: %s", strerror(errno));
 			break;
 		}
-		if (n == 0)
+		if (n == 0) {
+			if (idle)
+				ix_rehash_for(&s->kv, SERVER_IDLE_SLICE_NS);
 			continue;
+		}
 		wake(sv);
 		if (pfd[1].revents)
 			drain_monitor(sv);

@@ -16,6 +16,7 @@
 
 #define SERVER_TICK_MS 100	       /* timer period */
 #define SERVER_DRAIN_BATCH 256	       /* messages per wake-up */
+#define SERVER_IDLE_SLICE_NS 50000    /* index resize work between polls */
 #define SERVER_MAX_FRAMES 32	       /* envelope + body frames */
 #define SERVER_MAX_MSG (64ll << 20)    /* ZMQ_MAXMSGSIZE, bytes */
 #define SERVER_HWM 10000	       /* per-peer queue, messages */

@@ -411,3 +411,40 @@ def test_report_stats_records_only_first_10000(mds):
     assert ops["store"]["count"] == 10000
     assert ops["store"]["miss_count"] == 10000
     c.close()
+
+
+def test_index_grows_and_shrinks_under_traffic(mds):
+    """150 000 keys in, 140 000 out, through the wire: the index doubles
+    past the size where its tables are mmap()ed and moves them while
+    requests keep coming, and while idle between them (server.c); every
+    answer stays right, before, during and after."""
+    c = DealerClient(mds.url)
+    hd = alloc(c)
+    n, step = 150_000, 5_000
+    keys = [f"grow-{i:06d}" for i in range(n)]
+    for b in range(0, n, step):
+        entries = [{"key": k, "region_id": hd["region_id"],
+                    "kv_offset": i, "kv_length": 1}
+                   for i, k in enumerate(keys[b:b + step], b)]
+        _, r = c.call(BATCH_REGISTER_KV, {"entries": entries})
+        assert r["results"] == [True] * len(entries)
+        # lookups right behind the inserts, across the whole key range
+        probe = keys[:b + step:997]
+        _, r = c.call(BATCH_LOOKUP_KV, {"keys": probe})
+        assert [e["kv_offset"] for e in r["entries"]] == \
+            list(range(0, b + step, 997))
+    assert c.call(GET_STATS)[1]["kv_manager"]["total_entries"] == n
+    # delete all but every 15th key, 64 requests in flight
+    gone = [i for i in range(n) if i % 15]
+    for b in range(0, len(gone), 64):
+        seqs = [c.send(DELETE_KV, {"key": keys[i]}) for i in gone[b:b + 64]]
+        got = c.collect(seqs)
+        assert all(r == {"success": True} for _, r in got.values())
+    assert c.call(GET_STATS)[1]["kv_manager"]["total_entries"] == n // 15
+    _, r = c.call(BATCH_LOOKUP_KV, {"keys": keys})
+    for i, e in enumerate(r["entries"]):
+        if i % 15:
+            assert e == {"found": False}
+        else:
+            assert e["found"] is True and e["kv_offset"] == i
+    c.close()

@@ -3,6 +3,7 @@
  * mds_index.c - microbenchmark of maru-server's KV index and request path
  *
  *   mds-index [--sizes 10000,1000000,10000000] [--lookups 2000000]
+ *             [--fault-trace 1]
  *
  * For each index size N (keys like LMCache's, ~37 bytes):
  *  - insert N keys one by one through the index, timing every insert:
@@ -22,11 +23,17 @@
  *              that any structure larger than the caches pays
  *      batch   uniform, in groups of 8 with the buckets prefetched first,
  *              as BATCH_LOOKUP_KV does
+ *  - the pause floor: a loop that only reads the clock, for as long as
+ *    the inserts took, and the longest gap between two reads (on a VM the
+ *    host takes the vCPU away now and then: no code is faster than that);
  *  - the resize still in progress after the last insert: buckets left to
  *    move and the time ix_rehash_for() takes to finish it (what maru-server
  *    does while idle);
  *  - the whole in-process request path (decode, lookup, encode) of a
  *    LOOKUP_KV hit through mds_handle(), uniform keys.
+ * --fault-trace 1 counts the page faults of every insert (two more system
+ * calls each) and says how many of the inserts over 100 us and over 1 ms
+ * took one: on our VMs a page fault itself sometimes takes over 1 ms.
  * Output: one key=value line per size.
  */
 #include <inttypes.h>
@@ -34,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +75,40 @@ static uint64_t cpu_ns(void)
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* page faults of this thread so far (minor and major) */
+static uint64_t faults(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	return (uint64_t)(ru.ru_minflt + ru.ru_majflt);
+}
+
+/*
+ * The pause floor of the machine: spin for @ns reading the clock and
+ * count the gaps between consecutive reads.  On a VM whose vCPU the host
+ * takes away now and then, a loop that does nothing also "pauses"; an
+ * insert pause is the index's own only where this loop has none.
+ */
+static void gap_floor(uint64_t ns, uint64_t *max, uint64_t *over_100us,
+		      uint64_t *over_1ms)
+{
+	uint64_t p = now_ns(), end = p + ns, t, d;
+
+	*max = *over_100us = *over_1ms = 0;
+	while (p < end) {
+		t = now_ns();
+		d = t - p;
+		if (d > *max)
+			*max = d;
+		*over_100us += d > 100000;
+		*over_1ms += d > 1000000;
+		p = t;
+	}
+}
+
+static bool fault_trace; /* --fault-trace: page faults of every insert */
 
 static uint64_t rss_bytes(void)
 {
@@ -240,7 +282,8 @@ static void run(uint64_t n, uint64_t lookups)
 	struct ix ix;
 	uint64_t i, t, dt, max_ns = 0, over_100us = 0, over_1ms = 0;
 	uint64_t max_cpu = 0, cpu_over_1ms = 0, blk_cpu;
-	uint64_t rss0, rss1, tables, left, fin;
+	uint64_t flt = 0, slow_flt[2] = {0, 0}, slow[2] = {0, 0};
+	uint64_t rss0, rss1, tables, left, fin, g_max, g_100us, g_1ms;
 	struct mallinfo2 mi0, mi1;
 	char k[40];
 	double t_hot, t_uni, t_batch, t_req;
@@ -257,6 +300,8 @@ static void run(uint64_t n, uint64_t lookups)
 		uint64_t a, b;
 
 		key.len = (uint32_t)key_of(k, sizeof(k), i);
+		if (fault_trace)
+			flt = faults();
 		a = now_ns();
 		if (ix_insert(&ix, &key, ix_hash(&ix, &key), &e) != 1) {
 			fprintf(stderr, "insert failed\n");
@@ -271,6 +316,13 @@ static void run(uint64_t n, uint64_t lookups)
 			max_ns = dt;
 		over_100us += dt > 100000;
 		over_1ms += dt > 1000000;
+		if (fault_trace && dt > 100000) {
+			bool f = faults() != flt;
+			int j = dt > 1000000;
+
+			slow[j]++;
+			slow_flt[j] += f;
+		}
 		/* CPU time per block of 64 inserts: a cheap upper bound */
 		if ((i & 63) == 63) {
 			uint64_t c = cpu_ns();
@@ -282,6 +334,12 @@ static void run(uint64_t n, uint64_t lookups)
 		}
 	}
 	t = now_ns() - t;
+	gap_floor(t, &g_max, &g_100us, &g_1ms);
+	if (fault_trace)
+		printf("fault_trace keys=%" PRIu64 " inserts_100us_1ms=%" PRIu64
+		       " of_them_faulting=%" PRIu64 " inserts_over_1ms=%" PRIu64
+		       " of_them_faulting=%" PRIu64 "\n",
+		       n, slow[0], slow_flt[0], slow[1], slow_flt[1]);
 	/* what is left of the last resize, as maru-server finishes it when
 	 * idle (buckets still to move, and the time it takes) */
 	left = ix_rehashing(&ix) ? ix.t[0].size - (uint64_t)ix.rehash_idx : 0;
@@ -312,13 +370,16 @@ static void run(uint64_t n, uint64_t lookups)
 	       "table_bytes_per_key=%.1f key_len=%d lookup_hot_ns=%.1f "
 	       "lookup_uniform_ns=%.1f lookup_batch_ns=%.1f "
 	       "request_lookup_ns=%.1f resize_left_buckets=%" PRIu64
-	       " resize_finish_ms=%.1f\n",
+	       " resize_finish_ms=%.1f floor_max_gap_us=%.1f"
+	       " floor_gaps_over_100us=%" PRIu64 " floor_gaps_over_1ms=%" PRIu64
+	       "\n",
 	       n, (double)t / (double)n, max_ns / 1e3, max_cpu / 1e3,
 	       cpu_over_1ms, over_100us, over_1ms,
 	       (double)(rss1 - rss0) / (double)n,
 	       (double)(mi1.uordblks - mi0.uordblks + tables) / (double)n,
 	       (double)tables / (double)n, key_of(k, sizeof(k), 1), t_hot,
-	       t_uni, t_batch, t_req, left, fin / 1e6);
+	       t_uni, t_batch, t_req, left, fin / 1e6, g_max / 1e3, g_100us,
+	       g_1ms);
 	fflush(stdout);
 }
 
@@ -333,6 +394,8 @@ int main(int argc, char **argv)
 			snprintf(sizes, sizeof(sizes), "%s", argv[i + 1]);
 		else if (!strcmp(argv[i], "--lookups"))
 			lookups = strtoull(argv[i + 1], NULL, 10);
+		else if (!strcmp(argv[i], "--fault-trace"))
+			fault_trace = atoi(argv[i + 1]);
 	}
 	for (tok = strtok_r(sizes, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save))

@@ -474,6 +474,11 @@ void mds_prefetch_entry(struct mds *s, uint64_t h)
 	ix_prefetch_entry(&s->kv, h);
 }
 
+void mds_prefetch_next(struct mds *s, uint64_t h)
+{
+	ix_prefetch_next(&s->kv, h);
+}
+
 void mds_handle(struct mds *s, const uint8_t *body, size_t len,
 		struct mds_peer *peer, struct buf *out)
 {

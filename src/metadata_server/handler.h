@@ -35,6 +35,10 @@ uint64_t mds_prefetch(struct mds *s, const uint8_t *body, size_t len);
 /* mds_prefetch_entry - the next stage: the bucket's first entry */
 void mds_prefetch_entry(struct mds *s, uint64_t h);
 
+/* mds_prefetch_next - the last stage: the second entry, when the first
+ * (loaded by now) is another key */
+void mds_prefetch_next(struct mds *s, uint64_t h);
+
 /**
  * mds_handle - serve one request
  * @body, @len: the body frame (borrowed for the call)

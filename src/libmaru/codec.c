@@ -764,7 +764,8 @@ static int dec_allocations(struct mp *r, struct maru__reply *rep, int depth)
 				return rc;
 		}
 	}
-	rep->handles_len = n;
+	/* a map that repeats the key: every list was handed to on_handle */
+	rep->handles_len += n;
 	return 0;
 }
 

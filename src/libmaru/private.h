@@ -190,7 +190,7 @@ struct maru__reply {
 	size_t entries_len; /* out: elements seen */
 	int (*on_handle)(void *arg, const struct maru_region_handle *h);
 	void *arg;
-	size_t handles_len; /* out: "allocations" elements seen */
+	size_t handles_len; /* out: "allocations" elements seen (all lists) */
 };
 
 /**

@@ -372,6 +372,37 @@ static void test_dec_arrays(void **state)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+/* a reply repeating "allocations": each list goes to on_handle, and
+ * handles_len counts them all (found by fuzz_libmaru_codec) */
+static void test_dec_repeated_allocations(void **state)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct maru__reply r;
+	uint64_t sum = 0;
+	int i;
+
+	(void)state;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 2);
+	for (i = 0; i < 2; i++) {
+		msgpack_pack_str_with_body(&pk, "allocations", 11);
+		msgpack_pack_array(&pk, 2 - i);
+		sbuf_pack_handle(&pk, 5, 1);
+		if (i == 0)
+			sbuf_pack_handle(&pk, 6, 1);
+	}
+	memset(&r, 0, sizeof(r));
+	r.on_handle = count_handles;
+	r.arg = &sum;
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
+	assert_int_equal(sum, 16);
+	assert_int_equal(r.handles_len, 3);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 static void test_dec_error_and_defaults(void **state)
 {
 	/* {"error": "internal server error"} */
@@ -608,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_dec_lookup),
 		cmocka_unit_test(test_dec_handle_rules),
 		cmocka_unit_test(test_dec_arrays),
+		cmocka_unit_test(test_dec_repeated_allocations),
 		cmocka_unit_test(test_dec_error_and_defaults),
 		cmocka_unit_test(test_dec_server_id),
 		cmocka_unit_test(test_dec_malformed),

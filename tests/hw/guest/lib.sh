@@ -77,7 +77,7 @@ pool_line() {
 dump_logs() {
 	for f in /tmp/*.log; do
 		[ -f "$f" ] || continue
-		echo "----- $f (last 40 lines)"
-		tail -40 "$f"
+		echo "----- $f (last 300 lines)"
+		tail -300 "$f"
 	done
 }

@@ -87,6 +87,7 @@ struct opts {
 	int port;
 	bool read;
 	bool dealer;
+	bool zmtp; /* store: register over the hand-written ZMTP socket */
 };
 
 static struct opts o;
@@ -278,6 +279,14 @@ static int cmd_memcpy(void)
 /* ---- store ------------------------------------------------------------------
  */
 
+struct zin;
+static size_t zin_size(void);
+static int zmtp_connect(const char *url, struct zin *z);
+static int zmtp_call(int fd, struct zin *z, const uint8_t *frame, size_t n);
+static size_t kv_frame(uint8_t *buf, uint8_t type, uint32_t seq,
+		       const char *key, uint64_t region, uint64_t off,
+		       uint64_t len);
+
 static int cmd_store(void)
 {
 	int per = o.batch > 1 ? o.batch : 1;
@@ -296,6 +305,10 @@ static int cmd_store(void)
 	struct floor_map fl;
 	void *src = source_buffer();
 	int i, n, rc, cap;
+	struct zin *z = NULL;
+	uint8_t zf[256];
+	uint32_t zseq = 1;
+	int zfd = -1;
 
 	/* one region holding a few batches, so pages get recycled */
 	if (pool < (uint64_t)per * o.size * 2)
@@ -310,6 +323,14 @@ static int cmd_store(void)
 	rm = calloc((size_t)maxr, sizeof(*rm));
 	rr = calloc((size_t)maxr, sizeof(*rr));
 	floor_open(&fl, src);
+	if (o.zmtp) {
+		/* the experiment: what a store would cost with a client that
+		 * speaks ZMTP itself in the calling thread (cmd_zmtp) */
+		if (per != 1)
+			die("--zmtp is for single stores", EINVAL);
+		z = calloc(1, zin_size());
+		zfd = zmtp_connect(o.server, z);
+	}
 	end = now_ns() + (uint64_t)o.ms * 1000000ull;
 	/* round 0 is a warm-up and not counted */
 	while (round < 2 || now_ns() < end) {
@@ -339,7 +360,15 @@ static int cmd_store(void)
 				t_copy += tc - tb;
 			}
 			tc = now_ns();
-			if (per == 1)
+			if (o.zmtp)
+				rc = zmtp_call(zfd, z, zf,
+					       kv_frame(zf, MDS_REGISTER_KV,
+							zseq++, names[i],
+							pages[i].region_id,
+							pages[i].page_index *
+								o.size,
+							o.size));
+			else if (per == 1)
 				rc = maru_kv_store(h, &keys[i], &pages[i]);
 			else
 				rc = maru_kv_batch_store(h, &keys[i], &pages[i],
@@ -369,8 +398,18 @@ static int cmd_store(void)
 			}
 		}
 		t_alloc = t_copy = t_reg = 0;
-		for (i = 0; i < n; i++)
-			maru_kv_delete(h, &keys[i]);
+		for (i = 0; i < n; i++) {
+			if (!o.zmtp) {
+				maru_kv_delete(h, &keys[i]);
+				continue;
+			}
+			/* libmaru never saw these keys: delete by hand */
+			zmtp_call(zfd, z, zf,
+				  kv_frame(zf, MDS_DELETE_KV, zseq++, names[i],
+					   0, 0, 0));
+			maru_page_free(h, pages[i].region_id,
+				       pages[i].page_index);
+		}
 		round++;
 	}
 	/* where the time went, per page: alloc, memcpy, the register RPC */
@@ -379,7 +418,8 @@ static int cmd_store(void)
 	       " alloc_us=%.2f copy_us=%.2f reg_us=%.2f memcpy_gbps=%.3f"
 	       " rounds=%d med_gbps=%.3f med_memcpy_gbps=%.3f"
 	       " med_ratio=%.3f\n",
-	       per > 1 ? "batch_store" : "store", o.size,
+	       per > 1 ? "batch_store" : o.zmtp ? "store_zmtp" : "store",
+	       o.size,
 	       (double)bytes / (double)timed, bytes / o.size,
 	       (double)s_alloc / 1e3 / (double)(bytes / o.size),
 	       (double)s_copy / 1e3 / (double)(bytes / o.size),
@@ -390,6 +430,9 @@ static int cmd_store(void)
 	free(rs);
 	free(rm);
 	free(rr);
+	if (zfd >= 0)
+		close(zfd);
+	free(z);
 	maru_handler_free(h);
 	free(keys);
 	free(pages);
@@ -485,6 +528,38 @@ static size_t lookup_frame(uint8_t *buf, uint32_t seq, const char *key)
 	memcpy(buf + n, key, kl);
 	n += kl;
 	mds_hdr_put(buf, MDS_LOOKUP_KV, 0, seq, (uint32_t)(n - MDS_HDR_SIZE));
+	return n;
+}
+
+/* REGISTER_KV {key, region_id, kv_offset, kv_length} or DELETE_KV {key} */
+static size_t kv_frame(uint8_t *buf, uint8_t type, uint32_t seq,
+		       const char *key, uint64_t region, uint64_t off,
+		       uint64_t len)
+{
+	static const char *const names[] = {"region_id", "kv_offset",
+					    "kv_length"};
+	uint64_t v[3] = {region, off, len};
+	size_t kl = strlen(key), n = MDS_HDR_SIZE, j;
+	int f, i;
+
+	buf[n++] = type == MDS_REGISTER_KV ? 0x84 : 0x81;
+	buf[n++] = 0xA3;
+	memcpy(buf + n, "key", 3);
+	n += 3;
+	buf[n++] = 0xD9;
+	buf[n++] = (uint8_t)kl;
+	memcpy(buf + n, key, kl);
+	n += kl;
+	for (f = 0; type == MDS_REGISTER_KV && f < 3; f++) {
+		j = strlen(names[f]);
+		buf[n++] = (uint8_t)(0xA0 | j);
+		memcpy(buf + n, names[f], j);
+		n += j;
+		buf[n++] = 0xCF; /* uint 64 */
+		for (i = 7; i >= 0; i--)
+			buf[n++] = (uint8_t)(v[f] >> (i * 8));
+	}
+	mds_hdr_put(buf, type, 0, seq, (uint32_t)(n - MDS_HDR_SIZE));
 	return n;
 }
 
@@ -633,6 +708,11 @@ struct zin {
 	size_t lo, hi;
 };
 
+static size_t zin_size(void)
+{
+	return sizeof(struct zin);
+}
+
 static void zfill(struct zin *z, size_t need)
 {
 	ssize_t r;
@@ -714,6 +794,35 @@ static int zmtp_connect(const char *url, struct zin *z)
 	if (!(fl & 4))
 		die("zmtp handshake", EPROTO);
 	return fd;
+}
+
+/* one request over the hand-written ZMTP socket: 0 on any reply */
+static int zmtp_call(int fd, struct zin *z, const uint8_t *frame, size_t n)
+{
+	uint8_t out[320];
+	const uint8_t *b;
+	size_t len;
+	uint8_t fl;
+
+	if (n > 255)
+		return -E2BIG;
+	out[0] = 0x01; /* empty delimiter, more */
+	out[1] = 0;
+	out[2] = 0;
+	out[3] = (uint8_t)n;
+	memcpy(out + 4, frame, n);
+	xwrite(fd, out, n + 4);
+	do {
+		b = zframe(z, &fl, &len); /* no heartbeats in short runs */
+	} while (fl & 5);		  /* commands, the delimiter */
+	if (len < MDS_HDR_SIZE)
+		return -EPROTO;
+	/* REGISTER_KV must have succeeded: {"success": true, ...} */
+	if (frame[3] == MDS_REGISTER_KV &&
+	    !memmem(b + MDS_HDR_SIZE, len - MDS_HDR_SIZE, "\xa7success\xc3",
+		    9))
+		return -EREMOTEIO;
+	return 0;
 }
 
 static int cmd_zmtp(void)
@@ -908,6 +1017,7 @@ int main(int argc, char **argv)
 		{"port", required_argument, NULL, 'r'},
 		{"read", no_argument, NULL, 'e'},
 		{"dealer", no_argument, NULL, 'd'},
+		{"zmtp", no_argument, NULL, 'z'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -962,6 +1072,9 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			o.dealer = true;
+			break;
+		case 'z':
+			o.zmtp = true;
 			break;
 		default:
 			return 2;

@@ -80,4 +80,7 @@ dump_logs() {
 		echo "----- $f (last 300 lines)"
 		tail -300 "$f"
 	done
+	# the console is quiet: clocksource changes, OOM kills and the like
+	echo "----- dmesg (last 60 lines)"
+	dmesg 2>/dev/null | tail -60
 }

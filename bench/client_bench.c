@@ -514,24 +514,11 @@ static int cmd_retrieve(void)
 	return 0;
 }
 
-/* a bare LOOKUP_KV frame for key 0, built by hand */
-static size_t lookup_frame(uint8_t *buf, uint32_t seq, const char *key)
-{
-	size_t kl = strlen(key), n = MDS_HDR_SIZE;
-
-	buf[n++] = 0x81;
-	buf[n++] = 0xA3;
-	memcpy(buf + n, "key", 3);
-	n += 3;
-	buf[n++] = 0xD9;
-	buf[n++] = (uint8_t)kl;
-	memcpy(buf + n, key, kl);
-	n += kl;
-	mds_hdr_put(buf, MDS_LOOKUP_KV, 0, seq, (uint32_t)(n - MDS_HDR_SIZE));
-	return n;
-}
-
-/* REGISTER_KV {key, region_id, kv_offset, kv_length} or DELETE_KV {key} */
+/*
+ * A request frame built by hand (no codec of ours in the loop): {key} for
+ * LOOKUP_KV / DELETE_KV, {key, region_id, kv_offset, kv_length} for
+ * REGISTER_KV
+ */
 static size_t kv_frame(uint8_t *buf, uint8_t type, uint32_t seq,
 		       const char *key, uint64_t region, uint64_t off,
 		       uint64_t len)
@@ -577,7 +564,8 @@ static int cmd_raw(void)
 	if (zmq_connect(s, o.server) < 0)
 		die("zmq_connect", errno);
 	for (i = -100; i < o.iters; i++) {
-		size_t len = lookup_frame(frame, (uint32_t)(i + 200), key);
+		size_t len = kv_frame(frame, MDS_LOOKUP_KV,
+				      (uint32_t)(i + 200), key, 0, 0, 0);
 
 		t0 = now_ns();
 		if (o.dealer)
@@ -652,7 +640,8 @@ static int cmd_rtt(void)
 		for (i = 0; i < 100; i++)
 			maru_kv_delete(h, &keys[i]);
 		for (i = 0; i < 100; i++) {
-			size_t len = lookup_frame(frame, (uint32_t)(i + 7), key);
+			size_t len = kv_frame(frame, MDS_LOOKUP_KV,
+					      (uint32_t)(i + 7), key, 0, 0, 0);
 
 			t0 = now_ns();
 			zmq_send(s, "", 0, ZMQ_SNDMORE);
@@ -812,9 +801,24 @@ static int zmtp_call(int fd, struct zin *z, const uint8_t *frame, size_t n)
 	out[3] = (uint8_t)n;
 	memcpy(out + 4, frame, n);
 	xwrite(fd, out, n + 4);
-	do {
-		b = zframe(z, &fl, &len); /* no heartbeats in short runs */
-	} while (fl & 5);		  /* commands, the delimiter */
+	for (;;) {
+		b = zframe(z, &fl, &len);
+		if (fl & 4) {
+			/* PING: answer PONG with its context */
+			if (len >= 7 && !memcmp(b, "\x04PING", 5)) {
+				uint8_t pong[64] = {0x04, 0};
+				size_t cl = len - 7 > 40 ? 40 : len - 7;
+
+				memcpy(pong + 2, "\x04PONG", 5);
+				memcpy(pong + 7, b + 7, cl);
+				pong[1] = (uint8_t)(5 + cl);
+				xwrite(fd, pong, 7 + cl);
+			}
+			continue;
+		}
+		if (!(fl & 1))
+			break; /* the body (after the delimiter) */
+	}
 	if (len < MDS_HDR_SIZE)
 		return -EPROTO;
 	/* REGISTER_KV must have succeeded: {"success": true, ...} */
@@ -829,48 +833,23 @@ static int cmd_zmtp(void)
 {
 	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
 	struct zin *z = calloc(1, sizeof(*z));
-	uint8_t frame[300], out[320];
-	const uint8_t *b;
+	uint8_t frame[300];
 	char key[96];
 	uint64_t t0;
-	size_t len;
-	uint8_t fl;
-	int i, fd;
+	int i, fd, rc;
 
 	key_name(key, sizeof(key), 0);
 	fd = zmtp_connect(o.server, z);
 	for (i = -100; i < o.iters; i++) {
-		size_t n = lookup_frame(frame, (uint32_t)(i + 200), key);
+		size_t n = kv_frame(frame, MDS_LOOKUP_KV, (uint32_t)(i + 200),
+				    key, 0, 0, 0);
 
-		out[0] = 0x01; /* empty delimiter, more */
-		out[1] = 0;
-		out[2] = 0;
-		out[3] = (uint8_t)n;
-		memcpy(out + 4, frame, n);
 		t0 = now_ns();
-		xwrite(fd, out, n + 4);
-		for (;;) {
-			b = zframe(z, &fl, &len);
-			if (fl & 4) {
-				/* PING: answer PONG with its context */
-				if (len >= 7 && !memcmp(b, "\x04PING", 5)) {
-					uint8_t pong[64] = {0x04, 0};
-					size_t cl = len - 7 > 40 ? 40 : len - 7;
-
-					memcpy(pong + 2, "\x04PONG", 5);
-					memcpy(pong + 7, b + 7, cl);
-					pong[1] = (uint8_t)(5 + cl);
-					xwrite(fd, pong, 7 + cl);
-				}
-				continue;
-			}
-			if (!(fl & 1))
-				break; /* the body (after the delimiter) */
-		}
+		rc = zmtp_call(fd, z, frame, n);
 		if (i >= 0)
 			lat[i] = now_ns() - t0;
-		if (len < MDS_HDR_SIZE)
-			die("zmtp reply", EPROTO);
+		if (rc < 0)
+			die("zmtp reply", -rc);
 	}
 	report_lat("raw_zmtp", lat, o.iters);
 	close(fd);

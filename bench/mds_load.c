@@ -32,7 +32,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -715,14 +714,9 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int c, rc;
 
-	/*
-	 * The same malloc settings as maru-server (src/metadata_server/main.c):
-	 * without them the heap of the client and of the echo floors shrinks
-	 * and regrows around every few batch replies, a page fault per 4 KiB.
-	 */
-	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-	mallopt(M_TOP_PAD, 4 << 20);
-	mallopt(M_MMAP_THRESHOLD, 8 << 20);
+	/* as maru-server: without it the heap of the client and of the echo
+	 * floors shrinks and regrows around every few batch replies */
+	malloc_keep_freed();
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: mds-load prefill|bench|echo [options]"

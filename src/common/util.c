@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,4 +92,11 @@ int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port)
 	host[n] = '\0';
 	*port = (uint16_t)p;
 	return 0;
+}
+
+void malloc_keep_freed(void)
+{
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
+	mallopt(M_TOP_PAD, 4 << 20);
+	mallopt(M_MMAP_THRESHOLD, 8 << 20);
 }

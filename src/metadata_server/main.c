@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -243,18 +242,10 @@ int main(int argc, char **argv)
 	log_init("maru-server", log_level_parse(c.log_level));
 	log_config(&c);
 
-	/*
-	 * Keep freed memory instead of giving it back at every free():
-	 * libzmq allocates every message larger than 8 KiB (batch requests
-	 * and replies) and frees it once sent, so with glibc's defaults the
-	 * heaps shrink and regrow all the time and every regrowth pays a
-	 * page fault per 4 KiB (~12 us each on our VMs; 2.8 faults per
-	 * BATCH_LOOKUP_KV(256) with 64 in flight).  Messages up to 8 MiB
-	 * come from the heap rather than from their own mmap().
-	 */
-	mallopt(M_TRIM_THRESHOLD, 64 << 20);
-	mallopt(M_TOP_PAD, 4 << 20);
-	mallopt(M_MMAP_THRESHOLD, 8 << 20);
+	/* libzmq frees every batch message once sent: keep that memory
+	 * (2.8 page faults per BATCH_LOOKUP_KV(256) with 64 in flight
+	 * without this) */
+	malloc_keep_freed();
 
 	/* before any thread exists: signals only through the signalfd */
 	sigemptyset(&set);

@@ -1,365 +1,754 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * server.c - the ZeroMQ loop of maru-server (see server.h)
+ * server.c - the ZMTP loop of maru-server (see server.h)
  *
- * One thread owns the ROUTER socket, the store and the RM session, so
- * nothing is locked and every request observes one total order (the
- * spec's "one server-wide lock").  It sleeps in poll(2) on:
+ * One thread owns the listening socket, every connection, the store and
+ * the RM session, so nothing is locked and every request observes one
+ * total order (the spec's "one server-wide lock").  It sleeps in
+ * epoll_wait(2) (level-triggered) on:
  *
- *   - the ROUTER socket's ZMQ_FD: then drained SERVER_DRAIN_BATCH
- *     messages at a time with ZMQ_DONTWAIT, and back to poll so that
- *     timers and signals are never starved.  Every drain ends with a
- *     receive that fails with EAGAIN, which processes the socket's
- *     pending commands and so re-arms ZMQ_FD (libzmq's documented
- *     edge-triggered contract);
- *   - the socket monitor's ZMQ_FD (an inproc PAIR): connection accepted/
- *     closed, with the connection's fd, for dead-client detection;
+ *   - the listening TCP socket: accept, then at once our whole 64-byte
+ *     greeting and READY (Socket-Type ROUTER) in one write;
+ *   - every connection: read what is there (one read), then answer up to
+ *     SERVER_DRAIN_BATCH complete messages and write the replies with one
+ *     write (a connection with more waiting goes on the backlog and the
+ *     loop polls without sleeping, so timers and others are not starved);
  *   - a timerfd (every SERVER_TICK_MS): leases, peer deaths, FREE retries,
- *     RM reconnects, unmapping old index tables under load;
- *   - a signalfd: SIGINT/SIGTERM stop the loop;
- *   - the RM connection's fd: readable between requests = closed by RM.
+ *     RM reconnects, the RM connection's "closed by peer" check, ZMTP
+ *     heartbeats, unmapping old index tables under load;
+ *   - a signalfd: SIGINT/SIGTERM stop the loop.
  *
- * Plain poll() on the ZMQ_FDs rather than zmq_poll(): zmq_poll() makes a
- * first non-blocking poll and asks every socket for ZMQ_EVENTS before it
- * sleeps, a few more system calls per wake-up, which is what a
- * lock-step client waits for on every request.
+ * Each connection (struct conn) is a small state machine over its input
+ * buffer: greeting (64 bytes, zmtp_greeting_check), then READY (its
+ * Socket-Type must be one a ROUTER talks to), then frames.  Command frames
+ * are not part of messages: PING is answered with PONG, others ignored.
+ * A message is its frames up to one without MORE, handled once all of it
+ * is in the buffer (its frames are borrowed from the buffer meanwhile).
+ * Malformed input (not ZMTP, a mechanism other than NULL, a socket type we
+ * do not talk to, reserved flag bits, a frame over SERVER_MAX_MSG, data
+ * before READY) closes the connection, logged at debug level.
  *
- * Envelopes: a message is [routing id, (more routing frames,) empty
- * delimiter, body].  The reply copies every frame up to and including the
- * delimiter (the received frames themselves are sent back, no copy) and
- * appends one body frame.  Without a delimiter the reply is [routing id,
- * body] (a raw DEALER that sends no delimiter gets answers in its own
- * framing).  A message with a delimiter but no body, or with more than
+ * Envelopes: a message is [(routing frames,) empty delimiter, body].  The
+ * reply repeats every frame up to and including the delimiter and appends
+ * one body frame: a REQ gets [delimiter, body].  Without a delimiter the
+ * reply is the body alone (a raw DEALER that sends no delimiter gets
+ * answers in its own framing).  A message with more than one body frame
+ * gets an error reply; one with a delimiter but no body, or with more than
  * SERVER_MAX_FRAMES frames, is dropped: there is nothing to answer.
  *
- * The connection a message came on is its ZMQ_SRCFD (per-connection
- * metadata in libzmq 4.3).  fds are reused by the kernel, so each
- * connection also remembers the routing id of its first message; a
- * message whose routing id does not match belongs to a newer connection
- * whose ACCEPTED event is still queued.  In both cases (an fd not known
- * to be open, or a routing id mismatch) the monitor is drained again
- * before the message is attributed: the I/O thread queues ACCEPTED
- * before it reads the connection's first byte, but two sockets' queues
- * become visible to zmq_poll() in no particular order.
+ * Output: replies are written from the loop straight to the socket (a
+ * lone request: one write; pipelined ones: one write per drain); large
+ * reply bodies go out with writev() without being copied.  What the
+ * kernel does not take waits in the connection's output buffer for
+ * EPOLLOUT.  A peer that does not read is pushed back on, not dropped:
+ * once more than SERVER_OUT_HWM bytes wait for it the loop stops reading
+ * its requests (TCP flow control then stops the peer) until it has read
+ * them; no reply is ever lost and memory per connection stays bounded.
+ *
+ * Dead peers: the loop knows each request's connection, so dead-client
+ * detection (store.c) hears of every accept and close directly.  A peer
+ * of ZMTP 3.1 that is silent for SERVER_HB_IVL_MS gets a PING (libzmq
+ * answers it in its I/O thread, whatever the application does); silent
+ * for SERVER_HB_TIMEOUT_MS, or not reading our output for as long, it is
+ * disconnected: what ZMQ_HEARTBEAT_IVL/TIMEOUT did with libzmq.  TCP
+ * keepalive and TCP_USER_TIMEOUT cover ZMTP 3.0 peers (no PING there).
+ *
+ * Look-ahead: LOOKUP_KV / EXISTS_KV messages are taken from a
+ * connection's buffer up to LOOKAHEAD ahead of the one being answered
+ * (from pipelining clients): the index bucket of each one's key is
+ * prefetched on arrival, its first entry one message later and, when that
+ * entry is another key, the second one message after that, so that at ten
+ * million keys the cache misses of a LOOKUP_KV overlap with the work of
+ * the requests before it.  Replies still go out in arrival order.
  *
  * Background work: while the index has a resize to finish (or old tables
  * to unmap), the loop polls without sleeping and, whenever nothing is
  * ready, moves buckets for SERVER_IDLE_SLICE_NS; a request arriving
- * meanwhile waits at most that long.  Requests move a few buckets each
- * as well (index.c), so a resize ends soon after the inserts that caused
- * it, idle or not, and lookups stop paying for it.
+ * meanwhile waits at most that long.
  *
  * Stall compensation: deadlines run on a virtual clock that stops while
  * the loop does not (a wake-up later than half the lease TTL or peer
  * grace, e.g. a blocking RM call timing out or SIGSTOP, counts as a
- * stall and is subtracted).
+ * stall and is subtracted).  Heartbeat deadlines use the same clock.
  */
 #include "server.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
-#include <zmq.h>
 
 #include "handler.h"
 #include "log.h"
 #include "util.h"
+#include "zmtp.h"
 
-#define BIG_REPLY (64u << 10) /* hand larger replies to zmq */
-#define LOOKAHEAD 3	      /* messages received ahead of the one handled */
+#define BIG_REPLY (64u << 10) /* written from the reply buffer, no copy */
+#define LOOKAHEAD 3	      /* messages taken ahead of the one handled */
+#define WIN (LOOKAHEAD + 1)
+#define IN_MIN_FREE (16u << 10) /* room for one read */
+#define BUF_KEEP (1u << 20)	/* larger idle buffers are released */
+#define FEED_FD 3		/* server_feed()'s connection, for store.c */
+#define MAX_EVENTS 64
+
+enum { CS_GREETING, CS_READY, CS_OPEN };
+
+struct conn {
+	int fd;		/* owns; -1: server_feed()'s connection */
+	int key;	/* the fd store.c knows it by */
+	uint32_t serial; /* unique per connection: its "routing id" */
+	uint8_t st;	/* CS_* */
+	bool ping_ok;	/* the peer speaks ZMTP 3.1: PING allowed */
+	bool ping_out;	/* a PING sent, nothing heard since */
+	bool discard;	/* inside a message of too many frames */
+	bool queued;	/* complete messages may wait in @in */
+	bool dead;	/* closed; freed at the end of the round */
+	uint32_t ev;	/* epoll events registered */
+	struct buf in;	/* owns: received bytes */
+	size_t rd;	/* in: first byte not consumed */
+	size_t cmd_done; /* in: commands before this offset are handled */
+	size_t need;	/* in: bytes from rd the next frame needs */
+	struct buf out;	/* owns: bytes not yet written */
+	size_t wr;	/* out: written prefix */
+	uint64_t last_rx; /* vclock: last input */
+	uint64_t stuck_at; /* vclock: output waiting, no progress since */
+	struct conn *next_dead;
+};
+
+/* One message: its frames, borrowed from its connection's input. */
+struct msg {
+	int nf;
+	const uint8_t *p[SERVER_MAX_FRAMES];
+	size_t n[SERVER_MAX_FRAMES];
+};
 
 struct server {
-	void *zctx;	   /* owns */
-	void *router;	   /* owns */
-	void *mon;	   /* owns: monitor PAIR */
-	int sfd, tfd;	   /* owns */
-	struct mds *s;	   /* borrows */
-	struct rmsess *rm; /* borrows */
-	struct buf out;	   /* owns: reply body, reused */
-	/* received messages: the one being handled and up to LOOKAHEAD
-	 * more whose index buckets are being prefetched meanwhile */
-	zmq_msg_t frs[LOOKAHEAD + 1][SERVER_MAX_FRAMES];
-	int nfs[LOOKAHEAD + 1];	     /* frames of each, -1: too many */
-	uint64_t hs[LOOKAHEAD + 1];  /* mds_prefetch() of each, 0: none */
-	zmq_msg_t *fr;		     /* borrows: frs[] being handled */
-	zmq_msg_t *cur_body;  /* borrows: body being handled */
+	int ep, lfd, sfd, tfd; /* owns */
+	bool lfd_off;	       /* accept paused (out of fds) */
+	struct mds *s;	       /* borrows */
+	struct rmsess *rm;     /* borrows; NULL without sockets */
+	struct buf body;       /* owns: reply body, reused */
+	struct conn **conns;   /* owns: by fd */
+	int nconns;	       /* slots */
+	int maxfd;	       /* highest fd with a connection */
+	int nqueued;	       /* connections with queued set */
+	uint32_t serial;
+	struct conn *dead;    /* closed, to free at the end of the round */
+	struct conn *feed;    /* server_feed()'s connection */
+	struct msg win[WIN];  /* the one handled and the look-ahead */
+	uint64_t hs[WIN];     /* mds_prefetch() of each, 0: none */
+	uint8_t ready[128];   /* greeting + READY, sent at accept */
+	size_t ready_len;
 	uint64_t last_wake;   /* monotonic ns */
 	uint64_t stall_total; /* ns subtracted from the clock */
 	uint64_t stall_min;   /* a gap this long is a stall */
+	uint64_t proto_errs;  /* connections closed for bad input */
+	uint64_t next_proto_log;
 	bool stop;
 };
 
-static uint64_t fnv1a(const uint8_t *p, size_t n)
+/* epoll tags of the loop's own fds (connections carry their conn) */
+static char tag_listen, tag_signal, tag_timer;
+
+/* ---- connections ---- */
+
+static void conn_arm(struct server *sv, struct conn *c, uint32_t ev)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	struct epoll_event e = {.events = ev, .data.ptr = c};
 
-	while (n--) {
-		h ^= *p++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
-static void drain_monitor(struct server *sv)
-{
-	zmq_msg_t ev, addr;
-	uint16_t event;
-	int32_t value;
-
-	for (;;) {
-		zmq_msg_init(&ev);
-		if (zmq_msg_recv(&ev, sv->mon, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&ev);
-			return;
-		}
-		/* the second frame (the endpoint) is not needed */
-		if (zmq_msg_more(&ev)) {
-			zmq_msg_init(&addr);
-			zmq_msg_recv(&addr, sv->mon, 0);
-			zmq_msg_close(&addr);
-		}
-		if (zmq_msg_size(&ev) >= 6) {
-			memcpy(&event, zmq_msg_data(&ev), 2);
-			memcpy(&value, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
-			if (event == ZMQ_EVENT_ACCEPTED)
-				mds_conn_open(sv->s, value);
-			else if (event == ZMQ_EVENT_DISCONNECTED)
-				mds_conn_close(sv->s, value);
-		}
-		zmq_msg_close(&ev);
-	}
-}
-
-static void free_reply(void *data, void *hint)
-{
-	(void)hint;
-	free(data);
-}
-
-/* Send envelope frames [0, nenv) and the reply body. */
-static void send_reply(struct server *sv, int nenv)
-{
-	zmq_msg_t body;
-	int i;
-
-	if (!sv->out.len) {
-		/* even the error reply ran out of memory: a fixed one */
-		static const uint8_t oom[] = {
-			0xcf, 0x00, 1,	 0x80, 0,   0,	 0,   0,
-			0,    0,    0,	 0,    0,   0,	 0,   8,
-			0x81, 0xa5, 'e', 'r',  'r', 'o', 'r', 0xa0,
-		};
-
-		(void)buf_put(&sv->out, oom, sizeof(oom));
-		if (!sv->out.len)
-			return;
-	}
-	for (i = 0; i < nenv; i++)
-		if (zmq_msg_send(&sv->fr[i], sv->router,
-				 ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
-			return; /* peer gone or queue full: dropped */
-	if (sv->out.len >= BIG_REPLY &&
-	    zmq_msg_init_data(&body, sv->out.data, sv->out.len, free_reply,
-			      NULL) == 0) {
-		/* zmq owns the buffer now; start a new one */
-		sv->out.data = NULL;
-		sv->out.len = sv->out.cap = 0;
-		if (zmq_msg_send(&body, sv->router, ZMQ_DONTWAIT) < 0)
-			zmq_msg_close(&body);
+	if (c->fd < 0 || c->ev == ev)
 		return;
-	}
-	zmq_send(sv->router, sv->out.data, sv->out.len, ZMQ_DONTWAIT);
+	if (epoll_ctl(sv->ep, EPOLL_CTL_MOD, c->fd, &e) == 0)
+		c->ev = ev;
 }
 
-/* Error reply for a message we will not hand to the handler. */
-static void reply_error(struct server *sv, const zmq_msg_t *first_body,
-			const char *why)
+static void conn_close(struct server *sv, struct conn *c, const char *why)
 {
-	struct mp_wr w = {&sv->out, 0};
-	struct mds_hdr h;
-	bool hdr = zmq_msg_size((zmq_msg_t *)first_body) >= MDS_HDR_SIZE;
+	if (c->dead)
+		return;
+	c->dead = true;
+	if (c->queued) {
+		c->queued = false;
+		sv->nqueued--;
+	}
+	log_dbg("connection fd %d: %s", c->key, why);
+	mds_conn_close(sv->s, c->key);
+	if (c->fd >= 0) {
+		sv->conns[c->fd] = NULL;
+		close(c->fd); /* leaves the epoll set with it */
+	}
+	c->next_dead = sv->dead;
+	sv->dead = c;
+}
 
-	buf_reset(&sv->out);
-	if (hdr)
-		mds_hdr_decode(zmq_msg_data((zmq_msg_t *)first_body),
-			       zmq_msg_size((zmq_msg_t *)first_body), &h);
-	mds_error_reply(&w, hdr ? &h : NULL, why);
+static void conn_free(struct conn *c)
+{
+	buf_free(&c->in);
+	buf_free(&c->out);
+	free(c);
+}
+
+static void free_dead(struct server *sv)
+{
+	struct conn *c;
+
+	while ((c = sv->dead)) {
+		sv->dead = c->next_dead;
+		if (c == sv->feed)
+			sv->feed = NULL;
+		conn_free(c);
+	}
+}
+
+/* Bad input: close, and say so now and then (a scan can be noisy). */
+static void conn_proto_error(struct server *sv, struct conn *c, int err)
+{
+	uint64_t now = now_ns();
+
+	sv->proto_errs++;
+	if (now >= sv->next_proto_log) {
+		log_warn("connection fd %d: %s; closed (%llu such so far)",
+			 c->key,
+			 err == -EMSGSIZE ? "frame over the size limit"
+					  : "not a ZMTP 3 ROUTER peer, or a "
+					    "protocol error",
+			 (unsigned long long)sv->proto_errs);
+		sv->next_proto_log = now + 10000000000ull;
+	}
+	conn_close(sv, c, "protocol error");
+}
+
+static size_t out_pending(const struct conn *c)
+{
+	return c->out.len - c->wr;
 }
 
 /*
- * The connection of the message being handled, when the store needs it.
- * The metadata (with the fd) is on the frames the connection delivered;
- * the routing id frame lacks it when zmq_poll() had prefetched the
- * message (router_t::xhas_in), so the body frame is asked.
+ * Write what waits in c->out (and @extra, when not NULL, after it
+ * without copying it unless the kernel leaves part of it).
+ * Return: 0, or -errno when the connection failed (caller closes).
  */
-static int resolve_fd(struct mds_peer *p)
+static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
+		      size_t nextra)
 {
-	struct server *sv = p->arg;
+	struct iovec iov[2];
+	struct msghdr mh = {.msg_iov = iov};
+	size_t pend = out_pending(c), done;
+	bool moved = false;
+	ssize_t n;
 
-	p->fd = zmq_msg_get(sv->cur_body, ZMQ_SRCFD);
-	/* the monitor may not have told us about this connection yet */
-	if (p->fd >= 0 && !mds_conn_is_open(sv->s, p->fd))
-		drain_monitor(sv);
-	if (!mds_conn_check(sv->s, p)) {
-		drain_monitor(sv);
-		if (!mds_conn_check(sv->s, p))
-			p->fd = -1;
+	if (c->fd < 0) {
+		/* server_feed(): the peer reads everything */
+		if (nextra && buf_put(&c->out, extra, nextra) < 0)
+			return -ENOMEM;
+		return 0;
 	}
-	return p->fd;
+	while (pend || nextra) {
+		mh.msg_iovlen = 0;
+		if (pend) {
+			iov[mh.msg_iovlen].iov_base = c->out.data + c->wr;
+			iov[mh.msg_iovlen++].iov_len = pend;
+		}
+		if (nextra) {
+			iov[mh.msg_iovlen].iov_base = (void *)extra;
+			iov[mh.msg_iovlen++].iov_len = nextra;
+		}
+		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				return -errno;
+			break;
+		}
+		moved = true;
+		done = (size_t)n < pend ? (size_t)n : pend;
+		c->wr += done;
+		pend -= done;
+		n -= (ssize_t)done;
+		extra += n;
+		nextra -= (size_t)n;
+	}
+	if (!pend) {
+		c->out.len = c->wr = 0;
+		if (c->out.cap > BUF_KEEP)
+			buf_free(&c->out);
+	}
+	if (nextra) {
+		/* the kernel's buffer is full: keep the rest */
+		if (c->wr && c->wr >= c->out.len / 2) {
+			memmove(c->out.data, c->out.data + c->wr, pend);
+			c->out.len = pend;
+			c->wr = 0;
+		}
+		if (buf_put(&c->out, extra, nextra) < 0)
+			return -ENOMEM;
+	}
+	if (!out_pending(c))
+		c->stuck_at = 0;
+	else if (moved || !c->stuck_at)
+		c->stuck_at = sv->s->vnow;
+	if (out_pending(c))
+		conn_arm(sv, c,
+			 EPOLLOUT | (out_pending(c) > SERVER_OUT_HWM ? 0
+								     : EPOLLIN));
+	else
+		conn_arm(sv, c, EPOLLIN);
+	return 0;
 }
 
-static void handle_msg(struct server *sv, int nf)
+static int out_frame(struct conn *c, uint8_t flags, const uint8_t *p,
+		     size_t n)
+{
+	uint8_t hdr[ZMTP_HDR_MAX];
+
+	if (buf_put(&c->out, hdr, zmtp_hdr(hdr, flags, n)) < 0 ||
+	    buf_put(&c->out, p, n) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+/* A command frame: READY during the handshake, PING at any time. */
+static int on_command(struct conn *c, const struct zmtp_frame *f)
+{
+	const uint8_t *nm, *d, *v;
+	size_t nl, dl, vl;
+	uint8_t pong[32];
+	ssize_t n;
+
+	if (zmtp_command(f, &nm, &nl, &d, &dl) < 0)
+		return -EPROTO;
+	if (c->st == CS_READY) {
+		if (!zmtp_is_command(f, "READY") ||
+		    zmtp_ready_prop(d, dl, "Socket-Type", &v, &vl) < 0 ||
+		    !zmtp_peer_ok("ROUTER", v, vl))
+			return -EPROTO;
+		c->st = CS_OPEN;
+		return 0;
+	}
+	if (zmtp_is_command(f, "PING")) {
+		n = zmtp_pong(pong, sizeof(pong), d, dl);
+		if (n < 0)
+			return (int)n;
+		return buf_put(&c->out, pong, (size_t)n) < 0 ? -ENOMEM : 0;
+	}
+	if (zmtp_is_command(f, "READY") || zmtp_is_command(f, "ERROR"))
+		return -EPROTO; /* a second READY, or the peer gives up */
+	return 0; /* PONG, SUBSCRIBE ...: nothing to do */
+}
+
+/*
+ * Take the next whole message from @c's input into @m (frames borrowed
+ * from c->in until the next read).  Commands on the way are handled.
+ * Return: 1 with @m filled, 0 when no whole message is there yet, or
+ * -errno (the connection must be closed).
+ */
+static int conn_next(struct conn *c, struct msg *m)
+{
+	const uint8_t *base = c->in.data;
+	struct zmtp_frame f;
+	size_t at, need;
+	ssize_t r;
+	int nf = 0, rc, minor;
+
+	if (c->rd == c->in.len) {
+		c->need = c->st == CS_GREETING ? ZMTP_GREETING_LEN : 2;
+		return 0;
+	}
+	if (c->st == CS_GREETING) {
+		if (c->in.len - c->rd < ZMTP_GREETING_LEN) {
+			c->need = ZMTP_GREETING_LEN;
+			return 0;
+		}
+		if (zmtp_greeting_check(base + c->rd, &minor) < 0)
+			return -EPROTO;
+		c->ping_ok = minor >= 1;
+		c->rd += ZMTP_GREETING_LEN;
+		c->st = CS_READY;
+	}
+	at = c->rd;
+	for (;;) {
+		r = zmtp_parse(base + at, c->in.len - at, SERVER_MAX_MSG, &f,
+			       &need);
+		if (r < 0)
+			return (int)r;
+		if (r == 0) {
+			c->need = at - c->rd + need;
+			return 0;
+		}
+		if (f.flags & ZMTP_COMMAND) {
+			if (at >= c->cmd_done) {
+				rc = on_command(c, &f);
+				if (rc < 0)
+					return rc;
+				c->cmd_done = at + (size_t)r;
+			}
+			at += (size_t)r;
+			if (!nf)
+				c->rd = at;
+			continue;
+		}
+		if (c->st != CS_OPEN)
+			return -EPROTO; /* a message before READY */
+		if (c->discard) {
+			at += (size_t)r;
+			c->rd = at;
+			if (!(f.flags & ZMTP_MORE)) {
+				c->discard = false;
+				log_dbg("connection fd %d: dropped a message "
+					"of more than %d frames",
+					c->key, SERVER_MAX_FRAMES);
+			}
+			continue;
+		}
+		if (nf == SERVER_MAX_FRAMES) {
+			/* drop what it had; this frame on goes unseen */
+			c->discard = true;
+			c->rd = at;
+			nf = 0;
+			continue;
+		}
+		m->p[nf] = f.data;
+		m->n[nf++] = f.len;
+		at += (size_t)r;
+		if (!(f.flags & ZMTP_MORE)) {
+			m->nf = nf;
+			c->rd = at;
+			return 1;
+		}
+	}
+}
+
+/* Error reply for a message we will not hand to the handler. */
+static void reply_error(struct server *sv, const uint8_t *first_body,
+			size_t n, const char *why)
+{
+	struct mp_wr w = {&sv->body, 0};
+	struct mds_hdr h;
+	bool hdr = n >= MDS_HDR_SIZE;
+
+	buf_reset(&sv->body);
+	if (hdr)
+		mds_hdr_decode(first_body, n, &h);
+	mds_error_reply(&w, hdr ? &h : NULL, why);
+}
+
+/* Queue (or write, when large) the reply to @m: envelope + sv->body. */
+static int send_reply(struct server *sv, struct conn *c, const struct msg *m,
+		      int nenv)
+{
+	static const uint8_t oom[] = {
+		0xcf, 0x00, 1,	 0x80, 0,   0,	 0,   0,
+		0,    0,    0,	 0,    0,   0,	 0,   8,
+		0x81, 0xa5, 'e', 'r',  'r', 'o', 'r', 0xa0,
+	};
+	const uint8_t *b = sv->body.data;
+	size_t n = sv->body.len;
+	uint8_t hdr[ZMTP_HDR_MAX];
+	int i;
+
+	if (!n) {
+		/* even the error reply ran out of memory: a fixed one */
+		b = oom;
+		n = sizeof(oom);
+	}
+	for (i = 0; i < nenv; i++)
+		if (out_frame(c, ZMTP_MORE, m->p[i], m->n[i]) < 0)
+			return -ENOMEM;
+	if (n >= BIG_REPLY) {
+		if (buf_put(&c->out, hdr, zmtp_hdr(hdr, 0, n)) < 0)
+			return -ENOMEM;
+		return conn_flush(sv, c, b, n);
+	}
+	return out_frame(c, 0, b, n);
+}
+
+static int handle_msg(struct server *sv, struct conn *c, const struct msg *m)
 {
 	struct mds_peer peer;
 	int i, delim = -1, nenv, nbody;
 
-	for (i = 1; i < nf; i++) {
-		if (zmq_msg_size(&sv->fr[i]) == 0) {
+	for (i = 0; i < m->nf; i++) {
+		if (m->n[i] == 0) {
 			delim = i;
 			break;
 		}
 	}
-	nenv = delim >= 0 ? delim + 1 : 1;
-	nbody = nf - nenv;
+	nenv = delim >= 0 ? delim + 1 : 0;
+	nbody = m->nf - nenv;
 	if (nbody <= 0)
-		return; /* nothing to answer */
+		return 0; /* nothing to answer */
 
-	peer.fd = MDS_FD_LAZY;
-	peer.rid_hash =
-		fnv1a(zmq_msg_data(&sv->fr[0]), zmq_msg_size(&sv->fr[0]));
-	peer.resolve = resolve_fd;
-	peer.arg = sv;
-	sv->cur_body = &sv->fr[nf - 1];
-
+	/* the connection is known: nothing to resolve later */
+	peer.fd = c->key;
+	peer.rid_hash = c->serial;
+	peer.resolve = NULL;
+	peer.arg = NULL;
 	if (nbody > 1) {
 		sv->s->ctr.requests++;
 		sv->s->ctr.errors++;
-		reply_error(sv, &sv->fr[nenv],
+		reply_error(sv, m->p[nenv], m->n[nenv],
 			    "a request is exactly one body frame");
 	} else {
-		mds_handle(sv->s, zmq_msg_data(&sv->fr[nenv]),
-			   zmq_msg_size(&sv->fr[nenv]), &peer, &sv->out);
+		mds_handle(sv->s, m->p[nenv], m->n[nenv], &peer, &sv->body);
 	}
-	send_reply(sv, nenv);
+	return send_reply(sv, c, m, nenv);
+}
+
+static void set_queued(struct server *sv, struct conn *c, bool q)
+{
+	if (c->queued == q || c->dead)
+		return;
+	c->queued = q;
+	sv->nqueued += q ? 1 : -1;
 }
 
 /*
- * Receive one whole message into @fr without waiting.
- * Return: its frame count (-1 for one of more than SERVER_MAX_FRAMES
- * frames, received and dropped), 0 when nothing is waiting (EAGAIN).
+ * Answer up to SERVER_DRAIN_BATCH whole messages waiting in @c's input,
+ * then write the replies (one write).  Messages from a client that
+ * pipelines are taken up to LOOKAHEAD ahead of the one answered, with
+ * their keys prefetched (see the file comment); other streams (REGISTER_KV,
+ * batches) are taken one at a time.  Leaves @c queued when more may wait.
  */
-static int recv_one(struct server *sv, zmq_msg_t *fr)
+static void conn_drain(struct server *sv, struct conn *c)
 {
-	zmq_msg_t extra;
-	bool more, overflow = false;
-	int nf = 1;
-
-	zmq_msg_init(&fr[0]);
-	if (zmq_msg_recv(&fr[0], sv->router, ZMQ_DONTWAIT) < 0) {
-		zmq_msg_close(&fr[0]);
-		if (errno != EAGAIN && errno != EINTR)
-			log_err("zmq_msg_recv: %s", zmq_strerror(errno));
-		return 0;
-	}
-	more = zmq_msg_more(&fr[0]);
-	while (more) {
-		/* the rest of a multipart message is already here */
-		if (nf < SERVER_MAX_FRAMES) {
-			zmq_msg_init(&fr[nf]);
-			if (zmq_msg_recv(&fr[nf], sv->router, 0) < 0)
-				break;
-			more = zmq_msg_more(&fr[nf]);
-			nf++;
-		} else {
-			zmq_msg_init(&extra);
-			if (zmq_msg_recv(&extra, sv->router, 0) < 0)
-				more = false;
-			else
-				more = zmq_msg_more(&extra);
-			zmq_msg_close(&extra);
-			overflow = true;
-		}
-	}
-	if (overflow) {
-		while (nf--)
-			zmq_msg_close(&fr[nf]);
-		log_dbg("dropped a message of more than %d frames",
-			SERVER_MAX_FRAMES);
-		return -1;
-	}
-	return nf;
-}
-
-/*
- * Receive and answer up to SERVER_DRAIN_BATCH messages.  Ending on EAGAIN
- * matters: that receive processed the socket's pending commands, so its
- * ZMQ_FD will signal the next arrival and the loop may sleep on it.
- *
- * LOOKUP_KV / EXISTS_KV messages are received up to LOOKAHEAD ahead of the
- * one being answered (when that many are waiting, i.e. from pipelining
- * clients): the index bucket of each one's key is prefetched on arrival,
- * its first entry one message later and, when that entry is another key,
- * the second one message after that (a third of the hits at load factor
- * 1), so that at ten million keys the cache misses of a LOOKUP_KV overlap
- * with the work of the requests before it.  Replies still go out in
- * arrival order.
- * Return: true when the batch was full (more may be waiting).
- */
-static bool drain_router(struct server *sv)
-{
-	int got = 0, done = 0, k, i, nf;
-	bool eagain = false;
+	int got = 0, done = 0, k, i, rc = 0, err = 0;
+	bool more = true;
+	struct msg *m;
 
 	for (;;) {
-		/*
-		 * fill the window, past the message to answer only while
-		 * the messages are worth prefetching for: other streams
-		 * (REGISTER_KV, batches) are received one at a time
-		 */
-		while (!eagain && got - done <= LOOKAHEAD &&
+		while (more && got - done <= LOOKAHEAD &&
 		       got < SERVER_DRAIN_BATCH &&
-		       (got == done ||
-			sv->hs[(got - 1) % (LOOKAHEAD + 1)])) {
-			k = got % (LOOKAHEAD + 1);
-			nf = recv_one(sv, sv->frs[k]);
-			if (nf == 0) {
-				eagain = true;
+		       (got == done || sv->hs[(got - 1) % WIN]) &&
+		       out_pending(c) <= SERVER_OUT_HWM) {
+			k = got % WIN;
+			m = &sv->win[k];
+			rc = conn_next(c, m);
+			if (rc <= 0) {
+				more = false;
+				err = rc;
 				break;
 			}
-			sv->nfs[k] = nf;
-			sv->hs[k] = nf > 0 ? mds_prefetch(sv->s,
-				zmq_msg_data(&sv->frs[k][nf - 1]),
-				zmq_msg_size(&sv->frs[k][nf - 1])) : 0;
+			sv->hs[k] = mds_prefetch(sv->s, m->p[m->nf - 1],
+						 m->n[m->nf - 1]);
 			got++;
-			/* the one received before: its bucket is in cache */
-			i = (got - 2) % (LOOKAHEAD + 1);
+			/* the one taken before: its bucket is in cache */
+			i = (got - 2) % WIN;
 			if (got - 2 > done && sv->hs[i])
 				mds_prefetch_entry(sv->s, sv->hs[i]);
 			/* and the one before that: its first entry is */
-			i = (got - 3) % (LOOKAHEAD + 1);
+			i = (got - 3) % WIN;
 			if (got - 3 > done && sv->hs[i])
 				mds_prefetch_next(sv->s, sv->hs[i]);
 		}
 		if (done == got)
 			break;
-		k = done % (LOOKAHEAD + 1);
-		nf = sv->nfs[k];
-		if (nf > 0) {
-			sv->fr = sv->frs[k];
-			handle_msg(sv, nf);
-			for (i = 0; i < nf; i++)
-				zmq_msg_close(&sv->frs[k][i]);
+		if (handle_msg(sv, c, &sv->win[done % WIN]) < 0) {
+			err = -ENOMEM;
+			more = false;
+			got = done + 1; /* taken messages are lost with it */
 		}
 		done++;
 	}
-	return !eagain;
+	/* more may wait unless the input ran dry (or output is too full:
+	 * then EPOLLOUT queues it again once the peer has read) */
+	set_queued(sv, c, more && out_pending(c) <= SERVER_OUT_HWM);
+	rc = conn_flush(sv, c, NULL, 0);
+	if (err < 0) {
+		if (err == -ENOMEM)
+			conn_close(sv, c, "out of memory");
+		else
+			conn_proto_error(sv, c, err);
+	} else if (rc < 0) {
+		conn_close(sv, c, strerror(-rc));
+	}
 }
+
+/* EPOLLIN: one read, then answer what is complete. */
+static void conn_readable(struct server *sv, struct conn *c)
+{
+	size_t want, avail = c->in.len - c->rd;
+	ssize_t n;
+
+	if (c->queued) {
+		/* whole messages wait already: read no more meanwhile, so
+		 * that a fast sender cannot grow the buffer */
+		conn_drain(sv, c);
+		return;
+	}
+	if (c->rd == c->in.len) {
+		c->rd = c->in.len = c->cmd_done = 0;
+		if (c->in.cap > BUF_KEEP)
+			buf_free(&c->in);
+	}
+	want = c->need > avail ? c->need - avail : 0;
+	if (want < IN_MIN_FREE)
+		want = IN_MIN_FREE;
+	if (c->in.cap - c->in.len < want && c->rd) {
+		/* make room at the front first */
+		memmove(c->in.data, c->in.data + c->rd, avail);
+		c->in.len = avail;
+		c->cmd_done = c->cmd_done > c->rd ? c->cmd_done - c->rd : 0;
+		c->rd = 0;
+	}
+	if (buf_reserve(&c->in, want) < 0) {
+		conn_close(sv, c, "out of memory");
+		return;
+	}
+	do {
+		n = read(c->fd, c->in.data + c->in.len,
+			 c->in.cap - c->in.len);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno != EAGAIN)
+			conn_close(sv, c, strerror(errno));
+		return;
+	}
+	if (n == 0) {
+		conn_close(sv, c, "closed by peer");
+		return;
+	}
+	c->in.len += (size_t)n;
+	c->last_rx = sv->s->vnow;
+	c->ping_out = false;
+	conn_drain(sv, c);
+}
+
+/* EPOLLOUT: the peer has read; write more, take requests again. */
+static void conn_writable(struct server *sv, struct conn *c)
+{
+	bool was_full = out_pending(c) > SERVER_OUT_HWM;
+	int rc = conn_flush(sv, c, NULL, 0);
+
+	if (rc < 0) {
+		conn_close(sv, c, strerror(-rc));
+		return;
+	}
+	if (was_full && out_pending(c) <= SERVER_OUT_HWM)
+		set_queued(sv, c, true);
+}
+
+static struct conn *conn_new(struct server *sv, int fd, int key)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->fd = fd;
+	c->key = key;
+	c->serial = ++sv->serial;
+	c->last_rx = sv->s->vnow;
+	if (buf_put(&c->out, sv->ready, sv->ready_len) < 0) {
+		free(c);
+		return NULL;
+	}
+	mds_conn_open(sv->s, key);
+	return c;
+}
+
+static void set_sockopts(int fd)
+{
+	int one = 1, idle = SERVER_HB_IVL_MS / 1000, intvl = 5, cnt = 4;
+	unsigned int uto = SERVER_HB_TIMEOUT_MS;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
+}
+
+static int slots_for(struct server *sv, int fd)
+{
+	struct conn **v;
+	int n;
+
+	if (fd < sv->nconns)
+		return 0;
+	n = sv->nconns ? sv->nconns : 256;
+	while (n <= fd)
+		n *= 2;
+	v = realloc(sv->conns, (size_t)n * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memset(v + sv->nconns, 0, (size_t)(n - sv->nconns) * sizeof(*v));
+	sv->conns = v;
+	sv->nconns = n;
+	return 0;
+}
+
+static void on_accept(struct server *sv)
+{
+	struct epoll_event e;
+	struct conn *c;
+	int fd, i;
+
+	for (i = 0; i < MAX_EVENTS; i++) {
+		fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM) {
+				/* level-triggered: pause until the tick */
+				log_warn("accept: %s; not accepting for a "
+					 "moment",
+					 strerror(errno));
+				e.events = 0;
+				e.data.ptr = &tag_listen;
+				epoll_ctl(sv->ep, EPOLL_CTL_MOD, sv->lfd, &e);
+				sv->lfd_off = true;
+			}
+			return;
+		}
+		set_sockopts(fd);
+		c = slots_for(sv, fd) < 0 ? NULL : conn_new(sv, fd, fd);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		e.events = EPOLLIN;
+		e.data.ptr = c;
+		if (epoll_ctl(sv->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
+			mds_conn_close(sv->s, fd);
+			close(fd);
+			conn_free(c);
+			continue;
+		}
+		c->ev = EPOLLIN;
+		sv->conns[fd] = c;
+		if (fd > sv->maxfd)
+			sv->maxfd = fd;
+		/* our greeting and READY at once: libzmq waits for them */
+		if (conn_flush(sv, c, NULL, 0) < 0)
+			conn_close(sv, c, "write failed");
+	}
+}
+
+/* The connections with complete messages left over: one batch each. */
+static void run_backlog(struct server *sv)
+{
+	struct conn *c;
+	int fd;
+
+	for (fd = 0; fd <= sv->maxfd && sv->nqueued; fd++) {
+		c = sv->conns[fd];
+		if (c && c->queued && !c->dead)
+			conn_drain(sv, c);
+	}
+}
+
+/* ---- the loop ---- */
 
 /* Clock bookkeeping at every wake-up; returns the virtual now. */
 static uint64_t wake(struct server *sv)
@@ -378,15 +767,58 @@ static uint64_t wake(struct server *sv)
 	return sv->s->vnow;
 }
 
+/* ZMTP heartbeats: PING the idle, drop the silent and the stuck. */
+static void heartbeat(struct server *sv)
+{
+	uint64_t now = sv->s->vnow, idle;
+	uint8_t ping[16];
+	struct conn *c;
+	int fd;
+
+	for (fd = 0; fd <= sv->maxfd; fd++) {
+		c = sv->conns[fd];
+		if (!c || c->dead)
+			continue;
+		idle = now - c->last_rx;
+		if (idle >= (uint64_t)SERVER_HB_TIMEOUT_MS * 1000000ull &&
+		    (c->ping_ok || c->st != CS_OPEN)) {
+			conn_close(sv, c, "heartbeat timeout");
+			continue;
+		}
+		if (c->stuck_at && now - c->stuck_at >=
+		    (uint64_t)SERVER_HB_TIMEOUT_MS * 1000000ull) {
+			conn_close(sv, c, "peer reads nothing");
+			continue;
+		}
+		if (c->st != CS_OPEN || !c->ping_ok || c->ping_out ||
+		    idle < (uint64_t)SERVER_HB_IVL_MS * 1000000ull)
+			continue;
+		c->ping_out = true;
+		if (buf_put(&c->out, ping,
+			    zmtp_ping(ping, SERVER_HB_TIMEOUT_MS / 100)) < 0 ||
+		    conn_flush(sv, c, NULL, 0) < 0)
+			conn_close(sv, c, "write failed");
+	}
+}
+
 static void on_tick(struct server *sv)
 {
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &tag_listen};
+	struct pollfd p = {.events = POLLIN};
 	uint64_t expirations;
 
 	if (read(sv->tfd, &expirations, sizeof(expirations)) < 0)
 		return;
-	drain_monitor(sv);
 	mds_tick(sv->s, sv->s->vnow);
+	/* closed by the RM (it restarted)?  A tick late is soon enough */
+	p.fd = rmsess_fd(sv->rm);
+	if (p.fd >= 0 && poll(&p, 1, 0) > 0)
+		rmsess_readable(sv->rm);
 	rmsess_tick(sv->rm);
+	heartbeat(sv);
+	if (sv->lfd_off &&
+	    epoll_ctl(sv->ep, EPOLL_CTL_MOD, sv->lfd, &e) == 0)
+		sv->lfd_off = false;
 	/*
 	 * Unmap bucket memory the index no longer uses, a little at every
 	 * tick (never from a request: that can take milliseconds on some
@@ -406,58 +838,63 @@ static bool any_handle(void *arg, struct rm_handle *out)
 	return true;
 }
 
-static int get_fd(void *sock, int *fd)
+static int epoll_add(struct server *sv, int fd, void *tag)
 {
-	size_t len = sizeof(*fd);
+	struct epoll_event e = {.events = EPOLLIN, .data.ptr = tag};
 
-	return zmq_getsockopt(sock, ZMQ_FD, fd, &len);
+	return epoll_ctl(sv->ep, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
 }
 
-static int setopt_int(void *sock, int opt, int v)
+/* --host as libzmq's tcp bind took it: "*" is every IPv4 interface */
+static int open_listener(struct server *sv, const struct server_opts *o)
 {
-	return zmq_setsockopt(sock, opt, &v, sizeof(v));
-}
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *res, *ai;
+	char host[256], port[16];
+	const char *h = o->host;
+	size_t hl = strlen(h);
+	int one = 1, rc, err = EADDRNOTAVAIL, fd;
 
-static int open_sockets(struct server *sv, const struct server_opts *o)
-{
-	char ep[320], mon_ep[64];
-	int64_t maxmsg = SERVER_MAX_MSG;
-
-	sv->zctx = zmq_ctx_new();
-	if (!sv->zctx)
-		return -errno;
-	zmq_ctx_set(sv->zctx, ZMQ_BLOCKY, 0);
-	sv->router = zmq_socket(sv->zctx, ZMQ_ROUTER);
-	if (!sv->router)
-		return -errno;
-	setopt_int(sv->router, ZMQ_LINGER, 0);
-	setopt_int(sv->router, ZMQ_SNDHWM, SERVER_HWM);
-	setopt_int(sv->router, ZMQ_RCVHWM, SERVER_HWM);
-	/* a reconnecting DEALER with a fixed identity takes its name over */
-	setopt_int(sv->router, ZMQ_ROUTER_HANDOVER, 1);
-	/* peers that vanish without a FIN are disconnected by ZMTP pings */
-	setopt_int(sv->router, ZMQ_HEARTBEAT_IVL, SERVER_ZMQ_HB_IVL_MS);
-	setopt_int(sv->router, ZMQ_HEARTBEAT_TIMEOUT, SERVER_ZMQ_HB_TIMEOUT_MS);
-	zmq_setsockopt(sv->router, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
-
-	snprintf(mon_ep, sizeof(mon_ep), "inproc://maru-server-monitor-%p",
-		 (void *)sv);
-	if (zmq_socket_monitor(sv->router, mon_ep,
-			       ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) < 0)
-		return -errno;
-	sv->mon = zmq_socket(sv->zctx, ZMQ_PAIR);
-	if (!sv->mon || zmq_connect(sv->mon, mon_ep) < 0)
-		return -errno;
-	setopt_int(sv->mon, ZMQ_LINGER, 0);
-
-	snprintf(ep, sizeof(ep), "tcp://%s:%d", o->host, o->port);
-	if (zmq_bind(sv->router, ep) < 0) {
-		int err = errno;
-
-		log_err("cannot bind %s: %s", ep, zmq_strerror(err));
+	if (!strcmp(h, "*")) {
+		h = "0.0.0.0";
+	} else if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']' &&
+		   hl - 2 < sizeof(host)) {
+		memcpy(host, h + 1, hl - 2);
+		host[hl - 2] = 0;
+		h = host;
+	}
+	snprintf(port, sizeof(port), "%d", o->port);
+	rc = getaddrinfo(h, port, &hints, &res);
+	if (rc) {
+		log_err("cannot bind tcp://%s:%d: %s", o->host, o->port,
+			gai_strerror(rc));
+		return -EINVAL;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family,
+			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			    ai->ai_protocol);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, SOMAXCONN) == 0) {
+			sv->lfd = fd;
+			break;
+		}
+		err = errno;
+		close(fd);
+	}
+	freeaddrinfo(res);
+	if (sv->lfd < 0) {
+		log_err("cannot bind tcp://%s:%d: %s", o->host, o->port,
+			strerror(err));
 		return -err;
 	}
-	log_info("listening on %s", ep);
+	log_info("listening on tcp://%s:%d", o->host, o->port);
 	return 0;
 }
 
@@ -480,49 +917,116 @@ static int open_fds(struct server *sv)
 		return -errno;
 	if (timerfd_settime(sv->tfd, 0, &its, NULL) < 0)
 		return -errno;
+	sv->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (sv->ep < 0)
+		return -errno;
 	return 0;
 }
 
-static void close_all(struct server *sv)
+struct server *server_new(struct mds *s)
 {
-	if (sv->mon)
-		zmq_close(sv->mon);
-	if (sv->router)
-		zmq_close(sv->router);
-	if (sv->zctx)
-		zmq_ctx_term(sv->zctx);
+	struct server *sv = calloc(1, sizeof(*sv));
+	uint8_t g[ZMTP_GREETING_LEN];
+	ssize_t n;
+
+	if (!sv)
+		return NULL;
+	sv->s = s;
+	sv->ep = sv->lfd = sv->sfd = sv->tfd = -1;
+	zmtp_greeting(g, true);
+	memcpy(sv->ready, g, sizeof(g));
+	n = zmtp_ready(sv->ready + sizeof(g), sizeof(sv->ready) - sizeof(g),
+		       "ROUTER", NULL, 0);
+	if (n < 0) {
+		free(sv);
+		return NULL;
+	}
+	sv->ready_len = sizeof(g) + (size_t)n;
+	return sv;
+}
+
+void server_free(struct server *sv)
+{
+	int fd;
+
+	if (!sv)
+		return;
+	for (fd = 0; fd <= sv->maxfd && fd < sv->nconns; fd++)
+		if (sv->conns[fd])
+			conn_close(sv, sv->conns[fd], "server stopping");
+	if (sv->feed)
+		conn_close(sv, sv->feed, "server stopping");
+	free_dead(sv);
+	free(sv->conns);
+	if (sv->lfd >= 0)
+		close(sv->lfd);
+	if (sv->ep >= 0)
+		close(sv->ep);
 	if (sv->sfd >= 0)
 		close(sv->sfd);
 	if (sv->tfd >= 0)
 		close(sv->tfd);
-	buf_free(&sv->out);
+	buf_free(&sv->body);
+	free(sv);
+}
+
+int server_feed(struct server *sv, const uint8_t *p, size_t n,
+		struct buf *out)
+{
+	struct conn *c = sv->feed;
+	int rc = 0;
+
+	if (!c) {
+		c = sv->feed = conn_new(sv, -1, FEED_FD);
+		if (!c)
+			return -ENOMEM;
+	}
+	if (buf_put(&c->in, p, n) < 0)
+		return -ENOMEM;
+	do {
+		conn_drain(sv, c);
+	} while (!c->dead && c->queued);
+	if (buf_put(out, c->out.data + c->wr, out_pending(c)) < 0)
+		rc = -ENOMEM;
+	c->out.len = c->wr = 0;
+	if (c->dead)
+		rc = -EPROTO;
+	else if (c->rd == c->in.len)
+		c->rd = c->in.len = c->cmd_done = 0;
+	free_dead(sv);
+	return rc;
 }
 
 int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 {
-	struct server *sv;
-	struct pollfd pfd[5];
+	struct epoll_event evs[MAX_EVENTS];
 	struct signalfd_siginfo si;
+	struct server *sv;
+	struct conn *c;
 	uint64_t lim = 0;
-	int rc, n, npfd;
-	bool more, idle;
+	int rc, n, i;
+	bool idle;
 
-	sv = calloc(1, sizeof(*sv));
+	sv = server_new(s);
 	if (!sv)
 		return -ENOMEM;
-	sv->s = s;
 	sv->rm = rm;
-	sv->sfd = sv->tfd = -1;
 	rm->any_handle = any_handle;
 	rm->arg = s;
 	rc = open_fds(sv);
 	if (rc < 0) {
-		log_err("signalfd/timerfd: %s", strerror(-rc));
+		log_err("signalfd/timerfd/epoll: %s", strerror(-rc));
 		goto out;
 	}
-	rc = open_sockets(sv, o);
+	rc = open_listener(sv, o);
 	if (rc < 0)
 		goto out;
+	if ((rc = epoll_add(sv, sv->lfd, &tag_listen)) < 0 ||
+	    (rc = epoll_add(sv, sv->sfd, &tag_signal)) < 0 ||
+	    (rc = epoll_add(sv, sv->tfd, &tag_timer)) < 0) {
+		log_err("epoll_ctl: %s", strerror(-rc));
+		goto out;
+	}
 
 	/* stalls only matter when something has a deadline */
 	if (s->cfg.lease_ttl_ns)
@@ -535,52 +1039,56 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	sv->last_wake = now_ns();
 	s->vnow = sv->last_wake;
 
-	if (get_fd(sv->router, &pfd[0].fd) < 0 ||
-	    get_fd(sv->mon, &pfd[1].fd) < 0) {
-		rc = -errno;
-		goto out;
-	}
-	pfd[2].fd = sv->sfd;
-	pfd[3].fd = sv->tfd;
-	for (n = 0; n < 5; n++)
-		pfd[n].events = POLLIN;
 	while (!sv->stop) {
-		more = drain_router(sv);
-		npfd = 4;
-		if (rmsess_fd(rm) >= 0)
-			pfd[npfd++].fd = rmsess_fd(rm);
 		/*
-		 * a full batch: there may be more, look at the rest and go
-		 * on; the index has a resize to finish: look, and when
+		 * a connection with requests left over: look at the rest and
+		 * go on; the index has a resize to finish: look, and when
 		 * nothing waits, move buckets for a slice
 		 */
-		idle = !more && ix_busy(&s->kv);
-		n = poll(pfd, (nfds_t)npfd, more || idle ? 0 : -1);
+		idle = !sv->nqueued && ix_busy(&s->kv);
+		n = epoll_wait(sv->ep, evs, MAX_EVENTS,
+			       sv->nqueued || idle ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			rc = -errno;
-			log_err("poll: %s", strerror(errno));
+			log_err("epoll_wait: %s", strerror(errno));
 			break;
 		}
-		if (n == 0) {
-			if (idle)
-				ix_rehash_for(&s->kv, SERVER_IDLE_SLICE_NS);
+		if (n == 0 && idle) {
+			ix_rehash_for(&s->kv, SERVER_IDLE_SLICE_NS);
 			continue;
 		}
-		wake(sv);
-		if (pfd[1].revents)
-			drain_monitor(sv);
-		if (pfd[3].revents)
-			on_tick(sv);
-		if (npfd > 4 && pfd[4].revents)
-			rmsess_readable(rm);
-		if (pfd[2].revents) {
-			if (read(sv->sfd, &si, sizeof(si)) == sizeof(si))
-				log_info("signal %u: stopping", si.ssi_signo);
-			sv->stop = true;
+		if (n > 0)
+			wake(sv);
+		for (i = 0; i < n; i++) {
+			void *tag = evs[i].data.ptr;
+
+			if (tag == &tag_listen) {
+				on_accept(sv);
+			} else if (tag == &tag_timer) {
+				on_tick(sv);
+			} else if (tag == &tag_signal) {
+				if (read(sv->sfd, &si, sizeof(si)) ==
+				    sizeof(si))
+					log_info("signal %u: stopping",
+						 si.ssi_signo);
+				sv->stop = true;
+			} else {
+				c = tag;
+				if (c->dead)
+					continue;
+				if (evs[i].events & EPOLLOUT)
+					conn_writable(sv, c);
+				if (!c->dead &&
+				    (evs[i].events &
+				     (EPOLLIN | EPOLLERR | EPOLLHUP)))
+					conn_readable(sv, c);
+			}
 		}
-		/* the router's fd only says "look": drain_router() does */
+		if (sv->nqueued)
+			run_backlog(sv);
+		free_dead(sv);
 	}
 	if (sv->stop)
 		rc = 0;
@@ -592,7 +1100,6 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		 (unsigned long long)s->ctr.peer_dead,
 		 (unsigned long long)s->ctr.rm_frees);
 out:
-	close_all(sv);
-	free(sv);
+	server_free(sv);
 	return rc;
 }

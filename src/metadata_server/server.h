@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * server.h - maru-server's main loop: one ROUTER socket, one thread
+ * server.h - maru-server's main loop: ZMTP over TCP, one thread
+ *
+ * The loop speaks ZeroMQ's wire protocol (ZMTP 3.1, src/common/zmtp.h)
+ * itself on its own sockets, as a ROUTER would: libzmq/pyzmq REQ and
+ * DEALER clients see an ordinary ZeroMQ peer.  No libzmq I/O thread sits
+ * between a request and its reply.
  *
  * Context: server_run() runs on the thread that called it and returns
  * when SIGINT or SIGTERM arrives (through a signalfd; the caller must
@@ -11,22 +16,25 @@
 
 #include <stdint.h>
 
+#include "buf.h"
 #include "rmsess.h"
 #include "store.h"
 
 #define SERVER_TICK_MS 100	       /* timer period */
-#define SERVER_DRAIN_BATCH 256	       /* messages per wake-up */
+#define SERVER_DRAIN_BATCH 256	       /* messages per connection and wake-up */
 #define SERVER_IDLE_SLICE_NS 50000    /* index resize work between polls */
 #define SERVER_MAX_FRAMES 32	       /* envelope + body frames */
-#define SERVER_MAX_MSG (64ll << 20)    /* ZMQ_MAXMSGSIZE, bytes */
-#define SERVER_HWM 10000	       /* per-peer queue, messages */
-#define SERVER_ZMQ_HB_IVL_MS 10000     /* ZMTP heartbeat to every peer */
-#define SERVER_ZMQ_HB_TIMEOUT_MS 30000 /* silent peer -> disconnected */
+#define SERVER_MAX_MSG (64ll << 20)    /* largest frame; more: disconnect */
+#define SERVER_OUT_HWM (8u << 20)      /* unsent reply bytes: stop reading */
+#define SERVER_HB_IVL_MS 10000	       /* idle peer -> ZMTP PING */
+#define SERVER_HB_TIMEOUT_MS 30000     /* silent peer -> disconnected */
 
 struct server_opts {
 	const char *host; /* borrows */
 	int port;
 };
+
+struct server;
 
 /**
  * server_run - bind and serve until a stop signal
@@ -34,5 +42,30 @@ struct server_opts {
  * Return: 0 after a clean stop, -errno when the socket cannot be set up.
  */
 int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm);
+
+/*
+ * Without sockets, for the fuzz target and tests: one connection's input
+ * bytes go through exactly the code a socket's would (handshake, frames,
+ * commands, envelopes, look-ahead, handler), its output is collected.
+ */
+
+/**
+ * server_new - a loop with no sockets
+ * @s: borrowed
+ * Return: the loop, or NULL (out of memory).  Free with server_free().
+ */
+struct server *server_new(struct mds *s);
+
+void server_free(struct server *sv);
+
+/**
+ * server_feed - bytes a peer sent on its connection
+ * @out: gets every byte the server would have written to the peer
+ *       (greeting first) appended; the peer reads everything at once
+ * Return: 0, or -errno when the server closed the connection (the next
+ * call starts a new one).
+ */
+int server_feed(struct server *sv, const uint8_t *p, size_t n,
+		struct buf *out);
 
 #endif

@@ -14,3 +14,19 @@ foreach(t fuzz_mds_request_replay fuzz_mds_request)
 			${CMAKE_CURRENT_SOURCE_DIR}/../unit)
 	endif()
 endforeach()
+
+# maru-server: one connection's byte stream through the loop's own
+# per-connection code (server_feed(): greeting, READY, frames, envelopes,
+# look-ahead, handler), with the same sources compiled in for coverage.
+maru_add_fuzz_target(fuzz_mds_conn
+	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_conn.c
+		${MDS_SRC}/index.c ${MDS_SRC}/msgpk.c ${MDS_SRC}/codec.c
+		${MDS_SRC}/stats.c ${MDS_SRC}/store.c ${MDS_SRC}/handler.c
+		${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
+	LIBS maru_common PkgConfig::MSGPACK m)
+foreach(t fuzz_mds_conn_replay fuzz_mds_conn)
+	if(TARGET ${t})
+		target_include_directories(${t} PRIVATE ${MDS_SRC}
+			${CMAKE_CURRENT_SOURCE_DIR}/../unit)
+	endif()
+endforeach()

@@ -1,0 +1,337 @@
+"""maru-server's own ZMTP engine (server.c) on the wire.
+
+The server speaks ZMTP 3.1 itself (no libzmq ROUTER).  pyzmq REQ and
+DEALER clients (mds_wire) prove wire compatibility in every other
+test_mds_* file; here a raw TCP client written from RFC 23/37 checks the
+handshake, framing, commands and the engine's robustness: malformed
+peers are disconnected, a stalled or non-reading peer never blocks the
+others, large replies arrive whole, many connections at once.
+"""
+import socket
+import struct
+import time
+
+import pytest
+import zmq
+
+from conftest import wait_until
+from mds_wire import (BATCH_LOOKUP_KV, BATCH_REGISTER_KV, EXISTS_KV,
+                      HANDSHAKE, LOOKUP_KV, REQUEST_ALLOC, DealerClient,
+                      ReqClient, frame, handle_of, parse, resp_type)
+
+MORE, LONG, COMMAND = 1, 2, 4
+
+
+def zframe(body, more=False, command=False):
+    flags = (MORE if more else 0) | (COMMAND if command else 0)
+    if len(body) > 255:
+        return bytes([flags | LONG]) + struct.pack(">Q", len(body)) + body
+    return bytes([flags, len(body)]) + body
+
+
+def greeting(minor=1, mechanism=b"NULL"):
+    g = bytearray(64)
+    g[0], g[8], g[9], g[10], g[11] = 0xFF, 1, 0x7F, 3, minor
+    g[12:12 + len(mechanism)] = mechanism
+    return bytes(g)
+
+
+def ready(socket_type):
+    props = (bytes([11]) + b"Socket-Type" +
+             struct.pack(">I", len(socket_type)) + socket_type)
+    return zframe(b"\x05READY" + props, command=True)
+
+
+class Raw:
+    """A hand-written ZMTP peer on a plain TCP socket."""
+
+    def __init__(self, mds, rcvbuf=None, timeout=10.0):
+        self.s = socket.socket()
+        if rcvbuf:
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.s.settimeout(timeout)
+        self.s.connect(("127.0.0.1", mds.port))
+        self.buf = b""
+
+    def send(self, data):
+        self.s.sendall(data)
+
+    def _fill(self, n):
+        while len(self.buf) < n:
+            chunk = self.s.recv(1 << 20)
+            if not chunk:
+                raise EOFError("closed by the server")
+            self.buf += chunk
+
+    def take(self, n):
+        self._fill(n)
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def frame(self):
+        """(flags, body) of the next frame."""
+        flags = self.take(1)[0]
+        if flags & LONG:
+            n = struct.unpack(">Q", self.take(8))[0]
+        else:
+            n = self.take(1)[0]
+        return flags, self.take(n)
+
+    def handshake(self, socket_type=b"DEALER", minor=1):
+        self.send(greeting(minor) + ready(socket_type))
+        g = self.take(64)
+        assert g[0] == 0xFF and g[9] == 0x7F and g[10] == 3
+        assert g[12:16] == b"NULL" and g[32] == 1      # as-server
+        flags, body = self.frame()
+        assert flags & COMMAND and body.startswith(b"\x05READY")
+        assert b"Socket-Type" in body and b"ROUTER" in body
+        return self
+
+    def message(self):
+        """The frames of the next message (commands skipped)."""
+        frames = []
+        while True:
+            flags, body = self.frame()
+            if flags & COMMAND:
+                continue
+            frames.append(body)
+            if not flags & MORE:
+                return frames
+
+    def closed_by_server(self, timeout=10.0):
+        """True when the server closes the connection (EOF or reset)."""
+        self.s.settimeout(timeout)
+        try:
+            while True:
+                if not self.s.recv(65536):
+                    return True
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self):
+        self.s.close()
+
+
+def served(mds):
+    """The server still answers a fresh REQ client."""
+    c = ReqClient(mds.url, timeout_ms=10000)
+    try:
+        h, r = c.call(HANDSHAKE, {})
+        return r["success"] is True
+    finally:
+        c.close()
+
+
+# ---- handshake and malformed peers ----
+
+def test_raw_dealer_request_reply(mds):
+    r = Raw(mds).handshake()
+    r.send(zframe(frame(HANDSHAKE, {}, seq=5)))           # no delimiter
+    (body,) = r.message()
+    h, obj = parse(body)
+    assert h.seq == 5 and h.type == resp_type(HANDSHAKE) and obj["success"]
+    r.close()
+
+
+def test_zmtp30_peer_is_served(mds):
+    r = Raw(mds).handshake(minor=0)
+    r.send(zframe(b"", more=True) + zframe(frame(EXISTS_KV, {"key": "x"})))
+    empty, body = r.message()
+    assert empty == b"" and parse(body)[1] == {"exists": False}
+    r.close()
+
+
+@pytest.mark.parametrize("bad", [
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" + b"x" * 64,       # not ZMTP
+    greeting(mechanism=b"PLAIN") + ready(b"DEALER"),         # mechanism
+    greeting()[:10] + bytes([2]) + greeting()[11:],          # ZMTP 2
+    greeting() + ready(b"PUB"),                              # socket type
+    greeting() + zframe(b"\x05ERROR\x03bye", command=True),  # no READY
+    greeting() + zframe(frame(HANDSHAKE, {})),               # data first
+], ids=["garbage", "plain", "zmtp2", "pub", "error-cmd", "no-ready"])
+def test_bad_handshake_is_disconnected(mds, bad):
+    r = Raw(mds)
+    r.send(bad)
+    assert r.closed_by_server()
+    r.close()
+    assert served(mds)
+
+
+@pytest.mark.parametrize("bad", [
+    bytes([0x08, 1, 0]),                                  # reserved bit
+    bytes([0x80 | MORE, 0]),                              # reserved bit
+    bytes([LONG]) + struct.pack(">Q", 65 << 20),          # over 64 MiB
+    bytes([LONG]) + struct.pack(">Q", 1 << 63),           # absurd
+    ready(b"DEALER"),                                     # second READY
+], ids=["bit3", "bit7", "oversize", "absurd-size", "ready-again"])
+def test_bad_frame_is_disconnected(mds, bad):
+    r = Raw(mds).handshake()
+    r.send(bad)
+    assert r.closed_by_server()
+    r.close()
+    assert served(mds)
+
+
+def test_ping_answered_with_pong(mds):
+    r = Raw(mds).handshake()
+    r.send(zframe(b"\x04PING" + struct.pack(">H", 100) + b"ctx-42",
+                  command=True))
+    flags, body = r.frame()
+    assert flags == COMMAND and body == b"\x04PONG" + b"ctx-42"
+    # a PING between the frames of a message does not disturb it
+    r.send(zframe(b"", more=True) +
+           zframe(b"\x04PING\x00\x0a", command=True) +
+           zframe(frame(HANDSHAKE, {}, seq=9)))
+    flags, body = r.frame()
+    assert flags == COMMAND and body == b"\x04PONG"
+    assert r.message()[0] == b""
+    r.close()
+
+
+# ---- envelopes ----
+
+def test_envelopes(mds):
+    req = ReqClient(mds.url)
+    assert req.call(HANDSHAKE, {})[1]["success"]
+    req.close()
+
+    d = DealerClient(mds.url)
+    body = frame(HANDSHAKE, {}, seq=3)
+    d.send_frames([b"", body])                       # like a REQ
+    f = d.recv_frames()
+    assert len(f) == 2 and f[0] == b"" and parse(f[1])[0].seq == 3
+    d.send_frames([body])                            # raw, no delimiter
+    f = d.recv_frames()
+    assert len(f) == 1 and parse(f[0])[0].seq == 3
+    d.send_frames([b"hop1", b"hop2", b"", body])     # routed: all echoed
+    f = d.recv_frames()
+    assert f[:3] == [b"hop1", b"hop2", b""] and parse(f[3])[0].seq == 3
+    d.send_frames([b"", body, body])                 # two bodies: error
+    f = d.recv_frames()
+    h, r = parse(f[-1])
+    assert f[0] == b"" and "error" in r and h.seq == 3
+    d.send_frames([b""])                             # no body: dropped
+    d.send_frames([b"x"] * 40)                       # too many: dropped
+    d.send_frames([frame(HANDSHAKE, {}, seq=4)])
+    f = d.recv_frames()
+    assert len(f) == 1 and parse(f[0])[0].seq == 4   # the next one
+    d.close()
+
+
+# ---- no head-of-line blocking, bounded memory ----
+
+def test_half_frame_stall_does_not_block_others(mds):
+    r = Raw(mds).handshake()
+    msg = zframe(b"", more=True) + zframe(frame(HANDSHAKE, {}, seq=77))
+    r.send(msg[:len(msg) - 5])                     # and stall
+    for _ in range(20):
+        assert served(mds)
+    r.send(msg[len(msg) - 5:])                     # the rest: answered
+    empty, body = r.message()
+    assert parse(body)[0].seq == 77
+    r.close()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_pipelining_client_that_never_reads(mds):
+    """Requests keep coming, replies are never read: the server stops
+    reading that peer (TCP pushes back), stays bounded, serves others."""
+    r = Raw(mds, rcvbuf=4096).handshake()
+    rss0 = rss_kib(mds.pid)
+    one = b"".join(zframe(frame(LOOKUP_KV, {"key": f"k{i % 1000:04d}"},
+                                seq=i)) for i in range(1000))
+    r.s.setblocking(False)
+    sent, stuck_since, pending = 0, None, b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pending = pending or one
+        try:
+            n = r.s.send(pending)
+            sent += n
+            pending = pending[n:]
+            stuck_since = None
+        except BlockingIOError:
+            if stuck_since is None:
+                stuck_since = time.monotonic()
+            elif time.monotonic() - stuck_since > 2.0:
+                break                      # the server stopped reading
+            time.sleep(0.01)
+    assert stuck_since is not None, "the server read everything we sent"
+    assert sent > 4 << 20       # replies far beyond socket buffers queued
+    assert served(mds)
+    # 8 MiB of waiting replies at most, plus a read buffer and a batch
+    assert rss_kib(mds.pid) - rss0 < 64 * 1024, (rss0, rss_kib(mds.pid))
+    # now the peer reads: every reply arrives, in order
+    r.s.setblocking(True)
+    r.s.settimeout(30)
+    for i in range(200):
+        (body,) = r.message()
+        h, obj = parse(body)
+        assert h.seq == i and obj == {"found": False}
+    r.close()
+    assert served(mds)
+
+
+def test_reply_bigger_than_socket_buffers(mds):
+    d = DealerClient(mds.url)
+    _, r = d.call(REQUEST_ALLOC, {"instance_id": "big", "size": 1 << 20})
+    hd = handle_of(r)
+    keys = [f"a-long-key-to-make-the-reply-large-{i:06d}" for i in range(20000)]
+    for b in range(0, len(keys), 5000):
+        _, r = d.call(BATCH_REGISTER_KV, {"entries": [
+            {"key": k, "region_id": hd["region_id"], "kv_offset": i,
+             "kv_length": 1} for i, k in enumerate(keys[b:b + 5000], b)]})
+        assert all(r["results"])
+    d.close()
+    # a reader with a tiny receive buffer: the server meets EAGAIN
+    raw = Raw(mds, rcvbuf=4096).handshake()
+    raw.send(zframe(frame(BATCH_LOOKUP_KV, {"keys": keys}, seq=1)))
+    (body,) = raw.message()
+    assert len(body) > 1 << 20
+    h, obj = parse(body)
+    assert len(obj["entries"]) == len(keys)
+    assert [e["kv_offset"] for e in obj["entries"]] == list(range(len(keys)))
+    raw.close()
+
+
+def test_200_connections_at_once(mds):
+    ctx = zmq.Context()
+    socks = []
+    try:
+        for i in range(200):
+            s = ctx.socket(zmq.DEALER if i % 2 else zmq.REQ)
+            s.setsockopt(zmq.LINGER, 0)
+            s.connect(mds.url)
+            socks.append(s)
+        for i, s in enumerate(socks):
+            body = frame(EXISTS_KV, {"key": f"c{i}"}, seq=i + 1)
+            s.send_multipart([b"", body] if i % 2 else [body])
+        for i, s in enumerate(socks):
+            assert s.poll(20000), f"connection {i}: no reply"
+            f = s.recv_multipart()
+            h, obj = parse(f[-1])
+            assert h.seq == i + 1 and obj == {"exists": False}
+    finally:
+        for s in socks:
+            s.close(0)
+        ctx.term()
+    assert served(mds)
+
+
+def test_pipelined_dealer_in_order(mds):
+    d = DealerClient(mds.url)
+    seqs = [d.send(LOOKUP_KV if i % 2 else EXISTS_KV, {"key": f"p{i}"})
+            for i in range(2000)]
+    got = [d.recv()[0].seq for _ in seqs]
+    assert got == seqs                      # one connection: arrival order
+    d.close()
+

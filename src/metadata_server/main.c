@@ -3,8 +3,8 @@
  * main.c - maru-server command line (cli-and-tools.md §2 plus our
  * additions) and process setup
  *
- * Order matters: SIGINT/SIGTERM are blocked before libzmq starts its I/O
- * thread, so that they are only ever delivered through the loop's
+ * Order matters: SIGINT/SIGTERM are blocked before anything could start
+ * a thread, so that they are only ever delivered through the loop's
  * signalfd; the resource manager is checked before the port is bound,
  * so that a missing RM fails fast with upstream's message.
  */
@@ -242,9 +242,8 @@ int main(int argc, char **argv)
 	log_init("maru-server", log_level_parse(c.log_level));
 	log_config(&c);
 
-	/* libzmq frees every batch message once sent: keep that memory
-	 * (2.8 page faults per BATCH_LOOKUP_KV(256) with 64 in flight
-	 * without this) */
+	/* batch replies and connection buffers come and go: keep that
+	 * memory rather than trim and fault it in again */
 	malloc_keep_freed();
 
 	/* before any thread exists: signals only through the signalfd */

@@ -141,7 +141,7 @@ struct server {
 	struct buf body;       /* owns: reply body, reused */
 	struct conn **conns;   /* owns: by fd */
 	int nconns;	       /* slots */
-	int maxfd;	       /* highest fd with a connection */
+	int maxfd;	       /* highest fd with a connection, or -1 */
 	int nqueued;	       /* connections with queued set */
 	uint32_t serial;
 	struct conn *dead;    /* closed, to free at the end of the round */
@@ -933,6 +933,7 @@ struct server *server_new(struct mds *s)
 		return NULL;
 	sv->s = s;
 	sv->ep = sv->lfd = sv->sfd = sv->tfd = -1;
+	sv->maxfd = -1; /* no connection yet (and no conns[] either) */
 	zmtp_greeting(g, true);
 	memcpy(sv->ready, g, sizeof(g));
 	n = zmtp_ready(sv->ready + sizeof(g), sizeof(sv->ready) - sizeof(g),
@@ -951,7 +952,7 @@ void server_free(struct server *sv)
 
 	if (!sv)
 		return;
-	for (fd = 0; fd <= sv->maxfd && fd < sv->nconns; fd++)
+	for (fd = 0; fd <= sv->maxfd; fd++)
 		if (sv->conns[fd])
 			conn_close(sv, sv->conns[fd], "server stopping");
 	if (sv->feed)

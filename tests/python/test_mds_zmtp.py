@@ -335,3 +335,71 @@ def test_pipelined_dealer_in_order(mds):
     assert got == seqs                      # one connection: arrival order
     d.close()
 
+
+
+# ---- the listening socket ----
+
+def test_idle_server_ticks_without_any_connection(rm, start_mds):
+    """Ticks (heartbeats over the connection table) run before anyone has
+    connected: the server keeps running, then serves."""
+    m = start_mds(rm.address, wait=False)
+    assert wait_until(lambda: "listening on" in m.log(), timeout=30)
+    # five ticks with an empty connection table
+    assert not wait_until(lambda: not m.running(), timeout=0.5)
+    assert wait_until(lambda: socket_open(m.port), timeout=30)
+    assert served(m)
+    assert m.stop() == 0
+
+
+def socket_open(port, host="127.0.0.1", family=socket.AF_INET):
+    try:
+        with socket.socket(family) as s:
+            s.settimeout(1)
+            s.connect((host, port))
+            return True
+    except OSError:
+        return False
+
+
+def has_ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("host", ["*", "0.0.0.0", "localhost", "::1",
+                                  "[::1]"])
+def test_bind_hosts(rm, start_mds, host):
+    if "::1" in host and not has_ipv6_loopback():
+        pytest.skip("no IPv6 loopback")
+    m = start_mds(rm.address, wait=False)
+    m.stop()
+    m.argv[m.argv.index("--host") + 1] = host
+    m.start(wait=False)
+    if "::1" in host:
+        assert wait_until(lambda: socket_open(m.port, "::1", socket.AF_INET6),
+                          timeout=30), m.log()
+        c = ReqClient(f"tcp://[::1]:{m.port}")
+        c.sock.setsockopt(zmq.IPV6, 1)
+        c.sock.disconnect(f"tcp://[::1]:{m.port}")
+        c.sock.connect(f"tcp://[::1]:{m.port}")
+        assert c.call(HANDSHAKE, {})[1]["success"]
+        c.close()
+    else:
+        assert wait_until(lambda: socket_open(m.port), timeout=30), m.log()
+        assert served(m)
+    assert m.stop() == 0
+
+
+def test_bind_failure_exits_1(rm, start_mds):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        m = start_mds(rm.address, wait=False, port=port)
+        assert wait_until(lambda: not m.running(), timeout=30)
+        assert m.proc.returncode == 1
+        assert f"cannot bind tcp://127.0.0.1:{port}" in m.log()

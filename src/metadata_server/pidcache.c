@@ -18,7 +18,9 @@
  * as getpid(2) promises.  maru-server never vfork()s or clone()s by hand,
  * the two ways a cached pid could go stale.
  *
- * Only the maru-server executable links this file; libraries must never
+ * maru-server itself no longer links this file: it speaks ZMTP without
+ * libzmq (server.c).  bench/mds-load-pc still does, for its second echo
+ * floor ("libzmq as maru-server used to use it").  Libraries must never
  * interpose on libc like this (libmaru does not).
  */
 #include <pthread.h>

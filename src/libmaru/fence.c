@@ -17,8 +17,10 @@
  *    there was one, means another server process (MARU_ALARM_LOST_SERVER);
  *    lease_expired means the lease is gone (MARU_ALARM_LOST_LEASE).
  *  - Every lease renewal is such a verification (lease.c).
- *  - A ZeroMQ socket monitor (ZMQ_EVENT_DISCONNECTED) on the RPC sockets
- *    raises MARU_ALARM_SUSPECT the moment a connection to the server drops.
+ *  - The monitor thread polls every RPC connection for a hangup (POLLRDHUP,
+ *    POLLHUP, POLLERR), and rpc.c reports the drops it sees itself
+ *    (maru__monitor_detach): either raises MARU_ALARM_SUSPECT the moment a
+ *    connection to the server drops, once per connection.
  *    The monitor thread then verifies every 200 ms until a server answers,
  *    and every write (alloc, store, batch_store) that sees the flag first
  *    verifies synchronously (maru__gate_slow): the window is the memcpy in
@@ -43,14 +45,21 @@
  * monitor's lock is a leaf.  Nothing logs with fence.lock held (the Python
  * log sink takes the GIL).
  *
- * Threads: the monitor thread owns the PAIR sockets it reads; rpc.c
- * creates them (maru__monitor_attach, under the RPC lock) and hands them
- * over under the monitor's lock.  It stops when the handler closes.
+ * The monitor's lock comes after an RPC client's lock (rpc.c attaches and
+ * detaches its connections with its own lock held); the monitor thread
+ * only ever try-locks an RPC client (maru__rpc_idle).
+ *
+ * Threads: the monitor thread polls the fds of the watched connections
+ * (rpc.c owns them and detaches each before closing it).  Every 250 ms it
+ * also reads the idle ones (maru__rpc_idle): a server's heartbeat PINGs get
+ * their PONG even when no call runs, as libzmq's I/O thread did.  It stops
+ * when the handler closes.
  */
 #include "private.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,22 +348,34 @@ int maru__gate_slow(struct maru_handler *h)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The socket-monitor thread                                                */
+/* The connection-monitor thread                                            */
 
-/*
- * libzmq's monitor sends its events with a blocking send from the I/O
- * thread: a monitor whose PAIR peer is gone hangs the whole context.  So a
- * monitor is always stopped (zmq_socket_monitor(sock, NULL)) before its
- * PAIR socket is closed, and we never subscribe to MONITOR_STOPPED (its
- * send would block too).  The PAIR is created and connected before the
- * monitor binds its endpoint, so no event can be sent without a peer.
- */
-void maru__monitor_attach(struct maru__monitor *mon, void *zctx, void *sock)
+#define SWEEP_NS (250ull * 1000000ull) /* idle connections read this often */
+
+/* a connection to the server dropped: verify before the next write */
+static void raise_suspect(struct maru_handler *h)
+{
+	uint64_t a = atomic_load(&h->fence.alarm);
+
+	while (!atomic_compare_exchange_weak(
+		&h->fence.alarm, &a, (a + MARU_ALARM_GEN) | MARU_ALARM_SUSPECT))
+		;
+}
+
+/* @w dropped (@lock held): raise the alarm once, log it outside the lock */
+static void fire(struct maru__monitor *mon, struct maru__watch *w)
+{
+	if (w->fired)
+		return;
+	w->fired = true;
+	raise_suspect(mon->h);
+	snprintf(mon->lost, sizeof(mon->lost), "%s", w->rpc->url);
+}
+
+void maru__monitor_attach(struct maru__monitor *mon, struct maru__rpc *rpc,
+			  int fd)
 {
 	struct maru__watch *nw;
-	char ep[64];
-	void *pair;
-	int zero = 0;
 	size_t ncap;
 
 	pthread_mutex_lock(&mon->lock);
@@ -368,120 +389,93 @@ void maru__monitor_attach(struct maru__monitor *mon, void *zctx, void *sock)
 		mon->w = nw;
 		mon->cap = ncap;
 	}
-	snprintf(ep, sizeof(ep), "inproc://maru-monitor-%p-%u", (void *)mon,
-		 mon->seq++);
-	pair = zmq_socket(zctx, ZMQ_PAIR);
-	if (!pair)
-		goto out_unlock;
-	zmq_setsockopt(pair, ZMQ_LINGER, &zero, sizeof(zero));
-	if (zmq_connect(pair, ep) < 0 ||
-	    zmq_socket_monitor(sock, ep, ZMQ_EVENT_DISCONNECTED) < 0) {
-		zmq_close(pair);
-		goto out_unlock;
-	}
-	mon->w[mon->n++] = (struct maru__watch){sock, pair, false};
+	mon->w[mon->n++] = (struct maru__watch){fd, rpc, false, false};
 	eventfd_write(mon->wakefd, 1);
 out_unlock:
 	pthread_mutex_unlock(&mon->lock);
 }
 
-void maru__monitor_detach(struct maru__monitor *mon, void *sock)
+void maru__monitor_detach(struct maru__monitor *mon, int fd, bool dropped)
 {
 	size_t i;
 
-	/* no event can be sent after this; then the PAIR may go */
-	zmq_socket_monitor(sock, NULL, 0);
 	pthread_mutex_lock(&mon->lock);
-	for (i = 0; i < mon->n; i++)
-		if (mon->w[i].sock == sock)
-			mon->w[i].dead = true;
+	for (i = 0; i < mon->n; i++) {
+		if (mon->w[i].fd != fd || mon->w[i].dead)
+			continue;
+		if (dropped)
+			fire(mon, &mon->w[i]);
+		mon->w[i].dead = true;
+	}
 	if (mon->running)
 		eventfd_write(mon->wakefd, 1);
 	pthread_mutex_unlock(&mon->lock);
 }
 
-/* a connection to the server dropped: verify before the next write */
-static void raise_suspect(struct maru_handler *h)
-{
-	uint64_t a = atomic_load(&h->fence.alarm);
-
-	while (!atomic_compare_exchange_weak(
-		&h->fence.alarm, &a, (a + MARU_ALARM_GEN) | MARU_ALARM_SUSPECT))
-		;
-}
-
-/* read every event queued on @pair: [u16 event, u32 value], endpoint */
-static void read_events(struct maru_handler *h, void *pair)
-{
-	uint8_t ev[6];
-	uint16_t event;
-	char addr[128];
-	int n;
-
-	for (;;) {
-		n = zmq_recv(pair, ev, sizeof(ev), ZMQ_DONTWAIT);
-		if (n < 0)
-			return;
-		n = zmq_recv(pair, addr, sizeof(addr) - 1, ZMQ_DONTWAIT);
-		if (n < 0)
-			n = 0;
-		if (n > (int)sizeof(addr) - 1)
-			n = (int)sizeof(addr) - 1;
-		addr[n] = '\0';
-		memcpy(&event, ev, sizeof(event));
-		if (event != ZMQ_EVENT_DISCONNECTED)
-			continue;
-		raise_suspect(h);
-		linfo(h,
-		      "connection to %s lost: ownership is verified before "
-		      "the next write",
-		      addr);
-	}
-}
-
 /*
  * The poll set for the next round (@lock held): the wake-up eventfd, then
- * the PAIR of every live watch; dead ones are closed and dropped here.
- * Return: the number of items, 0 when out of memory.
+ * every live watch not yet fired (@idx maps items to watches); dead ones
+ * are dropped here.  Return: the number of items, 0 when out of memory.
  */
-static size_t build_items(struct maru__monitor *mon, zmq_pollitem_t **items,
-			  size_t *cap)
+static size_t build_items(struct maru__monitor *mon, struct pollfd **items,
+			  size_t **idx, size_t *cap)
 {
-	zmq_pollitem_t *ni;
-	size_t i, k = 0;
+	struct pollfd *ni;
+	size_t i, k = 0, *nx;
 
 	for (i = 0; i < mon->n;) {
-		if (mon->w[i].dead) {
-			zmq_close(mon->w[i].pair);
+		if (mon->w[i].dead)
 			mon->w[i] = mon->w[--mon->n];
-		} else {
+		else
 			i++;
-		}
 	}
 	if (mon->n + 1 > *cap) {
 		ni = realloc(*items, (mon->n + 1) * sizeof(*ni));
-		if (!ni)
+		if (ni)
+			*items = ni;
+		nx = realloc(*idx, (mon->n + 1) * sizeof(*nx));
+		if (nx)
+			*idx = nx;
+		if (!ni || !nx)
 			return 0;
-		*items = ni;
 		*cap = mon->n + 1;
 	}
-	(*items)[k++] = (zmq_pollitem_t){NULL, mon->wakefd, ZMQ_POLLIN, 0};
-	for (i = 0; i < mon->n; i++)
-		(*items)[k++] =
-			(zmq_pollitem_t){mon->w[i].pair, 0, ZMQ_POLLIN, 0};
+	(*items)[k++] = (struct pollfd){mon->wakefd, POLLIN, 0};
+	for (i = 0; i < mon->n; i++) {
+		if (mon->w[i].fired)
+			continue;
+		(*idx)[k] = i;
+		(*items)[k++] = (struct pollfd){mon->w[i].fd, POLLRDHUP, 0};
+	}
 	return k;
+}
+
+/* read every idle connection (@lock held): PINGs answered, drops found */
+static void sweep(struct maru__monitor *mon)
+{
+	size_t i;
+
+	for (i = 0; i < mon->n; i++) {
+		if (mon->w[i].dead || mon->w[i].fired)
+			continue;
+		if (maru__rpc_idle(mon->w[i].rpc)) {
+			fire(mon, &mon->w[i]);
+			mon->w[i].dead = true; /* closed by maru__rpc_idle */
+		}
+	}
 }
 
 static void *monitor_thread(void *arg)
 {
 	struct maru_handler *h = arg;
 	struct maru__monitor *mon = &h->fence.mon;
-	zmq_pollitem_t *items = NULL;
-	uint64_t retry_at = 0;
-	size_t cap = 0, n, i;
+	uint64_t retry_at = 0, sweep_at = 0, now;
+	struct pollfd *items = NULL;
+	size_t cap = 0, n, i, *idx = NULL;
+	struct maru__watch *w;
+	char lost[sizeof(mon->lost)];
 	eventfd_t v;
-	long tmo;
-	int rc;
+	int tmo, rc;
 
 	for (;;) {
 		pthread_mutex_lock(&mon->lock);
@@ -489,24 +483,52 @@ static void *monitor_thread(void *arg)
 			pthread_mutex_unlock(&mon->lock);
 			break;
 		}
-		n = build_items(mon, &items, &cap);
+		n = build_items(mon, &items, &idx, &cap);
+		memcpy(lost, mon->lost, sizeof(lost));
+		mon->lost[0] = '\0';
 		pthread_mutex_unlock(&mon->lock);
+		if (lost[0])
+			linfo(h,
+			      "connection to %s lost: ownership is verified "
+			      "before the next write",
+			      lost);
 		if (!n) {
 			usleep(10000); /* out of memory: try again */
 			continue;
 		}
 
-		tmo = -1;
+		tmo = (int)(SWEEP_NS / 1000000);
 		if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
-			tmo = (long)(RETRY_NS / 1000000);
-		rc = zmq_poll(items, (int)n, tmo);
-		if (rc < 0 && errno == ETERM)
-			break;
-		if (rc > 0 && (items[0].revents & ZMQ_POLLIN))
+			tmo = (int)(RETRY_NS / 1000000);
+		rc = poll(items, (nfds_t)n, tmo);
+		if (rc > 0 && (items[0].revents & POLLIN))
 			eventfd_read(mon->wakefd, &v);
-		for (i = 1; rc > 0 && i < n; i++)
-			if (items[i].revents & ZMQ_POLLIN)
-				read_events(h, items[i].socket);
+
+		pthread_mutex_lock(&mon->lock);
+		for (i = 1; rc > 0 && i < n; i++) {
+			if (!items[i].revents)
+				continue;
+			w = &mon->w[idx[i]];
+			/* attach only appends and only we compact: same slot */
+			if (w->dead || w->fd != items[i].fd)
+				continue;
+			fire(mon, w);
+			if (maru__rpc_idle(w->rpc))
+				w->dead = true; /* closed it */
+		}
+		now = maru__now_ns();
+		if (now >= sweep_at) {
+			sweep(mon);
+			sweep_at = now + SWEEP_NS;
+		}
+		memcpy(lost, mon->lost, sizeof(lost));
+		mon->lost[0] = '\0';
+		pthread_mutex_unlock(&mon->lock);
+		if (lost[0])
+			linfo(h,
+			      "connection to %s lost: ownership is verified "
+			      "before the next write",
+			      lost);
 
 		/* find out now, not at the next write or renewal */
 		if (mon->verify &&
@@ -519,6 +541,7 @@ static void *monitor_thread(void *arg)
 		}
 	}
 	free(items);
+	free(idx);
 	return NULL;
 }
 
@@ -532,6 +555,8 @@ int maru__monitor_start(struct maru_handler *h)
 		return -errno;
 	pthread_mutex_lock(&mon->lock);
 	mon->wakefd = fd;
+	mon->h = h;
+	mon->lost[0] = '\0';
 	mon->stop = false;
 	mon->running = true;
 	/* a test knob: leave the verification to the write path */
@@ -564,13 +589,10 @@ void maru__monitor_stop(struct maru_handler *h)
 	pthread_join(mon->thread, NULL);
 
 	pthread_mutex_lock(&mon->lock);
-	/* every watched socket was detached (or closed) by now */
-	for (i = 0; i < mon->n; i++) {
+	/* every watched connection was detached by now */
+	for (i = 0; i < mon->n; i++)
 		if (!mon->w[i].dead)
-			lwarn(h, "socket monitor %zu still attached at stop",
-			      i);
-		zmq_close(mon->w[i].pair);
-	}
+			lwarn(h, "connection %zu still watched at stop", i);
 	free(mon->w);
 	mon->w = NULL;
 	mon->n = mon->cap = 0;

@@ -338,9 +338,9 @@ static int adopt_region(struct maru_handler *h,
 }
 
 /*
- * stop the background threads: stats, the lease thread (its socket is
+ * stop the background threads: stats, the lease thread (its connection is
  * detached from the monitor as it closes), then the monitor, once the main
- * socket is detached too (a monitor must never outlive its PAIR reader)
+ * connection is detached too (the monitor reads the connections it watches)
  */
 static void stop_threads(struct maru_handler *h)
 {
@@ -362,9 +362,6 @@ static void teardown(struct maru_handler *h)
 	if (h->rpc_open)
 		maru__rpc_close(&h->rpc);
 	h->rpc_open = false;
-	if (h->zctx)
-		zmq_ctx_term(h->zctx);
-	h->zctx = NULL;
 }
 
 MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
@@ -377,11 +374,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	if (rc != -ENOTCONN)
 		goto out_unlock; /* 0 (connected) or -ESHUTDOWN */
 
-	rc = -ENOMEM;
-	h->zctx = zmq_ctx_new();
-	if (!h->zctx)
-		goto out_unlock;
-	rc = maru__rpc_open(&h->rpc, h, h->zctx, h->cfg.server_url,
+	rc = maru__rpc_open(&h->rpc, h, h->cfg.server_url,
 			    h->cfg.timeout_ms, h->cfg.use_async_rpc,
 			    h->cfg.max_inflight);
 	if (rc < 0)
@@ -393,7 +386,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		maru__rpc_set_monitor(&h->rpc, &h->fence.mon);
 	else
 		lwarn(h,
-		      "no socket monitor (%s): a server restart is noticed "
+		      "no connection monitor (%s): a server restart is noticed "
 		      "at the next lease renewal only",
 		      strerror(-rc));
 	maru__mapper_init(&h->mapper, h, h->prefault);

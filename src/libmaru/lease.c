@@ -134,8 +134,7 @@ int maru__lease_start(struct maru_handler *h, bool recovering)
 		tmo = (int)(l->ttl_ns / 4 / 1000000);
 	if (tmo < 1)
 		tmo = 1;
-	rc = maru__rpc_open(&l->rpc, h, h->zctx, h->cfg.server_url, tmo, false,
-			    1);
+	rc = maru__rpc_open(&l->rpc, h, h->cfg.server_url, tmo, false, 1);
 	if (rc < 0)
 		goto out_inactive;
 	l->rpc_open = true;

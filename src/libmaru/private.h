@@ -14,10 +14,11 @@
  *              MARUDEV device-header parser
  *   alloc.c    page allocator (FIFO free ring) + owned-region manager
  *   keymap.c   the handler's local key -> (region, page) map
- *   rpc.c      ZeroMQ client: REQ lock-step or DEALER pipelined
+ *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
+ *              or DEALER pipelined
  *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
  *   lease.c    lease heartbeat thread (later-additions.md §1)
- *   fence.c    loss of ownership: socket monitor, verification, fencing
+ *   fence.c    loss of ownership: connection monitor, verification, fencing
  *              of stale mappings, recovery on the next write
  *   stats.c    per-op stats buffer and the REPORT_STATS thread
  *   handler.c  the public handler and KV API
@@ -30,10 +31,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <syslog.h>
 
 #include <maru/maru.h>
-#include <zmq.h>
 
 #include "rm_client.h"
 
@@ -312,52 +313,84 @@ struct maru__monitor;
 
 struct maru__rpc {
 	const struct maru_handler *h; /* borrows: for logging */
-	void *zctx; /* borrows: the handler's ZeroMQ context */
-	char *url;  /* owns */
+	char *url;		      /* owns */
+	char *host;		      /* owns: from @url, brackets removed */
+	char port[8];
+	uint8_t ident[8]; /* DEALER Identity, kept across reconnects */
 	int timeout_ms;
 	bool async; /* DEALER pipelined, else REQ lock-step */
 	int max_inflight;
-	pthread_mutex_t lock; /* the socket, the slots, the sequence */
-	void *sock;	      /* owns: NULL when closed (REQ after timeout) */
-	uint32_t next_seq;    /* from 1 */
+	pthread_mutex_t lock; /* everything below */
+	/* the connection */
+	int fd;		     /* owns: TCP socket, -1 when closed */
+	int peer_minor;	     /* ZMTP 3.x minor version of the peer */
+	uint8_t *rbuf;	     /* owns: received bytes, [@roff, @rlen) unparsed */
+	size_t rcap;
+	size_t rlen;
+	size_t roff;
+	size_t want;	     /* bytes from @roff the next message needs */
+	uint8_t pong[24];    /* a PONG waiting for a half-written request */
+	size_t pong_len;
+	bool writing;	     /* a request is being written */
+	bool in_sweep;	     /* maru__rpc_idle runs (the monitor's lock held) */
+	uint64_t last_io_ns; /* last read or write */
+	uint32_t next_seq;   /* from 1 */
 	/* DEALER only */
-	int zfd;     /* ZMQ_FD of @sock */
-	int wakefd;  /* owns: eventfd to wake the reading leader */
-	bool leader; /* a thread is polling the socket */
+	bool connecting;     /* a caller dials with @lock dropped */
+	pthread_cond_t conn_cv; /* @connecting ended */
+	int wakefd;	     /* owns: eventfd to wake the reading leader */
+	bool leader;	     /* a thread is polling the socket */
+	int leader_fd;	     /* the fd the leader polls */
+	int zombie_fd;	     /* owns: closed under the leader: it closes it */
 	struct maru__rpc_slot *slots; /* owns: max_inflight */
 	int *free_slots;	      /* owns: stack of free slot indices */
 	int nfree;
 	pthread_cond_t space_cv; /* a slot became free */
 	int space_waiters;
-	struct maru__monitor *mon; /* borrows: watches each socket; or NULL */
+	struct maru__monitor *mon; /* borrows: watches each connection; or NULL */
 };
 
-/* A reply: the received frame; @payload/@len point into it. */
+/* A reply: the received body frame; @payload/@len point into it. */
 struct maru__rpc_reply {
-	zmq_msg_t msg;		/* owns: the body frame */
-	const uint8_t *payload; /* borrows: from @msg, after the header */
+	uint8_t *buf;		/* owns: malloc()ed body frame */
+	const uint8_t *payload; /* borrows: from @buf, after the header */
 	size_t len;		/* payload bytes */
 };
 
+/*
+ * maru__rpc_open - a client of the server at @url ("tcp://host:port");
+ * nothing is connected until the first call.  Return: 0, -EINVAL (a bad
+ * URL) or -ENOMEM.
+ */
 int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
-		   void *zctx, const char *url, int timeout_ms, bool async,
+		   const char *url, int timeout_ms, bool async,
 		   int max_inflight);
 void maru__rpc_close(struct maru__rpc *r);
 /**
  * maru__rpc_call - send @m and wait for its reply
  * @out: on success gives the reply; release with maru__rpc_reply_release()
- * Return: 0, -ETIMEDOUT, -EPROTO, -ENOMEM or another -errno of ZeroMQ.
- * Context: any thread; the socket is serialised internally.
+ * Return: 0; -ETIMEDOUT (no server, or no reply within timeout_ms);
+ * -ECONNRESET (the connection dropped with the request in flight);
+ * -EPROTO (the peer is not a ZMTP server, or a malformed reply); -ENOMEM.
+ * Context: any thread; the connection is serialised internally.
  */
 int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,
 		   struct maru__rpc_reply *out);
 void maru__rpc_reply_release(struct maru__rpc_reply *rep);
 /*
- * maru__rpc_set_monitor - report this connection's drops to @mon: the
- * current socket and every socket opened later get a ZeroMQ socket
- * monitor.  @mon NULL detaches (before the monitor thread stops).
+ * maru__rpc_set_monitor - report this client's connections to @mon: the
+ * current one and every one made later.  @mon NULL detaches (before the
+ * monitor thread stops).
  */
 void maru__rpc_set_monitor(struct maru__rpc *r, struct maru__monitor *mon);
+/*
+ * maru__rpc_idle - the monitor's look at an idle connection: read what is
+ * there (a PING gets its PONG).  Never blocks: a busy client is skipped.
+ * Return: 1 when the connection turned out dropped (it is closed, and not
+ * reported through maru__monitor_detach), else 0.
+ * Context: the monitor thread, its lock held.
+ */
+int maru__rpc_idle(struct maru__rpc *r);
 
 /* ------------------------------------------------------------------------ */
 /* mapper.c: region mappings                                                */
@@ -514,24 +547,26 @@ struct maru__hb {
 	char server_id[65]; /* truncated to 64 bytes */
 };
 
-/* One watched RPC socket: its monitor's events arrive on @pair. */
+/* One watched RPC connection. */
 struct maru__watch {
-	void *sock; /* borrows: the watched socket, as a key only */
-	void *pair; /* owns: PAIR socket; only the monitor thread reads it */
-	bool dead;  /* @sock's monitor was stopped: close @pair */
+	int fd;			/* borrows: the connection's socket */
+	struct maru__rpc *rpc;	/* borrows: valid while not @dead */
+	bool dead;		/* detached: forget it */
+	bool fired;		/* its drop was reported: poll it no more */
 };
 
-/* The ZeroMQ socket monitors of the RPC sockets and their thread. */
+/* The watched RPC connections and the monitor thread. */
 struct maru__monitor {
-	pthread_mutex_t lock;  /* everything below */
+	pthread_mutex_t lock;  /* everything below; taken after an RPC lock */
 	struct maru__watch *w; /* owns: @n in use */
 	size_t n;
 	size_t cap;
-	unsigned seq; /* inproc endpoint names */
-	int wakefd;   /* owns: eventfd, a new watch or stop */
+	int wakefd;   /* owns: eventfd, a new watch, a drop or stop */
 	bool running; /* the thread runs: attach does something */
 	bool stop;
 	bool verify; /* verify in the background after a drop (tests: off) */
+	char lost[128]; /* the URL of a drop to log, "" = none */
+	struct maru_handler *h; /* borrows: the handler it belongs to */
 	pthread_t thread;
 };
 
@@ -567,11 +602,14 @@ int maru__verify(struct maru_handler *h, struct maru__rpc *rpc);
 int maru__monitor_start(struct maru_handler *h);
 void maru__monitor_stop(struct maru_handler *h);
 /*
- * rpc.c: watch @sock (just opened, or open); stop watching it (before
- * zmq_close, always before maru__monitor_stop)
+ * rpc.c: watch @fd, a connection of @rpc (@rpc's lock held); stop watching
+ * it before it is closed, always before maru__monitor_stop.  @dropped: the
+ * server went (raises MARU_ALARM_SUSPECT once per connection), else it was
+ * our decision (a timeout, close).
  */
-void maru__monitor_attach(struct maru__monitor *mon, void *zctx, void *sock);
-void maru__monitor_detach(struct maru__monitor *mon, void *sock);
+void maru__monitor_attach(struct maru__monitor *mon, struct maru__rpc *rpc,
+			  int fd);
+void maru__monitor_detach(struct maru__monitor *mon, int fd, bool dropped);
 /**
  * maru__gate_slow - make a write safe: recover from a loss of ownership,
  * verify after a dropped connection or a stale lease
@@ -606,7 +644,6 @@ struct maru_handler {
 	maru_region_added_fn on_added; /* under @wlock */
 	void *on_added_arg;
 
-	void *zctx;	      /* owns: the ZeroMQ context */
 	struct maru__rpc rpc; /* the main connection */
 	bool rpc_open;
 	struct maru__mapper mapper;

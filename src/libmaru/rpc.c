@@ -1,42 +1,67 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rpc.c - the metadata-server client: REQ lock-step or DEALER pipelined
+ * rpc.c - the metadata-server client: ZMTP over TCP in the calling thread
  *
  * Wire: metadata-protocol.md §1-2.  Every request is one body frame (16-byte
- * big-endian header + msgpack payload); the reply is matched by the header's
- * sequence number.
+ * big-endian header + msgpack payload) after an empty delimiter frame; the
+ * reply is matched by the header's sequence number.  The transport is
+ * ZeroMQ's own protocol, ZMTP 3.1 (src/common/zmtp.h), spoken on a plain
+ * TCP socket by the thread that makes the call: libzmq's I/O thread cost
+ * two thread hops per side and round trip, more than the loopback round
+ * trip itself (docs/performance-client.md).  To the server we look like a
+ * libzmq REQ (lock-step) or DEALER (pipelined) socket, so upstream's
+ * libzmq ROUTER and our maru-server both serve us unchanged.
  *
- * Lock-step (use_async_rpc=false): one REQ socket behind @lock.  A request
- * that gets no reply within timeout_ms closes the socket (a REQ socket is
- * stuck until it receives) and the next call opens a fresh one; the late
- * reply to the old identity is dropped by the server's ROUTER.  Unlike
- * upstream's RpcClient this is safe to call from many threads (they queue).
+ * Connection: made by the first call that needs one, never at open.
+ * "tcp://host:port" (a name through getaddrinfo, IPv4 addresses tried
+ * first; "[::1]" for IPv6 literals); nonblocking connect bounded by the
+ * call's deadline; TCP_NODELAY.  A server that is not listening yet is
+ * retried every few ms, growing to 100 ms, until the call's deadline, like
+ * libzmq's reconnect; then -ETIMEDOUT.  Handshake: our whole greeting and
+ * READY (Socket-Type REQ, or DEALER with an 8-byte random Identity kept
+ * across reconnects) at once, then the peer's greeting (checked byte by
+ * byte as it arrives, so a peer that is not ZMTP fails with -EPROTO at its
+ * first wrong byte) and its READY (a socket type that may talk to ours).
+ * PINGs are answered with PONG whenever frames are read.
  *
- * Pipelined (use_async_rpc=true): one DEALER socket shared by every thread,
- * up to max_inflight requests in flight, replies in any order.  There is no
- * I/O thread of our own (ZeroMQ already has one), because a thread hop on
- * the critical path would cost a cross-core wake-up (~20 µs on these VMs)
- * per request.  Instead, "leader/followers":
- *   - @lock guards the socket, the slots and the sequence counter; a ZeroMQ
- *     socket is only ever touched with @lock held (it is not thread-safe).
- *   - A caller sends under @lock, then waits for its slot.  If nobody is
- *     reading, it becomes the leader: it drops @lock and poll(2)s the
- *     socket's ZMQ_FD (plus @wakefd), then retakes @lock and drains every
- *     reply that is ready into its slot, signalling the owners.  Others wait
- *     on their slot's condition variable.  When the leader has its own reply
+ * Lock-step (use_async_rpc=false): the connection behind @lock for the
+ * whole call.  A request that gets no reply within timeout_ms closes the
+ * connection and the next call opens a fresh one, as the REQ reset did;
+ * the late reply goes with the old connection.  Safe to call from many
+ * threads (they queue).
+ *
+ * Pipelined (use_async_rpc=true): one connection shared by every thread,
+ * up to max_inflight requests in flight, replies in any order, matched to
+ * slots by sequence.  No I/O thread: "leader/followers".
+ *   - @lock guards the connection (fd, receive buffer), the slots and the
+ *     sequence counter.  A request is written whole under @lock.
+ *   - A caller sends, then waits for its slot.  If nobody is reading, it
+ *     becomes the leader: it drops @lock and poll(2)s the TCP socket (plus
+ *     @wakefd), then retakes @lock and reads what is there, handing every
+ *     complete reply to its slot and signalling the owner.  Others wait on
+ *     their slot's condition variable.  When the leader has its own reply
  *     it hands leadership to one waiting follower.
- *   - Invariant that makes ZMQ_FD (edge-like) safe: @lock is never released
- *     after touching the socket without first draining until ZMQ_EVENTS
- *     shows no POLLIN.  A non-leader that drains a reply while a leader
- *     polls writes @wakefd so the leader rechecks.
- * So a lone caller does send + poll + recv in its own thread, exactly like
- * a bare REQ round trip, and many callers share one socket with no extra
- * thread.  A reply that arrives after its caller timed out finds no slot
- * with that sequence and is dropped.
+ *   - Whoever reads under @lock parses every complete message out of the
+ *     receive buffer before dropping @lock, so poll(2) (level-triggered)
+ *     on the socket is always the truth.  A non-leader that read a reply
+ *     while a leader polls writes @wakefd so that the leader rechecks.
+ *   - The connection is (re)made by one caller with @lock dropped
+ *     (@connecting); the others wait on @conn_cv within their deadline.
+ * A reply that arrives after its caller timed out finds no slot and is
+ * dropped.  A dropped connection (EOF, reset, or a protocol error) fails
+ * every request in flight at once with -ECONNRESET (-EPROTO for garbage
+ * from the server); the next call reconnects.  A request whose write
+ * timed out half-way also closes the connection (the stream is cut).
  *
- * A connection may be watched (maru__rpc_set_monitor): every socket it
- * opens gets a ZeroMQ socket monitor feeding fence.c, which is how a dropped
- * connection to the server is noticed before the next write.
+ * Both modes check a connection idle for a millisecond or more before
+ * reusing it (one nonblocking read: a server that restarted meanwhile is
+ * noticed and the call reconnects instead of failing).
+ *
+ * Watching (maru__rpc_set_monitor): every connection is registered with
+ * fence.c's monitor thread, which polls it for a hangup (a server that
+ * went away is noticed before the next write) and, when idle, reads it
+ * (maru__rpc_idle) so that a server's heartbeat PINGs get their PONG.  A
+ * drop seen here is reported to the monitor (maru__monitor_detach).
  *
  * Context: maru__rpc_call() from any thread; open/close are not concurrent
  * with calls.
@@ -44,22 +69,40 @@
 #include "private.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mds_proto.h"
+#include "util.h"
+#include "zmtp.h"
+
+#define RBUF_MIN (64u << 10)	     /* receive buffer, grown for big frames */
+#define MSG_MAX (256ull << 20)	     /* the largest reply accepted */
+#define READY_MAX 4096		     /* the peer's READY command */
+#define RETRY_MIN_MS 2		     /* connect retries: 2, 4, 8 ... */
+#define RETRY_MAX_MS 100	     /* ... up to this */
+#define IDLE_CHECK_NS 1000000ull     /* reuse after this long: check first */
 
 struct maru__rpc_slot {
-	uint32_t seq;	 /* of the request in flight */
-	bool busy;	 /* assigned to a caller */
-	bool done;	 /* @reply holds its reply */
-	bool waiting;	 /* the caller sleeps on @cv */
-	zmq_msg_t reply; /* owns when @done */
+	uint32_t seq;	/* of the request in flight */
+	bool busy;	/* assigned to a caller */
+	bool sent;	/* its request is on the wire */
+	bool done;	/* @reply or @err holds the outcome */
+	bool waiting;	/* the caller sleeps on @cv */
+	int err;	/* when @done: 0, or why the connection went */
+	uint8_t *reply; /* owns when @done && !@err: the body frame */
+	size_t reply_len;
 	pthread_cond_t cv;
 };
 
@@ -91,82 +134,702 @@ static int ms_left(uint64_t deadline)
 	return (int)((deadline - now + 999999) / 1000000);
 }
 
-/* close a socket of @r, stopping its monitor first (@lock held) */
-static void close_socket(struct maru__rpc *r, void *s)
+static uint64_t call_deadline(const struct maru__rpc *r)
 {
-	if (r->mon)
-		maru__monitor_detach(r->mon, s);
-	zmq_close(s);
+	return maru__now_ns() +
+	       (uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) * 1000000ull;
 }
 
-static void *open_socket(struct maru__rpc *r)
-{
-	uint8_t ident[8];
-	int zero = 0;
-	void *s;
+/* ------------------------------------------------------------------------ */
+/* Connecting                                                               */
 
-	s = zmq_socket(r->zctx, r->async ? ZMQ_DEALER : ZMQ_REQ);
-	if (!s)
-		return NULL;
-	zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-	if (r->async) {
-		/* upstream's DEALER uses 8 random bytes as its identity */
-		if (getrandom(ident, sizeof(ident), 0) == sizeof(ident)) {
-			ident[0] |= 1; /* a leading 0 byte is reserved */
-			zmq_setsockopt(s, ZMQ_ROUTING_ID, ident, sizeof(ident));
+/* "tcp://host:port" or "tcp://[v6]:port" into @r->host, @r->port */
+static int parse_url(struct maru__rpc *r, const char *url)
+{
+	char host[256];
+	uint16_t port;
+	size_t n;
+
+	if (strncmp(url, "tcp://", 6) ||
+	    parse_host_port(url + 6, host, sizeof(host), &port) < 0)
+		return -EINVAL;
+	n = strlen(host);
+	if (host[0] == '[') {
+		if (n < 3 || host[n - 1] != ']')
+			return -EINVAL;
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = '\0';
+	}
+	r->host = strdup(host);
+	if (!r->host)
+		return -ENOMEM;
+	snprintf(r->port, sizeof(r->port), "%u", port);
+	return 0;
+}
+
+/* wait until @fd is ready for @events; -ETIMEDOUT at @deadline */
+static int wait_fd(int fd, short events, uint64_t deadline)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	int n;
+
+	for (;;) {
+		n = poll(&p, 1, ms_left(deadline));
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* one nonblocking connect to @ai; gives the socket in *@fdp */
+static int connect_one(const struct addrinfo *ai, uint64_t deadline, int *fdp)
+{
+	int fd, one = 1, err = 0, rc;
+	socklen_t len = sizeof(err);
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			rc = -errno;
+			goto out_close;
+		}
+		rc = wait_fd(fd, POLLOUT, deadline);
+		if (rc < 0)
+			goto out_close;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+			err = errno;
+		if (err) {
+			rc = -err;
+			goto out_close;
 		}
 	}
-	if (r->mon)
-		maru__monitor_attach(r->mon, r->zctx, s);
-	if (zmq_connect(s, r->url) < 0) {
-		int e = errno;
+	*fdp = fd;
+	return 0;
 
-		close_socket(r, s);
-		errno = e;
-		return NULL;
-	}
-	return s;
+out_close:
+	close(fd);
+	return rc;
 }
+
+/* resolve @r's host and connect to the first address that answers */
+static int connect_any(const struct maru__rpc *r, uint64_t deadline, int *fdp)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res, *ai;
+	int rc = -EHOSTUNREACH, pass;
+
+	if (getaddrinfo(r->host, r->port, &hints, &res))
+		return -EHOSTUNREACH;
+	/* IPv4 first, like libzmq without ZMQ_IPV6 */
+	for (pass = 0; pass < 2; pass++) {
+		for (ai = res; ai; ai = ai->ai_next) {
+			if ((ai->ai_family == AF_INET) != (pass == 0))
+				continue;
+			rc = connect_one(ai, deadline, fdp);
+			if (rc == 0 || rc == -ETIMEDOUT)
+				goto out;
+		}
+	}
+out:
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* write all of @p; the socket is fresh, so this is the handshake only */
+static int write_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
+{
+	ssize_t k;
+	int rc;
+
+	while (n) {
+		k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno != EAGAIN)
+			return -errno;
+		rc = wait_fd(fd, POLLOUT, deadline);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* read up to @n bytes (at least one); -ECONNRESET at EOF */
+static ssize_t read_some(int fd, uint8_t *p, size_t n, uint64_t deadline)
+{
+	ssize_t k;
+	int rc;
+
+	for (;;) {
+		k = recv(fd, p, n, MSG_DONTWAIT);
+		if (k > 0)
+			return k;
+		if (k == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		rc = wait_fd(fd, POLLIN, deadline);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+static int read_exact(int fd, uint8_t *p, size_t n, uint64_t deadline)
+{
+	ssize_t k;
+
+	while (n) {
+		k = read_some(fd, p, n, deadline);
+		if (k < 0)
+			return (int)k;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/*
+ * the ZMTP handshake on a fresh connection: send ours, check theirs.
+ * Reads exactly the peer's greeting and READY, nothing after them.
+ * Return: 0 with *@minor set, -EPROTO (not a ZMTP peer we can talk to),
+ * -ETIMEDOUT, -ECONNRESET or another -errno.
+ */
+static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
+		     int *minor)
+{
+	const char *type = r->async ? "DEALER" : "REQ";
+	uint8_t out[ZMTP_GREETING_LEN + 64], g[ZMTP_GREETING_LEN];
+	uint8_t hdr[ZMTP_HDR_MAX], *body = NULL;
+	const uint8_t *val;
+	struct zmtp_frame f;
+	size_t have = 0, vlen, need = 0, hl = 2;
+	ssize_t k;
+	int rc;
+
+	zmtp_greeting(out, false);
+	k = zmtp_ready(out + ZMTP_GREETING_LEN, sizeof(out) - ZMTP_GREETING_LEN,
+		       type, r->async ? r->ident : NULL,
+		       r->async ? sizeof(r->ident) : 0);
+	if (k < 0)
+		return (int)k;
+	rc = write_all(fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
+	if (rc < 0)
+		return rc;
+
+	/* the greeting, refused at the first byte that cannot be ZMTP 3 */
+	while (have < ZMTP_GREETING_LEN) {
+		k = read_some(fd, g + have, ZMTP_GREETING_LEN - have, deadline);
+		if (k < 0)
+			return (int)k;
+		have += (size_t)k;
+		if (g[0] != 0xff || (have > 9 && g[9] != 0x7f) ||
+		    (have > 10 && g[10] < 3))
+			return -EPROTO;
+	}
+	if (zmtp_greeting_check(g, minor) < 0)
+		return -EPROTO;
+
+	/* READY: a command frame, its size in 1 or 8 bytes */
+	rc = read_exact(fd, hdr, 2, deadline);
+	if (rc < 0)
+		return rc;
+	if (hdr[0] & ZMTP_LONG) {
+		hl = 9;
+		rc = read_exact(fd, hdr + 2, 7, deadline);
+		if (rc < 0)
+			return rc;
+	}
+	k = zmtp_parse(hdr, hl, READY_MAX, &f, &need);
+	if (k < 0 || !(hdr[0] & ZMTP_COMMAND) || need < hl)
+		return -EPROTO;
+	body = malloc(need);
+	if (!body)
+		return -ENOMEM;
+	memcpy(body, hdr, hl);
+	rc = read_exact(fd, body + hl, need - hl, deadline);
+	if (rc < 0)
+		goto out_free;
+	rc = -EPROTO;
+	if (zmtp_parse(body, need, READY_MAX, &f, NULL) != (ssize_t)need ||
+	    !zmtp_is_command(&f, "READY"))
+		goto out_free;
+	/* the data after the 6-byte name: properties */
+	if (zmtp_ready_prop(f.data + 6, f.len - 6, "Socket-Type", &val,
+			    &vlen) < 0 ||
+	    !zmtp_peer_ok(type, val, vlen))
+		goto out_free;
+	rc = 0;
+out_free:
+	free(body);
+	return rc;
+}
+
+/*
+ * dial - connect and handshake, retrying a server that is not there
+ * (refused, or closed during the handshake) until @deadline.  Touches no
+ * state of @r but the constants (host, port, ident, async), so it runs
+ * without @lock.  Return: 0 with *@fdp (gives) and *@minor, -ETIMEDOUT,
+ * -EPROTO (a peer that is not ZMTP: no retry) or -ENOMEM.
+ */
+static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
+		int *minor)
+{
+	int backoff = RETRY_MIN_MS, fd = -1, rc, left;
+
+	for (;;) {
+		rc = connect_any(r, deadline, &fd);
+		if (rc == 0) {
+			rc = handshake(r, fd, deadline, minor);
+			if (rc == 0) {
+				*fdp = fd;
+				return 0;
+			}
+			close(fd);
+			if (rc == -EPROTO || rc == -ENOMEM) {
+				lerr(r->h, "%s: %s", r->url,
+				     rc == -EPROTO ? "not a ZMTP 3 peer of a "
+						     "matching socket type"
+						   : strerror(-rc));
+				return rc;
+			}
+		}
+		if (rc == -ETIMEDOUT)
+			return rc;
+		left = ms_left(deadline);
+		if (left <= 0)
+			return -ETIMEDOUT;
+		usleep((useconds_t)(backoff < left ? backoff : left) * 1000);
+		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
+						     : backoff * 2;
+	}
+}
+
+/* take @fd as the connection (@lock held) */
+static void conn_install(struct maru__rpc *r, int fd, int minor)
+{
+	r->fd = fd;
+	r->peer_minor = minor;
+	r->roff = r->rlen = r->want = 0;
+	r->pong_len = 0;
+	r->last_io_ns = maru__now_ns();
+	if (r->mon)
+		maru__monitor_attach(r->mon, r, fd);
+}
+
+/*
+ * conn_close - drop the connection (@lock held)
+ * @dropped: the server went (EOF, reset, garbage), not our decision
+ * @err: what every request in flight fails with (pipelined)
+ */
+static void conn_close(struct maru__rpc *r, bool dropped, int err)
+{
+	struct maru__rpc_slot *s;
+	uint64_t one = 1;
+	int i;
+
+	if (r->fd < 0)
+		return;
+	if (r->mon && !r->in_sweep)
+		maru__monitor_detach(r->mon, r->fd, dropped);
+	if (r->leader && r->fd == r->leader_fd) {
+		/* the leader polls it: wake it, it closes the fd */
+		shutdown(r->fd, SHUT_RDWR);
+		r->zombie_fd = r->fd;
+	} else {
+		close(r->fd);
+	}
+	r->fd = -1;
+	r->roff = r->rlen = r->want = 0;
+	r->pong_len = 0;
+	/* the monitor's sweep holds its lock: no logging there */
+	if (dropped && !r->in_sweep)
+		ldbg(r->h, "%s: connection lost (%s)", r->url, strerror(-err));
+	if (!r->async)
+		return;
+	for (i = 0; i < r->max_inflight; i++) {
+		s = &r->slots[i];
+		if (s->busy && s->sent && !s->done) {
+			s->done = true;
+			s->err = err;
+			if (s->waiting)
+				pthread_cond_signal(&s->cv);
+		}
+	}
+	if (r->leader && write(r->wakefd, &one, sizeof(one)) < 0) {
+		/* counter saturated: the leader is awake anyway */
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Frames                                                                   */
+
+/* send a pending PONG unless a request is half-written (@lock held) */
+static int flush_pong(struct maru__rpc *r)
+{
+	ssize_t k;
+
+	if (!r->pong_len || r->writing)
+		return 0;
+	k = send(r->fd, r->pong, r->pong_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (k == (ssize_t)r->pong_len) {
+		r->pong_len = 0;
+		return 0;
+	}
+	if (k < 0 && (errno == EAGAIN || errno == EINTR))
+		return 0; /* the next read or write tries again */
+	return k < 0 ? -errno : -EIO; /* a cut PONG would corrupt the stream */
+}
+
+/* a command between messages: PING gets a PONG, the rest is ignored */
+static int on_command(struct maru__rpc *r, const struct zmtp_frame *f)
+{
+	const uint8_t *name, *data;
+	size_t nlen, dlen;
+	ssize_t k;
+
+	if (zmtp_command(f, &name, &nlen, &data, &dlen) < 0)
+		return -EPROTO;
+	if (nlen != 4 || memcmp(name, "PING", 4))
+		return 0;
+	k = zmtp_pong(r->pong, sizeof(r->pong), data, dlen);
+	if (k < 0)
+		return -EPROTO;
+	r->pong_len = (size_t)k;
+	return flush_pong(r);
+}
+
+/*
+ * next_msg - the next complete message in the receive buffer (@lock held)
+ * @body: gets its last frame (the delimiter and any envelope before it are
+ *   skipped), borrowed until the next read into the buffer
+ * Return: 1, 0 when more bytes are needed (@want set), or -EPROTO.
+ */
+static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
+{
+	struct zmtp_frame f;
+	size_t at = r->roff, need = 0;
+	ssize_t k;
+	int rc;
+
+	for (;;) {
+		k = zmtp_parse(r->rbuf + at, r->rlen - at, MSG_MAX, &f, &need);
+		if (k < 0)
+			return -EPROTO;
+		if (k == 0) {
+			r->want = at - r->roff + need;
+			return r->want > MSG_MAX ? -EPROTO : 0;
+		}
+		if (f.flags & ZMTP_COMMAND) {
+			if (at != r->roff)
+				return -EPROTO; /* inside a message */
+			r->roff = at += (size_t)k;
+			rc = on_command(r, &f);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		at += (size_t)k;
+		if (!(f.flags & ZMTP_MORE)) {
+			*body = f.data;
+			*len = f.len;
+			r->roff = at;
+			r->want = 0;
+			return 1;
+		}
+	}
+}
+
+/*
+ * conn_read - one nonblocking read into the receive buffer (@lock held)
+ * Return: bytes read (> 0), 0 when there is nothing, -ECONNRESET at EOF,
+ * -ENOMEM, or another -errno.
+ */
+static ssize_t conn_read(struct maru__rpc *r)
+{
+	size_t ncap;
+	uint8_t *nb;
+	ssize_t k;
+
+	if (r->roff == r->rlen) {
+		r->roff = r->rlen = 0;
+	} else if (r->roff && (r->roff > r->rcap / 2 ||
+			       r->rcap - r->roff < r->want)) {
+		memmove(r->rbuf, r->rbuf + r->roff, r->rlen - r->roff);
+		r->rlen -= r->roff;
+		r->roff = 0;
+	}
+	if (r->rcap - r->roff < r->want || r->rcap == r->rlen) {
+		ncap = r->rcap ? r->rcap : RBUF_MIN;
+		while (ncap - r->roff < r->want || ncap == r->rlen)
+			ncap *= 2;
+		nb = realloc(r->rbuf, ncap);
+		if (!nb)
+			return -ENOMEM;
+		r->rbuf = nb;
+		r->rcap = ncap;
+	}
+	for (;;) {
+		k = recv(r->fd, r->rbuf + r->rlen, r->rcap - r->rlen,
+			 MSG_DONTWAIT);
+		if (k > 0) {
+			r->rlen += (size_t)k;
+			r->last_io_ns = maru__now_ns();
+			return k;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN ? 0 : -errno;
+	}
+}
+
+/* the error a failed read means for the calls in flight */
+static int lost_err(ssize_t rc)
+{
+	return rc == -EPROTO || rc == -ENOMEM ? (int)rc : -ECONNRESET;
+}
+
+/* route one received body frame to its slot; drops what matches nothing */
+static bool dispatch(struct maru__rpc *r, const uint8_t *d, size_t n)
+{
+	struct maru__rpc_slot *s;
+	struct mds_hdr hdr;
+	int i;
+
+	if (!r->async)
+		return false; /* lock-step: a stray message, nobody waits */
+	if (mds_hdr_decode(d, n, &hdr) < 0) {
+		if (!r->in_sweep)
+			ldbg(r->h, "dropping a reply with a bad header (%zu "
+				   "bytes)", n);
+		return false;
+	}
+	for (i = 0; i < r->max_inflight; i++) {
+		s = &r->slots[i];
+		if (s->busy && s->sent && !s->done && s->seq == hdr.sequence) {
+			s->reply = malloc(n ? n : 1);
+			if (s->reply) {
+				memcpy(s->reply, d, n);
+				s->reply_len = n;
+			}
+			s->err = s->reply ? 0 : -ENOMEM;
+			s->done = true;
+			if (s->waiting)
+				pthread_cond_signal(&s->cv);
+			return true;
+		}
+	}
+	if (!r->in_sweep)
+		ldbg(r->h, "dropping a late or unknown reply (sequence %u)",
+		     hdr.sequence);
+	return false;
+}
+
+/*
+ * drain - read what is there and hand every complete reply to its slot
+ * (@lock held, connection open).  A read that filled the buffer is
+ * repeated; a short one means the socket was empty.
+ * Return: 0, or the -errno that closed the connection.
+ */
+static int drain(struct maru__rpc *r)
+{
+	const uint8_t *body;
+	bool got = false;
+	uint64_t one = 1;
+	size_t room, len;
+	ssize_t k;
+	int rc;
+
+	for (;;) {
+		while ((rc = next_msg(r, &body, &len)) == 1)
+			got |= dispatch(r, body, len);
+		if (rc < 0) {
+			conn_close(r, true, rc);
+			break;
+		}
+		room = r->rcap - r->rlen;
+		k = conn_read(r);
+		if (k == 0)
+			break;
+		if (k < 0) {
+			rc = lost_err(k);
+			conn_close(r, true, rc);
+			break;
+		}
+		if ((size_t)k < room) {
+			while ((rc = next_msg(r, &body, &len)) == 1)
+				got |= dispatch(r, body, len);
+			if (rc < 0)
+				conn_close(r, true, rc);
+			break;
+		}
+	}
+	if (got && r->leader && write(r->wakefd, &one, sizeof(one)) < 0) {
+		/* counter saturated: the leader is awake anyway */
+	}
+	return rc < 0 ? rc : 0;
+}
+
+/*
+ * send_req - write [empty delimiter (MORE)][body] whole (@lock held).
+ * While the socket is full, replies are read (pipelined), so that a server
+ * blocked writing to us does not block us.  A request cut by the deadline
+ * leaves a broken stream: the connection is closed.
+ * Return: 0 or -errno (the connection is closed then).
+ */
+static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
+{
+	uint8_t hdr[2 + ZMTP_HDR_MAX] = {ZMTP_MORE, 0};
+	struct iovec iov[2];
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	struct pollfd p;
+	ssize_t k;
+	int rc = 0, n;
+
+	iov[0].iov_base = hdr;
+	iov[0].iov_len = 2 + zmtp_hdr(hdr + 2, 0, m->len);
+	iov[1].iov_base = m->data;
+	iov[1].iov_len = m->len;
+	r->writing = true;
+	for (;;) {
+		k = sendmsg(r->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0) {
+			while (mh.msg_iovlen && (size_t)k >= mh.msg_iov->iov_len) {
+				k -= (ssize_t)mh.msg_iov->iov_len;
+				mh.msg_iov++;
+				mh.msg_iovlen--;
+			}
+			if (!mh.msg_iovlen)
+				break;
+			mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + k;
+			mh.msg_iov->iov_len -= (size_t)k;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno != EAGAIN) {
+			rc = -errno;
+			r->writing = false;
+			conn_close(r, true, -ECONNRESET);
+			return rc == -EPIPE ? -ECONNRESET : rc;
+		}
+		p = (struct pollfd){.fd = r->fd,
+				    .events = POLLOUT | (r->async ? POLLIN : 0)};
+		n = poll(&p, 1, ms_left(deadline));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -ETIMEDOUT;
+			r->writing = false;
+			conn_close(r, false, -ECONNRESET);
+			return rc;
+		}
+		if (p.revents & POLLIN) {
+			rc = drain(r);
+			if (rc < 0) {
+				r->writing = false;
+				return rc;
+			}
+		}
+	}
+	r->writing = false;
+	r->last_io_ns = maru__now_ns();
+	rc = flush_pong(r);
+	if (rc < 0)
+		conn_close(r, true, -ECONNRESET);
+	return rc;
+}
+
+/* before reusing an idle connection: is the server still there? */
+static void check_idle(struct maru__rpc *r)
+{
+	if (r->fd >= 0 && !r->leader &&
+	    maru__now_ns() - r->last_io_ns >= IDLE_CHECK_NS)
+		drain(r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Open, close, watch                                                       */
 
 void maru__rpc_set_monitor(struct maru__rpc *r, struct maru__monitor *mon)
 {
 	pthread_mutex_lock(&r->lock);
-	if (r->sock && r->mon)
-		maru__monitor_detach(r->mon, r->sock);
+	if (r->fd >= 0 && r->mon)
+		maru__monitor_detach(r->mon, r->fd, false);
 	r->mon = mon;
-	if (r->sock && mon)
-		maru__monitor_attach(mon, r->zctx, r->sock);
+	if (r->fd >= 0 && mon)
+		maru__monitor_attach(mon, r, r->fd);
 	pthread_mutex_unlock(&r->lock);
 }
 
-int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
-		   void *zctx, const char *url, int timeout_ms, bool async,
-		   int max_inflight)
+int maru__rpc_idle(struct maru__rpc *r)
 {
-	size_t sz = sizeof(r->zfd);
+	int rc = 0;
+
+	if (pthread_mutex_trylock(&r->lock))
+		return 0; /* a call is in progress: it reads */
+	if (r->fd < 0 || r->leader || r->connecting ||
+	    (r->async && r->nfree != r->max_inflight))
+		goto out_unlock;
+	r->in_sweep = true;
+	if (drain(r) < 0)
+		rc = 1;
+	r->in_sweep = false;
+out_unlock:
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
+		   const char *url, int timeout_ms, bool async, int max_inflight)
+{
 	int i, rc;
 
 	memset(r, 0, sizeof(*r));
 	r->h = h;
-	r->zctx = zctx;
 	r->timeout_ms = timeout_ms;
 	r->async = async;
 	r->max_inflight = max_inflight > 0 ? max_inflight : 1;
 	r->next_seq = 1;
-	r->wakefd = -1;
+	r->fd = r->wakefd = r->zombie_fd = r->leader_fd = -1;
 	r->url = strdup(url);
 	if (!r->url)
 		return -ENOMEM;
+	rc = parse_url(r, url);
+	if (rc < 0) {
+		lerr(h, "%s: not a tcp://host:port address", url);
+		goto out_url;
+	}
+	/* upstream's DEALER uses 8 random bytes as its identity */
+	if (getrandom(r->ident, sizeof(r->ident), 0) != sizeof(r->ident)) {
+		uint64_t t = maru__now_ns() ^ (uint64_t)(uintptr_t)r;
+
+		memcpy(r->ident, &t, sizeof(r->ident));
+	}
+	r->ident[0] |= 1; /* a leading 0 byte is reserved */
 	pthread_mutex_init(&r->lock, NULL);
 	rc = cond_init_mono(&r->space_cv);
 	if (rc < 0)
-		goto out_url;
-	r->sock = open_socket(r);
-	if (!r->sock) {
-		rc = -errno;
-		lerr(h, "%s: cannot open socket: %s", url, zmq_strerror(errno));
-		goto out_cv;
-	}
+		goto out_lock;
+	rc = cond_init_mono(&r->conn_cv);
+	if (rc < 0)
+		goto out_space;
 	if (!async)
 		return 0;
 
@@ -174,35 +837,32 @@ int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
 	r->slots = calloc((size_t)r->max_inflight, sizeof(*r->slots));
 	r->free_slots = calloc((size_t)r->max_inflight, sizeof(int));
 	if (!r->slots || !r->free_slots)
-		goto out_sock;
+		goto out_slots;
 	for (i = 0; i < r->max_inflight; i++) {
 		cond_init_mono(&r->slots[i].cv);
 		/* pop order 0, 1, 2 ... */
 		r->free_slots[i] = r->max_inflight - 1 - i;
 	}
 	r->nfree = r->max_inflight;
-	if (zmq_getsockopt(r->sock, ZMQ_FD, &r->zfd, &sz) < 0) {
-		rc = -errno;
-		goto out_slots;
-	}
 	r->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (r->wakefd < 0) {
 		rc = -errno;
+		for (i = 0; i < r->max_inflight; i++)
+			pthread_cond_destroy(&r->slots[i].cv);
 		goto out_slots;
 	}
 	return 0;
 
 out_slots:
-	for (i = 0; i < r->max_inflight; i++)
-		pthread_cond_destroy(&r->slots[i].cv);
-out_sock:
 	free(r->slots);
 	free(r->free_slots);
-	zmq_close(r->sock);
-out_cv:
+	pthread_cond_destroy(&r->conn_cv);
+out_space:
 	pthread_cond_destroy(&r->space_cv);
-out_url:
+out_lock:
 	pthread_mutex_destroy(&r->lock);
+	free(r->host);
+out_url:
 	free(r->url);
 	r->url = NULL;
 	return rc;
@@ -214,13 +874,14 @@ void maru__rpc_close(struct maru__rpc *r)
 
 	if (!r->url)
 		return;
-	if (r->sock)
-		close_socket(r, r->sock);
-	r->sock = NULL;
+	pthread_mutex_lock(&r->lock);
+	conn_close(r, false, -ECONNRESET);
+	pthread_mutex_unlock(&r->lock);
+	if (r->zombie_fd >= 0)
+		close(r->zombie_fd);
 	if (r->slots) {
 		for (i = 0; i < r->max_inflight; i++) {
-			if (r->slots[i].done)
-				zmq_msg_close(&r->slots[i].reply);
+			free(r->slots[i].reply);
 			pthread_cond_destroy(&r->slots[i].cv);
 		}
 	}
@@ -228,29 +889,35 @@ void maru__rpc_close(struct maru__rpc *r)
 	free(r->free_slots);
 	if (r->wakefd >= 0)
 		close(r->wakefd);
+	free(r->rbuf);
+	pthread_cond_destroy(&r->conn_cv);
 	pthread_cond_destroy(&r->space_cv);
 	pthread_mutex_destroy(&r->lock);
+	free(r->host);
 	free(r->url);
 	r->url = NULL;
 }
 
 void maru__rpc_reply_release(struct maru__rpc_reply *rep)
 {
-	zmq_msg_close(&rep->msg);
+	free(rep->buf);
+	rep->buf = NULL;
 	rep->payload = NULL;
 	rep->len = 0;
 }
 
-/* point @rep at the payload of its frame; -EPROTO for a bad header */
-static int reply_parse(struct maru__rpc_reply *rep, uint32_t *seq)
+/* take @buf (a body frame) into @rep; -EPROTO for a bad header */
+static int reply_take(struct maru__rpc_reply *rep, uint8_t *buf, size_t n,
+		      uint32_t *seq)
 {
-	const uint8_t *d = zmq_msg_data(&rep->msg);
-	size_t n = zmq_msg_size(&rep->msg);
 	struct mds_hdr hdr;
 
-	if (mds_hdr_decode(d, n, &hdr) < 0)
+	rep->buf = buf;
+	if (mds_hdr_decode(buf, n, &hdr) < 0) {
+		maru__rpc_reply_release(rep);
 		return -EPROTO;
-	rep->payload = d + MDS_HDR_SIZE;
+	}
+	rep->payload = buf + MDS_HDR_SIZE;
 	rep->len = hdr.payload_len;
 	if (seq)
 		*seq = hdr.sequence;
@@ -268,81 +935,68 @@ static uint32_t take_seq(struct maru__rpc *r)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Lock-step (REQ)                                                          */
-
-static void req_reset(struct maru__rpc *r)
-{
-	if (r->sock)
-		close_socket(r, r->sock);
-	r->sock = NULL;
-}
+/* Lock-step                                                                */
 
 static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 		     struct maru__rpc_reply *out)
 {
-	uint64_t deadline =
-		maru__now_ns() +
-		(uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) * 1000000ull;
-	zmq_pollitem_t pi;
+	uint64_t deadline = call_deadline(r);
+	const uint8_t *body;
 	uint32_t seq, rseq;
-	int rc, n;
+	uint8_t *copy;
+	int rc, minor, fd;
+	size_t len;
+	ssize_t k;
 
 	pthread_mutex_lock(&r->lock);
-	if (!r->sock) {
-		r->sock = open_socket(r);
-		if (!r->sock) {
-			rc = -errno;
+	check_idle(r);
+	if (r->fd < 0) {
+		rc = dial(r, deadline, &fd, &minor);
+		if (rc < 0)
 			goto out_unlock;
-		}
+		conn_install(r, fd, minor);
 	}
 	seq = take_seq(r);
 	mds_hdr_put(m->data, m->type, 0, seq,
 		    (uint32_t)(m->len - MDS_HDR_SIZE));
-	for (;;) {
-		if (zmq_send(r->sock, m->data, m->len, ZMQ_DONTWAIT) >= 0)
-			break;
-		if (errno != EAGAIN) {
-			rc = -errno;
-			req_reset(r);
-			goto out_unlock;
-		}
-		pi = (zmq_pollitem_t){.socket = r->sock, .events = ZMQ_POLLOUT};
-		if (zmq_poll(&pi, 1, ms_left(deadline)) <= 0) {
-			rc = -ETIMEDOUT;
-			req_reset(r);
-			goto out_unlock;
-		}
-	}
-	for (;;) {
-		pi = (zmq_pollitem_t){.socket = r->sock, .events = ZMQ_POLLIN};
-		n = zmq_poll(&pi, 1, ms_left(deadline));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -ETIMEDOUT;
-			req_reset(r);
-			goto out_unlock;
-		}
-		break;
-	}
-	zmq_msg_init(&out->msg);
-	/* REQ strips the delimiter; keep the last frame if there are more */
-	for (;;) {
-		if (zmq_msg_recv(&out->msg, r->sock, ZMQ_DONTWAIT) < 0) {
-			rc = -errno;
-			zmq_msg_close(&out->msg);
-			req_reset(r);
-			goto out_unlock;
-		}
-		if (!zmq_msg_more(&out->msg))
-			break;
-	}
-	pthread_mutex_unlock(&r->lock);
-	rc = reply_parse(out, &rseq);
-	if (rc == 0 && rseq != seq && rseq != 0)
-		rc = -EPROTO;
+	rc = send_req(r, m, deadline);
 	if (rc < 0)
-		zmq_msg_close(&out->msg);
+		goto out_unlock;
+	for (;;) {
+		rc = next_msg(r, &body, &len);
+		if (rc == 1)
+			break;
+		if (rc < 0) {
+			conn_close(r, true, rc);
+			goto out_unlock;
+		}
+		k = conn_read(r);
+		if (k > 0)
+			continue;
+		if (k < 0) {
+			rc = lost_err(k);
+			conn_close(r, true, rc);
+			goto out_unlock;
+		}
+		rc = wait_fd(r->fd, POLLIN, deadline);
+		if (rc < 0) {
+			/* a timeout: the late reply goes with the connection */
+			conn_close(r, false, rc);
+			goto out_unlock;
+		}
+	}
+	copy = malloc(len ? len : 1);
+	if (!copy) {
+		rc = -ENOMEM;
+		goto out_unlock;
+	}
+	memcpy(copy, body, len);
+	pthread_mutex_unlock(&r->lock);
+	rc = reply_take(out, copy, len, &rseq);
+	if (rc == 0 && rseq != seq && rseq != 0) {
+		maru__rpc_reply_release(out);
+		rc = -EPROTO;
+	}
 	return rc;
 
 out_unlock:
@@ -351,76 +1005,7 @@ out_unlock:
 }
 
 /* ------------------------------------------------------------------------ */
-/* Pipelined (DEALER)                                                       */
-
-/* route one received body frame to its slot; drops what matches nothing */
-static bool dispatch(struct maru__rpc *r, zmq_msg_t *frame)
-{
-	const uint8_t *d = zmq_msg_data(frame);
-	size_t n = zmq_msg_size(frame);
-	struct maru__rpc_slot *s;
-	struct mds_hdr hdr;
-	int i;
-
-	if (mds_hdr_decode(d, n, &hdr) < 0) {
-		ldbg(r->h, "dropping a reply with a bad header (%zu bytes)", n);
-		return false;
-	}
-	for (i = 0; i < r->max_inflight; i++) {
-		s = &r->slots[i];
-		if (s->busy && !s->done && s->seq == hdr.sequence) {
-			zmq_msg_init(&s->reply);
-			zmq_msg_move(&s->reply, frame);
-			s->done = true;
-			if (s->waiting)
-				pthread_cond_signal(&s->cv);
-			return true;
-		}
-	}
-	ldbg(r->h, "dropping a late or unknown reply (sequence %u)",
-	     hdr.sequence);
-	return false;
-}
-
-/*
- * Receive everything that is ready.  Called with @lock held after every
- * socket operation; see the invariant in the header comment.
- */
-static void drain(struct maru__rpc *r)
-{
-	zmq_msg_t part, last;
-	bool got = false;
-	size_t sz;
-	int ev;
-
-	for (;;) {
-		sz = sizeof(ev);
-		if (zmq_getsockopt(r->sock, ZMQ_EVENTS, &ev, &sz) < 0 ||
-		    !(ev & ZMQ_POLLIN))
-			break;
-		zmq_msg_init(&part);
-		zmq_msg_init(&last);
-		/* [empty delimiter, body]: keep the last frame */
-		for (;;) {
-			if (zmq_msg_recv(&part, r->sock, ZMQ_DONTWAIT) < 0)
-				break;
-			zmq_msg_move(&last, &part);
-			if (!zmq_msg_more(&last)) {
-				got |= dispatch(r, &last);
-				break;
-			}
-		}
-		zmq_msg_close(&part);
-		zmq_msg_close(&last);
-	}
-	if (got && r->leader) {
-		uint64_t one = 1;
-
-		if (write(r->wakefd, &one, sizeof(one)) < 0) {
-			/* counter saturated: the leader is awake anyway */
-		}
-	}
-}
+/* Pipelined                                                                */
 
 /* wake one follower to take over reading when nobody leads */
 static void hand_off(struct maru__rpc *r)
@@ -448,11 +1033,12 @@ static int wait_slot(struct maru__rpc *r, struct maru__rpc_slot *s,
 	while (!s->done) {
 		if (maru__now_ns() >= deadline)
 			return -ETIMEDOUT;
-		if (!r->leader) {
+		if (!r->leader && r->fd >= 0) {
 			r->leader = true;
+			r->leader_fd = r->fd;
 			pthread_mutex_unlock(&r->lock);
-			pfd[0] =
-				(struct pollfd){.fd = r->zfd, .events = POLLIN};
+			pfd[0] = (struct pollfd){.fd = r->leader_fd,
+						 .events = POLLIN};
 			pfd[1] = (struct pollfd){.fd = r->wakefd,
 						 .events = POLLIN};
 			if (poll(pfd, 2, ms_left(deadline)) > 0 &&
@@ -463,7 +1049,13 @@ static int wait_slot(struct maru__rpc *r, struct maru__rpc_slot *s,
 			}
 			pthread_mutex_lock(&r->lock);
 			r->leader = false;
-			drain(r);
+			r->leader_fd = -1;
+			if (r->zombie_fd >= 0) {
+				close(r->zombie_fd);
+				r->zombie_fd = -1;
+			}
+			if (r->fd >= 0)
+				drain(r);
 		} else {
 			s->waiting = true;
 			abstime(deadline, &ts);
@@ -471,29 +1063,58 @@ static int wait_slot(struct maru__rpc *r, struct maru__rpc_slot *s,
 			s->waiting = false;
 		}
 	}
-	return 0;
+	return s->err;
 }
 
 static void slot_release(struct maru__rpc *r, int idx)
 {
 	struct maru__rpc_slot *s = &r->slots[idx];
 
-	if (s->done)
-		zmq_msg_close(&s->reply);
-	s->busy = s->done = s->waiting = false;
+	free(s->reply);
+	s->reply = NULL;
+	s->busy = s->sent = s->done = s->waiting = false;
+	s->err = 0;
 	r->free_slots[r->nfree++] = idx;
 	if (r->space_waiters)
 		pthread_cond_signal(&r->space_cv);
 }
 
+/* make sure there is a connection (@lock held; dropped while dialling) */
+static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
+{
+	struct timespec ts;
+	int rc, fd, minor;
+
+	check_idle(r);
+	while (r->fd < 0) {
+		if (maru__now_ns() >= deadline)
+			return -ETIMEDOUT;
+		if (r->connecting) {
+			abstime(deadline, &ts);
+			pthread_cond_timedwait(&r->conn_cv, &r->lock, &ts);
+			continue;
+		}
+		r->connecting = true;
+		pthread_mutex_unlock(&r->lock);
+		rc = dial(r, deadline, &fd, &minor);
+		pthread_mutex_lock(&r->lock);
+		r->connecting = false;
+		pthread_cond_broadcast(&r->conn_cv);
+		if (rc < 0)
+			return rc;
+		conn_install(r, fd, minor);
+	}
+	return 0;
+}
+
 static int call_async(struct maru__rpc *r, struct maru__msg *m,
 		      struct maru__rpc_reply *out)
 {
-	uint64_t deadline =
-		maru__now_ns() +
-		(uint64_t)(r->timeout_ms > 0 ? r->timeout_ms : 0) * 1000000ull;
+	uint64_t deadline = call_deadline(r);
 	struct maru__rpc_slot *s;
 	struct timespec ts;
+	uint8_t *buf = NULL;
+	size_t len = 0;
 	int idx, rc;
 
 	pthread_mutex_lock(&r->lock);
@@ -510,39 +1131,21 @@ static int call_async(struct maru__rpc *r, struct maru__msg *m,
 	idx = r->free_slots[--r->nfree];
 	s = &r->slots[idx];
 	s->busy = true;
-	s->done = false;
-	s->seq = take_seq(r);
-	mds_hdr_put(m->data, m->type, 0, s->seq,
-		    (uint32_t)(m->len - MDS_HDR_SIZE));
-
-	for (;;) {
-		if (zmq_send(r->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0) {
-			rc = zmq_send(r->sock, m->data, m->len, 0) < 0 ? -errno
-								       : 0;
-			break;
-		}
-		rc = -errno;
-		if (rc != -EAGAIN)
-			break;
-		/* high-water mark: let the I/O thread move messages */
-		drain(r);
-		pthread_mutex_unlock(&r->lock);
-		if (maru__now_ns() >= deadline) {
-			pthread_mutex_lock(&r->lock);
-			rc = -ETIMEDOUT;
-			break;
-		}
-		usleep(1000);
-		pthread_mutex_lock(&r->lock);
-	}
-	drain(r);
-	if (rc == 0)
-		rc = wait_slot(r, s, deadline);
+	rc = ensure_conn(r, deadline);
 	if (rc == 0) {
-		zmq_msg_init(&out->msg);
-		zmq_msg_move(&out->msg, &s->reply);
-		zmq_msg_close(&s->reply);
-		s->done = false;
+		s->seq = take_seq(r);
+		mds_hdr_put(m->data, m->type, 0, s->seq,
+			    (uint32_t)(m->len - MDS_HDR_SIZE));
+		rc = send_req(r, m, deadline);
+	}
+	if (rc == 0) {
+		s->sent = true;
+		rc = wait_slot(r, s, deadline);
+	}
+	if (rc == 0) {
+		buf = s->reply;
+		len = s->reply_len;
+		s->reply = NULL;
 	}
 	slot_release(r, idx);
 	hand_off(r);
@@ -550,14 +1153,12 @@ out_unlock:
 	pthread_mutex_unlock(&r->lock);
 	if (rc < 0)
 		return rc;
-	rc = reply_parse(out, NULL);
-	if (rc < 0)
-		zmq_msg_close(&out->msg);
-	return rc;
+	return reply_take(out, buf, len, NULL);
 }
 
 int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,
 		   struct maru__rpc_reply *out)
 {
+	out->buf = NULL;
 	return r->async ? call_async(r, m, out) : call_sync(r, m, out);
 }

@@ -8,7 +8,7 @@ set(LIBMARU_SRC ${PROJECT_SOURCE_DIR}/src/libmaru)
 maru_add_unit_test(test_libmaru_alloc
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_alloc.c
 		${LIBMARU_SRC}/alloc.c ${LIBMARU_SRC}/keymap.c
-	LIBS maru_common PkgConfig::ZMQ)
+	LIBS maru_common)
 target_include_directories(test_libmaru_alloc PRIVATE ${LIBMARU_SRC}
 	${PROJECT_SOURCE_DIR}/include)
 set_source_files_properties(${LIBMARU_SRC}/alloc.c ${LIBMARU_SRC}/keymap.c
@@ -30,3 +30,10 @@ add_executable(test_libmaru_e2e
 	${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_e2e.c)
 target_link_libraries(test_libmaru_e2e PRIVATE maru maru_common
 	Threads::Threads)
+
+# test_libmaru_rpc: driver of rpc.c for tests/python/test_libmaru_rpc.py,
+# which plays the server (pyzmq ROUTER, hand-written TCP peers); not a
+# ctest unit
+add_executable(test_libmaru_rpc
+	${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_rpc.c)
+target_link_libraries(test_libmaru_rpc PRIVATE maru_internal Threads::Threads)

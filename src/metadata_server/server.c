@@ -845,7 +845,8 @@ static int epoll_add(struct server *sv, int fd, void *tag)
 	return epoll_ctl(sv->ep, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
 }
 
-/* --host as libzmq's tcp bind took it: "*" is every IPv4 interface */
+/* --host as libzmq's tcp bind took it: "*" is every IPv4 interface,
+ * names are IPv4; IPv6 literals ("::1", "[::1]") work too */
 static int open_listener(struct server *sv, const struct server_opts *o)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
@@ -864,6 +865,10 @@ static int open_listener(struct server *sv, const struct server_opts *o)
 		host[hl - 2] = 0;
 		h = host;
 	}
+	/* names resolve to IPv4, as libzmq's without ZMQ_IPV6 did ("localhost"
+	 * must not become ::1 on hosts that list it first); IPv6 literals
+	 * are taken as such */
+	hints.ai_family = strchr(h, ':') ? AF_UNSPEC : AF_INET;
 	snprintf(port, sizeof(port), "%d", o->port);
 	rc = getaddrinfo(h, port, &hints, &res);
 	if (rc) {

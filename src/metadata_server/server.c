@@ -153,6 +153,7 @@ struct server {
 	uint64_t last_wake;   /* monotonic ns */
 	uint64_t stall_total; /* ns subtracted from the clock */
 	uint64_t stall_min;   /* a gap this long is a stall */
+	uint64_t hb_ivl, hb_timeout; /* ns: SERVER_HB_* or the test knob */
 	uint64_t proto_errs;  /* connections closed for bad input */
 	uint64_t next_proto_log;
 	bool stop;
@@ -771,6 +772,7 @@ static uint64_t wake(struct server *sv)
 static void heartbeat(struct server *sv)
 {
 	uint64_t now = sv->s->vnow, idle;
+	uint16_t ttl_ds = (uint16_t)(sv->hb_timeout / 100000000ull);
 	uint8_t ping[16];
 	struct conn *c;
 	int fd;
@@ -780,22 +782,21 @@ static void heartbeat(struct server *sv)
 		if (!c || c->dead)
 			continue;
 		idle = now - c->last_rx;
-		if (idle >= (uint64_t)SERVER_HB_TIMEOUT_MS * 1000000ull &&
+		if (idle >= sv->hb_timeout &&
 		    (c->ping_ok || c->st != CS_OPEN)) {
 			conn_close(sv, c, "heartbeat timeout");
 			continue;
 		}
-		if (c->stuck_at && now - c->stuck_at >=
-		    (uint64_t)SERVER_HB_TIMEOUT_MS * 1000000ull) {
+		if (c->stuck_at && now - c->stuck_at >= sv->hb_timeout) {
 			conn_close(sv, c, "peer reads nothing");
 			continue;
 		}
 		if (c->st != CS_OPEN || !c->ping_ok || c->ping_out ||
-		    idle < (uint64_t)SERVER_HB_IVL_MS * 1000000ull)
+		    idle < sv->hb_ivl)
 			continue;
 		c->ping_out = true;
 		if (buf_put(&c->out, ping,
-			    zmtp_ping(ping, SERVER_HB_TIMEOUT_MS / 100)) < 0 ||
+			    zmtp_ping(ping, ttl_ds)) < 0 ||
 		    conn_flush(sv, c, NULL, 0) < 0)
 			conn_close(sv, c, "write failed");
 	}
@@ -939,6 +940,8 @@ struct server *server_new(struct mds *s)
 	sv->s = s;
 	sv->ep = sv->lfd = sv->sfd = sv->tfd = -1;
 	sv->maxfd = -1; /* no connection yet (and no conns[] either) */
+	sv->hb_ivl = (uint64_t)SERVER_HB_IVL_MS * 1000000ull;
+	sv->hb_timeout = (uint64_t)SERVER_HB_TIMEOUT_MS * 1000000ull;
 	zmtp_greeting(g, true);
 	memcpy(sv->ready, g, sizeof(g));
 	n = zmtp_ready(sv->ready + sizeof(g), sizeof(sv->ready) - sizeof(g),
@@ -1003,6 +1006,24 @@ int server_feed(struct server *sv, const uint8_t *p, size_t n,
 	return rc;
 }
 
+/*
+ * MARU_SERVER_HEARTBEAT_MS="IVL,TIMEOUT": other heartbeat times, so that
+ * tests see a PING and a timeout in a second rather than in 30 s.
+ */
+static void hb_knob(struct server *sv)
+{
+	const char *e = getenv("MARU_SERVER_HEARTBEAT_MS");
+	unsigned long ivl, tmo;
+
+	if (!e || sscanf(e, "%lu,%lu", &ivl, &tmo) != 2 || !ivl ||
+	    tmo < ivl || tmo > 3600000)
+		return;
+	sv->hb_ivl = (uint64_t)ivl * 1000000ull;
+	sv->hb_timeout = (uint64_t)tmo * 1000000ull;
+	log_info("heartbeat: PING after %lu ms idle, disconnect after %lu ms",
+		 ivl, tmo);
+}
+
 int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 {
 	struct epoll_event evs[MAX_EVENTS];
@@ -1017,6 +1038,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	if (!sv)
 		return -ENOMEM;
 	sv->rm = rm;
+	hb_knob(sv);
 	rm->any_handle = any_handle;
 	rm->arg = s;
 	rc = open_fds(sv);

@@ -7,6 +7,7 @@ handshake, framing, commands and the engine's robustness: malformed
 peers are disconnected, a stalled or non-reading peer never blocks the
 others, large replies arrive whole, many connections at once.
 """
+import select
 import socket
 import struct
 import time
@@ -189,6 +190,35 @@ def test_ping_answered_with_pong(mds):
     assert r.message()[0] == b""
     r.close()
 
+
+
+def test_heartbeats(rm, start_mds, monkeypatch):
+    """An idle ZMTP 3.1 peer gets PINGs (TTL = the timeout) and stays while
+    it answers; one that never answers is disconnected after the timeout;
+    a ZMTP 3.0 peer is never PINGed.  (Times shortened by the test knob
+    MARU_SERVER_HEARTBEAT_MS from 10 s / 30 s.)"""
+    monkeypatch.setenv("MARU_SERVER_HEARTBEAT_MS", "300,1500")
+    m = start_mds(rm.address)
+    good, bad = Raw(m).handshake(), Raw(m).handshake()
+    old = Raw(m).handshake(minor=0)
+    flags, body = bad.frame()
+    assert flags == COMMAND and body[:5] == b"\x04PING"
+    assert struct.unpack(">H", body[5:7])[0] == 15       # deciseconds
+    pings, deadline = 0, time.monotonic() + 4.0
+    while time.monotonic() < deadline:
+        if select.select([good.s], [], [], 0.1)[0]:
+            flags, body = good.frame()
+            assert flags == COMMAND and body[:5] == b"\x04PING"
+            good.send(zframe(b"\x04PONG" + body[7:], command=True))
+            pings += 1
+    assert pings >= 3
+    assert bad.closed_by_server(timeout=10)
+    for peer in (good, old):
+        peer.send(zframe(frame(HANDSHAKE, {}, seq=3)))
+        flags, body = peer.frame()      # the reply; old got no PING
+        assert flags == 0 and parse(body)[0].seq == 3
+        peer.close()
+    bad.close()
 
 # ---- envelopes ----
 

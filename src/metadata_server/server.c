@@ -555,8 +555,9 @@ static void conn_drain(struct server *sv, struct conn *c)
 		}
 		if (done == got)
 			break;
-		if (handle_msg(sv, c, &sv->win[done % WIN]) < 0) {
-			err = -ENOMEM;
+		rc = handle_msg(sv, c, &sv->win[done % WIN]);
+		if (rc < 0) {
+			err = rc; /* -ENOMEM, or the write failed */
 			more = false;
 			got = done + 1; /* taken messages are lost with it */
 		}
@@ -567,10 +568,10 @@ static void conn_drain(struct server *sv, struct conn *c)
 	set_queued(sv, c, more && out_pending(c) <= SERVER_OUT_HWM);
 	rc = conn_flush(sv, c, NULL, 0);
 	if (err < 0) {
-		if (err == -ENOMEM)
-			conn_close(sv, c, "out of memory");
-		else
+		if (err == -EPROTO || err == -EMSGSIZE)
 			conn_proto_error(sv, c, err);
+		else
+			conn_close(sv, c, strerror(-err));
 	} else if (rc < 0) {
 		conn_close(sv, c, strerror(-rc));
 	}

@@ -285,17 +285,16 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 		c->out.len = c->wr = 0;
 		if (c->out.cap > BUF_KEEP)
 			buf_free(&c->out);
+	} else if (c->wr >= c->out.len / 2) {
+		/* a peer that keeps some unread: drop the written half, so
+		 * that the buffer holds what waits, not all ever sent */
+		memmove(c->out.data, c->out.data + c->wr, pend);
+		c->out.len = pend;
+		c->wr = 0;
 	}
-	if (nextra) {
-		/* the kernel's buffer is full: keep the rest */
-		if (c->wr && c->wr >= c->out.len / 2) {
-			memmove(c->out.data, c->out.data + c->wr, pend);
-			c->out.len = pend;
-			c->wr = 0;
-		}
-		if (buf_put(&c->out, extra, nextra) < 0)
-			return -ENOMEM;
-	}
+	/* the kernel's buffer is full: keep the rest */
+	if (nextra && buf_put(&c->out, extra, nextra) < 0)
+		return -ENOMEM;
 	if (!out_pending(c))
 		c->stuck_at = 0;
 	else if (moved || !c->stuck_at)
@@ -563,10 +562,10 @@ static void conn_drain(struct server *sv, struct conn *c)
 		}
 		done++;
 	}
-	/* more may wait unless the input ran dry (or output is too full:
-	 * then EPOLLOUT queues it again once the peer has read) */
-	set_queued(sv, c, more && out_pending(c) <= SERVER_OUT_HWM);
 	rc = conn_flush(sv, c, NULL, 0);
+	/* more may wait unless the input ran dry (or output is still too
+	 * full: then EPOLLOUT queues it again once the peer has read) */
+	set_queued(sv, c, more && out_pending(c) <= SERVER_OUT_HWM);
 	if (err < 0) {
 		if (err == -EPROTO || err == -EMSGSIZE)
 			conn_proto_error(sv, c, err);

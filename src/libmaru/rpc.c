@@ -526,6 +526,10 @@ static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
 	ssize_t k;
 	int rc;
 
+	if (!r->rbuf) {
+		r->want = 0; /* the first read allocates it */
+		return 0;
+	}
 	for (;;) {
 		k = zmtp_parse(r->rbuf + at, r->rlen - at, MSG_MAX, &f, &need);
 		if (k < 0)
@@ -970,18 +974,17 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 			conn_close(r, true, rc);
 			goto out_unlock;
 		}
-		k = conn_read(r);
-		if (k > 0)
-			continue;
-		if (k < 0) {
-			rc = lost_err(k);
-			conn_close(r, true, rc);
-			goto out_unlock;
-		}
+		/* poll first: a reply is never there right after the send */
 		rc = wait_fd(r->fd, POLLIN, deadline);
 		if (rc < 0) {
 			/* a timeout: the late reply goes with the connection */
 			conn_close(r, false, rc);
+			goto out_unlock;
+		}
+		k = conn_read(r);
+		if (k < 0) {
+			rc = lost_err(k);
+			conn_close(r, true, rc);
 			goto out_unlock;
 		}
 	}

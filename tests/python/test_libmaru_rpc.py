@@ -327,7 +327,7 @@ def test_server_starts_after_the_first_call(client, mode):
     try:
         t.join(30)
         assert out["ok"] == 1, out
-        assert out["maxms"] >= 400      # it did wait for the server
+        assert out["maxms"] >= 100      # it did wait for the server
     finally:
         r.close()
 
@@ -337,7 +337,7 @@ def test_no_server_times_out_without_hanging(client, mode):
     c = client(f"tcp://127.0.0.1:{free_port()}", mode, timeout_ms=300)
     res = c.call(1, 2, 16)
     assert res["fail"] == 2 and res["errs"] == ["ETIMEDOUT"] * 2
-    assert res["maxms"] < 2000          # 300 ms plus scheduling, never hangs
+    assert res["maxms"] < 3000          # 300 ms plus scheduling, never hangs
 
 
 @pytest.mark.parametrize("mode", ["req", "dealer"])
@@ -373,13 +373,14 @@ def test_router_heartbeat_pings_during_calls(client, router, mode):
 
 @pytest.mark.parametrize("mode", ["req", "dealer"])
 def test_router_heartbeat_idle_connection_kept(client, router, mode):
-    """Idle between calls for 4 heartbeat timeouts: the monitor thread
-    answers the PINGs, so the ROUTER keeps the connection and no drop is
-    suspected."""
-    r = router(heartbeat_ms=50, hb_timeout_ms=300)
+    """Idle between calls for 3 heartbeat timeouts: the monitor thread
+    answers the PINGs (every 250 ms), so the ROUTER keeps the connection
+    and no drop is suspected.  (Without the monitor this ROUTER drops the
+    connection, and the next call reconnects.)"""
+    r = router(heartbeat_ms=50, hb_timeout_ms=800)
     c = client(r.url, mode, monitor=True)
     assert c.call(1, 2, 16)["ok"] == 2
-    time.sleep(1.2)
+    time.sleep(2.5)
     assert c.call(1, 2, 16)["ok"] == 2
     assert r.count(zmq.EVENT_DISCONNECTED) == 0
     assert r.count(zmq.EVENT_ACCEPTED) == 1
@@ -441,7 +442,7 @@ def test_accepts_but_never_answers(client, raw, mode):
     silent = raw(serve=lambda conn, n: time.sleep(30))
     c = client(silent.url, mode, timeout_ms=300)
     res = c.call(1, 2, 16)
-    assert res["errs"] == ["ETIMEDOUT"] * 2 and res["maxms"] < 2000, res
+    assert res["errs"] == ["ETIMEDOUT"] * 2 and res["maxms"] < 3000, res
 
     def mute(conn, n):
         RawServer.handshake(conn)
@@ -450,7 +451,7 @@ def test_accepts_but_never_answers(client, raw, mode):
     m = raw(serve=mute)
     c2 = client(m.url, mode, timeout_ms=300)
     res = c2.call(1, 2, 16)
-    assert res["errs"] == ["ETIMEDOUT"] * 2 and res["maxms"] < 2000, res
+    assert res["errs"] == ["ETIMEDOUT"] * 2 and res["maxms"] < 3000, res
     # a lock-step timeout closes the connection: the second call reconnected
     assert m.accepted == (2 if mode == "req" else 1)
 

@@ -99,21 +99,24 @@ def client():
 class Router:
     """A pyzmq ROUTER that answers every request; counts connections."""
 
-    def __init__(self, port=None, heartbeat_ms=0, hb_timeout_ms=0):
+    def __init__(self, port=None, heartbeat_ms=0, hb_timeout_ms=0, host="127.0.0.1"):
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        if ":" in host:
+            self.sock.setsockopt(zmq.IPV6, 1)
+            host = f"[{host}]"
         if heartbeat_ms:
             self.sock.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
             self.sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, hb_timeout_ms or heartbeat_ms)
         self.mon = self.sock.get_monitor_socket(
             zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         if port is None:
-            port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+            port = self.sock.bind_to_random_port(f"tcp://{host}")
         else:
-            self.sock.bind(f"tcp://127.0.0.1:{port}")
+            self.sock.bind(f"tcp://{host}:{port}")
         self.port = port
-        self.url = f"tcp://127.0.0.1:{port}"
+        self.url = f"tcp://{host}:{port}"
         self.events = []
         self.served = 0
         self.stop = False
@@ -313,6 +316,22 @@ def test_dealer_16_threads(client, router):
     res = c.call(16, 200, 40)
     assert res == dict(ok=3200, fail=0, bad=0, maxms=res["maxms"], errs=[]), res
     assert r.served == 3200 and r.count(zmq.EVENT_ACCEPTED) == 1
+
+
+def test_addresses(client, router):
+    """A name (localhost), an IPv6 literal in brackets, and URLs that are
+    not tcp://host:port (refused at open)."""
+    r4 = router()
+    c = client(f"tcp://localhost:{r4.port}", "dealer")
+    assert c.call(1, 2, 16)["ok"] == 2
+    r6 = router(host="::1")
+    assert r6.url.startswith("tcp://[::1]:")
+    c6 = client(r6.url, "req")
+    assert c6.call(1, 2, 16)["ok"] == 2
+    for bad in ("ipc:///tmp/x", "tcp://127.0.0.1", "tcp://[::1:5555", "tcp://h:0"):
+        p = subprocess.run([binary("tests", "test_libmaru_rpc"), bad, "req", "100"],
+                           input="quit\n", capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1 and p.stdout.strip() == "open failed", bad
 
 
 @pytest.mark.parametrize("mode", ["req", "dealer"])

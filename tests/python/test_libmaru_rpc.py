@@ -522,3 +522,28 @@ def test_drop_with_8_in_flight(client, raw):
     res = c.call(2, 5, 16)
     assert res["ok"] == 10, res
     assert s.accepted == 2
+
+
+@pytest.mark.parametrize("mode", ["req", "dealer"])
+def test_late_reply_is_dropped(client, raw, mode):
+    """The first reply comes after its caller timed out; the next call
+    still gets its own reply (DEALER: the late one is dropped on the same
+    connection; REQ: it went with the closed connection)."""
+    def serve(conn, n):
+        RawServer.handshake(conn)
+        first = n == 0
+        while True:
+            frames = recv_msg(conn)
+            if first:
+                time.sleep(0.6)
+                first = False
+            conn.sendall(frame(b"", more=True) + frame(reply_body(frames[-1])))
+
+    s = raw(serve=serve)
+    c = client(s.url, mode, timeout_ms=200)
+    res = c.call(1, 1, 16)
+    assert res["errs"] == ["ETIMEDOUT"], res
+    time.sleep(0.7)                    # the late reply is sent meanwhile
+    ok = c.call(1, 1, 17)              # another text: "0 0 17"
+    assert ok["ok"] == 1 and ok["bad"] == 0, ok
+    assert s.accepted == (1 if mode == "dealer" else 2)

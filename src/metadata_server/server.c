@@ -66,6 +66,16 @@
  * ready, moves buckets for SERVER_IDLE_SLICE_NS; a request arriving
  * meanwhile waits at most that long.
  *
+ * Busy polling (--busy-poll-us, off by default): after a connection had
+ * something to read, the loop keeps looking (epoll_wait without a
+ * timeout, sched_yield() between looks) for that long before it sleeps.
+ * On these VMs a CPU that sleeps a few hundred microseconds takes tens of
+ * microseconds to wake, more the longer it slept; a client that writes a
+ * 4 MiB chunk (~200 us) between two REGISTER_KVs then pays that on every
+ * store when it runs on another core (docs/performance.md).  Yielding
+ * keeps the look from delaying anything else runnable on the same CPU,
+ * e.g. a client pinned next to the server.
+ *
  * Stall compensation: deadlines run on a virtual clock that stops while
  * the loop does not (a wake-up later than half the lease TTL or peer
  * grace, e.g. a blocking RM call timing out or SIGSTOP, counts as a
@@ -78,6 +88,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,6 +165,8 @@ struct server {
 	uint64_t stall_total; /* ns subtracted from the clock */
 	uint64_t stall_min;   /* a gap this long is a stall */
 	uint64_t hb_ivl, hb_timeout; /* ns: SERVER_HB_* or the test knob */
+	uint64_t busy_ns;     /* --busy-poll-us, 0: off */
+	uint64_t spin_until;  /* monotonic ns: look without sleeping */
 	uint64_t proto_errs;  /* connections closed for bad input */
 	uint64_t next_proto_log;
 	bool stop;
@@ -1032,12 +1045,13 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	struct conn *c;
 	uint64_t lim = 0;
 	int rc, n, i;
-	bool idle;
+	bool idle, spin;
 
 	sv = server_new(s);
 	if (!sv)
 		return -ENOMEM;
 	sv->rm = rm;
+	sv->busy_ns = o->busy_poll_ns;
 	hb_knob(sv);
 	rm->any_handle = any_handle;
 	rm->arg = s;
@@ -1074,8 +1088,9 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		 * nothing waits, move buckets for a slice
 		 */
 		idle = !sv->nqueued && ix_busy(&s->kv);
+		spin = sv->busy_ns && now_ns() < sv->spin_until;
 		n = epoll_wait(sv->ep, evs, MAX_EVENTS,
-			       sv->nqueued || idle ? 0 : -1);
+			       sv->nqueued || idle || spin ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1085,6 +1100,10 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		}
 		if (n == 0 && idle) {
 			ix_rehash_for(&s->kv, SERVER_IDLE_SLICE_NS);
+			continue;
+		}
+		if (n == 0 && spin) {
+			sched_yield();
 			continue;
 		}
 		if (n > 0)
@@ -1106,6 +1125,9 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 				c = tag;
 				if (c->dead)
 					continue;
+				if (sv->busy_ns)
+					sv->spin_until = sv->last_wake +
+							 sv->busy_ns;
 				if (evs[i].events & EPOLLOUT)
 					conn_writable(sv, c);
 				if (!c->dead &&

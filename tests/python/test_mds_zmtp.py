@@ -7,6 +7,7 @@ handshake, framing, commands and the engine's robustness: malformed
 peers are disconnected, a stalled or non-reading peer never blocks the
 others, large replies arrive whole, many connections at once.
 """
+import os
 import select
 import socket
 import struct
@@ -439,3 +440,35 @@ def test_bind_failure_exits_1(rm, start_mds):
         assert wait_until(lambda: not m.running(), timeout=30)
         assert m.proc.returncode == 1
         assert f"cannot bind tcp://127.0.0.1:{port}" in m.log()
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_busy_poll_serves_then_sleeps(rm, start_mds):
+    """--busy-poll-us: requests are answered as usual, and once traffic
+    stops the loop goes back to sleep (the look is bounded, not a spin
+    forever)."""
+    m = start_mds(rm.address, extra=["--busy-poll-us", "2000"])
+    assert "busy-poll=2000us" in m.log()
+    c = DealerClient(m.url)
+    for _ in range(200):
+        assert c.call(HANDSHAKE, {})[1]["success"]
+    before = cpu_seconds(m.proc.pid)
+    time.sleep(1.5)
+    # idle: a 100 ms tick and nothing else (a spin would use ~1.5 s)
+    assert cpu_seconds(m.proc.pid) - before < 0.5
+    assert c.call(HANDSHAKE, {})[1]["success"]
+    c.close()
+    assert m.stop() == 0
+
+
+@pytest.mark.parametrize("value", ["-1", "x", "1000001", ""])
+def test_busy_poll_bad_values(rm, start_mds, value):
+    m = start_mds(rm.address, wait=False, extra=["--busy-poll-us", value])
+    assert wait_until(lambda: not m.running(), timeout=30)
+    assert m.proc.returncode == 2
+    assert "bad --busy-poll-us" in m.log()

@@ -7,6 +7,8 @@
 # maru-server and redis-server on free ports, then for each placement
 #   same:  server, redis and client pinned to core 0 (one core)
 #   split: server and redis on core 0, client on core 1 (one core each)
+#   split-bp: split with busy polling (maru-server --busy-poll-us 300,
+#             MARU_BUSY_POLL_US=100 in the client)
 # and each chunk size (256K, 1M, 4M) measures with maru-client-bench:
 #   memcpy into a pre-faulted shared /dev/shm mapping (the baseline),
 #   store (alloc + write + register) and batch_store of 32,
@@ -46,6 +48,7 @@ NCPU=$(nproc)
 C0=0
 C1=$((NCPU > 1 ? 1 : 0))
 Q=${QUICK:-0}
+unset MARU_BUSY_POLL_US # only the split-bp placement sets it
 MS=$([ "$Q" = 1 ] && echo 500 || echo 1500)
 IT=$([ "$Q" = 1 ] && echo 500 || echo 3000)
 
@@ -86,13 +89,14 @@ taskset -c $C0 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" \
 PIDS+=($!)
 wait_port "$RMPORT"
 
-# label, server core, client core
+# label, server core, client core, extra maru-server arguments
 run_placement() {
 	local label=$1 sc=$2 cc=$3 port rport url mpid rpid size
+	shift 3
 	port=$(free_port)
 	rport=$(free_port)
 	taskset -c "$sc" "$MDSBIN" --host 127.0.0.1 --port "$port" \
-		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING \
+		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING "$@" \
 		>"$WORK/mds-$label.log" 2>&1 &
 	mpid=$!
 	PIDS+=($mpid)
@@ -149,6 +153,13 @@ run_placement() {
 
 run_placement same $C0 $C0
 run_placement split $C0 $C1
+# the same with busy polling on both sides: the server looks for the next
+# request for 300 us before sleeping, libmaru for its reply for 100 us
+# (maru-server --busy-poll-us, MARU_BUSY_POLL_US; docs/metadata-server.md)
+MARU_BUSY_POLL_US=100
+export MARU_BUSY_POLL_US
+run_placement split-bp $C0 $C1 --busy-poll-us 300
+unset MARU_BUSY_POLL_US
 
 /usr/bin/python3 - "$RES" "$PLOT" "$NCPU" <<'PY'
 import sys
@@ -164,8 +175,9 @@ def get(place, what, size, field):
     return float("nan")
 sizes = [256 << 10, 1 << 20, 4 << 20]
 name = {256 << 10: "256K", 1 << 20: "1M", 4 << 20: "4M"}
-print(f"maru-client-bench, {ncpu} CPUs; same = everything on core 0, split = server core 0 / client core 1")
-for place in ("same", "split"):
+print(f"maru-client-bench, {ncpu} CPUs; same = everything on core 0, split = server core 0 / client core 1,")
+print("split-bp = split with busy polling: maru-server --busy-poll-us 300, client MARU_BUSY_POLL_US=100")
+for place in ("same", "split", "split-bp"):
     print(f"\n[{place}] store throughput (GB/s) and ratio to memcpy")
     print("  separate runs: memcpy, store and batch32 measured one after the other (seconds apart)")
     print("  in-process: median over rounds of (memcpy of the same chunks right after a round of stores) / (the stores)")
@@ -177,8 +189,9 @@ for place in ("same", "split"):
         br = lambda w: "/".join(f"{get(place, w, s, k):.1f}" for k in ("alloc_us", "copy_us", "reg_us"))
         print(f"{name[s]:>6} {m:8.2f} {st:8.2f} {st/m:6.2f} {b:8.2f} {b/m:6.2f} | {ms:13.2f} {mb:8.2f} | {br('store'):>28} {br('batch_store'):>22}")
     print(f"\n[{place}] latency p50/p99 (us): retrieve to a usable view vs one bare LOOKUP_KV round trip vs Redis GET")
-    print("  (zmtp: the same round trip with ZMTP spoken in the calling thread, no libzmq in the client: a lower floor)")
-    print(f"{'chunk':>6} {'raw REQ':>13} {'raw DEALER':>13} {'zmtp':>13} {'retrieve':>13} {'ret/raw':>7} {'redis GET':>15} {'redis/ret':>9} | {'ret+read':>13} {'GET+read':>15} {'ratio':>6}")
+    print("  (raw: libzmq REQ/DEALER sockets; zmtp: ZMTP spoken in the calling thread, as libmaru does: the floor;")
+    print("   ret/rt: retrieve over the fastest of the three round trips)")
+    print(f"{'chunk':>6} {'raw REQ':>13} {'raw DEALER':>13} {'zmtp':>13} {'retrieve':>13} {'ret/rt':>7} {'redis GET':>15} {'redis/ret':>9} | {'ret+read':>13} {'GET+read':>15} {'ratio':>6}")
     for s in sizes:
         rq = (get(place, "raw_req", s, "p50_us"), get(place, "raw_req", s, "p99_us"))
         rd = (get(place, "raw_dealer", s, "p50_us"), get(place, "raw_dealer", s, "p99_us"))
@@ -188,11 +201,11 @@ for place in ("same", "split"):
         gr = (get(place, "redis_get_read", s, "p50_us"), get(place, "redis_get_read", s, "p99_us"))
         zm = (get(place, "raw_zmtp", s, "p50_us"), get(place, "raw_zmtp", s, "p99_us"))
         print(f"{name[s]:>6} {rq[0]:6.1f}/{rq[1]:6.1f} {rd[0]:6.1f}/{rd[1]:6.1f} {zm[0]:6.1f}/{zm[1]:6.1f} {rt[0]:6.1f}/{rt[1]:6.1f} "
-              f"{rt[0]/min(rq[0], rd[0]):7.2f} {g[0]:7.1f}/{g[1]:7.1f} {g[0]/rt[0]:9.1f} | "
+              f"{rt[0]/min(rq[0], rd[0], zm[0]):7.2f} {g[0]:7.1f}/{g[1]:7.1f} {g[0]/rt[0]:9.1f} | "
               f"{rr[0]:6.1f}/{rr[1]:6.1f} {gr[0]:7.1f}/{gr[1]:7.1f} {gr[0]/rr[0]:6.1f}")
 print("\nlibmaru's own cost per call, one process, blocks of 100 alternated (p50/p99 us):")
 print(f"{'place':>6} {'raw DEALER':>13} {'kv_exists':>13} {'alloc+store, no write':>22}")
-for place in ("same", "split"):
+for place in ("same", "split", "split-bp"):
     f = lambda w: f"{get(place, w, 1 << 20, 'p50_us'):6.1f}/{get(place, w, 1 << 20, 'p99_us'):6.1f}"
     print(f"{place:>6} {f('rtt_raw_dealer'):>13} {f('rtt_exists'):>13} {f('rtt_store_nocopy'):>22}")
 sc = [r for r in rows if r["what"] == "scale"]
@@ -206,12 +219,16 @@ if plot:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
-    x = range(len(sizes)); w = 0.25
-    w = 0.2
-    for i, (place, what, lab) in enumerate((("same", "store", "store, one core"), ("split", "store", "store, one core each"),
-                                            ("same", "batch_store", "batch_store 32, one core"), ("split", "batch_store", "batch_store 32, one core each"))):
-        ax[0].bar([j + (i - 1.5) * w for j in x], [get(place, what, s, "med_ratio") for s in sizes], w, label=lab)
+    x = range(len(sizes))
+    w = 0.14
+    bars = (("same", "store", "store, one core"), ("split", "store", "store, one core each"),
+            ("split-bp", "store", "store, one core each, busy poll"),
+            ("same", "batch_store", "batch_store 32, one core"), ("split", "batch_store", "batch_store 32, one core each"),
+            ("split-bp", "batch_store", "batch_store 32, one core each, busy poll"))
+    for i, (place, what, lab) in enumerate(bars):
+        ax[0].bar([j + (i - 2.5) * w for j in x], [get(place, what, s, "med_ratio") for s in sizes], w, label=lab)
     ax[0].axhline(0.9, color="k", ls=":", lw=1)
+    ax[0].axhline(0.8, color="grey", ls="--", lw=1)
     ax[0].axhline(0.5, color="grey", ls=":", lw=1)
     ax[0].set_xticks(list(x)); ax[0].set_xticklabels([name[s] for s in sizes])
     ax[0].set_ylabel("store / memcpy (median over rounds)"); ax[0].set_title("store throughput vs memcpy, same process"); ax[0].legend(fontsize=7)

@@ -320,6 +320,7 @@ struct maru__rpc {
 	int timeout_ms;
 	bool async; /* DEALER pipelined, else REQ lock-step */
 	int max_inflight;
+	uint64_t spin_ns; /* MARU_BUSY_POLL_US: look this long before poll */
 	pthread_mutex_t lock; /* everything below */
 	/* the connection */
 	int fd;		     /* owns: TCP socket, -1 when closed */

@@ -57,6 +57,14 @@
  * reusing it (one nonblocking read: a server that restarted meanwhile is
  * noticed and the call reconnects instead of failing).
  *
+ * Busy polling (MARU_BUSY_POLL_US, off by default): a caller waiting for
+ * its reply (the lock-step caller, or the pipelined leader) first looks
+ * at the socket without sleeping for that long, yielding the CPU between
+ * looks, and only then sleeps in poll(2).  Across cores on a VM, a CPU
+ * that sleeps through a round trip pays a wake-up on top of it; on one
+ * core the yield lets the server run.  Pair with maru-server
+ * --busy-poll-us (docs/metadata-server.md#busy-polling).
+ *
  * Watching (maru__rpc_set_monitor): every connection is registered with
  * fence.c's monitor thread, which polls it for a hangup (a server that
  * went away is noticed before the next write) and, when idle, reads it
@@ -73,6 +81,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +174,40 @@ static int parse_url(struct maru__rpc *r, const char *url)
 		return -ENOMEM;
 	snprintf(r->port, sizeof(r->port), "%u", port);
 	return 0;
+}
+
+/* MARU_BUSY_POLL_US in ns: 0 (unset, bad) or at most 10 ms */
+static uint64_t env_busy_poll_ns(void)
+{
+	const char *v = getenv("MARU_BUSY_POLL_US");
+	char *end;
+	long us;
+
+	if (!v || !*v)
+		return 0;
+	us = strtol(v, &end, 10);
+	if (*end || us <= 0)
+		return 0;
+	return (uint64_t)(us > 10000 ? 10000 : us) * 1000;
+}
+
+/*
+ * Look at @pfd without sleeping for up to @spin_ns, yielding the CPU
+ * between looks.  Return: true when something is ready.
+ */
+static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
+{
+	uint64_t until;
+
+	if (!spin_ns)
+		return false;
+	until = maru__now_ns() + spin_ns;
+	do {
+		if (poll(pfd, n, 0) > 0)
+			return true;
+		sched_yield();
+	} while (maru__now_ns() < until);
+	return false;
 }
 
 /* wait until @fd is ready for @events; -ETIMEDOUT at @deadline */
@@ -811,6 +854,7 @@ int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
 	r->async = async;
 	r->max_inflight = max_inflight > 0 ? max_inflight : 1;
 	r->next_seq = 1;
+	r->spin_ns = env_busy_poll_ns();
 	r->fd = r->wakefd = r->zombie_fd = r->leader_fd = -1;
 	r->url = strdup(url);
 	if (!r->url)
@@ -946,6 +990,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 {
 	uint64_t deadline = call_deadline(r);
 	const uint8_t *body;
+	struct pollfd p;
 	uint32_t seq, rseq;
 	uint8_t *copy;
 	int rc, minor, fd;
@@ -975,7 +1020,10 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 			goto out_unlock;
 		}
 		/* poll first: a reply is never there right after the send */
-		rc = wait_fd(r->fd, POLLIN, deadline);
+		p = (struct pollfd){.fd = r->fd, .events = POLLIN};
+		rc = spin_ready(&p, 1, r->spin_ns)
+			     ? 0
+			     : wait_fd(r->fd, POLLIN, deadline);
 		if (rc < 0) {
 			/* a timeout: the late reply goes with the connection */
 			conn_close(r, false, rc);
@@ -1044,7 +1092,8 @@ static int wait_slot(struct maru__rpc *r, struct maru__rpc_slot *s,
 						 .events = POLLIN};
 			pfd[1] = (struct pollfd){.fd = r->wakefd,
 						 .events = POLLIN};
-			if (poll(pfd, 2, ms_left(deadline)) > 0 &&
+			if ((spin_ready(pfd, 2, r->spin_ns) ||
+			     poll(pfd, 2, ms_left(deadline)) > 0) &&
 			    (pfd[1].revents & POLLIN)) {
 				if (read(r->wakefd, &v, sizeof(v)) < 0) {
 					/* already reset by another leader */

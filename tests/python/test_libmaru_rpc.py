@@ -11,6 +11,7 @@ command per line on stdin).  The servers:
 A request's payload is the text "T I SIZE"; the reply payload is that text,
 a 0 byte and padding up to SIZE bytes (the driver checks it is its own).
 """
+import os
 import select
 import socket
 import struct
@@ -39,12 +40,17 @@ def reply_body(body):
 class Client:
     """The driver process: one rpc.c client for its whole life."""
 
-    def __init__(self, url, mode="req", timeout_ms=3000, inflight=64, monitor=False):
+    def __init__(self, url, mode="req", timeout_ms=3000, inflight=64, monitor=False,
+                 busy_poll_us=None):
         args = [binary("tests", "test_libmaru_rpc"), url, mode, str(timeout_ms), str(inflight)]
         if monitor:
             args.append("monitor")
+        env = dict(os.environ)
+        env.pop("MARU_BUSY_POLL_US", None)
+        if busy_poll_us is not None:
+            env["MARU_BUSY_POLL_US"] = str(busy_poll_us)
         self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True)
+                                  text=True, env=env)
         assert self.p.stdout.readline().strip() == "ready"
 
     def cmd(self, line):
@@ -547,3 +553,28 @@ def test_late_reply_is_dropped(client, raw, mode):
     ok = c.call(1, 1, 17)              # another text: "0 0 17"
     assert ok["ok"] == 1 and ok["bad"] == 0, ok
     assert s.accepted == (1 if mode == "dealer" else 2)
+
+
+@pytest.mark.parametrize("mode", ["req", "dealer"])
+def test_busy_poll_same_answers(client, router, raw, mode):
+    """MARU_BUSY_POLL_US: the caller looks before it sleeps; nothing else
+    changes: replies of every size, many threads, replies cut into
+    pieces, a silent server still times out on time."""
+    r = router()
+    c = client(r.url, mode, timeout_ms=20000, inflight=8, busy_poll_us=300)
+    for size in (16, 300, 200 * 1024):
+        res = c.call(1, 20, size)
+        assert (res["ok"], res["fail"], res["bad"]) == (20, 0, 0), (size, res)
+    if mode == "dealer":
+        res = c.call(16, 100, 40)
+        assert (res["ok"], res["fail"], res["bad"]) == (1600, 0, 0), res
+
+    s = raw(split=lambda b: [b[i:i + 3] for i in range(0, len(b), 3)])
+    c2 = client(s.url, mode, busy_poll_us=300)
+    assert c2.call(1, 5, 1000)["ok"] == 5
+
+    silent = raw(serve=lambda conn, n: time.sleep(30))
+    c3 = client(silent.url, mode, timeout_ms=300, busy_poll_us=10000)
+    res = c3.call(1, 2, 16)
+    assert res["errs"] == ["ETIMEDOUT"] * 2 and res["maxms"] < 3000, res
+

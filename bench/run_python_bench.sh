@@ -20,7 +20,8 @@
 # C loops), which cancels most of the machine's noise.
 # Prints both tables with the Python/C ratio and the Python overhead per
 # operation (target: ratio <= 1.15).  Raw RESULT lines go to OUT/results.txt.
-# QUICK=1 shortens every measurement.  Uses the .venv Python (./dev.sh setup).
+# QUICK=1 shortens every measurement.  Uses the .venv Python (./dev.sh setup),
+# or MARU_PYTHON (a venv with the package built from BUILD_DIR).
 #
 # Timings are noisy on a shared machine: compare ratios from one run.
 set -euo pipefail
@@ -38,7 +39,7 @@ B=$(cd "$B" && pwd)
 BENCH=$B/bench/maru-client-bench
 RMBIN=$B/src/resource_manager/maru-resource-manager
 MDSBIN=$B/src/metadata_server/maru-server
-PY=$TOP/.venv/bin/python
+PY=${MARU_PYTHON:-$TOP/.venv/bin/python}
 [ -x "$PY" ] || PY=/usr/bin/python3
 for f in "$BENCH" "$RMBIN" "$MDSBIN"; do
 	[ -x "$f" ] || { echo "missing $f (build first)" >&2; exit 1; }

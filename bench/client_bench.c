@@ -32,6 +32,14 @@
  *            the same round trip with ZMTP spoken by hand in the calling
  *            thread (no libzmq in the client): the floor without the
  *            client-side I/O-thread hop
+ *   echo     --port N [--busy-poll-us U]
+ *            a TCP echo server on 127.0.0.1:N (one connection at a time;
+ *            with U, it looks for the next message for U µs before it
+ *            sleeps, like maru-server --busy-poll-us)
+ *   store ... --echo N
+ *            the store loop with the register replaced by a ping-pong of
+ *            the same request bytes with that echo server: the floor of
+ *            any design that spends one round trip per store
  *   rtt      --server URL --size S --prefix P [--iters N]
  *            in one process, alternating blocks of 100: maru_kv_exists,
  *            alloc + maru_kv_store of an unwritten page, a bare LOOKUP_KV
@@ -57,6 +65,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -88,6 +97,8 @@ struct opts {
 	bool read;
 	bool dealer;
 	bool zmtp; /* store: register over the hand-written ZMTP socket */
+	int echo;  /* store: ping-pong with the echo server on this port */
+	int busy_us; /* echo: look this long before sleeping */
 };
 
 static struct opts o;
@@ -282,6 +293,8 @@ static int cmd_memcpy(void)
 struct zin;
 static size_t zin_size(void);
 static int zmtp_connect(const char *url, struct zin *z);
+static int echo_connect(int port);
+static void echo_call(int fd, const uint8_t *frame, size_t n);
 static int zmtp_call(int fd, struct zin *z, const uint8_t *frame, size_t n);
 static size_t kv_frame(uint8_t *buf, uint8_t type, uint32_t seq,
 		       const char *key, uint64_t region, uint64_t off,
@@ -323,6 +336,11 @@ static int cmd_store(void)
 	rm = calloc((size_t)maxr, sizeof(*rm));
 	rr = calloc((size_t)maxr, sizeof(*rr));
 	floor_open(&fl, src);
+	if (o.echo) {
+		if (per != 1 || o.zmtp)
+			die("--echo is for single stores", EINVAL);
+		zfd = echo_connect(o.echo);
+	}
 	if (o.zmtp) {
 		/* the experiment: what a store would cost with a client that
 		 * speaks ZMTP itself in the calling thread (cmd_zmtp) */
@@ -360,7 +378,13 @@ static int cmd_store(void)
 				t_copy += tc - tb;
 			}
 			tc = now_ns();
-			if (o.zmtp)
+			if (o.echo)
+				echo_call(zfd, zf,
+					  kv_frame(zf, MDS_REGISTER_KV, zseq++,
+						   names[i], pages[i].region_id,
+						   pages[i].page_index * o.size,
+						   o.size));
+			else if (o.zmtp)
 				rc = zmtp_call(zfd, z, zf,
 					       kv_frame(zf, MDS_REGISTER_KV,
 							zseq++, names[i],
@@ -399,6 +423,12 @@ static int cmd_store(void)
 		}
 		t_alloc = t_copy = t_reg = 0;
 		for (i = 0; i < n; i++) {
+			if (o.echo) {
+				/* nothing was registered */
+				maru_page_free(h, pages[i].region_id,
+					       pages[i].page_index);
+				continue;
+			}
 			if (!o.zmtp) {
 				maru_kv_delete(h, &keys[i]);
 				continue;
@@ -418,7 +448,10 @@ static int cmd_store(void)
 	       " alloc_us=%.2f copy_us=%.2f reg_us=%.2f memcpy_gbps=%.3f"
 	       " rounds=%d med_gbps=%.3f med_memcpy_gbps=%.3f"
 	       " med_ratio=%.3f\n",
-	       per > 1 ? "batch_store" : o.zmtp ? "store_zmtp" : "store",
+	       per > 1	  ? "batch_store"
+	       : o.echo	  ? "store_floor"
+	       : o.zmtp	  ? "store_zmtp"
+			  : "store",
 	       o.size,
 	       (double)bytes / (double)timed, bytes / o.size,
 	       (double)s_alloc / 1e3 / (double)(bytes / o.size),
@@ -829,6 +862,76 @@ static int zmtp_call(int fd, struct zin *z, const uint8_t *frame, size_t n)
 	return 0;
 }
 
+static int echo_connect(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	int fd, one = 1;
+
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect to the echo server", errno);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+/* send @n bytes, wait until all @n came back */
+static void echo_call(int fd, const uint8_t *frame, size_t n)
+{
+	uint8_t back[512];
+	size_t got = 0;
+	ssize_t r;
+
+	xwrite(fd, frame, n);
+	while (got < n) {
+		r = recv(fd, back, sizeof(back), 0);
+		if (r <= 0)
+			die("echo", r < 0 ? errno : EPIPE);
+		got += (size_t)r;
+	}
+}
+
+/* the echo server: one connection at a time, until killed */
+static int cmd_echo(void)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	uint8_t b[4096];
+	uint64_t until;
+	int l, c, one = 1;
+	ssize_t r;
+
+	sa.sin_port = htons((uint16_t)o.port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(l, 8) < 0)
+		die("echo: bind", errno);
+	for (;;) {
+		c = accept(l, NULL, NULL);
+		if (c < 0)
+			die("echo: accept", errno);
+		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		until = 0;
+		for (;;) {
+			r = recv(c, b, sizeof(b),
+				 now_ns() < until ? MSG_DONTWAIT : 0);
+			if (r < 0 && errno == EAGAIN) {
+				sched_yield();
+				continue;
+			}
+			if (r <= 0)
+				break;
+			xwrite(c, b, (size_t)r);
+			if (o.busy_us)
+				until = now_ns() + (uint64_t)o.busy_us * 1000;
+		}
+		close(c);
+	}
+	return 0;
+}
+
 static int cmd_zmtp(void)
 {
 	uint64_t *lat = calloc((size_t)o.iters, sizeof(*lat));
@@ -997,6 +1100,8 @@ int main(int argc, char **argv)
 		{"read", no_argument, NULL, 'e'},
 		{"dealer", no_argument, NULL, 'd'},
 		{"zmtp", no_argument, NULL, 'z'},
+		{"echo", required_argument, NULL, 'E'},
+		{"busy-poll-us", required_argument, NULL, 'B'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -1055,6 +1160,12 @@ int main(int argc, char **argv)
 		case 'z':
 			o.zmtp = true;
 			break;
+		case 'E':
+			o.echo = atoi(optarg);
+			break;
+		case 'B':
+			o.busy_us = atoi(optarg);
+			break;
 		default:
 			return 2;
 		}
@@ -1075,6 +1186,8 @@ int main(int argc, char **argv)
 		return cmd_retrieve();
 	if (!strcmp(o.cmd, "raw"))
 		return cmd_raw();
+	if (!strcmp(o.cmd, "echo"))
+		return cmd_echo();
 	if (!strcmp(o.cmd, "zmtp"))
 		return cmd_zmtp();
 	if (!strcmp(o.cmd, "rtt"))

@@ -91,7 +91,7 @@ wait_port "$RMPORT"
 
 # label, server core, client core, extra maru-server arguments
 run_placement() {
-	local label=$1 sc=$2 cc=$3 port rport url mpid rpid size
+	local label=$1 sc=$2 cc=$3 port rport eport url mpid rpid epid size
 	shift 3
 	port=$(free_port)
 	rport=$(free_port)
@@ -100,6 +100,15 @@ run_placement() {
 		>"$WORK/mds-$label.log" 2>&1 &
 	mpid=$!
 	PIDS+=($mpid)
+	# the floor: a bare TCP echo on the server's core, busy polling when
+	# the server does
+	eport=$(free_port)
+	local ebusy=()
+	[ "${1:-}" = --busy-poll-us ] && ebusy=(--busy-poll-us "$2")
+	taskset -c "$sc" "$BENCH" echo --port "$eport" "${ebusy[@]}" \
+		>"$WORK/echo-$label.log" 2>&1 &
+	epid=$!
+	PIDS+=($epid)
 	taskset -c "$sc" redis-server --port "$rport" --bind 127.0.0.1 \
 		--save "" --appendonly no --protected-mode no \
 		>"$WORK/redis-$label.log" 2>&1 &
@@ -107,6 +116,7 @@ run_placement() {
 	PIDS+=($rpid)
 	wait_port "$port"
 	wait_port "$rport"
+	wait_port "$eport"
 	url=tcp://127.0.0.1:$port
 	for size in 256K 1M 4M; do
 		echo "== $label $size" >&2
@@ -114,6 +124,8 @@ run_placement() {
 		tag() { sed "s/^RESULT /RESULT place=$label /"; }
 		taskset -c "$cc" "$BENCH" memcpy --size $size --ms "$MS" | tag
 		taskset -c "$cc" "$BENCH" store --server "$url" --size $size --ms "$MS" | tag
+		taskset -c "$cc" "$BENCH" store --server "$url" --size $size --ms "$MS" \
+			--echo "$eport" | tag
 		taskset -c "$cc" "$BENCH" store --server "$url" --size $size --batch 32 \
 			--pool 256M --ms "$MS" | tag
 		taskset -c "$cc" "$BENCH" prepare --server "$url" --size $size \
@@ -147,8 +159,8 @@ run_placement() {
 				sed "s/^RESULT /RESULT place=any /" >>"$RES"
 		done
 	fi
-	kill "$mpid" "$rpid"
-	wait "$mpid" "$rpid" 2>/dev/null || true
+	kill "$mpid" "$rpid" "$epid"
+	wait "$mpid" "$rpid" "$epid" 2>/dev/null || true
 }
 
 run_placement same $C0 $C0
@@ -181,13 +193,16 @@ for place in ("same", "split", "split-bp"):
     print(f"\n[{place}] store throughput (GB/s) and ratio to memcpy")
     print("  separate runs: memcpy, store and batch32 measured one after the other (seconds apart)")
     print("  in-process: median over rounds of (memcpy of the same chunks right after a round of stores) / (the stores)")
+    print("  floor: the same store loop with the register replaced by a ping-pong with a bare TCP echo server")
+    print("  (what any design spending one round trip per store reaches here)")
     print("  per page (us): alloc, write (memcpy into the page), register (the RPC)")
-    print(f"{'chunk':>6} {'memcpy':>8} {'store':>8} {'ratio':>6} {'batch32':>8} {'ratio':>6} | {'in-proc store':>13} {'batch32':>8} | {'store: alloc/write/register':>28} {'batch32: per page':>22}")
+    print(f"{'chunk':>6} {'memcpy':>8} {'store':>8} {'ratio':>6} {'batch32':>8} {'ratio':>6} | {'in-proc store':>13} {'floor':>6} {'batch32':>8} | {'store: alloc/write/register':>28} {'batch32: per page':>22}")
     for s in sizes:
         m = get(place, "memcpy", s, "gbps"); st = get(place, "store", s, "gbps"); b = get(place, "batch_store", s, "gbps")
         ms = get(place, "store", s, "med_ratio"); mb = get(place, "batch_store", s, "med_ratio")
+        mf = get(place, "store_floor", s, "med_ratio")
         br = lambda w: "/".join(f"{get(place, w, s, k):.1f}" for k in ("alloc_us", "copy_us", "reg_us"))
-        print(f"{name[s]:>6} {m:8.2f} {st:8.2f} {st/m:6.2f} {b:8.2f} {b/m:6.2f} | {ms:13.2f} {mb:8.2f} | {br('store'):>28} {br('batch_store'):>22}")
+        print(f"{name[s]:>6} {m:8.2f} {st:8.2f} {st/m:6.2f} {b:8.2f} {b/m:6.2f} | {ms:13.2f} {mf:6.2f} {mb:8.2f} | {br('store'):>28} {br('batch_store'):>22}")
     print(f"\n[{place}] latency p50/p99 (us): retrieve to a usable view vs one bare LOOKUP_KV round trip vs Redis GET")
     print("  (raw: libzmq REQ/DEALER sockets; zmtp: ZMTP spoken in the calling thread, as libmaru does: the floor;")
     print("   ret/rt: retrieve over the fastest of the three round trips)")
@@ -227,6 +242,9 @@ if plot:
             ("split-bp", "batch_store", "batch_store 32, one core each, busy poll"))
     for i, (place, what, lab) in enumerate(bars):
         ax[0].bar([j + (i - 2.5) * w for j in x], [get(place, what, s, "med_ratio") for s in sizes], w, label=lab)
+    for i, place in enumerate(("same", "split", "split-bp")):
+        ax[0].scatter([j + (i - 2.5) * w for j in x], [get(place, "store_floor", s, "med_ratio") for s in sizes],
+                      marker="_", s=120, color="k", zorder=3, label="floor: one bare TCP round trip" if i == 0 else None)
     ax[0].axhline(0.9, color="k", ls=":", lw=1)
     ax[0].axhline(0.8, color="grey", ls="--", lw=1)
     ax[0].axhline(0.5, color="grey", ls=":", lw=1)

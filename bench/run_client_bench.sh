@@ -233,7 +233,7 @@ if plot:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, ax = plt.subplots(1, 3, figsize=(15, 5.6))
     x = range(len(sizes))
     w = 0.14
     bars = (("same", "store", "store, one core"), ("split", "store", "store, one core each"),
@@ -249,7 +249,8 @@ if plot:
     ax[0].axhline(0.8, color="grey", ls="--", lw=1)
     ax[0].axhline(0.5, color="grey", ls=":", lw=1)
     ax[0].set_xticks(list(x)); ax[0].set_xticklabels([name[s] for s in sizes])
-    ax[0].set_ylabel("store / memcpy (median over rounds)"); ax[0].set_title("store throughput vs memcpy, same process"); ax[0].legend(fontsize=7)
+    ax[0].set_ylabel("store / memcpy (median over rounds)"); ax[0].set_title("store throughput vs memcpy, same process")
+    ax[0].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)
     for i, (what, lab) in enumerate((("raw_zmtp", "round trip, ZMTP by hand"), ("raw_dealer", "round trip, libzmq"),
                                      ("retrieve", "maru retrieve"), ("retrieve_read", "retrieve + read"),
                                      ("redis_get", "Redis GET"))):

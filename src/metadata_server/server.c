@@ -93,7 +93,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -134,6 +136,7 @@ struct conn {
 	size_t wr;	/* out: written prefix */
 	uint64_t last_rx; /* vclock: last input */
 	uint64_t stuck_at; /* vclock: output waiting, no progress since */
+	int outq;	   /* SIOCOUTQ when stuck_at was last looked at */
 	struct conn *next_dead;
 };
 
@@ -253,13 +256,15 @@ static size_t out_pending(const struct conn *c)
  * without copying it unless the kernel leaves part of it).
  * Return: 0, or -errno when the connection failed (caller closes).
  */
+static void set_queued(struct server *sv, struct conn *c, bool q);
+
 static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 		      size_t nextra)
 {
 	struct iovec iov[2];
 	struct msghdr mh = {.msg_iov = iov};
 	size_t pend = out_pending(c), done;
-	bool moved = false;
+	bool moved = false, was_full = pend > SERVER_OUT_HWM;
 	ssize_t n;
 
 	if (c->fd < 0) {
@@ -318,6 +323,15 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 								     : EPOLLIN));
 	else
 		conn_arm(sv, c, EPOLLIN);
+	if (was_full && out_pending(c) <= SERVER_OUT_HWM) {
+		/*
+		 * we read them again: whole requests may wait in c->in, and
+		 * what they sent meanwhile (PONGs too) went unread by us,
+		 * so their silence so far does not count
+		 */
+		c->last_rx = sv->s->vnow;
+		set_queued(sv, c, true);
+	}
 	return 0;
 }
 
@@ -371,7 +385,7 @@ static int conn_next(struct conn *c, struct msg *m)
 {
 	const uint8_t *base = c->in.data;
 	struct zmtp_frame f;
-	size_t at, need;
+	size_t at, need, tot = 0;
 	ssize_t r;
 	int nf = 0, rc, minor;
 
@@ -392,8 +406,12 @@ static int conn_next(struct conn *c, struct msg *m)
 	}
 	at = c->rd;
 	for (;;) {
-		r = zmtp_parse(base + at, c->in.len - at, SERVER_MAX_MSG, &f,
-			       &need);
+		/* before READY only a small command may come; after it, a
+		 * message's frames together stay within SERVER_MAX_MSG */
+		r = zmtp_parse(base + at, c->in.len - at,
+			       c->st != CS_OPEN ? SERVER_HANDSHAKE_MAX
+						: (size_t)SERVER_MAX_MSG - tot,
+			       &f, &need);
 		if (r < 0)
 			return (int)r;
 		if (r == 0) {
@@ -428,12 +446,14 @@ static int conn_next(struct conn *c, struct msg *m)
 		if (nf == SERVER_MAX_FRAMES) {
 			/* drop what it had; this frame on goes unseen */
 			c->discard = true;
+			tot = 0;
 			c->rd = at;
 			nf = 0;
 			continue;
 		}
 		m->p[nf] = f.data;
 		m->n[nf++] = f.len;
+		tot += f.len;
 		at += (size_t)r;
 		if (!(f.flags & ZMTP_MORE)) {
 			m->nf = nf;
@@ -642,15 +662,10 @@ static void conn_readable(struct server *sv, struct conn *c)
 /* EPOLLOUT: the peer has read; write more, take requests again. */
 static void conn_writable(struct server *sv, struct conn *c)
 {
-	bool was_full = out_pending(c) > SERVER_OUT_HWM;
 	int rc = conn_flush(sv, c, NULL, 0);
 
-	if (rc < 0) {
+	if (rc < 0)
 		conn_close(sv, c, strerror(-rc));
-		return;
-	}
-	if (was_full && out_pending(c) <= SERVER_OUT_HWM)
-		set_queued(sv, c, true);
 }
 
 static struct conn *conn_new(struct server *sv, int fd, int key)
@@ -785,6 +800,7 @@ static uint64_t wake(struct server *sv)
 static void heartbeat(struct server *sv)
 {
 	uint64_t now = sv->s->vnow, idle;
+	int outq;
 	uint16_t ttl_ds = (uint16_t)(sv->hb_timeout / 100000000ull);
 	uint8_t ping[16];
 	struct conn *c;
@@ -795,10 +811,24 @@ static void heartbeat(struct server *sv)
 		if (!c || c->dead)
 			continue;
 		idle = now - c->last_rx;
+		/* while their replies back up we do not read them (nor
+		 * their PONGs): then only "reads nothing" below applies */
 		if (idle >= sv->hb_timeout &&
+		    out_pending(c) <= SERVER_OUT_HWM &&
 		    (c->ping_ok || c->st != CS_OPEN)) {
 			conn_close(sv, c, "heartbeat timeout");
 			continue;
+		}
+		/*
+		 * output waits: the kernel only reports the socket writable
+		 * again once much of its queue drained, so a peer that reads
+		 * slowly shows as progress in the socket's queue, not in our
+		 * writes
+		 */
+		if (c->stuck_at && c->fd >= 0 &&
+		    ioctl(c->fd, SIOCOUTQ, &outq) == 0 && outq != c->outq) {
+			c->outq = outq;
+			c->stuck_at = now;
 		}
 		if (c->stuck_at && now - c->stuck_at >= sv->hb_timeout) {
 			conn_close(sv, c, "peer reads nothing");

@@ -472,3 +472,51 @@ def test_busy_poll_bad_values(rm, start_mds, value):
     assert wait_until(lambda: not m.running(), timeout=30)
     assert m.proc.returncode == 2
     assert "bad --busy-poll-us" in m.log()
+
+
+def test_slow_reader_of_big_replies_is_not_dropped(rm, start_mds,
+                                                   monkeypatch):
+    """A peer that keeps reading, slowly, more than SERVER_OUT_HWM of
+    replies: the server stops reading it meanwhile (so its PONGs go unread
+    too), which must not count as heartbeat silence; every reply arrives."""
+    monkeypatch.setenv("MARU_SERVER_HEARTBEAT_MS", "300,1500")
+    m = start_mds(rm.address)
+    d = DealerClient(m.url)
+    _, r = d.call(REQUEST_ALLOC, {"instance_id": "big", "size": 1 << 20})
+    hd = handle_of(r)
+    keys = [f"a-long-key-to-make-the-reply-large-{i:06d}" for i in range(20000)]
+    for b in range(0, len(keys), 5000):
+        d.call(BATCH_REGISTER_KV, {"entries": [
+            {"key": k, "region_id": hd["region_id"], "kv_offset": i,
+             "kv_length": 1} for i, k in enumerate(keys[b:b + 5000], b)]})
+    d.close()
+    raw = Raw(m, rcvbuf=4096, timeout=60).handshake()
+    n = 12                                   # ~1.3 MB each: > 8 MiB in all
+    raw.send(b"".join(zframe(frame(BATCH_LOOKUP_KV, {"keys": keys}, seq=i + 1))
+                      for i in range(n)))
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3.0:       # two heartbeat timeouts, slowly
+        chunk = raw.s.recv(16384)
+        assert chunk, "closed by the server while we read"
+        raw.buf += chunk
+        time.sleep(0.05)
+    seqs = []
+    for _ in range(n):
+        body = raw.message()[-1]
+        h, reply = parse(body)
+        assert len(reply["entries"]) == len(keys)
+        assert all(e["found"] for e in reply["entries"])
+        seqs.append(h.seq)
+    assert sorted(seqs) == list(range(1, n + 1))
+    assert "heartbeat timeout" not in m.log()
+    raw.s.close()
+
+
+def test_big_frame_before_ready_is_refused(mds):
+    """Before READY only a small command may come: a frame header that
+    announces 64 MiB gets the connection closed, nothing reserved."""
+    s = Raw(mds)
+    s.send(greeting() + bytes([COMMAND | LONG]) + struct.pack(">Q", 60 << 20)
+           + b"x")
+    assert s.closed_by_server()
+    assert served(mds)

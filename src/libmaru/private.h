@@ -330,6 +330,7 @@ struct maru__rpc {
 	size_t rlen;
 	size_t roff;
 	size_t want;	     /* bytes from @roff the next message needs */
+	size_t rcmd;	     /* commands before this offset are handled */
 	uint8_t pong[24];    /* a PONG waiting for a half-written request */
 	size_t pong_len;
 	bool writing;	     /* a request is being written */

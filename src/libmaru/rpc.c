@@ -467,7 +467,7 @@ static void conn_install(struct maru__rpc *r, int fd, int minor)
 {
 	r->fd = fd;
 	r->peer_minor = minor;
-	r->roff = r->rlen = r->want = 0;
+	r->roff = r->rlen = r->want = r->rcmd = 0;
 	r->pong_len = 0;
 	r->last_io_ns = maru__now_ns();
 	if (r->mon)
@@ -497,7 +497,7 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 		close(r->fd);
 	}
 	r->fd = -1;
-	r->roff = r->rlen = r->want = 0;
+	r->roff = r->rlen = r->want = r->rcmd = 0;
 	r->pong_len = 0;
 	/* the monitor's sweep holds its lock: no logging there */
 	if (dropped && !r->in_sweep)
@@ -582,12 +582,20 @@ static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
 			return r->want > MSG_MAX ? -EPROTO : 0;
 		}
 		if (f.flags & ZMTP_COMMAND) {
-			if (at != r->roff)
-				return -EPROTO; /* inside a message */
-			r->roff = at += (size_t)k;
-			rc = on_command(r, &f);
-			if (rc < 0)
-				return rc;
+			/*
+			 * libzmq may put a PING between the frames of a
+			 * message: handled once (@rcmd: up to where), the
+			 * message is taken when its last frame is in
+			 */
+			if (at >= r->rcmd) {
+				rc = on_command(r, &f);
+				if (rc < 0)
+					return rc;
+				r->rcmd = at + (size_t)k;
+			}
+			at += (size_t)k;
+			if (at - (size_t)k == r->roff)
+				r->roff = at;
 			continue;
 		}
 		at += (size_t)k;
@@ -613,11 +621,12 @@ static ssize_t conn_read(struct maru__rpc *r)
 	ssize_t k;
 
 	if (r->roff == r->rlen) {
-		r->roff = r->rlen = 0;
+		r->roff = r->rlen = r->rcmd = 0;
 	} else if (r->roff && (r->roff > r->rcap / 2 ||
 			       r->rcap - r->roff < r->want)) {
 		memmove(r->rbuf, r->rbuf + r->roff, r->rlen - r->roff);
 		r->rlen -= r->roff;
+		r->rcmd = r->rcmd > r->roff ? r->rcmd - r->roff : 0;
 		r->roff = 0;
 	}
 	if (r->rcap - r->roff < r->want || r->rcap == r->rlen) {
@@ -998,6 +1007,12 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	ssize_t k;
 
 	pthread_mutex_lock(&r->lock);
+	if (maru__now_ns() >= deadline) {
+		/* queued behind slower calls all along: do not send a
+		 * request we could not wait for */
+		rc = -ETIMEDOUT;
+		goto out_unlock;
+	}
 	check_idle(r);
 	if (r->fd < 0) {
 		rc = dial(r, deadline, &fd, &minor);
@@ -1184,6 +1199,8 @@ static int call_async(struct maru__rpc *r, struct maru__msg *m,
 	s = &r->slots[idx];
 	s->busy = true;
 	rc = ensure_conn(r, deadline);
+	if (rc == 0 && maru__now_ns() >= deadline)
+		rc = -ETIMEDOUT; /* the wait for a slot or the dial took it */
 	if (rc == 0) {
 		s->seq = take_seq(r);
 		mds_hdr_put(m->data, m->type, 0, s->seq,

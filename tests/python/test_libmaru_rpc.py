@@ -578,3 +578,24 @@ def test_busy_poll_same_answers(client, router, raw, mode):
     res = c3.call(1, 2, 16)
     assert res["errs"] == ["ETIMEDOUT"] * 2 and res["maxms"] < 3000, res
 
+
+
+@pytest.mark.parametrize("mode", ["req", "dealer"])
+def test_ping_between_the_frames_of_a_reply(client, raw, mode):
+    """libzmq may send a PING after the delimiter and before the body (its
+    heartbeat timer works frame by frame): the reply still arrives, on the
+    same connection."""
+    def serve(conn, n):
+        RawServer.handshake(conn)
+        while True:
+            frames = recv_msg(conn)
+            ping = frame(b"\x04PING\x00\x0aIN", command=True)
+            conn.sendall(frame(b"", more=True) + ping)
+            time.sleep(0.002)
+            conn.sendall(frame(reply_body(frames[-1])))
+
+    s = raw(serve=serve)
+    c = client(s.url, mode)
+    res = c.call(1, 10, 300)
+    assert (res["ok"], res["fail"], res["bad"]) == (10, 0, 0), res
+    assert s.accepted == 1

@@ -151,8 +151,11 @@ void client_unpin(struct rm *rm, struct client *c)
 {
 	c->nconns--;
 	if (c->nconns == 0 && c->nallocs > 0) {
-		/* 0 means "no timer": never stamp 0 */
-		c->gone_ms = evloop_now_ms() | 1;
+		/* 0 means "no timer": never stamp 0 (nor a time ahead of
+		 * the clock, as "| 1" did: see reap_reason()) */
+		c->gone_ms = evloop_now_ms();
+		if (!c->gone_ms)
+			c->gone_ms = 1;
 		log_dbg("client %s: disconnected with %zu region(s), "
 			"grace period %d s",
 			c->id, c->nallocs, rm->cfg.grace_period);

@@ -54,7 +54,12 @@ static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
 
 	if (c->nallocs == 0)
 		return NULL;
-	if (c->gone_ms && c->nconns == 0 &&
+	/*
+	 * a stamp ahead of @now (it was once stamped "now | 1", one
+	 * millisecond ahead half the time) must not wrap the difference:
+	 * a client that had just disconnected lost its regions at once
+	 */
+	if (c->gone_ms && c->nconns == 0 && now >= c->gone_ms &&
 	    now - c->gone_ms >= (uint64_t)rm->cfg.grace_period * 1000u)
 		return "grace period expired";
 	if (!c->local || !c->pid)
@@ -135,8 +140,11 @@ out:
 
 void reaper_adopt(struct rm *rm)
 {
-	uint64_t now = evloop_now_ms() | 1;
+	uint64_t now = evloop_now_ms();
 	size_t i;
+
+	if (!now)
+		now = 1; /* 0 means "no timer" */
 
 	for (i = 0; i < rm->clients_cap; i++) {
 		struct client *c;

@@ -593,6 +593,22 @@ static void test_reaper(void **state)
 	reaper_tick(rm);
 	assert_int_equal(rm->nregions, 0);
 
+	/*
+	 * grace 30 s: a tick whose clock reads before the disconnect
+	 * stamp (stamps were once "now | 1", a millisecond ahead half the
+	 * time) reaps nothing; the difference wrapped and freed at once
+	 */
+	c = cl(rm, "remote:2");
+	client_pin(rm, c);
+	assert_int_equal(region_alloc(rm, c, 1, rm_str_from(NULL), 0, &r), 0);
+	client_unpin(rm, c);
+	c->gone_ms = evloop_now_ms() + 1; /* what T | 1 was for an even T */
+	reaper_tick(rm);
+	assert_int_equal(rm->nregions, 1);
+	client_pin(rm, c);
+	assert_int_equal(region_free(rm, r, 0, "test"), 0);
+	client_unpin(rm, c);
+
 	/* grace: remote client, disconnected, grace period 0 */
 	rm->cfg.grace_period = 0;
 	c = cl(rm, "remote:1");

@@ -11,6 +11,7 @@ import os
 import select
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -492,8 +493,12 @@ def test_slow_reader_of_big_replies_is_not_dropped(rm, start_mds,
     d.close()
     raw = Raw(m, rcvbuf=4096, timeout=60).handshake()
     n = 12                                   # ~1.3 MB each: > 8 MiB in all
-    raw.send(b"".join(zframe(frame(BATCH_LOOKUP_KV, {"keys": keys}, seq=i + 1))
-                      for i in range(n)))
+    reqs = b"".join(zframe(frame(BATCH_LOOKUP_KV, {"keys": keys}, seq=i + 1))
+                    for i in range(n))
+    # the server stops reading us while replies back up: send from a
+    # thread, as a real client's I/O thread would, and read meanwhile
+    sender = threading.Thread(target=raw.send, args=(reqs,))
+    sender.start()
     t0 = time.monotonic()
     while time.monotonic() - t0 < 3.0:       # two heartbeat timeouts, slowly
         chunk = raw.s.recv(16384)
@@ -507,6 +512,7 @@ def test_slow_reader_of_big_replies_is_not_dropped(rm, start_mds,
         assert len(reply["entries"]) == len(keys)
         assert all(e["found"] for e in reply["entries"])
         seqs.append(h.seq)
+    sender.join()
     assert sorted(seqs) == list(range(1, n + 1))
     assert "heartbeat timeout" not in m.log()
     raw.s.close()

@@ -11,15 +11,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "net.h"
 #include "util.h"
 
 /* Responses are small; STATS grows with the pool count.  Cap it anyway. */
@@ -67,84 +65,14 @@ void rm_client_disconnect(struct rm_client *c)
 	c->fd = -1;
 }
 
-static int remaining_ms(uint64_t deadline)
-{
-	uint64_t now = now_ns();
-
-	if (now >= deadline)
-		return 0;
-	return (int)((deadline - now + 999999) / 1000000);
-}
-
-/* Wait for @events on @fd until @deadline.  Return: 0 or -ETIMEDOUT/-errno */
-static int wait_fd(int fd, short events, uint64_t deadline)
-{
-	struct pollfd pfd = { .fd = fd, .events = events };
-	int rc;
-
-	for (;;) {
-		rc = poll(&pfd, 1, remaining_ms(deadline));
-		if (rc > 0)
-			return 0;
-		if (rc == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-static int connect_one(const struct addrinfo *ai, uint64_t deadline)
-{
-	socklen_t len = sizeof(int);
-	int fd, rc, err = 0, one = 1;
-
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC |
-				   SOCK_NONBLOCK, ai->ai_protocol);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-		if (errno != EINPROGRESS) {
-			rc = -errno;
-			goto out_close;
-		}
-		rc = wait_fd(fd, POLLOUT, deadline);
-		if (rc < 0)
-			goto out_close;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-			err = errno;
-		if (err) {
-			rc = -err;
-			goto out_close;
-		}
-	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return fd;
-
-out_close:
-	close(fd);
-	return rc;
-}
-
 /* Resolve and connect to host:port.  Return: a non-blocking fd or -errno */
 static int dial(const char *host, uint16_t port, int timeout_ms)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-				  .ai_socktype = SOCK_STREAM };
-	uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000;
-	struct addrinfo *res, *ai;
 	char portstr[8];
-	int fd = -EHOSTUNREACH;
 
 	snprintf(portstr, sizeof(portstr), "%u", port);
-	if (getaddrinfo(host, portstr, &hints, &res) != 0)
-		return -EHOSTUNREACH;
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = connect_one(ai, deadline);
-		if (fd >= 0)
-			break;
-	}
-	freeaddrinfo(res);
-	return fd;
+	return net_dial(host, portstr,
+			now_ns() + (uint64_t)timeout_ms * 1000000);
 }
 
 int rm_client_connect(struct rm_client *c)
@@ -175,29 +103,6 @@ int rm_probe(const char *address, int timeout_ms)
 	return 0;
 }
 
-static int send_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
-{
-	ssize_t w;
-	int rc;
-
-	while (n) {
-		w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w > 0) {
-			p += w;
-			n -= (size_t)w;
-			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno != EAGAIN)
-			return -errno;
-		rc = wait_fd(fd, POLLOUT, deadline);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
 {
 	ssize_t r;
@@ -216,7 +121,7 @@ static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
 			continue;
 		if (errno != EAGAIN)
 			return -errno;
-		rc = wait_fd(fd, POLLIN, deadline);
+		rc = net_wait_fd(fd, POLLIN, deadline);
 		if (rc < 0)
 			return rc;
 	}
@@ -237,7 +142,7 @@ static int exchange(struct rm_client *c, uint16_t *type)
 	rc = rm_client_connect(c);
 	if (rc < 0)
 		return rc;
-	rc = send_all(c->fd, c->tx.data, c->tx.len, deadline);
+	rc = net_send_all(c->fd, c->tx.data, c->tx.len, deadline);
 	if (rc < 0)
 		return rc;
 	rc = recv_all(c->fd, hb, sizeof(hb), deadline);

@@ -77,9 +77,6 @@
 #include "private.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -93,6 +90,7 @@
 #include <unistd.h>
 
 #include "mds_proto.h"
+#include "net.h"
 #include "util.h"
 #include "zmtp.h"
 
@@ -131,16 +129,6 @@ static void abstime(uint64_t ns, struct timespec *ts)
 {
 	ts->tv_sec = (time_t)(ns / 1000000000ull);
 	ts->tv_nsec = (long)(ns % 1000000000ull);
-}
-
-/* milliseconds until @deadline, rounded up so a poll never spins early */
-static int ms_left(uint64_t deadline)
-{
-	uint64_t now = maru__now_ns();
-
-	if (now >= deadline)
-		return 0;
-	return (int)((deadline - now + 999999) / 1000000);
 }
 
 static uint64_t call_deadline(const struct maru__rpc *r)
@@ -210,106 +198,6 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
 	return false;
 }
 
-/* wait until @fd is ready for @events; -ETIMEDOUT at @deadline */
-static int wait_fd(int fd, short events, uint64_t deadline)
-{
-	struct pollfd p = {.fd = fd, .events = events};
-	int n;
-
-	for (;;) {
-		n = poll(&p, 1, ms_left(deadline));
-		if (n > 0)
-			return 0;
-		if (n == 0)
-			return -ETIMEDOUT;
-		if (errno != EINTR)
-			return -errno;
-	}
-}
-
-/* one nonblocking connect to @ai; gives the socket in *@fdp */
-static int connect_one(const struct addrinfo *ai, uint64_t deadline, int *fdp)
-{
-	int fd, one = 1, err = 0, rc;
-	socklen_t len = sizeof(err);
-
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    0);
-	if (fd < 0)
-		return -errno;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-		if (errno != EINPROGRESS) {
-			rc = -errno;
-			goto out_close;
-		}
-		rc = wait_fd(fd, POLLOUT, deadline);
-		if (rc < 0)
-			goto out_close;
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-			err = errno;
-		if (err) {
-			rc = -err;
-			goto out_close;
-		}
-	}
-	*fdp = fd;
-	return 0;
-
-out_close:
-	close(fd);
-	return rc;
-}
-
-/* resolve @r's host and connect to the first address that answers */
-static int connect_any(const struct maru__rpc *r, uint64_t deadline, int *fdp)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_NUMERICSERV};
-	struct addrinfo *res, *ai;
-	int rc = -EHOSTUNREACH, pass;
-
-	if (getaddrinfo(r->host, r->port, &hints, &res))
-		return -EHOSTUNREACH;
-	/* IPv4 first, like libzmq without ZMQ_IPV6 */
-	for (pass = 0; pass < 2; pass++) {
-		for (ai = res; ai; ai = ai->ai_next) {
-			if ((ai->ai_family == AF_INET) != (pass == 0))
-				continue;
-			rc = connect_one(ai, deadline, fdp);
-			if (rc == 0 || rc == -ETIMEDOUT)
-				goto out;
-		}
-	}
-out:
-	freeaddrinfo(res);
-	return rc;
-}
-
-/* write all of @p; the socket is fresh, so this is the handshake only */
-static int write_all(int fd, const uint8_t *p, size_t n, uint64_t deadline)
-{
-	ssize_t k;
-	int rc;
-
-	while (n) {
-		k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (k > 0) {
-			p += k;
-			n -= (size_t)k;
-			continue;
-		}
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno != EAGAIN)
-			return -errno;
-		rc = wait_fd(fd, POLLOUT, deadline);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 /* read up to @n bytes (at least one); -ECONNRESET at EOF */
 static ssize_t read_some(int fd, uint8_t *p, size_t n, uint64_t deadline)
 {
@@ -326,7 +214,7 @@ static ssize_t read_some(int fd, uint8_t *p, size_t n, uint64_t deadline)
 			continue;
 		if (errno != EAGAIN)
 			return -errno;
-		rc = wait_fd(fd, POLLIN, deadline);
+		rc = net_wait_fd(fd, POLLIN, deadline);
 		if (rc < 0)
 			return rc;
 	}
@@ -370,7 +258,7 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		       r->async ? sizeof(r->ident) : 0);
 	if (k < 0)
 		return (int)k;
-	rc = write_all(fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
+	rc = net_send_all(fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
 	if (rc < 0)
 		return rc;
 
@@ -432,11 +320,11 @@ out_free:
 static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 		int *minor)
 {
-	int backoff = RETRY_MIN_MS, fd = -1, rc, left;
+	int backoff = RETRY_MIN_MS, fd, rc, left;
 
 	for (;;) {
-		rc = connect_any(r, deadline, &fd);
-		if (rc == 0) {
+		fd = rc = net_dial(r->host, r->port, deadline);
+		if (fd >= 0) {
 			rc = handshake(r, fd, deadline, minor);
 			if (rc == 0) {
 				*fdp = fd;
@@ -453,7 +341,7 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 		}
 		if (rc == -ETIMEDOUT)
 			return rc;
-		left = ms_left(deadline);
+		left = net_ms_left(deadline);
 		if (left <= 0)
 			return -ETIMEDOUT;
 		usleep((useconds_t)(backoff < left ? backoff : left) * 1000);
@@ -787,7 +675,7 @@ static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
 		}
 		p = (struct pollfd){.fd = r->fd,
 				    .events = POLLOUT | (r->async ? POLLIN : 0)};
-		n = poll(&p, 1, ms_left(deadline));
+		n = poll(&p, 1, net_ms_left(deadline));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
@@ -1038,7 +926,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 		p = (struct pollfd){.fd = r->fd, .events = POLLIN};
 		rc = spin_ready(&p, 1, r->spin_ns)
 			     ? 0
-			     : wait_fd(r->fd, POLLIN, deadline);
+			     : net_wait_fd(r->fd, POLLIN, deadline);
 		if (rc < 0) {
 			/* a timeout: the late reply goes with the connection */
 			conn_close(r, false, rc);
@@ -1108,7 +996,7 @@ static int wait_slot(struct maru__rpc *r, struct maru__rpc_slot *s,
 			pfd[1] = (struct pollfd){.fd = r->wakefd,
 						 .events = POLLIN};
 			if ((spin_ready(pfd, 2, r->spin_ns) ||
-			     poll(pfd, 2, ms_left(deadline)) > 0) &&
+			     poll(pfd, 2, net_ms_left(deadline)) > 0) &&
 			    (pfd[1].revents & POLLIN)) {
 				if (read(r->wakefd, &v, sizeof(v)) < 0) {
 					/* already reset by another leader */

@@ -465,6 +465,23 @@ static void sweep(struct maru__monitor *mon)
 	}
 }
 
+/* take the URL of a drop noticed under @mon's lock (held), "" if none */
+static void take_lost(struct maru__monitor *mon, char *out, size_t n)
+{
+	memcpy(out, mon->lost, n);
+	mon->lost[0] = '\0';
+}
+
+/* log it outside the lock (the Python log handler may take the GIL) */
+static void log_lost(const struct maru_handler *h, const char *lost)
+{
+	if (lost[0])
+		linfo(h,
+		      "connection to %s lost: ownership is verified before "
+		      "the next write",
+		      lost);
+}
+
 static void *monitor_thread(void *arg)
 {
 	struct maru_handler *h = arg;
@@ -484,14 +501,9 @@ static void *monitor_thread(void *arg)
 			break;
 		}
 		n = build_items(mon, &items, &idx, &cap);
-		memcpy(lost, mon->lost, sizeof(lost));
-		mon->lost[0] = '\0';
+		take_lost(mon, lost, sizeof(lost));
 		pthread_mutex_unlock(&mon->lock);
-		if (lost[0])
-			linfo(h,
-			      "connection to %s lost: ownership is verified "
-			      "before the next write",
-			      lost);
+		log_lost(h, lost);
 		if (!n) {
 			usleep(10000); /* out of memory: try again */
 			continue;
@@ -521,14 +533,9 @@ static void *monitor_thread(void *arg)
 			sweep(mon);
 			sweep_at = now + SWEEP_NS;
 		}
-		memcpy(lost, mon->lost, sizeof(lost));
-		mon->lost[0] = '\0';
+		take_lost(mon, lost, sizeof(lost));
 		pthread_mutex_unlock(&mon->lock);
-		if (lost[0])
-			linfo(h,
-			      "connection to %s lost: ownership is verified "
-			      "before the next write",
-			      lost);
+		log_lost(h, lost);
 
 		/* find out now, not at the next write or renewal */
 		if (mon->verify &&

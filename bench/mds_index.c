@@ -195,9 +195,11 @@ static double time_batch_lookups(struct ix *ix, const struct keyset *ks,
 }
 
 /* LOOKUP_KV through mds_handle() with pre-built bodies */
-static int nop_alloc(void *a, uint64_t s, struct rm_handle *h)
+static int nop_alloc(void *a, uint64_t s, struct mds_wait *w,
+		     struct rm_handle *h)
 {
 	(void)a;
+	(void)w;
 	h->region_id = 1;
 	h->offset = 2 << 20;
 	h->length = s;
@@ -212,10 +214,12 @@ static int nop_free(void *a, const struct rm_handle *h)
 	return 0;
 }
 
-static int nop_usage(void *a, bool d, uint64_t *t, uint64_t *f)
+static int nop_usage(void *a, bool d, uint64_t *t, uint64_t *f,
+		     struct mds_wait *w)
 {
 	(void)a;
 	(void)d;
+	(void)w;
 	*t = *f = 0;
 	return 0;
 }
@@ -234,7 +238,7 @@ static double time_requests(uint64_t n, uint64_t total)
 	double r;
 
 	mds_init(&s, &cfg, &nop_ops, NULL, 99);
-	mds_alloc(&s, inst, none, 2 << 20, NULL, &h);
+	mds_alloc(&s, inst, none, 2 << 20, NULL, &h, NULL);
 	for (i = 0; i < n; i++) {
 		struct mds_reg e = {{NULL, 0, IX_STR, {0}}, 1, i, 4096};
 		char k[40];
@@ -264,7 +268,7 @@ static double time_requests(uint64_t n, uint64_t total)
 		m[6] = ks.len[j];
 		buf_put(&body, m, 7);
 		buf_put(&body, ks.k[j], ks.len[j]);
-		mds_handle(&s, body.data, body.len, NULL, &out);
+		mds_handle(&s, body.data, body.len, NULL, &out, NULL);
 		if (out.len < 30)
 			fprintf(stderr, "lookup missed\n");
 	}

@@ -53,16 +53,11 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 	mp_put_uint(w, e->len);
 }
 
-static void do_alloc(struct mds *s, const struct mds_req *q,
-		     struct mds_peer *peer, struct mp_wr *w)
+/* the REQUEST_ALLOC reply for @rc (0: @h) */
+static void put_alloc(struct mp_wr *w, int rc, const struct rm_handle *h)
 {
-	struct rm_handle h;
-	int rc;
-
-	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h);
 	if (rc < 0) {
-		log_dbg("REQUEST_ALLOC of %llu bytes failed: %d",
-			(unsigned long long)q->size, rc);
+		log_dbg("REQUEST_ALLOC failed: %d", rc);
 		mp_put_map(w, 2);
 		mp_put_key(w, "success");
 		mp_put_bool(w, false);
@@ -77,7 +72,74 @@ static void do_alloc(struct mds *s, const struct mds_req *q,
 	mp_put_key(w, "success");
 	mp_put_bool(w, true);
 	mp_put_key(w, "handle");
-	put_handle(w, &h);
+	put_handle(w, h);
+}
+
+void mds_wait_free(struct mds_wait *w)
+{
+	if (!w)
+		return;
+	free((char *)w->inst.ptr);
+	free((char *)w->lease.ptr);
+	free(w);
+}
+
+static int dup_str(struct mds_str *dst, struct mds_str src)
+{
+	char *p = malloc(src.len ? src.len : 1);
+
+	if (!p)
+		return -ENOMEM;
+	if (src.len)
+		memcpy(p, src.ptr, src.len);
+	dst->ptr = p;
+	dst->len = src.len;
+	return 0;
+}
+
+/* a wait for @q, when the caller can park it (@wp); NULL otherwise */
+static struct mds_wait *wait_new(const struct mds_req *q,
+				 const struct mds_peer *peer,
+				 struct mds_wait **wp)
+{
+	struct mds_wait *w;
+
+	if (!wp)
+		return NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->hdr = q->hdr;
+	w->kind = q->hdr.msg_type;
+	w->size = q->size;
+	w->peer_fd = peer ? peer->fd : -1;
+	w->peer_rid = peer ? peer->rid_hash : 0;
+	if (w->kind == MDS_REQUEST_ALLOC &&
+	    (dup_str(&w->inst, q->instance_id) < 0 ||
+	     dup_str(&w->lease, q->lease_id) < 0)) {
+		mds_wait_free(w);
+		return NULL;
+	}
+	return w;
+}
+
+/* Return: 0, or 1 when the request was parked in *@wp */
+static int do_alloc(struct mds *s, const struct mds_req *q,
+		    struct mds_peer *peer, struct mp_wr *w,
+		    struct mds_wait **wp)
+{
+	struct mds_wait *wt = wait_new(q, peer, wp);
+	struct rm_handle h;
+	int rc;
+
+	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h, wt);
+	if (rc == -EINPROGRESS) {
+		*wp = wt;
+		return 1;
+	}
+	mds_wait_free(wt);
+	put_alloc(w, rc, &h);
+	return 0;
 }
 
 static bool listed(const struct mds *s, const struct mds_region *r,
@@ -237,12 +299,32 @@ static void do_report(struct mds *s, const struct mds_req *q, struct mp_wr *w)
 	PUT_BOOL_MAP(w, "success", true);
 }
 
-static void do_stats(struct mds *s, struct mp_wr *w)
+/*
+ * The pool's figures for GET_STATS / GET_USAGE, from the RM session's
+ * cache; when that is stale the request is parked (*@wp, return 1) until
+ * a fresh STATS is in.  Unknown figures are 0.  Return: 0 or 1.
+ */
+static int pool_figures(struct mds *s, bool dax_only, const struct mds_req *q,
+			struct mds_peer *peer, struct mds_wait **wp,
+			uint64_t *total, uint64_t *avail)
 {
-	uint64_t total = 0, avail = 0;
+	struct mds_wait *wt = q ? wait_new(q, peer, wp) : NULL;
+	int rc;
 
-	if (s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total, &avail) < 0)
-		total = avail = 0;
+	rc = s->rm->pool_usage(s->rm_arg, dax_only, total, avail, wt);
+	if (rc == -EINPROGRESS) {
+		*wp = wt;
+		return 1;
+	}
+	mds_wait_free(wt);
+	if (rc < 0)
+		*total = *avail = 0;
+	return 0;
+}
+
+static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
+		     struct mp_wr *w)
+{
 	mp_put_map(w, 4);
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
@@ -289,10 +371,10 @@ static int cmp_usage(const void *a, const void *b)
 }
 
 /* Return: 0 or -ENOMEM. */
-static int do_usage(struct mds *s, struct mp_wr *w)
+static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
+		    struct mp_wr *w)
 {
 	const struct mds_region *r;
-	uint64_t total = 0, avail = 0;
 	struct usage *u = NULL;
 	uint32_t *pos = NULL, n = 0, i;
 
@@ -320,8 +402,6 @@ static int do_usage(struct mds *s, struct mp_wr *w)
 	}
 	if (n)
 		qsort(u, n, sizeof(*u), cmp_usage);
-	if (s->rm->pool_usage(s->rm_arg, false, &total, &avail) < 0)
-		total = avail = 0;
 	mp_put_map(w, 3);
 	mp_put_key(w, "instances");
 	mp_put_array(w, n);
@@ -390,17 +470,21 @@ static void do_handshake(struct mds *s, const struct mds_req *q,
 	put_server_id(s, w);
 }
 
-/* Fill the payload for a decoded request. Return: 0 or -ENOMEM. */
+/*
+ * Fill the payload for a decoded request.  Return: 0, 1 when it was
+ * parked in *@wp (nothing written), or -ENOMEM.
+ */
 static int dispatch(struct mds *s, const struct mds_req *q,
-		    struct mds_peer *peer, struct mp_wr *w)
+		    struct mds_peer *peer, struct mp_wr *w,
+		    struct mds_wait **wp)
 {
 	const struct mds_region *r = NULL;
 	const struct ix_entry *e;
+	uint64_t total, avail;
 
 	switch (q->hdr.msg_type) {
 	case MDS_REQUEST_ALLOC:
-		do_alloc(s, q, peer, w);
-		return 0;
+		return do_alloc(s, q, peer, w, wp);
 	case MDS_RETURN_ALLOC:
 		PUT_BOOL_MAP(w, "success",
 			     mds_return(s, q->instance_id, q->region_id, peer));
@@ -437,7 +521,10 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		do_batch_bools(s, q, w);
 		return 0;
 	case MDS_GET_STATS:
-		do_stats(s, w);
+		if (pool_figures(s, s->cfg.dax_only, q, peer, wp, &total,
+				 &avail))
+			return 1;
+		do_stats(s, total, avail, w);
 		return 0;
 	case MDS_HEARTBEAT:
 		do_heartbeat(s, q, peer, w);
@@ -446,7 +533,9 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		do_report(s, q, w);
 		return 0;
 	case MDS_GET_USAGE:
-		return do_usage(s, w);
+		if (pool_figures(s, false, q, peer, wp, &total, &avail))
+			return 1;
+		return do_usage(s, total, avail, w);
 	case MDS_HANDSHAKE:
 		do_handshake(s, q, peer, w);
 		return 0;
@@ -479,8 +568,8 @@ void mds_prefetch_next(struct mds *s, uint64_t h)
 	ix_prefetch_next(&s->kv, h);
 }
 
-void mds_handle(struct mds *s, const uint8_t *body, size_t len,
-		struct mds_peer *peer, struct buf *out)
+int mds_handle(struct mds *s, const uint8_t *body, size_t len,
+	       struct mds_peer *peer, struct buf *out, struct mds_wait **wp)
 {
 	struct mp_wr w = {out, 0};
 	char whybuf[128];
@@ -497,13 +586,17 @@ void mds_handle(struct mds *s, const uint8_t *body, size_t len,
 		log_dbg("request type 0x%02x seq %u refused: %s",
 			q.hdr.msg_type, q.hdr.sequence, why);
 		mds_error_reply(&w, rc == MDS_EBADHDR ? NULL : &q.hdr, why);
-		return;
+		return 0;
 	}
 	at = mds_begin_reply(&w, &q.hdr);
-	rc = dispatch(s, &q, peer, &w);
+	rc = dispatch(s, &q, peer, &w, wp);
+	if (rc == 1) {
+		buf_reset(out);
+		return 1;
+	}
 	if (rc == 0 && !w.err) {
 		mds_end_reply(&w, at);
-		return;
+		return 0;
 	}
 	/* out of memory somewhere: answer anyway, with what we can */
 	s->ctr.errors++;
@@ -511,4 +604,55 @@ void mds_handle(struct mds *s, const uint8_t *body, size_t len,
 	buf_reset(out);
 	w.err = 0;
 	mds_error_reply(&w, &q.hdr, "internal server error: out of memory");
+	return 0;
+}
+
+void mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
+{
+	struct mds_peer peer = {wt->peer_fd, wt->peer_rid, NULL, NULL};
+	struct mds_hdr hdr = wt->hdr;
+	struct mp_wr w = {out, 0};
+	uint64_t total = 0, avail = 0;
+	struct rm_handle h;
+	size_t at;
+	int rc = 0;
+
+	buf_reset(out);
+	at = mds_begin_reply(&w, &hdr);
+	if (wt->kind != MDS_REQUEST_ALLOC && wt->rc == 0 &&
+	    s->rm->pool_usage(s->rm_arg, wt->kind == MDS_GET_STATS &&
+					     s->cfg.dax_only,
+			      &total, &avail, NULL) < 0)
+		total = avail = 0;
+	switch (wt->kind) {
+	case MDS_REQUEST_ALLOC:
+		rc = mds_alloc_finish(s, wt, &peer, &h);
+		put_alloc(&w, rc, &h);
+		rc = 0;
+		break;
+	case MDS_GET_STATS:
+		do_stats(s, total, avail, &w);
+		break;
+	default:
+		rc = do_usage(s, total, avail, &w);
+		break;
+	}
+	mds_wait_free(wt);
+	if (rc == 0 && !w.err) {
+		mds_end_reply(&w, at);
+		return;
+	}
+	s->ctr.errors++;
+	buf_reset(out);
+	w.err = 0;
+	mds_error_reply(&w, &hdr, "internal server error: out of memory");
+}
+
+void mds_wait_abandon(struct mds *s, struct mds_wait *w)
+{
+	struct rm_handle h;
+
+	if (w->kind == MDS_REQUEST_ALLOC)
+		mds_alloc_finish(s, w, NULL, &h);
+	mds_wait_free(w);
 }

@@ -44,8 +44,29 @@ void mds_prefetch_next(struct mds *s, uint64_t h);
  * @body, @len: the body frame (borrowed for the call)
  * @peer: where it came from (dead-client detection); may be NULL
  * @out: reset, then filled with the reply body (header + payload)
+ * @wp: where to give a request that must wait for the resource manager
+ *   (REQUEST_ALLOC, GET_STATS/GET_USAGE on stale pool figures); NULL when
+ *   the caller cannot wait (then such a request fails or uses what is
+ *   known)
+ * Return: 0 (the reply is in @out), or 1: *@wp gives a parked request,
+ * @out is empty; the caller sets its done/arg/conn at once (the RM
+ * session calls done() later, from the loop) and then answers it with
+ * mds_resume() or, when its connection went away, mds_wait_abandon().
  */
-void mds_handle(struct mds *s, const uint8_t *body, size_t len,
-		struct mds_peer *peer, struct buf *out);
+int mds_handle(struct mds *s, const uint8_t *body, size_t len,
+	       struct mds_peer *peer, struct buf *out, struct mds_wait **wp);
+
+/**
+ * mds_resume - the reply to a parked request whose wait is done
+ * @w: taken (freed)
+ * @out: reset, then filled with the reply body
+ */
+void mds_resume(struct mds *s, struct mds_wait *w, struct buf *out);
+
+/* mds_wait_abandon - nobody waits for @w any more: undo it; @w taken */
+void mds_wait_abandon(struct mds *s, struct mds_wait *w);
+
+/* mds_wait_free - free a wait and its copies (NULL is fine) */
+void mds_wait_free(struct mds_wait *w);
 
 #endif

@@ -2,22 +2,32 @@
 /*
  * rmsess.c - the resource manager session (see rmsess.h)
  *
- * rm_client already reconnects and resends once when a call finds the
- * connection broken; what it cannot know is that a connection died
- * between calls.  The loop tells us (rmsess_readable), we close at once
- * and reconnect from the timer, so a restarted RM sees our client id
- * again within ~100 ms of listening, far inside its grace period.
+ * States: RS_DOWN (no fd; connect again at @retry_at), RS_CONNECTING (a
+ * non-blocking connect, watched for EPOLLOUT, bounded by @io_deadline),
+ * RS_UP (watched for EPOLLIN, plus EPOLLOUT while the head's request is
+ * not all written).  The FIFO's head is the one operation on the wire; its
+ * answer is read into @rx, decoded with rm_proto (pure), and completes it;
+ * then the next one is written.  Input while nothing is in flight means
+ * the RM closed the connection (it restarted): reconnect at once.
  *
- * Failure classes: rm_client leaves the connection closed after a
- * transport error and open after a status from the RM; that is how a
- * "retry later" is told apart from a real refusal.
+ * Ownership: ops own their encoded request; an ALLOC op borrows its wait
+ * until it calls done() (then op->w is NULL: an orphan whose region, if
+ * any, is freed).  STATS waits are borrowed in @stat_waits until the next
+ * STATS answer (or failure) completes them all.
+ *
+ * Failure classes, as rm_client has them: a status from the RM completes
+ * the op (a refusal); a transport failure keeps it queued for the next
+ * connection.
  */
 #include "rmsess.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -25,46 +35,277 @@
 #define BACKOFF_MIN_NS (50ull * 1000000)
 #define BACKOFF_MAX_NS (1000ull * 1000000)
 #define CACHE_NS (1000ull * 1000000)
-#define RMSESS_RECONNECT_MS 250
+#define TIMEOUT_NS ((uint64_t)RMSESS_TIMEOUT_MS * 1000000)
+#define RX_MAX (1u << 20) /* answers are small; STATS grows with pools */
 
-int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
-		int ndax)
+enum { RS_DOWN, RS_CONNECTING, RS_UP };
+enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS };
+
+struct rmsess_op {
+	uint8_t kind;	  /* OP_* */
+	bool sent;	  /* written on some connection: outcome in doubt */
+	int dax_i;	  /* ALLOC: the --dax-path tried (fill-first) */
+	uint64_t size;	  /* ALLOC */
+	uint64_t deadline; /* ALLOC with a wait: answer the requester by */
+	struct mds_wait *w; /* ALLOC: borrows; NULL: an orphan */
+	struct rm_handle h; /* FREE, ACCESS */
+	struct buf req;	  /* owns: the encoded request */
+	struct rmsess_op *next;
+};
+
+static void op_free_mem(struct rmsess_op *op)
 {
-	memset(r, 0, sizeof(*r));
-	r->address = address;
-	r->dax = dax;
-	r->ndax = ndax;
+	buf_free(&op->req);
+	free(op);
+}
+
+/* ---- the watched fd ---- */
+
+static void set_watch(struct rmsess *r, int old_fd)
+{
+	uint32_t ev = 0;
+
+	if (r->st == RS_CONNECTING)
+		ev = EPOLLOUT;
+	else if (r->st == RS_UP)
+		ev = EPOLLIN | (r->head && r->sent < r->head->req.len
+					? EPOLLOUT
+					: 0);
+	if (old_fd == r->fd && ev == r->ev)
+		return;
+	r->ev = ev;
+	if (r->watch)
+		r->watch(r->watch_arg, old_fd, r->fd, ev);
+}
+
+/* ---- the FIFO ---- */
+
+static void push(struct rmsess *r, struct rmsess_op *op, bool front)
+{
+	op->next = NULL;
+	if (!r->head) {
+		r->head = r->tail = op;
+	} else if (front) {
+		op->next = r->head;
+		r->head = op;
+	} else {
+		r->tail->next = op;
+		r->tail = op;
+	}
+	r->nops++;
+}
+
+static struct rmsess_op *pop(struct rmsess *r)
+{
+	struct rmsess_op *op = r->head;
+
+	if (op) {
+		r->head = op->next;
+		if (!r->head)
+			r->tail = NULL;
+		r->nops--;
+	}
+	return op;
+}
+
+/* unlink @op, found after @prev (NULL: it is the head) */
+static void unlink_op(struct rmsess *r, struct rmsess_op *prev,
+		      struct rmsess_op *op)
+{
+	if (prev)
+		prev->next = op->next;
+	else
+		r->head = op->next;
+	if (r->tail == op)
+		r->tail = prev;
+	r->nops--;
+}
+
+static struct rmsess_op *op_new(uint8_t kind)
+{
+	struct rmsess_op *op = calloc(1, sizeof(*op));
+
+	if (op)
+		op->kind = kind;
+	return op;
+}
+
+static int encode_alloc(struct rmsess *r, struct rmsess_op *op)
+{
+	struct rm_alloc_req req = {
+		.size = op->size,
+		.dax_path = rm_str_from(r->ndax ? r->dax[op->dax_i] : NULL),
+		.client_id = rm_str_from(r->c.client_id),
+		.request_id = r->c.next_request_id++,
+	};
+
+	buf_reset(&op->req);
+	return rm_encode_alloc_req(&op->req, &req);
+}
+
+/* ---- waits ---- */
+
+static void wait_done(struct mds_wait *w, int rc)
+{
+	w->rc = rc;
+	w->done(w);
+}
+
+static void stats_done(struct rmsess *r, int rc)
+{
+	struct mds_wait *w;
+
+	while ((w = r->stat_waits)) {
+		r->stat_waits = w->next;
+		w->next = NULL;
+		wait_done(w, rc);
+	}
+}
+
+/* ---- the connection ---- */
+
+static void start_next(struct rmsess *r);
+
+static void close_conn(struct rmsess *r, bool at_once)
+{
+	int old = r->fd;
+
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	r->st = RS_DOWN;
+	r->sent = 0;
+	buf_reset(&r->rx);
+	r->cache_ok = false;
+	if (at_once) {
+		r->retry_at = now_ns();
+		r->backoff_ns = BACKOFF_MIN_NS;
+	} else {
+		r->retry_at = now_ns() + r->backoff_ns;
+		r->backoff_ns *= 2;
+		if (r->backoff_ns > BACKOFF_MAX_NS)
+			r->backoff_ns = BACKOFF_MAX_NS;
+	}
+	/* nobody waits for figures we cannot get now */
+	stats_done(r, -EAGAIN);
+	set_watch(r, old);
+}
+
+static void lost(struct rmsess *r, const char *why, bool at_once)
+{
+	if (r->st == RS_UP)
+		log_warn("resource manager %s: %s; reconnecting", r->address,
+			 why);
+	close_conn(r, at_once);
+}
+
+/* connected: re-pin our client id first, then whatever waits */
+static void on_up(struct rmsess *r)
+{
+	struct rm_get_access_req req = {
+		.client_id = rm_str_from(r->c.client_id),
+	};
+	struct rmsess_op *op;
+
+	r->st = RS_UP;
+	r->sent = 0;
 	r->backoff_ns = BACKOFF_MIN_NS;
-	return rm_client_init(&r->c, address, NULL, RMSESS_TIMEOUT_MS);
+	if (r->ever_up) {
+		log_info("resource manager %s: reconnected", r->address);
+		r->reconnects++;
+	}
+	r->ever_up = true;
+	set_watch(r, r->fd);
+	if (r->any_handle && r->any_handle(r->arg, &req.handle) &&
+	    (op = op_new(OP_ACCESS))) {
+		op->h = req.handle;
+		if (rm_encode_get_access_req(&op->req, &req) == 0)
+			push(r, op, true);
+		else
+			op_free_mem(op);
+	}
+	start_next(r);
 }
 
-void rmsess_destroy(struct rmsess *r)
+static void start_connect(struct rmsess *r)
 {
-	rm_client_destroy(&r->c);
+	int fd, one = 1;
+
+	fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
+					       SOCK_CLOEXEC,
+		    0);
+	if (fd < 0) {
+		close_conn(r, false);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	r->fd = fd;
+	if (connect(fd, (struct sockaddr *)&r->addr, r->addrlen) == 0) {
+		set_watch(r, -1);
+		on_up(r);
+		return;
+	}
+	if (errno != EINPROGRESS) {
+		close_conn(r, false);
+		return;
+	}
+	r->st = RS_CONNECTING;
+	r->io_deadline = now_ns() + (uint64_t)RMSESS_CONNECT_MS * 1000000;
+	set_watch(r, -1);
 }
 
-int rmsess_fd(const struct rmsess *r)
+static void connect_done(struct rmsess *r)
 {
-	return r->c.fd;
+	int err = 0;
+	socklen_t n = sizeof(err);
+
+	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &n) < 0)
+		err = errno;
+	if (err) {
+		close_conn(r, false);
+		return;
+	}
+	set_watch(r, r->fd);
+	on_up(r);
 }
 
-/* After a failed call: was it the transport?  Then schedule a retry. */
-static bool lost(struct rmsess *r, int rc)
+/* write what is left of the head's request */
+static void pump(struct rmsess *r)
 {
-	if (rm_client_connected(&r->c))
-		return false;
-	if (!r->down)
-		log_warn("resource manager %s: connection lost (%s); "
-			 "reconnecting",
-			 r->address, strerror(-rc));
-	r->down = true;
-	r->retry_at = now_ns() + r->backoff_ns;
-	return true;
+	struct rmsess_op *op = r->head;
+	ssize_t n;
+
+	while (op && r->sent < op->req.len) {
+		n = send(r->fd, op->req.data + r->sent, op->req.len - r->sent,
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			lost(r, "write failed", false);
+			return;
+		}
+		r->sent += (size_t)n;
+		op->sent = true;
+	}
+	set_watch(r, r->fd);
 }
 
-static int stat_cb(const struct rm_pool_stat *s, void *arg)
+/* the head goes on the wire (when there is one and we are up) */
+static void start_next(struct rmsess *r)
 {
-	struct rmsess *r = arg;
+	if (r->st != RS_UP || !r->head || r->sent)
+		return;
+	buf_reset(&r->rx);
+	r->io_deadline = now_ns() + TIMEOUT_NS;
+	pump(r);
+}
+
+/* ---- answers ---- */
+
+static int stat_cb(const struct rm_pool_stat *s, struct rmsess *r)
+{
 	int i;
 
 	r->total_all += s->total_size;
@@ -80,118 +321,284 @@ static int stat_cb(const struct rm_pool_stat *s, void *arg)
 	return 0;
 }
 
-static int refresh(struct rmsess *r)
+static int take_stats(struct rmsess *r, const uint8_t *p, size_t n)
 {
-	int rc;
+	struct rm_stats_resp resp;
+	struct rm_pool_stat s;
+	size_t cur = 0;
+	uint32_t i;
 
+	if (rm_decode_stats_resp(p, n, &resp) < 0)
+		return -EPROTO;
 	r->total_all = r->free_all = r->total_dax = r->free_dax = 0;
-	r->cache_ok = false;
-	rc = rm_client_stats(&r->c, stat_cb, r);
-	if (rc < 0) {
-		lost(r, rc);
-		return rc;
+	for (i = 0; i < resp.num_pools; i++) {
+		if (rm_stats_next(&resp, &cur, &s) <= 0)
+			return -EPROTO; /* fewer records than announced */
+		stat_cb(&s, r);
 	}
-	r->cache_ok = true;
+	r->cache_ok = r->cache_ever = true;
 	r->cache_at = now_ns();
 	return 0;
 }
 
-/* Re-establish the session: connect, then pin our client id. */
-static void reconnect(struct rmsess *r)
+/* an ALLOC's answer: 0 or the RM's status; -EPROTO for garbage */
+static int alloc_status(uint16_t type, const uint8_t *p, size_t n,
+			struct rm_handle *h)
 {
-	struct rm_access_result acc;
-	struct rm_handle h;
-	int rc;
+	struct rm_alloc_resp a;
 
-	/* a short connect budget: the loop waits for this */
-	r->c.timeout_ms = RMSESS_RECONNECT_MS;
-	rc = rm_client_connect(&r->c);
-	r->c.timeout_ms = RMSESS_TIMEOUT_MS;
-	if (rc == 0 && r->any_handle && r->any_handle(r->arg, &h)) {
-		/* carries our client id: pins it, cancels the RM's reaping */
-		rc = rm_client_get_access(&r->c, &h, &acc);
-		if (rc < 0 && rm_client_connected(&r->c)) {
-			log_err("resource manager %s: region %llu unknown "
-				"after reconnect (%d)",
-				r->address, (unsigned long long)h.region_id,
-				rc);
-			rc = 0;
-		}
-	}
-	if (rc < 0) {
-		rm_client_disconnect(&r->c);
-		r->retry_at = now_ns() + r->backoff_ns;
-		r->backoff_ns *= 2;
-		if (r->backoff_ns > BACKOFF_MAX_NS)
-			r->backoff_ns = BACKOFF_MAX_NS;
-		return;
-	}
-	log_info("resource manager %s: reconnected", r->address);
-	r->down = false;
-	r->cache_ok = false;
-	r->backoff_ns = BACKOFF_MIN_NS;
-	r->reconnects++;
+	if (type != RM_ALLOC_RESP || rm_decode_alloc_resp(p, n, &a) < 0)
+		return -EPROTO;
+	if (a.status > 0)
+		return -EPROTO;
+	*h = a.handle;
+	return a.status;
 }
 
-/* Is the session up, or could it be brought up right now? */
-static bool usable(struct rmsess *r)
+static void queue_free_op(struct rmsess *r, const struct rm_handle *h);
+
+/*
+ * The head's answer is in (@type, payload @p/@n); complete it.
+ * Return: 0, or -EPROTO (the connection is dropped, the op stays).
+ */
+static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
+		    size_t n)
 {
-	if (!r->down)
-		return true;
-	if (now_ns() < r->retry_at)
-		return false;
-	reconnect(r);
-	return !r->down;
+	struct rmsess_op *op = r->head;
+	struct rm_error_resp e;
+	struct rm_get_access_resp a;
+	struct rm_handle h;
+	int32_t st = 0;
+	int rc = 0;
+
+	if (type == RM_ERROR_RESP) {
+		if (rm_decode_error_resp(p, n, &e) < 0 || e.status >= 0)
+			return -EPROTO;
+		st = e.status;
+		log_dbg("resource manager %s: error %d: %.*s", r->address,
+			e.status, (int)e.msg.len, e.msg.ptr ? e.msg.ptr : "");
+	}
+	switch (op->kind) {
+	case OP_ALLOC:
+		if (!st)
+			st = alloc_status(type, p, n, &h);
+		if (st == -EPROTO && type != RM_ERROR_RESP)
+			return -EPROTO;
+		r->cache_ok = false;
+		if (st && op->dax_i + 1 < r->ndax && op->w) {
+			/* fill-first: the next pool, as a new request */
+			op->dax_i++;
+			op->sent = false;
+			if (encode_alloc(r, op) == 0) {
+				r->sent = 0;
+				return 0;
+			}
+		}
+		pop(r);
+		if (op->w) {
+			if (!st)
+				op->w->h = h;
+			wait_done(op->w, st);
+		} else if (!st) {
+			log_info("region %llu: allocated for a requester that "
+				 "gave up waiting; freeing it",
+				 (unsigned long long)h.region_id);
+			queue_free_op(r, &h);
+		}
+		break;
+	case OP_FREE:
+		if (!st && (type != RM_FREE_RESP ||
+			    rm_decode_free_resp(p, n, &st) < 0 || st > 0))
+			return -EPROTO;
+		pop(r);
+		r->cache_ok = false;
+		if (st == -ENOENT)
+			log_warn("region %llu: the resource manager no longer "
+				 "knows it",
+				 (unsigned long long)op->h.region_id);
+		else if (st)
+			log_err("region %llu: resource manager refused FREE "
+				"(%d); forgetting it",
+				(unsigned long long)op->h.region_id, st);
+		else
+			log_dbg("region %llu: freed at the resource manager",
+				(unsigned long long)op->h.region_id);
+		break;
+	case OP_STATS:
+		if (!st && (type != RM_STATS_RESP || take_stats(r, p, n) < 0))
+			return -EPROTO;
+		pop(r);
+		r->stats_queued = false;
+		stats_done(r, st);
+		break;
+	default: /* OP_ACCESS */
+		if (!st && (type != RM_GET_ACCESS_RESP ||
+			    rm_decode_get_access_resp(p, n, &a) < 0))
+			return -EPROTO;
+		if (!st)
+			st = a.status;
+		pop(r);
+		if (st)
+			log_err("resource manager %s: region %llu unknown "
+				"after reconnect (%d)",
+				r->address,
+				(unsigned long long)op->h.region_id, st);
+		break;
+	}
+	op_free_mem(op);
+	r->sent = 0;
+	return rc;
+}
+
+/* read what is there; complete every whole answer */
+static void on_readable(struct rmsess *r)
+{
+	struct rm_hdr h;
+	size_t need;
+	ssize_t n;
+	int rc;
+
+	if (!r->head || r->sent < r->head->req.len) {
+		/* nothing asked: EOF (a restart) or bytes we did not ask
+		 * for; either way, start over */
+		lost(r, "connection closed by peer", true);
+		return;
+	}
+	for (;;) {
+		need = RM_HDR_SIZE;
+		rc = rm_hdr_decode(r->rx.data, r->rx.len, RX_MAX, &h);
+		if (rc < 0) {
+			lost(r, "protocol error", false);
+			return;
+		}
+		if (rc == RM_HDR_SIZE)
+			need += h.payload_len;
+		if (r->rx.len < need) {
+			if (buf_reserve(&r->rx, need - r->rx.len) < 0) {
+				lost(r, "out of memory", false);
+				return;
+			}
+			n = recv(r->fd, r->rx.data + r->rx.len,
+				 need - r->rx.len, MSG_DONTWAIT);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno == EAGAIN)
+				return;
+			if (n <= 0) {
+				lost(r, n ? "read failed"
+					  : "connection closed by peer",
+				     n == 0);
+				return;
+			}
+			r->rx.len += (size_t)n;
+			continue;
+		}
+		if (complete(r, h.type, r->rx.data + RM_HDR_SIZE,
+			     h.payload_len) < 0) {
+			lost(r, "protocol error", false);
+			return;
+		}
+		buf_reset(&r->rx);
+		start_next(r);
+		/* the next answer can only follow a whole request */
+		if (r->st != RS_UP || !r->head || r->sent < r->head->req.len)
+			return;
+	}
+}
+
+void rmsess_io(struct rmsess *r, uint32_t events)
+{
+	if (r->st == RS_CONNECTING) {
+		connect_done(r);
+		return;
+	}
+	if (r->st != RS_UP)
+		return;
+	if (events & EPOLLOUT)
+		pump(r);
+	if (r->st == RS_UP && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+		on_readable(r);
+}
+
+/* ---- deadlines ---- */
+
+/* requesters whose time is up get -ETIMEDOUT; unsent ops go */
+static void expire_waits(struct rmsess *r, uint64_t now)
+{
+	struct rmsess_op *op, *prev = NULL, *next;
+
+	for (op = r->head; op; op = next) {
+		next = op->next;
+		if (op->kind != OP_ALLOC || !op->w || now < op->deadline) {
+			prev = op;
+			continue;
+		}
+		log_warn("resource manager %s: no answer to ALLOC within "
+			 "%d ms; the request fails",
+			 r->address, RMSESS_TIMEOUT_MS);
+		wait_done(op->w, -ETIMEDOUT);
+		op->w = NULL;
+		if (op->sent) {
+			prev = op; /* an orphan: free what it yields */
+			continue;
+		}
+		unlink_op(r, prev, op);
+		op_free_mem(op);
+	}
+	if (r->stat_waits && now >= r->stat_deadline)
+		stats_done(r, -ETIMEDOUT);
 }
 
 void rmsess_tick(struct rmsess *r)
 {
-	if (r->down && now_ns() >= r->retry_at)
-		reconnect(r);
+	uint64_t now = now_ns();
+
+	expire_waits(r, now);
+	if (r->st == RS_DOWN && now >= r->retry_at) {
+		start_connect(r);
+	} else if (r->st == RS_CONNECTING && now >= r->io_deadline) {
+		close_conn(r, false);
+	} else if (r->st == RS_UP && r->head && r->sent &&
+		   now >= r->io_deadline) {
+		lost(r, "no answer in time", false);
+	}
 }
 
-void rmsess_readable(struct rmsess *r)
+/* ---- life cycle ---- */
+
+int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
+		int ndax)
 {
-	uint8_t b;
-	ssize_t n;
-
-	if (r->c.fd < 0)
-		return;
-	n = recv(r->c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	/* EOF, an error, or bytes nobody asked for: start over */
-	rm_client_disconnect(&r->c);
-	if (!r->down)
-		log_warn("resource manager %s: connection closed by peer; "
-			 "reconnecting",
-			 r->address);
-	r->down = true;
+	memset(r, 0, sizeof(*r));
+	r->address = address;
+	r->dax = dax;
+	r->ndax = ndax;
+	r->fd = -1;
+	r->st = RS_DOWN;
 	r->backoff_ns = BACKOFF_MIN_NS;
-	r->retry_at = now_ns();
-	reconnect(r);
+	return rm_client_init(&r->c, address, NULL, RMSESS_TIMEOUT_MS);
 }
 
-struct seen_paths {
+struct start_walk {
 	struct rmsess *r;
 	bool *found; /* borrows: one per --dax-path */
 };
 
-static int seen_cb(const struct rm_pool_stat *s, void *arg)
+static int start_stats_cb(const struct rm_pool_stat *s, void *arg)
 {
-	struct seen_paths *sp = arg;
+	struct start_walk *sw = arg;
 	int i;
 
-	for (i = 0; i < sp->r->ndax; i++)
-		if (strlen(sp->r->dax[i]) == s->path.len &&
-		    !memcmp(sp->r->dax[i], s->path.ptr, s->path.len))
-			sp->found[i] = true;
-	return 0;
+	for (i = 0; i < sw->r->ndax; i++)
+		if (strlen(sw->r->dax[i]) == s->path.len &&
+		    !memcmp(sw->r->dax[i], s->path.ptr, s->path.len))
+			sw->found[i] = true;
+	return stat_cb(s, sw->r);
 }
 
 int rmsess_start(struct rmsess *r)
 {
-	struct seen_paths sp = {r, NULL};
+	struct start_walk sw = {r, NULL};
 	int rc, i;
 
 	rc = rm_probe(r->address, 2000);
@@ -200,92 +607,174 @@ int rmsess_start(struct rmsess *r)
 	rc = rm_client_connect(&r->c);
 	if (rc < 0)
 		return rc;
-	if (!r->ndax)
-		return 0;
-	sp.found = calloc((size_t)r->ndax, sizeof(bool));
-	if (!sp.found)
+	r->addrlen = sizeof(r->addr);
+	if (getpeername(r->c.fd, (struct sockaddr *)&r->addr, &r->addrlen) <
+	    0)
+		return -errno;
+	sw.found = calloc((size_t)r->ndax + 1, sizeof(bool));
+	if (!sw.found)
 		return -ENOMEM;
-	rc = rm_client_stats(&r->c, seen_cb, &sp);
+	/* the pool figures, and --dax-path checked against them */
+	r->total_all = r->free_all = r->total_dax = r->free_dax = 0;
+	rc = rm_client_stats(&r->c, start_stats_cb, &sw);
 	if (rc < 0) {
 		log_warn("resource manager %s: STATS failed (%d); cannot "
 			 "check --dax-path",
 			 r->address, rc);
 	} else {
+		r->cache_ok = r->cache_ever = true;
+		r->cache_at = now_ns();
 		for (i = 0; i < r->ndax; i++)
-			if (!sp.found[i])
+			if (!sw.found[i])
 				log_warn("--dax-path %s: the resource manager "
 					 "has no pool with this path",
 					 r->dax[i]);
 	}
-	free(sp.found);
+	free(sw.found);
+	if (!rm_client_connected(&r->c))
+		return -ECONNRESET;
+	/* the loop takes the connection over */
+	r->fd = r->c.fd;
+	r->c.fd = -1;
+	r->st = RS_UP;
+	r->ever_up = true;
 	return 0;
+}
+
+void rmsess_attach(struct rmsess *r,
+		   void (*watch)(void *arg, int old_fd, int fd, uint32_t ev),
+		   void *arg)
+{
+	r->watch = watch;
+	r->watch_arg = arg;
+	r->ev = 0;
+	if (r->fd >= 0)
+		set_watch(r, -1);
+}
+
+void rmsess_cancel(struct rmsess *r)
+{
+	struct rmsess_op *op;
+
+	for (op = r->head; op; op = op->next) {
+		if (op->kind == OP_ALLOC && op->w) {
+			wait_done(op->w, -ECANCELED);
+			op->w = NULL;
+		}
+	}
+	stats_done(r, -ECANCELED);
+}
+
+void rmsess_destroy(struct rmsess *r)
+{
+	struct rmsess_op *op;
+
+	while ((op = pop(r)))
+		op_free_mem(op);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	buf_free(&r->rx);
+	rm_client_destroy(&r->c);
 }
 
 /* ---- store callbacks ---- */
 
-static int op_alloc(void *arg, uint64_t size, struct rm_handle *out)
+static void queue_free_op(struct rmsess *r, const struct rm_handle *h)
+{
+	struct rm_free_req req = {
+		.handle = *h,
+		.client_id = rm_str_from(r->c.client_id),
+		.request_id = r->c.next_request_id++,
+	};
+	struct rmsess_op *op = op_new(OP_FREE);
+
+	if (!op || rm_encode_free_req(&op->req, &req) < 0) {
+		log_err("region %llu: out of memory queueing its FREE; the "
+			"resource manager keeps it until we exit",
+			(unsigned long long)h->region_id);
+		if (op)
+			op_free_mem(op);
+		return;
+	}
+	op->h = *h;
+	push(r, op, false);
+	start_next(r);
+}
+
+static int op_alloc(void *arg, uint64_t size, struct mds_wait *w,
+		    struct rm_handle *out)
 {
 	struct rmsess *r = arg;
-	struct rm_alloc_result res;
-	int rc = -ENODEV, i;
+	struct rmsess_op *op;
 
-	if (!usable(r))
+	(void)out;
+	if (!w || r->st == RS_DOWN)
 		return -EAGAIN;
+	op = op_new(OP_ALLOC);
+	if (!op)
+		return -ENOMEM;
+	op->size = size;
+	op->w = w;
+	op->deadline = now_ns() + TIMEOUT_NS;
+	if (encode_alloc(r, op) < 0) {
+		op_free_mem(op);
+		return -ENOMEM;
+	}
 	r->cache_ok = false;
-	if (r->ndax == 0) {
-		rc = rm_client_alloc(&r->c, size, NULL, &res);
-	} else {
-		/* fill-first: the first pool that has room wins */
-		for (i = 0; i < r->ndax; i++) {
-			rc = rm_client_alloc(&r->c, size, r->dax[i], &res);
-			if (rc == 0 || !rm_client_connected(&r->c))
-				break;
-		}
-	}
-	if (rc < 0) {
-		lost(r, rc);
-		return rc;
-	}
-	*out = res.handle;
-	return 0;
+	push(r, op, false);
+	start_next(r);
+	return -EINPROGRESS;
 }
 
 static int op_free(void *arg, const struct rm_handle *h)
 {
 	struct rmsess *r = arg;
-	int rc;
 
-	if (!usable(r))
-		return -EAGAIN;
 	r->cache_ok = false;
-	rc = rm_client_free(&r->c, h);
-	if (rc < 0 && lost(r, rc))
-		return -EAGAIN;
-	if (rc == -ENOENT) {
-		log_warn("region %llu: the resource manager no longer knows "
-			 "it",
-			 (unsigned long long)h->region_id);
-		return 0;
-	}
-	return rc;
+	queue_free_op(r, h);
+	return 0;
 }
 
 static int op_pool_usage(void *arg, bool dax_only, uint64_t *total,
-			 uint64_t *avail)
+			 uint64_t *avail, struct mds_wait *w)
 {
 	struct rmsess *r = arg;
-	int rc;
+	struct rmsess_op *op;
+	struct buf b = BUF_INIT;
 
-	if (!r->cache_ok || now_ns() - r->cache_at > CACHE_NS) {
-		if (!usable(r))
-			return -EAGAIN;
-		rc = refresh(r);
-		if (rc < 0)
-			return rc;
+	if (r->cache_ok && now_ns() - r->cache_at <= CACHE_NS) {
+		*total = dax_only ? r->total_dax : r->total_all;
+		*avail = dax_only ? r->free_dax : r->free_all;
+		return 0;
 	}
-	*total = dax_only ? r->total_dax : r->total_all;
-	*avail = dax_only ? r->free_dax : r->free_all;
-	return 0;
+	if (r->st == RS_DOWN)
+		return -EAGAIN;
+	if (!r->stats_queued) {
+		op = op_new(OP_STATS);
+		if (!op || rm_encode_stats_req(&b) < 0) {
+			free(op);
+			buf_free(&b);
+			return -ENOMEM;
+		}
+		op->req = b;
+		push(r, op, false);
+		r->stats_queued = true;
+		start_next(r);
+	}
+	if (!w) {
+		/* the figures we have, while fresh ones are fetched */
+		if (!r->cache_ever)
+			return -EAGAIN;
+		*total = dax_only ? r->total_dax : r->total_all;
+		*avail = dax_only ? r->free_dax : r->free_all;
+		return 0;
+	}
+	if (!r->stat_waits)
+		r->stat_deadline = now_ns() + TIMEOUT_NS;
+	w->next = r->stat_waits;
+	r->stat_waits = w;
+	return -EINPROGRESS;
 }
 
 const struct mds_rm_ops rmsess_ops = {

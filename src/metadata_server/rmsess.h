@@ -5,50 +5,81 @@
  * The server owns every region at the RM under one client id
  * ("<hostname>:<pid>") and keeps one persistent connection: the RM
  * starts a reap timer for a client id whose connection closes
- * (resource-manager-protocol.md §7).  This module wraps rm_client.h with
- * what a long-running owner needs:
+ * (resource-manager-protocol.md §7).  The session is one more
+ * non-blocking connection in the server's loop: it never blocks the loop,
+ * whatever the RM does (stopped, slow, gone).
  *
- *  - Drop detection: the loop polls the connection's fd; readable while
- *    no request is in flight means the RM closed it (it restarted).
- *  - Prompt reconnect with backoff (50 ms doubling to 1 s), then one
- *    GET_ACCESS for a region we own, which carries our client id and so
- *    pins it on the new connection and cancels the RM's grace timer.
- *  - While the RM is unreachable, calls fail at once (-EAGAIN) instead of
- *    blocking the loop for a connect timeout on every request.
- *  - --dax-path fill-first allocation, and a short-lived cache of pool
- *    capacity for GET_STATS / GET_USAGE (refreshed after our own
- *    allocations and frees, and at least every second).
+ *  - A FIFO of operations (ALLOC for a parked REQUEST_ALLOC, FREE, STATS,
+ *    and the GET_ACCESS that re-pins our client id after a reconnect),
+ *    one on the wire at a time, each encoded once with its request id and
+ *    resent verbatim on a new connection (the RM's idempotency cache
+ *    answers a repeated id with the first answer).
+ *  - Answers complete a struct mds_wait (store.h): the parked request is
+ *    answered from the loop.  A requester's deadline (RMSESS_TIMEOUT_MS)
+ *    fails its wait cleanly with -ETIMEDOUT; an ALLOC that was already
+ *    sent stays queued as an orphan, and whatever region it yields is
+ *    freed at once (nothing leaks when the RM answers late).
+ *  - No answer within RMSESS_TIMEOUT_MS on the wire, an EOF, a reset or
+ *    garbage: the connection is closed and made again with backoff (50 ms
+ *    doubling to 1 s; at once after the RM closed an idle connection, i.e.
+ *    restarted), to the address the first connection reached.  While no
+ *    connection is up, new ALLOCs and STATS fail at once (-EAGAIN); FREEs
+ *    wait for the next connection.
+ *  - --dax-path fill-first allocation, and a cache of pool capacity for
+ *    GET_STATS / GET_USAGE (fresh for a second; our own ALLOCs and FREEs
+ *    make it stale, and a request on stale figures waits for a STATS).
  *
- * Every call blocks for at most the client's timeout (RMSESS_TIMEOUT_MS).
- *
- * Context: the server's main thread only.
+ * Context: the server's loop thread only.  rmsess_start() blocks (before
+ * the loop runs); nothing else does.
  */
 #ifndef MARU_MDS_RMSESS_H
 #define MARU_MDS_RMSESS_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
+#include "buf.h"
 #include "rm_client.h"
 #include "store.h"
 
-#define RMSESS_TIMEOUT_MS 5000
+#define RMSESS_TIMEOUT_MS 5000 /* a request's answer, a requester's wait */
+#define RMSESS_CONNECT_MS 1000 /* a connect in progress */
+
+struct rmsess_op;
 
 struct rmsess {
-	struct rm_client c;  /* owns the connection */
+	struct rm_client c;  /* client id, request ids; its fd only at start */
 	const char *address; /* borrows */
 	char *const *dax;    /* borrows: --dax-path values */
 	int ndax;
-	bool down;	   /* connection lost, not yet back */
-	uint64_t retry_at; /* monotonic ns of the next attempt */
+	struct sockaddr_storage addr; /* where the first connection went */
+	socklen_t addrlen;
+	int fd;		      /* owns; -1 */
+	int st;		      /* RS_* in rmsess.c */
+	uint32_t ev;	      /* epoll events the fd is watched for */
+	struct rmsess_op *head, *tail; /* owns: the FIFO; head on the wire */
+	size_t nops;
+	size_t sent;	      /* bytes of head's request written */
+	struct buf rx;	      /* owns: the answer being read */
+	uint64_t io_deadline; /* monotonic ns: answer (or connect) by */
+	uint64_t retry_at;    /* monotonic ns: the next connect */
 	uint64_t backoff_ns;
+	bool ever_up;	      /* a reconnect is logged as such */
+	/* tells the loop which fd to watch for what (old fd -1: none) */
+	void (*watch)(void *arg, int old_fd, int fd, uint32_t ev);
+	void *watch_arg;
 	/* a region we own, to re-pin our client id after a reconnect */
 	bool (*any_handle)(void *arg, struct rm_handle *out);
 	void *arg;
 	/* pool capacity cache */
-	bool cache_ok;
+	bool cache_ok;	 /* fresh unless older than a second */
+	bool cache_ever; /* the figures were fetched once */
 	uint64_t cache_at;
 	uint64_t total_all, free_all, total_dax, free_dax;
+	bool stats_queued;	   /* a STATS op is in the FIFO */
+	struct mds_wait *stat_waits; /* borrows: waiting for it, by ->next */
+	uint64_t stat_deadline;	   /* monotonic ns: the oldest wait's */
 	uint64_t reconnects; /* successful reconnects (stats) */
 };
 
@@ -62,22 +93,35 @@ int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
 		int ndax);
 
 /**
- * rmsess_start - check that the RM is there (probe), connect, and warn
- * about --dax-path values the RM does not serve
+ * rmsess_start - check that the RM is there, connect (blocking, before
+ * the loop), read the pool figures and warn about --dax-path values the RM
+ * does not serve
  * Return: 0, or -errno when the RM cannot be reached.
  */
 int rmsess_start(struct rmsess *r);
 
-void rmsess_destroy(struct rmsess *r);
+/**
+ * rmsess_attach - from now on the loop drives the session: @watch is
+ * told the fd and events at once and whenever they change
+ */
+void rmsess_attach(struct rmsess *r,
+		   void (*watch)(void *arg, int old_fd, int fd, uint32_t ev),
+		   void *arg);
 
-/* rmsess_fd - the connection to poll for "closed by the RM", or -1 */
-int rmsess_fd(const struct rmsess *r);
+/* rmsess_io - the watched fd reported @events (EPOLL*) */
+void rmsess_io(struct rmsess *r, uint32_t events);
 
-/* rmsess_readable - the polled fd became readable */
-void rmsess_readable(struct rmsess *r);
-
-/* rmsess_tick - reconnect when due (call every ~100 ms) */
+/* rmsess_tick - deadlines and reconnects (call every ~100 ms) */
 void rmsess_tick(struct rmsess *r);
+
+/**
+ * rmsess_cancel - every wait still borrowed gets done() with -ECANCELED
+ * (the loop is stopping)
+ */
+void rmsess_cancel(struct rmsess *r);
+
+/* rmsess_destroy - close, free the FIFO (call rmsess_cancel() first) */
+void rmsess_destroy(struct rmsess *r);
 
 /* the store's view of the RM; arg is the struct rmsess */
 extern const struct mds_rm_ops rmsess_ops;

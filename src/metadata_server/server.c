@@ -14,8 +14,9 @@
  *     write (a connection with more waiting goes on the backlog and the
  *     loop polls without sleeping, so timers and others are not starved);
  *   - a timerfd (every SERVER_TICK_MS): leases, peer deaths, FREE retries,
- *     RM reconnects, the RM connection's "closed by peer" check, ZMTP
- *     heartbeats, unmapping old index tables under load;
+ *     RM deadlines and reconnects, ZMTP heartbeats, unmapping old index
+ *     tables under load;
+ *   - the resource manager session's connection (rmsess.h);
  *   - a signalfd: SIGINT/SIGTERM stop the loop.
  *
  * Each connection (struct conn) is a small state machine over its input
@@ -76,10 +77,21 @@
  * keeps the look from delaying anything else runnable on the same CPU,
  * e.g. a client pinned next to the server.
  *
+ * The resource manager: one more non-blocking connection in the loop
+ * (rmsess.h).  A request that needs the RM (REQUEST_ALLOC; GET_STATS and
+ * GET_USAGE on stale pool figures) is parked: its envelope is kept, the
+ * connection is read only for its hangup and takes no further request,
+ * and every other connection is served meanwhile.  When the RM session
+ * completes the wait, the reply goes out and the connection's next
+ * requests are taken; a connection that closed meanwhile has its request
+ * undone (a region allocated for it is freed).
+ *
  * Stall compensation: deadlines run on a virtual clock that stops while
- * the loop does not (a wake-up later than half the lease TTL or peer
- * grace, e.g. a blocking RM call timing out or SIGSTOP, counts as a
- * stall and is subtracted).  Heartbeat deadlines use the same clock.
+ * the process does not run (a wake-up later than half the lease TTL or
+ * peer grace, e.g. SIGSTOP or a paused VM, counts as a stall and is
+ * subtracted; the loop itself never waits for anything but epoll), so
+ * that clients are not declared dead for our own absence.  Heartbeat
+ * deadlines use the same clock.
  */
 #include "server.h"
 
@@ -137,6 +149,10 @@ struct conn {
 	uint64_t last_rx; /* vclock: last input */
 	uint64_t stuck_at; /* vclock: output waiting, no progress since */
 	int outq;	   /* SIOCOUTQ when stuck_at was last looked at */
+	/* a request waiting for the resource manager: nothing more is
+	 * taken from this connection until it is answered */
+	struct mds_wait *wait; /* borrows (the RM session holds it) */
+	struct buf env;	       /* owns: its reply's envelope, encoded */
 	struct conn *next_dead;
 };
 
@@ -176,7 +192,13 @@ struct server {
 };
 
 /* epoll tags of the loop's own fds (connections carry their conn) */
-static char tag_listen, tag_signal, tag_timer;
+static char tag_listen, tag_signal, tag_timer, tag_rm;
+
+/* what a connection is read for: a parked one only for its hangup */
+static uint32_t in_ev(const struct conn *c)
+{
+	return c->wait ? EPOLLRDHUP : EPOLLIN;
+}
 
 /* ---- connections ---- */
 
@@ -200,6 +222,11 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 		sv->nqueued--;
 	}
 	log_dbg("connection fd %d: %s", c->key, why);
+	if (c->wait) {
+		/* the RM session still holds it: it is undone when done */
+		c->wait->conn = NULL;
+		c->wait = NULL;
+	}
 	mds_conn_close(sv->s, c->key);
 	if (c->fd >= 0) {
 		sv->conns[c->fd] = NULL;
@@ -213,6 +240,7 @@ static void conn_free(struct conn *c)
 {
 	buf_free(&c->in);
 	buf_free(&c->out);
+	buf_free(&c->env);
 	free(c);
 }
 
@@ -320,9 +348,9 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 	if (out_pending(c))
 		conn_arm(sv, c,
 			 EPOLLOUT | (out_pending(c) > SERVER_OUT_HWM ? 0
-								     : EPOLLIN));
+								     : in_ev(c)));
 	else
-		conn_arm(sv, c, EPOLLIN);
+		conn_arm(sv, c, in_ev(c));
 	if (was_full && out_pending(c) <= SERVER_OUT_HWM) {
 		/*
 		 * we read them again: whole requests may wait in c->in, and
@@ -477,9 +505,8 @@ static void reply_error(struct server *sv, const uint8_t *first_body,
 	mds_error_reply(&w, hdr ? &h : NULL, why);
 }
 
-/* Queue (or write, when large) the reply to @m: envelope + sv->body. */
-static int send_reply(struct server *sv, struct conn *c, const struct msg *m,
-		      int nenv)
+/* Queue (or write, when large) sv->body as the reply's last frame. */
+static int send_body(struct server *sv, struct conn *c)
 {
 	static const uint8_t oom[] = {
 		0xcf, 0x00, 1,	 0x80, 0,   0,	 0,   0,
@@ -489,16 +516,12 @@ static int send_reply(struct server *sv, struct conn *c, const struct msg *m,
 	const uint8_t *b = sv->body.data;
 	size_t n = sv->body.len;
 	uint8_t hdr[ZMTP_HDR_MAX];
-	int i;
 
 	if (!n) {
 		/* even the error reply ran out of memory: a fixed one */
 		b = oom;
 		n = sizeof(oom);
 	}
-	for (i = 0; i < nenv; i++)
-		if (out_frame(c, ZMTP_MORE, m->p[i], m->n[i]) < 0)
-			return -ENOMEM;
 	if (n >= BIG_REPLY) {
 		if (buf_put(&c->out, hdr, zmtp_hdr(hdr, 0, n)) < 0)
 			return -ENOMEM;
@@ -507,8 +530,75 @@ static int send_reply(struct server *sv, struct conn *c, const struct msg *m,
 	return out_frame(c, 0, b, n);
 }
 
+/* Queue (or write) the reply to @m: its envelope, then sv->body. */
+static int send_reply(struct server *sv, struct conn *c, const struct msg *m,
+		      int nenv)
+{
+	int i;
+
+	for (i = 0; i < nenv; i++)
+		if (out_frame(c, ZMTP_MORE, m->p[i], m->n[i]) < 0)
+			return -ENOMEM;
+	return send_body(sv, c);
+}
+
+/*
+ * The RM session answered a parked request (or gave up on it): answer
+ * it, and take the connection's next requests again; a connection that
+ * went away meanwhile gets nothing and the request is undone.
+ */
+static void wait_done(struct mds_wait *w)
+{
+	struct server *sv = w->arg;
+	struct conn *c = w->conn;
+	int rc;
+
+	if (!c) {
+		mds_wait_abandon(sv->s, w);
+		return;
+	}
+	c->wait = NULL;
+	mds_resume(sv->s, w, &sv->body);
+	rc = buf_put(&c->out, c->env.data, c->env.len);
+	buf_reset(&c->env);
+	if (rc == 0)
+		rc = send_body(sv, c);
+	if (rc == 0)
+		rc = conn_flush(sv, c, NULL, 0);
+	if (rc < 0) {
+		conn_close(sv, c, strerror(-rc));
+		return;
+	}
+	/* its silence while we did not read it does not count */
+	c->last_rx = sv->s->vnow;
+	c->ping_out = false;
+	set_queued(sv, c, true);
+}
+
+/* @w waits for the RM: keep @m's envelope, read @c for its hangup only */
+static int park(struct server *sv, struct conn *c, const struct msg *m,
+		int nenv, struct mds_wait *w)
+{
+	uint8_t hdr[ZMTP_HDR_MAX];
+	int i;
+
+	w->done = wait_done;
+	w->arg = sv;
+	w->conn = c;
+	c->wait = w;
+	buf_reset(&c->env);
+	for (i = 0; i < nenv; i++)
+		if (buf_put(&c->env, hdr, zmtp_hdr(hdr, ZMTP_MORE, m->n[i])) <
+			    0 ||
+		    buf_put(&c->env, m->p[i], m->n[i]) < 0)
+			return -ENOMEM; /* closed: the wait is undone */
+	conn_arm(sv, c, (out_pending(c) ? EPOLLOUT : 0) | in_ev(c));
+	return 0;
+}
+
 static int handle_msg(struct server *sv, struct conn *c, const struct msg *m)
 {
+	struct mds_wait *w = NULL;
 	struct mds_peer peer;
 	int i, delim = -1, nenv, nbody;
 
@@ -533,8 +623,9 @@ static int handle_msg(struct server *sv, struct conn *c, const struct msg *m)
 		sv->s->ctr.errors++;
 		reply_error(sv, m->p[nenv], m->n[nenv],
 			    "a request is exactly one body frame");
-	} else {
-		mds_handle(sv->s, m->p[nenv], m->n[nenv], &peer, &sv->body);
+	} else if (mds_handle(sv->s, m->p[nenv], m->n[nenv], &peer, &sv->body,
+			      c->fd >= 0 ? &w : NULL) == 1) {
+		return park(sv, c, m, nenv, w);
 	}
 	return send_reply(sv, c, m, nenv);
 }
@@ -561,7 +652,7 @@ static void conn_drain(struct server *sv, struct conn *c)
 	struct msg *m;
 
 	for (;;) {
-		while (more && got - done <= LOOKAHEAD &&
+		while (more && !c->wait && got - done <= LOOKAHEAD &&
 		       got < SERVER_DRAIN_BATCH &&
 		       (got == done || sv->hs[(got - 1) % WIN]) &&
 		       out_pending(c) <= SERVER_OUT_HWM) {
@@ -598,7 +689,8 @@ static void conn_drain(struct server *sv, struct conn *c)
 	rc = conn_flush(sv, c, NULL, 0);
 	/* more may wait unless the input ran dry (or output is still too
 	 * full: then EPOLLOUT queues it again once the peer has read) */
-	set_queued(sv, c, more && out_pending(c) <= SERVER_OUT_HWM);
+	set_queued(sv, c,
+		   more && !c->wait && out_pending(c) <= SERVER_OUT_HWM);
 	if (err < 0) {
 		if (err == -EPROTO || err == -EMSGSIZE)
 			conn_proto_error(sv, c, err);
@@ -810,6 +902,8 @@ static void heartbeat(struct server *sv)
 		c = sv->conns[fd];
 		if (!c || c->dead)
 			continue;
+		if (c->wait)
+			continue; /* we do not read it: its silence is ours */
 		idle = now - c->last_rx;
 		/* while their replies back up we do not read them (nor
 		 * their PONGs): then only "reads nothing" below applies */
@@ -848,16 +942,11 @@ static void heartbeat(struct server *sv)
 static void on_tick(struct server *sv)
 {
 	struct epoll_event e = {.events = EPOLLIN, .data.ptr = &tag_listen};
-	struct pollfd p = {.events = POLLIN};
 	uint64_t expirations;
 
 	if (read(sv->tfd, &expirations, sizeof(expirations)) < 0)
 		return;
 	mds_tick(sv->s, sv->s->vnow);
-	/* closed by the RM (it restarted)?  A tick late is soon enough */
-	p.fd = rmsess_fd(sv->rm);
-	if (p.fd >= 0 && poll(&p, 1, 0) > 0)
-		rmsess_readable(sv->rm);
 	rmsess_tick(sv->rm);
 	heartbeat(sv);
 	if (sv->lfd_off &&
@@ -880,6 +969,19 @@ static bool any_handle(void *arg, struct rm_handle *out)
 		return false;
 	*out = r->h;
 	return true;
+}
+
+/* the RM session's fd and events (a closed fd has left the set itself) */
+static void rm_watch(void *arg, int old_fd, int fd, uint32_t ev)
+{
+	struct server *sv = arg;
+	struct epoll_event e = {.events = ev, .data.ptr = &tag_rm};
+
+	if (fd < 0)
+		return;
+	if (epoll_ctl(sv->ep, old_fd == fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD,
+		      fd, &e) < 0)
+		log_err("epoll_ctl (resource manager): %s", strerror(errno));
 }
 
 static int epoll_add(struct server *sv, int fd, void *tag)
@@ -1099,6 +1201,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		log_err("epoll_ctl: %s", strerror(-rc));
 		goto out;
 	}
+	rmsess_attach(rm, rm_watch, sv);
 
 	/* stalls only matter when something has a deadline */
 	if (s->cfg.lease_ttl_ns)
@@ -1145,6 +1248,8 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 				on_accept(sv);
 			} else if (tag == &tag_timer) {
 				on_tick(sv);
+			} else if (tag == &tag_rm) {
+				rmsess_io(sv->rm, evs[i].events);
 			} else if (tag == &tag_signal) {
 				if (read(sv->sfd, &si, sizeof(si)) ==
 				    sizeof(si))
@@ -1158,6 +1263,15 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 				if (sv->busy_ns)
 					sv->spin_until = sv->last_wake +
 							 sv->busy_ns;
+				if (c->wait &&
+				    (evs[i].events &
+				     (EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+					conn_close(sv, c,
+						   "closed by peer while its "
+						   "request waited for the "
+						   "resource manager");
+					continue;
+				}
 				if (evs[i].events & EPOLLOUT)
 					conn_writable(sv, c);
 				if (!c->dead &&
@@ -1180,6 +1294,9 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		 (unsigned long long)s->ctr.peer_dead,
 		 (unsigned long long)s->ctr.rm_frees);
 out:
+	/* parked requests get their answer (a failure) while sv exists */
+	rmsess_cancel(rm);
+	rmsess_attach(rm, NULL, NULL);
 	server_free(sv);
 	return rc;
 }

@@ -655,12 +655,12 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 
 /* ---- allocations ---- */
 
-int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
-	      uint64_t size, struct mds_peer *peer, struct rm_handle *out)
+/* Before the RM: the instance (and lease) slots the region will have. */
+static int alloc_prepare(struct mds *s, struct mds_str inst,
+			 struct mds_str lease, struct mds_peer *peer,
+			 uint32_t *islotp, uint32_t *lslotp)
 {
 	uint32_t islot, lslot = IX_NO_SLOT;
-	struct rm_handle h;
-	int rc;
 
 	if (!s->cfg.lease_ttl_ns)
 		lease.len = 0; /* no leases granted: plain allocation */
@@ -682,25 +682,83 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 			return -ENOMEM;
 		}
 	}
+	*islotp = islot;
+	*lslotp = lslot;
+	return 0;
+}
 
-	rc = s->rm->alloc(s->rm_arg, size, &h);
-	if (rc < 0) {
-		inst_maybe_gc(s, islot);
-		return rc;
-	}
-	rc = region_add(s, &h, islot, lslot);
+/* After the RM: track @h, or give it back when we cannot. */
+static int alloc_track(struct mds *s, const struct rm_handle *h,
+		       uint32_t islot, uint32_t lslot, struct rm_handle *out)
+{
+	int rc = region_add(s, h, islot, lslot);
+
 	if (rc < 0) {
 		log_err("region %llu: cannot track it (%d); freeing it",
-			(unsigned long long)h.region_id, rc);
+			(unsigned long long)h->region_id, rc);
 		if (rc != -EEXIST) {
-			queue_free(s, &h);
+			queue_free(s, h);
 			flush_pending(s);
 		}
 		inst_maybe_gc(s, islot);
 		return rc;
 	}
-	*out = h;
+	*out = *h;
 	return 0;
+}
+
+int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
+	      uint64_t size, struct mds_peer *peer, struct rm_handle *out,
+	      struct mds_wait *w)
+{
+	uint32_t islot, lslot;
+	struct rm_handle h;
+	int rc;
+
+	rc = alloc_prepare(s, inst, lease, peer, &islot, &lslot);
+	if (rc < 0)
+		return rc;
+	rc = s->rm->alloc(s->rm_arg, size, w, &h);
+	if (rc == -EINPROGRESS)
+		return rc; /* the slots stay; mds_alloc_finish() resolves */
+	if (rc < 0) {
+		inst_maybe_gc(s, islot);
+		return rc;
+	}
+	return alloc_track(s, &h, islot, lslot, out);
+}
+
+int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
+		     struct mds_peer *peer, struct rm_handle *out)
+{
+	uint32_t islot, lslot;
+	int rc;
+
+	if (w->rc < 0 || !peer) {
+		islot = inst_find(s, w->inst);
+		if (islot != IX_NO_SLOT)
+			inst_maybe_gc(s, islot);
+		if (w->rc < 0)
+			return w->rc;
+		log_info("region %llu: its requester left before the "
+			 "resource manager answered; freeing it",
+			 (unsigned long long)w->h.region_id);
+		queue_free(s, &w->h);
+		flush_pending(s);
+		return -ECANCELED;
+	}
+	/* by name again: the slots may have changed while we waited */
+	rc = alloc_prepare(s, w->inst, w->lease, peer, &islot, &lslot);
+	if (rc < 0) {
+		log_info("region %llu: %s while the resource manager "
+			 "answered; freeing it",
+			 (unsigned long long)w->h.region_id,
+			 rc == -ESTALE ? "the lease ended" : "out of memory");
+		queue_free(s, &w->h);
+		flush_pending(s);
+		return rc;
+	}
+	return alloc_track(s, &w->h, islot, lslot, out);
 }
 
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,

@@ -14,8 +14,9 @@
  *  - REPORT_STATS accumulators (stats.h).
  *
  * The store knows neither ZeroMQ nor the wire format; the resource
- * manager is reached through struct mds_rm_ops so that tests can use a
- * fake.  Frees at the RM that fail for transport reasons are queued and
+ * manager is reached through struct mds_rm_ops (never blocking: an
+ * allocation may complete later, see struct mds_wait) so that tests can
+ * use a fake.  Frees at the RM that fail for transport reasons are queued and
  * retried from mds_tick(); a region is never forgotten before the RM
  * confirmed (or definitively refused) its FREE.
  *
@@ -37,19 +38,58 @@
 #include "rm_proto.h"
 #include "stats.h"
 
-/* How the store reaches the resource manager. */
+/*
+ * A request that waits for the resource manager: REQUEST_ALLOC (the RM's
+ * ALLOC), GET_STATS and GET_USAGE (a fresh STATS).  The loop never blocks
+ * on the RM: such a request is parked with one of these and answered
+ * when the RM session calls @done (docs/threads.md).
+ *
+ * Ownership: made by the handler (mds_handle), which gives it to the RM
+ * session through an op that returned -EINPROGRESS; the session borrows
+ * it until it calls @done exactly once, with @rc (and @h for an ALLOC)
+ * set.  @done gives it back to the loop, which answers (mds_resume) or,
+ * when @conn went away meanwhile, undoes (mds_wait_abandon); both free it.
+ */
+struct mds_wait {
+	void (*done)(struct mds_wait *w); /* set by the loop */
+	void *arg;			  /* for @done: the loop */
+	void *conn;			  /* the loop's connection; NULL: gone */
+	/* the request */
+	struct mds_hdr hdr; /* echoed in the reply */
+	uint8_t kind;	    /* MDS_REQUEST_ALLOC, MDS_GET_STATS, MDS_GET_USAGE */
+	uint64_t size;
+	struct mds_str inst, lease; /* owns copies (ptr from malloc) */
+	int peer_fd;
+	uint64_t peer_rid;
+	/* the outcome, set by the RM session before @done */
+	int rc;
+	struct rm_handle h;
+	struct mds_wait *next; /* the RM session's list */
+};
+
+/* How the store reaches the resource manager.  Nothing here may block. */
 struct mds_rm_ops {
-	/* ALLOC @size bytes (fill-first over --dax-path). 0 or -errno */
-	int (*alloc)(void *arg, uint64_t size, struct rm_handle *out);
 	/*
-	 * FREE a handle.  Return: 0 (freed, or the RM does not know it any
-	 * more), -EAGAIN (could not reach the RM: retry later), another
-	 * -errno (refused for good: logged and forgotten).
+	 * ALLOC @size bytes (fill-first over --dax-path).  Return: 0 with
+	 * *@out (answered at once), -EINPROGRESS (@w borrowed until its
+	 * done()), or -errno (-EAGAIN: the RM is unreachable; with @w NULL
+	 * anything that would wait).
+	 */
+	int (*alloc)(void *arg, uint64_t size, struct mds_wait *w,
+		     struct rm_handle *out);
+	/*
+	 * FREE a handle.  Return: 0 (freed, or handed to something that
+	 * delivers it), -EAGAIN (retry later), another -errno (refused for
+	 * good: logged and forgotten).
 	 */
 	int (*free)(void *arg, const struct rm_handle *h);
-	/* pool capacity: all pools, or only the --dax-path ones */
+	/*
+	 * pool capacity: all pools, or only the --dax-path ones.  Return: 0
+	 * with the figures, -EINPROGRESS (they are being fetched: @w's done()
+	 * follows, then ask again with @w NULL), or -errno.
+	 */
 	int (*pool_usage)(void *arg, bool dax_only, uint64_t *total,
-			  uint64_t *avail);
+			  uint64_t *avail, struct mds_wait *w);
 };
 
 struct mds_config {
@@ -224,11 +264,25 @@ void mds_destroy(struct mds *s);
 /**
  * mds_alloc - REQUEST_ALLOC: allocate at the RM and track the region
  * @lease: may be empty (no lease, or leases disabled)
- * Return: 0 with *out set, -ESTALE (the lease already ended), the RM's
- * error, or -ENOMEM.
+ * @w: NULL, or the request's wait (its inst/lease/size filled) for an RM
+ *   that answers later
+ * Return: 0 with *out set, -EINPROGRESS (@w given to the RM session:
+ * mds_alloc_finish() follows from its done()), -ESTALE (the lease already
+ * ended), the RM's error, or -ENOMEM.
  */
 int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
-	      uint64_t size, struct mds_peer *peer, struct rm_handle *out);
+	      uint64_t size, struct mds_peer *peer, struct rm_handle *out,
+	      struct mds_wait *w);
+
+/**
+ * mds_alloc_finish - the RM answered @w's ALLOC (w->rc, w->h): track the
+ * region as mds_alloc() would have, or free it at the RM when it can no
+ * longer be given (the lease ended meanwhile, or @peer is NULL: the
+ * requester went away).
+ * Return: 0 with *out set, or -errno as mds_alloc().
+ */
+int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
+		     struct mds_peer *peer, struct rm_handle *out);
 
 /* mds_return - RETURN_ALLOC. Return: the response's success */
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,

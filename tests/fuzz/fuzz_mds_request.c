@@ -110,7 +110,7 @@ static void run_body(struct mds *s, const uint8_t *p, size_t n, struct buf *out)
 	h = mds_prefetch(s, p, n);
 	if (h)
 		mds_prefetch_entry(s, h);
-	mds_handle(s, p, n, &peer, out);
+	mds_handle(s, p, n, &peer, out, NULL);
 	check_reply(out);
 }
 

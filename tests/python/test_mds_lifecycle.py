@@ -221,6 +221,62 @@ def test_rm_down_fails_fast_then_recovers(start_rm, start_mds):
     c.close()
 
 
+def _lookup_p99_us(c, seconds):
+    lat = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        t = time.perf_counter()
+        _, r = c.call(LOOKUP_KV, {"key": "sk"})
+        lat.append(time.perf_counter() - t)
+        assert r["found"]
+    lat.sort()
+    return lat[int(0.99 * len(lat))] * 1e6, len(lat)
+
+
+def test_rm_stopped_blocks_nobody(start_rm, start_mds):
+    """The RM stopped (SIGSTOP, so its socket stays open and silent): one
+    client's REQUEST_ALLOC waits while another client's LOOKUPs keep their
+    latency; the waiting one fails cleanly at the 5 s RM timeout; after
+    SIGCONT allocation works again and the region the RM allocated late
+    for the request that gave up is freed."""
+    rm = start_rm()
+    mds = start_mds(rm.address)
+    a = DealerClient(mds.url, timeout_ms=15000)
+    b = ReqClient(mds.url)
+    _, r = b.call(REQUEST_ALLOC, {"instance_id": "b", "size": 2 * MiB})
+    h = handle_of(r)
+    b.call(REGISTER_KV, {"key": "sk", "region_id": h["region_id"],
+                         "kv_offset": 0, "kv_length": 64})
+    free_held = pool_free(rm)
+    base, n0 = _lookup_p99_us(b, 1.0)
+    os.kill(rm.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        seq = a.send(REQUEST_ALLOC, {"instance_id": "a", "size": 2 * MiB})
+        stalled, n1 = _lookup_p99_us(b, 1.0)
+        assert not a.sock.poll(0), "the allocation was answered while the RM was stopped"
+        print(f"LOOKUP p99 {base:.0f} us ({n0} calls), with the RM stopped "
+              f"and an allocation waiting {stalled:.0f} us ({n1} calls)")
+        # the issue's bound is 2x; CI machines are noisy, so allow 1 ms more
+        assert stalled < max(2 * base, base + 1000), (base, stalled)
+        hh, r = a.recv(10000)
+        waited = time.monotonic() - t0
+        assert hh.seq == seq
+        assert r == {"success": False, "error": "Allocation failed"}
+        assert 4.5 < waited < 8, waited
+        assert "no answer to ALLOC" in mds.log()
+    finally:
+        os.kill(rm.pid, signal.SIGCONT)
+    # recovers: allocations succeed again, and nothing the late ALLOC
+    # produced stays allocated
+    assert wait_until(lambda: a.call(REQUEST_ALLOC, {
+        "instance_id": "a", "size": 2 * MiB})[1]["success"], 20, 0.2)
+    assert wait_until(lambda: pool_free(rm) == free_held - 2 * MiB, 20)
+    assert b.call(LOOKUP_KV, {"key": "sk"})[1]["found"]
+    a.close()
+    b.close()
+
+
 def test_sigterm_stops_cleanly(rm, mds):
     c = DealerClient(mds.url)
     c.call(HEARTBEAT, {})

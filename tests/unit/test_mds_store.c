@@ -62,7 +62,7 @@ static msgpack_object *call_peer(struct req *r, struct mds_peer *p)
 	req_end(r);
 	if (have_reply)
 		reply_free(&R);
-	mds_handle(&S, (uint8_t *)r->sb.data, r->sb.size, p, &OUT);
+	mds_handle(&S, (uint8_t *)r->sb.data, r->sb.size, p, &OUT, NULL);
 	req_free(r);
 	assert_int_equal(reply_parse(&OUT, &R), 0);
 	have_reply = true;
@@ -613,7 +613,7 @@ static void test_handshake_heartbeat_errors(void **state)
 	m = call(&r);
 	assert_non_null(mget(m, "error"));
 	/* no header at all: type 0x80, sequence 0 */
-	mds_handle(&S, (const uint8_t *)"short", 5, NULL, &OUT);
+	mds_handle(&S, (const uint8_t *)"short", 5, NULL, &OUT, NULL);
 	reply_free(&R);
 	have_reply = false;
 	assert_int_equal(reply_parse(&OUT, &R), 0);
@@ -867,6 +867,106 @@ static void test_alloc_failures(void **state)
 	start(0, 0); /* for teardown */
 }
 
+/* REQUEST_ALLOC for @inst (lease @lease or none), parked: the wait */
+static struct mds_wait *alloc_parked(const char *inst, const char *lease)
+{
+	struct mds_wait *w = NULL;
+	struct req r;
+
+	begin(&r, MDS_REQUEST_ALLOC, lease ? 3 : 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "size");
+	msgpack_pack_uint64(&r.pk, 1);
+	if (lease) {
+		pk_str(&r.pk, "lease_id");
+		pk_str(&r.pk, lease);
+	}
+	req_end(&r);
+	assert_int_equal(mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL,
+				    &OUT, &w),
+			 1);
+	req_free(&r);
+	assert_non_null(w);
+	assert_int_equal(OUT.len, 0); /* nothing to send yet */
+	assert_ptr_equal(fake_take_wait(&F), w);
+	return w;
+}
+
+/* answer a parked request; the reply into R */
+static msgpack_object *resume(struct mds_wait *w)
+{
+	uint32_t rseq = w->hdr.sequence;
+	uint8_t type = w->hdr.msg_type;
+
+	if (have_reply)
+		reply_free(&R);
+	mds_resume(&S, w, &OUT);
+	assert_int_equal(reply_parse(&OUT, &R), 0);
+	have_reply = true;
+	assert_int_equal(R.h.sequence, rseq);
+	assert_int_equal(R.h.msg_type, type | 0x80);
+	return R.root;
+}
+
+/* the RM answers later: parked requests, resumed or abandoned */
+static void test_parked_requests(void **state)
+{
+	struct mds_wait *w;
+	msgpack_object *m;
+	struct req r;
+
+	start(10 * SEC, 0);
+	F.defer = true;
+	/* answered: tracked exactly as if it had been at once */
+	w = alloc_parked("inst", NULL);
+	assert_int_equal(S.nregions, 0);
+	m = resume(w);
+	assert_int_equal(mbool(mget(m, "success")), 1);
+	assert_int_equal(S.nregions, 1);
+	assert_int_equal(mget(mget(m, "handle"), "region_id")->via.u64, 1);
+	/* the RM refused: a failure reply, no instance left behind */
+	w = alloc_parked("other", NULL);
+	w->rc = -ENOMEM;
+	m = resume(w);
+	assert_int_equal(mbool(mget(m, "success")), 0);
+	/* the requester went away: the region goes back to the RM */
+	w = alloc_parked("inst", NULL);
+	assert_int_equal(w->rc, 0);
+	assert_true(F.live[w->h.region_id]);
+	mds_wait_abandon(&S, w);
+	assert_false(F.live[3]);
+	assert_int_equal(S.nregions, 1);
+	/* the lease ended while the RM answered: refused and freed */
+	heartbeat("inst", "L1", false, NULL);
+	w = alloc_parked("inst", "L1");
+	F.defer = false;
+	heartbeat("inst", "L1", true, NULL); /* released */
+	F.defer = true;
+	m = resume(w);
+	assert_int_equal(mget(m, "error")->via.str.size,
+			 sizeof("Allocation failed: lease expired") - 1);
+	assert_false(F.live[4]);
+	assert_int_equal(S.nregions, 1);
+	/* GET_STATS on stale figures waits for them, then answers */
+	begin(&r, MDS_GET_STATS, 0);
+	req_end(&r);
+	w = NULL;
+	assert_int_equal(mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL,
+				    &OUT, &w),
+			 1);
+	req_free(&r);
+	assert_ptr_equal(fake_take_wait(&F), w);
+	F.defer = false;
+	m = resume(w);
+	assert_int_equal(mget(mget(m, "cxl_pool"), "total_size")->via.u64,
+			 F.total);
+	/* without a place to park (wp NULL) nothing waits */
+	F.defer = true;
+	assert_int_equal(alloc("inst", 1).region_id, 5);
+	F.defer = false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -885,6 +985,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_leases_disabled, teardown),
 		cmocka_unit_test_teardown(test_peer_detection, teardown),
 		cmocka_unit_test_teardown(test_alloc_failures, teardown),
+		cmocka_unit_test_teardown(test_parked_requests, teardown),
 	};
 
 	log_init("test_mds_store", LOG_ERR);

@@ -140,13 +140,41 @@ struct fake_rm {
 	uint64_t total; /* pool size */
 	uint64_t used;
 	int usage_calls;
+	/* like the real RM session: answer later (the test calls done) */
+	bool defer;
+	struct mds_wait *waits; /* borrowed, by ->next */
 };
 
-static inline int fake_alloc(void *arg, uint64_t size, struct rm_handle *out)
+/* the fake's deferred ALLOCs / STATS: the oldest one, unlinked */
+static inline struct mds_wait *fake_take_wait(struct fake_rm *f)
+{
+	struct mds_wait *w = f->waits, **pp = &f->waits;
+
+	if (!w)
+		return NULL;
+	while (w->next) {
+		pp = &w->next;
+		w = w->next;
+	}
+	*pp = NULL;
+	return w;
+}
+
+static inline int fake_alloc(void *arg, uint64_t size, struct mds_wait *w,
+			     struct rm_handle *out)
 {
 	struct fake_rm *f = arg;
 	uint64_t id, len;
 
+	if (f->defer && w) {
+		/* allocate now, give the outcome when the test says so */
+		f->defer = false;
+		w->rc = fake_alloc(arg, size, NULL, &w->h);
+		f->defer = true;
+		w->next = f->waits;
+		f->waits = w;
+		return -EINPROGRESS;
+	}
 	if (f->fail_alloc)
 		return f->fail_alloc;
 	len = (size + FAKE_ALIGN - 1) / FAKE_ALIGN * FAKE_ALIGN;
@@ -181,11 +209,17 @@ static inline int fake_free(void *arg, const struct rm_handle *h)
 }
 
 static inline int fake_usage(void *arg, bool dax_only, uint64_t *total,
-			     uint64_t *avail)
+			     uint64_t *avail, struct mds_wait *w)
 {
 	struct fake_rm *f = arg;
 
 	(void)dax_only;
+	if (f->defer && w) {
+		w->rc = 0;
+		w->next = f->waits;
+		f->waits = w;
+		return -EINPROGRESS;
+	}
 	f->usage_calls++;
 	*total = f->total;
 	*avail = f->total - f->used;

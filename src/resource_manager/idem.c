@@ -3,7 +3,9 @@
  * idem.c - the idempotency cache for ALLOC and FREE (protocol spec §5)
  *
  * Key "<client_id>:<request_id>" (request_id 0 = not cached), value the
- * whole response message, re-sent byte for byte on a retry.  The request
+ * outcome (status, and an ALLOC's region id); a retry gets the answer
+ * encoded again from it (server.c), so this cache, like the WAL that
+ * refills it, knows nothing of the wire.  The request
  * type is part of the key too: a FREE that happens to reuse an ALLOC's
  * request_id gets a FREE_RESP, not the ALLOC's answer (upstream would
  * re-send the ALLOC_RESP; no client relies on that).  At most
@@ -17,7 +19,7 @@
  * carry a request_id, so a client retrying a request the daemon logged
  * just before it died gets the original answer instead of a second region.
  *
- * Ownership: each entry owns its message copy.  Context: event-loop thread.
+ * Context: event-loop thread.
  */
 #include "rm.h"
 
@@ -27,7 +29,7 @@
 
 static bool fresh(const struct idem_entry *e, uint64_t now)
 {
-	return e->msg && now - e->created_ms < RM_IDEM_TTL_MS;
+	return e->req_type && now - e->created_ms < RM_IDEM_TTL_MS;
 }
 
 const struct idem_entry *idem_lookup(struct rm *rm, uint16_t req_type,
@@ -51,42 +53,29 @@ const struct idem_entry *idem_lookup(struct rm *rm, uint16_t req_type,
 	return NULL;
 }
 
-int idem_store(struct rm *rm, uint16_t req_type, const char *client_id,
-	       uint64_t request_id, const uint8_t *msg, size_t len,
-	       uint64_t age_ms)
+void idem_store(struct rm *rm, uint16_t req_type, const char *client_id,
+		uint64_t request_id, int32_t status, uint64_t region_id,
+		uint64_t age_ms)
 {
 	struct idem *c = &rm->idem;
 	struct idem_entry *e = &c->ent[c->head];
 	uint64_t now = evloop_now_ms();
-	uint8_t *copy;
 
 	if (!request_id || age_ms >= RM_IDEM_TTL_MS)
-		return 0;
-	copy = malloc(len);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, msg, len);
-	free(e->msg);
+		return;
 	memset(e, 0, sizeof(*e));
 	strncpy(e->client_id, client_id, sizeof(e->client_id) - 1);
 	e->request_id = request_id;
 	e->req_type = req_type;
 	e->created_ms = now > age_ms ? now - age_ms : 0;
-	e->msg = copy;
-	e->len = len;
+	e->status = status;
+	e->region_id = region_id;
 	c->head = (c->head + 1) % RM_IDEM_MAX;
 	if (c->count < RM_IDEM_MAX)
 		c->count++;
-	return 0;
 }
 
 void idem_free(struct rm *rm)
 {
-	size_t i;
-
-	for (i = 0; i < RM_IDEM_MAX; i++) {
-		free(rm->idem.ent[i].msg);
-		rm->idem.ent[i].msg = NULL;
-	}
-	rm->idem.count = rm->idem.head = 0;
+	memset(&rm->idem, 0, sizeof(rm->idem));
 }

@@ -90,13 +90,14 @@ struct client {
 	struct client *hnext; /* hash chain in rm->clients */
 };
 
+/* The outcome of one ALLOC or FREE; the answer is encoded from it. */
 struct idem_entry {
 	char client_id[RM_CLIENT_ID_MAX + 1];
 	uint64_t request_id;
-	uint16_t req_type;   /* RM_ALLOC_REQ or RM_FREE_REQ */
+	uint16_t req_type;   /* RM_ALLOC_REQ or RM_FREE_REQ; 0 = empty */
 	uint64_t created_ms; /* evloop_now_ms() clock */
-	uint8_t *msg;	     /* owns: the whole response message */
-	size_t len;
+	int32_t status;	     /* the answer's status: 0 or -errno */
+	uint64_t region_id;  /* ALLOC with status 0: the region it gave */
 };
 
 /* FIFO ring: the oldest entry is evicted first. */
@@ -247,13 +248,14 @@ const struct idem_entry *idem_lookup(struct rm *rm, uint16_t req_type,
 				     uint64_t request_id);
 
 /**
- * idem_store - remember @len bytes of response for client_id:request_id
+ * idem_store - remember the outcome of client_id:request_id
+ * @status: 0 or the -errno the answer carried
+ * @region_id: an ALLOC's region (status 0), else 0
  * @age_ms: how old the entry already is (0 for a fresh response)
- * Return: 0 or -ENOMEM (the response is then simply not cached).
  */
-int idem_store(struct rm *rm, uint16_t req_type, const char *client_id,
-	       uint64_t request_id, const uint8_t *msg, size_t len,
-	       uint64_t age_ms);
+void idem_store(struct rm *rm, uint16_t req_type, const char *client_id,
+		uint64_t request_id, int32_t status, uint64_t region_id,
+		uint64_t age_ms);
 
 void idem_free(struct rm *rm);
 

@@ -208,26 +208,37 @@ static bool check_client(struct conn *c, struct rm_str id, bool required)
 	return true;
 }
 
-/* Re-send a cached answer.  Return: true if there was one. */
+/*
+ * Answer a retry from the outcome the first request had.  An ALLOC whose
+ * region has been freed (or given to another owner) since gets -ENOENT:
+ * its handle would no longer be valid.  Return: true if there was one.
+ */
 static bool replay_cached(struct conn *c, uint64_t request_id)
 {
+	struct rm_alloc_resp fail = {0};
 	const struct idem_entry *e;
+	struct region *r;
+	int rc;
 
 	e = idem_lookup(c->rm, c->hdr.type, c->client->id, request_id);
 	if (!e)
 		return false;
 	log_dbg("conn %s: request %" PRIu64 " answered from the cache", c->peer,
 		request_id);
-	if (buf_put(&c->out, e->msg, e->len) < 0)
+	if (e->req_type == RM_FREE_REQ) {
+		rc = rm_encode_free_resp(&c->out, e->status);
+	} else {
+		r = e->status ? NULL : region_find(c->rm, e->region_id);
+		if (r && r->owner == c->client) {
+			rc = server_encode_alloc_ok(c->rm, &c->out, r);
+		} else {
+			fail.status = e->status ? e->status : -ENOENT;
+			rc = rm_encode_alloc_resp(&c->out, &fail);
+		}
+	}
+	if (rc < 0)
 		c->close_after_write = true;
 	return true;
-}
-
-static void cache_reply(struct conn *c, uint64_t request_id, size_t start)
-{
-	if (request_id && c->out.len > start)
-		idem_store(c->rm, c->hdr.type, c->client->id, request_id,
-			   c->out.data + start, c->out.len - start, 0);
 }
 
 int server_encode_alloc_ok(struct rm *rm, struct buf *out,
@@ -253,7 +264,6 @@ static void handle_alloc(struct conn *c, const uint8_t *p, size_t len)
 	struct rm_alloc_req req;
 	struct region *r = NULL;
 	const char *why = "bad alloc req";
-	size_t start;
 	int rc;
 
 	if (rm_decode_alloc_req(p, len, &req, &why) < 0) {
@@ -264,22 +274,22 @@ static void handle_alloc(struct conn *c, const uint8_t *p, size_t len)
 		return;
 	if (req.request_id && replay_cached(c, req.request_id))
 		return;
-	start = c->out.len;
 	rc = region_alloc(c->rm, c->client, req.size, req.dax_path,
 			  req.request_id, &r);
 	if (rc == 0) {
+		idem_store(c->rm, RM_ALLOC_REQ, c->client->id, req.request_id,
+			   0, r->id, 0);
 		rc = server_encode_alloc_ok(c->rm, &c->out, r);
 	} else {
 		log_dbg("conn %s: alloc of %" PRIu64 " bytes failed: %s",
 			c->peer, req.size, strerror(-rc));
+		idem_store(c->rm, RM_ALLOC_REQ, c->client->id, req.request_id,
+			   rc, 0, 0);
 		fail.status = rc;
 		rc = rm_encode_alloc_resp(&c->out, &fail);
 	}
-	if (rc < 0) {
+	if (rc < 0)
 		c->close_after_write = true;
-		return;
-	}
-	cache_reply(c, req.request_id, start);
 }
 
 static void handle_free(struct conn *c, const uint8_t *p, size_t len)
@@ -287,7 +297,6 @@ static void handle_free(struct conn *c, const uint8_t *p, size_t len)
 	struct rm_free_req req;
 	struct region *r;
 	const char *why = "bad free req";
-	size_t start;
 	int32_t status;
 
 	if (rm_decode_free_req(p, len, &req, &why) < 0) {
@@ -310,12 +319,10 @@ static void handle_free(struct conn *c, const uint8_t *p, size_t len)
 	} else {
 		status = region_free(c->rm, r, req.request_id, "free");
 	}
-	start = c->out.len;
-	if (rm_encode_free_resp(&c->out, status) < 0) {
+	idem_store(c->rm, RM_FREE_REQ, c->client->id, req.request_id, status,
+		   0, 0);
+	if (rm_encode_free_resp(&c->out, status) < 0)
 		c->close_after_write = true;
-		return;
-	}
-	cache_reply(c, req.request_id, start);
 }
 
 static void handle_get_access(struct conn *c, const uint8_t *p, size_t len)

@@ -317,27 +317,18 @@ static int check_pool_metas(struct rm *rm)
 	return 0;
 }
 
-/* Add the answer a retried request must get back to the idem cache. */
+/* Add the outcome a retried request must get back to the idem cache. */
 static void remember_alloc(struct rm *rm, const struct region *r,
 			   uint64_t request_id, uint64_t age_ms)
 {
-	struct buf b = BUF_INIT;
-
-	if (server_encode_alloc_ok(rm, &b, r) == 0)
-		idem_store(rm, RM_ALLOC_REQ, r->owner->id, request_id, b.data,
-			   b.len, age_ms);
-	buf_free(&b);
+	idem_store(rm, RM_ALLOC_REQ, r->owner->id, request_id, 0, r->id,
+		   age_ms);
 }
 
 static void remember_free(struct rm *rm, const char *owner, uint64_t request_id,
 			  uint64_t age_ms)
 {
-	struct buf b = BUF_INIT;
-
-	if (rm_encode_free_resp(&b, 0) == 0)
-		idem_store(rm, RM_FREE_REQ, owner, request_id, b.data, b.len,
-			   age_ms);
-	buf_free(&b);
+	idem_store(rm, RM_FREE_REQ, owner, request_id, 0, 0, age_ms);
 }
 
 static uint64_t age_of(uint64_t timestamp)

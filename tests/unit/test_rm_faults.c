@@ -110,7 +110,7 @@ static long scenario(pid_t dead, long base)
 		acked++;
 	}
 	if (server_encode_alloc_ok(rm, &b, r[0]) == 0)
-		idem_store(rm, RM_ALLOC_REQ, a->id, 10, b.data, b.len, 0);
+		idem_store(rm, RM_ALLOC_REQ, a->id, 10, 0, r[0]->id, 0);
 	rc = region_free(rm, r[1], 11, "test");
 	if (rc == 0)
 		acked--;

@@ -23,7 +23,7 @@
  *  - @state moves NEW -> CONNECTED -> CLOSING (terminal); a failed connect
  *    goes back to NEW.
  *
- * Loss of ownership (fence.c): alloc, store and batch_store pass
+ * Loss of ownership (ownership.c): alloc, store and batch_store pass
  * maru__write_gate() first, which recovers from a fence and verifies after a
  * dropped connection or a stale lease; a page of a fenced region is never
  * registered (-ESTALE) and fenced regions are never returned to a server.
@@ -84,6 +84,7 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	atomic_init(&h->stats.enabled, false);
 	maru__lease_init(h);
 	maru__fence_init(h);
+	maru__rpc_watch_init(&h->watch);
 	*out = h;
 	return 0;
 
@@ -101,6 +102,7 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	maru_handler_close(h);
 	maru__keymap_destroy(&h->keys);
 	maru__owned_destroy(&h->owned);
+	maru__rpc_watch_destroy(&h->watch);
 	maru__fence_destroy(h);
 	maru__lease_destroy(h);
 	pthread_mutex_destroy(&h->olock);
@@ -339,16 +341,16 @@ static int adopt_region(struct maru_handler *h,
 
 /*
  * stop the background threads: stats, the lease thread (its connection is
- * detached from the monitor as it closes), then the monitor, once the main
- * connection is detached too (the monitor reads the connections it watches)
+ * detached from the watch as it closes), then the RPC watch, once the main
+ * connection is detached too (the watch reads the connections it watches)
  */
 static void stop_threads(struct maru_handler *h)
 {
 	maru__stats_stop(h);
 	maru__lease_stop(h);
 	if (h->rpc_open)
-		maru__rpc_set_monitor(&h->rpc, NULL);
-	maru__monitor_stop(h);
+		maru__rpc_set_watch(&h->rpc, NULL);
+	maru__rpc_watch_stop(&h->watch);
 }
 
 /* undo what connect set up (the opposite order) */
@@ -381,12 +383,13 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		goto out_teardown;
 	h->rpc_open = true;
 	maru__fence_reset(h);
-	rc = maru__monitor_start(h);
+	rc = maru__rpc_watch_start(&h->watch, h, maru__fence_lost,
+				   maru__fence_tick, h);
 	if (rc == 0)
-		maru__rpc_set_monitor(&h->rpc, &h->fence.mon);
+		maru__rpc_set_watch(&h->rpc, &h->watch);
 	else
 		lwarn(h,
-		      "no connection monitor (%s): a server restart is noticed "
+		      "no connection watch (%s): a server restart is noticed "
 		      "at the next lease renewal only",
 		      strerror(-rc));
 	maru__mapper_init(&h->mapper, h, h->prefault);
@@ -802,7 +805,7 @@ static bool page_valid(struct maru_handler *h, const struct maru_page *p)
 	return ok;
 }
 
-/* the alarm flags: nonzero after a drop or a loss of ownership (fence.c) */
+/* the alarm flags: nonzero after a drop or a loss of ownership (ownership.c) */
 static inline unsigned alarm_flags(struct maru_handler *h)
 {
 	return (unsigned)(atomic_load_explicit(&h->fence.alarm,

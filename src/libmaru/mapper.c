@@ -22,7 +22,7 @@
  * until maru__mapper_destroy(), which the handler only calls once no other
  * thread can be using the handler (close).
  *
- * Fencing (fence.c): when the handler loses ownership of its regions (the
+ * Fencing (ownership.c): when the handler loses ownership of its regions (the
  * server restarted, or its lease expired) their mappings are replaced in
  * place by anonymous private memory (mmap MAP_FIXED), so every pointer and
  * memoryview handed out stays valid but a write can no longer reach memory

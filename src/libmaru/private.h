@@ -17,8 +17,8 @@
  *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
  *              or DEALER pipelined
  *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
- *   lease.c    lease heartbeat thread (later-additions.md §1)
- *   fence.c    loss of ownership: connection monitor, verification, fencing
+ *   ownership.c  leases (later-additions.md §1) and loss of ownership:
+ *              verification, fencing, recovery
  *              of stale mappings, recovery on the next write
  *   stats.c    per-op stats buffer and the REPORT_STATS thread
  *   handler.c  the public handler and KV API
@@ -309,7 +309,7 @@ void maru__keymap_remove(struct maru__keymap *km, struct maru__keyent *e);
 /* rpc.c: the metadata-server client                                        */
 
 struct maru__rpc_slot;
-struct maru__monitor;
+struct maru__rpc_watch;
 
 struct maru__rpc {
 	const struct maru_handler *h; /* borrows: for logging */
@@ -334,7 +334,7 @@ struct maru__rpc {
 	uint8_t pong[24];    /* a PONG waiting for a half-written request */
 	size_t pong_len;
 	bool writing;	     /* a request is being written */
-	bool in_sweep;	     /* maru__rpc_idle runs (the monitor's lock held) */
+	bool in_sweep;	     /* the watch thread reads it (its lock held) */
 	uint64_t last_io_ns; /* last read or write */
 	uint32_t next_seq;   /* from 1 */
 	/* DEALER only */
@@ -349,7 +349,7 @@ struct maru__rpc {
 	int nfree;
 	pthread_cond_t space_cv; /* a slot became free */
 	int space_waiters;
-	struct maru__monitor *mon; /* borrows: watches each connection; or NULL */
+	struct maru__rpc_watch *watch; /* borrows: watches each connection */
 };
 
 /* A reply: the received body frame; @payload/@len point into it. */
@@ -380,19 +380,58 @@ int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,
 		   struct maru__rpc_reply *out);
 void maru__rpc_reply_release(struct maru__rpc_reply *rep);
 /*
- * maru__rpc_set_monitor - report this client's connections to @mon: the
- * current one and every one made later.  @mon NULL detaches (before the
- * monitor thread stops).
+ * maru__rpc_set_watch - have @w watch this client's connections: the
+ * current one and every one made later.  @w NULL detaches (before the
+ * watch stops).
  */
-void maru__rpc_set_monitor(struct maru__rpc *r, struct maru__monitor *mon);
+void maru__rpc_set_watch(struct maru__rpc *r, struct maru__rpc_watch *w);
+
+/* One watched connection. */
+struct maru__rpc_watched {
+	int fd;		       /* borrows: the connection's socket */
+	struct maru__rpc *rpc; /* borrows: valid while not @dead */
+	bool dead;	       /* detached: forget it */
+	bool fired;	       /* its drop was reported: poll it no more */
+};
+
 /*
- * maru__rpc_idle - the monitor's look at an idle connection: read what is
- * there (a PING gets its PONG).  Never blocks: a busy client is skipped.
- * Return: 1 when the connection turned out dropped (it is closed, and not
- * reported through maru__monitor_detach), else 0.
- * Context: the monitor thread, its lock held.
+ * The watch of a handler's RPC clients (rpc.c): one thread polls every
+ * watched connection for a hangup, reads the idle ones every 250 ms so that
+ * the server's heartbeat PINGs get their PONG (as libzmq's I/O thread did),
+ * and reports each drop, seen by it or by a call, once per connection.
+ * The owner of the connections' meaning (ownership.c) gives two callbacks:
+ *   @on_lost(arg): a connection dropped.  Called at once by whichever
+ *     thread noticed, possibly with an RPC client's lock held: it may only
+ *     set flags (atomics), never block, lock or call into rpc.c.
+ *   @on_tick(arg): after every round, in the watch thread with no lock
+ *     held (it may make calls); returns the milliseconds until it wants to
+ *     be called again, or -1.
  */
-int maru__rpc_idle(struct maru__rpc *r);
+struct maru__rpc_watch {
+	pthread_mutex_t lock; /* below; a leaf, taken after an RPC lock */
+	struct maru__rpc_watched *w; /* owns: @n in use */
+	size_t n;
+	size_t cap;
+	int wakefd;   /* owns: eventfd, a new watch, a drop or stop */
+	bool running; /* the thread runs: attach does something */
+	bool stop;
+	char lost[128]; /* the URL of a drop to log, "" = none */
+	const struct maru_handler *h; /* borrows: for logging */
+	void (*on_lost)(void *arg);
+	int (*on_tick)(void *arg);
+	void *arg;
+	pthread_t thread;
+};
+
+/* the lock, for the handler's lifetime */
+void maru__rpc_watch_init(struct maru__rpc_watch *w);
+void maru__rpc_watch_destroy(struct maru__rpc_watch *w);
+/* start the thread (at connect); stop it (at close, every client detached) */
+int maru__rpc_watch_start(struct maru__rpc_watch *w,
+			  const struct maru_handler *h,
+			  void (*on_lost)(void *arg), int (*on_tick)(void *arg),
+			  void *arg);
+void maru__rpc_watch_stop(struct maru__rpc_watch *w);
 
 /* ------------------------------------------------------------------------ */
 /* mapper.c: region mappings                                                */
@@ -405,7 +444,7 @@ struct maru__mapping {
 	bool owned;
 	/*
 	 * The shared mapping was replaced in place by private anonymous
-	 * memory (fence.c): pointers stay valid, writes no longer reach the
+	 * memory (ownership.c): pointers stay valid, writes no longer reach the
 	 * pool.  Set once under the mapper's lock, read anywhere.
 	 */
 	atomic_bool fenced;
@@ -474,7 +513,7 @@ void maru__mapper_retire_fenced(struct maru__mapper *mp);
 bool maru__mapper_is_retired(struct maru__mapper *mp, uint64_t region_id);
 
 /* ------------------------------------------------------------------------ */
-/* lease.c and stats.c: background threads                                  */
+/* ownership.c (leases) and stats.c: background threads                     */
 
 struct maru__lease {
 	bool active; /* the server granted a lease */
@@ -495,7 +534,8 @@ void maru__lease_init(struct maru_handler *h);
 void maru__lease_destroy(struct maru_handler *h);
 /**
  * maru__lease_start - pick a new lease_id, HEARTBEAT it, start renewing
- * @recovering: after a loss of ownership (fence.lock held): a failed
+ * @recovering: after a loss of ownership (fence.recovering set, fence.lock
+ *   not held: no RPC under it): a failed
  *   HEARTBEAT fails the call, and the reply's server_id becomes the known
  *   one.  At connect a failed HEARTBEAT only means "no lease".
  * Return: 0 or -errno.
@@ -527,7 +567,7 @@ void maru__stats_record(struct maru_handler *h, const char *op,
 			const char *result, uint64_t size, uint64_t start_ns);
 
 /* ------------------------------------------------------------------------ */
-/* fence.c: loss of ownership                                               */
+/* ownership.c: loss of ownership                                           */
 
 /*
  * h->fence.alarm: flags in the low byte, a count of dropped connections
@@ -549,36 +589,16 @@ struct maru__hb {
 	char server_id[65]; /* truncated to 64 bytes */
 };
 
-/* One watched RPC connection. */
-struct maru__watch {
-	int fd;			/* borrows: the connection's socket */
-	struct maru__rpc *rpc;	/* borrows: valid while not @dead */
-	bool dead;		/* detached: forget it */
-	bool fired;		/* its drop was reported: poll it no more */
-};
-
-/* The watched RPC connections and the monitor thread. */
-struct maru__monitor {
-	pthread_mutex_t lock;  /* everything below; taken after an RPC lock */
-	struct maru__watch *w; /* owns: @n in use */
-	size_t n;
-	size_t cap;
-	int wakefd;   /* owns: eventfd, a new watch, a drop or stop */
-	bool running; /* the thread runs: attach does something */
-	bool stop;
-	bool verify; /* verify in the background after a drop (tests: off) */
-	char lost[128]; /* the URL of a drop to log, "" = none */
-	struct maru_handler *h; /* borrows: the handler it belongs to */
-	pthread_t thread;
-};
-
 struct maru__fence {
 	_Atomic uint64_t alarm; /* MARU_ALARM_* | drops * MARU_ALARM_GEN */
 	pthread_mutex_t lock;	/* below; held while fencing and recovering */
 	bool known;		/* @server_id came from a reply */
 	char server_id[65];	/* "" = the server sends none */
 	uint64_t epoch;		/* recoveries so far */
-	struct maru__monitor mon;
+	bool recovering;	/* a recovery's HEARTBEAT is in flight */
+	/* the background verification after a drop (the watch's on_tick) */
+	bool bg_verify;	   /* off: left to the next write (a test knob) */
+	uint64_t retry_at; /* monotonic ns: not before, after a failure */
 };
 
 void maru__fence_init(struct maru_handler *h);
@@ -600,18 +620,13 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
  * Context: any thread; not with fence.lock held.
  */
 int maru__verify(struct maru_handler *h, struct maru__rpc *rpc);
-/* the socket-monitor thread: start at connect, stop at close */
-int maru__monitor_start(struct maru_handler *h);
-void maru__monitor_stop(struct maru_handler *h);
 /*
- * rpc.c: watch @fd, a connection of @rpc (@rpc's lock held); stop watching
- * it before it is closed, always before maru__monitor_stop.  @dropped: the
- * server went (raises MARU_ALARM_SUSPECT once per connection), else it was
- * our decision (a timeout, close).
+ * the RPC watch's callbacks (@arg: the handler): a connection dropped
+ * (raises MARU_ALARM_SUSPECT; flags only); a round ended (verifies while
+ * SUSPECT, every 200 ms until a server answers)
  */
-void maru__monitor_attach(struct maru__monitor *mon, struct maru__rpc *rpc,
-			  int fd);
-void maru__monitor_detach(struct maru__monitor *mon, int fd, bool dropped);
+void maru__fence_lost(void *arg);
+int maru__fence_tick(void *arg);
 /**
  * maru__gate_slow - make a write safe: recover from a loss of ownership,
  * verify after a dropped connection or a stale lease
@@ -654,6 +669,7 @@ struct maru_handler {
 	struct maru__lease lease;
 	struct maru__stats stats;
 	struct maru__fence fence;
+	struct maru__rpc_watch watch; /* watches h->rpc and the lease's */
 };
 
 /*

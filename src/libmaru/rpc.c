@@ -65,11 +65,17 @@
  * core the yield lets the server run.  Pair with maru-server
  * --busy-poll-us (docs/metadata-server.md#busy-polling).
  *
- * Watching (maru__rpc_set_monitor): every connection is registered with
- * fence.c's monitor thread, which polls it for a hangup (a server that
- * went away is noticed before the next write) and, when idle, reads it
- * (maru__rpc_idle) so that a server's heartbeat PINGs get their PONG.  A
- * drop seen here is reported to the monitor (maru__monitor_detach).
+ * Watching (struct maru__rpc_watch, at the end of this file; one per
+ * handler): every connection is registered with the watch thread, which
+ * polls it for a hangup (a server that went away is noticed before the
+ * next write) and, when idle, reads it (rpc_idle, a try-lock: never in a
+ * caller's way) so that a server's heartbeat PINGs get their PONG.  Every
+ * drop, seen there or by a call, is reported once per connection through
+ * the on_lost callback given at the watch's start; this file knows nothing
+ * of what a drop means (ownership.c does).
+ *
+ * Locks: an RPC client's @lock, then the watch's lock (a leaf).  The watch
+ * thread holds its lock while it try-locks a client, never waits for one.
  *
  * Context: maru__rpc_call() from any thread; open/close are not concurrent
  * with calls.
@@ -100,6 +106,10 @@
 #define RETRY_MIN_MS 2		     /* connect retries: 2, 4, 8 ... */
 #define RETRY_MAX_MS 100	     /* ... up to this */
 #define IDLE_CHECK_NS 1000000ull     /* reuse after this long: check first */
+
+static void watch_attach(struct maru__rpc_watch *w, struct maru__rpc *rpc,
+			 int fd);
+static void watch_detach(struct maru__rpc_watch *w, int fd, bool dropped);
 
 struct maru__rpc_slot {
 	uint32_t seq;	/* of the request in flight */
@@ -358,8 +368,8 @@ static void conn_install(struct maru__rpc *r, int fd, int minor)
 	r->roff = r->rlen = r->want = r->rcmd = 0;
 	r->pong_len = 0;
 	r->last_io_ns = maru__now_ns();
-	if (r->mon)
-		maru__monitor_attach(r->mon, r, fd);
+	if (r->watch)
+		watch_attach(r->watch, r, fd);
 }
 
 /*
@@ -375,8 +385,8 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 
 	if (r->fd < 0)
 		return;
-	if (r->mon && !r->in_sweep)
-		maru__monitor_detach(r->mon, r->fd, dropped);
+	if (r->watch && !r->in_sweep)
+		watch_detach(r->watch, r->fd, dropped);
 	if (r->leader && r->fd == r->leader_fd) {
 		/* the leader polls it: wake it, it closes the fd */
 		shutdown(r->fd, SHUT_RDWR);
@@ -387,7 +397,7 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 	r->fd = -1;
 	r->roff = r->rlen = r->want = r->rcmd = 0;
 	r->pong_len = 0;
-	/* the monitor's sweep holds its lock: no logging there */
+	/* the watch's sweep holds its lock: no logging there */
 	if (dropped && !r->in_sweep)
 		ldbg(r->h, "%s: connection lost (%s)", r->url, strerror(-err));
 	if (!r->async)
@@ -711,18 +721,24 @@ static void check_idle(struct maru__rpc *r)
 /* ------------------------------------------------------------------------ */
 /* Open, close, watch                                                       */
 
-void maru__rpc_set_monitor(struct maru__rpc *r, struct maru__monitor *mon)
+void maru__rpc_set_watch(struct maru__rpc *r, struct maru__rpc_watch *w)
 {
 	pthread_mutex_lock(&r->lock);
-	if (r->fd >= 0 && r->mon)
-		maru__monitor_detach(r->mon, r->fd, false);
-	r->mon = mon;
-	if (r->fd >= 0 && mon)
-		maru__monitor_attach(mon, r, r->fd);
+	if (r->fd >= 0 && r->watch)
+		watch_detach(r->watch, r->fd, false);
+	r->watch = w;
+	if (r->fd >= 0 && w)
+		watch_attach(w, r, r->fd);
 	pthread_mutex_unlock(&r->lock);
 }
 
-int maru__rpc_idle(struct maru__rpc *r)
+/*
+ * the watch's look at an idle connection: read what is there (a PING gets
+ * its PONG).  Never blocks: a busy client is skipped.  Return: 1 when the
+ * connection turned out dropped (it is closed, and not detached: the
+ * caller holds the watch's lock and marks it), else 0.
+ */
+static int rpc_idle(struct maru__rpc *r)
 {
 	int rc = 0;
 
@@ -1118,4 +1134,260 @@ int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,
 {
 	out->buf = NULL;
 	return r->async ? call_async(r, m, out) : call_sync(r, m, out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The watch thread                                                         */
+
+#define SWEEP_NS (250ull * 1000000ull) /* idle connections read this often */
+
+/* @x dropped (@w->lock held): report it once, log it outside the lock */
+static void fire(struct maru__rpc_watch *w, struct maru__rpc_watched *x)
+{
+	if (x->fired)
+		return;
+	x->fired = true;
+	w->on_lost(w->arg);
+	snprintf(w->lost, sizeof(w->lost), "%s", x->rpc->url);
+}
+
+/* watch @fd, a connection of @rpc (@rpc's lock held) */
+static void watch_attach(struct maru__rpc_watch *w, struct maru__rpc *rpc,
+			 int fd)
+{
+	struct maru__rpc_watched *nw;
+	size_t ncap;
+
+	pthread_mutex_lock(&w->lock);
+	if (!w->running || w->stop)
+		goto out_unlock;
+	if (w->n == w->cap) {
+		ncap = w->cap ? 2 * w->cap : 4;
+		nw = realloc(w->w, ncap * sizeof(*nw));
+		if (!nw)
+			goto out_unlock;
+		w->w = nw;
+		w->cap = ncap;
+	}
+	w->w[w->n++] = (struct maru__rpc_watched){fd, rpc, false, false};
+	eventfd_write(w->wakefd, 1);
+out_unlock:
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * stop watching @fd before it is closed (its client's lock held).
+ * @dropped: the server went (reported once per connection), else it was
+ * our decision (a timeout, close).
+ */
+static void watch_detach(struct maru__rpc_watch *w, int fd, bool dropped)
+{
+	size_t i;
+
+	pthread_mutex_lock(&w->lock);
+	for (i = 0; i < w->n; i++) {
+		if (w->w[i].fd != fd || w->w[i].dead)
+			continue;
+		if (dropped)
+			fire(w, &w->w[i]);
+		w->w[i].dead = true;
+	}
+	if (w->running)
+		eventfd_write(w->wakefd, 1);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * The poll set for the next round (@lock held): the wake-up eventfd, then
+ * every live watch not yet fired (@idx maps items to watches); dead ones
+ * are dropped here.  Return: the number of items, 0 when out of memory.
+ */
+static size_t build_items(struct maru__rpc_watch *w, struct pollfd **items,
+			  size_t **idx, size_t *cap)
+{
+	struct pollfd *ni;
+	size_t i, k = 0, *nx;
+
+	for (i = 0; i < w->n;) {
+		if (w->w[i].dead)
+			w->w[i] = w->w[--w->n];
+		else
+			i++;
+	}
+	if (w->n + 1 > *cap) {
+		ni = realloc(*items, (w->n + 1) * sizeof(*ni));
+		if (ni)
+			*items = ni;
+		nx = realloc(*idx, (w->n + 1) * sizeof(*nx));
+		if (nx)
+			*idx = nx;
+		if (!ni || !nx)
+			return 0;
+		*cap = w->n + 1;
+	}
+	(*items)[k++] = (struct pollfd){w->wakefd, POLLIN, 0};
+	for (i = 0; i < w->n; i++) {
+		if (w->w[i].fired)
+			continue;
+		(*idx)[k] = i;
+		(*items)[k++] = (struct pollfd){w->w[i].fd, POLLRDHUP, 0};
+	}
+	return k;
+}
+
+/* read every idle connection (@lock held): PINGs answered, drops found */
+static void sweep(struct maru__rpc_watch *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->n; i++) {
+		if (w->w[i].dead || w->w[i].fired)
+			continue;
+		if (rpc_idle(w->w[i].rpc)) {
+			fire(w, &w->w[i]);
+			w->w[i].dead = true; /* closed by rpc_idle */
+		}
+	}
+}
+
+/* log a drop noticed under the lock, outside it (the Python log handler
+ * may take the GIL) */
+static void log_lost(struct maru__rpc_watch *w)
+{
+	char lost[sizeof(w->lost)];
+
+	pthread_mutex_lock(&w->lock);
+	memcpy(lost, w->lost, sizeof(lost));
+	w->lost[0] = '\0';
+	pthread_mutex_unlock(&w->lock);
+	if (lost[0])
+		linfo(w->h, "connection to %s lost", lost);
+}
+
+static void *watch_thread(void *arg)
+{
+	struct maru__rpc_watch *w = arg;
+	uint64_t sweep_at = 0, now;
+	struct pollfd *items = NULL;
+	size_t cap = 0, n, i, *idx = NULL;
+	struct maru__rpc_watched *x;
+	int tmo = (int)(SWEEP_NS / 1000000), wish, rc;
+	eventfd_t v;
+
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		if (w->stop) {
+			pthread_mutex_unlock(&w->lock);
+			break;
+		}
+		n = build_items(w, &items, &idx, &cap);
+		pthread_mutex_unlock(&w->lock);
+		if (!n) {
+			usleep(10000); /* out of memory: try again */
+			continue;
+		}
+		rc = poll(items, (nfds_t)n, tmo);
+		if (rc > 0 && (items[0].revents & POLLIN))
+			eventfd_read(w->wakefd, &v);
+
+		pthread_mutex_lock(&w->lock);
+		for (i = 1; rc > 0 && i < n; i++) {
+			if (!items[i].revents)
+				continue;
+			x = &w->w[idx[i]];
+			/* attach only appends and only we compact: same slot */
+			if (x->dead || x->fd != items[i].fd)
+				continue;
+			fire(w, x);
+			if (rpc_idle(x->rpc))
+				x->dead = true; /* closed it */
+		}
+		now = maru__now_ns();
+		if (now >= sweep_at) {
+			sweep(w);
+			sweep_at = now + SWEEP_NS;
+		}
+		pthread_mutex_unlock(&w->lock);
+		log_lost(w);
+		now = maru__now_ns();
+		tmo = now >= sweep_at ? 0
+				      : (int)((sweep_at - now) / 1000000) + 1;
+		wish = w->on_tick(w->arg);
+		if (wish >= 0 && wish < tmo)
+			tmo = wish;
+	}
+	free(items);
+	free(idx);
+	return NULL;
+}
+
+void maru__rpc_watch_init(struct maru__rpc_watch *w)
+{
+	memset(w, 0, sizeof(*w));
+	pthread_mutex_init(&w->lock, NULL);
+	w->wakefd = -1;
+}
+
+void maru__rpc_watch_destroy(struct maru__rpc_watch *w)
+{
+	pthread_mutex_destroy(&w->lock);
+}
+
+int maru__rpc_watch_start(struct maru__rpc_watch *w,
+			  const struct maru_handler *h,
+			  void (*on_lost)(void *arg), int (*on_tick)(void *arg),
+			  void *arg)
+{
+	int rc, fd;
+
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	pthread_mutex_lock(&w->lock);
+	w->wakefd = fd;
+	w->h = h;
+	w->on_lost = on_lost;
+	w->on_tick = on_tick;
+	w->arg = arg;
+	w->lost[0] = '\0';
+	w->stop = false;
+	w->running = true;
+	pthread_mutex_unlock(&w->lock);
+	rc = -pthread_create(&w->thread, NULL, watch_thread, w);
+	if (rc < 0) {
+		pthread_mutex_lock(&w->lock);
+		w->running = false;
+		w->wakefd = -1;
+		pthread_mutex_unlock(&w->lock);
+		close(fd);
+	}
+	return rc;
+}
+
+void maru__rpc_watch_stop(struct maru__rpc_watch *w)
+{
+	size_t i;
+
+	pthread_mutex_lock(&w->lock);
+	if (!w->running) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	w->stop = true;
+	eventfd_write(w->wakefd, 1);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+
+	pthread_mutex_lock(&w->lock);
+	/* every watched connection was detached by now */
+	for (i = 0; i < w->n; i++)
+		if (!w->w[i].dead)
+			lwarn(w->h, "connection %zu still watched at stop", i);
+	free(w->w);
+	w->w = NULL;
+	w->n = w->cap = 0;
+	w->running = false;
+	close(w->wakefd);
+	w->wakefd = -1;
+	pthread_mutex_unlock(&w->lock);
 }

@@ -13,7 +13,7 @@
  *   server.c   listening socket, connection state machine, request handlers
  *   region.c   the region table; allocate/free as one durable operation
  *   client.c   client_id bookkeeping (pins, allocation counts, pid info)
- *   idem.c     idempotency cache (client_id:request_id -> response bytes)
+ *   idem.c     idempotency cache (client_id:request_id -> outcome)
  *   auth.c     the HMAC secret and auth tokens
  *   state.c    WAL, checkpoints and recovery (byte layouts in statefmt.c)
  *   dev.c      DEV_DAX / FS_DAX / emulated pools: discovery, header, ids

@@ -661,7 +661,7 @@ static int sc_timeout(int argc, char **argv)
 	t0 = now_s();
 	CHECK_RC(maru_kv_retrieve(a, &k, &v), -ETIMEDOUT);
 	CHECK_RC(maru_kv_exists(a, &k), -ETIMEDOUT);
-	/* -EKEYEXPIRED once the dropped connection was noticed (fence.c) */
+	/* -EKEYEXPIRED once the dropped connection was noticed (ownership.c) */
 	rc = maru_kv_store(a, &k, &p);
 	CHECK(rc == -ETIMEDOUT || rc == -EKEYEXPIRED);
 	/* a failed store frees its page */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_libmaru_fence.c - fencing a mapping in place (mapper.c, fence.c)
+ * test_libmaru_fence.c - fencing a mapping in place (mapper.c, ownership.c)
  *
  * A memfd stands in for the shared pool: the mapper's mapping of a "region"
  * and a second shared mapping (another process's view) cover the same

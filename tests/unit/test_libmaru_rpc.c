@@ -7,8 +7,9 @@
  *
  *   test_libmaru_rpc URL req|dealer TIMEOUT_MS [MAX_INFLIGHT [monitor]]
  *
- * "monitor" runs fence.c's connection monitor on the client (it answers
- * PINGs of an idle connection and raises MARU_ALARM_SUSPECT on a drop).
+ * "monitor" runs rpc.c's connection watch on the client, with the
+ * ownership callbacks (it answers PINGs of an idle connection and raises
+ * MARU_ALARM_SUSPECT on a drop).
  *
  * One client for the whole run; commands on stdin, one result line each:
  *
@@ -158,9 +159,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (mon) {
-		if (maru__monitor_start(h) < 0)
+		if (maru__rpc_watch_start(&h->watch, h, maru__fence_lost,
+					  maru__fence_tick, h) < 0)
 			return 2;
-		maru__rpc_set_monitor(&rpc, &h->fence.mon);
+		maru__rpc_set_watch(&rpc, &h->watch);
 	}
 	printf("ready\n");
 	fflush(stdout);
@@ -177,8 +179,8 @@ int main(int argc, char **argv)
 		fflush(stdout);
 	}
 	if (mon) {
-		maru__rpc_set_monitor(&rpc, NULL);
-		maru__monitor_stop(h);
+		maru__rpc_set_watch(&rpc, NULL);
+		maru__rpc_watch_stop(&h->watch);
 	}
 	maru__rpc_close(&rpc);
 	maru_handler_free(h);

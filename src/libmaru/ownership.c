@@ -1,6 +1,24 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fence.c - loss of ownership: detect it early, fence, recover
+ * ownership.c - what this handler owns, and knowing when it no longer does
+ *
+ * Two halves of one concept, leases and fencing, which call each other
+ * (a renewal is a verification; a recovery starts a new lease).
+ *
+ * Leases (later-additions.md §1).  At connect, after HANDSHAKE, the
+ * handler picks a random lease_id and sends HEARTBEAT {instance_id,
+ * lease_id}.  If the reply carries lease_ttl > 0 the server tracks the
+ * lease: every REQUEST_ALLOC names it, and a background thread renews it
+ * every TTL/4 over its own lock-step connection (so renewals never queue
+ * behind a long batch on the main socket).  If no renewal succeeded for
+ * 3/4 TTL, writes (alloc, store) fail with -EKEYEXPIRED until one succeeds
+ * again, because the server may reclaim the regions at any moment after
+ * TTL; the next write then first tries a renewal of its own.  On a clean
+ * close the regions are returned first, then the lease is released
+ * (HEARTBEAT lease_release=true).  A server that answers {} or lease_ttl 0
+ * grants no lease: no thread runs and the handler behaves as before.
+ *
+ * Loss of ownership: detect it early, fence, recover.
  *
  * A handler owns its regions only as long as (a) the maru-server process
  * that allocated them still runs -- a restarted server knows nothing, and
@@ -16,12 +34,12 @@
  *    verification compares the reply's.  A different id, or none where
  *    there was one, means another server process (MARU_ALARM_LOST_SERVER);
  *    lease_expired means the lease is gone (MARU_ALARM_LOST_LEASE).
- *  - Every lease renewal is such a verification (lease.c).
- *  - The monitor thread polls every RPC connection for a hangup (POLLRDHUP,
- *    POLLHUP, POLLERR), and rpc.c reports the drops it sees itself
- *    (maru__monitor_detach): either raises MARU_ALARM_SUSPECT the moment a
- *    connection to the server drops, once per connection.
- *    The monitor thread then verifies every 200 ms until a server answers,
+ *  - Every lease renewal is such a verification.
+ *  - rpc.c's watch reports every dropped connection to the server, seen by
+ *    its thread (a hangup) or by a call, once per connection, through
+ *    maru__fence_lost(), which raises MARU_ALARM_SUSPECT at once.  The
+ *    watch thread then calls maru__fence_tick() after each of its rounds,
+ *    which verifies every 200 ms until a server answers,
  *    and every write (alloc, store, batch_store) that sees the flag first
  *    verifies synchronously (maru__gate_slow): the window is the memcpy in
  *    flight, not a heartbeat period.  With nothing amiss the write path
@@ -41,30 +59,24 @@
  * region-added callback fires).  A store of a page in a fenced region
  * fails with -ESTALE without any RPC.
  *
- * Locks, in this order: fence.lock -> olock -> the mapper's lock.  The
- * monitor's lock is a leaf.  Nothing logs with fence.lock held (the Python
- * log sink takes the GIL).
+ * Locks, in this order: fence.lock -> olock -> the mapper's lock.  Nothing
+ * logs with fence.lock held (the Python log sink takes the GIL).  This
+ * module calls down into rpc.c (HEARTBEATs) and mapper.c (fencing), never
+ * the other way: rpc.c reaches it only through the two callbacks given to
+ * its watch (maru__fence_lost: flags only; maru__fence_tick: the watch
+ * thread, no lock held).
  *
- * The monitor's lock comes after an RPC client's lock (rpc.c attaches and
- * detaches its connections with its own lock held); the monitor thread
- * only ever try-locks an RPC client (maru__rpc_idle).
- *
- * Threads: the monitor thread polls the fds of the watched connections
- * (rpc.c owns them and detaches each before closing it).  Every 250 ms it
- * also reads the idle ones (maru__rpc_idle): a server's heartbeat PINGs get
- * their PONG even when no call runs, as libzmq's I/O thread did.  It stops
- * when the handler closes.
+ * Threads: the lease thread (renewals), and the rpc watch's thread, which
+ * runs maru__fence_tick (docs/threads.md).
  */
 #include "private.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "mds_proto.h"
 
@@ -77,13 +89,10 @@ void maru__fence_init(struct maru_handler *h)
 	memset(f, 0, sizeof(*f));
 	atomic_init(&f->alarm, 0);
 	pthread_mutex_init(&f->lock, NULL);
-	pthread_mutex_init(&f->mon.lock, NULL);
-	f->mon.wakefd = -1;
 }
 
 void maru__fence_destroy(struct maru_handler *h)
 {
-	pthread_mutex_destroy(&h->fence.mon.lock);
 	pthread_mutex_destroy(&h->fence.lock);
 }
 
@@ -95,6 +104,9 @@ void maru__fence_reset(struct maru_handler *h)
 	atomic_store(&f->alarm, 0);
 	f->known = false;
 	f->server_id[0] = '\0';
+	f->retry_at = 0;
+	/* a test knob: leave the verification to the write path */
+	f->bg_verify = !getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -209,6 +221,11 @@ int maru__verify(struct maru_handler *h, struct maru__rpc *rpc)
 	int rc;
 
 	pthread_mutex_lock(&f->lock);
+	if (f->recovering) {
+		/* the recovery's own HEARTBEAT decides */
+		pthread_mutex_unlock(&f->lock);
+		return -EAGAIN;
+	}
 	epoch = f->epoch;
 	if (l->active)
 		memcpy(lease_id, l->id, sizeof(lease_id));
@@ -220,7 +237,7 @@ int maru__verify(struct maru_handler *h, struct maru__rpc *rpc)
 		return rc;
 
 	pthread_mutex_lock(&f->lock);
-	if (epoch != f->epoch) {
+	if (epoch != f->epoch || f->recovering) {
 		/* a recovery started over meanwhile: this reply is stale */
 		pthread_mutex_unlock(&f->lock);
 		return -EAGAIN;
@@ -297,7 +314,13 @@ static int recover(struct maru_handler *h)
 	maru__keymap_destroy(&h->keys);
 	maru__mapper_retire_fenced(&h->mapper);
 	seen = atomic_load(&f->alarm);
+	/* no RPC under fence.lock: a verification meanwhile (the watch's
+	 * tick) answers -EAGAIN without sending */
+	f->recovering = true;
+	pthread_mutex_unlock(&f->lock);
 	rc = maru__lease_start(h, true);
+	pthread_mutex_lock(&f->lock);
+	f->recovering = false;
 	if (rc == 0) {
 		epoch = ++f->epoch;
 		atomic_fetch_and(&f->alarm, ~(uint64_t)MARU_ALARM_LOST);
@@ -348,263 +371,204 @@ int maru__gate_slow(struct maru_handler *h)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The connection-monitor thread                                            */
+/* The RPC watch's callbacks                                                */
 
-#define SWEEP_NS (250ull * 1000000ull) /* idle connections read this often */
-
-/* a connection to the server dropped: verify before the next write */
-static void raise_suspect(struct maru_handler *h)
+void maru__fence_lost(void *arg)
 {
+	struct maru_handler *h = arg;
 	uint64_t a = atomic_load(&h->fence.alarm);
 
+	/* a connection to the server dropped: verify before the next write */
 	while (!atomic_compare_exchange_weak(
 		&h->fence.alarm, &a, (a + MARU_ALARM_GEN) | MARU_ALARM_SUSPECT))
 		;
 }
 
-/* @w dropped (@lock held): raise the alarm once, log it outside the lock */
-static void fire(struct maru__monitor *mon, struct maru__watch *w)
-{
-	if (w->fired)
-		return;
-	w->fired = true;
-	raise_suspect(mon->h);
-	snprintf(mon->lost, sizeof(mon->lost), "%s", w->rpc->url);
-}
-
-void maru__monitor_attach(struct maru__monitor *mon, struct maru__rpc *rpc,
-			  int fd)
-{
-	struct maru__watch *nw;
-	size_t ncap;
-
-	pthread_mutex_lock(&mon->lock);
-	if (!mon->running || mon->stop)
-		goto out_unlock;
-	if (mon->n == mon->cap) {
-		ncap = mon->cap ? 2 * mon->cap : 4;
-		nw = realloc(mon->w, ncap * sizeof(*nw));
-		if (!nw)
-			goto out_unlock;
-		mon->w = nw;
-		mon->cap = ncap;
-	}
-	mon->w[mon->n++] = (struct maru__watch){fd, rpc, false, false};
-	eventfd_write(mon->wakefd, 1);
-out_unlock:
-	pthread_mutex_unlock(&mon->lock);
-}
-
-void maru__monitor_detach(struct maru__monitor *mon, int fd, bool dropped)
-{
-	size_t i;
-
-	pthread_mutex_lock(&mon->lock);
-	for (i = 0; i < mon->n; i++) {
-		if (mon->w[i].fd != fd || mon->w[i].dead)
-			continue;
-		if (dropped)
-			fire(mon, &mon->w[i]);
-		mon->w[i].dead = true;
-	}
-	if (mon->running)
-		eventfd_write(mon->wakefd, 1);
-	pthread_mutex_unlock(&mon->lock);
-}
-
-/*
- * The poll set for the next round (@lock held): the wake-up eventfd, then
- * every live watch not yet fired (@idx maps items to watches); dead ones
- * are dropped here.  Return: the number of items, 0 when out of memory.
- */
-static size_t build_items(struct maru__monitor *mon, struct pollfd **items,
-			  size_t **idx, size_t *cap)
-{
-	struct pollfd *ni;
-	size_t i, k = 0, *nx;
-
-	for (i = 0; i < mon->n;) {
-		if (mon->w[i].dead)
-			mon->w[i] = mon->w[--mon->n];
-		else
-			i++;
-	}
-	if (mon->n + 1 > *cap) {
-		ni = realloc(*items, (mon->n + 1) * sizeof(*ni));
-		if (ni)
-			*items = ni;
-		nx = realloc(*idx, (mon->n + 1) * sizeof(*nx));
-		if (nx)
-			*idx = nx;
-		if (!ni || !nx)
-			return 0;
-		*cap = mon->n + 1;
-	}
-	(*items)[k++] = (struct pollfd){mon->wakefd, POLLIN, 0};
-	for (i = 0; i < mon->n; i++) {
-		if (mon->w[i].fired)
-			continue;
-		(*idx)[k] = i;
-		(*items)[k++] = (struct pollfd){mon->w[i].fd, POLLRDHUP, 0};
-	}
-	return k;
-}
-
-/* read every idle connection (@lock held): PINGs answered, drops found */
-static void sweep(struct maru__monitor *mon)
-{
-	size_t i;
-
-	for (i = 0; i < mon->n; i++) {
-		if (mon->w[i].dead || mon->w[i].fired)
-			continue;
-		if (maru__rpc_idle(mon->w[i].rpc)) {
-			fire(mon, &mon->w[i]);
-			mon->w[i].dead = true; /* closed by maru__rpc_idle */
-		}
-	}
-}
-
-/* take the URL of a drop noticed under @mon's lock (held), "" if none */
-static void take_lost(struct maru__monitor *mon, char *out, size_t n)
-{
-	memcpy(out, mon->lost, n);
-	mon->lost[0] = '\0';
-}
-
-/* log it outside the lock (the Python log handler may take the GIL) */
-static void log_lost(const struct maru_handler *h, const char *lost)
-{
-	if (lost[0])
-		linfo(h,
-		      "connection to %s lost: ownership is verified before "
-		      "the next write",
-		      lost);
-}
-
-static void *monitor_thread(void *arg)
+int maru__fence_tick(void *arg)
 {
 	struct maru_handler *h = arg;
-	struct maru__monitor *mon = &h->fence.mon;
-	uint64_t retry_at = 0, sweep_at = 0, now;
-	struct pollfd *items = NULL;
-	size_t cap = 0, n, i, *idx = NULL;
-	struct maru__watch *w;
-	char lost[sizeof(mon->lost)];
-	eventfd_t v;
-	int tmo, rc;
+	struct maru__fence *f = &h->fence;
+	int rc;
 
-	for (;;) {
-		pthread_mutex_lock(&mon->lock);
-		if (mon->stop) {
-			pthread_mutex_unlock(&mon->lock);
-			break;
-		}
-		n = build_items(mon, &items, &idx, &cap);
-		take_lost(mon, lost, sizeof(lost));
-		pthread_mutex_unlock(&mon->lock);
-		log_lost(h, lost);
-		if (!n) {
-			usleep(10000); /* out of memory: try again */
-			continue;
-		}
-
-		tmo = (int)(SWEEP_NS / 1000000);
-		if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
-			tmo = (int)(RETRY_NS / 1000000);
-		rc = poll(items, (nfds_t)n, tmo);
-		if (rc > 0 && (items[0].revents & POLLIN))
-			eventfd_read(mon->wakefd, &v);
-
-		pthread_mutex_lock(&mon->lock);
-		for (i = 1; rc > 0 && i < n; i++) {
-			if (!items[i].revents)
-				continue;
-			w = &mon->w[idx[i]];
-			/* attach only appends and only we compact: same slot */
-			if (w->dead || w->fd != items[i].fd)
-				continue;
-			fire(mon, w);
-			if (maru__rpc_idle(w->rpc))
-				w->dead = true; /* closed it */
-		}
-		now = maru__now_ns();
-		if (now >= sweep_at) {
-			sweep(mon);
-			sweep_at = now + SWEEP_NS;
-		}
-		take_lost(mon, lost, sizeof(lost));
-		pthread_mutex_unlock(&mon->lock);
-		log_lost(h, lost);
-
-		/* find out now, not at the next write or renewal */
-		if (mon->verify &&
-		    (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT) &&
-		    atomic_load(&h->state) == MARU_ST_CONNECTED &&
-		    maru__now_ns() >= retry_at) {
-			rc = maru__verify(h, &h->rpc);
-			if (rc < 0 && rc != -ESTALE)
-				retry_at = maru__now_ns() + RETRY_NS;
-		}
+	if (!(atomic_load(&f->alarm) & MARU_ALARM_SUSPECT))
+		return -1;
+	/* find out now, not at the next write or renewal */
+	if (f->bg_verify && atomic_load(&h->state) == MARU_ST_CONNECTED &&
+	    maru__now_ns() >= f->retry_at) {
+		rc = maru__verify(h, &h->rpc);
+		if (rc < 0 && rc != -ESTALE)
+			f->retry_at = maru__now_ns() + RETRY_NS;
 	}
-	free(items);
-	free(idx);
+	return (int)(RETRY_NS / 1000000);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Leases                                                                   */
+
+static void *lease_thread(void *arg)
+{
+	struct maru_handler *h = arg;
+	struct maru__lease *l = &h->lease;
+	uint64_t period = l->ttl_ns / 4, next, sent;
+	struct timespec ts;
+	bool failing = false;
+	int rc;
+
+	next = maru__now_ns() + period;
+	pthread_mutex_lock(&l->lock);
+	while (!l->stop) {
+		ts.tv_sec = (time_t)(next / 1000000000ull);
+		ts.tv_nsec = (long)(next % 1000000000ull);
+		if (pthread_cond_timedwait(&l->cv, &l->lock, &ts) !=
+			    ETIMEDOUT &&
+		    maru__now_ns() < next)
+			continue;
+		if (l->stop)
+			break;
+		pthread_mutex_unlock(&l->lock);
+		sent = maru__now_ns();
+		rc = maru__verify(h, &l->rpc);
+		if (rc == -ESTALE) {
+			/* fenced; the next write starts a new lease */
+			pthread_mutex_lock(&l->lock);
+			break;
+		} else if (rc == 0 || rc == -EAGAIN) {
+			if (failing)
+				linfo(h, "lease %s renewed again", l->id);
+			failing = false;
+		} else if (!failing) {
+			lwarn(h, "lease %s: renewal failed: %s", l->id,
+			      strerror(-rc));
+			failing = true;
+		}
+		next = sent + period;
+		pthread_mutex_lock(&l->lock);
+	}
+	pthread_mutex_unlock(&l->lock);
 	return NULL;
 }
 
-int maru__monitor_start(struct maru_handler *h)
+void maru__lease_init(struct maru_handler *h)
 {
-	struct maru__monitor *mon = &h->fence.mon;
-	int rc, fd;
+	struct maru__lease *l = &h->lease;
+	pthread_condattr_t a;
 
-	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	pthread_mutex_lock(&mon->lock);
-	mon->wakefd = fd;
-	mon->h = h;
-	mon->lost[0] = '\0';
-	mon->stop = false;
-	mon->running = true;
-	/* a test knob: leave the verification to the write path */
-	mon->verify = !getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
-	pthread_mutex_unlock(&mon->lock);
-	rc = -pthread_create(&mon->thread, NULL, monitor_thread, h);
-	if (rc < 0) {
-		pthread_mutex_lock(&mon->lock);
-		mon->running = false;
-		mon->wakefd = -1;
-		pthread_mutex_unlock(&mon->lock);
-		close(fd);
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+void maru__lease_destroy(struct maru_handler *h)
+{
+	pthread_cond_destroy(&h->lease.cv);
+	pthread_mutex_destroy(&h->lease.lock);
+}
+
+int maru__lease_start(struct maru_handler *h, bool recovering)
+{
+	struct maru__lease *l = &h->lease;
+	struct maru__hb hb;
+	uint64_t sent;
+	int rc, tmo;
+
+	l->active = false;
+	maru__uuid4(l->id);
+	sent = maru__now_ns();
+	rc = maru__heartbeat(h, &h->rpc, l->id, false, &hb);
+	if (rc < 0 && recovering) {
+		lwarn(h, "lease %s: HEARTBEAT failed: %s", l->id,
+		      strerror(-rc));
+		return rc;
 	}
+	if (rc < 0) {
+		ldbg(h, "no lease: HEARTBEAT failed: %s", strerror(-rc));
+		return 0;
+	}
+	if (recovering) {
+		/* the server we start over with */
+		pthread_mutex_lock(&h->fence.lock);
+		h->fence.known = true;
+		snprintf(h->fence.server_id, sizeof(h->fence.server_id), "%s",
+			 hb.has_server_id ? hb.server_id : "");
+		pthread_mutex_unlock(&h->fence.lock);
+	}
+	if (!(hb.lease_ttl > 0)) {
+		ldbg(h, "server grants no lease");
+		return 0;
+	}
+	l->ttl_ns = (uint64_t)(hb.lease_ttl * 1e9);
+	if (l->ttl_ns < 4000000) /* 4 ms: a renewal period of 1 ms */
+		l->ttl_ns = 4000000;
+	atomic_store(&l->renewed_ns, sent);
+	l->active = true;
+
+	/* renewals must not wait longer than a period */
+	tmo = h->cfg.timeout_ms;
+	if ((uint64_t)tmo * 1000000ull > l->ttl_ns / 4)
+		tmo = (int)(l->ttl_ns / 4 / 1000000);
+	if (tmo < 1)
+		tmo = 1;
+	rc = maru__rpc_open(&l->rpc, h, h->cfg.server_url, tmo, false, 1);
+	if (rc < 0)
+		goto out_inactive;
+	l->rpc_open = true;
+	maru__rpc_set_watch(&l->rpc, &h->watch);
+	l->stop = false;
+	rc = -pthread_create(&l->thread, NULL, lease_thread, h);
+	if (rc < 0)
+		goto out_rpc;
+	l->thread_started = true;
+	ldbg(h, "lease %s granted, ttl %.3f s", l->id, hb.lease_ttl);
+	return 0;
+
+out_rpc:
+	maru__rpc_close(&l->rpc);
+	l->rpc_open = false;
+out_inactive:
+	l->active = false;
+	lerr(h, "lease %s: cannot start the heartbeat: %s", l->id,
+	     strerror(-rc));
 	return rc;
 }
 
-void maru__monitor_stop(struct maru_handler *h)
+void maru__lease_stop(struct maru_handler *h)
 {
-	struct maru__monitor *mon = &h->fence.mon;
-	size_t i;
+	struct maru__lease *l = &h->lease;
 
-	pthread_mutex_lock(&mon->lock);
-	if (!mon->running) {
-		pthread_mutex_unlock(&mon->lock);
-		return;
+	if (l->thread_started) {
+		pthread_mutex_lock(&l->lock);
+		l->stop = true;
+		pthread_cond_signal(&l->cv);
+		pthread_mutex_unlock(&l->lock);
+		pthread_join(l->thread, NULL);
+		l->thread_started = false;
 	}
-	mon->stop = true;
-	eventfd_write(mon->wakefd, 1);
-	pthread_mutex_unlock(&mon->lock);
-	pthread_join(mon->thread, NULL);
+	if (l->rpc_open)
+		maru__rpc_close(&l->rpc);
+	l->rpc_open = false;
+}
 
-	pthread_mutex_lock(&mon->lock);
-	/* every watched connection was detached by now */
-	for (i = 0; i < mon->n; i++)
-		if (!mon->w[i].dead)
-			lwarn(h, "connection %zu still watched at stop", i);
-	free(mon->w);
-	mon->w = NULL;
-	mon->n = mon->cap = 0;
-	mon->running = false;
-	close(mon->wakefd);
-	mon->wakefd = -1;
-	pthread_mutex_unlock(&mon->lock);
+bool maru__lease_ok(struct maru_handler *h)
+{
+	struct maru__lease *l = &h->lease;
+
+	if (!l->active)
+		return true;
+	return maru__now_ns() - atomic_load(&l->renewed_ns) < l->ttl_ns / 4 * 3;
+}
+
+void maru__lease_release(struct maru_handler *h)
+{
+	struct maru__hb hb;
+	int rc;
+
+	if (!h->lease.active)
+		return;
+	rc = maru__heartbeat(h, &h->rpc, h->lease.id, true, &hb);
+	if (rc < 0)
+		lwarn(h, "lease %s: release failed: %s", h->lease.id,
+		      strerror(-rc));
+	h->lease.active = false;
 }

@@ -22,7 +22,7 @@ JOBS=$(nproc)
 # Everything the build, the tests and the benchmarks need, from Debian.
 DEB_PACKAGES=(
 	build-essential cmake pkg-config git
-	libzmq3-dev libmsgpack-dev libdaxctl-dev libndctl-dev libcmocka-dev
+	libzmq3-dev libmsgpack-dev libdaxctl-dev libcmocka-dev
 	libssl-dev zlib1g-dev libncurses-dev
 	clang libclang-rt-14-dev llvm
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel

@@ -10,9 +10,10 @@ add_executable(mds-load ${CMAKE_CURRENT_SOURCE_DIR}/mds_load.c)
 target_link_libraries(mds-load PRIVATE maru_common PkgConfig::ZMQ m)
 add_executable(mds-index ${CMAKE_CURRENT_SOURCE_DIR}/mds_index.c)
 target_link_libraries(mds-index PRIVATE mds_core m)
-# mds-load-pc: the same program with maru-server's getpid() cache
-# (src/metadata_server/pidcache.c), used only as the second echo floor so
+# mds-load-pc: the same program with the getpid() cache libzmq-era
+# maru-server had
+# (bench/pidcache.c), used only as the second echo floor so
 # that the server can be compared like with like (run_mds_bench.sh)
 add_executable(mds-load-pc ${CMAKE_CURRENT_SOURCE_DIR}/mds_load.c
-	${PROJECT_SOURCE_DIR}/src/metadata_server/pidcache.c)
+	${CMAKE_CURRENT_SOURCE_DIR}/pidcache.c)
 target_link_libraries(mds-load-pc PRIVATE maru_common PkgConfig::ZMQ m)

@@ -37,6 +37,7 @@
 #define CACHE_NS (1000ull * 1000000)
 #define TIMEOUT_NS ((uint64_t)RMSESS_TIMEOUT_MS * 1000000)
 #define RX_MAX (1u << 20) /* answers are small; STATS grows with pools */
+#define MAX_TRIES 4	  /* sends of one op before it stops blocking */
 
 enum { RS_DOWN, RS_CONNECTING, RS_UP };
 enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS };
@@ -44,6 +45,7 @@ enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS };
 struct rmsess_op {
 	uint8_t kind;	  /* OP_* */
 	bool sent;	  /* written on some connection: outcome in doubt */
+	uint8_t tries;	  /* connections it was sent on */
 	int dax_i;	  /* ALLOC: the --dax-path tried (fill-first) */
 	uint64_t size;	  /* ALLOC */
 	uint64_t deadline; /* ALLOC with a wait: answer the requester by */
@@ -178,8 +180,9 @@ static void close_conn(struct rmsess *r, bool at_once)
 	buf_reset(&r->rx);
 	r->cache_ok = false;
 	if (at_once) {
+		/* the RM closed it (a restart): try now; the backoff stays
+		 * until it answers, so a crash loop is not hammered */
 		r->retry_at = now_ns();
-		r->backoff_ns = BACKOFF_MIN_NS;
 	} else {
 		r->retry_at = now_ns() + r->backoff_ns;
 		r->backoff_ns *= 2;
@@ -209,20 +212,21 @@ static void on_up(struct rmsess *r)
 
 	r->st = RS_UP;
 	r->sent = 0;
-	r->backoff_ns = BACKOFF_MIN_NS;
 	if (r->ever_up) {
 		log_info("resource manager %s: reconnected", r->address);
 		r->reconnects++;
 	}
 	r->ever_up = true;
 	set_watch(r, r->fd);
-	if (r->any_handle && r->any_handle(r->arg, &req.handle) &&
-	    (op = op_new(OP_ACCESS))) {
+	if (!r->access_queued && r->any_handle &&
+	    r->any_handle(r->arg, &req.handle) && (op = op_new(OP_ACCESS))) {
 		op->h = req.handle;
-		if (rm_encode_get_access_req(&op->req, &req) == 0)
+		if (rm_encode_get_access_req(&op->req, &req) == 0) {
 			push(r, op, true);
-		else
+			r->access_queued = true;
+		} else {
 			op_free_mem(op);
+		}
 	}
 	start_next(r);
 }
@@ -292,11 +296,34 @@ static void pump(struct rmsess *r)
 	set_watch(r, r->fd);
 }
 
-/* the head goes on the wire (when there is one and we are up) */
+static void give_up(struct rmsess *r, struct rmsess_op *op);
+
+/*
+ * the head goes on the wire (when there is one and we are up).  An op
+ * already sent on MAX_TRIES connections without an answer stops blocking
+ * the others: a FREE goes to the back (it is retried for as long as we
+ * run), anything else fails.
+ */
 static void start_next(struct rmsess *r)
 {
-	if (r->st != RS_UP || !r->head || r->sent)
+	struct rmsess_op *op;
+
+	if (r->st != RS_UP || r->sent)
 		return;
+	while ((op = r->head) && op->tries >= MAX_TRIES) {
+		pop(r);
+		if (op->kind == OP_FREE) {
+			op->tries = 0;
+			push(r, op, false);
+			if (r->head == op)
+				break; /* alone: it blocks nobody */
+			continue;
+		}
+		give_up(r, op);
+	}
+	if (!r->head)
+		return;
+	r->head->tries++;
 	buf_reset(&r->rx);
 	r->io_deadline = now_ns() + TIMEOUT_NS;
 	pump(r);
@@ -371,6 +398,7 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 	int32_t st = 0;
 	int rc = 0;
 
+	r->backoff_ns = BACKOFF_MIN_NS; /* it answers */
 	if (type == RM_ERROR_RESP) {
 		if (rm_decode_error_resp(p, n, &e) < 0 || e.status >= 0)
 			return -EPROTO;
@@ -438,6 +466,7 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 		if (!st)
 			st = a.status;
 		pop(r);
+		r->access_queued = false;
 		if (st)
 			log_err("resource manager %s: region %llu unknown "
 				"after reconnect (%d)",
@@ -518,6 +547,55 @@ void rmsess_io(struct rmsess *r, uint32_t events)
 		pump(r);
 	if (r->st == RS_UP && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
 		on_readable(r);
+}
+
+/* an op that cannot get through (@op unlinked): fail it and free it */
+static void give_up(struct rmsess *r, struct rmsess_op *op)
+{
+	log_err("resource manager %s: no usable answer to a request after %d "
+		"attempts; giving up on it",
+		r->address, MAX_TRIES);
+	switch (op->kind) {
+	case OP_ALLOC:
+		if (op->w)
+			wait_done(op->w, -EPROTO);
+		break;
+	case OP_STATS:
+		r->stats_queued = false;
+		stats_done(r, -EPROTO);
+		break;
+	case OP_ACCESS:
+		r->access_queued = false;
+		break;
+	default:
+		break;
+	}
+	op_free_mem(op);
+}
+
+void rmsess_forget(struct rmsess *r, struct mds_wait *w)
+{
+	struct rmsess_op *op, *prev = NULL;
+	struct mds_wait **pp;
+
+	for (op = r->head; op; prev = op, op = op->next) {
+		if (op->kind != OP_ALLOC || op->w != w)
+			continue;
+		if (op->sent)
+			return; /* in doubt: its answer undoes it */
+		unlink_op(r, prev, op);
+		op_free_mem(op);
+		wait_done(w, -ECANCELED);
+		return;
+	}
+	for (pp = &r->stat_waits; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			w->next = NULL;
+			wait_done(w, -ECANCELED);
+			return;
+		}
+	}
 }
 
 /* ---- deadlines ---- */
@@ -631,8 +709,13 @@ int rmsess_start(struct rmsess *r)
 					 r->dax[i]);
 	}
 	free(sw.found);
-	if (!rm_client_connected(&r->c))
-		return -ECONNRESET;
+	if (!rm_client_connected(&r->c)) {
+		/* the loop connects again */
+		r->st = RS_DOWN;
+		r->retry_at = now_ns();
+		r->ever_up = true;
+		return 0;
+	}
 	/* the loop takes the connection over */
 	r->fd = r->c.fd;
 	r->c.fd = -1;
@@ -709,6 +792,8 @@ static int op_alloc(void *arg, uint64_t size, struct mds_wait *w,
 	struct rmsess_op *op;
 
 	(void)out;
+	if (r->st == RS_DOWN && now_ns() >= r->retry_at)
+		start_connect(r); /* due anyway: do not wait for the tick */
 	if (!w || r->st == RS_DOWN)
 		return -EAGAIN;
 	op = op_new(OP_ALLOC);
@@ -748,6 +833,8 @@ static int op_pool_usage(void *arg, bool dax_only, uint64_t *total,
 		*avail = dax_only ? r->free_dax : r->free_all;
 		return 0;
 	}
+	if (r->st == RS_DOWN && now_ns() >= r->retry_at)
+		start_connect(r);
 	if (r->st == RS_DOWN)
 		return -EAGAIN;
 	if (!r->stats_queued) {

@@ -78,6 +78,7 @@ struct rmsess {
 	uint64_t cache_at;
 	uint64_t total_all, free_all, total_dax, free_dax;
 	bool stats_queued;	   /* a STATS op is in the FIFO */
+	bool access_queued;	   /* the re-pinning GET_ACCESS is */
 	struct mds_wait *stat_waits; /* borrows: waiting for it, by ->next */
 	uint64_t stat_deadline;	   /* monotonic ns: the oldest wait's */
 	uint64_t reconnects; /* successful reconnects (stats) */
@@ -119,6 +120,13 @@ void rmsess_tick(struct rmsess *r);
  * (the loop is stopping)
  */
 void rmsess_cancel(struct rmsess *r);
+
+/**
+ * rmsess_forget - @w's requester went away: an ALLOC not sent yet is
+ * dropped (and a STATS wait left), with done() called at once
+ * (-ECANCELED); one already sent stays, and its answer is undone.
+ */
+void rmsess_forget(struct rmsess *r, struct mds_wait *w);
 
 /* rmsess_destroy - close, free the FIFO (call rmsess_cancel() first) */
 void rmsess_destroy(struct rmsess *r);

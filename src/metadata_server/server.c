@@ -223,9 +223,14 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 	}
 	log_dbg("connection fd %d: %s", c->key, why);
 	if (c->wait) {
-		/* the RM session still holds it: it is undone when done */
-		c->wait->conn = NULL;
+		/* the RM session holds it: it is undone when done, at once
+		 * when it was not sent yet */
+		struct mds_wait *w = c->wait;
+
+		w->conn = NULL;
 		c->wait = NULL;
+		if (sv->rm)
+			rmsess_forget(sv->rm, w);
 	}
 	mds_conn_close(sv->s, c->key);
 	if (c->fd >= 0) {

@@ -719,8 +719,12 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	if (rc < 0)
 		return rc;
 	rc = s->rm->alloc(s->rm_arg, size, w, &h);
-	if (rc == -EINPROGRESS)
-		return rc; /* the slots stay; mds_alloc_finish() resolves */
+	if (rc == -EINPROGRESS) {
+		/* the slots stay; mds_alloc_finish() resolves */
+		if (lslot != IX_NO_SLOT)
+			s->leases[lslot].parked++;
+		return rc;
+	}
 	if (rc < 0) {
 		inst_maybe_gc(s, islot);
 		return rc;
@@ -734,6 +738,12 @@ int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
 	uint32_t islot, lslot;
 	int rc;
 
+	/* the request waited: it counts as a renewal of its lease */
+	lslot = w->lease.len ? lease_find(s, w->lease) : IX_NO_SLOT;
+	if (lslot != IX_NO_SLOT && s->leases[lslot].parked) {
+		s->leases[lslot].parked--;
+		s->leases[lslot].deadline = s->vnow + s->cfg.lease_ttl_ns;
+	}
 	if (w->rc < 0 || !peer) {
 		islot = inst_find(s, w->inst);
 		if (islot != IX_NO_SLOT)
@@ -957,7 +967,8 @@ void mds_tick(struct mds *s, uint64_t vnow)
 
 	s->vnow = vnow;
 	for (i = 0; i < s->nlease_slots; i++)
-		if (s->leases[i].id && s->leases[i].deadline <= vnow)
+		if (s->leases[i].id && !s->leases[i].parked &&
+		    s->leases[i].deadline <= vnow)
 			lease_end(s, i, true);
 	for (i = 0; i < s->ninst_slots; i++)
 		if (s->insts[i].id && s->insts[i].dead_at &&

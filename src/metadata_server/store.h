@@ -146,6 +146,9 @@ struct mds_lease {
 	uint32_t id_len;
 	uint32_t nregions; /* regions allocated under it, tracked */
 	uint32_t next_free;
+	uint32_t parked;   /* REQUEST_ALLOCs under it waiting for the RM: it
+			    * does not expire meanwhile (the client's renewals
+			    * may wait behind one on the same connection) */
 	uint64_t deadline; /* vclock */
 	struct ix_entry *ie;
 };

@@ -277,6 +277,59 @@ def test_rm_stopped_blocks_nobody(start_rm, start_mds):
     b.close()
 
 
+def test_rm_stopped_requesters_that_leave_cost_nothing(start_rm, start_mds):
+    """With the RM stopped, clients park a REQUEST_ALLOC each and go away:
+    their requests are dropped (not sent later), so after SIGCONT at most
+    the one already on the wire reaches the RM, and its region is freed."""
+    rm = start_rm()
+    mds = start_mds(rm.address)
+    free0 = pool_free(rm)
+    os.kill(rm.pid, signal.SIGSTOP)
+    try:
+        for i in range(20):
+            c = DealerClient(mds.url)
+            c.send(REQUEST_ALLOC, {"instance_id": f"gone{i}", "size": 2 * MiB})
+            time.sleep(0.05)
+            c.close()
+        keep = ReqClient(mds.url)
+        assert "error" not in keep.call(HEARTBEAT, {})[1]  # served meanwhile
+    finally:
+        os.kill(rm.pid, signal.SIGCONT)
+    assert wait_until(lambda: keep.call(REQUEST_ALLOC, {
+        "instance_id": "k", "size": 2 * MiB})[1]["success"], 20, 0.2)
+    assert wait_until(lambda: pool_free(rm) == free0 - 2 * MiB, 20)
+    assert mds.log().count("its requester left") + \
+        mds.log().count("requester that gave up") <= 1
+    keep.close()
+
+
+def test_parked_alloc_keeps_its_lease(rm, start_mds):
+    """A client that pipelines its HEARTBEATs behind a REQUEST_ALLOC on one
+    DEALER keeps its lease while the allocation waits for a stopped RM."""
+    mds = start_mds(rm.address, extra=["--client-lease-ttl", "2"])
+    c = DealerClient(mds.url, timeout_ms=15000)
+    lease = {"instance_id": "p", "lease_id": "lease-p"}
+    assert c.call(HEARTBEAT, lease)[1]["lease_expired"] is False
+    _, r = c.call(REQUEST_ALLOC, {**lease, "size": 2 * MiB})
+    first = handle_of(r)
+    os.kill(rm.pid, signal.SIGSTOP)
+    try:
+        seqs = [c.send(REQUEST_ALLOC, {**lease, "size": 2 * MiB})]
+        for _ in range(10):             # 3 s of renewals, one TTL and more
+            seqs.append(c.send(HEARTBEAT, lease))
+            time.sleep(0.3)
+    finally:
+        os.kill(rm.pid, signal.SIGCONT)
+    got = c.collect(seqs)
+    assert "success" in got[seqs[0]][1]  # answered once the RM runs again
+    for s in seqs[1:]:
+        assert got[s][1]["lease_expired"] is False
+    # the first region is still the client's
+    _, r = c.call(LIST_ALLOCATIONS, {})
+    assert first["region_id"] in [a["region_id"] for a in r["allocations"]]
+    c.close()
+
+
 def test_sigterm_stops_cleanly(rm, mds):
     c = DealerClient(mds.url)
     c.call(HEARTBEAT, {})

@@ -231,6 +231,35 @@ static void on_up(struct rmsess *r)
 	start_next(r);
 }
 
+/*
+ * a connect failed: the RM is not there, so whoever waits for it is told
+ * now (as a blocking client's refused connect did); an ALLOC already sent
+ * stays queued as an orphan (its region, if any, is freed later)
+ */
+static void connect_failed(struct rmsess *r)
+{
+	struct rmsess_op *op, *prev = NULL, *next;
+	struct mds_wait *w;
+
+	close_conn(r, false);
+	for (op = r->head; op; op = next) {
+		next = op->next;
+		if (op->kind != OP_ALLOC || !op->w) {
+			prev = op;
+			continue;
+		}
+		w = op->w;
+		op->w = NULL;
+		if (op->sent) {
+			prev = op;
+		} else {
+			unlink_op(r, prev, op);
+			op_free_mem(op);
+		}
+		wait_done(w, -EAGAIN);
+	}
+}
+
 static void start_connect(struct rmsess *r)
 {
 	int fd, one = 1;
@@ -239,7 +268,7 @@ static void start_connect(struct rmsess *r)
 					       SOCK_CLOEXEC,
 		    0);
 	if (fd < 0) {
-		close_conn(r, false);
+		connect_failed(r);
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -250,7 +279,7 @@ static void start_connect(struct rmsess *r)
 		return;
 	}
 	if (errno != EINPROGRESS) {
-		close_conn(r, false);
+		connect_failed(r);
 		return;
 	}
 	r->st = RS_CONNECTING;
@@ -266,7 +295,7 @@ static void connect_done(struct rmsess *r)
 	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &n) < 0)
 		err = errno;
 	if (err) {
-		close_conn(r, false);
+		connect_failed(r);
 		return;
 	}
 	set_watch(r, r->fd);
@@ -635,7 +664,7 @@ void rmsess_tick(struct rmsess *r)
 	if (r->st == RS_DOWN && now >= r->retry_at) {
 		start_connect(r);
 	} else if (r->st == RS_CONNECTING && now >= r->io_deadline) {
-		close_conn(r, false);
+		connect_failed(r);
 	} else if (r->st == RS_UP && r->head && r->sent &&
 		   now >= r->io_deadline) {
 		lost(r, "no answer in time", false);

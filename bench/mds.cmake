@@ -17,3 +17,9 @@ target_link_libraries(mds-index PRIVATE mds_core m)
 add_executable(mds-load-pc ${CMAKE_CURRENT_SOURCE_DIR}/mds_load.c
 	${CMAKE_CURRENT_SOURCE_DIR}/pidcache.c)
 target_link_libraries(mds-load-pc PRIVATE maru_common PkgConfig::ZMQ m)
+# msgpack-read: the one hand-written MessagePack reader (src/common/msgpk.c)
+# against msgpack-c's unpacker, on the server's batch request and on the
+# reply libmaru decodes (docs/architecture.md, "Dependencies")
+add_executable(msgpack-read ${CMAKE_CURRENT_SOURCE_DIR}/msgpack_read.c)
+target_link_libraries(msgpack-read PRIVATE mds_core maru_internal
+	PkgConfig::MSGPACK m)

@@ -48,6 +48,7 @@
 #include "handler.h"
 #include "index.h"
 #include "store.h"
+#include "nop_rm.h"
 #include "util.h"
 
 #define KEYFMT "lmcache@model-8b@1@0@%016" PRIx64
@@ -195,36 +196,6 @@ static double time_batch_lookups(struct ix *ix, const struct keyset *ks,
 }
 
 /* LOOKUP_KV through mds_handle() with pre-built bodies */
-static int nop_alloc(void *a, uint64_t s, struct mds_wait *w,
-		     struct rm_handle *h)
-{
-	(void)a;
-	(void)w;
-	h->region_id = 1;
-	h->offset = 2 << 20;
-	h->length = s;
-	h->auth_token = 0xfedcba9876543210ull;
-	return 0;
-}
-
-static int nop_free(void *a, const struct rm_handle *h)
-{
-	(void)a;
-	(void)h;
-	return 0;
-}
-
-static int nop_usage(void *a, bool d, uint64_t *t, uint64_t *f,
-		     struct mds_wait *w)
-{
-	(void)a;
-	(void)d;
-	(void)w;
-	*t = *f = 0;
-	return 0;
-}
-
-static const struct mds_rm_ops nop_ops = {nop_alloc, nop_free, nop_usage};
 
 static double time_requests(uint64_t n, uint64_t total)
 {

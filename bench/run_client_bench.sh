@@ -68,19 +68,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-	local i
-	for i in $(seq 1 100); do
-		(exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
-		sleep 0.1
-	done
-	echo "nothing listens on $1" >&2
-	exit 1
-}
+. "$TOP/bench/lib.sh"
 
 RMPORT=$(free_port)
 taskset -c $C0 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" \

@@ -66,21 +66,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	$PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_port() {
-	local i
-	for i in $(seq 1 200); do
-		if $PY -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.05
-	done
-	echo "nothing listens on $1" >&2
-	exit 1
-}
+. "$TOP/bench/lib.sh"
 
 # field NAME LINE: the value of NAME=... in a key=value line
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }

@@ -32,6 +32,7 @@
 
 #include "buf.h"
 #include "mds_proto.h"
+#include "msgpk.h"
 
 /* ------------------------------------------------------------------------ */
 /* Outgoing messages                                                        */
@@ -282,285 +283,28 @@ int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
 }
 
 /* ------------------------------------------------------------------------ */
-/* A bounded MessagePack reader                                             */
+/* Reply decoders, over the one MessagePack reader (src/common/msgpk.h)      */
 
 #define MP_MAX_DEPTH 32
 
-struct mp {
-	const uint8_t *p;
-	const uint8_t *end;
-};
-
-enum mp_kind {
-	MP_NIL,
-	MP_BOOL,
-	MP_UINT, /* non-negative integer */
-	MP_INT,	 /* negative integer */
-	MP_FLOAT,
-	MP_STR,
-	MP_BIN,
-	MP_ARRAY,
-	MP_MAP,
-	MP_EXT,
-};
-
-/* One decoded item header; containers leave their elements unread. */
-struct mp_item {
-	enum mp_kind kind;
-	bool b;
-	uint64_t u;
-	int64_t i;
-	double f;
-	const uint8_t *data; /* STR/BIN/EXT: borrows */
-	uint32_t len;	     /* STR/BIN/EXT: bytes; ARRAY/MAP: elements */
-};
-
-static size_t mp_left(const struct mp *r)
-{
-	return (size_t)(r->end - r->p);
-}
-
-static int mp_take(struct mp *r, size_t n, const uint8_t **out)
-{
-	if (mp_left(r) < n)
-		return -EPROTO;
-	*out = r->p;
-	r->p += n;
-	return 0;
-}
-
-static uint64_t be(const uint8_t *p, size_t n)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
-/* read @n bytes of big-endian length/value */
-static int mp_be(struct mp *r, size_t n, uint64_t *v)
-{
-	const uint8_t *q;
-
-	if (mp_take(r, n, &q))
-		return -EPROTO;
-	*v = be(q, n);
-	return 0;
-}
-
-static int mp_blob(struct mp *r, struct mp_item *it, enum mp_kind k,
-		   size_t lenbytes)
-{
-	uint64_t n;
-
-	it->kind = k;
-	if (mp_be(r, lenbytes, &n) || mp_take(r, n, &it->data))
-		return -EPROTO;
-	it->len = (uint32_t)n;
-	return 0;
-}
-
-/* containers: each element needs at least one byte (two for a map pair) */
-static int mp_container(struct mp *r, struct mp_item *it, enum mp_kind k,
-			uint64_t n)
-{
-	uint64_t min = k == MP_MAP ? 2 * n : n;
-
-	if (min > mp_left(r))
-		return -EPROTO;
-	it->kind = k;
-	it->len = (uint32_t)n;
-	return 0;
-}
-
-static int mp_ext(struct mp *r, struct mp_item *it, size_t lenbytes,
-		  size_t fixed)
-{
-	uint64_t n = fixed;
-	const uint8_t *t;
-
-	if (lenbytes && mp_be(r, lenbytes, &n))
-		return -EPROTO;
-	it->kind = MP_EXT;
-	if (mp_take(r, 1, &t) || mp_take(r, n, &it->data))
-		return -EPROTO;
-	it->len = (uint32_t)n;
-	return 0;
-}
-
-static int mp_signed(struct mp *r, struct mp_item *it, size_t n)
-{
-	uint64_t v;
-	int64_t s;
-
-	if (mp_be(r, n, &v))
-		return -EPROTO;
-	/* sign-extend the n-byte two's complement value */
-	if (n < 8 && (v >> (8 * n - 1)) & 1)
-		v |= ~0ull << (8 * n);
-	memcpy(&s, &v, sizeof(s));
-	if (s >= 0) {
-		it->kind = MP_UINT;
-		it->u = (uint64_t)s;
-	} else {
-		it->kind = MP_INT;
-		it->i = s;
-	}
-	return 0;
-}
-
-static int mp_next(struct mp *r, struct mp_item *it)
-{
-	const uint8_t *q;
-	uint64_t v;
-	uint8_t c;
-	float f32;
-	uint32_t u32;
-
-	if (mp_take(r, 1, &q))
-		return -EPROTO;
-	c = *q;
-	memset(it, 0, sizeof(*it));
-	if (c <= 0x7f) {
-		it->kind = MP_UINT;
-		it->u = c;
-		return 0;
-	}
-	if (c >= 0xe0) {
-		it->kind = MP_INT;
-		it->i = (int8_t)c;
-		return 0;
-	}
-	if ((c & 0xf0) == 0x80)
-		return mp_container(r, it, MP_MAP, c & 0x0f);
-	if ((c & 0xf0) == 0x90)
-		return mp_container(r, it, MP_ARRAY, c & 0x0f);
-	if ((c & 0xe0) == 0xa0) {
-		it->kind = MP_STR;
-		it->len = c & 0x1f;
-		return mp_take(r, it->len, &it->data);
-	}
-	switch (c) {
-	case 0xc0:
-		it->kind = MP_NIL;
-		return 0;
-	case 0xc2:
-	case 0xc3:
-		it->kind = MP_BOOL;
-		it->b = c == 0xc3;
-		return 0;
-	case 0xc4:
-		return mp_blob(r, it, MP_BIN, 1);
-	case 0xc5:
-		return mp_blob(r, it, MP_BIN, 2);
-	case 0xc6:
-		return mp_blob(r, it, MP_BIN, 4);
-	case 0xc7:
-		return mp_ext(r, it, 1, 0);
-	case 0xc8:
-		return mp_ext(r, it, 2, 0);
-	case 0xc9:
-		return mp_ext(r, it, 4, 0);
-	case 0xca:
-		if (mp_be(r, 4, &v))
-			return -EPROTO;
-		u32 = (uint32_t)v;
-		memcpy(&f32, &u32, sizeof(f32));
-		it->kind = MP_FLOAT;
-		it->f = f32;
-		return 0;
-	case 0xcb:
-		if (mp_be(r, 8, &v))
-			return -EPROTO;
-		it->kind = MP_FLOAT;
-		memcpy(&it->f, &v, sizeof(it->f));
-		return 0;
-	case 0xcc:
-	case 0xcd:
-	case 0xce:
-	case 0xcf:
-		it->kind = MP_UINT;
-		return mp_be(r, (size_t)1 << (c - 0xcc), &it->u);
-	case 0xd0:
-	case 0xd1:
-	case 0xd2:
-	case 0xd3:
-		return mp_signed(r, it, (size_t)1 << (c - 0xd0));
-	case 0xd4:
-	case 0xd5:
-	case 0xd6:
-	case 0xd7:
-	case 0xd8:
-		return mp_ext(r, it, 0, (size_t)1 << (c - 0xd4));
-	case 0xd9:
-		return mp_blob(r, it, MP_STR, 1);
-	case 0xda:
-		return mp_blob(r, it, MP_STR, 2);
-	case 0xdb:
-		return mp_blob(r, it, MP_STR, 4);
-	case 0xdc:
-	case 0xdd:
-		if (mp_be(r, c == 0xdc ? 2 : 4, &v))
-			return -EPROTO;
-		return mp_container(r, it, MP_ARRAY, v);
-	case 0xde:
-	case 0xdf:
-		if (mp_be(r, c == 0xde ? 2 : 4, &v))
-			return -EPROTO;
-		return mp_container(r, it, MP_MAP, v);
-	default: /* 0xc1: never used */
-		return -EPROTO;
-	}
-}
-
-/* skip the elements of a container whose header is @it */
-static int mp_skip_body(struct mp *r, const struct mp_item *it, int depth);
-
-/* skip one whole value */
-static int mp_skip(struct mp *r, int depth)
-{
-	struct mp_item it;
-
-	if (mp_next(r, &it))
-		return -EPROTO;
-	return mp_skip_body(r, &it, depth);
-}
-
-static int mp_skip_body(struct mp *r, const struct mp_item *it, int depth)
-{
-	uint64_t n, i;
-
-	if (it->kind != MP_ARRAY && it->kind != MP_MAP)
-		return 0;
-	if (depth >= MP_MAX_DEPTH)
-		return -EPROTO;
-	n = it->kind == MP_MAP ? 2ull * it->len : it->len;
-	for (i = 0; i < n; i++)
-		if (mp_skip(r, depth + 1))
-			return -EPROTO;
-	return 0;
-}
-
-static bool key_is(const struct mp_item *k, const char *lit)
+static bool key_is(const struct mp_val *k, const char *lit)
 {
 	size_t n = strlen(lit);
 
-	return k->kind == MP_STR && k->len == n && !memcmp(k->data, lit, n);
+	return k->type == MP_STR && k->len == n && !memcmp(k->ptr, lit, n);
 }
 
 /*
  * Truthiness like Python's resp.get(k, False): bools as such, nil false,
  * integers non-zero; anything else is a protocol error.
  */
-static int mp_truth(struct mp *r, bool *out, int depth)
+static int mp_truth(struct mp_rd *r, bool *out, int depth)
 {
-	struct mp_item it;
+	struct mp_val it;
 
-	if (mp_next(r, &it))
+	if (mp_read(r, &it))
 		return -EPROTO;
-	switch (it.kind) {
+	switch (it.type) {
 	case MP_BOOL:
 		*out = it.b;
 		return 0;
@@ -570,7 +314,7 @@ static int mp_truth(struct mp *r, bool *out, int depth)
 	case MP_UINT:
 		*out = it.u != 0;
 		return 0;
-	case MP_INT:
+	case MP_NINT:
 		*out = true;
 		return 0;
 	default:
@@ -578,31 +322,31 @@ static int mp_truth(struct mp *r, bool *out, int depth)
 	}
 }
 
-static int mp_uint(struct mp *r, uint64_t *out)
+static int mp_uint(struct mp_rd *r, uint64_t *out)
 {
-	struct mp_item it;
+	struct mp_val it;
 
-	if (mp_next(r, &it) || it.kind != MP_UINT)
+	if (mp_read(r, &it) || it.type != MP_UINT)
 		return -EPROTO;
 	*out = it.u;
 	return 0;
 }
 
 /* a number as a double (float or integer); nil reads as 0 */
-static int mp_number(struct mp *r, double *out)
+static int mp_number(struct mp_rd *r, double *out)
 {
-	struct mp_item it;
+	struct mp_val it;
 
-	if (mp_next(r, &it))
+	if (mp_read(r, &it))
 		return -EPROTO;
-	switch (it.kind) {
+	switch (it.type) {
 	case MP_FLOAT:
 		*out = it.f;
 		return 0;
 	case MP_UINT:
 		*out = (double)it.u;
 		return 0;
-	case MP_INT:
+	case MP_NINT:
 		*out = (double)it.i;
 		return 0;
 	case MP_NIL:
@@ -617,20 +361,20 @@ static int mp_number(struct mp *r, double *out)
  * A MaruHandle map: all four keys are mandatory unsigned ints (§4.1).
  * Return: 1 decoded, 0 nil (no handle), -EPROTO.
  */
-static int mp_handle(struct mp *r, struct maru_region_handle *h, int depth)
+static int mp_handle(struct mp_rd *r, struct maru_region_handle *h, int depth)
 {
-	struct mp_item it, k;
+	struct mp_val it, k;
 	unsigned seen = 0;
 	uint32_t i;
 
-	if (mp_next(r, &it))
+	if (mp_read(r, &it))
 		return -EPROTO;
-	if (it.kind == MP_NIL)
+	if (it.type == MP_NIL)
 		return 0;
-	if (it.kind != MP_MAP || depth >= MP_MAX_DEPTH)
+	if (it.type != MP_MAP || depth >= MP_MAX_DEPTH)
 		return -EPROTO;
-	for (i = 0; i < it.len; i++) {
-		if (mp_next(r, &k))
+	for (i = 0; i < it.n; i++) {
+		if (mp_read(r, &k))
 			return -EPROTO;
 		if (key_is(&k, "region_id")) {
 			if (mp_uint(r, &h->region_id))
@@ -648,8 +392,8 @@ static int mp_handle(struct mp *r, struct maru_region_handle *h, int depth)
 			if (mp_uint(r, &h->auth_token))
 				return -EPROTO;
 			seen |= 8;
-		} else if (mp_skip_body(r, &k, depth + 1) ||
-			   mp_skip(r, depth + 1)) {
+		} else if (mp_skip_rest(r, &k) ||
+			   mp_skip(r)) {
 			return -EPROTO;
 		}
 	}
@@ -657,21 +401,21 @@ static int mp_handle(struct mp *r, struct maru_region_handle *h, int depth)
 }
 
 /* a lookup map (LOOKUP_KV reply or BATCH_LOOKUP_KV entry) */
-static int mp_lookup(struct mp *r, struct maru__lookup *l, int depth)
+static int mp_lookup(struct mp_rd *r, struct maru__lookup *l, int depth)
 {
-	struct mp_item it, k;
+	struct mp_val it, k;
 	uint32_t i;
 	int rc;
 
 	memset(l, 0, sizeof(*l));
-	if (mp_next(r, &it))
+	if (mp_read(r, &it))
 		return -EPROTO;
-	if (it.kind == MP_NIL)
+	if (it.type == MP_NIL)
 		return 0;
-	if (it.kind != MP_MAP || depth >= MP_MAX_DEPTH)
+	if (it.type != MP_MAP || depth >= MP_MAX_DEPTH)
 		return -EPROTO;
-	for (i = 0; i < it.len; i++) {
-		if (mp_next(r, &k))
+	for (i = 0; i < it.n; i++) {
+		if (mp_read(r, &k))
 			return -EPROTO;
 		if (key_is(&k, "found")) {
 			rc = mp_truth(r, &l->found, depth + 1);
@@ -684,8 +428,8 @@ static int mp_lookup(struct mp *r, struct maru__lookup *l, int depth)
 		} else if (key_is(&k, "kv_length")) {
 			rc = mp_uint(r, &l->kv_length);
 		} else {
-			rc = mp_skip_body(r, &k, depth + 1) ||
-			     mp_skip(r, depth + 1);
+			rc = mp_skip_rest(r, &k) ||
+			     mp_skip(r);
 		}
 		if (rc)
 			return -EPROTO;
@@ -693,24 +437,25 @@ static int mp_lookup(struct mp *r, struct maru__lookup *l, int depth)
 	return 0;
 }
 
-static int mp_array_header(struct mp *r, uint32_t *n, bool *nil)
+static int mp_array_header(struct mp_rd *r, uint32_t *n, bool *nil)
 {
-	struct mp_item it;
+	struct mp_val it;
 
-	if (mp_next(r, &it))
+	if (mp_read(r, &it))
 		return -EPROTO;
-	*nil = it.kind == MP_NIL;
+	*nil = it.type == MP_NIL;
 	if (*nil) {
 		*n = 0;
 		return 0;
 	}
-	if (it.kind != MP_ARRAY)
+	/* every element takes a byte at least: callers size memory on @n */
+	if (it.type != MP_ARRAY || it.n > (size_t)(r->end - r->p))
 		return -EPROTO;
-	*n = it.len;
+	*n = it.n;
 	return 0;
 }
 
-static int dec_results(struct mp *r, struct maru__reply *rep, int depth)
+static int dec_results(struct mp_rd *r, struct maru__reply *rep, int depth)
 {
 	uint32_t n, i;
 	bool nil, v;
@@ -727,7 +472,7 @@ static int dec_results(struct mp *r, struct maru__reply *rep, int depth)
 	return 0;
 }
 
-static int dec_entries(struct mp *r, struct maru__reply *rep, int depth)
+static int dec_entries(struct mp_rd *r, struct maru__reply *rep, int depth)
 {
 	struct maru__lookup l;
 	uint32_t n, i;
@@ -745,7 +490,7 @@ static int dec_entries(struct mp *r, struct maru__reply *rep, int depth)
 	return 0;
 }
 
-static int dec_allocations(struct mp *r, struct maru__reply *rep, int depth)
+static int dec_allocations(struct mp_rd *r, struct maru__reply *rep, int depth)
 {
 	struct maru_region_handle h;
 	uint32_t n, i;
@@ -771,8 +516,8 @@ static int dec_allocations(struct mp *r, struct maru__reply *rep, int depth)
 
 int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 {
-	struct mp r = {p, p + len};
-	struct mp_item it, k, v;
+	struct mp_rd r = {p, p + len};
+	struct mp_val it, k, v;
 	uint32_t i;
 	int rc;
 
@@ -786,14 +531,14 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	rep->server_id_len = 0;
 	rep->results_len = rep->entries_len = rep->handles_len = 0;
 
-	if (mp_next(&r, &it) || it.kind != MP_MAP)
+	if (mp_read(&r, &it) || it.type != MP_MAP)
 		return -EPROTO;
-	for (i = 0; i < it.len; i++) {
-		if (mp_next(&r, &k))
+	for (i = 0; i < it.n; i++) {
+		if (mp_read(&r, &k))
 			return -EPROTO;
 		if (key_is(&k, "error")) {
 			rep->error = true;
-			rc = mp_skip(&r, 1);
+			rc = mp_skip(&r);
 		} else if (key_is(&k, "success")) {
 			rc = mp_truth(&r, &rep->success, 1);
 		} else if (key_is(&k, "is_new")) {
@@ -815,24 +560,24 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 		} else if (key_is(&k, "kv_length")) {
 			rc = mp_uint(&r, &rep->lookup.kv_length);
 		} else if (key_is(&k, "rm_address")) {
-			if (mp_next(&r, &v))
+			if (mp_read(&r, &v))
 				return -EPROTO;
 			rc = 0;
-			if (v.kind == MP_STR) {
-				rep->rm_address = (const char *)v.data;
+			if (v.type == MP_STR) {
+				rep->rm_address = (const char *)v.ptr;
 				rep->rm_address_len = v.len;
-			} else if (v.kind != MP_NIL) {
+			} else if (v.type != MP_NIL) {
 				rc = -EPROTO;
 			}
 		} else if (key_is(&k, "server_id")) {
 			/* HANDSHAKE/HEARTBEAT: which server process answers */
-			if (mp_next(&r, &v))
+			if (mp_read(&r, &v))
 				return -EPROTO;
 			rc = 0;
-			if (v.kind == MP_STR) {
-				rep->server_id = (const char *)v.data;
+			if (v.type == MP_STR) {
+				rep->server_id = (const char *)v.ptr;
 				rep->server_id_len = v.len;
-			} else if (v.kind != MP_NIL) {
+			} else if (v.type != MP_NIL) {
 				rc = -EPROTO;
 			}
 		} else if (key_is(&k, "results")) {
@@ -844,7 +589,7 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 			if (rc > 0)
 				return rc;
 		} else {
-			rc = mp_skip_body(&r, &k, 1) || mp_skip(&r, 1);
+			rc = mp_skip_rest(&r, &k) || mp_skip(&r);
 		}
 		if (rc)
 			return -EPROTO;
@@ -853,39 +598,39 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 }
 
 /* walk a map of uint counters, storing the ones named in @names */
-static int dec_counters(struct mp *r, const char *const *names,
+static int dec_counters(struct mp_rd *r, const char *const *names,
 			uint64_t *const *dst, size_t n, int depth)
 {
-	struct mp_item it, k, v;
+	struct mp_val it, k, v;
 	uint32_t i;
 	size_t j;
 
-	if (mp_next(r, &it))
+	if (mp_read(r, &it))
 		return -EPROTO;
-	if (it.kind == MP_NIL)
+	if (it.type == MP_NIL)
 		return 0;
-	if (it.kind != MP_MAP || depth >= MP_MAX_DEPTH)
+	if (it.type != MP_MAP || depth >= MP_MAX_DEPTH)
 		return -EPROTO;
-	for (i = 0; i < it.len; i++) {
-		if (mp_next(r, &k))
+	for (i = 0; i < it.n; i++) {
+		if (mp_read(r, &k))
 			return -EPROTO;
 		for (j = 0; j < n; j++)
 			if (key_is(&k, names[j]))
 				break;
-		if (mp_skip_body(r, &k, depth + 1))
+		if (mp_skip_rest(r, &k))
 			return -EPROTO;
 		if (j == n) {
-			if (mp_skip(r, depth + 1))
+			if (mp_skip(r))
 				return -EPROTO;
 			continue;
 		}
-		if (mp_next(r, &v))
+		if (mp_read(r, &v))
 			return -EPROTO;
-		if (v.kind == MP_UINT)
+		if (v.type == MP_UINT)
 			*dst[j] = v.u;
-		else if (v.kind == MP_FLOAT && v.f >= 0 && v.f < 1.8e19)
+		else if (v.type == MP_FLOAT && v.f >= 0 && v.f < 1.8e19)
 			*dst[j] = (uint64_t)v.f;
-		else if (mp_skip_body(r, &v, depth + 1))
+		else if (mp_skip_rest(r, &v))
 			return -EPROTO;
 	}
 	return 0;
@@ -902,17 +647,17 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 	uint64_t *const amd[] = {&s->num_allocations, &s->total_allocated,
 				 &s->active_clients};
 	uint64_t *const cpd[] = {&s->pool_total_size, &s->pool_free_size};
-	struct mp r = {p, p + len};
-	struct mp_item it, k;
+	struct mp_rd r = {p, p + len};
+	struct mp_val it, k;
 	uint32_t i;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	*error = false;
-	if (mp_next(&r, &it) || it.kind != MP_MAP)
+	if (mp_read(&r, &it) || it.type != MP_MAP)
 		return -EPROTO;
-	for (i = 0; i < it.len; i++) {
-		if (mp_next(&r, &k))
+	for (i = 0; i < it.n; i++) {
+		if (mp_read(&r, &k))
 			return -EPROTO;
 		if (key_is(&k, "kv_manager")) {
 			rc = dec_counters(&r, kv, kvd, 2, 1);
@@ -922,9 +667,9 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 			rc = dec_counters(&r, cp, cpd, 2, 1);
 		} else if (key_is(&k, "error")) {
 			*error = true;
-			rc = mp_skip(&r, 1);
+			rc = mp_skip(&r);
 		} else {
-			rc = mp_skip_body(&r, &k, 1) || mp_skip(&r, 1);
+			rc = mp_skip_rest(&r, &k) || mp_skip(&r);
 		}
 		if (rc)
 			return -EPROTO;

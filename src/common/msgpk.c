@@ -255,9 +255,10 @@ int mp_read(struct mp_rd *r, struct mp_val *v)
 	}
 }
 
-int mp_skip(struct mp_rd *r)
+
+/* skip @pending whole values */
+static int skip_n(struct mp_rd *r, uint64_t pending)
 {
-	uint64_t pending = 1;
 	struct mp_val v;
 
 	/* each value read consumes at least one byte: bounded by the input */
@@ -270,6 +271,20 @@ int mp_skip(struct mp_rd *r)
 		else if (v.type == MP_MAP)
 			pending += 2 * (uint64_t)v.n;
 	}
+	return 0;
+}
+
+int mp_skip(struct mp_rd *r)
+{
+	return skip_n(r, 1);
+}
+
+int mp_skip_rest(struct mp_rd *r, const struct mp_val *v)
+{
+	if (v->type == MP_ARRAY)
+		return skip_n(r, v->n);
+	if (v->type == MP_MAP)
+		return skip_n(r, 2 * (uint64_t)v->n);
 	return 0;
 }
 

@@ -15,15 +15,19 @@
  * the smallest encoding (what Python's msgpack emits); unsigned values
  * >= 2^63 therefore come out as uint64 (0xcf) and read back exactly.
  *
- * Why not msgpack-c here: its object unpacker builds a tree of 24-byte
- * msgpack_object nodes in a zone (up to ~24x the payload for a batch of
- * small values) that the server would walk once and throw away.  The
- * tests and the fuzz target cross-check this reader against msgpack-c.
+ * The one MessagePack reader of the project: maru-server decodes requests
+ * with it, libmaru decodes replies with it (both encode with msgpack-c's
+ * packer or this writer).  Why not msgpack-c's unpacker for reading: it
+ * builds a tree of 24-byte msgpack_object nodes in a zone (up to ~24x the
+ * payload for a batch of small values) that the caller walks once and
+ * throws away; bench/msgpack-read measures the difference
+ * (docs/architecture.md, "Dependencies").  The tests and the fuzz targets
+ * cross-check this reader against msgpack-c.
  *
  * Context: pure functions; any thread.
  */
-#ifndef MARU_MDS_MSGPK_H
-#define MARU_MDS_MSGPK_H
+#ifndef MARU_COMMON_MSGPK_H
+#define MARU_COMMON_MSGPK_H
 
 #include <errno.h>
 #include <stdbool.h>
@@ -80,6 +84,10 @@ int mp_read(struct mp_rd *r, struct mp_val *v);
  * Return: 0 or -EPROTO.
  */
 int mp_skip(struct mp_rd *r);
+
+/* mp_skip_rest - advance past the elements of @v, a container header just
+ * read (nothing for other values).  Return: 0 or -EPROTO. */
+int mp_skip_rest(struct mp_rd *r, const struct mp_val *v);
 
 /* ---- writer ---- */
 

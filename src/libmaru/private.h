@@ -10,8 +10,8 @@
  *   config.c   struct maru_config, env overrides, validation, uuid4
  *   log.c      the handler's replaceable log sink
  *   codec.c    metadata-server payloads: msgpack-c encoders for requests,
- *              a pure bounded msgpack reader + decoders for replies, the
- *              MARUDEV device-header parser
+ *              decoders for replies over the one MessagePack reader
+ *              (src/common/msgpk.h), the MARUDEV device-header parser
  *   alloc.c    page allocator (FIFO free ring) + owned-region manager
  *   keymap.c   the handler's local key -> (region, page) map
  *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step

@@ -31,6 +31,7 @@
 #include <msgpack.h>
 
 #include "buf.h"
+#include "devhdr.h"
 #include "mds_proto.h"
 #include "msgpk.h"
 
@@ -683,17 +684,12 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
 		       uint32_t *version)
 {
-	static const uint8_t magic[8] = {'M', 'A', 'R', 'U', 'D', 'E', 'V', 0};
-	const uint8_t *u;
+	struct devhdr h;
 
-	if (len < MARU_DEVHDR_SIZE || memcmp(p, magic, sizeof(magic)))
+	/* the codec the resource manager writes the header with */
+	if (devhdr_parse(p, len, &h) < 0)
 		return -ENOENT;
-	*version = get_u32le(p + 8);
-	u = p + 12;
-	snprintf(uuid, 37,
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
-		 u[10], u[11], u[12], u[13], u[14], u[15]);
+	*version = h.version;
+	devhdr_uuid_str(h.uuid, uuid);
 	return 0;
 }

@@ -205,7 +205,7 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *r);
 int maru__decode_stats(const uint8_t *p, size_t len,
 		       struct maru_server_stats *out, bool *error);
 
-#define MARU_DEVHDR_SIZE 32
+#define MARU_DEVHDR_SIZE 32 /* DEVHDR_SIZE of src/common/devhdr.h */
 
 /**
  * maru__devhdr_parse - parse a MARUDEV device header

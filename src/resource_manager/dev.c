@@ -8,9 +8,9 @@
  *             alignment from daxctl_dev_get_size/get_align, never parsed
  *             from sysfs by hand).  Devices are keyed by device name: one
  *             region may hold several devices.  The first alignment unit is
- *             reserved and holds the MARUDEV header (devhdr.c), read and
- *             written through an mmap of exactly that unit; data starts at
- *             offset = align.
+ *             reserved and holds the MARUDEV header (src/common/devhdr.c),
+ *             read and written through an mmap of exactly that unit; data
+ *             starts at offset = align.
  *   FS_DAX    a DAX-mounted filesystem (from /proc/mounts), one file per
  *             region <mount>/maru_<id>.dat (region.c); data from 0.
  *   EMULATED  a regular file, normally on /dev/shm, created sparse with

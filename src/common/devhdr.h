@@ -9,11 +9,13 @@
  *  12 16  uuid    random v4
  *  28  4  reserved u32 = 0
  *
- * Pure functions over a byte buffer, so the parser can be fuzzed; the
- * mmap of the first alignment unit is done by dev.c.
+ * Pure functions over a byte buffer, so the parser can be fuzzed.  The one
+ * codec of the header: the resource manager writes and reads it (dev.c
+ * maps the first alignment unit), libmaru reads it to know which device
+ * holds a region (mapper.c).
  */
-#ifndef MARU_RM_DEVHDR_H
-#define MARU_RM_DEVHDR_H
+#ifndef MARU_COMMON_DEVHDR_H
+#define MARU_COMMON_DEVHDR_H
 
 #include <stddef.h>
 #include <stdint.h>

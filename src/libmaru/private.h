@@ -36,6 +36,7 @@
 
 #include <maru/maru.h>
 
+#include "htab.h"
 #include "rm_client.h"
 
 #define MARU_EXPORT __attribute__((visibility("default")))
@@ -279,9 +280,8 @@ struct maru__owned_region *maru__owned_find(const struct maru__owned *o,
 /* keymap.c: keys this handler stored                                       */
 
 struct maru__keyent {
-	struct maru__keyent *next;	/* hash chain */
+	struct hnode hn;		/* in the key map, with its hash */
 	struct maru__keyent *page_next; /* other keys in the same page */
-	uint64_t hash;
 	uint64_t region_id;
 	uint64_t page;
 	size_t klen;
@@ -289,9 +289,7 @@ struct maru__keyent {
 };
 
 struct maru__keymap {
-	struct maru__keyent **buckets; /* owns */
-	size_t nbuckets;	       /* power of two */
-	size_t count;
+	struct htab t; /* owns its buckets; entries freed by this module */
 };
 
 void maru__keymap_init(struct maru__keymap *km);

@@ -12,7 +12,7 @@
  * only when the *last* connection with that client_id closes, not when any
  * of them does.
  *
- * Table: chained hash on the id bytes (FNV-1a), doubled at load 1.
+ * Table: src/common/htab.h, hashed on the id bytes (FNV-1a).
  * Ownership: @rm owns every entry; regions and connections borrow them.
  * Context: the event-loop thread only.
  */
@@ -24,43 +24,6 @@
 #include <string.h>
 
 #include "log.h"
-
-static uint64_t hash_id(const char *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= (uint8_t)p[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
-static int table_grow(struct rm *rm)
-{
-	size_t cap = rm->clients_cap ? rm->clients_cap * 2 : 64;
-	struct client **t = calloc(cap, sizeof(*t));
-	size_t i;
-
-	if (!t)
-		return -ENOMEM;
-	for (i = 0; i < rm->clients_cap; i++) {
-		struct client *c = rm->clients[i], *next;
-
-		for (; c; c = next) {
-			size_t b = hash_id(c->id, c->idlen) & (cap - 1);
-
-			next = c->hnext;
-			c->hnext = t[b];
-			t[b] = c;
-		}
-	}
-	free(rm->clients);
-	rm->clients = t;
-	rm->clients_cap = cap;
-	return 0;
-}
 
 /*
  * Split "<hostname>:<pid>" at the last ':'; the client is local when the
@@ -92,21 +55,20 @@ static void classify(struct rm *rm, struct client *c)
 
 struct client *client_get(struct rm *rm, struct rm_str id, bool create)
 {
+	struct hnode *n;
 	struct client *c;
-	size_t b;
+	uint64_t h;
 
 	if (id.len == 0 || id.len > RM_CLIENT_ID_MAX)
 		return NULL;
-	if (rm->clients_cap) {
-		b = hash_id(id.ptr, id.len) & (rm->clients_cap - 1);
-		for (c = rm->clients[b]; c; c = c->hnext)
-			if (c->idlen == id.len &&
-			    memcmp(c->id, id.ptr, id.len) == 0)
-				return c;
+	h = htab_hash_bytes(id.ptr, id.len);
+	htab_for_hash(&rm->clients, h, n) {
+		c = container_of(n, struct client, hn);
+		if (n->hash == h && c->idlen == id.len &&
+		    memcmp(c->id, id.ptr, id.len) == 0)
+			return c;
 	}
-	if (!create)
-		return NULL;
-	if (rm->nclients >= rm->clients_cap && table_grow(rm) < 0)
+	if (!create || htab_reserve(&rm->clients) < 0)
 		return NULL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -114,29 +76,18 @@ struct client *client_get(struct rm *rm, struct rm_str id, bool create)
 	memcpy(c->id, id.ptr, id.len);
 	c->idlen = id.len;
 	classify(rm, c);
-	b = hash_id(c->id, c->idlen) & (rm->clients_cap - 1);
-	c->hnext = rm->clients[b];
-	rm->clients[b] = c;
+	htab_insert(&rm->clients, &c->hn, h);
 	rm->nclients++;
 	return c;
 }
 
 void client_maybe_release(struct rm *rm, struct client *c)
 {
-	struct client **pp;
-	size_t b;
-
 	if (c->nconns || c->nallocs)
 		return;
-	b = hash_id(c->id, c->idlen) & (rm->clients_cap - 1);
-	for (pp = &rm->clients[b]; *pp; pp = &(*pp)->hnext) {
-		if (*pp == c) {
-			*pp = c->hnext;
-			rm->nclients--;
-			free(c);
-			return;
-		}
-	}
+	htab_remove(&rm->clients, &c->hn);
+	rm->nclients--;
+	free(c);
 }
 
 void client_pin(struct rm *rm, struct client *c)
@@ -197,17 +148,11 @@ int client_read_stat(pid_t pid, char *state, uint64_t *starttime)
 
 void client_table_free(struct rm *rm)
 {
+	struct hnode *n, *next;
 	size_t i;
 
-	for (i = 0; i < rm->clients_cap; i++) {
-		struct client *c = rm->clients[i], *next;
-
-		for (; c; c = next) {
-			next = c->hnext;
-			free(c);
-		}
-	}
-	free(rm->clients);
-	rm->clients = NULL;
-	rm->clients_cap = rm->nclients = 0;
+	htab_for_each(&rm->clients, i, n, next)
+		free(container_of(n, struct client, hn));
+	htab_free(&rm->clients);
+	rm->nclients = 0;
 }

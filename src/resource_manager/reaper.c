@@ -101,34 +101,31 @@ void reaper_tick(struct rm *rm)
 {
 	uint64_t now = evloop_now_ms();
 	struct client **due = NULL;
+	struct hnode *hn, *next;
 	const char **why = NULL;
 	size_t i, n = 0, cap = 0;
 
-	for (i = 0; i < rm->clients_cap; i++) {
-		struct client *c;
+	htab_for_each(&rm->clients, i, hn, next) {
+		struct client *c = container_of(hn, struct client, hn);
+		const char *r = reap_reason(rm, c, now);
 
-		for (c = rm->clients[i]; c; c = c->hnext) {
-			const char *r = reap_reason(rm, c, now);
+		if (!r)
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 8;
+			struct client **d = realloc(due, nc * sizeof(*d));
+			const char **w = realloc(why, nc * sizeof(*w));
 
-			if (!r)
-				continue;
-			if (n == cap) {
-				size_t nc = cap ? cap * 2 : 8;
-				struct client **d =
-					realloc(due, nc * sizeof(*d));
-				const char **w = realloc(why, nc * sizeof(*w));
-
-				if (d)
-					due = d;
-				if (w)
-					why = w;
-				if (!d || !w)
-					goto out;
-				cap = nc;
-			}
-			due[n] = c;
-			why[n++] = r;
+			if (d)
+				due = d;
+			if (w)
+				why = w;
+			if (!d || !w)
+				goto out;
+			cap = nc;
 		}
+		due[n] = c;
+		why[n++] = r;
 	}
 	/* reaping can free client entries: only after the table walk */
 	for (i = 0; i < n; i++)
@@ -141,23 +138,20 @@ out:
 void reaper_adopt(struct rm *rm)
 {
 	uint64_t now = evloop_now_ms();
+	struct hnode *hn, *next;
+	struct client *c;
 	size_t i;
+	char st;
 
 	if (!now)
 		now = 1; /* 0 means "no timer" */
 
-	for (i = 0; i < rm->clients_cap; i++) {
-		struct client *c;
-
-		for (c = rm->clients[i]; c; c = c->hnext) {
-			char st;
-
-			if (!c->nallocs)
-				continue;
-			c->gone_ms = now;
-			if (c->local &&
-			    client_read_stat(c->pid, &st, &c->starttime) < 0)
-				c->starttime = 0;
-		}
+	htab_for_each(&rm->clients, i, hn, next) {
+		c = container_of(hn, struct client, hn);
+		if (!c->nallocs)
+			continue;
+		c->gone_ms = now;
+		if (c->local && client_read_stat(c->pid, &st, &c->starttime) < 0)
+			c->starttime = 0;
 	}
 }

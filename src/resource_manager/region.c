@@ -29,75 +29,37 @@
 
 #include "log.h"
 
-static size_t bucket(const struct rm *rm, uint64_t id)
-{
-	return (size_t)((id * 0x9E3779B97F4A7C15ull) >> 20) &
-	       (rm->regions_cap - 1);
-}
-
 struct region *region_find(struct rm *rm, uint64_t id)
 {
+	struct hnode *n;
 	struct region *r;
 
-	if (!rm->regions_cap)
-		return NULL;
-	for (r = rm->regions[bucket(rm, id)]; r; r = r->hnext)
+	htab_for_hash(&rm->regions, htab_hash_u64(id), n) {
+		r = container_of(n, struct region, hn);
 		if (r->id == id)
 			return r;
+	}
 	return NULL;
 }
 
 static int table_reserve(struct rm *rm)
 {
-	size_t cap, i, oldcap = rm->regions_cap;
-	struct region **t, **old = rm->regions;
-
-	if (rm->nregions < rm->regions_cap)
-		return 0;
-	cap = oldcap ? oldcap * 2 : 256;
-	t = calloc(cap, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	rm->regions = t;
-	rm->regions_cap = cap;
-	for (i = 0; i < oldcap; i++) {
-		struct region *r = old[i], *next;
-
-		for (; r; r = next) {
-			size_t b = bucket(rm, r->id);
-
-			next = r->hnext;
-			r->hnext = t[b];
-			t[b] = r;
-		}
-	}
-	free(old);
-	return 0;
+	return htab_reserve(&rm->regions);
 }
 
 /* Insert @r; the caller has called table_reserve(). */
 static void table_insert(struct rm *rm, struct region *r)
 {
-	size_t b = bucket(rm, r->id);
-
-	r->hnext = rm->regions[b];
-	rm->regions[b] = r;
+	htab_insert(&rm->regions, &r->hn, htab_hash_u64(r->id));
 	rm->nregions++;
 	r->owner->nallocs++;
 }
 
 static void table_remove(struct rm *rm, struct region *r)
 {
-	struct region **pp;
-
-	for (pp = &rm->regions[bucket(rm, r->id)]; *pp; pp = &(*pp)->hnext) {
-		if (*pp == r) {
-			*pp = r->hnext;
-			rm->nregions--;
-			r->owner->nallocs--;
-			return;
-		}
-	}
+	htab_remove(&rm->regions, &r->hn);
+	rm->nregions--;
+	r->owner->nallocs--;
 }
 
 const char *region_path(const struct region *r, char *buf, size_t len)
@@ -316,31 +278,20 @@ void region_for_each(struct rm *rm,
 		     void (*fn)(struct rm *, struct region *, void *),
 		     void *arg)
 {
+	struct hnode *n, *next;
 	size_t i;
 
-	for (i = 0; i < rm->regions_cap; i++) {
-		struct region *r = rm->regions[i], *next;
-
-		for (; r; r = next) {
-			next = r->hnext;
-			fn(rm, r, arg);
-		}
-	}
+	htab_for_each(&rm->regions, i, n, next)
+		fn(rm, container_of(n, struct region, hn), arg);
 }
 
 void region_table_free(struct rm *rm)
 {
+	struct hnode *n, *next;
 	size_t i;
 
-	for (i = 0; i < rm->regions_cap; i++) {
-		struct region *r = rm->regions[i], *next;
-
-		for (; r; r = next) {
-			next = r->hnext;
-			free(r);
-		}
-	}
-	free(rm->regions);
-	rm->regions = NULL;
-	rm->regions_cap = rm->nregions = 0;
+	htab_for_each(&rm->regions, i, n, next)
+		free(container_of(n, struct region, hn));
+	htab_free(&rm->regions);
+	rm->nregions = 0;
 }

@@ -30,6 +30,7 @@
 
 #include "buf.h"
 #include "evloop.h"
+#include "htab.h"
 #include "pool.h"
 #include "rm_proto.h"
 #include "statefmt.h"
@@ -72,7 +73,7 @@ struct region {
 	uint64_t requested;   /* the request's size */
 	uint64_t nonce;	      /* per-allocation secret for the token */
 	uint64_t token;	      /* auth token handed to the owner */
-	struct region *hnext; /* hash chain in rm->regions */
+	struct hnode hn;      /* in rm->regions, hashed by @id */
 };
 
 /* Everything known about one client_id. */
@@ -87,7 +88,7 @@ struct client {
 	pid_t pid;	      /* local: the pid part, 0 if not a pid */
 	uint64_t starttime;   /* local: /proc stat field 22 cached at the
 			       * first allocation, 0 = unknown */
-	struct client *hnext; /* hash chain in rm->clients */
+	struct hnode hn;      /* in rm->clients, hashed by @id */
 };
 
 /* The outcome of one ALLOC or FREE; the answer is encoded from it. */
@@ -117,13 +118,12 @@ struct rm {
 	struct pool **pools; /* owns: list order = fill-first order */
 	size_t npools;
 
-	struct region **regions; /* owns: hash table by region id */
-	size_t regions_cap;	 /* buckets, power of two */
+	struct htab regions; /* by region id (borrows the regions: region.c
+			      * frees them) */
 	size_t nregions;
 	uint64_t next_region_id;
 
-	struct client **clients; /* owns: hash table by client_id */
-	size_t clients_cap;
+	struct htab clients; /* by client_id (client.c frees them) */
 	size_t nclients;
 
 	struct idem idem;

@@ -257,11 +257,11 @@ static void test_keymap_kinds(void **state)
 	assert_int_equal(maru__keymap_find(&km, &big)->page, 13);
 	assert_int_equal(maru__keymap_find(&km, &b42)->page, 14);
 	assert_int_equal(maru__keymap_find(&km, &s42)->page, 10);
-	assert_int_equal(km.count, 5);
+	assert_int_equal(km.t.n, 5);
 	maru__keymap_remove(&km, maru__keymap_find(&km, &s42));
 	assert_null(maru__keymap_find(&km, &s42));
 	assert_non_null(maru__keymap_find(&km, &i42));
-	assert_int_equal(km.count, 4);
+	assert_int_equal(km.t.n, 4);
 	maru__keymap_destroy(&km);
 }
 
@@ -278,7 +278,7 @@ static void test_keymap_grow(void **state)
 		k = maru_key_str(buf, strlen(buf));
 		assert_non_null(maru__keymap_insert(&km, &k, 1, (uint64_t)i));
 	}
-	assert_true(km.nbuckets >= 5000);
+	assert_true(km.t.cap >= 5000);
 	for (i = 0; i < 5000; i++) {
 		snprintf(buf, sizeof(buf), "key-%d", i);
 		k = maru_key_str(buf, strlen(buf));
@@ -286,7 +286,7 @@ static void test_keymap_grow(void **state)
 		if (i % 2)
 			maru__keymap_remove(&km, maru__keymap_find(&km, &k));
 	}
-	assert_int_equal(km.count, 2500);
+	assert_int_equal(km.t.n, 2500);
 	k = maru_key_str("key-1", 5);
 	assert_null(maru__keymap_find(&km, &k));
 	k = maru_key_str("", 0);

@@ -12,10 +12,10 @@
  * metadata crosses the network; the bytes are never copied.
  *
  * The semantics are those of upstream Maru's Python MaruHandler
- * (../shared/spec/python-api.md §4-5); the Python package is a thin wrapper
- * over this API.  See docs/c-api.md for a tutorial and the full reference.
+ * (docs/python-api.md; upstream python-api.md §4-5); the Python package
+ * is a thin wrapper over this API.  See docs/c-api.md for a tutorial and the full reference.
  *
- * Conventions (../shared/STYLE.md):
+ * Conventions (docs/c-api.md, "Conventions"):
  *  - Functions that can fail return int: >= 0 on success, -errno on failure.
  *    Predicates return bool.  Nothing is printed unless a log function is
  *    set or MARU_LOG is set in the environment.

@@ -2,8 +2,8 @@
 /*
  * rm_proto.h - resource manager wire protocol v2 (TCP, little-endian)
  *
- * Byte layouts: ../shared/spec/resource-manager-protocol.md §1-4 and
- * docs/protocol.md.  Every message is a 12-byte header plus a payload.
+ * Byte layouts: docs/protocol.md §1 (upstream resource-manager-protocol.md
+ * §1-4).  Every message is a 12-byte header plus a payload.
  *
  * Encoders append one whole message (header + payload) to a struct buf.
  * Decoders are pure and bounded: they read only [p, p + len), never

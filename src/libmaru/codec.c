@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * codec.c - metadata-server payloads (../shared/spec/metadata-protocol.md)
+ * codec.c - metadata-server payloads (docs/protocol.md §2)
  *
  * Requests are packed with msgpack-c's packer straight into a struct
  * maru__msg, behind 16 bytes left free for the header (rpc.c writes it with

@@ -4,7 +4,7 @@
 #
 # Everything comes from Debian packages at test time and lands in HW_CACHE
 # (see common.sh); nothing here is committed.  Adapted from the recorded
-# experiment in ../shared/reference/qemu-dax/build.sh.
+# earlier experiment (docs/hardware.md).
 #
 #   build-image.sh          build unless the cache is current
 #   MARU_HW_REBUILD=1       rebuild anyway

@@ -41,6 +41,18 @@ as_root() {
 install_packages() {
 	local missing=() p i
 	[ "${MARU_SKIP_APT:-0}" = 1 ] && return 0
+	# A fresh machine may carry an interrupted dpkg run (half-configured
+	# packages): finish it first, or stop, never build on top of it.
+	if [ -n "$(dpkg --audit 2>/dev/null)" ]; then
+		say "dpkg reports an interrupted run: dpkg --configure -a"
+		if ! as_root env DEBIAN_FRONTEND=noninteractive \
+			dpkg --configure -a || [ -n "$(dpkg --audit 2>/dev/null)" ]; then
+			echo "dev.sh: dpkg is still in an interrupted state after" \
+				"'dpkg --configure -a' (see 'dpkg --audit'); repair" \
+				"it, then run dev.sh again" >&2
+			return 1
+		fi
+	fi
 	for p in "${DEB_PACKAGES[@]}"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
 			grep -q 'ok installed' || missing+=("$p")

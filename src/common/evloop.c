@@ -123,7 +123,8 @@ static int fds_reserve(struct evloop *el, int fd)
 static uint32_t to_epoll(unsigned events)
 {
 	return (events & EVLOOP_READ ? EPOLLIN : 0) |
-	       (events & EVLOOP_WRITE ? EPOLLOUT : 0);
+	       (events & EVLOOP_WRITE ? EPOLLOUT : 0) |
+	       (events & EVLOOP_HANGUP ? EPOLLRDHUP : 0);
 }
 
 int evloop_add_fd(struct evloop *el, int fd, unsigned events, evloop_fd_cb *cb,
@@ -145,7 +146,7 @@ int evloop_add_fd(struct evloop *el, int fd, unsigned events, evloop_fd_cb *cb,
 		      &ev) < 0)
 		return -errno;
 	s->watched = true;
-	s->mask = events & (EVLOOP_READ | EVLOOP_WRITE);
+	s->mask = events & (EVLOOP_READ | EVLOOP_WRITE | EVLOOP_HANGUP);
 	s->cb = cb;
 	s->arg = arg;
 	return 0;
@@ -161,7 +162,7 @@ int evloop_mod_fd(struct evloop *el, int fd, unsigned events)
 	ev.data.fd = fd;
 	if (epoll_ctl(el->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
 		return -errno;
-	el->fds[fd].mask = events & (EVLOOP_READ | EVLOOP_WRITE);
+	el->fds[fd].mask = events & (EVLOOP_READ | EVLOOP_WRITE | EVLOOP_HANGUP);
 	return 0;
 }
 
@@ -339,6 +340,8 @@ int evloop_run_once(struct evloop *el, int timeout_ms)
 			ev |= EVLOOP_WRITE;
 		if (evs[i].events & (EPOLLERR | EPOLLHUP))
 			ev |= EVLOOP_ERROR;
+		if (evs[i].events & EPOLLRDHUP)
+			ev |= EVLOOP_HANGUP;
 		/* deleted or muted earlier in this batch: drop the event */
 		if (!s->watched || !s->cb || !(ev & (s->mask | EVLOOP_ERROR)))
 			continue;

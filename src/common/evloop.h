@@ -5,13 +5,18 @@
  * One thread calls evloop_run(); every callback runs on that thread, so the
  * state the callbacks touch needs no lock.  Three kinds of event sources:
  *
- *   fd events   level-triggered EVLOOP_READ / EVLOOP_WRITE per descriptor
+ *   fd events   level-triggered EVLOOP_READ / EVLOOP_WRITE / EVLOOP_HANGUP
+ *               per descriptor
  *   timers      one-shot or periodic, in milliseconds on CLOCK_MONOTONIC
  *   signals     delivered through a signalfd (the signals are blocked)
  *
  * A callback may add or delete any fd or timer, including its own.  After
  * evloop_del_fd() no further event of the current batch reaches that fd's
  * callback (the mask is checked before each dispatch, as in ae).
+ *
+ * Users: the resource manager (evloop_run) and maru-server, which drives
+ * evloop_run_once() itself to poll without sleeping while it has work
+ * (backlog, an index resize, busy polling).
  *
  * Ownership: the loop never owns the descriptors it watches (the caller
  * closes them after evloop_del_fd()), except the signalfd it creates.
@@ -26,7 +31,9 @@
 
 #define EVLOOP_READ 1u
 #define EVLOOP_WRITE 2u
-#define EVLOOP_ERROR 4u /* passed to callbacks only: EPOLLERR/HUP */
+#define EVLOOP_ERROR 4u	 /* passed to callbacks only: EPOLLERR/HUP */
+#define EVLOOP_HANGUP 8u /* the peer shut down its side (EPOLLRDHUP): a
+			  * way to watch a socket that is not to be read */
 
 struct evloop;
 

@@ -3,8 +3,8 @@
  * rmsess.c - the resource manager session (see rmsess.h)
  *
  * States: RS_DOWN (no fd; connect again at @retry_at), RS_CONNECTING (a
- * non-blocking connect, watched for EPOLLOUT, bounded by @io_deadline),
- * RS_UP (watched for EPOLLIN, plus EPOLLOUT while the head's request is
+ * non-blocking connect, watched for writing, bounded by @io_deadline),
+ * RS_UP (watched for reading, and for writing while the head's request is
  * not all written).  The FIFO's head is the one operation on the wire; its
  * answer is read into @rx, decoded with rm_proto (pure), and completes it;
  * then the next one is written.  Input while nothing is in flight means
@@ -26,9 +26,9 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
+#include "evloop.h"
 #include "log.h"
 #include "util.h"
 
@@ -68,10 +68,10 @@ static void set_watch(struct rmsess *r, int old_fd)
 	uint32_t ev = 0;
 
 	if (r->st == RS_CONNECTING)
-		ev = EPOLLOUT;
+		ev = EVLOOP_WRITE;
 	else if (r->st == RS_UP)
-		ev = EPOLLIN | (r->head && r->sent < r->head->req.len
-					? EPOLLOUT
+		ev = EVLOOP_READ | (r->head && r->sent < r->head->req.len
+					    ? EVLOOP_WRITE
 					: 0);
 	if (old_fd == r->fd && ev == r->ev)
 		return;
@@ -572,9 +572,9 @@ void rmsess_io(struct rmsess *r, uint32_t events)
 	}
 	if (r->st != RS_UP)
 		return;
-	if (events & EPOLLOUT)
+	if (events & EVLOOP_WRITE)
 		pump(r);
-	if (r->st == RS_UP && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+	if (r->st == RS_UP && (events & (EVLOOP_READ | EVLOOP_ERROR)))
 		on_readable(r);
 }
 

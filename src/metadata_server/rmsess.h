@@ -57,7 +57,7 @@ struct rmsess {
 	socklen_t addrlen;
 	int fd;		      /* owns; -1 */
 	int st;		      /* RS_* in rmsess.c */
-	uint32_t ev;	      /* epoll events the fd is watched for */
+	uint32_t ev;	      /* EVLOOP_* the fd is watched for */
 	struct rmsess_op *head, *tail; /* owns: the FIFO; head on the wire */
 	size_t nops;
 	size_t sent;	      /* bytes of head's request written */
@@ -109,7 +109,7 @@ void rmsess_attach(struct rmsess *r,
 		   void (*watch)(void *arg, int old_fd, int fd, uint32_t ev),
 		   void *arg);
 
-/* rmsess_io - the watched fd reported @events (EPOLL*) */
+/* rmsess_io - the watched fd reported @events (EVLOOP_*) */
 void rmsess_io(struct rmsess *r, uint32_t events);
 
 /* rmsess_tick - deadlines and reconnects (call every ~100 ms) */

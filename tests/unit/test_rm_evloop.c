@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_rm_evloop.c - the event loop the resource manager runs on
+ * test_rm_evloop.c - the event loop both daemons run on
  *
  * fd events on a pipe (level-triggered, mask changes, deletion inside a
- * batch), timers (order, periodic, self-deletion, deletion of another),
+ * batch), hangup-only watching on a socketpair, timers (order, periodic, self-deletion, deletion of another),
  * signals through the signalfd, the before-sleep hook and evloop_stop().
  */
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -75,6 +76,28 @@ static void test_fd_events(void **state)
 	evloop_free(el);
 	close(p[0]);
 	close(p[1]);
+}
+
+/* Watched for the peer's hangup only: data does not fire, a shutdown does */
+static void test_hangup_only(void **state)
+{
+	struct evloop *el;
+	struct fdctx c = {0};
+	int sv[2];
+
+	c.fd_to_del = -1;
+	assert_int_equal(evloop_new(&el), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_int_equal(evloop_add_fd(el, sv[0], EVLOOP_HANGUP, on_fd, &c), 0);
+	assert_int_equal(write(sv[1], "x", 1), 1);
+	assert_int_equal(evloop_run_once(el, 50), 0); /* unread data: quiet */
+	assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+	assert_int_equal(evloop_run_once(el, 100), 1);
+	assert_true(c.last & EVLOOP_HANGUP);
+	assert_false(c.last & EVLOOP_WRITE);
+	evloop_free(el);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* Two ready fds; the first callback deletes the second: it must not run. */
@@ -250,6 +273,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fd_events),
+		cmocka_unit_test(test_hangup_only),
 		cmocka_unit_test(test_delete_inside_batch),
 		cmocka_unit_test(test_timers),
 		cmocka_unit_test(test_signals_and_stop),

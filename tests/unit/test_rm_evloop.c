@@ -3,8 +3,9 @@
  * test_rm_evloop.c - the event loop both daemons run on
  *
  * fd events on a pipe (level-triggered, mask changes, deletion inside a
- * batch), hangup-only watching on a socketpair, timers (order, periodic, self-deletion, deletion of another),
- * signals through the signalfd, the before-sleep hook and evloop_stop().
+ * batch), hangup-only watching on a socketpair, timers (order, periodic,
+ * self-deletion, deletion of another), signals through the signalfd, the
+ * before-sleep hook and evloop_stop().
  */
 #include <stdarg.h>
 #include <stddef.h>

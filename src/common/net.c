@@ -118,3 +118,39 @@ int net_send_all(int fd, const void *p, size_t n, uint64_t deadline)
 	}
 	return 0;
 }
+
+ssize_t net_recv_some(int fd, void *p, size_t n, uint64_t deadline)
+{
+	ssize_t k;
+	int rc;
+
+	for (;;) {
+		k = recv(fd, p, n, MSG_DONTWAIT);
+		if (k > 0)
+			return k;
+		if (k == 0)
+			return -ECONNRESET; /* the peer closed */
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		rc = net_wait_fd(fd, POLLIN, deadline);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+int net_recv_all(int fd, void *p, size_t n, uint64_t deadline)
+{
+	uint8_t *b = p;
+	ssize_t k;
+
+	while (n) {
+		k = net_recv_some(fd, b, n, deadline);
+		if (k < 0)
+			return (int)k;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}

@@ -103,31 +103,6 @@ int rm_probe(const char *address, int timeout_ms)
 	return 0;
 }
 
-static int recv_all(int fd, uint8_t *p, size_t n, uint64_t deadline)
-{
-	ssize_t r;
-	int rc;
-
-	while (n) {
-		r = recv(fd, p, n, 0);
-		if (r > 0) {
-			p += r;
-			n -= (size_t)r;
-			continue;
-		}
-		if (r == 0)
-			return -ECONNRESET;	/* peer closed mid-exchange */
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		rc = net_wait_fd(fd, POLLIN, deadline);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 /*
  * One exchange on the current connection.  On success c->rx holds the
  * payload and *type the response type.  Return: 0 or a transport error.
@@ -145,7 +120,7 @@ static int exchange(struct rm_client *c, uint16_t *type)
 	rc = net_send_all(c->fd, c->tx.data, c->tx.len, deadline);
 	if (rc < 0)
 		return rc;
-	rc = recv_all(c->fd, hb, sizeof(hb), deadline);
+	rc = net_recv_all(c->fd, hb, sizeof(hb), deadline);
 	if (rc < 0)
 		return rc;
 	if (rm_hdr_decode(hb, sizeof(hb), RM_CLIENT_MAX_RESPONSE, &h) !=
@@ -155,7 +130,7 @@ static int exchange(struct rm_client *c, uint16_t *type)
 	rc = buf_reserve(&c->rx, h.payload_len);
 	if (rc < 0)
 		return rc;
-	rc = recv_all(c->fd, c->rx.data, h.payload_len, deadline);
+	rc = net_recv_all(c->fd, c->rx.data, h.payload_len, deadline);
 	if (rc < 0)
 		return rc;
 	c->rx.len = h.payload_len;

@@ -208,42 +208,6 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
 	return false;
 }
 
-/* read up to @n bytes (at least one); -ECONNRESET at EOF */
-static ssize_t read_some(int fd, uint8_t *p, size_t n, uint64_t deadline)
-{
-	ssize_t k;
-	int rc;
-
-	for (;;) {
-		k = recv(fd, p, n, MSG_DONTWAIT);
-		if (k > 0)
-			return k;
-		if (k == 0)
-			return -ECONNRESET;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN)
-			return -errno;
-		rc = net_wait_fd(fd, POLLIN, deadline);
-		if (rc < 0)
-			return rc;
-	}
-}
-
-static int read_exact(int fd, uint8_t *p, size_t n, uint64_t deadline)
-{
-	ssize_t k;
-
-	while (n) {
-		k = read_some(fd, p, n, deadline);
-		if (k < 0)
-			return (int)k;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /*
  * the ZMTP handshake on a fresh connection: send ours, check theirs.
  * Reads exactly the peer's greeting and READY, nothing after them.
@@ -274,7 +238,7 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 
 	/* the greeting, refused at the first byte that cannot be ZMTP 3 */
 	while (have < ZMTP_GREETING_LEN) {
-		k = read_some(fd, g + have, ZMTP_GREETING_LEN - have, deadline);
+		k = net_recv_some(fd, g + have, ZMTP_GREETING_LEN - have, deadline);
 		if (k < 0)
 			return (int)k;
 		have += (size_t)k;
@@ -286,12 +250,12 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		return -EPROTO;
 
 	/* READY: a command frame, its size in 1 or 8 bytes */
-	rc = read_exact(fd, hdr, 2, deadline);
+	rc = net_recv_all(fd, hdr, 2, deadline);
 	if (rc < 0)
 		return rc;
 	if (hdr[0] & ZMTP_LONG) {
 		hl = 9;
-		rc = read_exact(fd, hdr + 2, 7, deadline);
+		rc = net_recv_all(fd, hdr + 2, 7, deadline);
 		if (rc < 0)
 			return rc;
 	}
@@ -302,7 +266,7 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 	if (!body)
 		return -ENOMEM;
 	memcpy(body, hdr, hl);
-	rc = read_exact(fd, body + hl, need - hl, deadline);
+	rc = net_recv_all(fd, body + hl, need - hl, deadline);
 	if (rc < 0)
 		goto out_free;
 	rc = -EPROTO;

@@ -13,7 +13,7 @@
 #        echo     a bare libzmq ROUTER echo with the server's message sizes
 #                 (the floor of issue 3);
 #        echo-pc  the same echo with maru-server's getpid() cache
-#                 (src/metadata_server/pidcache.c), i.e. like with like:
+#                 (bench/pidcache.c), i.e. like with like:
 #                 what the server costs on top of the same libzmq usage;
 #      medians over the REPS runs of the ops/s and of the median
 #      server/echo ratio of the 100 ms rounds;

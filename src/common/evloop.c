@@ -27,8 +27,9 @@
 #define EVLOOP_BATCH 64 /* epoll events fetched per wait */
 
 struct fd_slot {
-	unsigned mask; /* EVLOOP_READ|WRITE; 0 = not watched */
+	unsigned mask; /* EVLOOP_READ|WRITE|HANGUP; 0 = muted */
 	bool watched;  /* registered with epoll */
+	uint64_t added_in; /* the batch it was registered in */
 	evloop_fd_cb *cb;
 	void *arg; /* borrows */
 };
@@ -54,6 +55,7 @@ struct evloop {
 	void *sig_arg;
 	evloop_hook_cb *before_sleep;
 	void *before_sleep_arg;
+	uint64_t batch; /* evloop_run_once() calls so far */
 	bool stop;
 };
 
@@ -145,6 +147,8 @@ int evloop_add_fd(struct evloop *el, int fd, unsigned events, evloop_fd_cb *cb,
 	if (epoll_ctl(el->epfd, s->watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd,
 		      &ev) < 0)
 		return -errno;
+	if (!s->watched)
+		s->added_in = el->batch;
 	s->watched = true;
 	s->mask = events & (EVLOOP_READ | EVLOOP_WRITE | EVLOOP_HANGUP);
 	s->cb = cb;
@@ -316,6 +320,7 @@ int evloop_run_once(struct evloop *el, int timeout_ms)
 		el->before_sleep(el, el->before_sleep_arg);
 	n = epoll_wait(el->epfd, evs, EVLOOP_BATCH,
 		       wait_timeout(el, timeout_ms));
+	el->batch++;
 	if (n < 0) {
 		if (errno == EINTR)
 			n = 0;
@@ -342,8 +347,13 @@ int evloop_run_once(struct evloop *el, int timeout_ms)
 			ev |= EVLOOP_ERROR;
 		if (evs[i].events & EPOLLRDHUP)
 			ev |= EVLOOP_HANGUP;
-		/* deleted or muted earlier in this batch: drop the event */
-		if (!s->watched || !s->cb || !(ev & (s->mask | EVLOOP_ERROR)))
+		/*
+		 * deleted or muted earlier in this batch: drop the event; so
+		 * too when the fd number was closed and registered again in
+		 * this batch (the event is the old descriptor's)
+		 */
+		if (!s->watched || !s->cb || s->added_in == el->batch ||
+		    !(ev & (s->mask | EVLOOP_ERROR)))
 			continue;
 		s->cb(el, fd, ev, s->arg);
 		dispatched++;

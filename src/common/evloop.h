@@ -12,7 +12,9 @@
  *
  * A callback may add or delete any fd or timer, including its own.  After
  * evloop_del_fd() no further event of the current batch reaches that fd's
- * callback (the mask is checked before each dispatch, as in ae).
+ * callback (the mask is checked before each dispatch, as in ae), nor the
+ * callback of a descriptor registered later in the batch under the same
+ * number (a closed fd is soon reused).
  *
  * Users: the resource manager (evloop_run) and maru-server, which drives
  * evloop_run_once() itself to poll without sleeping while it has work
@@ -37,7 +39,7 @@
 
 struct evloop;
 
-/* fd callback: @events is a mask of EVLOOP_READ/WRITE/ERROR */
+/* fd callback: @events is a mask of EVLOOP_READ/WRITE/ERROR/HANGUP */
 typedef void evloop_fd_cb(struct evloop *el, int fd, unsigned events,
 			  void *arg);
 /*
@@ -65,7 +67,8 @@ void evloop_free(struct evloop *el);
 
 /**
  * evloop_add_fd - watch @fd, or change the callback and mask of a watched fd
- * @events: EVLOOP_READ and/or EVLOOP_WRITE (0 keeps it registered, muted)
+ * @events: EVLOOP_READ, EVLOOP_WRITE and/or EVLOOP_HANGUP (0 keeps it
+ *   registered, muted)
  * @arg: borrowed; passed to @cb
  * Return: 0 or -errno.
  */

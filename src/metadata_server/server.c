@@ -1278,7 +1278,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 				    sv->nqueued || idle || spin ? 0 : -1);
 		if (n < 0) {
 			rc = n;
-			log_err("epoll_wait: %s", strerror(-n));
+			log_err("event loop: %s", strerror(-n));
 			break;
 		}
 		if (n == 0 && idle) {

@@ -79,6 +79,81 @@ static void test_fd_events(void **state)
 	close(p[1]);
 }
 
+/* A callback closes a ready fd and a new one takes its number: the old
+ * descriptor's event of this batch must not reach the new callback */
+struct reuse {
+	int victim;	/* ready fd to close */
+	int fresh[2];	/* the socketpair that takes its number */
+	int calls_new;	/* callbacks of the new registration */
+	struct evloop *el;
+};
+
+static void on_new(struct evloop *el, int fd, unsigned events, void *arg)
+{
+	struct reuse *r = arg;
+
+	(void)el;
+	(void)fd;
+	(void)events;
+	r->calls_new++;
+}
+
+static void on_victim(struct evloop *el, int fd, unsigned events, void *arg)
+{
+	(void)el;
+	(void)fd;
+	(void)events;
+	(void)arg;
+}
+
+static void on_closer(struct evloop *el, int fd, unsigned events, void *arg)
+{
+	struct reuse *r = arg;
+
+	(void)fd;
+	(void)events;
+	if (r->victim < 0)
+		return;
+	evloop_del_fd(el, r->victim);
+	close(r->victim);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, r->fresh), 0);
+	assert_int_equal(r->fresh[0], r->victim); /* the lowest free number */
+	assert_int_equal(evloop_add_fd(el, r->fresh[0], EVLOOP_READ, on_new, r),
+			 0);
+	r->victim = -1;
+}
+
+static void test_reused_fd_in_batch(void **state)
+{
+	struct reuse r = {0};
+	struct evloop *el;
+	int a[2], b[2];
+
+	assert_int_equal(evloop_new(&el), 0);
+	assert_int_equal(pipe(a), 0); /* the closer, registered first */
+	assert_int_equal(pipe(b), 0); /* the victim, ready too */
+	r.victim = b[0];
+	assert_int_equal(evloop_add_fd(el, a[0], EVLOOP_READ, on_closer, &r),
+			 0);
+	assert_int_equal(evloop_add_fd(el, b[0], EVLOOP_READ, on_victim, &r),
+			 0);
+	assert_int_equal(write(a[1], "x", 1), 1);
+	close(b[1]); /* b[0] ready: EOF */
+	evloop_run_once(el, 100);
+	/* whatever the order in the batch, the fresh fd saw no old event */
+	assert_true(r.victim < 0);
+	assert_int_equal(r.calls_new, 0);
+	/* in the next batch it is an ordinary descriptor (nothing ready) */
+	assert_int_equal(write(r.fresh[1], "y", 1), 1);
+	evloop_run_once(el, 100);
+	assert_int_equal(r.calls_new, 1);
+	evloop_free(el);
+	close(a[0]);
+	close(a[1]);
+	close(r.fresh[0]);
+	close(r.fresh[1]);
+}
+
 /* Watched for the peer's hangup only: data does not fire, a shutdown does */
 static void test_hangup_only(void **state)
 {
@@ -275,6 +350,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_fd_events),
 		cmocka_unit_test(test_hangup_only),
+		cmocka_unit_test(test_reused_fd_in_batch),
 		cmocka_unit_test(test_delete_inside_batch),
 		cmocka_unit_test(test_timers),
 		cmocka_unit_test(test_signals_and_stop),

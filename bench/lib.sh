@@ -3,6 +3,8 @@
 #   free_port      print a TCP port free on 127.0.0.1 now
 #   wait_port P    wait up to 10 s for something to listen on 127.0.0.1:P,
 #                  else say so and exit 1
+#   bench_cleanup  for `trap bench_cleanup EXIT`: kill the daemons in
+#                  PIDS, remove POOL, and WORK unless it is OUT (results)
 
 free_port() {
 	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -16,4 +18,12 @@ wait_port() {
 	done
 	echo "nothing listens on $1" >&2
 	exit 1
+}
+
+bench_cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -f "$POOL"
+	[ "$OUT" = "$WORK" ] || rm -rf "$WORK"
 }

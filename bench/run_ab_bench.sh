@@ -43,14 +43,8 @@ RAW=$OUT/raw.txt
 : >"$RAW"
 POOL=/dev/shm/maru-ab-$$
 PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -f "$POOL"
-	[ "$OUT" = "$WORK" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
 . "$TOP/bench/lib.sh"
+trap bench_cleanup EXIT
 
 RMPORT=$(free_port)
 taskset -c 1 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" --state-dir "$WORK/rm" \

@@ -360,19 +360,25 @@ static void start_next(struct rmsess *r)
 
 /* ---- answers ---- */
 
-static int stat_cb(const struct rm_pool_stat *s, struct rmsess *r)
+/* the --dax-path @path is, or -1 */
+static int dax_index(const struct rmsess *r, struct rm_str path)
 {
 	int i;
 
+	for (i = 0; i < r->ndax; i++)
+		if (strlen(r->dax[i]) == path.len &&
+		    !memcmp(r->dax[i], path.ptr, path.len))
+			return i;
+	return -1;
+}
+
+static int stat_cb(const struct rm_pool_stat *s, struct rmsess *r)
+{
 	r->total_all += s->total_size;
 	r->free_all += s->free_size;
-	for (i = 0; i < r->ndax; i++) {
-		if (strlen(r->dax[i]) == s->path.len &&
-		    !memcmp(r->dax[i], s->path.ptr, s->path.len)) {
-			r->total_dax += s->total_size;
-			r->free_dax += s->free_size;
-			break;
-		}
+	if (dax_index(r, s->path) >= 0) {
+		r->total_dax += s->total_size;
+		r->free_dax += s->free_size;
 	}
 	return 0;
 }
@@ -694,12 +700,10 @@ struct start_walk {
 static int start_stats_cb(const struct rm_pool_stat *s, void *arg)
 {
 	struct start_walk *sw = arg;
-	int i;
+	int i = dax_index(sw->r, s->path);
 
-	for (i = 0; i < sw->r->ndax; i++)
-		if (strlen(sw->r->dax[i]) == s->path.len &&
-		    !memcmp(sw->r->dax[i], s->path.ptr, s->path.len))
-			sw->found[i] = true;
+	if (i >= 0)
+		sw->found[i] = true;
 	return stat_cb(s, sw->r);
 }
 

@@ -736,7 +736,7 @@ int rmsess_start(struct rmsess *r)
 		r->cache_ok = r->cache_ever = true;
 		r->cache_at = now_ns();
 		for (i = 0; i < r->ndax; i++)
-			if (!sw.found[i])
+			if (!sw.found[dax_index(r, rm_str_from(r->dax[i]))])
 				log_warn("--dax-path %s: the resource manager "
 					 "has no pool with this path",
 					 r->dax[i]);

@@ -29,6 +29,16 @@
  *    "call ratio" puts the difference on a libmaru call of --call-us
  *    (23 us on one core here, docs/performance.md).
  *
+ *  memory  what reading one hostile but well-formed request costs in
+ *         memory: a BATCH_EXISTS_KV body {"x": [nil x N]} of
+ *         --hostile-mb MiB (an unknown key, which maru-server skips).
+ *    msgpk     mds_handle() on it: the reader skips the list in place
+ *    msgpackc  msgpack_unpack_next() on it: a 24-byte msgpack_object per
+ *              value, held until the zone is cleared
+ *    Resident memory is read from /proc/self/statm right after each
+ *    decode (the tree still held); "amplification" is growth / payload,
+ *    and "at_max_msg" what one request of SERVER_MAX_MSG would cost.
+ *
  * Output: RESULT lines, then a verdict line per question.
  */
 #include <inttypes.h>
@@ -41,6 +51,7 @@
 #include "mds_proto.h"
 #include "msgpk.h"
 #include "private.h"
+#include "server.h"
 #include "store.h"
 #include "nop_rm.h"
 #include "util.h"
@@ -198,6 +209,74 @@ static int reply_msgpackc(msgpack_unpacked *u, const uint8_t *p, size_t n)
 
 /* ---- timing ---- */
 
+/* resident bytes of this process now */
+static uint64_t rss_now(void)
+{
+	unsigned long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return (uint64_t)res * 4096;
+}
+
+/* {"x": [nil x n]} after a BATCH_EXISTS_KV header: well-formed, skipped */
+static uint8_t *hostile_body(size_t n, size_t *len)
+{
+	uint8_t *b = malloc(MDS_HDR_SIZE + 8 + n);
+
+	if (!b)
+		return NULL;
+	mds_hdr_put(b, MDS_BATCH_EXISTS_KV, 0, 1, (uint32_t)(8 + n));
+	memcpy(b + MDS_HDR_SIZE, "\x81\xa1x\xdd", 4);
+	put_u32be(b + MDS_HDR_SIZE + 4, (uint32_t)n);
+	memset(b + MDS_HDR_SIZE + 8, 0xc0, n);
+	*len = MDS_HDR_SIZE + 8 + n;
+	return b;
+}
+
+/* resident growth while @which holds a decoded hostile body of @n values */
+static void memory_cost(size_t n, struct mds *s, struct buf *out)
+{
+	uint64_t r0, g_mp, g_mc;
+	msgpack_unpacked u;
+	size_t len, off = 0;
+	uint8_t *b = hostile_body(n, &len);
+
+	if (!b)
+		return;
+	r0 = rss_now();
+	out->len = 0;
+	mds_handle(s, b, len, NULL, out, NULL);
+	g_mp = rss_now() - r0;
+	if (out->len < MDS_HDR_SIZE || memmem(out->data, out->len, "error", 5))
+		fprintf(stderr, "msgpack-read: the server refused the body\n");
+	msgpack_unpacked_init(&u);
+	r0 = rss_now();
+	if (msgpack_unpack_next(&u, (const char *)b + MDS_HDR_SIZE,
+				len - MDS_HDR_SIZE, &off) !=
+	    MSGPACK_UNPACK_SUCCESS)
+		fprintf(stderr, "msgpack-read: msgpack-c refused the body\n");
+	g_mc = rss_now() - r0;
+	msgpack_unpacked_destroy(&u);
+	printf("RESULT what=memory payload_mb=%.1f msgpk_growth_mb=%.1f "
+	       "msgpackc_growth_mb=%.1f amplification=%.1f "
+	       "at_max_msg_mb=%.0f\n",
+	       (double)len / 1048576, (double)g_mp / 1048576,
+	       (double)g_mc / 1048576, (double)g_mc / (double)len,
+	       (double)g_mc / (double)len * (double)SERVER_MAX_MSG / 1048576);
+	printf("verdict: one well-formed %.0f MiB request makes maru-server "
+	       "hold %.0f MiB more with msgpack-c reading (%.1f MiB with its "
+	       "own reader); at the %lld MiB message limit, %.0f MiB\n",
+	       (double)len / 1048576, (double)g_mc / 1048576,
+	       (double)g_mp / 1048576, SERVER_MAX_MSG >> 20,
+	       (double)g_mc / (double)len * (double)SERVER_MAX_MSG / 1048576);
+	free(b);
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -218,6 +297,7 @@ int main(int argc, char **argv)
 	uint64_t nindex = 1000000, reps, j;
 	int rounds = 15, rd, a;
 	double call_us = 23;
+	size_t hostile = 16u << 20;
 	double t_mp[MAX_ROUNDS], t_mc[MAX_ROUNDS], t_h[MAX_ROUNDS];
 	double t_rmp[MAX_ROUNDS], t_rmc[MAX_ROUNDS];
 	double mp, mc, hd, rmp, rmc, server, call;
@@ -241,10 +321,12 @@ int main(int argc, char **argv)
 			rounds = atoi(argv[a + 1]);
 		else if (!strcmp(argv[a], "--call-us"))
 			call_us = atof(argv[a + 1]);
+		else if (!strcmp(argv[a], "--hostile-mb"))
+			hostile = (size_t)atoi(argv[a + 1]) << 20;
 	}
 	if (rounds < 1 || rounds > MAX_ROUNDS || !nkeys || !nindex) {
 		fprintf(stderr, "usage: %s [--keys N] [--index N] "
-				"[--rounds 1..%d] [--call-us US]\n",
+				"[--rounds 1..%d] [--call-us US] [--hostile-mb N]\n",
 			argv[0], MAX_ROUNDS);
 		return 2;
 	}
@@ -319,6 +401,8 @@ int main(int argc, char **argv)
 	       "hand-written reader only at >= 1.3x)\n",
 	       nkeys, server, call);
 	msgpack_unpacked_destroy(&u);
+	if (hostile)
+		memory_cost(hostile, &s, &out);
 	msgpack_sbuffer_destroy(&batch);
 	msgpack_sbuffer_destroy(&reply);
 	buf_free(&out);

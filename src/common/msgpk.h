@@ -18,11 +18,12 @@
  * The one MessagePack reader of the project: maru-server decodes requests
  * with it, libmaru decodes replies with it (both encode with msgpack-c's
  * packer or this writer).  Why not msgpack-c's unpacker for reading: it
- * builds a tree of 24-byte msgpack_object nodes in a zone (up to ~24x the
- * payload for a batch of small values) that the caller walks once and
- * throws away; bench/msgpack-read measures the difference
- * (docs/architecture.md, "Dependencies").  The tests and the fuzz targets
- * cross-check this reader against msgpack-c.
+ * builds a tree of 24-byte msgpack_object nodes in a zone before the
+ * caller sees any value, with no limit: one well-formed 64 MiB request
+ * would make maru-server hold 1.5 GiB (bench/msgpack-read, what=memory;
+ * docs/architecture.md, "Dependencies").  This reader skips what it does
+ * not want in place.  The tests and the fuzz targets cross-check it
+ * against msgpack-c.
  *
  * Context: pure functions; any thread.
  */

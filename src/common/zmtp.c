@@ -219,3 +219,131 @@ bool zmtp_peer_ok(const char *ours, const uint8_t *theirs, size_t n)
 		       type_is(theirs, n, "ROUTER");
 	return false;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The connection                                                           */
+
+void zmtp_conn_init(struct zmtp_conn *c, const char *type, size_t hs_max,
+		    size_t msg_max)
+{
+	memset(c, 0, sizeof(*c));
+	c->type = type;
+	c->hs_max = hs_max;
+	c->msg_max = msg_max;
+	c->need = ZMTP_GREETING_LEN;
+}
+
+/* the first @n (>= 1) bytes of a greeting could still be ZMTP 3 */
+static bool greeting_prefix_ok(const uint8_t *g, size_t n)
+{
+	return g[0] == 0xff && (n <= 9 || g[9] == 0x7f) &&
+	       (n <= 10 || g[10] >= 3);
+}
+
+/* A command frame: READY during the handshake, PING at any time. */
+static int conn_command(struct zmtp_conn *c, const struct zmtp_frame *f)
+{
+	const uint8_t *nm, *d, *v;
+	size_t nl, dl, vl;
+	ssize_t n;
+
+	if (zmtp_command(f, &nm, &nl, &d, &dl) < 0)
+		return -EPROTO;
+	if (c->st == ZMTP_ST_READY) {
+		if (!zmtp_is_command(f, "READY") ||
+		    zmtp_ready_prop(d, dl, "Socket-Type", &v, &vl) < 0 ||
+		    !zmtp_peer_ok(c->type, v, vl))
+			return -EPROTO;
+		c->st = ZMTP_ST_OPEN;
+		return 0;
+	}
+	if (zmtp_is_command(f, "PING")) {
+		n = zmtp_pong(c->pong, sizeof(c->pong), d, dl);
+		if (n < 0)
+			return -EPROTO;
+		c->pong_len = (size_t)n;
+		return 0;
+	}
+	if (zmtp_is_command(f, "READY") || zmtp_is_command(f, "ERROR"))
+		return -EPROTO; /* a second READY, or the peer gives up */
+	return 0;		/* PONG, SUBSCRIBE ...: nothing to do */
+}
+
+int zmtp_conn_next(struct zmtp_conn *c, const uint8_t *in, size_t len,
+		   struct zmtp_msg *m)
+{
+	size_t at, need, tot = 0, avail = len - c->rd;
+	struct zmtp_frame f;
+	int nf = 0, rc;
+	ssize_t r;
+
+	if (c->st == ZMTP_ST_GREETING) {
+		if (avail && !greeting_prefix_ok(in + c->rd, avail))
+			return -EPROTO;
+		if (avail < ZMTP_GREETING_LEN) {
+			c->need = ZMTP_GREETING_LEN;
+			return 0;
+		}
+		if (zmtp_greeting_check(in + c->rd, &c->minor) < 0)
+			return -EPROTO;
+		c->rd += ZMTP_GREETING_LEN;
+		c->st = ZMTP_ST_READY;
+	}
+	at = c->rd;
+	for (;;) {
+		/* before READY only a small command may come; after it, a
+		 * message's frames together stay within msg_max */
+		r = zmtp_parse(in + at, len - at,
+			       c->st != ZMTP_ST_OPEN ? c->hs_max
+						     : c->msg_max - tot,
+			       &f, &need);
+		if (r < 0)
+			return (int)r;
+		if (r == 0) {
+			c->need = at - c->rd + need;
+			return 0;
+		}
+		if (f.flags & ZMTP_COMMAND) {
+			/* a command may come between the frames of a
+			 * message: handled once, when first seen */
+			if (at >= c->cmd_done) {
+				rc = conn_command(c, &f);
+				if (rc < 0)
+					return rc;
+				c->cmd_done = at + (size_t)r;
+			}
+			at += (size_t)r;
+			if (!nf)
+				c->rd = at;
+			continue;
+		}
+		if (c->st != ZMTP_ST_OPEN)
+			return -EPROTO; /* a message before READY */
+		if (c->discard) {
+			at += (size_t)r;
+			c->rd = at;
+			if (!(f.flags & ZMTP_MORE)) {
+				c->discard = false;
+				c->dropped++;
+			}
+			continue;
+		}
+		if (nf == ZMTP_MAX_FRAMES) {
+			/* drop what it had; this frame on goes unseen */
+			c->discard = true;
+			tot = 0;
+			c->rd = at;
+			nf = 0;
+			continue;
+		}
+		m->p[nf] = f.data;
+		m->n[nf++] = f.len;
+		tot += f.len;
+		at += (size_t)r;
+		if (!(f.flags & ZMTP_MORE)) {
+			m->nf = nf;
+			c->rd = at;
+			return 1;
+		}
+	}
+}

@@ -17,9 +17,17 @@
  *   - PING answered by PONG; other commands are ignored.
  * Peers that speak ZMTP 1.0/2.0 (libzmq < 3.2) or CURVE/PLAIN are refused.
  *
- * This file has only pure functions over byte buffers: the connection
- * state machines live with their users (metadata_server/server.c,
- * libmaru/rpc.c).  Everything here faces the network: fuzz_zmtp.
+ * Two layers, both pure functions over byte buffers (no I/O, no
+ * allocation):
+ *   - the codec: greeting, frame headers, commands (zmtp_greeting ...
+ *     zmtp_peer_ok below);
+ *   - struct zmtp_conn, the one connection state machine of the project:
+ *     greeting, NULL handshake, frames into messages, PING answered by a
+ *     PONG for the owner to send, and the limits.  Its owner does the I/O
+ *     and keeps the input buffer: maru-server's loop (non-blocking, many
+ *     connections) and libmaru's rpc.c (from the calling thread) feed it
+ *     whatever they have read and take whole messages out.
+ * Everything here faces the network: fuzz_zmtp.
  */
 #ifndef MARU_COMMON_ZMTP_H
 #define MARU_COMMON_ZMTP_H
@@ -109,5 +117,69 @@ size_t zmtp_ping(uint8_t out[16], uint16_t ttl_ds);
  * (RFC 23's table for REQ, REP, DEALER, ROUTER)
  */
 bool zmtp_peer_ok(const char *ours, const uint8_t *theirs, size_t n);
+
+/* ---- the connection ---- */
+
+#define ZMTP_MAX_FRAMES 32 /* frames of one message: envelope + body */
+
+enum { ZMTP_ST_GREETING, ZMTP_ST_READY, ZMTP_ST_OPEN };
+
+/*
+ * One peer's input as a state machine.  The owner appends what it reads
+ * to one buffer and calls zmtp_conn_next() with all of it; @rd tells how
+ * much has been consumed (whole messages, and commands between them).
+ */
+struct zmtp_conn {
+	const char *type; /* borrows: our socket type ("ROUTER", "REQ" ...) */
+	size_t hs_max;	  /* the largest frame before READY */
+	size_t msg_max;	  /* the largest message, all its frames */
+	uint8_t st;	  /* ZMTP_ST_* */
+	int minor;	  /* the peer's minor version: >= 1 speaks PING */
+	bool discard;	  /* inside a message of too many frames */
+	size_t rd;	  /* input: first byte not consumed */
+	size_t cmd_done;  /* input: commands before this offset handled */
+	size_t need;	  /* input: bytes from @rd the next step needs */
+	uint64_t dropped; /* messages dropped for too many frames */
+	size_t pong_len;  /* a PONG in @pong for the owner to send, or 0 */
+	uint8_t pong[32];
+};
+
+/* One message: its frames, borrowed from the owner's input buffer. */
+struct zmtp_msg {
+	int nf;
+	const uint8_t *p[ZMTP_MAX_FRAMES];
+	size_t n[ZMTP_MAX_FRAMES];
+};
+
+/* zmtp_conn_init - a connection that has received nothing yet */
+void zmtp_conn_init(struct zmtp_conn *c, const char *type, size_t hs_max,
+		    size_t msg_max);
+
+/**
+ * zmtp_conn_next - the next whole message of @in[0..@len) after c->rd
+ *
+ * The greeting is refused at the first byte that cannot be ZMTP 3 (the
+ * owner may read it byte by byte); then READY, whose Socket-Type must be
+ * one that talks to c->type.  Commands are not part of messages: PING
+ * leaves its PONG in c->pong (a newer one replaces an older), a second
+ * READY or an ERROR is a protocol error, others are ignored; commands
+ * between the frames of a message are handled once.  A message of more
+ * than ZMTP_MAX_FRAMES frames is dropped whole (c->dropped counts it).
+ *
+ * Return: 1 with @m filled (borrowed from @in) and c->rd past it; 0 when
+ * more input is needed (c->need: bytes from c->rd); -EPROTO (not ZMTP, a
+ * socket type or mechanism we do not talk to, data before READY, reserved
+ * flag bits) or -EMSGSIZE (over a limit): the connection must be closed.
+ */
+int zmtp_conn_next(struct zmtp_conn *c, const uint8_t *in, size_t len,
+		   struct zmtp_msg *m);
+
+/* zmtp_conn_shift - the owner dropped the first @n bytes of its input
+ * (@n <= c->rd): the offsets follow */
+static inline void zmtp_conn_shift(struct zmtp_conn *c, size_t n)
+{
+	c->rd -= n;
+	c->cmd_done = c->cmd_done > n ? c->cmd_done - n : 0;
+}
 
 #endif /* MARU_COMMON_ZMTP_H */

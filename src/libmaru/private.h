@@ -38,6 +38,7 @@
 
 #include "htab.h"
 #include "rm_client.h"
+#include "zmtp.h"
 
 #define MARU_EXPORT __attribute__((visibility("default")))
 
@@ -322,15 +323,11 @@ struct maru__rpc {
 	pthread_mutex_t lock; /* everything below */
 	/* the connection */
 	int fd;		     /* owns: TCP socket, -1 when closed */
-	int peer_minor;	     /* ZMTP 3.x minor version of the peer */
-	uint8_t *rbuf;	     /* owns: received bytes, [@roff, @rlen) unparsed */
+	struct zmtp_conn z;  /* ZMTP state of @rbuf: z.rd consumed, z.pong
+			      * a PONG waiting for a half-written request */
+	uint8_t *rbuf;	     /* owns: received bytes, [z.rd, @rlen) unparsed */
 	size_t rcap;
 	size_t rlen;
-	size_t roff;
-	size_t want;	     /* bytes from @roff the next message needs */
-	size_t rcmd;	     /* commands before this offset are handled */
-	uint8_t pong[24];    /* a PONG waiting for a half-written request */
-	size_t pong_len;
 	bool writing;	     /* a request is being written */
 	bool in_sweep;	     /* the watch thread reads it (its lock held) */
 	uint64_t last_io_ns; /* last read or write */

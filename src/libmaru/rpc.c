@@ -21,8 +21,10 @@
  * READY (Socket-Type REQ, or DEALER with an 8-byte random Identity kept
  * across reconnects) at once, then the peer's greeting (checked byte by
  * byte as it arrives, so a peer that is not ZMTP fails with -EPROTO at its
- * first wrong byte) and its READY (a socket type that may talk to ours).
- * PINGs are answered with PONG whenever frames are read.
+ * first wrong byte) and its READY (a socket type that may talk to ours),
+ * through struct zmtp_conn (src/common/zmtp.h), the connection state
+ * machine maru-server drives too.  PINGs are answered with PONG whenever
+ * frames are read.
  *
  * Lock-step (use_async_rpc=false): the connection behind @lock for the
  * whole call.  A request that gets no reply within timeout_ms closes the
@@ -209,20 +211,21 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
 }
 
 /*
- * the ZMTP handshake on a fresh connection: send ours, check theirs.
- * Reads exactly the peer's greeting and READY, nothing after them.
- * Return: 0 with *@minor set, -EPROTO (not a ZMTP peer we can talk to),
+ * the ZMTP handshake on a fresh connection: send ours, check theirs with
+ * @z (src/common/zmtp.h), reading no further than the peer's READY, so
+ * that whatever follows is read into the receive buffer.  A peer that is
+ * not ZMTP fails at its first wrong byte.
+ * Return: 0 with @z open, -EPROTO (not a ZMTP peer we can talk to),
  * -ETIMEDOUT, -ECONNRESET or another -errno.
  */
 static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
-		     int *minor)
+		     struct zmtp_conn *z)
 {
 	const char *type = r->async ? "DEALER" : "REQ";
-	uint8_t out[ZMTP_GREETING_LEN + 64], g[ZMTP_GREETING_LEN];
-	uint8_t hdr[ZMTP_HDR_MAX], *body = NULL;
-	const uint8_t *val;
-	struct zmtp_frame f;
-	size_t have = 0, vlen, need = 0, hl = 2;
+	uint8_t out[ZMTP_GREETING_LEN + 64];
+	uint8_t in[ZMTP_GREETING_LEN + ZMTP_HDR_MAX + READY_MAX];
+	struct zmtp_msg m;
+	size_t len = 0;
 	ssize_t k;
 	int rc;
 
@@ -235,71 +238,39 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 	rc = net_send_all(fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
 	if (rc < 0)
 		return rc;
-
-	/* the greeting, refused at the first byte that cannot be ZMTP 3 */
-	while (have < ZMTP_GREETING_LEN) {
-		k = net_recv_some(fd, g + have, ZMTP_GREETING_LEN - have, deadline);
+	zmtp_conn_init(z, type, READY_MAX, MSG_MAX);
+	for (;;) {
+		/* no message can come before READY: 1 is an error too */
+		if (zmtp_conn_next(z, in, len, &m) != 0)
+			return -EPROTO;
+		if (z->st == ZMTP_ST_OPEN)
+			break;
+		k = net_recv_some(fd, in + len, z->rd + z->need - len,
+				  deadline);
 		if (k < 0)
 			return (int)k;
-		have += (size_t)k;
-		if (g[0] != 0xff || (have > 9 && g[9] != 0x7f) ||
-		    (have > 10 && g[10] < 3))
-			return -EPROTO;
+		len += (size_t)k;
 	}
-	if (zmtp_greeting_check(g, minor) < 0)
-		return -EPROTO;
-
-	/* READY: a command frame, its size in 1 or 8 bytes */
-	rc = net_recv_all(fd, hdr, 2, deadline);
-	if (rc < 0)
-		return rc;
-	if (hdr[0] & ZMTP_LONG) {
-		hl = 9;
-		rc = net_recv_all(fd, hdr + 2, 7, deadline);
-		if (rc < 0)
-			return rc;
-	}
-	k = zmtp_parse(hdr, hl, READY_MAX, &f, &need);
-	if (k < 0 || !(hdr[0] & ZMTP_COMMAND) || need < hl)
-		return -EPROTO;
-	body = malloc(need);
-	if (!body)
-		return -ENOMEM;
-	memcpy(body, hdr, hl);
-	rc = net_recv_all(fd, body + hl, need - hl, deadline);
-	if (rc < 0)
-		goto out_free;
-	rc = -EPROTO;
-	if (zmtp_parse(body, need, READY_MAX, &f, NULL) != (ssize_t)need ||
-	    !zmtp_is_command(&f, "READY"))
-		goto out_free;
-	/* the data after the 6-byte name: properties */
-	if (zmtp_ready_prop(f.data + 6, f.len - 6, "Socket-Type", &val,
-			    &vlen) < 0 ||
-	    !zmtp_peer_ok(type, val, vlen))
-		goto out_free;
-	rc = 0;
-out_free:
-	free(body);
-	return rc;
+	zmtp_conn_shift(z, z->rd); /* the receive buffer starts empty */
+	return 0;
 }
 
 /*
  * dial - connect and handshake, retrying a server that is not there
  * (refused, or closed during the handshake) until @deadline.  Touches no
  * state of @r but the constants (host, port, ident, async), so it runs
- * without @lock.  Return: 0 with *@fdp (gives) and *@minor, -ETIMEDOUT,
+ * without @lock.  Return: 0 with *@fdp (gives) and *@z, -ETIMEDOUT,
  * -EPROTO (a peer that is not ZMTP: no retry) or -ENOMEM.
  */
 static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
-		int *minor)
+		struct zmtp_conn *z)
 {
 	int backoff = RETRY_MIN_MS, fd, rc, left;
 
 	for (;;) {
 		fd = rc = net_dial(r->host, r->port, deadline);
 		if (fd >= 0) {
-			rc = handshake(r, fd, deadline, minor);
+			rc = handshake(r, fd, deadline, z);
 			if (rc == 0) {
 				*fdp = fd;
 				return 0;
@@ -325,12 +296,12 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 }
 
 /* take @fd as the connection (@lock held) */
-static void conn_install(struct maru__rpc *r, int fd, int minor)
+static void conn_install(struct maru__rpc *r, int fd,
+			 const struct zmtp_conn *z)
 {
 	r->fd = fd;
-	r->peer_minor = minor;
-	r->roff = r->rlen = r->want = r->rcmd = 0;
-	r->pong_len = 0;
+	r->z = *z;
+	r->rlen = 0;
 	r->last_io_ns = maru__now_ns();
 	if (r->watch)
 		watch_attach(r->watch, r, fd);
@@ -359,8 +330,8 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 		close(r->fd);
 	}
 	r->fd = -1;
-	r->roff = r->rlen = r->want = r->rcmd = 0;
-	r->pong_len = 0;
+	r->rlen = 0;
+	r->z.pong_len = 0;
 	/* the watch's sweep holds its lock: no logging there */
 	if (dropped && !r->in_sweep)
 		ldbg(r->h, "%s: connection lost (%s)", r->url, strerror(-err));
@@ -388,11 +359,11 @@ static int flush_pong(struct maru__rpc *r)
 {
 	ssize_t k;
 
-	if (!r->pong_len || r->writing)
+	if (!r->z.pong_len || r->writing)
 		return 0;
-	k = send(r->fd, r->pong, r->pong_len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (k == (ssize_t)r->pong_len) {
-		r->pong_len = 0;
+	k = send(r->fd, r->z.pong, r->z.pong_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (k == (ssize_t)r->z.pong_len) {
+		r->z.pong_len = 0;
 		return 0;
 	}
 	if (k < 0 && (errno == EAGAIN || errno == EINTR))
@@ -400,75 +371,33 @@ static int flush_pong(struct maru__rpc *r)
 	return k < 0 ? -errno : -EIO; /* a cut PONG would corrupt the stream */
 }
 
-/* a command between messages: PING gets a PONG, the rest is ignored */
-static int on_command(struct maru__rpc *r, const struct zmtp_frame *f)
-{
-	const uint8_t *name, *data;
-	size_t nlen, dlen;
-	ssize_t k;
-
-	if (zmtp_command(f, &name, &nlen, &data, &dlen) < 0)
-		return -EPROTO;
-	if (nlen != 4 || memcmp(name, "PING", 4))
-		return 0;
-	k = zmtp_pong(r->pong, sizeof(r->pong), data, dlen);
-	if (k < 0)
-		return -EPROTO;
-	r->pong_len = (size_t)k;
-	return flush_pong(r);
-}
-
 /*
- * next_msg - the next complete message in the receive buffer (@lock held)
+ * next_msg - the next complete message in the receive buffer (@lock held);
+ * a PING on the way gets its PONG
  * @body: gets its last frame (the delimiter and any envelope before it are
  *   skipped), borrowed until the next read into the buffer
- * Return: 1, 0 when more bytes are needed (@want set), or -EPROTO.
+ * Return: 1, 0 when more bytes are needed (z.need set), -EPROTO, or the
+ * -errno of a PONG that could not be sent.
  */
 static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
 {
-	struct zmtp_frame f;
-	size_t at = r->roff, need = 0;
-	ssize_t k;
-	int rc;
+	struct zmtp_msg m;
+	int rc, prc;
 
 	if (!r->rbuf) {
-		r->want = 0; /* the first read allocates it */
+		r->z.need = 0; /* the first read allocates it */
 		return 0;
 	}
-	for (;;) {
-		k = zmtp_parse(r->rbuf + at, r->rlen - at, MSG_MAX, &f, &need);
-		if (k < 0)
-			return -EPROTO;
-		if (k == 0) {
-			r->want = at - r->roff + need;
-			return r->want > MSG_MAX ? -EPROTO : 0;
-		}
-		if (f.flags & ZMTP_COMMAND) {
-			/*
-			 * libzmq may put a PING between the frames of a
-			 * message: handled once (@rcmd: up to where), the
-			 * message is taken when its last frame is in
-			 */
-			if (at >= r->rcmd) {
-				rc = on_command(r, &f);
-				if (rc < 0)
-					return rc;
-				r->rcmd = at + (size_t)k;
-			}
-			at += (size_t)k;
-			if (at - (size_t)k == r->roff)
-				r->roff = at;
-			continue;
-		}
-		at += (size_t)k;
-		if (!(f.flags & ZMTP_MORE)) {
-			*body = f.data;
-			*len = f.len;
-			r->roff = at;
-			r->want = 0;
-			return 1;
-		}
+	rc = zmtp_conn_next(&r->z, r->rbuf, r->rlen, &m);
+	if (r->z.pong_len && (prc = flush_pong(r)) < 0)
+		return prc;
+	if (rc < 0)
+		return -EPROTO; /* garbage, or over MSG_MAX */
+	if (rc == 1) {
+		*body = m.p[m.nf - 1];
+		*len = m.n[m.nf - 1];
 	}
+	return rc;
 }
 
 /*
@@ -482,18 +411,18 @@ static ssize_t conn_read(struct maru__rpc *r)
 	uint8_t *nb;
 	ssize_t k;
 
-	if (r->roff == r->rlen) {
-		r->roff = r->rlen = r->rcmd = 0;
-	} else if (r->roff && (r->roff > r->rcap / 2 ||
-			       r->rcap - r->roff < r->want)) {
-		memmove(r->rbuf, r->rbuf + r->roff, r->rlen - r->roff);
-		r->rlen -= r->roff;
-		r->rcmd = r->rcmd > r->roff ? r->rcmd - r->roff : 0;
-		r->roff = 0;
+	if (r->z.rd == r->rlen) {
+		zmtp_conn_shift(&r->z, r->z.rd);
+		r->rlen = 0;
+	} else if (r->z.rd && (r->z.rd > r->rcap / 2 ||
+			       r->rcap - r->z.rd < r->z.need)) {
+		memmove(r->rbuf, r->rbuf + r->z.rd, r->rlen - r->z.rd);
+		r->rlen -= r->z.rd;
+		zmtp_conn_shift(&r->z, r->z.rd);
 	}
-	if (r->rcap - r->roff < r->want || r->rcap == r->rlen) {
+	if (r->rcap - r->z.rd < r->z.need || r->rcap == r->rlen) {
 		ncap = r->rcap ? r->rcap : RBUF_MIN;
-		while (ncap - r->roff < r->want || ncap == r->rlen)
+		while (ncap - r->z.rd < r->z.need || ncap == r->rlen)
 			ncap *= 2;
 		nb = realloc(r->rbuf, ncap);
 		if (!nb)
@@ -870,7 +799,8 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	struct pollfd p;
 	uint32_t seq, rseq;
 	uint8_t *copy;
-	int rc, minor, fd;
+	struct zmtp_conn z;
+	int rc, fd;
 	size_t len;
 	ssize_t k;
 
@@ -883,10 +813,10 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	}
 	check_idle(r);
 	if (r->fd < 0) {
-		rc = dial(r, deadline, &fd, &minor);
+		rc = dial(r, deadline, &fd, &z);
 		if (rc < 0)
 			goto out_unlock;
-		conn_install(r, fd, minor);
+		conn_install(r, fd, &z);
 	}
 	seq = take_seq(r);
 	mds_hdr_put(m->data, m->type, 0, seq,
@@ -1018,7 +948,8 @@ static void slot_release(struct maru__rpc *r, int idx)
 static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 {
 	struct timespec ts;
-	int rc, fd, minor;
+	struct zmtp_conn z;
+	int rc, fd;
 
 	check_idle(r);
 	while (r->fd < 0) {
@@ -1031,13 +962,13 @@ static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 		}
 		r->connecting = true;
 		pthread_mutex_unlock(&r->lock);
-		rc = dial(r, deadline, &fd, &minor);
+		rc = dial(r, deadline, &fd, &z);
 		pthread_mutex_lock(&r->lock);
 		r->connecting = false;
 		pthread_cond_broadcast(&r->conn_cv);
 		if (rc < 0)
 			return rc;
-		conn_install(r, fd, minor);
+		conn_install(r, fd, &z);
 	}
 	return 0;
 }

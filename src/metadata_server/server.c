@@ -21,15 +21,16 @@
  *   - the resource manager session's connection (rmsess.h);
  *   - SIGINT/SIGTERM (the loop's signalfd): stop.
  *
- * Each connection (struct conn) is a small state machine over its input
- * buffer: greeting (64 bytes, zmtp_greeting_check), then READY (its
- * Socket-Type must be one a ROUTER talks to), then frames.  Command frames
- * are not part of messages: PING is answered with PONG, others ignored.
- * A message is its frames up to one without MORE, handled once all of it
- * is in the buffer (its frames are borrowed from the buffer meanwhile).
- * Malformed input (not ZMTP, a mechanism other than NULL, a socket type we
- * do not talk to, reserved flag bits, a frame over SERVER_MAX_MSG, data
- * before READY) closes the connection, logged at debug level.
+ * Each connection (struct conn) feeds its input buffer to a struct
+ * zmtp_conn (src/common/zmtp.h, the state machine libmaru's rpc.c uses
+ * too): greeting, then READY (its Socket-Type must be one a ROUTER talks
+ * to), then frames.  Command frames are not part of messages: PING is
+ * answered with PONG, others ignored.  A message is its frames up to one
+ * without MORE, handled once all of it is in the buffer (its frames are
+ * borrowed from the buffer meanwhile).  Malformed input (not ZMTP, a
+ * mechanism other than NULL, a socket type we do not talk to, reserved
+ * flag bits, a frame over SERVER_MAX_MSG, data before READY) closes the
+ * connection, logged at debug level.
  *
  * Envelopes: a message is [(routing frames,) empty delimiter, body].  The
  * reply repeats every frame up to and including the delimiter and appends
@@ -37,7 +38,7 @@
  * reply is the body alone (a raw DEALER that sends no delimiter gets
  * answers in its own framing).  A message with more than one body frame
  * gets an error reply; one with a delimiter but no body, or with more than
- * SERVER_MAX_FRAMES frames, is dropped: there is nothing to answer.
+ * ZMTP_MAX_FRAMES frames, is dropped: there is nothing to answer.
  *
  * Output: replies are written from the loop straight to the socket (a
  * lone request: one write; pipelined ones: one write per drain); large
@@ -128,23 +129,16 @@
 #define FEED_FD 3		/* server_feed()'s connection, for store.c */
 #define MAX_EVENTS 64	/* accepts per readable listening socket */
 
-enum { CS_GREETING, CS_READY, CS_OPEN };
-
 struct conn {
 	int fd;		/* owns; -1: server_feed()'s connection */
 	int key;	/* the fd store.c knows it by */
 	uint32_t serial; /* unique per connection: its "routing id" */
-	uint8_t st;	/* CS_* */
-	bool ping_ok;	/* the peer speaks ZMTP 3.1: PING allowed */
 	bool ping_out;	/* a PING sent, nothing heard since */
-	bool discard;	/* inside a message of too many frames */
 	bool queued;	/* complete messages may wait in @in */
 	bool dead;	/* closed; freed at the end of the round */
 	uint32_t ev;	/* EVLOOP_* registered */
-	struct buf in;	/* owns: received bytes */
-	size_t rd;	/* in: first byte not consumed */
-	size_t cmd_done; /* in: commands before this offset are handled */
-	size_t need;	/* in: bytes from rd the next frame needs */
+	struct zmtp_conn z; /* the ZMTP state of @in (src/common/zmtp.h) */
+	struct buf in;	/* owns: received bytes (z.rd: consumed) */
 	struct buf out;	/* owns: bytes not yet written */
 	size_t wr;	/* out: written prefix */
 	uint64_t last_rx; /* vclock: last input */
@@ -156,13 +150,6 @@ struct conn {
 	struct buf env;	       /* owns: its reply's envelope, encoded */
 	struct server *sv; /* borrows: the loop it belongs to */
 	struct conn *next_dead;
-};
-
-/* One message: its frames, borrowed from its connection's input. */
-struct msg {
-	int nf;
-	const uint8_t *p[SERVER_MAX_FRAMES];
-	size_t n[SERVER_MAX_FRAMES];
 };
 
 struct server {
@@ -179,7 +166,7 @@ struct server {
 	uint32_t serial;
 	struct conn *dead;    /* closed, to free at the end of the round */
 	struct conn *feed;    /* server_feed()'s connection */
-	struct msg win[WIN];  /* the one handled and the look-ahead */
+	struct zmtp_msg win[WIN];  /* the one handled and the look-ahead */
 	uint64_t hs[WIN];     /* mds_prefetch() of each, 0: none */
 	uint8_t ready[128];   /* greeting + READY, sent at accept */
 	size_t ready_len;
@@ -379,121 +366,27 @@ static int out_frame(struct conn *c, uint8_t flags, const uint8_t *p,
 	return 0;
 }
 
-/* A command frame: READY during the handshake, PING at any time. */
-static int on_command(struct conn *c, const struct zmtp_frame *f)
-{
-	const uint8_t *nm, *d, *v;
-	size_t nl, dl, vl;
-	uint8_t pong[32];
-	ssize_t n;
-
-	if (zmtp_command(f, &nm, &nl, &d, &dl) < 0)
-		return -EPROTO;
-	if (c->st == CS_READY) {
-		if (!zmtp_is_command(f, "READY") ||
-		    zmtp_ready_prop(d, dl, "Socket-Type", &v, &vl) < 0 ||
-		    !zmtp_peer_ok("ROUTER", v, vl))
-			return -EPROTO;
-		c->st = CS_OPEN;
-		return 0;
-	}
-	if (zmtp_is_command(f, "PING")) {
-		n = zmtp_pong(pong, sizeof(pong), d, dl);
-		if (n < 0)
-			return (int)n;
-		return buf_put(&c->out, pong, (size_t)n) < 0 ? -ENOMEM : 0;
-	}
-	if (zmtp_is_command(f, "READY") || zmtp_is_command(f, "ERROR"))
-		return -EPROTO; /* a second READY, or the peer gives up */
-	return 0; /* PONG, SUBSCRIBE ...: nothing to do */
-}
-
 /*
  * Take the next whole message from @c's input into @m (frames borrowed
- * from c->in until the next read).  Commands on the way are handled.
+ * from c->in until the next read); a PING on the way gets its PONG.
  * Return: 1 with @m filled, 0 when no whole message is there yet, or
  * -errno (the connection must be closed).
  */
-static int conn_next(struct conn *c, struct msg *m)
+static int conn_next(struct conn *c, struct zmtp_msg *m)
 {
-	const uint8_t *base = c->in.data;
-	struct zmtp_frame f;
-	size_t at, need, tot = 0;
-	ssize_t r;
-	int nf = 0, rc, minor;
+	uint64_t dropped = c->z.dropped;
+	int rc = zmtp_conn_next(&c->z, c->in.data, c->in.len, m);
 
-	if (c->rd == c->in.len) {
-		c->need = c->st == CS_GREETING ? ZMTP_GREETING_LEN : 2;
-		return 0;
+	if (c->z.dropped != dropped)
+		log_dbg("connection fd %d: dropped a message of more than "
+			"%d frames",
+			c->key, ZMTP_MAX_FRAMES);
+	if (c->z.pong_len) {
+		if (buf_put(&c->out, c->z.pong, c->z.pong_len) < 0)
+			return -ENOMEM;
+		c->z.pong_len = 0;
 	}
-	if (c->st == CS_GREETING) {
-		if (c->in.len - c->rd < ZMTP_GREETING_LEN) {
-			c->need = ZMTP_GREETING_LEN;
-			return 0;
-		}
-		if (zmtp_greeting_check(base + c->rd, &minor) < 0)
-			return -EPROTO;
-		c->ping_ok = minor >= 1;
-		c->rd += ZMTP_GREETING_LEN;
-		c->st = CS_READY;
-	}
-	at = c->rd;
-	for (;;) {
-		/* before READY only a small command may come; after it, a
-		 * message's frames together stay within SERVER_MAX_MSG */
-		r = zmtp_parse(base + at, c->in.len - at,
-			       c->st != CS_OPEN ? SERVER_HANDSHAKE_MAX
-						: (size_t)SERVER_MAX_MSG - tot,
-			       &f, &need);
-		if (r < 0)
-			return (int)r;
-		if (r == 0) {
-			c->need = at - c->rd + need;
-			return 0;
-		}
-		if (f.flags & ZMTP_COMMAND) {
-			if (at >= c->cmd_done) {
-				rc = on_command(c, &f);
-				if (rc < 0)
-					return rc;
-				c->cmd_done = at + (size_t)r;
-			}
-			at += (size_t)r;
-			if (!nf)
-				c->rd = at;
-			continue;
-		}
-		if (c->st != CS_OPEN)
-			return -EPROTO; /* a message before READY */
-		if (c->discard) {
-			at += (size_t)r;
-			c->rd = at;
-			if (!(f.flags & ZMTP_MORE)) {
-				c->discard = false;
-				log_dbg("connection fd %d: dropped a message "
-					"of more than %d frames",
-					c->key, SERVER_MAX_FRAMES);
-			}
-			continue;
-		}
-		if (nf == SERVER_MAX_FRAMES) {
-			/* drop what it had; this frame on goes unseen */
-			c->discard = true;
-			tot = 0;
-			c->rd = at;
-			nf = 0;
-			continue;
-		}
-		m->p[nf] = f.data;
-		m->n[nf++] = f.len;
-		tot += f.len;
-		at += (size_t)r;
-		if (!(f.flags & ZMTP_MORE)) {
-			m->nf = nf;
-			c->rd = at;
-			return 1;
-		}
-	}
+	return rc;
 }
 
 /* Error reply for a message we will not hand to the handler. */
@@ -536,7 +429,7 @@ static int send_body(struct server *sv, struct conn *c)
 }
 
 /* Queue (or write) the reply to @m: its envelope, then sv->body. */
-static int send_reply(struct server *sv, struct conn *c, const struct msg *m,
+static int send_reply(struct server *sv, struct conn *c, const struct zmtp_msg *m,
 		      int nenv)
 {
 	int i;
@@ -581,7 +474,7 @@ static void wait_done(struct mds_wait *w)
 }
 
 /* @w waits for the RM: keep @m's envelope, read @c for its hangup only */
-static int park(struct server *sv, struct conn *c, const struct msg *m,
+static int park(struct server *sv, struct conn *c, const struct zmtp_msg *m,
 		int nenv, struct mds_wait *w)
 {
 	uint8_t hdr[ZMTP_HDR_MAX];
@@ -601,7 +494,7 @@ static int park(struct server *sv, struct conn *c, const struct msg *m,
 	return 0;
 }
 
-static int handle_msg(struct server *sv, struct conn *c, const struct msg *m)
+static int handle_msg(struct server *sv, struct conn *c, const struct zmtp_msg *m)
 {
 	struct mds_wait *w = NULL;
 	struct mds_peer peer;
@@ -654,7 +547,7 @@ static void conn_drain(struct server *sv, struct conn *c)
 {
 	int got = 0, done = 0, k, i, rc = 0, err = 0;
 	bool more = true;
-	struct msg *m;
+	struct zmtp_msg *m;
 
 	for (;;) {
 		while (more && !c->wait && got - done <= LOOKAHEAD &&
@@ -709,7 +602,7 @@ static void conn_drain(struct server *sv, struct conn *c)
 /* EPOLLIN: one read, then answer what is complete. */
 static void conn_readable(struct server *sv, struct conn *c)
 {
-	size_t want, avail = c->in.len - c->rd;
+	size_t want, avail = c->in.len - c->z.rd;
 	ssize_t n;
 
 	if (c->queued) {
@@ -718,20 +611,20 @@ static void conn_readable(struct server *sv, struct conn *c)
 		conn_drain(sv, c);
 		return;
 	}
-	if (c->rd == c->in.len) {
-		c->rd = c->in.len = c->cmd_done = 0;
+	if (c->z.rd == c->in.len) {
+		zmtp_conn_shift(&c->z, c->z.rd);
+		c->in.len = 0;
 		if (c->in.cap > BUF_KEEP)
 			buf_free(&c->in);
 	}
-	want = c->need > avail ? c->need - avail : 0;
+	want = c->z.need > avail ? c->z.need - avail : 0;
 	if (want < IN_MIN_FREE)
 		want = IN_MIN_FREE;
-	if (c->in.cap - c->in.len < want && c->rd) {
+	if (c->in.cap - c->in.len < want && c->z.rd) {
 		/* make room at the front first */
-		memmove(c->in.data, c->in.data + c->rd, avail);
+		memmove(c->in.data, c->in.data + c->z.rd, avail);
 		c->in.len = avail;
-		c->cmd_done = c->cmd_done > c->rd ? c->cmd_done - c->rd : 0;
-		c->rd = 0;
+		zmtp_conn_shift(&c->z, c->z.rd);
 	}
 	if (buf_reserve(&c->in, want) < 0) {
 		conn_close(sv, c, "out of memory");
@@ -776,6 +669,8 @@ static struct conn *conn_new(struct server *sv, int fd, int key)
 	c->sv = sv;
 	c->serial = ++sv->serial;
 	c->last_rx = sv->s->vnow;
+	zmtp_conn_init(&c->z, "ROUTER", SERVER_HANDSHAKE_MAX,
+		       (size_t)SERVER_MAX_MSG);
 	if (buf_put(&c->out, sv->ready, sv->ready_len) < 0) {
 		free(c);
 		return NULL;
@@ -912,7 +807,7 @@ static void heartbeat(struct server *sv)
 		 * their PONGs): then only "reads nothing" below applies */
 		if (idle >= sv->hb_timeout &&
 		    out_pending(c) <= SERVER_OUT_HWM &&
-		    (c->ping_ok || c->st != CS_OPEN)) {
+		    (c->z.minor >= 1 || c->z.st != ZMTP_ST_OPEN)) {
 			conn_close(sv, c, "heartbeat timeout");
 			continue;
 		}
@@ -931,7 +826,7 @@ static void heartbeat(struct server *sv)
 			conn_close(sv, c, "peer reads nothing");
 			continue;
 		}
-		if (c->st != CS_OPEN || !c->ping_ok || c->ping_out ||
+		if (c->z.st != ZMTP_ST_OPEN || c->z.minor < 1 || c->ping_out ||
 		    idle < sv->hb_ivl)
 			continue;
 		c->ping_out = true;
@@ -1201,8 +1096,10 @@ int server_feed(struct server *sv, const uint8_t *p, size_t n,
 	c->out.len = c->wr = 0;
 	if (c->dead)
 		rc = -EPROTO;
-	else if (c->rd == c->in.len)
-		c->rd = c->in.len = c->cmd_done = 0;
+	else if (c->z.rd == c->in.len) {
+		zmtp_conn_shift(&c->z, c->z.rd);
+		c->in.len = 0;
+	}
 	free_dead(sv);
 	return rc;
 }

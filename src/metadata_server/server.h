@@ -23,7 +23,6 @@
 #define SERVER_TICK_MS 100	       /* timer period */
 #define SERVER_DRAIN_BATCH 256	       /* messages per connection and wake-up */
 #define SERVER_IDLE_SLICE_NS 50000    /* index resize work between polls */
-#define SERVER_MAX_FRAMES 32	       /* envelope + body frames */
 #define SERVER_MAX_MSG (64ll << 20)    /* largest message; more: disconnect */
 #define SERVER_HANDSHAKE_MAX 4096      /* largest frame before READY */
 #define SERVER_OUT_HWM (8u << 20)      /* unsent reply bytes: stop reading */

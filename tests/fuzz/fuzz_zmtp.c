@@ -7,6 +7,9 @@
  * something else (incremental reads see the same frame), its header
  * re-encoded with zmtp_hdr() parses back to the same flags and body, and
  * commands go through every command helper (READY properties, PONG).
+ * The same bytes then go through struct zmtp_conn twice, whole and cut in
+ * two at a point the input chooses: both must take out the same messages
+ * (frame count, sizes, bytes) and end in the same state or error.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,6 +19,8 @@
 #include "zmtp.h"
 
 #define MAX_BODY (1u << 20)
+
+static int frames(const uint8_t *data, size_t size);
 
 static void check_command(const struct zmtp_frame *f)
 {
@@ -77,7 +82,66 @@ static void check_frame(const uint8_t *p, size_t n, ssize_t used,
 		check_command(f);
 }
 
+/* run @c over data[0..size), revealed up to @cut first; returns the last
+ * rc and a hash of every message taken out */
+static int conn_run(const uint8_t *data, size_t size, size_t cut,
+		    uint64_t *hash, uint64_t *nmsg)
+{
+	struct zmtp_conn c;
+	struct zmtp_msg m;
+	size_t have = cut;
+	int rc, i;
+
+	zmtp_conn_init(&c, (size & 1) ? "DEALER" : "ROUTER", 4096, MAX_BODY);
+	*hash = 1469598103934665603ull;
+	*nmsg = 0;
+	for (;;) {
+		rc = zmtp_conn_next(&c, data, have, &m);
+		CHECK(c.rd <= have && c.cmd_done <= have);
+		if (c.pong_len) {
+			struct zmtp_frame p;
+
+			CHECK(zmtp_parse(c.pong, c.pong_len, 64, &p, NULL) ==
+			      (ssize_t)c.pong_len);
+			CHECK(zmtp_is_command(&p, "PONG"));
+			c.pong_len = 0;
+		}
+		if (rc < 0) {
+			CHECK(rc == -EPROTO || rc == -EMSGSIZE);
+			return rc;
+		}
+		if (rc == 0) {
+			CHECK(c.rd + c.need > have);
+			if (have == size)
+				return 0;
+			have = size;
+			continue;
+		}
+		CHECK(m.nf >= 1 && m.nf <= ZMTP_MAX_FRAMES);
+		(*nmsg)++;
+		for (i = 0; i < m.nf; i++) {
+			size_t j;
+
+			CHECK(m.p[i] >= data && m.p[i] + m.n[i] <= data + have);
+			*hash = (*hash ^ m.n[i]) * 1099511628211ull;
+			for (j = 0; j < m.n[i] && j < 8; j++)
+				*hash = (*hash ^ m.p[i][j]) * 1099511628211ull;
+		}
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint64_t h1, h2, n1, n2;
+	int r1, r2;
+
+	r1 = conn_run(data, size, size, &h1, &n1);
+	r2 = conn_run(data, size, size ? data[0] % (size + 1) : 0, &h2, &n2);
+	CHECK(r1 == r2 && n1 == n2 && h1 == h2);
+	return frames(data, size);
+}
+
+static int frames(const uint8_t *data, size_t size)
 {
 	struct zmtp_frame f;
 	size_t at = 0;

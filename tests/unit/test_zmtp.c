@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_zmtp.c - the ZMTP codec (src/common/zmtp.c): greeting, frames,
- * commands, and one handshake + request/reply against a real libzmq
- * ROUTER socket over TCP, which is what proves the bytes are right.
+ * commands, the connection state machine (struct zmtp_conn) fed one byte
+ * at a time and all at once, and one handshake + request/reply against a
+ * real libzmq ROUTER socket over TCP, which is what proves the bytes are
+ * right.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,6 +145,146 @@ static void test_ping_pong(void **state)
 	assert_int_equal(zmtp_pong(pong, sizeof(pong), data, 1), -EPROTO);
 }
 
+/* a peer's stream: greeting, READY as @type, then what the test appends */
+static size_t peer_stream(uint8_t *out, size_t cap, const char *type)
+{
+	ssize_t k;
+
+	zmtp_greeting(out, false);
+	k = zmtp_ready(out + ZMTP_GREETING_LEN, cap - ZMTP_GREETING_LEN, type,
+		       NULL, 0);
+	assert_true(k > 0);
+	return ZMTP_GREETING_LEN + (size_t)k;
+}
+
+static size_t put_frame(uint8_t *out, uint8_t flags, const char *body)
+{
+	size_t n = strlen(body), hl = zmtp_hdr(out, flags, n);
+
+	memcpy(out + hl, body, n);
+	return hl + n;
+}
+
+static void test_conn(void **state)
+{
+	uint8_t in[1024];
+	struct zmtp_conn c;
+	struct zmtp_msg m;
+	size_t len, cut, got, pongs;
+	int rc;
+
+	(void)state;
+	len = peer_stream(in, sizeof(in), "REQ");
+	len += put_frame(in + len, ZMTP_MORE, "");
+	len += zmtp_ping(in + len, 30); /* between a message's frames */
+	len += put_frame(in + len, 0, "hello");
+	len += put_frame(in + len, 0, "two");
+
+	/* all at once: two messages, one PONG */
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), 1);
+	assert_int_equal(m.nf, 2);
+	assert_int_equal(m.n[0], 0);
+	assert_int_equal(m.n[1], 5);
+	assert_memory_equal(m.p[1], "hello", 5);
+	assert_true(c.pong_len > 0);
+	assert_int_equal(c.minor, 1);
+	c.pong_len = 0;
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), 1);
+	assert_int_equal(m.nf, 1);
+	assert_memory_equal(m.p[0], "two", 3);
+	assert_int_equal(c.rd, len);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), 0);
+	assert_int_equal(c.need, 2);
+	assert_int_equal(c.pong_len, 0);
+
+	/* byte by byte: the same two messages, the PING answered once,
+	 * and never more asked for than the next step needs */
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	got = pongs = 0;
+	for (cut = 0; cut <= len; cut++) {
+		rc = zmtp_conn_next(&c, in, cut, &m);
+		if (c.pong_len) {
+			pongs++;
+			c.pong_len = 0;
+		}
+		if (rc == 0) {
+			assert_true(c.rd + c.need > cut);
+			continue;
+		}
+		assert_int_equal(rc, 1);
+		got++;
+		while (zmtp_conn_next(&c, in, cut, &m) == 1)
+			got++;
+	}
+	assert_int_equal(got, 2);
+	assert_int_equal(pongs, 1);
+	assert_int_equal(c.rd, len);
+
+	/* shifting the buffer keeps the offsets */
+	zmtp_conn_shift(&c, c.rd);
+	assert_int_equal(c.rd, 0);
+	assert_int_equal(c.cmd_done, 0);
+}
+
+static void test_conn_refuses(void **state)
+{
+	uint8_t in[8192];
+	struct zmtp_conn c;
+	struct zmtp_msg m;
+	size_t len, i;
+
+	(void)state;
+	/* not ZMTP: refused at the first byte */
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, (const uint8_t *)"G", 1, &m),
+			 -EPROTO);
+	/* ZMTP 2.0: refused at byte 11, before the whole greeting */
+	zmtp_greeting(in, false);
+	in[10] = 1;
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, 10, &m), 0);
+	assert_int_equal(zmtp_conn_next(&c, in, 11, &m), -EPROTO);
+	/* a socket type a ROUTER does not talk to */
+	len = peer_stream(in, sizeof(in), "PUB");
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), -EPROTO);
+	/* a message before READY */
+	zmtp_greeting(in, false);
+	len = ZMTP_GREETING_LEN + put_frame(in + ZMTP_GREETING_LEN, 0, "x");
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), -EPROTO);
+	/* a second READY */
+	len = peer_stream(in, sizeof(in), "DEALER");
+	len += (size_t)zmtp_ready(in + len, sizeof(in) - len, "DEALER", NULL,
+				  0);
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), -EPROTO);
+	/* a message over the limit, and a big frame before READY */
+	len = peer_stream(in, sizeof(in), "REQ");
+	len += zmtp_hdr(in + len, ZMTP_MORE, 40);
+	len += 40;
+	len += zmtp_hdr(in + len, 0, 40);
+	zmtp_conn_init(&c, "ROUTER", 4096, 64);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), -EMSGSIZE);
+	zmtp_greeting(in, false);
+	zmtp_hdr(in + ZMTP_GREETING_LEN, ZMTP_COMMAND, 5000);
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, ZMTP_GREETING_LEN + 9, &m),
+			 -EMSGSIZE);
+	/* too many frames: that message is dropped, the next one comes */
+	len = peer_stream(in, sizeof(in), "REQ");
+	for (i = 0; i < ZMTP_MAX_FRAMES + 3; i++)
+		len += put_frame(in + len, ZMTP_MORE, "f");
+	len += put_frame(in + len, 0, "last");
+	len += put_frame(in + len, 0, "next");
+	zmtp_conn_init(&c, "ROUTER", 4096, 1 << 20);
+	assert_int_equal(zmtp_conn_next(&c, in, len, &m), 1);
+	assert_int_equal(c.dropped, 1);
+	assert_int_equal(m.nf, 1);
+	assert_memory_equal(m.p[0], "next", 4);
+}
+
 static void test_peer_ok(void **state)
 {
 	(void)state;
@@ -278,6 +420,8 @@ int main(void)
 		cmocka_unit_test(test_frames),
 		cmocka_unit_test(test_ready),
 		cmocka_unit_test(test_ping_pong),
+		cmocka_unit_test(test_conn),
+		cmocka_unit_test(test_conn_refuses),
 		cmocka_unit_test(test_peer_ok),
 		cmocka_unit_test(test_against_libzmq),
 	};

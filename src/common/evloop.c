@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define EVLOOP_BATCH 64 /* epoll events fetched per wait */
 
 struct fd_slot {
@@ -106,20 +108,7 @@ void evloop_free(struct evloop *el)
 /* Grow the fd table so that @fd is a valid index. */
 static int fds_reserve(struct evloop *el, int fd)
 {
-	struct fd_slot *n;
-	int cap = el->nfds ? el->nfds : 64;
-
-	if (fd < el->nfds)
-		return 0;
-	while (cap <= fd)
-		cap *= 2;
-	n = realloc(el->fds, (size_t)cap * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	memset(n + el->nfds, 0, (size_t)(cap - el->nfds) * sizeof(*n));
-	el->fds = n;
-	el->nfds = cap;
-	return 0;
+	return table_grow(&el->fds, &el->nfds, fd, sizeof(*el->fds), 64);
 }
 
 static uint32_t to_epoll(unsigned events)

@@ -147,4 +147,16 @@ static inline void htab_free(struct htab *t)
 	t->cap = t->n = 0;
 }
 
+/* htab_destroy - free(3) every node's element (@off: where its hnode is,
+ * offsetof(type, member)), then the table */
+static inline void htab_destroy(struct htab *t, size_t off)
+{
+	struct hnode *n, *next;
+	size_t i;
+
+	htab_for_each(t, i, n, next)
+		free((char *)n - off);
+	htab_free(t);
+}
+
 #endif

@@ -3,15 +3,11 @@
  * msgpk.c - MessagePack reader and writer (see msgpk.h)
  *
  * The format: https://github.com/msgpack/msgpack/blob/master/spec.md.
- * One table-free switch on the type byte; every multi-byte length is
- * checked against the remaining input before anything is read.
+ * The fix forms by range, the others by a table of their header layout
+ * (kinds[]); every header and payload length is checked against the
+ * remaining input before anything is read.
  */
 #include "msgpk.h"
-
-static inline uint16_t be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
 
 static inline uint32_t be32(const uint8_t *p)
 {
@@ -19,13 +15,53 @@ static inline uint32_t be32(const uint8_t *p)
 	       (uint32_t)p[2] << 8 | p[3];
 }
 
-static inline uint64_t be64(const uint8_t *p)
+/* @n (0, 1, 2, 4 or 8) bytes at @p, big-endian */
+static inline uint64_t be(const uint8_t *p, unsigned n)
 {
-	return (uint64_t)be32(p) << 32 | be32(p + 4);
+	switch (n) {
+	case 1:
+		return p[0];
+	case 2:
+		return (uint64_t)(p[0] << 8 | p[1]);
+	case 4:
+		return be32(p);
+	case 8:
+		return (uint64_t)be32(p) << 32 | be32(p + 4);
+	default:
+		return 0;
+	}
 }
 
+/*
+ * The type bytes 0xc0..0xdf: the kind of value, the header's size (type
+ * byte included; 0: never used, i.e. 0xc1), how many of its bytes after
+ * the type byte are a byte length (str, bin, ext; 0: the rest of the
+ * header is the value, or the element count), and for fixext the payload
+ * size.
+ */
+static const struct kind {
+	uint8_t type, hdr, lenw, fixed;
+} kinds[32] = {
+	{MP_NIL, 1, 0, 0},    {0, 0, 0, 0},	    /* c0 nil, c1 -- */
+	{MP_BOOL, 1, 0, 0},   {MP_BOOL, 1, 0, 0},   /* c2 false, c3 true */
+	{MP_BIN, 2, 1, 0},    {MP_BIN, 3, 2, 0},    /* c4-c6 bin 8/16/32 */
+	{MP_BIN, 5, 4, 0},    {MP_EXT, 3, 1, 0},    /* c7-c9 ext 8/16/32: */
+	{MP_EXT, 4, 2, 0},    {MP_EXT, 6, 4, 0},    /*   length, type */
+	{MP_FLOAT, 5, 0, 0},  {MP_FLOAT, 9, 0, 0},  /* ca float, cb double */
+	{MP_UINT, 2, 0, 0},   {MP_UINT, 3, 0, 0},   /* cc-cf uint 8..64 */
+	{MP_UINT, 5, 0, 0},   {MP_UINT, 9, 0, 0},
+	{MP_NINT, 2, 0, 0},   {MP_NINT, 3, 0, 0},   /* d0-d3 int 8..64 */
+	{MP_NINT, 5, 0, 0},   {MP_NINT, 9, 0, 0},
+	{MP_EXT, 2, 0, 1},    {MP_EXT, 2, 0, 2},    /* d4-d8 fixext: type */
+	{MP_EXT, 2, 0, 4},    {MP_EXT, 2, 0, 8},
+	{MP_EXT, 2, 0, 16},   {MP_STR, 2, 1, 0},    /* d9-db str 8/16/32 */
+	{MP_STR, 3, 2, 0},    {MP_STR, 5, 4, 0},
+	{MP_ARRAY, 3, 0, 0},  {MP_ARRAY, 5, 0, 0},  /* dc-dd array 16/32 */
+	{MP_MAP, 3, 0, 0},    {MP_MAP, 5, 0, 0},    /* de-df map 16/32 */
+};
+
 /* Take @n bytes of payload after a header of @hdr bytes. */
-static int take(struct mp_rd *r, struct mp_val *v, size_t hdr, uint32_t n,
+static int take(struct mp_rd *r, struct mp_val *v, size_t hdr, uint64_t n,
 		uint8_t type)
 {
 	size_t left = (size_t)(r->end - r->p);
@@ -34,227 +70,88 @@ static int take(struct mp_rd *r, struct mp_val *v, size_t hdr, uint32_t n,
 		return -EPROTO;
 	v->type = type;
 	v->ptr = r->p + hdr;
-	v->len = n;
+	v->len = (uint32_t)n;
 	r->p += hdr + n;
 	return 0;
-}
-
-static void set_int(struct mp_val *v, int64_t i)
-{
-	if (i >= 0) {
-		v->type = MP_UINT;
-		v->u = (uint64_t)i;
-	} else {
-		v->type = MP_NINT;
-		v->i = i;
-	}
 }
 
 int mp_read(struct mp_rd *r, struct mp_val *v)
 {
 	size_t left = (size_t)(r->end - r->p);
 	const uint8_t *p = r->p;
+	const struct kind *k;
+	unsigned w;
+	uint64_t x;
 	uint8_t c;
-	size_t need;
+	float f;
 
 	if (left < 1)
 		return -EPROTO;
 	c = p[0];
-	if (c <= 0x7f) {
-		v->type = MP_UINT;
+	if (c <= 0x7f || c >= 0xe0) { /* positive / negative fixint */
+		v->type = c <= 0x7f ? MP_UINT : MP_NINT;
 		v->u = c;
-		r->p++;
-		return 0;
-	}
-	if (c >= 0xe0) {
-		v->type = MP_NINT;
 		v->i = (int8_t)c;
 		r->p++;
 		return 0;
 	}
-	if ((c & 0xf0) == 0x80) {
-		v->type = MP_MAP;
+	if (c <= 0x9f) { /* fixmap 0x80, fixarray 0x90 */
+		v->type = c <= 0x8f ? MP_MAP : MP_ARRAY;
 		v->n = c & 0x0f;
 		r->p++;
 		return 0;
 	}
-	if ((c & 0xf0) == 0x90) {
-		v->type = MP_ARRAY;
-		v->n = c & 0x0f;
-		r->p++;
-		return 0;
-	}
-	if ((c & 0xe0) == 0xa0)
+	if (c <= 0xbf) /* fixstr */
 		return take(r, v, 1, c & 0x1f, MP_STR);
-
-	/* every header size per type byte; payload lengths checked by take() */
-	switch (c) {
-	case 0xc0:
-	case 0xc1:
-	case 0xc2:
-	case 0xc3:
-		need = 1;
-		break;
-	case 0xc4:
-	case 0xcc:
-	case 0xd0:
-	case 0xd9:
-		need = 2;
-		break;
-	case 0xc5:
-	case 0xc7:
-	case 0xcd:
-	case 0xd1:
-	case 0xda:
-	case 0xdc:
-	case 0xde:
-	case 0xd4:
-	case 0xd5:
-	case 0xd6:
-	case 0xd7:
-	case 0xd8:
-		need = 3;
-		break;
-	case 0xc8:
-		need = 4;
-		break;
-	case 0xc6:
-	case 0xca:
-	case 0xce:
-	case 0xd2:
-	case 0xdb:
-	case 0xdd:
-	case 0xdf:
-		need = 5;
-		break;
-	case 0xc9:
-		need = 6;
-		break;
-	default: /* 0xcb, 0xcf, 0xd3 */
-		need = 9;
-		break;
-	}
-	if (left < need)
-		return -EPROTO;
-
-	switch (c) {
-	case 0xc0:
-		v->type = MP_NIL;
-		r->p++;
-		return 0;
-	case 0xc2:
-	case 0xc3:
-		v->type = MP_BOOL;
-		v->b = c == 0xc3;
-		r->p++;
-		return 0;
-	case 0xc4:
-		return take(r, v, 2, p[1], MP_BIN);
-	case 0xc5:
-		return take(r, v, 3, be16(p + 1), MP_BIN);
-	case 0xc6:
-		return take(r, v, 5, be32(p + 1), MP_BIN);
-	case 0xc7:
-		return take(r, v, 3, p[1], MP_EXT); /* len, type */
-	case 0xc8:
-		return take(r, v, 4, be16(p + 1), MP_EXT);
-	case 0xc9:
-		return take(r, v, 6, be32(p + 1), MP_EXT);
-	case 0xca: {
-		uint32_t bits = be32(p + 1);
-		float f;
-
-		memcpy(&f, &bits, 4);
-		v->type = MP_FLOAT;
-		v->f = f;
-		r->p += 5;
-		return 0;
-	}
-	case 0xcb: {
-		uint64_t bits = be64(p + 1);
-
-		memcpy(&v->f, &bits, 8);
-		v->type = MP_FLOAT;
-		r->p += 9;
-		return 0;
-	}
-	case 0xcc:
-		v->type = MP_UINT;
-		v->u = p[1];
-		r->p += 2;
-		return 0;
-	case 0xcd:
-		v->type = MP_UINT;
-		v->u = be16(p + 1);
-		r->p += 3;
-		return 0;
-	case 0xce:
-		v->type = MP_UINT;
-		v->u = be32(p + 1);
-		r->p += 5;
-		return 0;
-	case 0xcf:
-		v->type = MP_UINT;
-		v->u = be64(p + 1);
-		r->p += 9;
-		return 0;
-	case 0xd0:
-		set_int(v, (int8_t)p[1]);
-		r->p += 2;
-		return 0;
-	case 0xd1:
-		set_int(v, (int16_t)be16(p + 1));
-		r->p += 3;
-		return 0;
-	case 0xd2:
-		set_int(v, (int32_t)be32(p + 1));
-		r->p += 5;
-		return 0;
-	case 0xd3:
-		set_int(v, (int64_t)be64(p + 1));
-		r->p += 9;
-		return 0;
-	case 0xd4: /* fixext 1, 2, 4, 8, 16: type byte + data */
-		return take(r, v, 2, 1, MP_EXT);
-	case 0xd5:
-		return take(r, v, 2, 2, MP_EXT);
-	case 0xd6:
-		return take(r, v, 2, 4, MP_EXT);
-	case 0xd7:
-		return take(r, v, 2, 8, MP_EXT);
-	case 0xd8:
-		return take(r, v, 2, 16, MP_EXT);
-	case 0xd9:
+	if (c == 0xd9 && left >= 2) /* str8: most keys */
 		return take(r, v, 2, p[1], MP_STR);
-	case 0xda:
-		return take(r, v, 3, be16(p + 1), MP_STR);
-	case 0xdb:
-		return take(r, v, 5, be32(p + 1), MP_STR);
-	case 0xdc:
-		v->type = MP_ARRAY;
-		v->n = be16(p + 1);
-		r->p += 3;
-		return 0;
-	case 0xdd:
-		v->type = MP_ARRAY;
-		v->n = be32(p + 1);
-		r->p += 5;
-		return 0;
-	case 0xde:
-		v->type = MP_MAP;
-		v->n = be16(p + 1);
-		r->p += 3;
-		return 0;
-	case 0xdf:
-		v->type = MP_MAP;
-		v->n = be32(p + 1);
-		r->p += 5;
-		return 0;
-	default: /* 0xc1: never used */
-		return -EPROTO;
-	}
-}
 
+	k = &kinds[c - 0xc0];
+	if (!k->hdr || left < k->hdr)
+		return -EPROTO; /* 0xc1, or a truncated header */
+	if (k->lenw) /* str, bin, ext: a length, then bytes */
+		return take(r, v, k->hdr, be(p + 1, k->lenw), k->type);
+	if (k->fixed)
+		return take(r, v, 2, k->fixed, MP_EXT);
+	w = k->hdr - 1u;
+	x = be(p + 1, w);
+	v->type = k->type;
+	switch (v->type) {
+	case MP_BOOL:
+		v->b = c == 0xc3;
+		break;
+	case MP_FLOAT:
+		if (w == 4) {
+			uint32_t bits = (uint32_t)x;
+
+			memcpy(&f, &bits, 4);
+			v->f = f;
+		} else {
+			memcpy(&v->f, &x, 8);
+		}
+		break;
+	case MP_UINT:
+		v->u = x;
+		break;
+	case MP_NINT: /* sign-extend; a non-negative one reads as uint */
+		v->i = w == 8 ? (int64_t)x
+			      : (int64_t)(x ^ (1ull << (8 * w - 1))) -
+					(int64_t)(1ull << (8 * w - 1));
+		if (v->i >= 0) {
+			v->type = MP_UINT;
+			v->u = (uint64_t)v->i;
+		}
+		break;
+	case MP_ARRAY:
+	case MP_MAP:
+		v->n = (uint32_t)x;
+		break;
+	default: /* MP_NIL */
+		break;
+	}
+	r->p += w + 1;
+	return 0;
+}
 
 /* skip @pending whole values */
 static int skip_n(struct mp_rd *r, uint64_t pending)
@@ -290,87 +187,24 @@ int mp_skip_rest(struct mp_rd *r, const struct mp_val *v)
 
 void mp_put_int(struct mp_wr *w, int64_t v)
 {
-	uint8_t *p;
-
-	if (v >= 0) {
+	if (v >= 0)
 		mp_put_uint(w, (uint64_t)v);
-	} else if (v >= -32) {
-		if ((p = mp_room(w, 1)))
-			p[0] = (uint8_t)(int8_t)v;
-	} else if (v >= INT8_MIN) {
-		if ((p = mp_room(w, 2))) {
-			p[0] = 0xd0;
-			p[1] = (uint8_t)(int8_t)v;
-		}
-	} else if (v >= INT16_MIN) {
-		if ((p = mp_room(w, 3))) {
-			p[0] = 0xd1;
-			mp_be16(p + 1, (uint16_t)(int16_t)v);
-		}
-	} else if (v >= INT32_MIN) {
-		if ((p = mp_room(w, 5))) {
-			p[0] = 0xd2;
-			mp_be32(p + 1, (uint32_t)(int32_t)v);
-		}
-	} else if ((p = mp_room(w, 9))) {
-		p[0] = 0xd3;
-		mp_be64(p + 1, (uint64_t)v);
-	}
+	else if (v >= -32)
+		mp_put_tagged(w, (uint8_t)(int8_t)v, 0, 0);
+	else if (v >= INT8_MIN)
+		mp_put_tagged(w, 0xd0, (uint64_t)v, 1);
+	else if (v >= INT16_MIN)
+		mp_put_tagged(w, 0xd1, (uint64_t)v, 2);
+	else if (v >= INT32_MIN)
+		mp_put_tagged(w, 0xd2, (uint64_t)v, 4);
+	else
+		mp_put_tagged(w, 0xd3, (uint64_t)v, 8);
 }
 
 void mp_put_float(struct mp_wr *w, double v)
 {
-	uint8_t *p = mp_room(w, 9);
 	uint64_t bits;
 
-	if (!p)
-		return;
 	memcpy(&bits, &v, 8);
-	p[0] = 0xcb;
-	mp_be64(p + 1, bits);
-}
-
-void mp_put_str(struct mp_wr *w, const void *s, uint32_t n)
-{
-	uint8_t *p;
-
-	if (n < 32) {
-		if ((p = mp_room(w, 1)))
-			p[0] = (uint8_t)(0xa0 | n);
-	} else if (n < 256) {
-		if ((p = mp_room(w, 2))) {
-			p[0] = 0xd9;
-			p[1] = (uint8_t)n;
-		}
-	} else if (n < 65536) {
-		if ((p = mp_room(w, 3))) {
-			p[0] = 0xda;
-			mp_be16(p + 1, (uint16_t)n);
-		}
-	} else if ((p = mp_room(w, 5))) {
-		p[0] = 0xdb;
-		mp_be32(p + 1, n);
-	}
-	mp_put_raw(w, s, n);
-}
-
-void mp_put_bin(struct mp_wr *w, const void *s, uint32_t n)
-{
-	uint8_t *p;
-
-	if (n < 256) {
-		if ((p = mp_room(w, 2))) {
-			p[0] = 0xc4;
-			p[1] = (uint8_t)n;
-		}
-	} else if (n < 65536) {
-		if ((p = mp_room(w, 3))) {
-			p[0] = 0xc5;
-			mp_be16(p + 1, (uint16_t)n);
-		}
-	} else if ((p = mp_room(w, 5))) {
-		p[0] = 0xc6;
-		mp_be32(p + 1, n);
-	}
-	mp_put_raw(w, s, n);
+	mp_put_tagged(w, 0xcb, bits, 8);
 }

@@ -154,32 +154,55 @@ static inline void mp_put_bool(struct mp_wr *w, bool v)
 		p[0] = v ? 0xc3 : 0xc2;
 }
 
+/* marker byte @c, then @v big-endian in @n bytes (0, 1, 2, 4 or 8) */
+static inline void mp_put_tagged(struct mp_wr *w, uint8_t c, uint64_t v,
+				 unsigned n)
+{
+	uint8_t *p = mp_room(w, 1 + n);
+
+	if (!p)
+		return;
+	p[0] = c;
+	if (n == 1)
+		p[1] = (uint8_t)v;
+	else if (n == 2)
+		mp_be16(p + 1, (uint16_t)v);
+	else if (n == 4)
+		mp_be32(p + 1, (uint32_t)v);
+	else if (n == 8)
+		mp_be64(p + 1, v);
+}
+
+/*
+ * mp_put_len - the header of a str, bin, array or map of @n elements:
+ * (@fix | n) up to @fixmax (none when @fixmax < 0), else the 8-bit form
+ * @c8 (none when 0), the 16-bit @c16 or the 32-bit @c32
+ */
+static inline void mp_put_len(struct mp_wr *w, uint32_t n, uint8_t fix,
+			      int fixmax, uint8_t c8, uint8_t c16, uint8_t c32)
+{
+	if (fixmax >= 0 && n <= (uint32_t)fixmax)
+		mp_put_tagged(w, (uint8_t)(fix | n), 0, 0);
+	else if (c8 && n < 256)
+		mp_put_tagged(w, c8, n, 1);
+	else if (n < 65536)
+		mp_put_tagged(w, c16, n, 2);
+	else
+		mp_put_tagged(w, c32, n, 4);
+}
+
 static inline void mp_put_uint(struct mp_wr *w, uint64_t v)
 {
-	uint8_t *p;
-
-	if (v < 128) {
-		if ((p = mp_room(w, 1)))
-			p[0] = (uint8_t)v;
-	} else if (v < 256) {
-		if ((p = mp_room(w, 2))) {
-			p[0] = 0xcc;
-			p[1] = (uint8_t)v;
-		}
-	} else if (v < 65536) {
-		if ((p = mp_room(w, 3))) {
-			p[0] = 0xcd;
-			mp_be16(p + 1, (uint16_t)v);
-		}
-	} else if (v <= UINT32_MAX) {
-		if ((p = mp_room(w, 5))) {
-			p[0] = 0xce;
-			mp_be32(p + 1, (uint32_t)v);
-		}
-	} else if ((p = mp_room(w, 9))) {
-		p[0] = 0xcf;
-		mp_be64(p + 1, v);
-	}
+	if (v < 128)
+		mp_put_tagged(w, (uint8_t)v, 0, 0);
+	else if (v < 256)
+		mp_put_tagged(w, 0xcc, v, 1);
+	else if (v < 65536)
+		mp_put_tagged(w, 0xcd, v, 2);
+	else if (v <= UINT32_MAX)
+		mp_put_tagged(w, 0xce, v, 4);
+	else
+		mp_put_tagged(w, 0xcf, v, 8);
 }
 
 /* mp_put_int - signed: non-negative values take the unsigned forms */
@@ -188,39 +211,28 @@ void mp_put_int(struct mp_wr *w, int64_t v);
 /* mp_put_float - always float64 (0xcb), like Python */
 void mp_put_float(struct mp_wr *w, double v);
 
-static inline void mp_put_hdr(struct mp_wr *w, uint32_t n, uint8_t fix,
-			      uint32_t fixmax, uint8_t c16, uint8_t c32)
-{
-	uint8_t *p;
-
-	if (n <= fixmax) {
-		if ((p = mp_room(w, 1)))
-			p[0] = (uint8_t)(fix | n);
-	} else if (n < 65536) {
-		if ((p = mp_room(w, 3))) {
-			p[0] = c16;
-			mp_be16(p + 1, (uint16_t)n);
-		}
-	} else if ((p = mp_room(w, 5))) {
-		p[0] = c32;
-		mp_be32(p + 1, n);
-	}
-}
-
 static inline void mp_put_map(struct mp_wr *w, uint32_t n)
 {
-	mp_put_hdr(w, n, 0x80, 15, 0xde, 0xdf);
+	mp_put_len(w, n, 0x80, 15, 0, 0xde, 0xdf);
 }
 
 static inline void mp_put_array(struct mp_wr *w, uint32_t n)
 {
-	mp_put_hdr(w, n, 0x90, 15, 0xdc, 0xdd);
+	mp_put_len(w, n, 0x90, 15, 0, 0xdc, 0xdd);
 }
 
 /* mp_put_str - a str (str8 for 32..255 bytes, as Python emits) */
-void mp_put_str(struct mp_wr *w, const void *s, uint32_t n);
+static inline void mp_put_str(struct mp_wr *w, const void *s, uint32_t n)
+{
+	mp_put_len(w, n, 0xa0, 31, 0xd9, 0xda, 0xdb);
+	mp_put_raw(w, s, n);
+}
 
-void mp_put_bin(struct mp_wr *w, const void *s, uint32_t n);
+static inline void mp_put_bin(struct mp_wr *w, const void *s, uint32_t n)
+{
+	mp_put_len(w, n, 0, -1, 0xc4, 0xc5, 0xc6);
+	mp_put_raw(w, s, n);
+}
 
 /* mp_put_key - a short literal map key, e.g. mp_put_key(w, "found") */
 #define mp_put_key(w, lit) mp_put_str((w), (lit), sizeof(lit) - 1)

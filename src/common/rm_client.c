@@ -143,12 +143,26 @@ static int exchange(struct rm_client *c, uint16_t *type)
  * Return: 0 with c->rx holding a response of type @want; the status of an
  * ERROR_RESP; or a transport error (the connection is then closed).
  */
-static int rm_transact(struct rm_client *c, uint16_t want)
+/* c->tx emptied, for the request's encoder */
+static struct buf *tx(struct rm_client *c)
+{
+	buf_reset(&c->tx);
+	return &c->tx;
+}
+
+/*
+ * rm_transact - send the request just encoded into c->tx (@enc: the
+ * encoder's result, passed on when it failed) and read a reply of type
+ * @want into c->rx
+ */
+static int rm_transact(struct rm_client *c, int enc, uint16_t want)
 {
 	struct rm_error_resp e;
 	uint16_t type = 0;
 	int rc, attempt;
 
+	if (enc < 0)
+		return enc;
 	c->error[0] = '\0';
 	for (attempt = 0; attempt < 2; attempt++) {
 		rc = exchange(c, &type);
@@ -198,11 +212,7 @@ int rm_client_alloc(struct rm_client *c, uint64_t size, const char *dax_path,
 	struct rm_alloc_resp resp;
 	int rc;
 
-	buf_reset(&c->tx);
-	rc = rm_encode_alloc_req(&c->tx, &req);
-	if (rc < 0)
-		return rc;
-	rc = rm_transact(c, RM_ALLOC_RESP);
+	rc = rm_transact(c, rm_encode_alloc_req(tx(c), &req), RM_ALLOC_RESP);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_alloc_resp(c->rx.data, c->rx.len, &resp) < 0)
@@ -226,11 +236,7 @@ int rm_client_free(struct rm_client *c, const struct rm_handle *h)
 	int32_t status;
 	int rc;
 
-	buf_reset(&c->tx);
-	rc = rm_encode_free_req(&c->tx, &req);
-	if (rc < 0)
-		return rc;
-	rc = rm_transact(c, RM_FREE_RESP);
+	rc = rm_transact(c, rm_encode_free_req(tx(c), &req), RM_FREE_RESP);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_free_resp(c->rx.data, c->rx.len, &status) < 0)
@@ -248,11 +254,8 @@ int rm_client_get_access(struct rm_client *c, const struct rm_handle *h,
 	struct rm_get_access_resp resp;
 	int rc;
 
-	buf_reset(&c->tx);
-	rc = rm_encode_get_access_req(&c->tx, &req);
-	if (rc < 0)
-		return rc;
-	rc = rm_transact(c, RM_GET_ACCESS_RESP);
+	rc = rm_transact(c, rm_encode_get_access_req(tx(c), &req),
+			 RM_GET_ACCESS_RESP);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_get_access_resp(c->rx.data, c->rx.len, &resp) < 0)
@@ -276,11 +279,7 @@ int rm_client_stats(struct rm_client *c,
 	uint32_t i;
 	int rc;
 
-	buf_reset(&c->tx);
-	rc = rm_encode_stats_req(&c->tx);
-	if (rc < 0)
-		return rc;
-	rc = rm_transact(c, RM_STATS_RESP);
+	rc = rm_transact(c, rm_encode_stats_req(tx(c)), RM_STATS_RESP);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_stats_resp(c->rx.data, c->rx.len, &resp) < 0)

@@ -151,16 +151,17 @@ int rm_decode_get_access_req(const uint8_t *p, size_t len,
 	return 0;
 }
 
-/* Read a u32-length-prefixed string at *off; advance *off. */
-static int get_str32(const uint8_t *p, size_t len, size_t *off,
-		     struct rm_str *s)
+/* Read a string with a @w-byte (2 or 4) little-endian length at *off;
+ * advance *off. */
+static int get_strw(const uint8_t *p, size_t len, size_t *off, size_t w,
+		    struct rm_str *s)
 {
 	uint32_t n;
 
-	if (*off > len || len - *off < 4)
+	if (*off > len || len - *off < w)
 		return -EPROTO;
-	n = get_u32le(p + *off);
-	*off += 4;
+	n = w == 2 ? get_u16le(p + *off) : get_u32le(p + *off);
+	*off += w;
 	if (n > len - *off)
 		return -EPROTO;
 	s->ptr = n ? (const char *)p + *off : NULL;
@@ -169,22 +170,8 @@ static int get_str32(const uint8_t *p, size_t len, size_t *off,
 	return 0;
 }
 
-static int get_str16(const uint8_t *p, size_t len, size_t *off,
-		     struct rm_str *s)
-{
-	uint16_t n;
-
-	if (*off > len || len - *off < 2)
-		return -EPROTO;
-	n = get_u16le(p + *off);
-	*off += 2;
-	if (n > len - *off)
-		return -EPROTO;
-	s->ptr = n ? (const char *)p + *off : NULL;
-	s->len = n;
-	*off += n;
-	return 0;
-}
+#define get_str16(p, len, off, s) get_strw(p, len, off, 2, s)
+#define get_str32(p, len, off, s) get_strw(p, len, off, 4, s)
 
 int rm_decode_alloc_resp(const uint8_t *p, size_t len, struct rm_alloc_resp *m)
 {

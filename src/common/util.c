@@ -100,3 +100,22 @@ void malloc_keep_freed(void)
 	mallopt(M_TOP_PAD, 4 << 20);
 	mallopt(M_MMAP_THRESHOLD, 8 << 20);
 }
+
+int table_grow(void *v, int *cap, int idx, size_t size, int min)
+{
+	void **vp = v;
+	int n = *cap ? *cap : min;
+	char *nv;
+
+	if (idx < *cap)
+		return 0;
+	while (n <= idx)
+		n *= 2;
+	nv = realloc(*vp, (size_t)n * size);
+	if (!nv)
+		return -ENOMEM;
+	memset(nv + (size_t)*cap * size, 0, (size_t)(n - *cap) * size);
+	*vp = nv;
+	*cap = n;
+	return 0;
+}

@@ -456,62 +456,51 @@ static int mp_array_header(struct mp_rd *r, uint32_t *n, bool *nil)
 	return 0;
 }
 
-static int dec_results(struct mp_rd *r, struct maru__reply *rep, int depth)
-{
-	uint32_t n, i;
-	bool nil, v;
+/* the lists a reply may carry */
+enum { L_RESULTS, L_ENTRIES, L_HANDLES };
 
-	if (mp_array_header(r, &n, &nil))
-		return -EPROTO;
-	for (i = 0; i < n; i++) {
-		if (mp_truth(r, &v, depth + 1))
-			return -EPROTO;
-		if (rep->results && i < rep->nresults)
-			rep->results[i] = v;
-	}
-	rep->results_len = n;
-	return 0;
-}
-
-static int dec_entries(struct mp_rd *r, struct maru__reply *rep, int depth)
-{
-	struct maru__lookup l;
-	uint32_t n, i;
-	bool nil;
-
-	if (mp_array_header(r, &n, &nil))
-		return -EPROTO;
-	for (i = 0; i < n; i++) {
-		if (mp_lookup(r, &l, depth + 1))
-			return -EPROTO;
-		if (rep->entries && i < rep->nentries)
-			rep->entries[i] = l;
-	}
-	rep->entries_len = n;
-	return 0;
-}
-
-static int dec_allocations(struct mp_rd *r, struct maru__reply *rep, int depth)
+/*
+ * dec_list - "results" (truth values), "entries" (lookups) or
+ * "allocations" (handles, each handed to on_handle) into @rep; elements
+ * past the caller's array are decoded (checked) and counted, not kept
+ */
+static int dec_list(struct mp_rd *r, struct maru__reply *rep, int kind,
+		    int depth)
 {
 	struct maru_region_handle h;
+	struct maru__lookup l;
 	uint32_t n, i;
-	bool nil;
+	bool nil, v;
 	int rc;
 
 	if (mp_array_header(r, &n, &nil))
 		return -EPROTO;
 	for (i = 0; i < n; i++) {
-		rc = mp_handle(r, &h, depth + 1);
-		if (rc < 0)
-			return -EPROTO;
-		if (rc == 1 && rep->on_handle) {
-			rc = rep->on_handle(rep->arg, &h);
-			if (rc)
+		if (kind == L_RESULTS) {
+			if (mp_truth(r, &v, depth + 1))
+				return -EPROTO;
+			if (rep->results && i < rep->nresults)
+				rep->results[i] = v;
+		} else if (kind == L_ENTRIES) {
+			if (mp_lookup(r, &l, depth + 1))
+				return -EPROTO;
+			if (rep->entries && i < rep->nentries)
+				rep->entries[i] = l;
+		} else {
+			rc = mp_handle(r, &h, depth + 1);
+			if (rc < 0)
+				return -EPROTO;
+			if (rc == 1 && rep->on_handle &&
+			    (rc = rep->on_handle(rep->arg, &h)))
 				return rc;
 		}
 	}
-	/* a map that repeats the key: every list was handed to on_handle */
-	rep->handles_len += n;
+	if (kind == L_RESULTS)
+		rep->results_len = n;
+	else if (kind == L_ENTRIES)
+		rep->entries_len = n;
+	else /* a map that repeats the key: every list went to on_handle */
+		rep->handles_len += n;
 	return 0;
 }
 
@@ -582,11 +571,11 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 				rc = -EPROTO;
 			}
 		} else if (key_is(&k, "results")) {
-			rc = dec_results(&r, rep, 1);
+			rc = dec_list(&r, rep, L_RESULTS, 1);
 		} else if (key_is(&k, "entries")) {
-			rc = dec_entries(&r, rep, 1);
+			rc = dec_list(&r, rep, L_ENTRIES, 1);
 		} else if (key_is(&k, "allocations")) {
-			rc = dec_allocations(&r, rep, 1);
+			rc = dec_list(&r, rep, L_HANDLES, 1);
 			if (rc > 0)
 				return rc;
 		} else {

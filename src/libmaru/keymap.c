@@ -67,12 +67,7 @@ void maru__keymap_init(struct maru__keymap *km)
 
 void maru__keymap_destroy(struct maru__keymap *km)
 {
-	struct hnode *n, *next;
-	size_t i;
-
-	htab_for_each(&km->t, i, n, next)
-		free(container_of(n, struct maru__keyent, hn));
-	htab_free(&km->t);
+	htab_destroy(&km->t, offsetof(struct maru__keyent, hn));
 }
 
 struct maru__keyent *maru__keymap_find(const struct maru__keymap *km,

@@ -323,11 +323,9 @@ struct maru__rpc {
 	pthread_mutex_t lock; /* everything below */
 	/* the connection */
 	int fd;		     /* owns: TCP socket, -1 when closed */
-	struct zmtp_conn z;  /* ZMTP state of @rbuf: z.rd consumed, z.pong
+	struct zmtp_conn z;  /* ZMTP state of @rb: z.rd consumed, z.pong
 			      * a PONG waiting for a half-written request */
-	uint8_t *rbuf;	     /* owns: received bytes, [z.rd, @rlen) unparsed */
-	size_t rcap;
-	size_t rlen;
+	struct buf rb;	     /* owns: received bytes, [z.rd, rb.len) unparsed */
 	bool writing;	     /* a request is being written */
 	bool in_sweep;	     /* the watch thread reads it (its lock held) */
 	uint64_t last_io_ns; /* last read or write */

@@ -301,7 +301,7 @@ static void conn_install(struct maru__rpc *r, int fd,
 {
 	r->fd = fd;
 	r->z = *z;
-	r->rlen = 0;
+	r->rb.len = 0;
 	r->last_io_ns = maru__now_ns();
 	if (r->watch)
 		watch_attach(r->watch, r, fd);
@@ -330,7 +330,7 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 		close(r->fd);
 	}
 	r->fd = -1;
-	r->rlen = 0;
+	r->rb.len = 0;
 	r->z.pong_len = 0;
 	/* the watch's sweep holds its lock: no logging there */
 	if (dropped && !r->in_sweep)
@@ -384,11 +384,11 @@ static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
 	struct zmtp_msg m;
 	int rc, prc;
 
-	if (!r->rbuf) {
+	if (!r->rb.data) {
 		r->z.need = 0; /* the first read allocates it */
 		return 0;
 	}
-	rc = zmtp_conn_next(&r->z, r->rbuf, r->rlen, &m);
+	rc = zmtp_conn_next(&r->z, r->rb.data, r->rb.len, &m);
 	if (r->z.pong_len && (prc = flush_pong(r)) < 0)
 		return prc;
 	if (rc < 0)
@@ -407,34 +407,29 @@ static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
  */
 static ssize_t conn_read(struct maru__rpc *r)
 {
-	size_t ncap;
-	uint8_t *nb;
+	size_t want;
 	ssize_t k;
 
-	if (r->z.rd == r->rlen) {
+	if (r->z.rd == r->rb.len) {
 		zmtp_conn_shift(&r->z, r->z.rd);
-		r->rlen = 0;
-	} else if (r->z.rd && (r->z.rd > r->rcap / 2 ||
-			       r->rcap - r->z.rd < r->z.need)) {
-		memmove(r->rbuf, r->rbuf + r->z.rd, r->rlen - r->z.rd);
-		r->rlen -= r->z.rd;
+		r->rb.len = 0;
+	} else if (r->z.rd && (r->z.rd > r->rb.cap / 2 ||
+			       r->rb.cap - r->z.rd < r->z.need)) {
+		memmove(r->rb.data, r->rb.data + r->z.rd, r->rb.len - r->z.rd);
+		r->rb.len -= r->z.rd;
 		zmtp_conn_shift(&r->z, r->z.rd);
 	}
-	if (r->rcap - r->z.rd < r->z.need || r->rcap == r->rlen) {
-		ncap = r->rcap ? r->rcap : RBUF_MIN;
-		while (ncap - r->z.rd < r->z.need || ncap == r->rlen)
-			ncap *= 2;
-		nb = realloc(r->rbuf, ncap);
-		if (!nb)
-			return -ENOMEM;
-		r->rbuf = nb;
-		r->rcap = ncap;
-	}
+	/* room for the whole next frame, and for a byte at least */
+	want = r->z.rd + r->z.need > r->rb.len ? r->z.rd + r->z.need - r->rb.len
+					       : 1;
+	if (r->rb.cap - r->rb.len < want &&
+	    buf_reserve(&r->rb, want < RBUF_MIN ? RBUF_MIN : want) < 0)
+		return -ENOMEM;
 	for (;;) {
-		k = recv(r->fd, r->rbuf + r->rlen, r->rcap - r->rlen,
+		k = recv(r->fd, r->rb.data + r->rb.len, r->rb.cap - r->rb.len,
 			 MSG_DONTWAIT);
 		if (k > 0) {
-			r->rlen += (size_t)k;
+			r->rb.len += (size_t)k;
 			r->last_io_ns = maru__now_ns();
 			return k;
 		}
@@ -510,7 +505,7 @@ static int drain(struct maru__rpc *r)
 			conn_close(r, true, rc);
 			break;
 		}
-		room = r->rcap - r->rlen;
+		room = r->rb.cap - r->rb.len;
 		k = conn_read(r);
 		if (k == 0)
 			break;
@@ -743,7 +738,7 @@ void maru__rpc_close(struct maru__rpc *r)
 	free(r->free_slots);
 	if (r->wakefd >= 0)
 		close(r->wakefd);
-	free(r->rbuf);
+	buf_free(&r->rb);
 	pthread_cond_destroy(&r->conn_cv);
 	pthread_cond_destroy(&r->space_cv);
 	pthread_mutex_destroy(&r->lock);

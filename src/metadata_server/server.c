@@ -694,21 +694,8 @@ static void set_sockopts(int fd)
 
 static int slots_for(struct server *sv, int fd)
 {
-	struct conn **v;
-	int n;
-
-	if (fd < sv->nconns)
-		return 0;
-	n = sv->nconns ? sv->nconns : 256;
-	while (n <= fd)
-		n *= 2;
-	v = realloc(sv->conns, (size_t)n * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	memset(v + sv->nconns, 0, (size_t)(n - sv->nconns) * sizeof(*v));
-	sv->conns = v;
-	sv->nconns = n;
-	return 0;
+	return table_grow(&sv->conns, &sv->nconns, fd, sizeof(*sv->conns),
+			  256);
 }
 
 static void conn_event(struct evloop *el, int fd, unsigned events, void *arg);

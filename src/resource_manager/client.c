@@ -148,11 +148,6 @@ int client_read_stat(pid_t pid, char *state, uint64_t *starttime)
 
 void client_table_free(struct rm *rm)
 {
-	struct hnode *n, *next;
-	size_t i;
-
-	htab_for_each(&rm->clients, i, n, next)
-		free(container_of(n, struct client, hn));
-	htab_free(&rm->clients);
+	htab_destroy(&rm->clients, offsetof(struct client, hn));
 	rm->nclients = 0;
 }

@@ -287,11 +287,6 @@ void region_for_each(struct rm *rm,
 
 void region_table_free(struct rm *rm)
 {
-	struct hnode *n, *next;
-	size_t i;
-
-	htab_for_each(&rm->regions, i, n, next)
-		free(container_of(n, struct region, hn));
-	htab_free(&rm->regions);
+	htab_destroy(&rm->regions, offsetof(struct region, hn));
 	rm->nregions = 0;
 }

@@ -228,6 +228,7 @@ static void test_writer(void **state)
 	static const size_t ulen[] = {1, 1, 2, 2, 3, 3, 5, 5, 9, 9, 9};
 	static const int64_t ns[] = {-1,     -32,    -33,	-128,	   -129,
 				     -32768, -32769, INT32_MIN, INT64_MIN, 5};
+	static const size_t nlen[] = {1, 1, 2, 2, 3, 3, 5, 5, 9, 1};
 	struct buf b = BUF_INIT;
 	struct mp_wr w = {&b, 0};
 	msgpack_unpacked u;
@@ -251,6 +252,7 @@ static void test_writer(void **state)
 	for (i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
 		buf_reset(&b);
 		mp_put_int(&w, ns[i]);
+		assert_int_equal(b.len, nlen[i]); /* smallest form */
 		o = unpack_all(&b, &u);
 		if (ns[i] < 0) {
 			assert_int_equal(o.type,
@@ -266,12 +268,15 @@ static void test_writer(void **state)
 	for (i = 0; i < 300; i += 31) {
 		buf_reset(&b);
 		mp_put_str(&w, s300, (uint32_t)i);
+		/* smallest form: fixstr, str8 (as Python), str16 */
+		assert_int_equal(b.len, i + (i < 32 ? 1 : i < 256 ? 2 : 3));
 		o = unpack_all(&b, &u);
 		assert_int_equal(o.type, MSGPACK_OBJECT_STR);
 		assert_int_equal(o.via.str.size, i);
 		msgpack_unpacked_destroy(&u);
 		buf_reset(&b);
 		mp_put_bin(&w, s300, (uint32_t)i);
+		assert_int_equal(b.len, i + (i < 256 ? 2 : 3));
 		o = unpack_all(&b, &u);
 		assert_int_equal(o.type, MSGPACK_OBJECT_BIN);
 		msgpack_unpacked_destroy(&u);

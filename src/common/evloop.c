@@ -47,7 +47,7 @@ struct timer {
 struct evloop {
 	int epfd;	      /* owns */
 	struct fd_slot *fds;  /* owns: indexed by fd */
-	int nfds;	      /* slots allocated */
+	size_t nfds;	      /* slots allocated */
 	struct timer *timers; /* owns: the list */
 	uint64_t next_timer_id;
 	uint64_t running_timer; /* id of the timer whose cb runs, or 0 */
@@ -108,7 +108,8 @@ void evloop_free(struct evloop *el)
 /* Grow the fd table so that @fd is a valid index. */
 static int fds_reserve(struct evloop *el, int fd)
 {
-	return table_grow(&el->fds, &el->nfds, fd, sizeof(*el->fds), 64);
+	return array_grow(&el->fds, &el->nfds, (size_t)fd, sizeof(*el->fds),
+			  64);
 }
 
 static uint32_t to_epoll(unsigned events)
@@ -149,7 +150,7 @@ int evloop_mod_fd(struct evloop *el, int fd, unsigned events)
 {
 	struct epoll_event ev = {0};
 
-	if (fd < 0 || fd >= el->nfds || !el->fds[fd].watched)
+	if (fd < 0 || (size_t)fd >= el->nfds || !el->fds[fd].watched)
 		return -ENOENT;
 	ev.events = to_epoll(events);
 	ev.data.fd = fd;
@@ -161,7 +162,7 @@ int evloop_mod_fd(struct evloop *el, int fd, unsigned events)
 
 void evloop_del_fd(struct evloop *el, int fd)
 {
-	if (fd < 0 || fd >= el->nfds || !el->fds[fd].watched)
+	if (fd < 0 || (size_t)fd >= el->nfds || !el->fds[fd].watched)
 		return;
 	/* Cannot fail for a registered fd that is still open. */
 	epoll_ctl(el->epfd, EPOLL_CTL_DEL, fd, NULL);
@@ -325,7 +326,7 @@ int evloop_run_once(struct evloop *el, int timeout_ms)
 			drain_signals(el);
 			continue;
 		}
-		if (fd < 0 || fd >= el->nfds)
+		if (fd < 0 || (size_t)fd >= el->nfds)
 			continue;
 		s = &el->fds[fd];
 		if (evs[i].events & EPOLLIN)

@@ -38,7 +38,7 @@
 
 #include "buf.h"
 
-enum mp_type {
+enum mp_type { /* this order: libmaru/codec.c tests ranges of it */
 	MP_NIL,
 	MP_BOOL,
 	MP_UINT,  /* any integer >= 0, whatever its encoding */

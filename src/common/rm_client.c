@@ -200,6 +200,13 @@ static void copy_str(char *dst, size_t dstlen, struct rm_str s)
 	dst[n] = '\0';
 }
 
+/* a reply's status as a return value: 0, -errno, or -EPROTO for a
+ * positive one (the protocol has none) */
+static int status_rc(int32_t status)
+{
+	return status > 0 ? -EPROTO : status;
+}
+
 int rm_client_alloc(struct rm_client *c, uint64_t size, const char *dax_path,
 		    struct rm_alloc_result *out)
 {
@@ -217,8 +224,8 @@ int rm_client_alloc(struct rm_client *c, uint64_t size, const char *dax_path,
 		return rc;
 	if (rm_decode_alloc_resp(c->rx.data, c->rx.len, &resp) < 0)
 		return -EPROTO;
-	if (resp.status != 0)
-		return resp.status < 0 ? resp.status : -EPROTO;
+	if (resp.status)
+		return status_rc(resp.status);
 	out->handle = resp.handle;
 	out->requested_size = resp.requested_size;
 	copy_str(out->path, sizeof(out->path), resp.path);
@@ -241,7 +248,7 @@ int rm_client_free(struct rm_client *c, const struct rm_handle *h)
 		return rc;
 	if (rm_decode_free_resp(c->rx.data, c->rx.len, &status) < 0)
 		return -EPROTO;
-	return status > 0 ? -EPROTO : status;
+	return status_rc(status);
 }
 
 int rm_client_get_access(struct rm_client *c, const struct rm_handle *h,
@@ -260,8 +267,8 @@ int rm_client_get_access(struct rm_client *c, const struct rm_handle *h,
 		return rc;
 	if (rm_decode_get_access_resp(c->rx.data, c->rx.len, &resp) < 0)
 		return -EPROTO;
-	if (resp.status != 0)
-		return resp.status < 0 ? resp.status : -EPROTO;
+	if (resp.status)
+		return status_rc(resp.status);
 	copy_str(out->path, sizeof(out->path), resp.path);
 	copy_str(out->uuid, sizeof(out->uuid), resp.uuid);
 	out->offset = resp.offset;

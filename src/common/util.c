@@ -101,20 +101,20 @@ void malloc_keep_freed(void)
 	mallopt(M_MMAP_THRESHOLD, 8 << 20);
 }
 
-int table_grow(void *v, int *cap, int idx, size_t size, int min)
+int array_grow(void *v, size_t *cap, size_t idx, size_t size, size_t min)
 {
 	void **vp = v;
-	int n = *cap ? *cap : min;
+	size_t n = *cap ? *cap : min;
 	char *nv;
 
 	if (idx < *cap)
 		return 0;
 	while (n <= idx)
 		n *= 2;
-	nv = realloc(*vp, (size_t)n * size);
+	nv = realloc(*vp, n * size);
 	if (!nv)
 		return -ENOMEM;
-	memset(nv + (size_t)*cap * size, 0, (size_t)(n - *cap) * size);
+	memset(nv + *cap * size, 0, (n - *cap) * size);
 	*vp = nv;
 	*cap = n;
 	return 0;

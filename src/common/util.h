@@ -50,11 +50,11 @@ void malloc_keep_freed(void);
 int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
 
 /**
- * table_grow - make @idx a valid index of the array *@v of *@cap elements
- * of @size bytes (a table by fd, say): doubled from @min as needed, the
- * new elements zeroed
- * Return: 0 or -ENOMEM (the table unchanged).
+ * array_grow - make @idx a valid index of the array *@v of *@cap elements
+ * of @size bytes: doubled from @min as needed, the new elements zeroed
+ * (tables by fd, lists that grow by one)
+ * Return: 0 or -ENOMEM (the array unchanged).
  */
-int table_grow(void *v, int *cap, int idx, size_t size, int min);
+int array_grow(void *v, size_t *cap, size_t idx, size_t size, size_t min);
 
 #endif

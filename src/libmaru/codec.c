@@ -206,8 +206,19 @@ int maru__enc_register(struct maru__msg *m, const struct maru__reg *r)
 	return pack_rc(pack_reg(&pk, r), m);
 }
 
-int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
-			     size_t n)
+static int pack_reg_at(msgpack_packer *pk, const void *v, size_t i)
+{
+	return pack_reg(pk, &((const struct maru__reg *)v)[i]);
+}
+
+static int pack_key_at(msgpack_packer *pk, const void *v, size_t i)
+{
+	return pack_key(pk, &((const struct maru_key *)v)[i]);
+}
+
+/* {@name: [@n elements of @v, each packed by @one]} */
+static int enc_list(struct maru__msg *m, const char *name, const void *v,
+		    size_t n, int (*one)(msgpack_packer *, const void *, size_t))
 {
 	msgpack_packer pk;
 	size_t i;
@@ -217,27 +228,22 @@ int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
 		return -EINVAL;
 	msgpack_packer_init(&pk, m, msg_write);
 	rc = msgpack_pack_map(&pk, 1);
-	rc |= pack_cstr(&pk, "entries") | msgpack_pack_array(&pk, n);
+	rc |= pack_cstr(&pk, name) | msgpack_pack_array(&pk, n);
 	for (i = 0; i < n && !rc; i++)
-		rc |= pack_reg(&pk, &r[i]);
+		rc |= one(&pk, v, i);
 	return pack_rc(rc, m);
+}
+
+int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
+			     size_t n)
+{
+	return enc_list(m, "entries", r, n, pack_reg_at);
 }
 
 int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 			 size_t n)
 {
-	msgpack_packer pk;
-	size_t i;
-	int rc;
-
-	if (n > UINT32_MAX)
-		return -EINVAL;
-	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 1);
-	rc |= pack_cstr(&pk, "keys") | msgpack_pack_array(&pk, n);
-	for (i = 0; i < n && !rc; i++)
-		rc |= pack_key(&pk, &keys[i]);
-	return pack_rc(rc, m);
+	return enc_list(m, "keys", keys, n, pack_key_at);
 }
 
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
@@ -258,29 +264,33 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 	return pack_rc(rc, m);
 }
 
+struct report_list {
+	const char *client_id;
+	const struct maru__stat_entry *e;
+};
+
+static int pack_report_at(msgpack_packer *pk, const void *v, size_t i)
+{
+	const struct report_list *l = v;
+	const struct maru__stat_entry *e = &l->e[i];
+	int rc;
+
+	rc = msgpack_pack_map(pk, 5);
+	rc |= pack_cstr(pk, "client_id") | pack_cstr(pk, l->client_id);
+	rc |= pack_cstr(pk, "op_type") | pack_cstr(pk, e->op_type);
+	rc |= pack_cstr(pk, "result") | pack_cstr(pk, e->result);
+	rc |= pack_cstr(pk, "size") | msgpack_pack_uint64(pk, e->size);
+	rc |= pack_cstr(pk, "latency_us") |
+	      msgpack_pack_double(pk, e->latency_us);
+	return rc;
+}
+
 int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
 			   const struct maru__stat_entry *e, size_t n)
 {
-	msgpack_packer pk;
-	size_t i;
-	int rc;
+	struct report_list l = {client_id, e};
 
-	if (n > UINT32_MAX)
-		return -EINVAL;
-	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 1);
-	rc |= pack_cstr(&pk, "entries") | msgpack_pack_array(&pk, n);
-	for (i = 0; i < n && !rc; i++) {
-		rc |= msgpack_pack_map(&pk, 5);
-		rc |= pack_cstr(&pk, "client_id") | pack_cstr(&pk, client_id);
-		rc |= pack_cstr(&pk, "op_type") | pack_cstr(&pk, e[i].op_type);
-		rc |= pack_cstr(&pk, "result") | pack_cstr(&pk, e[i].result);
-		rc |= pack_cstr(&pk, "size") |
-		      msgpack_pack_uint64(&pk, e[i].size);
-		rc |= pack_cstr(&pk, "latency_us") |
-		      msgpack_pack_double(&pk, e[i].latency_us);
-	}
-	return pack_rc(rc, m);
+	return enc_list(m, "entries", &l, n, pack_report_at);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -297,30 +307,20 @@ static bool key_is(const struct mp_val *k, const char *lit)
 
 /*
  * Truthiness like Python's resp.get(k, False): bools as such, nil false,
- * integers non-zero; anything else is a protocol error.
+ * integers non-zero; anything else (enum mp_type lists nil, bool and the
+ * integers first) is a protocol error.
  */
 static int mp_truth(struct mp_rd *r, bool *out, int depth)
 {
 	struct mp_val it;
 
-	if (mp_read(r, &it))
+	(void)depth;
+	if (mp_read(r, &it) || it.type > MP_NINT)
 		return -EPROTO;
-	switch (it.type) {
-	case MP_BOOL:
-		*out = it.b;
-		return 0;
-	case MP_NIL:
-		*out = false;
-		return 0;
-	case MP_UINT:
-		*out = it.u != 0;
-		return 0;
-	case MP_NINT:
-		*out = true;
-		return 0;
-	default:
-		return -EPROTO;
-	}
+	*out = it.type == MP_BOOL   ? it.b
+	       : it.type == MP_UINT ? it.u != 0
+				    : it.type == MP_NINT;
+	return 0;
 }
 
 static int mp_uint(struct mp_rd *r, uint64_t *out)
@@ -338,24 +338,94 @@ static int mp_number(struct mp_rd *r, double *out)
 {
 	struct mp_val it;
 
-	if (mp_read(r, &it))
+	if (mp_read(r, &it) || it.type == MP_BOOL || it.type > MP_FLOAT)
 		return -EPROTO;
-	switch (it.type) {
-	case MP_FLOAT:
-		*out = it.f;
-		return 0;
-	case MP_UINT:
-		*out = (double)it.u;
-		return 0;
-	case MP_NINT:
-		*out = (double)it.i;
-		return 0;
-	case MP_NIL:
-		*out = 0;
-		return 0;
-	default:
+	*out = it.type == MP_FLOAT  ? it.f
+	       : it.type == MP_UINT ? (double)it.u
+	       : it.type == MP_NINT ? (double)it.i
+				    : 0;
+	return 0;
+}
+
+/* an optional str (borrowed from the input): nil leaves @s as it is */
+static int mp_opt_str(struct mp_rd *r, const char **s, uint32_t *len)
+{
+	struct mp_val v;
+
+	if (mp_read(r, &v))
 		return -EPROTO;
+	if (v.type == MP_STR) {
+		*s = (const char *)v.ptr;
+		*len = v.len;
 	}
+	return v.type == MP_STR || v.type == MP_NIL ? 0 : -EPROTO;
+}
+
+/* an optional map's header: 1 with @it, 0 for nil, or -EPROTO (not a
+ * map, or nested deeper than MP_MAX_DEPTH) */
+static int map_open(struct mp_rd *r, struct mp_val *it, int depth)
+{
+	if (mp_read(r, it))
+		return -EPROTO;
+	if (it->type == MP_NIL)
+		return 0;
+	return it->type == MP_MAP && depth < MP_MAX_DEPTH ? 1 : -EPROTO;
+}
+
+/* the next key of a map: its index in @names, @n for another key (its
+ * value skipped), or -EPROTO */
+static int map_key(struct mp_rd *r, const char *const *names, size_t n)
+{
+	struct mp_val k;
+	size_t j;
+
+	if (mp_read(r, &k))
+		return -EPROTO;
+	for (j = 0; j < n; j++)
+		if (key_is(&k, names[j]))
+			return (int)j;
+	return mp_skip_rest(r, &k) || mp_skip(r) ? -EPROTO : (int)n;
+}
+
+/*
+ * dec_uints - an optional map of unsigned ints, storing the ones named in
+ * @names into @dst.  @seen NULL: lenient (stats counters: floats are
+ * truncated, other types ignored); else strict (only ints, and each name
+ * found sets its bit in *@seen).
+ * Return: 1 for a map, 0 for nil, -EPROTO.
+ */
+static int dec_uints(struct mp_rd *r, const char *const *names,
+		     uint64_t *const *dst, size_t n, int depth, unsigned *seen)
+{
+	struct mp_val it, v;
+	uint32_t i;
+	int rc, j;
+
+	rc = map_open(r, &it, depth);
+	if (rc <= 0)
+		return rc;
+	for (i = 0; i < it.n; i++) {
+		j = map_key(r, names, n);
+		if (j < 0)
+			return j;
+		if ((size_t)j == n)
+			continue;
+		if (seen) {
+			if (mp_uint(r, dst[j]))
+				return -EPROTO;
+			*seen |= 1u << j;
+			continue;
+		}
+		if (mp_read(r, &v))
+			return -EPROTO;
+		if (v.type == MP_UINT)
+			*dst[j] = v.u;
+		else if (v.type == MP_FLOAT && v.f >= 0 && v.f < 1.8e19)
+			*dst[j] = (uint64_t)v.f;
+		else if (mp_skip_rest(r, &v))
+			return -EPROTO;
+	}
+	return 1;
 }
 
 /*
@@ -364,41 +434,14 @@ static int mp_number(struct mp_rd *r, double *out)
  */
 static int mp_handle(struct mp_rd *r, struct maru_region_handle *h, int depth)
 {
-	struct mp_val it, k;
+	static const char *const names[] = {"region_id", "offset", "length",
+					    "auth_token"};
+	uint64_t *const dst[] = {&h->region_id, &h->offset, &h->length,
+				 &h->auth_token};
 	unsigned seen = 0;
-	uint32_t i;
+	int rc = dec_uints(r, names, dst, 4, depth, &seen);
 
-	if (mp_read(r, &it))
-		return -EPROTO;
-	if (it.type == MP_NIL)
-		return 0;
-	if (it.type != MP_MAP || depth >= MP_MAX_DEPTH)
-		return -EPROTO;
-	for (i = 0; i < it.n; i++) {
-		if (mp_read(r, &k))
-			return -EPROTO;
-		if (key_is(&k, "region_id")) {
-			if (mp_uint(r, &h->region_id))
-				return -EPROTO;
-			seen |= 1;
-		} else if (key_is(&k, "offset")) {
-			if (mp_uint(r, &h->offset))
-				return -EPROTO;
-			seen |= 2;
-		} else if (key_is(&k, "length")) {
-			if (mp_uint(r, &h->length))
-				return -EPROTO;
-			seen |= 4;
-		} else if (key_is(&k, "auth_token")) {
-			if (mp_uint(r, &h->auth_token))
-				return -EPROTO;
-			seen |= 8;
-		} else if (mp_skip_rest(r, &k) ||
-			   mp_skip(r)) {
-			return -EPROTO;
-		}
-	}
-	return seen == 15 ? 1 : -EPROTO;
+	return rc <= 0 ? rc : seen == 15 ? 1 : -EPROTO;
 }
 
 /* a lookup map (LOOKUP_KV reply or BATCH_LOOKUP_KV entry) */
@@ -409,12 +452,9 @@ static int mp_lookup(struct mp_rd *r, struct maru__lookup *l, int depth)
 	int rc;
 
 	memset(l, 0, sizeof(*l));
-	if (mp_read(r, &it))
-		return -EPROTO;
-	if (it.type == MP_NIL)
-		return 0;
-	if (it.type != MP_MAP || depth >= MP_MAX_DEPTH)
-		return -EPROTO;
+	rc = map_open(r, &it, depth);
+	if (rc <= 0)
+		return rc;
 	for (i = 0; i < it.n; i++) {
 		if (mp_read(r, &k))
 			return -EPROTO;
@@ -507,7 +547,7 @@ static int dec_list(struct mp_rd *r, struct maru__reply *rep, int kind,
 int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 {
 	struct mp_rd r = {p, p + len};
-	struct mp_val it, k, v;
+	struct mp_val it, k;
 	uint32_t i;
 	int rc;
 
@@ -550,26 +590,10 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 		} else if (key_is(&k, "kv_length")) {
 			rc = mp_uint(&r, &rep->lookup.kv_length);
 		} else if (key_is(&k, "rm_address")) {
-			if (mp_read(&r, &v))
-				return -EPROTO;
-			rc = 0;
-			if (v.type == MP_STR) {
-				rep->rm_address = (const char *)v.ptr;
-				rep->rm_address_len = v.len;
-			} else if (v.type != MP_NIL) {
-				rc = -EPROTO;
-			}
+			rc = mp_opt_str(&r, &rep->rm_address, &rep->rm_address_len);
 		} else if (key_is(&k, "server_id")) {
 			/* HANDSHAKE/HEARTBEAT: which server process answers */
-			if (mp_read(&r, &v))
-				return -EPROTO;
-			rc = 0;
-			if (v.type == MP_STR) {
-				rep->server_id = (const char *)v.ptr;
-				rep->server_id_len = v.len;
-			} else if (v.type != MP_NIL) {
-				rc = -EPROTO;
-			}
+			rc = mp_opt_str(&r, &rep->server_id, &rep->server_id_len);
 		} else if (key_is(&k, "results")) {
 			rc = dec_list(&r, rep, L_RESULTS, 1);
 		} else if (key_is(&k, "entries")) {
@@ -582,45 +606,6 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 			rc = mp_skip_rest(&r, &k) || mp_skip(&r);
 		}
 		if (rc)
-			return -EPROTO;
-	}
-	return 0;
-}
-
-/* walk a map of uint counters, storing the ones named in @names */
-static int dec_counters(struct mp_rd *r, const char *const *names,
-			uint64_t *const *dst, size_t n, int depth)
-{
-	struct mp_val it, k, v;
-	uint32_t i;
-	size_t j;
-
-	if (mp_read(r, &it))
-		return -EPROTO;
-	if (it.type == MP_NIL)
-		return 0;
-	if (it.type != MP_MAP || depth >= MP_MAX_DEPTH)
-		return -EPROTO;
-	for (i = 0; i < it.n; i++) {
-		if (mp_read(r, &k))
-			return -EPROTO;
-		for (j = 0; j < n; j++)
-			if (key_is(&k, names[j]))
-				break;
-		if (mp_skip_rest(r, &k))
-			return -EPROTO;
-		if (j == n) {
-			if (mp_skip(r))
-				return -EPROTO;
-			continue;
-		}
-		if (mp_read(r, &v))
-			return -EPROTO;
-		if (v.type == MP_UINT)
-			*dst[j] = v.u;
-		else if (v.type == MP_FLOAT && v.f >= 0 && v.f < 1.8e19)
-			*dst[j] = (uint64_t)v.f;
-		else if (mp_skip_rest(r, &v))
 			return -EPROTO;
 	}
 	return 0;
@@ -650,11 +635,11 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 		if (mp_read(&r, &k))
 			return -EPROTO;
 		if (key_is(&k, "kv_manager")) {
-			rc = dec_counters(&r, kv, kvd, 2, 1);
+			rc = dec_uints(&r, kv, kvd, 2, 1, NULL) < 0;
 		} else if (key_is(&k, "allocation_manager")) {
-			rc = dec_counters(&r, am, amd, 3, 1);
+			rc = dec_uints(&r, am, amd, 3, 1, NULL) < 0;
 		} else if (key_is(&k, "cxl_pool")) {
-			rc = dec_counters(&r, cp, cpd, 2, 1);
+			rc = dec_uints(&r, cp, cpd, 2, 1, NULL) < 0;
 		} else if (key_is(&k, "error")) {
 			*error = true;
 			rc = mp_skip(&r);

@@ -1045,20 +1045,11 @@ static void fire(struct maru__rpc_watch *w, struct maru__rpc_watched *x)
 static void watch_attach(struct maru__rpc_watch *w, struct maru__rpc *rpc,
 			 int fd)
 {
-	struct maru__rpc_watched *nw;
-	size_t ncap;
-
 	pthread_mutex_lock(&w->lock);
 	if (!w->running || w->stop)
 		goto out_unlock;
-	if (w->n == w->cap) {
-		ncap = w->cap ? 2 * w->cap : 4;
-		nw = realloc(w->w, ncap * sizeof(*nw));
-		if (!nw)
-			goto out_unlock;
-		w->w = nw;
-		w->cap = ncap;
-	}
+	if (array_grow(&w->w, &w->cap, w->n, sizeof(*w->w), 4))
+		goto out_unlock;
 	w->w[w->n++] = (struct maru__rpc_watched){fd, rpc, false, false};
 	eventfd_write(w->wakefd, 1);
 out_unlock:

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "mds_proto.h"
+#include "util.h"
 
 #define MARU_STATS_CAP 100000
 #define MARU_STATS_PER_MSG 10000
@@ -137,22 +138,14 @@ void maru__stats_record(struct maru_handler *h, const char *op,
 			const char *result, uint64_t size, uint64_t start_ns)
 {
 	struct maru__stats *s = &h->stats;
-	struct maru__stat_entry *nb;
-	size_t ncap;
 
 	if (!s->enabled)
 		return;
 	pthread_mutex_lock(&s->lock);
 	if (!s->enabled || s->n >= MARU_STATS_CAP)
 		goto out;
-	if (s->n == s->cap) {
-		ncap = s->cap ? 2 * s->cap : 256;
-		nb = realloc(s->buf, ncap * sizeof(*nb));
-		if (!nb)
-			goto out;
-		s->buf = nb;
-		s->cap = ncap;
-	}
+	if (array_grow(&s->buf, &s->cap, s->n, sizeof(*s->buf), 256))
+		goto out;
 	s->buf[s->n++] = (struct maru__stat_entry){
 		op, result, size, (double)(maru__now_ns() - start_ns) / 1000.0};
 out:

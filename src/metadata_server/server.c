@@ -160,7 +160,7 @@ struct server {
 	struct rmsess *rm;     /* borrows; NULL without sockets */
 	struct buf body;       /* owns: reply body, reused */
 	struct conn **conns;   /* owns: by fd */
-	int nconns;	       /* slots */
+	size_t nconns;	       /* slots */
 	int maxfd;	       /* highest fd with a connection, or -1 */
 	int nqueued;	       /* connections with queued set */
 	uint32_t serial;
@@ -694,8 +694,8 @@ static void set_sockopts(int fd)
 
 static int slots_for(struct server *sv, int fd)
 {
-	return table_grow(&sv->conns, &sv->nconns, fd, sizeof(*sv->conns),
-			  256);
+	return array_grow(&sv->conns, &sv->nconns, (size_t)fd,
+			  sizeof(*sv->conns), 256);
 }
 
 static void conn_event(struct evloop *el, int fd, unsigned events, void *arg);

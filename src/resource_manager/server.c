@@ -258,21 +258,33 @@ int server_encode_alloc_ok(struct rm *rm, struct buf *out,
 	return rm_encode_alloc_resp(out, &m);
 }
 
+/*
+ * The start of ALLOC and FREE: a request that decoded (@dec, else @why
+ * goes back), from a known client, and not a retry answered from the
+ * idempotency cache.  Return: true when the caller goes on.
+ */
+static bool idem_begin(struct conn *c, int dec, const char *why,
+		       struct rm_str client_id, uint64_t request_id)
+{
+	if (dec < 0) {
+		reply_error(c, -EPROTO, why, true);
+		return false;
+	}
+	if (!check_client(c, client_id, true))
+		return false;
+	return !(request_id && replay_cached(c, request_id));
+}
+
 static void handle_alloc(struct conn *c, const uint8_t *p, size_t len)
 {
 	struct rm_alloc_resp fail = {0};
-	struct rm_alloc_req req;
+	struct rm_alloc_req req = {0};
 	struct region *r = NULL;
 	const char *why = "bad alloc req";
 	int rc;
 
-	if (rm_decode_alloc_req(p, len, &req, &why) < 0) {
-		reply_error(c, -EPROTO, why, true);
-		return;
-	}
-	if (!check_client(c, req.client_id, true))
-		return;
-	if (req.request_id && replay_cached(c, req.request_id))
+	rc = rm_decode_alloc_req(p, len, &req, &why);
+	if (!idem_begin(c, rc, why, req.client_id, req.request_id))
 		return;
 	rc = region_alloc(c->rm, c->client, req.size, req.dax_path,
 			  req.request_id, &r);
@@ -294,18 +306,14 @@ static void handle_alloc(struct conn *c, const uint8_t *p, size_t len)
 
 static void handle_free(struct conn *c, const uint8_t *p, size_t len)
 {
-	struct rm_free_req req;
+	struct rm_free_req req = {0};
 	struct region *r;
 	const char *why = "bad free req";
 	int32_t status;
+	int rc;
 
-	if (rm_decode_free_req(p, len, &req, &why) < 0) {
-		reply_error(c, -EPROTO, why, true);
-		return;
-	}
-	if (!check_client(c, req.client_id, true))
-		return;
-	if (req.request_id && replay_cached(c, req.request_id))
+	rc = rm_decode_free_req(p, len, &req, &why);
+	if (!idem_begin(c, rc, why, req.client_id, req.request_id))
 		return;
 	r = region_find(c->rm, req.handle.region_id);
 	if (!r) {

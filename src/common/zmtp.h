@@ -14,7 +14,8 @@
  *   - the NULL handshake: one READY command each way with "Socket-Type"
  *     (and "Identity" when given);
  *   - frames: flags (MORE, LONG, COMMAND), 1- or 8-byte size, body;
- *   - PING answered by PONG; other commands are ignored.
+ *   - PING answered by PONG; a second READY or an ERROR ends the
+ *     connection; other commands are ignored.
  * Peers that speak ZMTP 1.0/2.0 (libzmq < 3.2) or CURVE/PLAIN are refused.
  *
  * Two layers, both pure functions over byte buffers (no I/O, no

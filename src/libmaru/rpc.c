@@ -331,7 +331,7 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 	}
 	r->fd = -1;
 	r->rb.len = 0;
-	r->z.pong_len = 0;
+	memset(&r->z, 0, sizeof(r->z)); /* conn_install() sets it anew */
 	/* the watch's sweep holds its lock: no logging there */
 	if (dropped && !r->in_sweep)
 		ldbg(r->h, "%s: connection lost (%s)", r->url, strerror(-err));
@@ -382,13 +382,18 @@ static int flush_pong(struct maru__rpc *r)
 static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
 {
 	struct zmtp_msg m;
+	uint64_t dropped;
 	int rc, prc;
 
 	if (!r->rb.data) {
 		r->z.need = 0; /* the first read allocates it */
 		return 0;
 	}
+	dropped = r->z.dropped;
 	rc = zmtp_conn_next(&r->z, r->rb.data, r->rb.len, &m);
+	if (r->z.dropped != dropped && !r->in_sweep)
+		ldbg(r->h, "%s: dropped a reply of more than %d frames", r->url,
+		     ZMTP_MAX_FRAMES);
 	if (r->z.pong_len && (prc = flush_pong(r)) < 0)
 		return prc;
 	if (rc < 0)

@@ -315,7 +315,8 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 		c->wr += done;
 		pend -= done;
 		n -= (ssize_t)done;
-		extra += n;
+		if (n) /* extra may be NULL, and NULL + 0 is undefined */
+			extra += n;
 		nextra -= (size_t)n;
 	}
 	if (!pend) {

@@ -673,6 +673,109 @@ int maru_kv_batch_pin(struct maru_handler *h, const struct maru_key *keys,
 int maru_kv_batch_unpin(struct maru_handler *h, const struct maru_key *keys,
 			size_t n, bool *results);
 
+/* ------------------------------------------------------------------------ */
+/* The protocols without a handler's session: tools, and the Python
+ * package's compatibility classes (RpcClient, MaruShmClient,
+ * device_scanner), which are thin layers over these.                       */
+
+/**
+ * maru_handler_call - one request to the metadata server, outside the
+ * handler's session: no HANDSHAKE, no lease, no regions.  @h need not be
+ * connected; it gives the configuration (server_url, timeout_ms,
+ * use_async_rpc: pipelined, max_inflight) and the logging.  The calls use
+ * a connection of their own, made at the first one.
+ * @msg_type: the request's type (docs/protocol.md)
+ * @payload, @len: its MessagePack payload; the header is written here
+ * @reply, @reply_len: get the reply's payload (a malloc()ed copy; release
+ *   with maru_buf_free())
+ * Return: 0; -ETIMEDOUT, -ECONNRESET, -EPROTO or -ENOMEM as for every
+ * call; -EINVAL for a NULL @payload with a length.
+ * Context: any thread (lock-step calls queue; pipelined ones overlap).
+ */
+int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
+		      const void *payload, size_t len, void **reply,
+		      size_t *reply_len);
+
+/* A client of the resource manager (docs/resource-manager.md): one
+ * connection, one request at a time (callers are serialised), reconnected
+ * and retried once with the same request id when it breaks. */
+struct maru_rm;
+
+/* How the resource manager answered a request that failed. */
+struct maru_rm_status {
+	bool answered; /* it did: the return value is its status */
+	char msg[256]; /* the text of its ERROR_RESP, or "" */
+};
+
+/* A region as ALLOC or GET_ACCESS describes it. */
+struct maru_rm_region {
+	struct maru_region_handle handle;
+	uint64_t requested_size; /* ALLOC only */
+	char path[4097];	 /* where to open it, NUL-terminated */
+	char uuid[65];		 /* its device's MARUDEV uuid, or "" */
+};
+
+/* One pool of the resource manager (STATS). */
+struct maru_pool_info {
+	const char *dax_path; /* borrowed for the callback's duration */
+	uint32_t dax_type;    /* 0 DEV_DAX, 1 FS_DAX */
+	uint64_t total_size;
+	uint64_t free_size;
+	uint64_t align_bytes;
+};
+
+/**
+ * maru_rm_open - a client of the resource manager at @address
+ * ("host:port"); connects at the first request.  Its client id is
+ * "<hostname>:<pid>", its request ids are unique in the process.
+ * @timeout_ms: connect and per-request budget (<= 0: 10 s)
+ * Return: 0, -EINVAL (a bad address) or -ENOMEM.
+ */
+int maru_rm_open(const char *address, int timeout_ms, struct maru_rm **out);
+void maru_rm_close(struct maru_rm *rm);
+const char *maru_rm_client_id(const struct maru_rm *rm);
+
+/*
+ * The requests.  Return: 0, or -errno with @st (may be NULL) telling
+ * whether the resource manager answered so (its status, and the text of
+ * an ERROR_RESP) or the transport failed (-ECONNREFUSED, -ETIMEDOUT,
+ * -ECONNRESET, -EPROTO ...).
+ */
+int maru_rm_alloc(struct maru_rm *rm, uint64_t size, const char *dax_path,
+		  struct maru_rm_region *out, struct maru_rm_status *st);
+int maru_rm_free(struct maru_rm *rm, const struct maru_region_handle *h,
+		 struct maru_rm_status *st);
+int maru_rm_get_access(struct maru_rm *rm, const struct maru_region_handle *h,
+		       struct maru_rm_region *out, struct maru_rm_status *st);
+/* @fn once per pool, in the resource manager's order; its non-zero
+ * return stops the walk and is returned */
+int maru_rm_stats(struct maru_rm *rm,
+		  int (*fn)(const struct maru_pool_info *p, void *arg),
+		  void *arg, struct maru_rm_status *st);
+
+/**
+ * maru_device_header_read - the MARUDEV header at the start of @path (a
+ * device-DAX device, or a file standing in for one)
+ * @uuid: gets its 36-character text form
+ * @version: gets its version (1 is the one this library writes)
+ * Return: 0, -ENOENT (no header), or the -errno of opening/mapping @path.
+ */
+int maru_device_header_read(const char *path, char uuid[37],
+			    uint32_t *version);
+
+/* maru_device_header_write - a version-1 header with @uuid (16 bytes;
+ * NULL zeroes the header).  Return: 0 or -errno. */
+int maru_device_header_write(const char *path, const uint8_t *uuid);
+
+/**
+ * maru_device_scan - every local device-DAX device with a MARUDEV header
+ * (/sys/bus/dax/devices, nodes in /dev), in directory order
+ * @fn: gets the node's path and the header's uuid text; a non-zero return
+ *      stops the scan and is returned
+ */
+int maru_device_scan(int (*fn)(const char *dev, const char *uuid, void *arg),
+		     void *arg);
+
 #ifdef __cplusplus
 }
 #endif

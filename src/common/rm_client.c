@@ -10,6 +10,7 @@
 #include "rm_client.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -31,7 +32,6 @@ int rm_client_init(struct rm_client *c, const char *address,
 
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
-	c->next_request_id = 1;
 	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
 	if (!address ||
 	    parse_host_port(address, c->host, sizeof(c->host), &c->port) < 0)
@@ -143,6 +143,19 @@ static int exchange(struct rm_client *c, uint16_t *type)
  * Return: 0 with c->rx holding a response of type @want; the status of an
  * ERROR_RESP; or a transport error (the connection is then closed).
  */
+/* ALLOC and FREE ids: from 1, unique in the process (RM spec §5) */
+static _Atomic uint64_t request_ids = 1;
+
+static uint64_t next_request_id(void)
+{
+	return atomic_fetch_add(&request_ids, 1);
+}
+
+void rm_client_ids_from(uint64_t first)
+{
+	atomic_store(&request_ids, first);
+}
+
 /* c->tx emptied, for the request's encoder */
 static struct buf *tx(struct rm_client *c)
 {
@@ -164,6 +177,7 @@ static int rm_transact(struct rm_client *c, int enc, uint16_t want)
 	if (enc < 0)
 		return enc;
 	c->error[0] = '\0';
+	c->answered = false;
 	for (attempt = 0; attempt < 2; attempt++) {
 		rc = exchange(c, &type);
 		if (rc == 0)
@@ -182,12 +196,14 @@ static int rm_transact(struct rm_client *c, int enc, uint16_t want)
 		}
 		snprintf(c->error, sizeof(c->error), "%.*s", (int)e.msg.len,
 			 e.msg.ptr ? e.msg.ptr : "");
+		c->answered = true;
 		return e.status;
 	}
 	if (type != want) {
 		rm_client_disconnect(c);
 		return -EPROTO;
 	}
+	c->answered = true;
 	return 0;
 }
 
@@ -214,7 +230,7 @@ int rm_client_alloc(struct rm_client *c, uint64_t size, const char *dax_path,
 		.size = size,
 		.dax_path = rm_str_from(dax_path),
 		.client_id = rm_str_from(c->client_id),
-		.request_id = c->next_request_id++,
+		.request_id = next_request_id(),
 	};
 	struct rm_alloc_resp resp;
 	int rc;
@@ -238,7 +254,7 @@ int rm_client_free(struct rm_client *c, const struct rm_handle *h)
 	struct rm_free_req req = {
 		.handle = *h,
 		.client_id = rm_str_from(c->client_id),
-		.request_id = c->next_request_id++,
+		.request_id = next_request_id(),
 	};
 	int32_t status;
 	int rc;

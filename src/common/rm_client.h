@@ -4,17 +4,20 @@
  *
  * One TCP connection, one request at a time, exactly like upstream's Python
  * MaruShmClient: connect with a timeout, TCP_NODELAY, client id
- * "<hostname>:<pid>", a request id counter for ALLOC and FREE, and on a
+ * "<hostname>:<pid>", request ids for ALLOC and FREE unique in the process
+ * (the server's idempotency cache is keyed by client id, which every
+ * client of one process shares), and on a
  * broken connection (or a timeout) close, reconnect and send the very same
  * bytes once more -- safe because the server's idempotency cache answers a
  * repeated request id with the cached response.
  *
- * Users: maru-server (owns every region; keeps the connection open),
- * libmaru (GET_ACCESS), pool_monitor (STATS).
+ * Users: libmaru (GET_ACCESS; and maru_rm_*, its public client, which the
+ * Python MaruShmClient wraps), pool_monitor (STATS).
  *
  * Errors: every call returns 0 or a negative errno.  A status the server
  * sent (ALLOC_RESP/FREE_RESP/GET_ACCESS_RESP status, or ERROR_RESP) is
- * returned as is, and an ERROR_RESP message is kept in c->error.  Transport
+ * returned as is (c->answered set), and an ERROR_RESP message is kept in
+ * c->error.  Transport
  * failures come back as -ECONNREFUSED, -ECONNRESET, -ETIMEDOUT, -EPROTO
  * (garbage from the peer) ...; after one of those rm_client_connected() is
  * false.
@@ -40,7 +43,7 @@ struct rm_client {
 	int fd;			/* owns: -1 when disconnected */
 	int timeout_ms;		/* budget for connect, and per request */
 	char client_id[RM_CLIENT_ID_MAX + 1];
-	uint64_t next_request_id; /* ALLOC/FREE idempotency, from 1 */
+	bool answered;		/* the last request got a reply */
 	struct buf tx;		/* owns: the request being sent */
 	struct buf rx;		/* owns: payload of the last response */
 	char error[256];	/* text of the last ERROR_RESP, or "" */
@@ -69,6 +72,10 @@ struct rm_access_result {
  */
 int rm_client_init(struct rm_client *c, const char *address,
 		   const char *client_id, int timeout_ms);
+
+/* rm_client_ids_from - this process's next request id is @first: for a
+ * tool whose processes share one client id (none may reuse an id) */
+void rm_client_ids_from(uint64_t first);
 
 /* rm_client_destroy - close the connection and free the buffers */
 void rm_client_destroy(struct rm_client *c);

@@ -31,7 +31,6 @@
 #include <msgpack.h>
 
 #include "buf.h"
-#include "devhdr.h"
 #include "mds_proto.h"
 #include "msgpk.h"
 
@@ -120,6 +119,11 @@ static int pack_key(msgpack_packer *pk, const struct maru_key *k)
 static int pack_rc(int rc, const struct maru__msg *m)
 {
 	return rc ? -EINVAL : 0;
+}
+
+int maru__enc_raw(struct maru__msg *m, const void *p, size_t n)
+{
+	return n && msg_write(m, p, n) ? -ENOMEM : 0;
 }
 
 int maru__enc_empty(struct maru__msg *m)
@@ -655,15 +659,3 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 /* ------------------------------------------------------------------------ */
 /* MARUDEV device header (resource-manager-protocol.md §8.2)                 */
 
-int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
-		       uint32_t *version)
-{
-	struct devhdr h;
-
-	/* the codec the resource manager writes the header with */
-	if (devhdr_parse(p, len, &h) < 0)
-		return -ENOENT;
-	*version = h.version;
-	devhdr_uuid_str(h.uuid, uuid);
-	return 0;
-}

@@ -79,6 +79,7 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	h->prefault = env_prefault();
 	pthread_mutex_init(&h->wlock, NULL);
 	pthread_mutex_init(&h->olock, NULL);
+	pthread_mutex_init(&h->raw_lock, NULL);
 	maru__owned_init(&h->owned, cfg->chunk_size);
 	maru__keymap_init(&h->keys);
 	atomic_init(&h->stats.enabled, false);
@@ -100,6 +101,9 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	if (!h)
 		return;
 	maru_handler_close(h);
+	if (h->raw_open)
+		maru__rpc_close(&h->raw);
+	pthread_mutex_destroy(&h->raw_lock);
 	maru__keymap_destroy(&h->keys);
 	maru__owned_destroy(&h->owned);
 	maru__rpc_watch_destroy(&h->watch);
@@ -394,7 +398,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		      strerror(-rc));
 	maru__mapper_init(&h->mapper, h, h->prefault);
 	h->mapper_ready = true;
-	maru__mapper_scan_devices(&h->mapper, NULL, NULL);
+	maru__mapper_scan_devices(&h->mapper);
 
 	rc = handshake(h);
 	if (rc < 0)
@@ -1321,6 +1325,44 @@ MARU_EXPORT int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
 	if (*buf) {
 		memcpy(*buf, rr.payload, rr.len);
 		*len = rr.len;
+	} else {
+		rc = -ENOMEM;
+	}
+	maru__rpc_reply_release(&rr);
+	return rc;
+}
+
+MARU_EXPORT int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
+				  const void *payload, size_t len,
+				  void **reply, size_t *reply_len)
+{
+	struct maru__rpc_reply rr;
+	struct maru__msg m;
+	int rc = 0;
+
+	if (len && !payload)
+		return -EINVAL;
+	pthread_mutex_lock(&h->raw_lock);
+	if (!h->raw_open) {
+		rc = maru__rpc_open(&h->raw, h, h->cfg.server_url,
+				    h->cfg.timeout_ms, h->cfg.use_async_rpc,
+				    h->cfg.max_inflight);
+		h->raw_open = rc == 0;
+	}
+	pthread_mutex_unlock(&h->raw_lock);
+	if (rc < 0)
+		return rc;
+	maru__msg_init(&m, msg_type);
+	rc = maru__enc_raw(&m, payload, len);
+	if (rc == 0)
+		rc = maru__rpc_call(&h->raw, &m, &rr);
+	maru__msg_release(&m);
+	if (rc < 0)
+		return rc;
+	*reply = malloc(rr.len ? rr.len : 1);
+	if (*reply) {
+		memcpy(*reply, rr.payload, rr.len);
+		*reply_len = rr.len;
 	} else {
 		rc = -ENOMEM;
 	}

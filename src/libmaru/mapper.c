@@ -36,6 +36,8 @@
  */
 #include "private.h"
 
+#include "daxdev.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +54,6 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define DAX_DEFAULT_ALIGN (2ull << 20)
 
 int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
 		      bool prefault)
@@ -86,89 +87,34 @@ int maru__mapper_set_rm(struct maru__mapper *mp, const char *address,
 	return rc;
 }
 
-/* read a small sysfs file as an unsigned number; 0 when unreadable */
-static uint64_t sysfs_u64(const char *path)
+/* daxdev_scan() callback: one device with a header into the table */
+static int add_device(const char *dev, const struct devhdr *hdr, void *arg)
 {
-	char buf[64];
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return strtoull(buf, NULL, 0);
-}
-
-/* read the MARUDEV header of one device; 0 and @uuid filled on success */
-static int read_device_uuid(struct maru__mapper *mp, const char *dev,
-			    uint64_t align, char uuid[37])
-{
-	uint32_t version;
-	void *p;
-	int fd, rc;
-
-	fd = open(dev, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	/* device DAX only maps whole alignment units */
-	p = mmap(NULL, align, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return -errno;
-	rc = maru__devhdr_parse(p, MARU_DEVHDR_SIZE, uuid, &version);
-	munmap(p, align);
-	if (rc == 0 && version != 1)
-		lwarn(mp->h,
-		      "%s: device header version %" PRIu32 " (expected 1)", dev,
-		      version);
-	return rc;
-}
-
-void maru__mapper_scan_devices(struct maru__mapper *mp, const char *sysdir,
-			       const char *devdir)
-{
+	struct maru__mapper *mp = arg;
 	struct maru__uuid_path *nu;
-	char path[512], dev[300], uuid[37];
-	struct dirent *de;
-	uint64_t align;
-	DIR *d;
+	char uuid[DEVHDR_UUID_STRLEN + 1];
 
-	if (!sysdir)
-		sysdir = "/sys/bus/dax/devices";
-	if (!devdir)
-		devdir = "/dev";
-	d = opendir(sysdir);
-	if (!d)
-		return;
+	if (hdr->version != DEVHDR_VERSION)
+		lwarn(mp->h,
+		      "%s: device header version %" PRIu32 " (expected %d)",
+		      dev, hdr->version, DEVHDR_VERSION);
+	nu = realloc(mp->uuids, (mp->nuuids + 1) * sizeof(*nu));
+	if (!nu)
+		return -ENOMEM;
+	mp->uuids = nu;
+	devhdr_uuid_str(hdr->uuid, uuid);
+	snprintf(nu[mp->nuuids].uuid, sizeof(nu->uuid), "%s", uuid);
+	snprintf(nu[mp->nuuids].path, sizeof(nu->path), "%s", dev);
+	mp->nuuids++;
+	ldbg(mp->h, "device %s has uuid %s", dev, uuid);
+	return 0;
+}
+
+void maru__mapper_scan_devices(struct maru__mapper *mp)
+{
 	pthread_mutex_lock(&mp->lock);
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "dax", 3) || strlen(de->d_name) > 60)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/align", sysdir, de->d_name);
-		align = sysfs_u64(path);
-		if (!align)
-			align = DAX_DEFAULT_ALIGN;
-		snprintf(dev, sizeof(dev), "%s/%s", devdir, de->d_name);
-		if (read_device_uuid(mp, dev, align, uuid) < 0) {
-			ldbg(mp->h, "%s: no readable MARUDEV header", dev);
-			continue;
-		}
-		nu = realloc(mp->uuids, (mp->nuuids + 1) * sizeof(*nu));
-		if (!nu)
-			break;
-		mp->uuids = nu;
-		snprintf(nu[mp->nuuids].uuid, sizeof(nu->uuid), "%s", uuid);
-		snprintf(nu[mp->nuuids].path, sizeof(nu->path), "%s", dev);
-		mp->nuuids++;
-		ldbg(mp->h, "device %s has uuid %s", dev, uuid);
-	}
+	daxdev_scan(NULL, NULL, add_device, mp);
 	pthread_mutex_unlock(&mp->lock);
-	closedir(d);
 }
 
 /* called with @lock held */

@@ -121,6 +121,8 @@ struct maru__msg {
 };
 
 void maru__msg_init(struct maru__msg *m, uint8_t type);
+/* maru__enc_raw - @n payload bytes the caller encoded.  Return: 0 or -ENOMEM */
+int maru__enc_raw(struct maru__msg *m, const void *p, size_t n);
 void maru__msg_release(struct maru__msg *m);
 
 /* One REGISTER entry of BATCH_REGISTER_KV. */
@@ -207,16 +209,6 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *r);
 int maru__decode_stats(const uint8_t *p, size_t len,
 		       struct maru_server_stats *out, bool *error);
 
-#define MARU_DEVHDR_SIZE 32 /* DEVHDR_SIZE of src/common/devhdr.h */
-
-/**
- * maru__devhdr_parse - parse a MARUDEV device header
- * @uuid: receives the 36-character text form plus NUL
- * @version: receives the header version (warn when != 1)
- * Return: 0, or -ENOENT when the magic is absent/short.
- */
-int maru__devhdr_parse(const uint8_t *p, size_t len, char uuid[37],
-		       uint32_t *version);
 
 /* ------------------------------------------------------------------------ */
 /* alloc.c: page allocator and owned regions                                */
@@ -466,9 +458,9 @@ struct maru__mapper {
 
 int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
 		      bool prefault);
-/* scan /sys/bus/dax/devices for MARUDEV headers (@sysdir NULL = default) */
-void maru__mapper_scan_devices(struct maru__mapper *mp, const char *sysdir,
-			       const char *devdir);
+/* the uuid -> path table: every device under /sys/bus/dax/devices with a
+ * MARUDEV header (src/common/daxdev.h) */
+void maru__mapper_scan_devices(struct maru__mapper *mp);
 /* set the RM address (HANDSHAKE's or the config's) */
 int maru__mapper_set_rm(struct maru__mapper *mp, const char *address,
 			int timeout_ms);
@@ -656,6 +648,11 @@ struct maru_handler {
 
 	struct maru__rpc rpc; /* the main connection */
 	bool rpc_open;
+	/* maru_handler_call(): a connection of its own, opened at its first
+	 * use (under @raw_lock), closed by maru_handler_free() */
+	pthread_mutex_t raw_lock;
+	struct maru__rpc raw;
+	bool raw_open;
 	struct maru__mapper mapper;
 	bool mapper_ready;
 	char rm_address[300]; /* effective: HANDSHAKE's, else the config's */

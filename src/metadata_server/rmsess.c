@@ -138,7 +138,7 @@ static int encode_alloc(struct rmsess *r, struct rmsess_op *op)
 		.size = op->size,
 		.dax_path = rm_str_from(r->ndax ? r->dax[op->dax_i] : NULL),
 		.client_id = rm_str_from(r->c.client_id),
-		.request_id = r->c.next_request_id++,
+		.request_id = r->next_request_id++,
 	};
 
 	buf_reset(&op->req);
@@ -689,6 +689,7 @@ int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
 	r->fd = -1;
 	r->st = RS_DOWN;
 	r->backoff_ns = BACKOFF_MIN_NS;
+	r->next_request_id = 1;
 	return rm_client_init(&r->c, address, NULL, RMSESS_TIMEOUT_MS);
 }
 
@@ -801,7 +802,7 @@ static void queue_free_op(struct rmsess *r, const struct rm_handle *h)
 	struct rm_free_req req = {
 		.handle = *h,
 		.client_id = rm_str_from(r->c.client_id),
-		.request_id = r->c.next_request_id++,
+		.request_id = r->next_request_id++,
 	};
 	struct rmsess_op *op = op_new(OP_FREE);
 

@@ -49,7 +49,8 @@
 struct rmsess_op;
 
 struct rmsess {
-	struct rm_client c;  /* client id, request ids; its fd only at start */
+	struct rm_client c;  /* client id; its fd only at start */
+	uint64_t next_request_id; /* ALLOC/FREE, from 1 */
 	const char *address; /* borrows */
 	char *const *dax;    /* borrows: --dax-path values */
 	int ndax;

@@ -5,7 +5,7 @@
  * The first byte picks what runs on the rest:
  *   0  a metadata reply payload (maru__decode_reply, every sink set)
  *   1  a GET_STATS payload (maru__decode_stats)
- *   2  a MARUDEV device header (maru__devhdr_parse)
+ *   2  a MARUDEV device header (devhdr_parse, as daxdev.c reads it)
  *   3  a whole body frame as the RPC layer sees it: header, then payload
  *   4  encoder cross-check: the bytes become a str/bin/int key, are encoded
  *      as {"key": K} and must read back as a well-formed map
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devhdr.h"
 #include "mds_proto.h"
 #include "private.h"
 #include "fuzz.h"
@@ -97,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct maru_server_stats st;
 	struct mds_hdr hdr;
 	char uuid[37];
-	uint32_t ver;
+	struct devhdr dh;
 	bool error;
 
 	if (size < 1)
@@ -110,8 +111,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		maru__decode_stats(data + 1, size - 1, &st, &error);
 		break;
 	case 2:
-		if (maru__devhdr_parse(data + 1, size - 1, uuid, &ver) == 0)
+		if (devhdr_parse(data + 1, size - 1, &dh) == 0) {
+			devhdr_uuid_str(dh.uuid, uuid);
 			CHECK(strlen(uuid) == 36);
+		}
 		break;
 	case 3:
 		if (mds_hdr_decode(data + 1, size - 1, &hdr) == 0)

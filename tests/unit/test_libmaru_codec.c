@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <msgpack.h>
@@ -536,21 +537,36 @@ static void test_dec_stats(void **state)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+/* the public device functions on a file standing in for a device */
 static void test_devhdr(void **state)
 {
-	uint8_t h[32] = {'M', 'A', 'R', 'U', 'D', 'E', 'V', 0, 1, 0, 0, 0};
-	char uuid[37];
-	uint32_t ver;
-	int i;
+	uint8_t u[16], raw[32];
+	char path[] = "/tmp/maru-devhdr-XXXXXX", uuid[37];
+	uint32_t ver = 0;
+	int fd, i;
 
+	(void)state;
 	for (i = 0; i < 16; i++)
-		h[12 + i] = (uint8_t)(0x10 * (i % 16) + i);
-	assert_int_equal(maru__devhdr_parse(h, sizeof(h), uuid, &ver), 0);
+		u[i] = (uint8_t)(0x10 * (i % 16) + i);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 4096), 0);
+	assert_int_equal(maru_device_header_read(path, uuid, &ver), -ENOENT);
+	assert_int_equal(maru_device_header_write(path, u), 0);
+	assert_int_equal(maru_device_header_read(path, uuid, &ver), 0);
 	assert_int_equal(ver, 1);
 	assert_string_equal(uuid, "00112233-4455-6677-8899-aabbccddeeff");
-	assert_int_equal(maru__devhdr_parse(h, 31, uuid, &ver), -ENOENT);
-	h[0] = 'X';
-	assert_int_equal(maru__devhdr_parse(h, sizeof(h), uuid, &ver), -ENOENT);
+	assert_int_equal(pread(fd, raw, sizeof(raw), 0), 32);
+	assert_memory_equal(raw, "MARUDEV\0\1\0\0\0", 12);
+	assert_int_equal(maru_device_header_write(path, NULL), 0);
+	assert_int_equal(maru_device_header_read(path, uuid, &ver), -ENOENT);
+	/* shorter than a header */
+	assert_int_equal(ftruncate(fd, 31), 0);
+	assert_int_equal(maru_device_header_read(path, uuid, &ver), -ENOENT);
+	assert_int_equal(maru_device_header_write(path, u), -ENOSPC);
+	close(fd);
+	unlink(path);
+	assert_int_equal(maru_device_header_read(path, uuid, &ver), -ENOENT);
 }
 
 /* ---- config ---------------------------------------------------------------

@@ -378,8 +378,8 @@ static int rm_open(struct rm_client *c, const char *addr)
 	 * or the server's idempotency cache would answer from an old reply.
 	 */
 	clock_gettime(CLOCK_REALTIME, &ts);
-	c->next_request_id = (uint64_t)ts.tv_sec * 1000000000u +
-			     (uint64_t)ts.tv_nsec;
+	rm_client_ids_from((uint64_t)ts.tv_sec * 1000000000u +
+			   (uint64_t)ts.tv_nsec);
 	return 0;
 }
 

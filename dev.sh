@@ -86,6 +86,8 @@ setup_venv() {
 	fi
 	if [ -f "$TOP/python/setup.py" ] || [ -f "$TOP/python/pyproject.toml" ]; then
 		say "installing the maru Python package into $VENV"
+		# setuptools' build dir would carry modules removed since
+		rm -rf "$TOP/python/build"
 		MARU_BUILD_DIR=$BUILD_DIR "$VENV/bin/pip" install -q \
 			--no-build-isolation --no-index --no-deps "$TOP/python"
 	fi

@@ -64,6 +64,32 @@ def _errno_name(e: int) -> str:
     return errno.errorcode.get(e, str(e))
 
 
+def libmaru_handler(c: MaruConfig):
+    """A libmaru handler for @c, not connected: MaruHandler's own, and the
+    context of RpcClient/RpcAsyncClient (their raw calls, maru_handler_call)."""
+    if _maru is None:
+        raise ImportError(
+            "maru_handler._maru is not available: libmaru was not built when "
+            f"the package was installed ({_import_error}); build it and "
+            "reinstall (./dev.sh setup)"
+        )
+    return _maru.Handler(
+        c.server_url,
+        c.instance_id,
+        int(c.pool_size),
+        int(c.chunk_size_bytes),
+        int(c.timeout_ms),
+        bool(c.use_async_rpc),
+        int(c.max_inflight),
+        bool(c.eager_map),
+        bool(c.auto_expand),
+        int(c.expand_size or 0),
+        c.rm_address,
+        bool(c.enable_stats),
+        _libmaru_logger.getEffectiveLevel(),
+    )
+
+
 class MaruHandler:
     """Client of one metadata server; owns regions of the shared pool.
 
@@ -72,29 +98,9 @@ class MaruHandler:
     """
 
     def __init__(self, config: MaruConfig | None = None):
-        if _maru is None:
-            raise ImportError(
-                "maru_handler._maru is not available: libmaru was not built when "
-                f"the package was installed ({_import_error}); build it and "
-                "reinstall (./dev.sh setup)"
-            )
         self._config = config if config is not None else MaruConfig()
         c = self._config
-        self._h = _maru.Handler(
-            c.server_url,
-            c.instance_id,
-            int(c.pool_size),
-            int(c.chunk_size_bytes),
-            int(c.timeout_ms),
-            bool(c.use_async_rpc),
-            int(c.max_inflight),
-            bool(c.eager_map),
-            bool(c.auto_expand),
-            int(c.expand_size or 0),
-            c.rm_address,
-            bool(c.enable_stats),
-            _libmaru_logger.getEffectiveLevel(),
-        )
+        self._h = libmaru_handler(c)
         self._chunk_size = int(c.chunk_size_bytes)
         self._orm: _OwnedRegionManagerView | None = None
         self._mapper_view: _HandlerMapperView | None = None

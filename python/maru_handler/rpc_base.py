@@ -1,16 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Request methods shared by RpcClient and RpcAsyncClient.
+"""RpcClient and RpcAsyncClient: upstream's metadata-server clients, over libmaru.
 
-A subclass implements _send_request(msg_type, data) -> dict, which blocks
-for the reply and returns its payload map; on timeout or transport error it
-returns {"error": "timeout"|..., "success": False} instead of raising
+The transport is libmaru's (maru_handler_call through an unconnected
+_maru.Handler: ZMTP in the calling thread, lock-step or pipelined, the
+connection made at the first call and remade after a timeout or a drop).
+What is Python here is upstream's surface: the request builders, the
+parsers and the synthetic reply.  _send_request(msg_type, data) blocks for
+the reply and returns its payload map; on a timeout or a transport error it
+returns {"error": "timeout", "success": False} instead of raising
 (metadata-protocol.md §5).  Parsing follows upstream: every key is read with
 a default, so a missing key reads as failure.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from typing import Any
+
+import msgpack
+
+from maru_common.config import MaruConfig
+from maru_common.serializer import _to_serializable
 
 from maru_common.protocol import (
     AllocationManagerStats,
@@ -30,6 +42,8 @@ from maru_common.protocol import (
     RequestAllocResponse,
 )
 from maru_shm.types import MaruHandle
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SERVER_URL = "tcp://localhost:5555"
 DEFAULT_TIMEOUT_MS = 5000
@@ -215,10 +229,54 @@ OPS: dict[str, tuple] = {
 
 
 class RpcClientBase:
-    """All request methods on top of _send_request()."""
+    """All request methods, over one libmaru handler used for raw calls."""
+
+    _pipelined = False  # libmaru's pipelined (DEALER) transport, or REQ
+
+    def __init__(self, server_url: str = DEFAULT_SERVER_URL,
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, max_inflight: int = 64):
+        self.server_url = server_url
+        self.timeout_ms = timeout_ms
+        self.max_inflight = max(1, int(max_inflight))
+        self._lock = threading.Lock()
+        self._h = None  # _maru.Handler of process @_pid
+        self._pid = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._h is not None
+
+    def connect(self) -> None:
+        """Prepare the transport (libmaru connects at the first call)."""
+        from .handler import libmaru_handler
+
+        with self._lock:
+            if self._h is not None and self._pid == os.getpid():
+                return
+            self._h = libmaru_handler(MaruConfig(
+                server_url=self.server_url, timeout_ms=int(self.timeout_ms),
+                use_async_rpc=self._pipelined, max_inflight=self.max_inflight))
+            self._pid = os.getpid()
+
+    def close(self) -> None:
+        """Drop the transport; calls in flight finish first (they hold it)."""
+        with self._lock:
+            self._h = None
 
     def _send_request(self, msg_type: MessageType, data: dict) -> dict:
-        raise NotImplementedError
+        h = self._h
+        if h is None or self._pid != os.getpid():
+            self.connect()
+            h = self._h
+        payload = msgpack.packb(_to_serializable(data) if data is not None else {},
+                                use_bin_type=True)
+        try:
+            reply = h.call(int(msg_type), payload)
+            out = msgpack.unpackb(reply, raw=False)
+        except (OSError, ValueError, msgpack.UnpackException) as e:
+            logger.debug("%s: %s", MessageType(msg_type).name, e)
+            return timeout_reply()
+        return out if isinstance(out, dict) else timeout_reply()
 
     def _call(self, name: str, *args, **kwargs):
         msg_type, build, parse = OPS[name]
@@ -306,9 +364,3 @@ class RpcClientBase:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def connect(self) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""MaruShmClient: pure-Python client of the resource manager (RM).
+"""MaruShmClient: upstream's resource-manager (RM) client, over libmaru.
 
-One persistent TCP connection per client object, strictly one request then
-one response, serialised by a lock (the RM processes one request per
-connection at a time).  On a broken connection the client reconnects and
-retries the request once; ALLOC and FREE carry a process-global request id
-so the RM answers a retried request from its idempotency cache instead of
-executing it twice.
+The wire client is libmaru's (maru_rm_*, through maru_handler._maru): one
+persistent TCP connection, one request at a time, reconnect and retry once
+on a broken connection with the same request id (process-global ids, so the
+RM's idempotency cache answers a retry instead of executing it twice), client
+id "<hostname>:<pid>".  A forked child gets a connection of its own.  What is
+Python here is upstream's surface: MaruHandle / MaruPoolInfo values, its
+exception messages, and the mmap cache.
 
 mmap() maps a region read+write, shared, at the handle's offset.  The device
 path comes from GET_ACCESS (or from the ALLOC reply); a UUID found in the
@@ -15,39 +16,30 @@ device_scanner.scan_dax_devices()) overrides the server's path, for hosts
 that see the same CXL device under another name.
 """
 
-import itertools
+import errno
 import logging
 import mmap as mmap_module
 import os
 import platform
 import socket
 import threading
+from dataclasses import dataclass
 
-from . import ipc
 from .constants import (
     CONNECT_TIMEOUT_S,
     DEFAULT_ADDRESS,
     MAP_SHARED,
-    MSG_ERROR_RESP,
     PROT_READ,
     PROT_WRITE,
-    RM_HEADER_SIZE,
-    RM_MAGIC,
-    RM_VERSION,
     RPC_TIMEOUT_S,
 )
-from .types import MaruHandle, MaruPoolInfo
+from .types import DaxType, MaruHandle, MaruPoolInfo
 
 logger = logging.getLogger(__name__)
 
-# Process-global request ids, from 1 (RM spec §5).
-_request_ids = itertools.count(1)
-_request_ids_lock = threading.Lock()
-
-
-def _next_request_id() -> int:
-    with _request_ids_lock:
-        return next(_request_ids)
+# transport failures that mean nobody (reachable) listens at the address
+_NOT_RUNNING = (errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EHOSTUNREACH,
+                errno.ENETUNREACH, errno.EADDRNOTAVAIL)
 
 
 def make_client_id() -> str:
@@ -61,16 +53,22 @@ def parse_address(address: str) -> tuple[str, int]:
     return (host or "127.0.0.1"), int(port)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        r = sock.recv_into(view[got:], n - got)
-        if r == 0:
-            raise ConnectionError("resource manager closed the connection")
-        got += r
-    return bytes(buf)
+@dataclass
+class AccessResult:
+    """GET_ACCESS: where to open a region."""
+
+    status: int
+    path: str
+    offset: int
+    length: int
+    uuid: str
+
+
+def _lib():
+    # imported at first use: maru_handler imports maru_shm
+    from maru_handler import _maru
+
+    return _maru
 
 
 class MaruShmClient:
@@ -84,9 +82,9 @@ class MaruShmClient:
                  device_table: dict[str, str] | None = None):
         self._address = address or DEFAULT_ADDRESS
         self._device_table = dict(device_table or {})
-        self._sock: socket.socket | None = None
-        self._sock_pid = 0
-        self._conn_lock = threading.Lock()  # one request/response at a time
+        self._rm = None  # _maru.RmClient of process @_rm_pid
+        self._rm_pid = 0
+        self._conn_lock = threading.Lock()  # @_rm, and its requests
         self._lock = threading.Lock()  # caches below
         self._paths: dict[int, str] = {}  # region_id -> path to open
         self._mmaps: dict[int, mmap_module.mmap] = {}  # region_id -> mapping
@@ -99,9 +97,6 @@ class MaruShmClient:
     def client_id(self) -> str:
         return make_client_id()
 
-    # ------------------------------------------------------------------
-    # connection
-    # ------------------------------------------------------------------
     def is_running(self) -> bool:
         """True when something accepts TCP connections at the address."""
         try:
@@ -111,60 +106,28 @@ class MaruShmClient:
         except (OSError, ValueError):
             return False
 
-    def _connect_locked(self) -> socket.socket:
-        if self._sock is not None and self._sock_pid == os.getpid():
-            return self._sock
-        self._drop_locked()
-        host, port = parse_address(self._address)
-        try:
-            sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
-        except OSError as e:
-            raise ConnectionError(
-                f"Resource manager is not running (address: {self._address}): {e}"
-            ) from e
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(RPC_TIMEOUT_S)
-        self._sock = sock
-        self._sock_pid = os.getpid()
-        return sock
-
-    def _drop_locked(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-        self._sock = None
-
-    def _rpc(self, message: bytes) -> tuple[int, bytes]:
-        """Send one whole message, return (response type, payload).
-
-        Reconnects and retries once when the connection breaks.
-        """
+    def _request(self, context: str, op: str, *args):
+        """RmClient.@op(*args), its failures as upstream raised them."""
+        lib = _lib()
+        # held across the call (libmaru serialises requests anyway), so
+        # that close() waits for it
         with self._conn_lock:
-            for attempt in (0, 1):
-                sock = self._connect_locked()
-                try:
-                    sock.sendall(message)
-                    hdr = _recv_exact(sock, RM_HEADER_SIZE)
-                    magic, version, mtype, plen = ipc.unpack_header(hdr)
-                    if magic != RM_MAGIC or version != RM_VERSION:
-                        raise ConnectionError(
-                            f"bad response header: magic=0x{magic:08X} version={version}"
-                        )
-                    payload = _recv_exact(sock, plen) if plen else b""
-                    return mtype, payload
-                except (OSError, ConnectionError):
-                    self._drop_locked()
-                    if attempt == 1:
-                        raise
-        raise AssertionError("unreachable")
-
-    @staticmethod
-    def _check_error(mtype: int, payload: bytes, context: str) -> None:
-        if mtype == MSG_ERROR_RESP:
-            status, msg = ipc.decode_error_resp(payload)
-            raise RuntimeError(f"{context} ({status}): {msg}")
+            if self._rm is None or self._rm_pid != os.getpid():
+                self._rm = lib.RmClient(self._address, int(RPC_TIMEOUT_S * 1000))
+                self._rm_pid = os.getpid()
+            try:
+                return getattr(self._rm, op)(*args)
+            except lib.RmError as e:
+                err, answered, msg = e.args
+        if answered and msg:
+            raise RuntimeError(f"{context} ({-err}): {msg}")
+        if answered:
+            raise RuntimeError(f"{context} with status {-err}")
+        if err in _NOT_RUNNING:
+            raise ConnectionError(f"Resource manager is not running (address: "
+                                  f"{self._address}): {os.strerror(err)}")
+        raise ConnectionError(f"resource manager at {self._address}: "
+                              f"{os.strerror(err)}")
 
     def _local_path(self, path: str, uuid: str) -> str:
         if uuid and uuid in self._device_table:
@@ -176,46 +139,40 @@ class MaruShmClient:
     # ------------------------------------------------------------------
     def stats(self) -> list[MaruPoolInfo]:
         """Every pool of the RM with its total and free bytes."""
-        mtype, payload = self._rpc(ipc.encode_stats_req())
-        self._check_error(mtype, payload, "Stats failed")
-        return ipc.decode_stats_resp(payload)
+        pools = []
+        for path, t, total, free, align in self._request("Stats failed", "stats"):
+            try:
+                t = DaxType(t)
+            except ValueError:
+                pass
+            pools.append(MaruPoolInfo(path, t, total, free, align))
+        return pools
 
     def alloc(self, size: int, dax_path: str = "") -> MaruHandle:
         """Allocate a region of at least @size bytes (from pool @dax_path).
 
         Raises RuntimeError when the RM refuses.
         """
-        msg = ipc.encode_alloc_req(size, dax_path, make_client_id(), _next_request_id())
-        mtype, payload = self._rpc(msg)
-        self._check_error(mtype, payload, "Alloc failed")
-        res = ipc.decode_alloc_resp(payload)
-        if res.status != 0:
-            raise RuntimeError(f"Alloc failed with status {res.status}")
-        if res.path:
+        rid, off, length, tok, _, path, uuid = self._request(
+            "Alloc failed", "alloc", size, dax_path or "")
+        if path:
             with self._lock:
-                self._paths[res.handle.region_id] = self._local_path(res.path, res.uuid)
-        return res.handle
+                self._paths[rid] = self._local_path(path, uuid)
+        return MaruHandle(rid, off, length, tok)
 
     def free(self, handle: MaruHandle) -> None:
         """Free a region this process allocated; also drops its mapping."""
-        msg = ipc.encode_free_req(handle, make_client_id(), _next_request_id())
-        mtype, payload = self._rpc(msg)
-        self._check_error(mtype, payload, "Free failed")
-        status = ipc.decode_free_resp(payload)
-        if status != 0:
-            raise RuntimeError(f"Free failed with status {status}")
+        self._request("Free failed", "free", handle.region_id, handle.offset,
+                      handle.length, handle.auth_token)
         with self._lock:
             self._forget_locked(handle.region_id)
 
-    def get_access(self, handle: MaruHandle) -> ipc.AccessResult:
+    def get_access(self, handle: MaruHandle) -> AccessResult:
         """GET_ACCESS: where to open @handle's region."""
-        msg = ipc.encode_get_access_req(handle, make_client_id())
-        mtype, payload = self._rpc(msg)
-        self._check_error(mtype, payload, "GetAccess failed")
-        res = ipc.decode_get_access_resp(payload)
-        if res.status != 0:
-            raise RuntimeError(f"GetAccess failed with status {res.status}")
-        return res
+        path, off, length, uuid = self._request(
+            "GetAccess failed", "get_access", handle.region_id, handle.offset,
+            handle.length, handle.auth_token)
+        return AccessResult(0, path, off, length, uuid)
 
     def mmap(self, handle: MaruHandle, prot: int = PROT_READ | PROT_WRITE,
              flags: int = MAP_SHARED) -> mmap_module.mmap:
@@ -268,7 +225,9 @@ class MaruShmClient:
     def close(self) -> None:
         """Close the connection and every mapping."""
         with self._conn_lock:
-            self._drop_locked()
+            if self._rm is not None:
+                self._rm.close()
+            self._rm = None
         with self._lock:
             for rid in list(self._mmaps):
                 self._forget_locked(rid)

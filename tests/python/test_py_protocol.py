@@ -18,7 +18,6 @@ from maru_common import (
     create_serializer,
 )
 from maru_shm import DaxType, MaruHandle, MaruPoolInfo
-from maru_shm import ipc
 
 
 def test_constants():
@@ -117,33 +116,6 @@ def test_pool_info_and_dax_type():
     assert DaxType.DEV_DAX == 0 and DaxType.FS_DAX == 1
     p = MaruPoolInfo("/dev/dax0.0", DaxType.FS_DAX, 10, 5, 2 << 20)
     assert MaruPoolInfo.from_dict(p.to_dict()) == p
-
-
-def test_rm_codec_roundtrip():
-    msg = ipc.encode_alloc_req(4096, "/dev/dax1.0", "host:12", 7)
-    magic, ver, mtype, plen = ipc.unpack_header(msg)
-    assert (magic, ver, mtype, plen) == (0x4D415255, 2, 1, len(msg) - 12)
-    assert msg[:4] == b"URAM"
-    size, plen_path, _ = struct.unpack_from("<QII", msg, 12)
-    assert (size, plen_path) == (4096, 11)
-    assert msg[12 + 16:12 + 16 + 11] == b"/dev/dax1.0"
-    assert msg[12 + 27:12 + 29] == struct.pack("<H", 7)
-    assert msg[-8:] == struct.pack("<Q", 7)
-
-    h = MaruHandle(3, 4 << 20, 2 << 20, 99)
-    body = (struct.pack("<iI", 0, 0) + h.pack() + struct.pack("<QI", 1000, 4)
-            + b"/x/y" + struct.pack("<H", 3) + b"abc")
-    r = ipc.decode_alloc_resp(body)
-    assert (r.status, r.handle, r.requested_size, r.path, r.uuid) == (0, h, 1000, "/x/y", "abc")
-    with pytest.raises(ValueError):
-        ipc.decode_alloc_resp(body[:-1])
-    st = struct.pack("<I", 1) + struct.pack("<IIQQQ", 3, 1, 100, 50, 2 << 20) + b"/mp"
-    assert ipc.decode_stats_resp(st) == [MaruPoolInfo("/mp", DaxType.FS_DAX, 100, 50, 2 << 20)]
-    ga = (struct.pack("<iI", 0, 2) + b"/p" + struct.pack("<QQH", 8, 16, 0))
-    a = ipc.decode_get_access_resp(ga)
-    assert (a.path, a.offset, a.length, a.uuid) == ("/p", 8, 16, "")
-    er = struct.pack("<iI", -13, 5) + b"nope!"
-    assert ipc.decode_error_resp(er) == (-13, "nope!")
 
 
 def test_payload_is_msgpack_map_with_str_keys():

@@ -474,36 +474,19 @@ class _OwnedRegionManagerView(OwnedRegionManager):
         return self.get_region_ids()
 
     def _region_stats(self) -> list[dict]:
+        """libmaru's stats of each owned region, as the allocator's."""
         out = []
         for rid in self.get_region_ids():
             st = self._handler._h.region_stats(rid)
-            if st is not None:
-                out.append(st)
-        return out
-
-    def get_stats(self) -> dict:
-        regions = []
-        size = pages = free = used = 0
-        for st in self._region_stats():
+            if st is None:
+                continue
             r = {k: st[k] for k in ("pool_size", "chunk_size", "page_count",
                                     "free_pages", "allocated_pages")}
             r["utilization"] = (r["allocated_pages"] / r["page_count"]
                                 if r["page_count"] else 0.0)
-            r["region_id"] = st["region_id"]
-            regions.append(r)
-            size += r["pool_size"]
-            pages += r["page_count"]
-            free += r["free_pages"]
-            used += r["allocated_pages"]
-        return {
-            "num_regions": len(regions),
-            "total_pool_size": size,
-            "total_page_count": pages,
-            "total_free_pages": free,
-            "total_allocated_pages": used,
-            "utilization": used / pages if pages else 0.0,
-            "regions": regions,
-        }
+            r["region_id"] = rid
+            out.append(r)
+        return out
 
 
 class _HandlerMapperView(DaxMapper):

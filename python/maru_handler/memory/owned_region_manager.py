@@ -98,23 +98,25 @@ class OwnedRegionManager:
         self._active = None
         return ids
 
-    def get_stats(self) -> dict:
-        regions = []
-        total_size = total_pages = total_free = total_used = 0
+    def _region_stats(self) -> list[dict]:
+        """Each region's allocator stats, with its "region_id"."""
+        out = []
         for rid, r in self._regions.items():
             st = r.allocator.get_stats()
             st["region_id"] = rid
-            regions.append(st)
-            total_size += st["pool_size"]
-            total_pages += st["page_count"]
-            total_free += st["free_pages"]
-            total_used += st["allocated_pages"]
+            out.append(st)
+        return out
+
+    def get_stats(self) -> dict:
+        regions = self._region_stats()
+        pages = sum(r["page_count"] for r in regions)
+        used = sum(r["allocated_pages"] for r in regions)
         return {
             "num_regions": len(regions),
-            "total_pool_size": total_size,
-            "total_page_count": total_pages,
-            "total_free_pages": total_free,
-            "total_allocated_pages": total_used,
-            "utilization": total_used / total_pages if total_pages else 0.0,
+            "total_pool_size": sum(r["pool_size"] for r in regions),
+            "total_page_count": pages,
+            "total_free_pages": sum(r["free_pages"] for r in regions),
+            "total_allocated_pages": used,
+            "utilization": used / pages if pages else 0.0,
             "regions": regions,
         }

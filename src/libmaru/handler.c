@@ -1304,58 +1304,19 @@ MARU_EXPORT bool maru_handler_healthcheck(struct maru_handler *h)
 	return send_msg(h, &m, maru__enc_empty(&m), &r) == 0;
 }
 
-MARU_EXPORT int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
-					   size_t *len)
+/* one request of @type with @n payload bytes on @r; the reply's payload
+ * copied into *@reply (malloc()ed) */
+static int call_copy(struct maru__rpc *r, uint8_t type, const void *p,
+		     size_t n, void **reply, size_t *reply_len)
 {
 	struct maru__rpc_reply rr;
 	struct maru__msg m;
 	int rc;
 
-	rc = state_check(h);
-	if (rc < 0)
-		return rc;
-	maru__msg_init(&m, MDS_GET_STATS);
-	rc = maru__enc_empty(&m);
+	maru__msg_init(&m, type);
+	rc = maru__enc_raw(&m, p, n);
 	if (rc == 0)
-		rc = maru__rpc_call(&h->rpc, &m, &rr);
-	maru__msg_release(&m);
-	if (rc < 0)
-		return rc;
-	*buf = malloc(rr.len ? rr.len : 1);
-	if (*buf) {
-		memcpy(*buf, rr.payload, rr.len);
-		*len = rr.len;
-	} else {
-		rc = -ENOMEM;
-	}
-	maru__rpc_reply_release(&rr);
-	return rc;
-}
-
-MARU_EXPORT int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
-				  const void *payload, size_t len,
-				  void **reply, size_t *reply_len)
-{
-	struct maru__rpc_reply rr;
-	struct maru__msg m;
-	int rc = 0;
-
-	if (len && !payload)
-		return -EINVAL;
-	pthread_mutex_lock(&h->raw_lock);
-	if (!h->raw_open) {
-		rc = maru__rpc_open(&h->raw, h, h->cfg.server_url,
-				    h->cfg.timeout_ms, h->cfg.use_async_rpc,
-				    h->cfg.max_inflight);
-		h->raw_open = rc == 0;
-	}
-	pthread_mutex_unlock(&h->raw_lock);
-	if (rc < 0)
-		return rc;
-	maru__msg_init(&m, msg_type);
-	rc = maru__enc_raw(&m, payload, len);
-	if (rc == 0)
-		rc = maru__rpc_call(&h->raw, &m, &rr);
+		rc = maru__rpc_call(r, &m, &rr);
 	maru__msg_release(&m);
 	if (rc < 0)
 		return rc;
@@ -1368,6 +1329,37 @@ MARU_EXPORT int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
 	}
 	maru__rpc_reply_release(&rr);
 	return rc;
+}
+
+MARU_EXPORT int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
+					   size_t *len)
+{
+	int rc = state_check(h);
+
+	/* an empty map: 0x80 */
+	return rc < 0 ? rc : call_copy(&h->rpc, MDS_GET_STATS, "\x80", 1, buf,
+				       len);
+}
+
+MARU_EXPORT int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
+				  const void *payload, size_t len,
+				  void **reply, size_t *reply_len)
+{
+	int rc = 0;
+
+	if (len && !payload)
+		return -EINVAL;
+	pthread_mutex_lock(&h->raw_lock);
+	if (!h->raw_open) {
+		rc = maru__rpc_open(&h->raw, h, h->cfg.server_url,
+				    h->cfg.timeout_ms, h->cfg.use_async_rpc,
+				    h->cfg.max_inflight);
+		h->raw_open = rc == 0;
+	}
+	pthread_mutex_unlock(&h->raw_lock);
+	return rc < 0 ? rc
+		      : call_copy(&h->raw, msg_type, payload, len, reply,
+				  reply_len);
 }
 
 MARU_EXPORT int maru_handler_get_stats(struct maru_handler *h,

@@ -141,6 +141,7 @@ struct conn {
 	struct buf in;	/* owns: received bytes (z.rd: consumed) */
 	struct buf out;	/* owns: bytes not yet written */
 	size_t wr;	/* out: written prefix */
+	uint64_t born;	  /* vclock: accepted */
 	uint64_t last_rx; /* vclock: last input */
 	uint64_t stuck_at; /* vclock: output waiting, no progress since */
 	int outq;	   /* SIOCOUTQ when stuck_at was last looked at */
@@ -669,7 +670,7 @@ static struct conn *conn_new(struct server *sv, int fd, int key)
 	c->key = key;
 	c->sv = sv;
 	c->serial = ++sv->serial;
-	c->last_rx = sv->s->vnow;
+	c->born = c->last_rx = sv->s->vnow;
 	zmtp_conn_init(&c->z, "ROUTER", SERVER_HANDSHAKE_MAX,
 		       (size_t)SERVER_MAX_MSG);
 	if (buf_put(&c->out, sv->ready, sv->ready_len) < 0) {
@@ -791,6 +792,12 @@ static void heartbeat(struct server *sv)
 		if (c->wait)
 			continue; /* we do not read it: its silence is ours */
 		idle = now - c->last_rx;
+		/* a deadline, not an idle timer: a byte now and then does not
+		 * keep a half-greeted connection */
+		if (c->z.st != ZMTP_ST_OPEN && now - c->born >= sv->hb_timeout) {
+			conn_close(sv, c, "handshake not finished in time");
+			continue;
+		}
 		/* while their replies back up we do not read them (nor
 		 * their PONGs): then only "reads nothing" below applies */
 		if (idle >= sv->hb_timeout &&

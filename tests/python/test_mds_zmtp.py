@@ -225,6 +225,40 @@ def test_heartbeats(rm, start_mds, monkeypatch):
         peer.close()
     bad.close()
 
+def test_handshake_is_a_deadline(rm, start_mds, monkeypatch):
+    """A peer that never finishes its handshake is closed at the deadline
+    (the heartbeat timeout, shortened here to 1.5 s), however often it
+    sends a byte; a peer that finished it stays (a ZMTP 3.0 one: it gets
+    no PINGs to answer)."""
+    monkeypatch.setenv("MARU_SERVER_HEARTBEAT_MS", "300,1500")
+    m = start_mds(rm.address)
+    slow, good = Raw(m), Raw(m).handshake(minor=0)
+    slow.s.setblocking(False)
+    g = greeting()
+    start, closed = time.monotonic(), False
+    for i in range(len(g)):            # one greeting byte every 0.1 s
+        try:
+            slow.s.send(g[i:i + 1])
+            time.sleep(0.1)
+            while True:                 # the server's greeting, or EOF
+                if not slow.s.recv(65536):
+                    closed = True
+                    break
+        except BlockingIOError:
+            continue
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        if closed:
+            break
+    took = time.monotonic() - start
+    assert closed and took < 4, took
+    good.send(zframe(frame(HANDSHAKE, {}, seq=5)))
+    flags, body = good.frame()
+    assert flags == 0 and parse(body)[0].seq == 5
+    slow.close()
+    good.close()
+
+
 # ---- envelopes ----
 
 def test_envelopes(mds):

@@ -254,7 +254,8 @@ int maru_config_validate(const struct maru_config *cfg, char *why,
  * where one is required, negative numbers) or -ENOMEM.
  */
 int maru_config_set_server_url(struct maru_config *cfg, const char *url);
-/* @id NULL: a fresh random UUID4 string for each handler created */
+/* @id NULL: a fresh random UUID4 string for each handler created; not
+ * valid UTF-8: -EINVAL (the server refuses such ids) */
 int maru_config_set_instance_id(struct maru_config *cfg, const char *id);
 int maru_config_set_pool_size(struct maru_config *cfg, uint64_t bytes);
 int maru_config_set_chunk_size(struct maru_config *cfg, uint64_t bytes);

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "util.h"
+
 struct rm_str rm_str_from(const char *s)
 {
 	struct rm_str r = { s, s ? (uint32_t)strlen(s) : 0 };
@@ -79,7 +81,8 @@ static size_t get_client_id(const uint8_t *p, size_t len, size_t off,
 	n = get_u16le(p + off);
 	if (n < 1 || n > RM_CLIENT_ID_MAX || (size_t)n > len - off - 2)
 		return 0;
-	if (memchr(p + off + 2, '\0', n))
+	/* kept (region owners, the WAL), logged, compared: text only */
+	if (memchr(p + off + 2, '\0', n) || !utf8_valid(p + off + 2, n))
 		return 0;
 	id->ptr = (const char *)p + off + 2;
 	id->len = n;

@@ -144,7 +144,8 @@ void rm_hdr_put(uint8_t *p, uint16_t type, uint32_t payload_len);
  * Request decoders (server side).  @p/@len is the payload only.
  * Return: 0, or -EPROTO with *why set to the spec's error message text.
  * client_id follows the acceptance rule of the spec (§3): when it is not
- * well-formed it is reported as absent (len 0), not as an error.
+ * well-formed (a length that does not fit, a NUL, not valid UTF-8) it is
+ * reported as absent (len 0), not as an error.
  */
 int rm_decode_alloc_req(const uint8_t *p, size_t len, struct rm_alloc_req *m,
 			const char **why);

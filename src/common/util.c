@@ -119,3 +119,38 @@ int array_grow(void *v, size_t *cap, size_t idx, size_t size, size_t min)
 	*cap = n;
 	return 0;
 }
+
+bool utf8_valid(const void *p, size_t n)
+{
+	const uint8_t *s = p, *end = s + n;
+	uint64_t w;
+	uint32_t c;
+	int k;
+
+	while (s < end) {
+		if (end - s >= 8) {
+			memcpy(&w, s, 8);
+			if (!(w & 0x8080808080808080ull)) {
+				s += 8;
+				continue;
+			}
+		}
+		c = *s++;
+		if (c < 0x80)
+			continue;
+		if (c < 0xc2 || c > 0xf4)
+			return false; /* continuation, overlong lead, > U+10FFFF */
+		k = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+		if (end - s < k)
+			return false;
+		/* the second byte's range rules out overlongs, surrogates and
+		 * code points above U+10FFFF */
+		if ((c == 0xe0 && s[0] < 0xa0) || (c == 0xed && s[0] > 0x9f) ||
+		    (c == 0xf0 && s[0] < 0x90) || (c == 0xf4 && s[0] > 0x8f))
+			return false;
+		while (k--)
+			if ((*s++ & 0xc0) != 0x80)
+				return false;
+	}
+	return true;
+}

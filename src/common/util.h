@@ -5,6 +5,7 @@
 #ifndef MARU_COMMON_UTIL_H
 #define MARU_COMMON_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,13 @@ void malloc_keep_freed(void);
  * Return: 0 or -EINVAL
  */
 int parse_host_port(const char *s, char *host, size_t hostlen, uint16_t *port);
+
+/**
+ * utf8_valid - @p[0..@n) is well-formed UTF-8 as Python decodes it
+ * strictly: no overlong forms, no surrogates (U+D800..DFFF), nothing
+ * above U+10FFFF, no truncated sequence.  ASCII runs go 8 bytes at a time.
+ */
+bool utf8_valid(const void *p, size_t n);
 
 /**
  * array_grow - make @idx a valid index of the array *@v of *@cap elements

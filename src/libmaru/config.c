@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "util.h"
+
 MARU_EXPORT const char *maru_version(void)
 {
 	return MARU_VERSION;
@@ -140,6 +142,9 @@ MARU_EXPORT int maru_config_set_server_url(struct maru_config *cfg,
 MARU_EXPORT int maru_config_set_instance_id(struct maru_config *cfg,
 					    const char *id)
 {
+	/* the server refuses ids that are not UTF-8 text: say so here */
+	if (id && !utf8_valid(id, strlen(id)))
+		return -EINVAL;
 	return set_string(&cfg->instance_id, id, true);
 }
 

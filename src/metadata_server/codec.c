@@ -10,7 +10,11 @@
  *
  * Type rules (spec §4): uint fields take any non-negative integer
  * encoding; keys are str, bin or integer; optional fields accept nil as
- * "absent"; floats accept integers.  Anything else is an error naming the
+ * "absent"; floats accept integers.  Text that is kept or echoed (ids,
+ * REPORT_STATS strings, the str keys REGISTER stores) must be valid UTF-8,
+ * so that nothing one client sends can make another's reply undecodable;
+ * a str key that is only looked up is not checked: nothing stored can
+ * match it.  Anything else is an error naming the
  * field.  The same element parser serves validation and the later
  * iteration, so the two can never disagree.
  */
@@ -29,6 +33,7 @@ enum fkind {
 	FK_NUM,	    /* float or integer */
 	FK_BOOL,
 	FK_KEY,	    /* str, bin or integer */
+	FK_REGKEY,  /* a key that is stored: its str must be UTF-8 */
 	FK_KEYS,    /* list of keys */
 	FK_REGS,    /* list of register entries */
 	FK_REPORTS, /* list of report entries */
@@ -110,7 +115,7 @@ static const struct field list_fields[] = {
 	FLD("exclude_instance_id", FK_STR, F_EXCLUDE, false),
 };
 static const struct field reg_fields[] = {
-	FLD("key", FK_KEY, F_KEY, true),
+	FLD("key", FK_REGKEY, F_KEY, true),
 	FLD("region_id", FK_UINT, F_REGION_ID, true),
 	FLD("kv_offset", FK_UINT, F_KV_OFFSET, true),
 	FLD("kv_length", FK_UINT, F_KV_LENGTH, true),
@@ -232,7 +237,7 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 		return 0; /* nil = absent */
 	switch (f->kind) {
 	case FK_SOFTSTR:
-		if (v.type != MP_STR) {
+		if (v.type != MP_STR || !utf8_valid(v.ptr, v.len)) {
 			/* ignored field of any type: skip all of it */
 			r->p = start;
 			if (mp_skip(r) < 0)
@@ -244,6 +249,8 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 	case FK_STR:
 		if (v.type != MP_STR)
 			return fail(c, "'%s' must be a str", f->name);
+		if (!utf8_valid(v.ptr, v.len))
+			return fail(c, "'%s' must be valid UTF-8", f->name);
 		out->str[f->id].ptr = (const char *)v.ptr;
 		out->str[f->id].len = v.len;
 		break;
@@ -277,8 +284,15 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 		out->b = v.b;
 		break;
 	case FK_KEY:
+	case FK_REGKEY:
 		if (key_from(&v, &out->key) < 0)
 			return fail(c, "'%s' must be str, bin or int", f->name);
+		if (f->kind == FK_REGKEY && v.type == MP_STR &&
+		    !utf8_valid(v.ptr, v.len))
+			return fail(c,
+				    "'%s': a str key must be valid UTF-8 "
+				    "(bin for other bytes)",
+				    f->name);
 		break;
 	default: /* the lists */
 		if (v.type != MP_ARRAY)
@@ -574,9 +588,11 @@ void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 
 size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out)
 {
-	/* a buf over the caller's array: big enough, so never reallocated */
-	struct buf b = {out, 0, MDS_HIT_PREFIX_MAX};
+	/* on the heap, then copied (once per region): a buf over the
+	 * caller's array would be one that buf_reserve() may realloc() */
+	struct buf b = BUF_INIT;
 	struct mp_wr w = {&b, 0};
+	size_t n;
 
 	mp_put_map(&w, 4);
 	mp_put_key(&w, "found");
@@ -592,5 +608,9 @@ size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out)
 	mp_put_key(&w, "auth_token");
 	mp_put_uint(&w, h->auth_token);
 	mp_put_key(&w, "kv_offset");
-	return b.len;
+	n = w.err || b.len > MDS_HIT_PREFIX_MAX ? 0 : b.len;
+	if (n)
+		memcpy(out, b.data, n);
+	buf_free(&b);
+	return n;
 }

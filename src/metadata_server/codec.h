@@ -148,7 +148,7 @@ bool mds_next_report(struct mds_iter *it, struct mds_report *e);
  * region: `{"found": true, "handle": <h>, "kv_offset": ` (the 4-key map
  * header included); the handle map itself starts at MDS_HIT_HANDLE_OFF
  * @out: MDS_HIT_PREFIX_MAX bytes
- * Return: bytes written
+ * Return: bytes written, or 0 when out of memory
  */
 size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out);
 

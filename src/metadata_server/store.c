@@ -469,13 +469,16 @@ static void region_release(struct mds *s, uint32_t slot)
 static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
 		      uint32_t lease)
 {
-	uint8_t kb[8];
+	uint8_t kb[8], hit[MDS_HIT_PREFIX_MAX];
 	struct ix_key k = id_key(&h->region_id, kb);
+	size_t hit_len = mds_encode_hit_prefix(h, hit);
 	struct mds_region *r;
 	struct ix_entry *e;
 	uint32_t slot;
 	int rc;
 
+	if (!hit_len)
+		return -ENOMEM;
 	if (s->reg_free == IX_NO_SLOT) {
 		uint32_t old = s->nreg_slots, i;
 
@@ -500,7 +503,8 @@ static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
 	r->h = *h;
 	r->owner = owner;
 	r->lease = lease;
-	r->hit_len = (uint8_t)mds_encode_hit_prefix(h, r->hit);
+	memcpy(r->hit, hit, hit_len);
+	r->hit_len = (uint8_t)hit_len;
 	r->next = IX_NO_SLOT;
 	r->prev = s->reg_tail;
 	if (s->reg_tail != IX_NO_SLOT)

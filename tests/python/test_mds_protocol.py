@@ -448,3 +448,48 @@ def test_index_grows_and_shrinks_under_traffic(mds):
         else:
             assert e["found"] is True and e["kv_offset"] == i
     c.close()
+
+
+def _str8(b):
+    """A MessagePack str of raw bytes (valid UTF-8 or not)."""
+    return b"\xd9" + bytes([len(b)]) + b
+
+
+def test_text_must_be_utf8(mds):
+    """Issue 12, defect 9: text that the server keeps or echoes must be
+    valid UTF-8, so that no client can make another's replies undecodable
+    (GET_STATS and GET_USAGE are decoded strictly by parse())."""
+    c = ReqClient(mds.url)
+    bad = b"inst-\xff\xfe"
+    # REQUEST_ALLOC {"instance_id": bad, "size": 4096}
+    _, r = c.call(REQUEST_ALLOC, payload=b"\x82" + pack("instance_id")
+                  + _str8(bad) + pack("size") + pack(4096))
+    assert "valid UTF-8" in r["error"], r
+    # REPORT_STATS {"entries": [{"client_id": bad, "op_type": "store"}]}
+    _, r = c.call(REPORT_STATS, payload=b"\x81" + pack("entries") + b"\x91\x82"
+                  + pack("client_id") + _str8(bad) + pack("op_type")
+                  + pack("store"))
+    assert "valid UTF-8" in r["error"], r
+    # HEARTBEAT {"instance_id": bad}
+    _, r = c.call(HEARTBEAT, payload=b"\x81" + pack("instance_id") + _str8(bad))
+    assert "valid UTF-8" in r["error"], r
+    # a str key is stored by REGISTER_KV: refused; bin keys take any bytes
+    h = alloc(c, "inst-utf8", MiB)
+    reg = (pack("region_id") + pack(h["region_id"]) + pack("kv_offset")
+           + pack(0) + pack("kv_length") + pack(64))
+    _, r = c.call(REGISTER_KV, payload=b"\x84" + pack("key") + _str8(b"k\xc0\x80")
+                  + reg)
+    assert "valid UTF-8" in r["error"], r
+    _, r = c.call(BATCH_REGISTER_KV, payload=b"\x81" + pack("entries") + b"\x91\x84"
+                  + pack("key") + _str8(b"\xed\xa0\x80") + reg)
+    assert "valid UTF-8" in r["error"], r
+    assert register(c, b"k\xc0\x80", h["region_id"], 0, 64) is True
+    # a looked-up str key is not checked: nothing stored can match it
+    _, r = c.call(EXISTS_KV, payload=b"\x81" + pack("key") + _str8(b"k\xc0\x80"))
+    assert r == {"exists": False}
+    # nothing of the above reached a reply: everyone still decodes these
+    _, st = c.call(GET_STATS, {})
+    _, us = c.call(GET_USAGE, {})
+    assert [i["instance_id"] for i in us["instances"]] == ["inst-utf8"]
+    assert st["kv_manager"]["total_entries"] == 1
+    c.close()

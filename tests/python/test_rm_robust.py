@@ -111,6 +111,7 @@ BAD_IDS = [
     ("id_len 128", struct.pack("<H", 128) + b"a" * 128),
     ("id does not fit", struct.pack("<H", 20) + b"short"),
     ("NUL in id", struct.pack("<H", 5) + b"ab\0cd"),
+    ("id not UTF-8", struct.pack("<H", 5) + b"ab\xffcd"),     # issue 12, defect 9
     ("one byte left", b"\x01"),
 ]
 

@@ -581,6 +581,9 @@ static void test_config(void **state)
 	assert_string_equal(maru_config_get_server_url(c),
 			    "tcp://localhost:5555");
 	assert_null(maru_config_get_instance_id(c));
+	/* instance ids are text: the server refuses others (issue 12) */
+	assert_int_equal(maru_config_set_instance_id(c, "bad\xff"), -EINVAL);
+	assert_null(maru_config_get_instance_id(c));
 	assert_int_equal(maru_config_get_pool_size(c), 100 << 20);
 	assert_int_equal(maru_config_get_chunk_size(c), 1 << 20);
 	assert_int_equal(maru_config_get_timeout_ms(c), 2000);

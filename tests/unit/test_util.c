@@ -60,6 +60,82 @@ static void test_host_port(void **state)
 			 -EINVAL);
 }
 
+/* a second, slower decoder: the code point, then the ranges Python checks */
+static bool utf8_ref(const uint8_t *s, size_t n)
+{
+	size_t i = 0, k, j;
+	uint32_t cp, min;
+
+	while (i < n) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if ((s[i] & 0xe0) == 0xc0)
+			k = 1, cp = s[i] & 0x1f, min = 0x80;
+		else if ((s[i] & 0xf0) == 0xe0)
+			k = 2, cp = s[i] & 0x0f, min = 0x800;
+		else if ((s[i] & 0xf8) == 0xf0)
+			k = 3, cp = s[i] & 0x07, min = 0x10000;
+		else
+			return false;
+		if (n - i - 1 < k)
+			return false;
+		for (j = 1; j <= k; j++) {
+			if ((s[i + j] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + j] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += k + 1;
+	}
+	return true;
+}
+
+static void test_utf8(void **state)
+{
+	static const struct {
+		const char *s;
+		bool ok;
+	} cases[] = {
+		{"", true},
+		{"plain ascii, longer than eight bytes", true},
+		{"caf\xc3\xa9", true},		  /* U+00E9 */
+		{"\xe2\x82\xac", true},		  /* U+20AC */
+		{"\xf0\x9f\x98\x80", true},	  /* U+1F600 */
+		{"\xf4\x8f\xbf\xbf", true},	  /* U+10FFFF */
+		{"\xc0\x80", false},		  /* overlong NUL */
+		{"\xe0\x80\xaf", false},	  /* overlong */
+		{"\xf0\x8f\xbf\xbf", false},	  /* overlong */
+		{"\xed\xa0\x80", false},	  /* surrogate U+D800 */
+		{"\xf4\x90\x80\x80", false},	  /* U+110000 */
+		{"\xf8\x88\x80\x80\x80", false}, /* 5 bytes */
+		{"\x80", false},			  /* lone continuation */
+		{"abcdefgh\xc3", false},		  /* truncated after a run */
+		{"\xe2\x82", false},		  /* truncated */
+		{"\xe2\x28\xa1", false},	  /* bad continuation */
+		{"\xff", false},
+	};
+	uint8_t b[3];
+	size_t i;
+	int x;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_int_equal(utf8_valid(cases[i].s, strlen(cases[i].s)),
+				 cases[i].ok);
+	/* every 1-, 2- and 3-byte string against the reference */
+	for (x = 0; x < 1 << 24; x += (x < 1 << 16 ? 1 : 7)) {
+		b[0] = (uint8_t)(x >> 16);
+		b[1] = (uint8_t)(x >> 8);
+		b[2] = (uint8_t)x;
+		assert_int_equal(utf8_valid(b, 3), utf8_ref(b, 3));
+		assert_int_equal(utf8_valid(b + 1, 2), utf8_ref(b + 1, 2));
+		assert_int_equal(utf8_valid(b + 2, 1), utf8_ref(b + 2, 1));
+	}
+}
+
 static void test_buf(void **state)
 {
 	struct buf b = BUF_INIT;
@@ -81,6 +157,7 @@ int main(void)
 		cmocka_unit_test(test_format_bytes),
 		cmocka_unit_test(test_host_port),
 		cmocka_unit_test(test_buf),
+		cmocka_unit_test(test_utf8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

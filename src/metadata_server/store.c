@@ -811,6 +811,10 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	if (ix_find(&s->kv, &k, h))
 		return 0; /* first writer wins */
 	r = region_find(s, reg->region_id, &slot);
+	/* a location must lie inside its region (issue 12) */
+	if (r && (reg->kv_offset > r->h.length ||
+		  reg->kv_length > r->h.length - reg->kv_offset))
+		return -ERANGE;
 	if (r && r->state == REG_GONE) {
 		if (r->gone_why == GONE_LEASE)
 			return -EPERM;
@@ -821,8 +825,10 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		return rc;
 	e->off = reg->kv_offset;
 	e->len = reg->kv_length;
-	s->kv_bytes += reg->kv_length;
 	if (r) {
+		/* only bytes in a tracked region count: a key of an unknown
+		 * region never resolves, and its length is unchecked */
+		s->kv_bytes += reg->kv_length;
 		e->slot = slot;
 		r->refs++;
 		r->used += reg->kv_length;
@@ -861,8 +867,8 @@ bool mds_delete(struct mds *s, const struct mds_key *k)
 	if (!e || e->pins)
 		return false;
 	slot = e->slot;
-	s->kv_bytes -= e->len;
 	if (slot != IX_NO_SLOT) {
+		s->kv_bytes -= e->len;
 		r = &s->regions[slot];
 		r->refs--;
 		r->used -= e->len;
@@ -1018,9 +1024,9 @@ static void chk_entry(struct ix_entry *e, void *arg)
 	struct chk *c = arg;
 
 	c->entries++;
-	c->bytes += e->len;
 	if (e->slot == IX_NO_SLOT)
 		return;
+	c->bytes += e->len;
 	if (e->slot >= c->s->nreg_slots ||
 	    c->s->regions[e->slot].state == REG_UNUSED) {
 		c->bad = true;

@@ -194,7 +194,7 @@ struct mds {
 	uint64_t vnow; /* virtual clock, ns */
 
 	struct ix kv;	   /* the KV index */
-	uint64_t kv_bytes; /* sum of kv_length */
+	uint64_t kv_bytes; /* sum of kv_length of keys in tracked regions */
 
 	struct ix region_map;	       /* region_id -> slot */
 	struct mds_region *regions;    /* owns: nreg_slots */

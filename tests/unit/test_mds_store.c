@@ -250,6 +250,34 @@ static void test_alloc_register_lookup(void **state)
 	assert_int_equal(keyop(MDS_EXISTS_KV, "k2"), 0);
 }
 
+/* issue 12, defect 3: a location lies inside its region, and a key of an
+ * unknown region (upstream accepts it, it never resolves) cannot make the
+ * byte count wrap */
+static void test_locations_are_checked(void **state)
+{
+	struct rm_handle h;
+
+	(void)state;
+	start(0, 0);
+	h = alloc("A", 3 << 20); /* 4 MiB */
+	assert_int_equal(reg("end", h.region_id, (4 << 20) - 100, 100), 1);
+	assert_int_equal(reg("all", h.region_id, 0, 4 << 20), 1);
+	assert_int_equal(reg("empty", h.region_id, 4 << 20, 0), 1);
+	assert_int_equal(reg("past", h.region_id, (4 << 20) - 100, 101), -1);
+	assert_int_equal(reg("off", h.region_id, (4 << 20) + 1, 0), -1);
+	assert_int_equal(reg("wrap", h.region_id, 4096, UINT64_MAX - 100),
+			 -1);
+	assert_int_equal(keyop(MDS_EXISTS_KV, "past"), 0);
+	assert_int_equal(keyop(MDS_EXISTS_KV, "wrap"), 0);
+	assert_true(S.kv_bytes == 100 + (4 << 20));
+	assert_int_equal(reg("ghost1", 999, 0, UINT64_MAX), 1);
+	assert_int_equal(reg("ghost2", 999, 0, UINT64_MAX), 1);
+	assert_true(S.kv_bytes == 100 + (4 << 20));
+	assert_int_equal(keyop(MDS_DELETE_KV, "ghost1"), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "end"), 1);
+	assert_true(S.kv_bytes == 4 << 20);
+}
+
 static void test_first_writer_wins(void **state)
 {
 	struct rm_handle a, b;
@@ -987,6 +1015,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_alloc_register_lookup, teardown),
 		cmocka_unit_test_teardown(test_first_writer_wins, teardown),
+		cmocka_unit_test_teardown(test_locations_are_checked, teardown),
 		cmocka_unit_test_teardown(test_pins, teardown),
 		cmocka_unit_test_teardown(test_deferred_free, teardown),
 		cmocka_unit_test_teardown(test_list_exclusion, teardown),

@@ -57,6 +57,9 @@ static void rm_config_defaults(struct rm_config *c)
 	c->emulate_size = 4ull << 30;
 	/* upstream's receive timeout for a partially received message */
 	c->msg_timeout = 30;
+	/* a connection that says nothing of itself: long enough for any
+	 * STATS poller's interval */
+	c->idle_timeout = 60;
 	/* upstream's checkpoint interval: bounds WAL length and replay time */
 	c->checkpoint_ops = 100;
 }
@@ -92,6 +95,9 @@ static void usage(FILE *f)
 		"(default 4G)\n"
 		"      --msg-timeout SEC    drop a connection whose message "
 		"stays partial (default 30)\n"
+		"      --idle-timeout SEC   drop a connection without a "
+		"client id idle this long\n"
+		"                           (default 60; 0: never)\n"
 		"  -h, --help               this text\n"
 		"\n"
 		"Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
@@ -107,6 +113,7 @@ enum {
 	OPT_POOLS_FROM,
 	OPT_EMULATE_SIZE,
 	OPT_MSG_TIMEOUT,
+	OPT_IDLE_TIMEOUT,
 };
 
 /*
@@ -138,6 +145,7 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"pools-from", required_argument, NULL, OPT_POOLS_FROM},
 		{"emulate-size", required_argument, NULL, OPT_EMULATE_SIZE},
 		{"msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT},
+		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 		{NULL, 0, NULL, 0},
 	};
 	const char **pools;
@@ -213,6 +221,10 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			if (int_option("msg-timeout", 1, &c->msg_timeout) < 0)
 				return -1;
 			break;
+		case OPT_IDLE_TIMEOUT:
+			if (int_option("idle-timeout", 0, &c->idle_timeout) < 0)
+				return -1;
+			break;
 		default:
 			usage(stderr);
 			return -1;
@@ -265,6 +277,8 @@ static void banner(struct rm *rm)
 	log_info("  grace period:  %d s", rm->cfg.grace_period);
 	log_info("  max clients:   %d", rm->cfg.max_clients);
 	log_info("  msg timeout:   %d s", rm->cfg.msg_timeout);
+	log_info("  idle timeout:  %d s (connections without a client id)",
+		 rm->cfg.idle_timeout);
 	log_info("  emulate size:  %s",
 		 format_bytes(rm->cfg.emulate_size, sz, sizeof(sz)));
 	for (i = 0; i < rm->cfg.npools; i++)

@@ -60,6 +60,7 @@ struct rm_config {
 		*pools_from;   /* borrows: file of pool paths, re-read on HUP */
 	uint64_t emulate_size; /* bytes of an emulated pool we create */
 	int msg_timeout;       /* seconds a partial message may take */
+	int idle_timeout;      /* seconds an anonymous connection may idle */
 	int checkpoint_ops;    /* alloc+free ops between checkpoints */
 };
 

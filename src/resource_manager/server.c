@@ -25,6 +25,12 @@
  * close the connection as listed there.  EOF (including a liveness probe
  * that connects and closes) closes silently.  A message that stays partial
  * for --msg-timeout seconds (slow loris) is dropped by server_cron().
+ * A connection that never sent a client id (STATS pollers, probes, or a
+ * socket that sends nothing) is closed after --idle-timeout seconds
+ * without a request, and at --max-clients a new connection takes the
+ * place of the one of those idle the longest: silent sockets cannot lock
+ * clients out (issue 12).  Connections with a client id are never timed
+ * out for idleness: maru-server's session is one.
  *
  * Ownership: @rm owns the connections (a doubly linked list); a
  * connection owns its fd and output buffer and borrows its pinned client
@@ -66,6 +72,7 @@ struct conn {
 	bool close_after_write;
 	uint64_t busy_ms;      /* start of the partial message, pending
 				* write or drain; 0 = idle */
+	uint64_t seen_ms;      /* accepted, or its last request served */
 	size_t drained;	       /* DRAIN: bytes discarded */
 	struct client *client; /* borrows: the pinned client_id, or NULL */
 	char peer[32];	       /* "a.b.c.d:port" for logs */
@@ -488,6 +495,7 @@ static void conn_read(struct conn *c)
 		c->state = CONN_HDR;
 		c->in_len = 0;
 		c->busy_ms = 0;
+		c->seen_ms = evloop_now_ms();
 		if (!conn_flush(c))
 			return;
 	}
@@ -541,6 +549,33 @@ static void set_sockopts(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
+/* a connection that has told us nothing: no client id, nothing pending */
+static bool anonymous_idle(const struct conn *c)
+{
+	return !c->client && !c->busy_ms && c->state == CONN_HDR;
+}
+
+/*
+ * At --max-clients, a new connection takes the place of the connection
+ * that has been anonymous and idle the longest, so that silent sockets
+ * cannot lock clients out.  Return: true when one was closed.
+ */
+static bool make_room(struct rm *rm)
+{
+	struct conn *c, *old = NULL;
+
+	for (c = rm->conns; c; c = c->next)
+		if (anonymous_idle(c) && (!old || c->seen_ms <= old->seen_ms))
+			old = c;
+	if (!old)
+		return false;
+	log_info("conn %s: closed to make room (max clients %d; it sent no "
+		 "client id and is idle)",
+		 old->peer, rm->cfg.max_clients);
+	conn_close(old, NULL);
+	return true;
+}
+
 /* Out of descriptors: free the spare, accept and drop one, re-arm. */
 static void accept_emfile(struct rm *rm)
 {
@@ -577,7 +612,8 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
-		if (rm->nconns >= (unsigned)rm->cfg.max_clients) {
+		if (rm->nconns >= (unsigned)rm->cfg.max_clients &&
+		    !make_room(rm)) {
 			/* over the limit: accepted and closed, no message */
 			log_dbg("max clients (%d) reached: connection dropped",
 				rm->cfg.max_clients);
@@ -592,6 +628,7 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 		c->rm = rm;
 		c->fd = fd;
 		c->state = CONN_HDR;
+		c->seen_ms = evloop_now_ms();
 		inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
 		snprintf(c->peer, sizeof(c->peer), "%s:%u", ip,
 			 ntohs(sa.sin_port));
@@ -665,6 +702,14 @@ void server_cron(struct rm *rm)
 
 	for (c = rm->conns; c; c = next) {
 		next = c->next;
+		if (anonymous_idle(c) && rm->cfg.idle_timeout &&
+		    now - c->seen_ms >= (uint64_t)rm->cfg.idle_timeout * 1000u) {
+			log_info("conn %s: idle for %d s without a client id: "
+				 "closed",
+				 c->peer, rm->cfg.idle_timeout);
+			conn_close(c, NULL);
+			continue;
+		}
 		if (!c->busy_ms)
 			continue;
 		if (c->state == CONN_DRAIN) {

@@ -252,9 +252,41 @@ def served_conns(address, n, timeout=20.0):
             time.sleep(0.05)
 
 
+def pinned_conn(address, client_id):
+    """A connection whose client id is pinned (a GET_ACCESS that names it:
+    refused, there is no such region, but the id is the connection's now)."""
+    c = RmConn(address, client_id=client_id)
+    c.send_raw(msg(rm_wire.GET_ACCESS_REQ, rm_wire.encode_get_access(
+        rm_wire.Handle(12345, 0, 0, 0), client_id)))
+    assert c.recv_msg()[0] in (rm_wire.GET_ACCESS_RESP, rm_wire.ERROR_RESP)
+    return c
+
+
 def test_max_clients(start_rm):
+    """--max-clients: a connection that said who it is keeps its slot, and
+    past the limit a new connection is accepted and closed; an anonymous
+    idle one (no client id: STATS only, or nothing at all) makes room for
+    a new one, the one idle longest first, so silent sockets cannot lock
+    clients out (issue 12, defect 6)."""
     r = start_rm(extra=["--max-clients", "3"])
     conns = served_conns(r.address, 3)
+    time.sleep(0.05)
+    new = RmConn(r.address)
+    assert new.stats()                    # room was made ...
+    assert conns[0].is_closed(timeout=5)  # ... by the idlest anonymous one
+    for c in conns[1:]:
+        assert c.stats()
+    for c in conns + [new]:
+        c.close()
+    named = []
+    deadline = time.monotonic() + 20
+    while len(named) < 3:                 # slots free once the closes are seen
+        try:
+            named.append(pinned_conn(r.address, f"tester:{len(named)}"))
+        except (OSError, ConnectionError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
     extra = socket.create_connection(("127.0.0.1", r.port))
     extra.settimeout(30)                  # closed at once; room for load
     try:
@@ -263,14 +295,31 @@ def test_max_clients(start_rm):
     except (ConnectionResetError, BrokenPipeError):
         pass
     extra.close()
-    for c in conns:                       # the others are unaffected
+    for c in named:                       # the others are unaffected
         assert c.stats()
-    conns.pop().close()
+    named.pop().close()
     for c in served_conns(r.address, 1):  # a slot is free again
         c.close()
-    for c in conns:
+    for c in named:
         c.close()
     assert r.running()
+
+
+def test_idle_timeout(start_rm):
+    """--idle-timeout: a connection without a client id is closed after
+    that long without a request (one that never sent a byte too); one with
+    a client id stays however long it idles (maru-server's session)."""
+    r = start_rm(extra=["--idle-timeout", "1"])
+    silent = RmConn(r.address)
+    anon = RmConn(r.address)
+    assert anon.stats()
+    named = pinned_conn(r.address, "tester:idle")
+    time.sleep(2.5)
+    assert silent.is_closed(timeout=5) and anon.is_closed(timeout=5)
+    assert named.stats()                  # same socket, still served
+    for c in (silent, anon, named):
+        c.close()
+    assert "without a client id: closed" in r.log()
 
 
 def test_signals_during_start_up(start_rm):

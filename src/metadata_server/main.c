@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "handler.h"
@@ -36,6 +37,7 @@ struct config {
 	double lease_ttl;  /* 30 s: later-additions.md §1 */
 	double peer_grace; /* 60 s: outlives reconnects of a live client */
 	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
+	long max_conns;	   /* 4096, within the fd limit; 0: none */
 };
 
 static void config_defaults(struct config *c)
@@ -47,6 +49,7 @@ static void config_defaults(struct config *c)
 	c->rm_address = "127.0.0.1:9850";
 	c->lease_ttl = 30;
 	c->peer_grace = 60;
+	c->max_conns = 4096;
 }
 
 static void usage(FILE *f)
@@ -58,7 +61,7 @@ static void usage(FILE *f)
 		"PATH]...\n"
 		"                   [--client-lease-ttl SECONDS] "
 		"[--peer-grace SECONDS]\n"
-		"                   [--busy-poll-us US]\n"
+		"                   [--busy-poll-us US] [--max-connections N]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -91,6 +94,13 @@ static void usage(FILE *f)
 		"CPU for\n"
 		"                          latency across cores; 0 disables "
 		"(default 0)\n"
+		"  --max-connections N     open client connections; past it a "
+		"new one\n"
+		"                          displaces the oldest still in its "
+		"handshake,\n"
+		"                          or is closed (default 4096, within "
+		"the fd\n"
+		"                          limit; 0: only the fd limit)\n"
 		"  -h, --help              this text\n"
 		"  --version               print the version\n");
 }
@@ -109,7 +119,7 @@ static int parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-enum { OPT_VERSION = 256, OPT_LEASE, OPT_GRACE, OPT_BUSY };
+enum { OPT_VERSION = 256, OPT_LEASE, OPT_GRACE, OPT_BUSY, OPT_MAXCONN };
 
 static int parse_args(int argc, char **argv, struct config *c)
 {
@@ -122,6 +132,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"client-lease-ttl", required_argument, NULL, OPT_LEASE},
 		{"peer-grace", required_argument, NULL, OPT_GRACE},
 		{"busy-poll-us", required_argument, NULL, OPT_BUSY},
+		{"max-connections", required_argument, NULL, OPT_MAXCONN},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -202,6 +213,19 @@ static int parse_args(int argc, char **argv, struct config *c)
 			}
 			c->busy_poll_us = v;
 			break;
+		case OPT_MAXCONN:
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 0 ||
+			    v > 1000000) {
+				fprintf(stderr,
+					"maru-server: bad --max-connections %s "
+					"(0 to 1000000)\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->max_conns = v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -221,15 +245,47 @@ static int parse_args(int argc, char **argv, struct config *c)
 	return 0;
 }
 
+/*
+ * --max-connections within RLIMIT_NOFILE: the soft limit is raised to the
+ * hard one when that helps; what does not fit is given up, with a line in
+ * the log.  A few descriptors stay for the listener, the RM session and
+ * the loop.
+ */
+static long fit_fd_limit(long want)
+{
+	struct rlimit rl;
+	long fit;
+
+	if (!want || getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return want;
+	if (rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur < want + 32 &&
+	    rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ||
+				      (long)rl.rlim_max > want + 32
+			      ? (rlim_t)(want + 32)
+			      : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY || (long)rl.rlim_cur >= want + 32)
+		return want;
+	fit = (long)rl.rlim_cur - 32;
+	if (fit < 1)
+		fit = 1;
+	log_warn("--max-connections %ld does not fit the fd limit %ld: %ld",
+		 want, (long)rl.rlim_cur, fit);
+	return fit;
+}
+
 static void log_config(const struct config *c)
 {
 	int i;
 
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
 		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
-		 "busy-poll=%ldus",
+		 "busy-poll=%ldus max-connections=%ld",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
-		 c->lease_ttl, c->peer_grace, c->busy_poll_us);
+		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns);
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
@@ -309,6 +365,7 @@ int main(int argc, char **argv)
 	so.host = c.host;
 	so.port = c.port;
 	so.busy_poll_ns = (uint64_t)c.busy_poll_us * 1000;
+	so.max_conns = (int)fit_fd_limit(c.max_conns);
 	rc = server_run(&so, &s, &rm);
 	if (rc == 0)
 		status = 0;

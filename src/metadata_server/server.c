@@ -176,6 +176,9 @@ struct server {
 	uint64_t stall_min;   /* a gap this long is a stall */
 	uint64_t hb_ivl, hb_timeout; /* ns: SERVER_HB_* or the test knob */
 	uint64_t busy_ns;     /* --busy-poll-us, 0: off */
+	int max_conns;	      /* --max-connections, 0: none */
+	int nopen;	      /* open client connections */
+	uint64_t next_full_log; /* monotonic ns: "max connections" logged */
 	uint64_t spin_until;  /* monotonic ns: look without sleeping */
 	uint64_t proto_errs;  /* connections closed for bad input */
 	uint64_t next_proto_log;
@@ -220,6 +223,7 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 	}
 	mds_conn_close(sv->s, c->key);
 	if (c->fd >= 0) {
+		sv->nopen--;
 		sv->conns[c->fd] = NULL;
 		evloop_del_fd(sv->el, c->fd);
 		close(c->fd);
@@ -702,6 +706,28 @@ static int slots_for(struct server *sv, int fd)
 
 static void conn_event(struct evloop *el, int fd, unsigned events, void *arg);
 
+/*
+ * At --max-connections, a new connection takes the place of the one that
+ * has been in its handshake the longest (a peer that did not finish it
+ * may never); connections that finished theirs keep their places.
+ * Return: true when one was closed.
+ */
+static bool make_room(struct server *sv)
+{
+	struct conn *c, *old = NULL;
+	int fd;
+
+	for (fd = 0; fd <= sv->maxfd; fd++) {
+		c = sv->conns[fd];
+		if (c && !c->dead && c->z.st != ZMTP_ST_OPEN &&
+		    (!old || c->born < old->born))
+			old = c;
+	}
+	if (old)
+		conn_close(sv, old, "closed to make room (max connections)");
+	return old != NULL;
+}
+
 static void on_accept(struct server *sv)
 {
 	struct conn *c;
@@ -721,6 +747,17 @@ static void on_accept(struct server *sv)
 			}
 			return;
 		}
+		if (sv->max_conns && sv->nopen >= sv->max_conns &&
+		    !make_room(sv)) {
+			if (now_ns() >= sv->next_full_log) {
+				log_warn("%d connections open (--max-connections)"
+					 ": new ones are closed",
+					 sv->nopen);
+				sv->next_full_log = now_ns() + 10000000000ull;
+			}
+			close(fd);
+			continue;
+		}
 		set_sockopts(fd);
 		c = slots_for(sv, fd) < 0 ? NULL : conn_new(sv, fd, fd);
 		if (!c) {
@@ -735,6 +772,7 @@ static void on_accept(struct server *sv)
 		}
 		c->ev = EVLOOP_READ;
 		sv->conns[fd] = c;
+		sv->nopen++;
 		if (fd > sv->maxfd)
 			sv->maxfd = fd;
 		/* our greeting and READY at once: libzmq waits for them */
@@ -1129,6 +1167,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		return -ENOMEM;
 	sv->rm = rm;
 	sv->busy_ns = o->busy_poll_ns;
+	sv->max_conns = o->max_conns;
 	hb_knob(sv);
 	rm->any_handle = any_handle;
 	rm->arg = s;

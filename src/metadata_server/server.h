@@ -33,6 +33,7 @@ struct server_opts {
 	const char *host; /* borrows */
 	int port;
 	uint64_t busy_poll_ns; /* 0: sleep as soon as nothing is ready */
+	int max_conns;	       /* open client connections; 0: no limit */
 };
 
 struct server;

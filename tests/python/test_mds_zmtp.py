@@ -259,6 +259,28 @@ def test_handshake_is_a_deadline(rm, start_mds, monkeypatch):
     good.close()
 
 
+def test_max_connections(rm, start_mds):
+    """--max-connections: past it a new connection displaces the one still
+    in its handshake the longest, else it is closed at once; peers that
+    finished their handshake keep their places (issue 12, defect 7)."""
+    m = start_mds(rm.address, extra=["--max-connections", "3"])
+    good = [Raw(m).handshake(minor=0) for _ in range(2)]
+    half = Raw(m)                       # never finishes its handshake
+    half.take(64)                       # (the server's greeting arrived)
+    new = Raw(m).handshake(minor=0)     # takes the half-greeted one's place
+    assert half.closed_by_server(timeout=5)
+    extra = Raw(m)                      # all three finished: closed at once
+    assert extra.closed_by_server(timeout=5)
+    for i, peer in enumerate(good + [new]):
+        peer.send(zframe(frame(HANDSHAKE, {}, seq=10 + i)))
+        flags, body = peer.frame()
+        assert flags == 0 and parse(body)[0].seq == 10 + i
+    for peer in good + [new, half, extra]:
+        peer.close()
+    assert wait_until(lambda: served(m), timeout=10)
+    assert "connections open (--max-connections)" in m.log()
+
+
 # ---- envelopes ----
 
 def test_envelopes(mds):

@@ -47,15 +47,13 @@ static char *dup_n(const char *s, uint32_t n)
 	return p;
 }
 
-/* Find or create the item for (client, op); client NULL = "_all". */
-static struct st_item *item(struct mds_stats *st, const char *client,
-			    uint32_t clen, const char *op, uint32_t oplen)
+#define KEY_MAX (4 + 2 * STATS_MAX_NAME)
+
+/* the map key of (client, op) in @kb; client NULL = "_all" */
+static struct ix_key item_key(uint8_t kb[KEY_MAX], const char *client,
+			      uint32_t clen, const char *op, uint32_t oplen)
 {
-	uint8_t kb[4 + 2 * STATS_MAX_NAME];
 	struct ix_key k = {kb, 0, client ? IX_STR : IX_BIN};
-	struct ix_entry *e;
-	struct st_item *it;
-	int rc;
 
 	if (!client)
 		clen = 0;
@@ -66,6 +64,31 @@ static struct st_item *item(struct mds_stats *st, const char *client,
 		memcpy(kb + 4, client, clen);
 	memcpy(kb + 4 + clen, op, oplen);
 	k.len = 4 + clen + oplen;
+	return k;
+}
+
+static struct ix_entry *item_entry(struct mds_stats *st,
+				   const struct st_item *it)
+{
+	uint8_t kb[KEY_MAX];
+	struct ix_key k = item_key(kb, it->client, it->client_len, it->op,
+				   it->op_len);
+
+	return ix_find(&st->map, &k, ix_hash(&st->map, &k));
+}
+
+/* Find or create the item for (client, op); client NULL = "_all". */
+static struct st_item *item(struct mds_stats *st, const char *client,
+			    uint32_t clen, const char *op, uint32_t oplen)
+{
+	uint8_t kb[KEY_MAX];
+	struct ix_key k = item_key(kb, client, clen, op, oplen);
+	struct ix_entry *e;
+	struct st_item *it;
+	int rc;
+
+	if (!client)
+		clen = 0;
 	e = ix_find(&st->map, &k, ix_hash(&st->map, &k));
 	if (e)
 		return &st->items[e->slot];
@@ -144,6 +167,32 @@ int stats_record(struct mds_stats *st, const char *client, uint32_t clen,
 	acc_add(&c->a, hit, miss, size, latency_us);
 	acc_add(&all->a, hit, miss, size, latency_us);
 	return 0;
+}
+
+void stats_forget(struct mds_stats *st, const char *client, uint32_t clen)
+{
+	struct ix_entry *e;
+	struct st_item *it;
+	uint32_t i = 0;
+
+	while (i < st->n) {
+		it = &st->items[i];
+		if (!it->client || it->client_len != clen ||
+		    memcmp(it->client, client, clen)) {
+			i++;
+			continue;
+		}
+		if ((e = item_entry(st, it)))
+			ix_delete(&st->map, e);
+		free(it->client);
+		free(it->op);
+		/* the last item moves into the hole */
+		if (i != --st->n) {
+			*it = st->items[st->n];
+			if ((e = item_entry(st, it)))
+				e->slot = i;
+		}
+	}
 }
 
 /* Python's round(x, 1) for the values we emit */

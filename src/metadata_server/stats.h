@@ -8,7 +8,9 @@
  * Bounded: at most STATS_MAX_ITEMS accumulators and STATS_MAX_NAME bytes
  * per client id or op name; entries beyond either are counted in
  * `dropped` and otherwise ignored, so no client can grow the server
- * without limit through REPORT_STATS.
+ * without limit through REPORT_STATS.  A client's accumulators go when
+ * the instance of that id leaves (stats_forget(), from store.c); those of
+ * ids that never were an instance stay, within the bound.
  *
  * Context: single-threaded (the server's main thread).
  */
@@ -59,6 +61,12 @@ void stats_destroy(struct mds_stats *st);
 int stats_record(struct mds_stats *st, const char *client, uint32_t clen,
 		 const char *op, uint32_t oplen, const char *result,
 		 uint32_t rlen, int64_t size, double latency_us);
+
+/**
+ * stats_forget - drop every accumulator of @client (its instance left);
+ * the "_all" aggregates keep what it reported
+ */
+void stats_forget(struct mds_stats *st, const char *client, uint32_t clen);
 
 /**
  * stats_encode - append the value of "stats_manager" (a map) to @w, then

@@ -196,6 +196,7 @@ static void inst_maybe_gc(struct mds *s, uint32_t slot)
 	if (!in->id || in->nregions || in->nconns)
 		return;
 	ix_delete(&s->inst_map, in->ie);
+	stats_forget(&s->stats, in->id, (uint32_t)strlen(in->id));
 	free(in->id);
 	memset(in, 0, sizeof(*in));
 	in->next_free = s->inst_free;

@@ -611,6 +611,53 @@ static void test_stats_and_usage(void **state)
 	assert_true(mget(m, "pool_free")->via.u64 == F.total - (6 << 20));
 }
 
+/* one REPORT_STATS entry: @client did @op */
+static void report(const char *client, const char *op)
+{
+	struct req r;
+
+	begin(&r, MDS_REPORT_STATS, 1);
+	pk_str(&r.pk, "entries");
+	msgpack_pack_array(&r.pk, 1);
+	msgpack_pack_map(&r.pk, 2);
+	pk_str(&r.pk, "client_id");
+	pk_str(&r.pk, client);
+	pk_str(&r.pk, "op_type");
+	pk_str(&r.pk, op);
+	assert_int_equal(mbool(mget(call(&r), "success")), 1);
+}
+
+/* issue 12, defect 7: a client's accumulators go when its instance leaves */
+static void test_stats_leave_with_their_instance(void **state)
+{
+	msgpack_object *c;
+	struct rm_handle a, b;
+
+	(void)state;
+	start(0, 0);
+	a = alloc("w1", 1);
+	b = alloc("w2", 1);
+	report("w1", "store");
+	report("w1", "retrieve");
+	report("w2", "store");
+	report("nobody", "store"); /* never an instance: stays (bounded) */
+	c = mget(mget(simple(MDS_GET_STATS), "stats_manager"), "clients");
+	assert_int_equal(c->via.map.size, 4);
+	assert_int_equal(ret_alloc("w1", a.region_id), 1); /* its last region */
+	c = mget(mget(simple(MDS_GET_STATS), "stats_manager"), "clients");
+	assert_int_equal(c->via.map.size, 3);
+	assert_null(mget(c, "w1"));
+	assert_non_null(mget(c, "w2"));
+	assert_non_null(mget(c, "nobody"));
+	/* the aggregate keeps what w1 reported */
+	assert_int_equal(
+		muint(mget(mget(mget(mget(c, "_all"), "operations"), "store"),
+			   "count")),
+		3);
+	assert_int_equal(S.stats.n, 1 + 1 + 2); /* w2, nobody, _all x2 */
+	(void)b;
+}
+
 static void test_handshake_heartbeat_errors(void **state)
 {
 	msgpack_object *m;
@@ -1016,6 +1063,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_alloc_register_lookup, teardown),
 		cmocka_unit_test_teardown(test_first_writer_wins, teardown),
 		cmocka_unit_test_teardown(test_locations_are_checked, teardown),
+		cmocka_unit_test_teardown(test_stats_leave_with_their_instance,
+					  teardown),
 		cmocka_unit_test_teardown(test_pins, teardown),
 		cmocka_unit_test_teardown(test_deferred_free, teardown),
 		cmocka_unit_test_teardown(test_list_exclusion, teardown),

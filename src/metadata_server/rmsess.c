@@ -330,18 +330,32 @@ static void give_up(struct rmsess *r, struct rmsess_op *op);
 /*
  * the head goes on the wire (when there is one and we are up).  An op
  * already sent on MAX_TRIES connections without an answer stops blocking
- * the others: a FREE goes to the back (it is retried for as long as we
- * run), anything else fails.
+ * the others.  A FREE or an ALLOC goes to the back and is sent again,
+ * with the same request id, for as long as we run: the RM may have logged
+ * it before its answer was lost, and only its answer tells.  An ALLOC's
+ * requester is told now (it fails); the region the answer names is then
+ * freed like any that comes too late.  STATS and GET_ACCESS just fail.
  */
 static void start_next(struct rmsess *r)
 {
 	struct rmsess_op *op;
 
-	if (r->st != RS_UP || r->sent)
+	/* wait_done() below may queue ops, which call us: the outer call
+	 * sends what is at the head when its loop is done */
+	if (r->st != RS_UP || r->sent || r->in_start)
 		return;
+	r->in_start = true;
 	while ((op = r->head) && op->tries >= MAX_TRIES) {
 		pop(r);
-		if (op->kind == OP_FREE) {
+		if (op->kind == OP_ALLOC && op->w) {
+			log_err("resource manager %s: no answer to an ALLOC "
+				"after %d attempts; failing it, and asking "
+				"on until it answers",
+				r->address, MAX_TRIES);
+			wait_done(op->w, -EPROTO);
+			op->w = NULL;
+		}
+		if (op->kind == OP_FREE || op->kind == OP_ALLOC) {
 			op->tries = 0;
 			push(r, op, false);
 			if (r->head == op)
@@ -350,7 +364,8 @@ static void start_next(struct rmsess *r)
 		}
 		give_up(r, op);
 	}
-	if (!r->head)
+	r->in_start = false;
+	if (!r->head || r->st != RS_UP || r->sent)
 		return;
 	r->head->tries++;
 	buf_reset(&r->rx);

@@ -51,6 +51,7 @@ struct rmsess_op;
 struct rmsess {
 	struct rm_client c;  /* client id; its fd only at start */
 	uint64_t next_request_id; /* ALLOC/FREE, from 1 */
+	bool in_start;		  /* start_next() runs */
 	const char *address; /* borrows */
 	char *const *dax;    /* borrows: --dax-path values */
 	int ndax;

@@ -386,3 +386,120 @@ def test_dax_path_only_unknown_fails_alloc(rm, start_mds):
     _, s = c.call(GET_STATS, {})
     assert s["cxl_pool"] == {"total_size": 0, "free_size": 0}
     c.close()
+
+
+class LosingRm:
+    """A resource manager that loses its answers: it serves STATS and
+    GET_ACCESS, and for the first @lose ALLOCs it reads the request and
+    drops the connection without answering (as a crash after logging the
+    allocation would); then it allocates.  It records every ALLOC's request
+    id and every FREE's region."""
+
+    POOL = b"/dev/shm/losing-rm"
+
+    def __init__(self, lose):
+        import socket
+        import struct
+        import threading
+        self.struct = struct
+        self.lose = lose
+        self.allocs = []        # request ids, in arrival order
+        self.freed = []         # region ids
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(16)
+        self.port = self.ls.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.stop = False
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def reply(self, c, mtype, payload):
+        c.sendall(self.struct.pack("<IHHI", rm_wire.MAGIC, rm_wire.VERSION,
+                                   mtype, len(payload)) + payload)
+
+    def serve(self, c):
+        st = self.struct
+        while True:
+            hdr = b""
+            while len(hdr) < 12:
+                got = c.recv(12 - len(hdr))
+                if not got:
+                    return
+                hdr += got
+            _, _, mtype, n = st.unpack("<IHHI", hdr)
+            p = b""
+            while len(p) < n:
+                got = c.recv(n - len(p))
+                if not got:
+                    return
+                p += got
+            if mtype == rm_wire.STATS_REQ:
+                self.reply(c, rm_wire.STATS_RESP, st.pack("<I", 1) + st.pack(
+                    "<IIQQQ", len(self.POOL), 0, 1 << 30, 1 << 30, 2 << 20)
+                    + self.POOL)
+            elif mtype == rm_wire.GET_ACCESS_REQ:
+                self.reply(c, rm_wire.GET_ACCESS_RESP,
+                           st.pack("<iI", -2, 0) + st.pack("<QQH", 0, 0, 0))
+            elif mtype == rm_wire.ALLOC_REQ:
+                size, plen, _ = st.unpack_from("<QII", p)
+                off = 16 + plen
+                (clen,) = st.unpack_from("<H", p, off)
+                (rid,) = st.unpack_from("<Q", p, off + 2 + clen)
+                self.allocs.append(rid)
+                if len(self.allocs) <= self.lose:
+                    return          # the answer is lost with the connection
+                h = st.pack("<QQQQ", 77, 2 << 20, 2 << 20, 12345)
+                self.reply(c, rm_wire.ALLOC_RESP, st.pack("<iI", 0, 0) + h
+                           + st.pack("<QI", size, len(self.POOL)) + self.POOL
+                           + st.pack("<H", 0))
+            elif mtype == rm_wire.FREE_REQ:
+                (region,) = st.unpack_from("<Q", p)
+                self.freed.append(region)
+                self.reply(c, rm_wire.FREE_RESP, st.pack("<i", 0))
+
+    def run(self):
+        import threading
+        self.ls.settimeout(0.1)
+        while not self.stop:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
+
+    def conn(self, c):
+        try:
+            self.serve(c)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def close(self):
+        self.stop = True
+        self.t.join()
+        self.ls.close()
+
+
+def test_lost_alloc_answers_are_asked_for_until_answered(start_mds):
+    """Issue 12, defect 5: an ALLOC whose answers are lost (the RM dies
+    after logging it, four times over) fails for its requester, but
+    maru-server asks again with the same request id until the RM answers,
+    then frees the region that answer names: no allocation is left
+    without an owner."""
+    rm = LosingRm(lose=6)
+    try:
+        m = start_mds(rm.address)
+        c = ReqClient(m.url, timeout_ms=20000)
+        _, r = c.call(REQUEST_ALLOC, {"instance_id": "victim", "size": 1 << 20})
+        assert r.get("success") is not True, r      # failed for the requester
+        assert wait_until(lambda: 77 in rm.freed, timeout=30), (rm.allocs,
+                                                                 rm.freed)
+        assert len(rm.allocs) == 7                  # 6 lost, the 7th answered
+        assert len(set(rm.allocs)) == 1             # one request id throughout
+        assert m.running()
+        c.close()
+    finally:
+        rm.close()

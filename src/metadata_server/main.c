@@ -38,6 +38,7 @@ struct config {
 	double peer_grace; /* 60 s: outlives reconnects of a live client */
 	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
 	long max_conns;	   /* 4096, within the fd limit; 0: none */
+	long max_key;	   /* 65536: far above any KV-cache key */
 };
 
 static void config_defaults(struct config *c)
@@ -50,6 +51,7 @@ static void config_defaults(struct config *c)
 	c->lease_ttl = 30;
 	c->peer_grace = 60;
 	c->max_conns = 4096;
+	c->max_key = 65536;
 }
 
 static void usage(FILE *f)
@@ -62,6 +64,7 @@ static void usage(FILE *f)
 		"                   [--client-lease-ttl SECONDS] "
 		"[--peer-grace SECONDS]\n"
 		"                   [--busy-poll-us US] [--max-connections N]\n"
+		"                   [--max-key-bytes N]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -101,6 +104,8 @@ static void usage(FILE *f)
 		"                          or is closed (default 4096, within "
 		"the fd\n"
 		"                          limit; 0: only the fd limit)\n"
+		"  --max-key-bytes N       longest key REGISTER_KV stores "
+		"(default 65536)\n"
 		"  -h, --help              this text\n"
 		"  --version               print the version\n");
 }
@@ -119,7 +124,14 @@ static int parse_seconds(const char *s, double *out)
 	return 0;
 }
 
-enum { OPT_VERSION = 256, OPT_LEASE, OPT_GRACE, OPT_BUSY, OPT_MAXCONN };
+enum {
+	OPT_VERSION = 256,
+	OPT_LEASE,
+	OPT_GRACE,
+	OPT_BUSY,
+	OPT_MAXCONN,
+	OPT_MAXKEY
+};
 
 static int parse_args(int argc, char **argv, struct config *c)
 {
@@ -133,6 +145,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"peer-grace", required_argument, NULL, OPT_GRACE},
 		{"busy-poll-us", required_argument, NULL, OPT_BUSY},
 		{"max-connections", required_argument, NULL, OPT_MAXCONN},
+		{"max-key-bytes", required_argument, NULL, OPT_MAXKEY},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -226,6 +239,19 @@ static int parse_args(int argc, char **argv, struct config *c)
 			}
 			c->max_conns = v;
 			break;
+		case OPT_MAXKEY:
+			errno = 0;
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 ||
+			    v > (long)IX_KEY_MAX) {
+				fprintf(stderr,
+					"maru-server: bad --max-key-bytes %s "
+					"(1 to %u)\n",
+					optarg, IX_KEY_MAX);
+				return -EINVAL;
+			}
+			c->max_key = v;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -283,9 +309,10 @@ static void log_config(const struct config *c)
 
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
 		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
-		 "busy-poll=%ldus max-connections=%ld",
+		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
-		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns);
+		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
+		 c->max_key);
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
@@ -356,6 +383,7 @@ int main(int argc, char **argv)
 	mc.dax_only = c.ndax > 0;
 	mc.lease_ttl_ns = (uint64_t)llround(c.lease_ttl * 1e9);
 	mc.peer_grace_ns = (uint64_t)llround(c.peer_grace * 1e9);
+	mc.max_key = (uint32_t)c.max_key;
 	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
 		log_err("out of memory");
 		goto out_mds;

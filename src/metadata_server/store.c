@@ -811,6 +811,8 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 
 	if (ix_find(&s->kv, &k, h))
 		return 0; /* first writer wins */
+	if (s->cfg.max_key && reg->key.len > s->cfg.max_key)
+		return -E2BIG; /* --max-key-bytes */
 	r = region_find(s, reg->region_id, &slot);
 	/* a location must lie inside its region (issue 12) */
 	if (r && (reg->kv_offset > r->h.length ||

@@ -97,6 +97,7 @@ struct mds_config {
 	bool dax_only;		/* --dax-path given: cxl_pool covers those */
 	uint64_t lease_ttl_ns;	/* 0: no leases */
 	uint64_t peer_grace_ns; /* 0: no connection-based detection */
+	uint32_t max_key;	/* longest key REGISTER stores; 0: IX_KEY_MAX */
 };
 
 enum region_state {

@@ -34,7 +34,7 @@ static uint32_t seq;
 
 static void start(uint64_t lease_ttl, uint64_t grace)
 {
-	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace};
+	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace, 4096};
 
 	memset(&F, 0, sizeof(F));
 	F.total = 1ull << 34;
@@ -268,6 +268,16 @@ static void test_locations_are_checked(void **state)
 	assert_int_equal(reg("wrap", h.region_id, 4096, UINT64_MAX - 100),
 			 -1);
 	assert_int_equal(keyop(MDS_EXISTS_KV, "past"), 0);
+	{ /* --max-key-bytes (4096 here) */
+		char big[4098];
+
+		memset(big, 'k', sizeof(big) - 1);
+		big[4097] = '\0';
+		assert_int_equal(reg(big, h.region_id, 0, 1), -1);
+		big[4096] = '\0';
+		assert_int_equal(reg(big, h.region_id, 0, 1), 1);
+		assert_int_equal(keyop(MDS_DELETE_KV, big), 1);
+	}
 	assert_int_equal(keyop(MDS_EXISTS_KV, "wrap"), 0);
 	assert_true(S.kv_bytes == 100 + (4 << 20));
 	assert_int_equal(reg("ghost1", 999, 0, UINT64_MAX), 1);

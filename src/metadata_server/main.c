@@ -39,6 +39,7 @@ struct config {
 	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
 	long max_conns;	   /* 4096, within the fd limit; 0: none */
 	long max_key;	   /* 65536: far above any KV-cache key */
+	uint64_t max_input; /* 1 GiB: sixteen 64 MiB messages in flight */
 };
 
 static void config_defaults(struct config *c)
@@ -52,6 +53,7 @@ static void config_defaults(struct config *c)
 	c->peer_grace = 60;
 	c->max_conns = 4096;
 	c->max_key = 65536;
+	c->max_input = 1ull << 30;
 }
 
 static void usage(FILE *f)
@@ -64,7 +66,7 @@ static void usage(FILE *f)
 		"                   [--client-lease-ttl SECONDS] "
 		"[--peer-grace SECONDS]\n"
 		"                   [--busy-poll-us US] [--max-connections N]\n"
-		"                   [--max-key-bytes N]\n"
+		"                   [--max-key-bytes N] [--max-input-bytes SIZE]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -106,6 +108,11 @@ static void usage(FILE *f)
 		"                          limit; 0: only the fd limit)\n"
 		"  --max-key-bytes N       longest key REGISTER_KV stores "
 		"(default 65536)\n"
+		"  --max-input-bytes SIZE  input buffered for all connections "
+		"together;\n"
+		"                          past it the largest are closed "
+		"(default 1G;\n"
+		"                          0: no limit)\n"
 		"  -h, --help              this text\n"
 		"  --version               print the version\n");
 }
@@ -130,7 +137,8 @@ enum {
 	OPT_GRACE,
 	OPT_BUSY,
 	OPT_MAXCONN,
-	OPT_MAXKEY
+	OPT_MAXKEY,
+	OPT_MAXIN
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -146,6 +154,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"busy-poll-us", required_argument, NULL, OPT_BUSY},
 		{"max-connections", required_argument, NULL, OPT_MAXCONN},
 		{"max-key-bytes", required_argument, NULL, OPT_MAXKEY},
+		{"max-input-bytes", required_argument, NULL, OPT_MAXIN},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -252,6 +261,19 @@ static int parse_args(int argc, char **argv, struct config *c)
 			}
 			c->max_key = v;
 			break;
+		case OPT_MAXIN:
+			if (strcmp(optarg, "0") &&
+			    (parse_size(optarg, &c->max_input) < 0 ||
+			     c->max_input < (1u << 20))) {
+				fprintf(stderr,
+					"maru-server: bad --max-input-bytes %s "
+					"(0, or a size of at least 1M)\n",
+					optarg);
+				return -EINVAL;
+			}
+			if (!strcmp(optarg, "0"))
+				c->max_input = 0;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -309,10 +331,11 @@ static void log_config(const struct config *c)
 
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
 		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
-		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld",
+		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld "
+		 "max-input-bytes=%llu",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
 		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
-		 c->max_key);
+		 c->max_key, (unsigned long long)c->max_input);
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
@@ -394,6 +417,7 @@ int main(int argc, char **argv)
 	so.port = c.port;
 	so.busy_poll_ns = (uint64_t)c.busy_poll_us * 1000;
 	so.max_conns = (int)fit_fd_limit(c.max_conns);
+	so.max_input = c.max_input;
 	rc = server_run(&so, &s, &rm);
 	if (rc == 0)
 		status = 0;

@@ -178,6 +178,8 @@ struct server {
 	uint64_t busy_ns;     /* --busy-poll-us, 0: off */
 	int max_conns;	      /* --max-connections, 0: none */
 	int nopen;	      /* open client connections */
+	uint64_t max_input;   /* --max-input-bytes, 0: none */
+	uint64_t in_total;    /* bytes allocated to open connections' input */
 	uint64_t next_full_log; /* monotonic ns: "max connections" logged */
 	uint64_t spin_until;  /* monotonic ns: look without sleeping */
 	uint64_t proto_errs;  /* connections closed for bad input */
@@ -223,6 +225,7 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 	}
 	mds_conn_close(sv->s, c->key);
 	if (c->fd >= 0) {
+		sv->in_total -= c->in.cap;
 		sv->nopen--;
 		sv->conns[c->fd] = NULL;
 		evloop_del_fd(sv->el, c->fd);
@@ -605,10 +608,42 @@ static void conn_drain(struct server *sv, struct conn *c)
 	}
 }
 
+/*
+ * The input buffers of all connections together passed --max-input-bytes
+ * (partial messages of up to 64 MiB each): close the connections with the
+ * largest ones until they fit, the way Redis evicts its biggest clients.
+ * Return: true when @c was one of them.
+ */
+static bool over_budget(struct server *sv, struct conn *c)
+{
+	struct conn *big;
+	bool self = false;
+	int fd;
+
+	while (sv->in_total > sv->max_input) {
+		big = NULL;
+		for (fd = 0; fd <= sv->maxfd; fd++)
+			if (sv->conns[fd] && !sv->conns[fd]->dead &&
+			    (!big || sv->conns[fd]->in.cap > big->in.cap))
+				big = sv->conns[fd];
+		if (!big)
+			break;
+		self |= big == c;
+		log_warn("connection fd %d: its %zu-byte input is the largest "
+			 "of %llu bytes buffered (--max-input-bytes %llu): "
+			 "closed",
+			 big->key, big->in.cap,
+			 (unsigned long long)sv->in_total,
+			 (unsigned long long)sv->max_input);
+		conn_close(sv, big, "input budget exceeded");
+	}
+	return self;
+}
+
 /* EPOLLIN: one read, then answer what is complete. */
 static void conn_readable(struct server *sv, struct conn *c)
 {
-	size_t want, avail = c->in.len - c->z.rd;
+	size_t want, cap, avail = c->in.len - c->z.rd;
 	ssize_t n;
 
 	if (c->queued) {
@@ -620,8 +655,10 @@ static void conn_readable(struct server *sv, struct conn *c)
 	if (c->z.rd == c->in.len) {
 		zmtp_conn_shift(&c->z, c->z.rd);
 		c->in.len = 0;
-		if (c->in.cap > BUF_KEEP)
+		if (c->in.cap > BUF_KEEP) {
+			sv->in_total -= c->in.cap;
 			buf_free(&c->in);
+		}
 	}
 	want = c->z.need > avail ? c->z.need - avail : 0;
 	if (want < IN_MIN_FREE)
@@ -632,10 +669,15 @@ static void conn_readable(struct server *sv, struct conn *c)
 		c->in.len = avail;
 		zmtp_conn_shift(&c->z, c->z.rd);
 	}
+	cap = c->in.cap;
 	if (buf_reserve(&c->in, want) < 0) {
 		conn_close(sv, c, "out of memory");
 		return;
 	}
+	sv->in_total += c->in.cap - cap;
+	if (sv->max_input && sv->in_total > sv->max_input &&
+	    over_budget(sv, c))
+		return; /* @c was the largest */
 	do {
 		n = read(c->fd, c->in.data + c->in.len,
 			 c->in.cap - c->in.len);
@@ -1168,6 +1210,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	sv->rm = rm;
 	sv->busy_ns = o->busy_poll_ns;
 	sv->max_conns = o->max_conns;
+	sv->max_input = o->max_input;
 	hb_knob(sv);
 	rm->any_handle = any_handle;
 	rm->arg = s;

@@ -281,6 +281,37 @@ def test_max_connections(rm, start_mds):
     assert "connections open (--max-connections)" in m.log()
 
 
+def test_input_budget(rm, start_mds):
+    """--max-input-bytes: the input buffers of all connections together are
+    bounded; past it the largest are closed (issue 12, defect 7: each
+    connection could hold a 64 MiB partial frame, and eight took +393 MB)."""
+    m = start_mds(rm.address, extra=["--max-input-bytes", "8M"])
+    big = Raw(m).handshake(minor=0)
+    big.send(bytes([LONG]) + struct.pack(">Q", 60 << 20) + b"x" * 4096)
+    time.sleep(0.1)
+    try:                                # the buffer grows as bytes come
+        big.send(b"x" * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    assert big.closed_by_server(timeout=5)
+    a, b = Raw(m).handshake(minor=0), Raw(m).handshake(minor=0)
+    for peer in (a, b):                 # 5 MiB each: together over 8 MiB
+        peer.send(bytes([LONG]) + struct.pack(">Q", 5 << 20) + b"y" * 4096)
+        time.sleep(0.1)
+        try:
+            peer.send(b"y" * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        time.sleep(0.1)
+    closed = [p.closed_by_server(timeout=1) for p in (a, b)]
+    assert closed.count(True) == 1, closed
+    assert served(m)                    # small requests go on
+    for peer in (big, a, b):
+        peer.close()
+    assert "input budget exceeded" in m.log() or \
+        "--max-input-bytes" in m.log()
+
+
 # ---- envelopes ----
 
 def test_envelopes(mds):

@@ -57,8 +57,7 @@ static void rm_config_defaults(struct rm_config *c)
 	c->emulate_size = 4ull << 30;
 	/* upstream's receive timeout for a partially received message */
 	c->msg_timeout = 30;
-	/* a connection that says nothing of itself: long enough for any
-	 * STATS poller's interval */
+	/* a connection's first request: generous for a slow client */
 	c->idle_timeout = 60;
 	/* upstream's checkpoint interval: bounds WAL length and replay time */
 	c->checkpoint_ops = 100;
@@ -95,9 +94,10 @@ static void usage(FILE *f)
 		"(default 4G)\n"
 		"      --msg-timeout SEC    drop a connection whose message "
 		"stays partial (default 30)\n"
-		"      --idle-timeout SEC   drop a connection without a "
-		"client id idle this long\n"
-		"                           (default 60; 0: never)\n"
+		"      --idle-timeout SEC   drop a connection that sends no "
+		"request this long\n"
+		"                           after connecting (default 60; 0: "
+		"never)\n"
 		"  -h, --help               this text\n"
 		"\n"
 		"Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
@@ -277,7 +277,7 @@ static void banner(struct rm *rm)
 	log_info("  grace period:  %d s", rm->cfg.grace_period);
 	log_info("  max clients:   %d", rm->cfg.max_clients);
 	log_info("  msg timeout:   %d s", rm->cfg.msg_timeout);
-	log_info("  idle timeout:  %d s (connections without a client id)",
+	log_info("  idle timeout:  %d s (to a connection's first request)",
 		 rm->cfg.idle_timeout);
 	log_info("  emulate size:  %s",
 		 format_bytes(rm->cfg.emulate_size, sz, sizeof(sz)));

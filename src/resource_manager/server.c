@@ -25,12 +25,13 @@
  * close the connection as listed there.  EOF (including a liveness probe
  * that connects and closes) closes silently.  A message that stays partial
  * for --msg-timeout seconds (slow loris) is dropped by server_cron().
- * A connection that never sent a client id (STATS pollers, probes, or a
- * socket that sends nothing) is closed after --idle-timeout seconds
- * without a request, and at --max-clients a new connection takes the
- * place of the one of those idle the longest: silent sockets cannot lock
- * clients out (issue 12).  Connections with a client id are never timed
- * out for idleness: maru-server's session is one.
+ * A connection that has not sent one request in --idle-timeout seconds
+ * after its accept is closed; at --max-clients a new connection takes the
+ * place of the anonymous (no client id) idle one idle the longest, STATS
+ * pollers included (they reconnect): silent sockets cannot lock clients
+ * out (issue 12).  Nothing else is timed out for idleness: maru-server's
+ * session may sit idle, without a client id, for as long as it owns
+ * nothing.
  *
  * Ownership: @rm owns the connections (a doubly linked list); a
  * connection owns its fd and output buffer and borrows its pinned client
@@ -73,6 +74,7 @@ struct conn {
 	uint64_t busy_ms;      /* start of the partial message, pending
 				* write or drain; 0 = idle */
 	uint64_t seen_ms;      /* accepted, or its last request served */
+	bool served;	       /* it completed a request */
 	size_t drained;	       /* DRAIN: bytes discarded */
 	struct client *client; /* borrows: the pinned client_id, or NULL */
 	char peer[32];	       /* "a.b.c.d:port" for logs */
@@ -496,6 +498,7 @@ static void conn_read(struct conn *c)
 		c->in_len = 0;
 		c->busy_ms = 0;
 		c->seen_ms = evloop_now_ms();
+		c->served = true;
 		if (!conn_flush(c))
 			return;
 	}
@@ -702,11 +705,10 @@ void server_cron(struct rm *rm)
 
 	for (c = rm->conns; c; c = next) {
 		next = c->next;
-		if (anonymous_idle(c) && rm->cfg.idle_timeout &&
+		if (!c->served && anonymous_idle(c) && rm->cfg.idle_timeout &&
 		    now - c->seen_ms >= (uint64_t)rm->cfg.idle_timeout * 1000u) {
-			log_info("conn %s: idle for %d s without a client id: "
-				 "closed",
-				 c->peer, rm->cfg.idle_timeout);
+			log_info("conn %s: no request in %d s: closed", c->peer,
+				 rm->cfg.idle_timeout);
 			conn_close(c, NULL);
 			continue;
 		}

@@ -117,6 +117,25 @@ static void usage(FILE *f)
 		"  --version               print the version\n");
 }
 
+/* --@name @arg: a whole number in [@lo, @hi]; 0, or -EINVAL after a
+ * message */
+static int long_option(const char *name, const char *arg, long lo, long hi,
+		       long *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < lo || v > hi) {
+		fprintf(stderr, "maru-server: bad --%s %s (%ld to %ld)\n", name,
+			arg, lo, hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
 static int parse_seconds(const char *s, double *out)
 {
 	char *end;
@@ -223,43 +242,19 @@ static int parse_args(int argc, char **argv, struct config *c)
 			}
 			break;
 		case OPT_BUSY:
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 0 ||
-			    v > 1000000) {
-				fprintf(stderr,
-					"maru-server: bad --busy-poll-us %s "
-					"(0 to 1000000)\n",
-					optarg);
+			if (long_option("busy-poll-us", optarg, 0, 1000000,
+					&c->busy_poll_us) < 0)
 				return -EINVAL;
-			}
-			c->busy_poll_us = v;
 			break;
 		case OPT_MAXCONN:
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 0 ||
-			    v > 1000000) {
-				fprintf(stderr,
-					"maru-server: bad --max-connections %s "
-					"(0 to 1000000)\n",
-					optarg);
+			if (long_option("max-connections", optarg, 0, 1000000,
+					&c->max_conns) < 0)
 				return -EINVAL;
-			}
-			c->max_conns = v;
 			break;
 		case OPT_MAXKEY:
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 1 ||
-			    v > (long)IX_KEY_MAX) {
-				fprintf(stderr,
-					"maru-server: bad --max-key-bytes %s "
-					"(1 to %u)\n",
-					optarg, IX_KEY_MAX);
+			if (long_option("max-key-bytes", optarg, 1, IX_KEY_MAX,
+					&c->max_key) < 0)
 				return -EINVAL;
-			}
-			c->max_key = v;
 			break;
 		case OPT_MAXIN:
 			if (strcmp(optarg, "0") &&

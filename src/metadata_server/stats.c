@@ -158,8 +158,10 @@ int stats_record(struct mds_stats *st, const char *client, uint32_t clen,
 		st->dropped++;
 		return -ENOSPC;
 	}
+	/* item() may move the array: the first pointer is taken again */
 	c = item(st, client, clen, op, oplen);
 	all = c ? item(st, NULL, 0, op, oplen) : NULL;
+	c = all ? item(st, client, clen, op, oplen) : NULL;
 	if (!c || !all) {
 		st->dropped++;
 		return st->n >= STATS_MAX_ITEMS ? -ENOSPC : -ENOMEM;

@@ -668,6 +668,29 @@ static void test_stats_leave_with_their_instance(void **state)
 	(void)b;
 }
 
+/* the accumulator array grows between a client's item and its "_all":
+ * the client's must be the one updated (ASan: no use after free) */
+static void test_stats_growth(void **state)
+{
+	msgpack_object *c, *op;
+	char name[16];
+	int i;
+
+	(void)state;
+	start(0, 0);
+	for (i = 0; i < 31; i++) {
+		snprintf(name, sizeof(name), "op%d", i);
+		report("a", name); /* 62 items */
+	}
+	report("b", "op0");  /* 63 */
+	report("c", "new");  /* 64, then "_all" of "new" grows the array */
+	c = mget(mget(simple(MDS_GET_STATS), "stats_manager"), "clients");
+	op = mget(mget(mget(c, "c"), "operations"), "new");
+	assert_int_equal(muint(mget(op, "count")), 1);
+	op = mget(mget(mget(c, "_all"), "operations"), "new");
+	assert_int_equal(muint(mget(op, "count")), 1);
+}
+
 static void test_handshake_heartbeat_errors(void **state)
 {
 	msgpack_object *m;
@@ -1075,6 +1098,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_locations_are_checked, teardown),
 		cmocka_unit_test_teardown(test_stats_leave_with_their_instance,
 					  teardown),
+		cmocka_unit_test_teardown(test_stats_growth, teardown),
 		cmocka_unit_test_teardown(test_pins, teardown),
 		cmocka_unit_test_teardown(test_deferred_free, teardown),
 		cmocka_unit_test_teardown(test_list_exclusion, teardown),

@@ -39,7 +39,8 @@ struct config {
 	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
 	long max_conns;	   /* 4096, within the fd limit; 0: none */
 	long max_key;	   /* 65536: far above any KV-cache key */
-	uint64_t max_input; /* 1 GiB: sixteen 64 MiB messages in flight */
+	uint64_t max_input; /* 1 GiB: eight 64 MiB messages at once (their
+			     * buffers double to 128 MiB) */
 };
 
 static void config_defaults(struct config *c)

@@ -608,24 +608,44 @@ static void conn_drain(struct server *sv, struct conn *c)
 	}
 }
 
+/* @x holds input not yet taken (a partial message, or whole ones queued) */
+static bool holds_input(const struct conn *x)
+{
+	return x->z.rd < x->in.len;
+}
+
 /*
  * The input buffers of all connections together passed --max-input-bytes
- * (partial messages of up to 64 MiB each): close the connections with the
- * largest ones until they fit, the way Redis evicts its biggest clients.
- * Return: true when @c was one of them.
+ * (partial messages of up to 64 MiB each): first the buffers that hold
+ * nothing are released (idle connections keep up to BUF_KEEP), then the
+ * connections with the largest pending input are closed until the rest
+ * fits, the way Redis evicts its biggest clients.  @c, the one that just
+ * grew, counts as holding input.
+ * Return: true when @c was closed.
  */
 static bool over_budget(struct server *sv, struct conn *c)
 {
-	struct conn *big;
+	struct conn *big, *x;
 	bool self = false;
 	int fd;
 
+	for (fd = 0; fd <= sv->maxfd; fd++) {
+		x = sv->conns[fd];
+		if (x && x != c && !x->dead && x->in.cap && !holds_input(x)) {
+			zmtp_conn_shift(&x->z, x->z.rd);
+			x->in.len = 0;
+			sv->in_total -= x->in.cap;
+			buf_free(&x->in);
+		}
+	}
 	while (sv->in_total > sv->max_input) {
 		big = NULL;
-		for (fd = 0; fd <= sv->maxfd; fd++)
-			if (sv->conns[fd] && !sv->conns[fd]->dead &&
-			    (!big || sv->conns[fd]->in.cap > big->in.cap))
-				big = sv->conns[fd];
+		for (fd = 0; fd <= sv->maxfd; fd++) {
+			x = sv->conns[fd];
+			if (x && !x->dead && (x == c || holds_input(x)) &&
+			    (!big || x->in.cap > big->in.cap))
+				big = x;
+		}
 		if (!big)
 			break;
 		self |= big == c;

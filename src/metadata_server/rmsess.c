@@ -203,6 +203,28 @@ static void lost(struct rmsess *r, const char *why, bool at_once)
 }
 
 /* connected: re-pin our client id first, then whatever waits */
+/* a STATS at the back of the queue, unless one is queued.  Return: 0 or
+ * -ENOMEM */
+static int queue_stats(struct rmsess *r)
+{
+	struct rmsess_op *op;
+	struct buf b = BUF_INIT;
+
+	if (r->stats_queued)
+		return 0;
+	op = op_new(OP_STATS);
+	if (!op || rm_encode_stats_req(&b) < 0) {
+		free(op);
+		buf_free(&b);
+		return -ENOMEM;
+	}
+	op->req = b;
+	push(r, op, false);
+	r->stats_queued = true;
+	start_next(r);
+	return 0;
+}
+
 static void on_up(struct rmsess *r)
 {
 	struct rm_get_access_req req = {
@@ -228,6 +250,11 @@ static void on_up(struct rmsess *r)
 			op_free_mem(op);
 		}
 	}
+	/* owning nothing, we have no id to pin: a request anyway, so that
+	 * the RM does not take a silent connection for an idle one
+	 * (--idle-timeout), and the pool figures are fresh */
+	if (!r->access_queued)
+		queue_stats(r);
 	start_next(r);
 }
 
@@ -874,8 +901,6 @@ static int op_pool_usage(void *arg, bool dax_only, uint64_t *total,
 			 uint64_t *avail, struct mds_wait *w)
 {
 	struct rmsess *r = arg;
-	struct rmsess_op *op;
-	struct buf b = BUF_INIT;
 
 	if (r->cache_ok && now_ns() - r->cache_at <= CACHE_NS) {
 		*total = dax_only ? r->total_dax : r->total_all;
@@ -886,18 +911,8 @@ static int op_pool_usage(void *arg, bool dax_only, uint64_t *total,
 		start_connect(r);
 	if (r->st == RS_DOWN)
 		return -EAGAIN;
-	if (!r->stats_queued) {
-		op = op_new(OP_STATS);
-		if (!op || rm_encode_stats_req(&b) < 0) {
-			free(op);
-			buf_free(&b);
-			return -ENOMEM;
-		}
-		op->req = b;
-		push(r, op, false);
-		r->stats_queued = true;
-		start_next(r);
-	}
+	if (queue_stats(r) < 0)
+		return -ENOMEM;
 	if (!w) {
 		/* the figures we have, while fresh ones are fetched */
 		if (!r->cache_ever)

@@ -503,3 +503,18 @@ def test_lost_alloc_answers_are_asked_for_until_answered(start_mds):
         c.close()
     finally:
         rm.close()
+
+
+def test_session_owning_nothing_is_not_idle(start_rm, start_mds):
+    """After a reconnect, a server that owns no region has no client id to
+    re-pin; it still sends a request (STATS), so the RM's --idle-timeout,
+    which closes connections that never sent one, leaves it alone instead of
+    cutting it every timeout (found by review)."""
+    rm = start_rm(extra=["--idle-timeout", "1"])
+    mds = start_mds(rm.address)
+    rm.kill()
+    rm.start()
+    assert wait_until(lambda: "reconnected" in mds.log(), 30)
+    time.sleep(3.5)
+    assert mds.log().count("reconnected") == 1, mds.log()[-2000:]
+    assert "no request in 1 s" not in rm.log()

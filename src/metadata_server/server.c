@@ -99,6 +99,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -128,6 +129,8 @@
 #define BUF_KEEP (1u << 20)	/* larger idle buffers are released */
 #define FEED_FD 3		/* server_feed()'s connection, for store.c */
 #define MAX_EVENTS 64	/* accepts per readable listening socket */
+#define TRIM_AFTER_CLOSES 64		/* closed connections ... */
+#define TRIM_EVERY_NS 10000000000ull	/* ... and at most every 10 s */
 
 struct conn {
 	int fd;		/* owns; -1: server_feed()'s connection */
@@ -180,6 +183,8 @@ struct server {
 	int nopen;	      /* open client connections */
 	uint64_t max_input;   /* --max-input-bytes, 0: none */
 	uint64_t in_total;    /* bytes allocated to open connections' input */
+	uint32_t closed_since_trim; /* connections closed since malloc_trim */
+	uint64_t last_trim;	    /* monotonic ns */
 	uint64_t next_full_log; /* monotonic ns: "max connections" logged */
 	uint64_t spin_until;  /* monotonic ns: look without sleeping */
 	uint64_t proto_errs;  /* connections closed for bad input */
@@ -227,6 +232,7 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 	if (c->fd >= 0) {
 		sv->in_total -= c->in.cap;
 		sv->nopen--;
+		sv->closed_since_trim++;
 		sv->conns[c->fd] = NULL;
 		evloop_del_fd(sv->el, c->fd);
 		close(c->fd);
@@ -954,6 +960,18 @@ static void on_tick(struct evloop *el, int fd, unsigned events, void *arg)
 	 * VMs), for when the loop is never idle (then it does it itself).
 	 */
 	ix_release_for(&sv->s->kv, 200000);
+	/*
+	 * malloc keeps what it freed (malloc_keep_freed(): no mmap churn
+	 * for large replies); after many connections went, give their
+	 * buffers back, at most every TRIM_EVERY_NS: a flood of connections
+	 * leaves no memory behind
+	 */
+	if (sv->closed_since_trim >= TRIM_AFTER_CLOSES &&
+	    now_ns() - sv->last_trim >= TRIM_EVERY_NS) {
+		malloc_trim(0);
+		sv->closed_since_trim = 0;
+		sv->last_trim = now_ns();
+	}
 }
 
 /* Any region we own, for the RM session to re-pin our client id. */

@@ -58,6 +58,27 @@ def wait_until(cond, timeout=20.0, step=0.05):
     return cond()
 
 
+def usage(pid):
+    """(resident KiB, open fds) of process @pid."""
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) for line in f
+                   if line.startswith("VmRSS:"))
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def assert_flat(pid, before, slack_kib=2048):
+    """After a flood: the daemon's fds are back to @before's (once it has
+    seen the closes) and its resident memory within 10 % (+ @slack_kib for
+    allocator granularity) of it."""
+    rss0, fds0 = before
+
+    def flat():
+        rss, fds = usage(pid)
+        return fds <= fds0 and rss <= rss0 * 1.1 + slack_kib
+
+    assert wait_until(flat, timeout=20), (before, usage(pid))
+
+
 def pool_free(rm):
     """Free bytes over all pools of the resource manager @rm (STATS)."""
     import rm_wire

@@ -358,10 +358,12 @@ def test_garbage_storm_does_not_disturb_other_clients(mds):
     """Random bodies from one DEALER while another client works; every
     well-framed garbage body gets exactly one (error) reply."""
     import random
+    from conftest import assert_flat, usage
     rnd = random.Random(1234)
     bad = DealerClient(mds.url)
     good = ReqClient(mds.url)
     hd = alloc(good, "good")
+    before = usage(mds.pid)
     n = 2000
     for i in range(n):
         kind = rnd.randrange(4)
@@ -398,6 +400,7 @@ def test_garbage_storm_does_not_disturb_other_clients(mds):
         bad.recv_frames(timeout_ms=1000)
     assert good.call(GET_STATS, {})[1]["kv_manager"]["total_entries"] == 10
     bad.close()
+    assert_flat(mds.pid, before)        # the storm left nothing behind
     good.close()
 
 

@@ -628,3 +628,24 @@ def test_big_frame_before_ready_is_refused(mds):
            + b"x")
     assert s.closed_by_server()
     assert served(mds)
+
+
+def test_connection_flood_leaves_nothing(mds):
+    """Issue 12: 600 connections (half of them greeting, half silent) and
+    their close leave maru-server's fds and memory where they were."""
+    from conftest import assert_flat, usage
+    assert served(mds)
+    before = usage(mds.pid)
+    conns = []
+    for i in range(600):
+        s = socket.create_connection(("127.0.0.1", mds.port))
+        if i % 2:
+            s.sendall(greeting()[:40])
+        conns.append(s)
+    assert served(mds)
+    peak = usage(mds.pid)
+    for s in conns:
+        s.close()
+    assert_flat(mds.pid, before)
+    assert served(mds)
+    print("before", before, "peak", peak, "after", usage(mds.pid))

@@ -168,7 +168,9 @@ def test_eof_and_probes_are_silent(rm, bystander):
 
 
 def test_garbage_streams(rm, bystander):
+    from conftest import assert_flat, usage
     rnd = __import__("random").Random(1234)
+    before = usage(rm.pid)
     for _ in range(50):
         n = rnd.randrange(1, 300)
         junk = bytes(rnd.randrange(256) for _ in range(n))
@@ -186,6 +188,7 @@ def test_garbage_streams(rm, bystander):
             pass
         s.close()
     assert_alive(rm, bystander)
+    assert_flat(rm.pid, before)
 
 
 def test_pipelined_requests_answered_in_order(rm, bystander):
@@ -374,3 +377,20 @@ def test_command_line(start_rm, tmp_path):
                                "--pool", r.pool_path],
                               capture_output=True, text=True, timeout=30)
     assert bad_host.returncode == 1 and "numeric IPv4" in bad_host.stderr
+
+
+def test_connection_flood_leaves_nothing(start_rm):
+    """Issue 12: a flood of silent connections past --max-clients, then
+    their close, leave the resource manager's fds and memory where they
+    were, and it serves throughout."""
+    from conftest import assert_flat, usage
+    r = start_rm()
+    assert rm_wire.stats(r.address)
+    before = usage(r.pid)
+    conns = [socket.create_connection(("127.0.0.1", r.port))
+             for _ in range(400)]
+    assert rm_wire.stats(r.address)     # room was made
+    for s in conns:
+        s.close()
+    assert_flat(r.pid, before)
+    assert rm_wire.stats(r.address)

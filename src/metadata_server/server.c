@@ -129,6 +129,7 @@
 #define BUF_KEEP (1u << 20)	/* larger idle buffers are released */
 #define FEED_FD 3		/* server_feed()'s connection, for store.c */
 #define MAX_EVENTS 64	/* accepts per readable listening socket */
+#define ROOM_MIN_AGE_NS 1000000000ull	/* displaceable in a handshake */
 #define TRIM_AFTER_CLOSES 64		/* closed connections ... */
 #define TRIM_EVERY_NS 10000000000ull	/* ... and at most every 10 s */
 
@@ -776,8 +777,10 @@ static void conn_event(struct evloop *el, int fd, unsigned events, void *arg);
 
 /*
  * At --max-connections, a new connection takes the place of the one that
- * has been in its handshake the longest (a peer that did not finish it
- * may never); connections that finished theirs keep their places.
+ * has been in its handshake the longest, if that is ROOM_MIN_AGE_NS or
+ * more (a peer that did not finish it may never; one accepted a moment
+ * ago, e.g. in the same burst, is not displaced); connections that
+ * finished theirs keep their places.
  * Return: true when one was closed.
  */
 static bool make_room(struct server *sv)
@@ -788,6 +791,7 @@ static bool make_room(struct server *sv)
 	for (fd = 0; fd <= sv->maxfd; fd++) {
 		c = sv->conns[fd];
 		if (c && !c->dead && c->z.st != ZMTP_ST_OPEN &&
+		    sv->s->vnow - c->born >= ROOM_MIN_AGE_NS &&
 		    (!old || c->born < old->born))
 			old = c;
 	}

@@ -58,6 +58,7 @@
 #define RM_DRAIN_MS 2000    /* how long an error-closed socket lingers */
 #define RM_DRAIN_MAX 65536  /* bytes discarded before giving up */
 #define RM_BACKLOG 64
+#define RM_ROOM_MIN_MS 1000 /* idle this long to be displaced */
 
 enum conn_state { CONN_HDR, CONN_PAYLOAD, CONN_WRITE, CONN_DRAIN };
 
@@ -565,10 +566,13 @@ static bool anonymous_idle(const struct conn *c)
  */
 static bool make_room(struct rm *rm)
 {
+	uint64_t now = evloop_now_ms();
 	struct conn *c, *old = NULL;
 
+	/* idle a second at least: not one of the same burst */
 	for (c = rm->conns; c; c = c->next)
-		if (anonymous_idle(c) && (!old || c->seen_ms <= old->seen_ms))
+		if (anonymous_idle(c) && now - c->seen_ms >= RM_ROOM_MIN_MS &&
+		    (!old || c->seen_ms <= old->seen_ms))
 			old = c;
 	if (!old)
 		return false;

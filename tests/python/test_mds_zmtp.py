@@ -260,13 +260,17 @@ def test_handshake_is_a_deadline(rm, start_mds, monkeypatch):
 
 
 def test_max_connections(rm, start_mds):
-    """--max-connections: past it a new connection displaces the one still
-    in its handshake the longest, else it is closed at once; peers that
-    finished their handshake keep their places (issue 12, defect 7)."""
+    """--max-connections: past it a new connection displaces the one that
+    has been in its handshake the longest (1 s at least: not one of its own
+    burst), else it is closed at once; peers that finished their handshake
+    keep their places (issue 12, defect 7)."""
     m = start_mds(rm.address, extra=["--max-connections", "3"])
     good = [Raw(m).handshake(minor=0) for _ in range(2)]
     half = Raw(m)                       # never finishes its handshake
     half.take(64)                       # (the server's greeting arrived)
+    early = Raw(m)                      # half is a moment old: not displaced
+    assert early.closed_by_server(timeout=5)
+    time.sleep(1.1)
     new = Raw(m).handshake(minor=0)     # takes the half-greeted one's place
     assert half.closed_by_server(timeout=5)
     extra = Raw(m)                      # all three finished: closed at once
@@ -275,7 +279,7 @@ def test_max_connections(rm, start_mds):
         peer.send(zframe(frame(HANDSHAKE, {}, seq=10 + i)))
         flags, body = peer.frame()
         assert flags == 0 and parse(body)[0].seq == 10 + i
-    for peer in good + [new, half, extra]:
+    for peer in good + [new, half, extra, early]:
         peer.close()
     assert wait_until(lambda: served(m), timeout=10)
     assert "connections open (--max-connections)" in m.log()

@@ -36,9 +36,6 @@
  */
 #include "private.h"
 
-#include "daxdev.h"
-
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -50,10 +47,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daxdev.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
-
 
 int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
 		      bool prefault)

@@ -77,9 +77,15 @@ static struct ix_entry *item_entry(struct mds_stats *st,
 	return ix_find(&st->map, &k, ix_hash(&st->map, &k));
 }
 
-/* Find or create the item for (client, op); client NULL = "_all". */
-static struct st_item *item(struct mds_stats *st, const char *client,
-			    uint32_t clen, const char *op, uint32_t oplen)
+#define NO_ITEM UINT32_MAX
+
+/*
+ * Find or create the item for (client, op); client NULL = "_all".
+ * Return: its index (a pointer would not survive the array's growth by
+ * the next call), or NO_ITEM.
+ */
+static uint32_t item(struct mds_stats *st, const char *client, uint32_t clen,
+		     const char *op, uint32_t oplen)
 {
 	uint8_t kb[KEY_MAX];
 	struct ix_key k = item_key(kb, client, clen, op, oplen);
@@ -87,19 +93,17 @@ static struct st_item *item(struct mds_stats *st, const char *client,
 	struct st_item *it;
 	int rc;
 
-	if (!client)
-		clen = 0;
 	e = ix_find(&st->map, &k, ix_hash(&st->map, &k));
 	if (e)
-		return &st->items[e->slot];
+		return e->slot;
 	if (st->n >= STATS_MAX_ITEMS)
-		return NULL;
+		return NO_ITEM;
 	if (st->n == st->cap) {
 		uint32_t cap = st->cap ? st->cap * 2 : 64;
 		struct st_item *v = realloc(st->items, cap * sizeof(*v));
 
 		if (!v)
-			return NULL;
+			return NO_ITEM;
 		st->items = v;
 		st->cap = cap;
 	}
@@ -116,13 +120,13 @@ static struct st_item *item(struct mds_stats *st, const char *client,
 	rc = ix_insert(&st->map, &k, ix_hash(&st->map, &k), &e);
 	if (rc < 0)
 		goto out_free;
-	e->slot = st->n++;
-	return it;
+	e->slot = st->n;
+	return st->n++;
 
 out_free:
 	free(it->op);
 	free(it->client);
-	return NULL;
+	return NO_ITEM;
 }
 
 static void acc_add(struct st_acc *a, bool hit, bool miss, int64_t size,
@@ -151,23 +155,21 @@ int stats_record(struct mds_stats *st, const char *client, uint32_t clen,
 {
 	bool hit = rlen == 3 && !memcmp(result, "hit", 3);
 	bool miss = rlen == 4 && !memcmp(result, "miss", 4);
-	struct st_item *c, *all;
+	uint32_t c, all;
 
 	if (clen > STATS_MAX_NAME || oplen > STATS_MAX_NAME ||
 	    !isfinite(latency_us)) {
 		st->dropped++;
 		return -ENOSPC;
 	}
-	/* item() may move the array: the first pointer is taken again */
 	c = item(st, client, clen, op, oplen);
-	all = c ? item(st, NULL, 0, op, oplen) : NULL;
-	c = all ? item(st, client, clen, op, oplen) : NULL;
-	if (!c || !all) {
+	all = c != NO_ITEM ? item(st, NULL, 0, op, oplen) : NO_ITEM;
+	if (all == NO_ITEM) {
 		st->dropped++;
 		return st->n >= STATS_MAX_ITEMS ? -ENOSPC : -ENOMEM;
 	}
-	acc_add(&c->a, hit, miss, size, latency_us);
-	acc_add(&all->a, hit, miss, size, latency_us);
+	acc_add(&st->items[c].a, hit, miss, size, latency_us);
+	acc_add(&st->items[all].a, hit, miss, size, latency_us);
 	return 0;
 }
 

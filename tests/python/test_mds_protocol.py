@@ -498,23 +498,16 @@ def test_text_must_be_utf8(mds):
     c.close()
 
 
-def _rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def test_key_size_is_bounded(rm, mds):
     """Issue 12, defect 7: REGISTER_KV stores keys up to --max-key-bytes
     (65536 by default); larger ones are refused and cost the server nothing
     that stays (upstream stored 48 MiB keys: +442 MB for eight)."""
+    from conftest import usage
     c = ReqClient(mds.url)
     h = alloc(c, "inst-keys", MiB)
     assert register(c, "k" * 65536, h["region_id"], 0, 64) is True
     c.call(DELETE_KV, {"key": "k" * 65536})
-    base = _rss_kib(mds.pid)
+    base = usage(mds.pid)[0]
     for i in range(8):
         _, r = c.call(REGISTER_KV, {"key": str(i) * (4 * MiB),
                                     "region_id": h["region_id"],
@@ -522,6 +515,6 @@ def test_key_size_is_bounded(rm, mds):
         assert r == {"success": False, "is_new": False}, r
     _, r = c.call(EXISTS_KV, {"key": "0" * (4 * MiB)})
     assert r == {"exists": False}
-    grown = _rss_kib(mds.pid) - base
+    grown = usage(mds.pid)[0] - base
     assert grown < max(base // 10, 8 * 1024), (base, grown)   # KiB
     c.close()

@@ -64,6 +64,9 @@ static void put_alloc(struct mp_wr *w, int rc, const struct rm_handle *h)
 		mp_put_key(w, "error");
 		if (rc == -ESTALE)
 			mp_put_key(w, "Allocation failed: lease expired");
+		else if (rc == -EPERM)
+			mp_put_key(w, "Allocation failed: instance_id is held "
+				      "by another connection");
 		else
 			mp_put_key(w, "Allocation failed");
 		return;
@@ -114,6 +117,7 @@ static struct mds_wait *wait_new(const struct mds_req *q,
 	w->size = q->size;
 	w->peer_fd = peer ? peer->fd : -1;
 	w->peer_rid = peer ? peer->rid_hash : 0;
+	w->no_peer = !peer;
 	if (w->kind == MDS_REQUEST_ALLOC &&
 	    (dup_str(&w->inst, q->instance_id) < 0 ||
 	     dup_str(&w->lease, q->lease_id) < 0)) {
@@ -153,14 +157,11 @@ static bool listed(const struct mds *s, const struct mds_region *r,
 	       memcmp(in->id, ex.ptr, ex.len) != 0;
 }
 
-static void do_list(struct mds *s, const struct mds_req *q,
-		    struct mds_peer *peer, struct mp_wr *w)
+static void do_list(struct mds *s, const struct mds_req *q, struct mp_wr *w)
 {
 	const struct mds_region *r;
 	uint32_t n = 0;
 
-	/* the exclusion is the caller's own instance id */
-	mds_touch_instance(s, q->exclude, peer);
 	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
 		n += listed(s, r, q->exclude);
 	mp_put_map(w, 2);
@@ -262,7 +263,7 @@ static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 
 /* BATCH_EXISTS / BATCH_PIN (prefix stop) / BATCH_UNPIN */
 static void do_batch_bools(struct mds *s, const struct mds_req *q,
-			   struct mp_wr *w)
+			   struct mds_peer *peer, struct mp_wr *w)
 {
 	uint8_t t = q->hdr.msg_type;
 	struct mds_iter it;
@@ -277,9 +278,9 @@ static void do_batch_bools(struct mds *s, const struct mds_req *q,
 		if (t == MDS_BATCH_EXISTS_KV) {
 			v = mds_exists(s, &k);
 		} else if (t == MDS_BATCH_UNPIN_KV) {
-			v = mds_unpin(s, &k);
+			v = mds_unpin(s, &k, peer);
 		} else {
-			v = !stopped && mds_pin(s, &k);
+			v = !stopped && mds_pin(s, &k, peer);
 			stopped = !v;
 		}
 		mp_put_bool(w, v);
@@ -400,13 +401,21 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		u[pos[r->owner]].allocated += r->h.length;
 		u[pos[r->owner]].used += r->used;
 	}
+	/* readers that own nothing but hold pins are listed too */
+	for (i = 0; i < s->ninst_slots; i++)
+		if (s->insts[i].id && pos[i] == IX_NO_SLOT &&
+		    mds_pinned_bytes(&s->insts[i])) {
+			u[n].slot = i;
+			u[n].in = &s->insts[i];
+			n++;
+		}
 	if (n)
 		qsort(u, n, sizeof(*u), cmp_usage);
 	mp_put_map(w, 3);
 	mp_put_key(w, "instances");
 	mp_put_array(w, n);
 	for (i = 0; i < n; i++) {
-		mp_put_map(w, 4);
+		mp_put_map(w, 5);
 		mp_put_key(w, "instance_id");
 		mp_put_str(w, u[i].in->id, u[i].in->id_len);
 		mp_put_key(w, "regions");
@@ -415,6 +424,9 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		mp_put_uint(w, u[i].allocated);
 		mp_put_key(w, "used");
 		mp_put_uint(w, u[i].used);
+		/* an addition: bytes of the keys it holds pins on */
+		mp_put_key(w, "pinned");
+		mp_put_uint(w, mds_pinned_bytes(u[i].in));
 	}
 	mp_put_key(w, "pool_total");
 	mp_put_uint(w, total);
@@ -438,26 +450,28 @@ static void put_server_id(const struct mds *s, struct mp_wr *w)
 	mp_put_str(w, s->server_id, (uint32_t)strlen(s->server_id));
 }
 
-static void do_heartbeat(struct mds *s, const struct mds_req *q,
-			 struct mds_peer *peer, struct mp_wr *w)
+/* Return: 0, or -EPERM when refused (the caller sends an error instead) */
+static int do_heartbeat(struct mds *s, const struct mds_req *q,
+			struct mds_peer *peer, struct mp_wr *w)
 {
-	bool expired = mds_heartbeat(s, q->instance_id, q->lease_id,
-				     q->lease_release, peer);
+	int rc = mds_heartbeat(s, q->instance_id, q->lease_id,
+			       q->lease_release, peer);
 
+	if (rc < 0)
+		return rc;
 	mp_put_map(w, 2 + (s->server_id[0] != '\0'));
 	mp_put_key(w, "lease_ttl");
 	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
 	mp_put_key(w, "lease_expired");
-	mp_put_bool(w, expired);
+	mp_put_bool(w, rc == 1);
 	put_server_id(s, w);
+	return 0;
 }
 
-static void do_handshake(struct mds *s, const struct mds_req *q,
-			 struct mds_peer *peer, struct mp_wr *w)
+static void do_handshake(struct mds *s, struct mp_wr *w)
 {
 	const char *a = s->cfg.rm_address ? s->cfg.rm_address : "";
 
-	mds_touch_instance(s, q->instance_id, peer);
 	mp_put_map(w, 4 + (s->server_id[0] != '\0'));
 	mp_put_key(w, "success");
 	mp_put_bool(w, true);
@@ -472,7 +486,7 @@ static void do_handshake(struct mds *s, const struct mds_req *q,
 
 /*
  * Fill the payload for a decoded request.  Return: 0, 1 when it was
- * parked in *@wp (nothing written), or -ENOMEM.
+ * parked in *@wp (nothing written), -EPERM (refused), or -ENOMEM.
  */
 static int dispatch(struct mds *s, const struct mds_req *q,
 		    struct mds_peer *peer, struct mp_wr *w,
@@ -490,7 +504,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 			     mds_return(s, q->instance_id, q->region_id, peer));
 		return 0;
 	case MDS_LIST_ALLOCATIONS:
-		do_list(s, q, peer, w);
+		do_list(s, q, w);
 		return 0;
 	case MDS_REGISTER_KV:
 		return do_register(s, q, peer, w);
@@ -502,13 +516,13 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		PUT_BOOL_MAP(w, "exists", mds_exists(s, &q->reg.key));
 		return 0;
 	case MDS_DELETE_KV:
-		PUT_BOOL_MAP(w, "success", mds_delete(s, &q->reg.key));
+		PUT_BOOL_MAP(w, "success", mds_delete(s, &q->reg.key, peer));
 		return 0;
 	case MDS_PIN_KV:
-		PUT_BOOL_MAP(w, "exists", mds_pin(s, &q->reg.key));
+		PUT_BOOL_MAP(w, "exists", mds_pin(s, &q->reg.key, peer));
 		return 0;
 	case MDS_UNPIN_KV:
-		PUT_BOOL_MAP(w, "success", mds_unpin(s, &q->reg.key));
+		PUT_BOOL_MAP(w, "success", mds_unpin(s, &q->reg.key, peer));
 		return 0;
 	case MDS_BATCH_REGISTER_KV:
 		return do_batch_register(s, q, peer, w);
@@ -518,7 +532,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 	case MDS_BATCH_EXISTS_KV:
 	case MDS_BATCH_PIN_KV:
 	case MDS_BATCH_UNPIN_KV:
-		do_batch_bools(s, q, w);
+		do_batch_bools(s, q, peer, w);
 		return 0;
 	case MDS_GET_STATS:
 		if (pool_figures(s, s->cfg.dax_only, q, peer, wp, &total,
@@ -527,8 +541,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		do_stats(s, total, avail, w);
 		return 0;
 	case MDS_HEARTBEAT:
-		do_heartbeat(s, q, peer, w);
-		return 0;
+		return do_heartbeat(s, q, peer, w);
 	case MDS_REPORT_STATS:
 		do_report(s, q, w);
 		return 0;
@@ -537,7 +550,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 			return 1;
 		return do_usage(s, total, avail, w);
 	case MDS_HANDSHAKE:
-		do_handshake(s, q, peer, w);
+		do_handshake(s, w);
 		return 0;
 	default: /* mds_decode() refused every other type */
 		return -ENOSYS;
@@ -596,6 +609,13 @@ int mds_handle(struct mds *s, const uint8_t *body, size_t len,
 	}
 	if (rc == 0 && !w.err) {
 		mds_end_reply(&w, at);
+		return 0;
+	}
+	if (rc == -EPERM) {
+		s->ctr.errors++;
+		buf_reset(out);
+		mds_error_reply(&w, &q.hdr,
+				"instance_id is held by another connection");
 		return 0;
 	}
 	/* out of memory somewhere: answer anyway, with what we can */

@@ -41,6 +41,7 @@ struct config {
 	long max_key;	   /* 65536: far above any KV-cache key */
 	uint64_t max_input; /* 1 GiB: eight 64 MiB messages at once (their
 			     * buffers double to 128 MiB) */
+	bool owner_delete;  /* false: anyone deletes any key (upstream) */
 };
 
 static void config_defaults(struct config *c)
@@ -68,6 +69,7 @@ static void usage(FILE *f)
 		"[--peer-grace SECONDS]\n"
 		"                   [--busy-poll-us US] [--max-connections N]\n"
 		"                   [--max-key-bytes N] [--max-input-bytes SIZE]\n"
+		"                   [--owner-delete]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -114,6 +116,10 @@ static void usage(FILE *f)
 		"                          past it the largest are closed "
 		"(default 1G;\n"
 		"                          0: no limit)\n"
+		"  --owner-delete          a key in a live region is deleted "
+		"only by the\n"
+		"                          region's owner (default: any "
+		"client, as upstream)\n"
 		"  -h, --help              this text\n"
 		"  --version               print the version\n");
 }
@@ -158,7 +164,8 @@ enum {
 	OPT_BUSY,
 	OPT_MAXCONN,
 	OPT_MAXKEY,
-	OPT_MAXIN
+	OPT_MAXIN,
+	OPT_OWNDEL
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -175,6 +182,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"max-connections", required_argument, NULL, OPT_MAXCONN},
 		{"max-key-bytes", required_argument, NULL, OPT_MAXKEY},
 		{"max-input-bytes", required_argument, NULL, OPT_MAXIN},
+		{"owner-delete", no_argument, NULL, OPT_OWNDEL},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -270,6 +278,9 @@ static int parse_args(int argc, char **argv, struct config *c)
 			if (!strcmp(optarg, "0"))
 				c->max_input = 0;
 			break;
+		case OPT_OWNDEL:
+			c->owner_delete = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -328,10 +339,11 @@ static void log_config(const struct config *c)
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
 		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
 		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld "
-		 "max-input-bytes=%llu",
+		 "max-input-bytes=%llu%s",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
 		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
-		 c->max_key, (unsigned long long)c->max_input);
+		 c->max_key, (unsigned long long)c->max_input,
+		 c->owner_delete ? " owner-delete" : "");
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
@@ -403,6 +415,7 @@ int main(int argc, char **argv)
 	mc.lease_ttl_ns = (uint64_t)llround(c.lease_ttl * 1e9);
 	mc.peer_grace_ns = (uint64_t)llround(c.peer_grace * 1e9);
 	mc.max_key = (uint32_t)c.max_key;
+	mc.owner_delete = c.owner_delete;
 	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
 		log_err("out of memory");
 		goto out_mds;

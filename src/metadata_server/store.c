@@ -24,12 +24,19 @@
  * a region id the server does not track gets IX_NO_SLOT and never
  * resolves in LOOKUP (upstream: same, unless that id is allocated later).
  *
- * Dead-client detection without leases: every connection (fd, from the
- * ZeroMQ socket monitor) collects the instances that named themselves on
- * it (REQUEST/RETURN_ALLOC, LIST_ALLOCATIONS' exclusion, HEARTBEAT,
- * HANDSHAKE) or registered into their regions.  An instance that owns
- * live lease-less regions and has no open connection left for
+ * Dead-client detection without leases: every connection (fd) collects
+ * the instances claimed on it (REQUEST/RETURN_ALLOC, HEARTBEAT, a
+ * REGISTER into their regions; see "Authority" in store.h).  An instance
+ * that owns live lease-less regions and has no open connection left for
  * peer_grace_ns is declared dead: those regions become GONE.
+ *
+ * Pins: mds.pin_map holds one record per (KV entry, holder) with the
+ * holder's count (ix_entry.off) and its position in the holder's array
+ * (ix_entry.len); ix_entry.pins of the KV entry is the sum over holders.
+ * A pinned entry is never deleted, so a record's entry address stays
+ * valid.  A holder's pins are released with it: a connection's when it
+ * closes, an instance's when one of its leases ends or its last
+ * connection closes while it has no lease.
  *
  * Ownership: the store owns every string it keeps (instance and lease
  * ids are copied); request data is borrowed only for the call.
@@ -41,6 +48,9 @@
 #include <string.h>
 
 #include "log.h"
+#include "util.h"
+
+#define HOLDER_MAX_PINS (1u << 20) /* distinct keys one holder may pin */
 
 /* ---- small helpers ---- */
 
@@ -103,6 +113,8 @@ int mds_init(struct mds *s, const struct mds_config *cfg,
 	ix_init(&s->lease_map, seed ^ 3);
 	ix_init(&s->ended, seed ^ 4);
 	stats_init(&s->stats, seed ^ 5);
+	ix_init(&s->pin_map, seed ^ 6);
+	s->anon_pins.uid = ++s->next_uid;
 	s->reg_free = s->reg_head = s->reg_tail = IX_NO_SLOT;
 	s->inst_free = s->lease_free = IX_NO_SLOT;
 	s->ended_ring = calloc(MDS_ENDED_LEASES, sizeof(*s->ended_ring));
@@ -116,12 +128,18 @@ void mds_destroy(struct mds *s)
 	uint32_t i;
 	int fd;
 
-	for (i = 0; i < s->ninst_slots; i++)
+	for (i = 0; i < s->ninst_slots; i++) {
 		free(s->insts[i].id);
+		free(s->insts[i].pins.rec);
+	}
 	for (i = 0; i < s->nlease_slots; i++)
 		free(s->leases[i].id);
-	for (fd = 0; fd < s->nconn_slots; fd++)
+	for (fd = 0; fd < s->nconn_slots; fd++) {
 		free(s->conns[fd].inst);
+		free(s->conns[fd].pins.rec);
+	}
+	free(s->anon_pins.rec);
+	ix_destroy(&s->pin_map);
 	free(s->insts);
 	free(s->leases);
 	free(s->regions);
@@ -181,20 +199,26 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	s->inst_free = in->next_free;
 	in->id_len = id.len;
 	in->nregions = in->npeer = in->npeer_gone = in->nconns = 0;
+	in->nleases = 0;
 	in->dead_at = 0;
 	in->last_fd = -1;
+	in->pins.uid = ++s->next_uid;
 	in->ie = e;
 	e->slot = slot;
 	return slot;
 }
+
+static void pins_release(struct mds *s, struct mds_pins *hp);
 
 /* Forget an instance nobody refers to any more. */
 static void inst_maybe_gc(struct mds *s, uint32_t slot)
 {
 	struct mds_inst *in = &s->insts[slot];
 
-	if (!in->id || in->nregions || in->nconns)
+	if (!in->id || in->nregions || in->nconns || in->nleases)
 		return;
+	pins_release(s, &in->pins);
+	free(in->pins.rec);
 	ix_delete(&s->inst_map, in->ie);
 	stats_forget(&s->stats, in->id, (uint32_t)strlen(in->id));
 	free(in->id);
@@ -250,6 +274,7 @@ void mds_conn_open(struct mds *s, int fd)
 	c->gen++;
 	c->has_rid = false;
 	c->ninst = 0;
+	c->pins.uid = ++s->next_uid;
 	log_dbg("connection fd %d: accepted", fd);
 }
 
@@ -262,9 +287,13 @@ void mds_conn_close(struct mds *s, int fd)
 		return;
 	log_dbg("connection fd %d: closed (%u instance(s))", fd, c->ninst);
 	c->open = false;
+	pins_release(s, &c->pins);
+	free(c->pins.rec);
+	memset(&c->pins, 0, sizeof(c->pins));
 	for (i = 0; i < c->ninst; i++) {
 		slot = c->inst[i];
-		s->insts[slot].nconns--;
+		if (!--s->insts[slot].nconns && !s->insts[slot].nleases)
+			pins_release(s, &s->insts[slot].pins);
 		inst_deadline(s, &s->insts[slot]);
 		inst_maybe_gc(s, slot);
 	}
@@ -292,55 +321,200 @@ static int peer_fd(struct mds_peer *p)
 	return p ? p->fd : -1;
 }
 
-/* Record that instance @slot was seen on @peer's connection. */
-static void attach(struct mds *s, struct mds_peer *peer, uint32_t slot)
+/* @peer's connection, if tracked and not a newer one on a reused fd */
+static struct mds_conn *peer_conn(struct mds *s, struct mds_peer *peer)
+{
+	int fd = peer_fd(peer);
+	struct mds_conn *c = conn_of(s, fd);
+
+	if (!c || (c->has_rid && c->rid_hash != peer->rid_hash))
+		return NULL;
+	c->has_rid = true;
+	c->rid_hash = peer->rid_hash;
+	return c;
+}
+
+static bool conn_has(const struct mds_conn *c, uint32_t slot)
+{
+	uint32_t i;
+
+	for (i = c->ninst; i-- > 0;)
+		if (c->inst[i] == slot)
+			return true;
+	return false;
+}
+
+/* the connection @slot was last attributed to, still open: a cheap check */
+static bool last_conn(struct mds *s, struct mds_peer *peer, uint32_t slot)
+{
+	struct mds_inst *in = &s->insts[slot];
+
+	return in->last_fd >= 0 && in->last_rid == peer->rid_hash &&
+	       in->last_fd < s->nconn_slots && s->conns[in->last_fd].open &&
+	       s->conns[in->last_fd].gen == in->last_gen &&
+	       (peer->fd == MDS_FD_LAZY || peer->fd == in->last_fd);
+}
+
+/*
+ * Attribute @peer's connection to instance @slot.
+ * Return: whether it is (now) one of the instance's connections.
+ */
+static bool attach(struct mds *s, struct mds_peer *peer, uint32_t slot)
 {
 	struct mds_inst *in = &s->insts[slot];
 	struct mds_conn *c;
-	uint32_t i;
-	int fd;
 
-	if (!peer)
-		return;
-	/* the common case: same connection as last time, still open */
-	if (in->last_fd >= 0 && in->last_rid == peer->rid_hash &&
-	    in->last_fd < s->nconn_slots && s->conns[in->last_fd].open &&
-	    s->conns[in->last_fd].gen == in->last_gen)
-		return;
-	fd = peer_fd(peer);
-	c = conn_of(s, fd);
-	if (!c || (c->has_rid && c->rid_hash != peer->rid_hash))
-		return;
-	c->has_rid = true;
-	c->rid_hash = peer->rid_hash;
-	in->last_fd = fd;
+	if (last_conn(s, peer, slot))
+		return true;
+	c = peer_conn(s, peer);
+	if (!c)
+		return false;
+	in->last_fd = peer->fd;
 	in->last_gen = c->gen;
 	in->last_rid = peer->rid_hash;
-	for (i = c->ninst; i-- > 0;)
-		if (c->inst[i] == slot)
-			return;
+	if (conn_has(c, slot))
+		return true;
 	if (c->ninst >= MDS_CONN_MAX_INST)
-		return;
+		return false;
 	if (c->ninst == c->cap) {
 		uint32_t cap = c->cap ? c->cap * 2 : 2;
 		uint32_t *v = realloc(c->inst, cap * sizeof(*v));
 
 		if (!v)
-			return;
+			return false;
 		c->inst = v;
 		c->cap = cap;
 	}
 	c->inst[c->ninst++] = slot;
 	in->nconns++;
 	inst_deadline(s, in);
-	log_dbg("instance %s: seen on connection fd %d", in->id, fd);
+	log_dbg("instance %s: claimed on connection fd %d", in->id, peer->fd);
+	return true;
 }
 
-static bool attachable(struct mds *s, struct mds_peer *peer)
+/*
+ * May @peer act for instance @slot (store.h, "Authority")?  Yes when its
+ * connection is the instance's, when it presents the instance's active
+ * lease @lslot, or when the instance is free: no open connection and no
+ * active lease.  No peer: a trusted caller.
+ */
+static bool may_act(struct mds *s, struct mds_peer *peer, uint32_t slot,
+		    uint32_t lslot)
 {
-	struct mds_conn *c = conn_of(s, peer_fd(peer));
+	struct mds_inst *in = &s->insts[slot];
+	struct mds_conn *c;
 
-	return c && c->ninst < MDS_CONN_MAX_INST;
+	if (!peer || last_conn(s, peer, slot))
+		return true;
+	c = peer_conn(s, peer);
+	if (!c)
+		return false;
+	if (conn_has(c, slot))
+		return true;
+	if (lslot != IX_NO_SLOT && s->leases[lslot].owner == slot)
+		return true;
+	return !in->nconns && !in->nleases;
+}
+
+/* may_act(), and then the connection is the instance's */
+static bool claim(struct mds *s, struct mds_peer *peer, uint32_t slot,
+		  uint32_t lslot)
+{
+	if (!may_act(s, peer, slot, lslot)) {
+		log_dbg("instance %s: refused to connection fd %d (held by "
+			"%u other connection(s))",
+			s->insts[slot].id, peer->fd, s->insts[slot].nconns);
+		return false;
+	}
+	return !peer || attach(s, peer, slot);
+}
+
+/* ---- pins ---- */
+
+struct pin_key {
+	uint64_t entry; /* address of the KV entry */
+	uint64_t uid;	/* the holder's */
+};
+
+static struct ix_key pin_key(const struct ix_entry *e,
+			     const struct mds_pins *hp, struct pin_key *b)
+{
+	struct ix_key k = {(const uint8_t *)b, sizeof(*b), IX_BIN};
+
+	b->entry = (uint64_t)(uintptr_t)e;
+	b->uid = hp->uid;
+	return k;
+}
+
+static struct ix_entry *pin_entry(const struct ix_entry *rec)
+{
+	struct pin_key b;
+
+	memcpy(&b, rec->key, sizeof(b));
+	return (struct ix_entry *)(uintptr_t)b.entry;
+}
+
+static struct ix_entry *pin_find(struct mds *s, const struct ix_entry *e,
+				 const struct mds_pins *hp)
+{
+	struct pin_key b;
+	struct ix_key k = pin_key(e, hp, &b);
+
+	return ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
+}
+
+/* one more pin of @e by @hp. Return: 0, -ENOSPC (holder's cap), -ENOMEM */
+static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
+{
+	struct pin_key b;
+	struct ix_key k = pin_key(e, hp, &b);
+	struct ix_entry *rec;
+	size_t cap = hp->cap;
+	int rc;
+
+	if (e->pins == UINT32_MAX)
+		return 0; /* saturated: counted no further */
+	if (hp->n >= HOLDER_MAX_PINS)
+		return -ENOSPC;
+	if (array_grow(&hp->rec, &cap, hp->n, sizeof(*hp->rec), 8) < 0)
+		return -ENOMEM;
+	hp->cap = (uint32_t)cap;
+	rc = ix_insert(&s->pin_map, &k, ix_hash(&s->pin_map, &k), &rec);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		rec->len = hp->n;
+		hp->rec[hp->n++] = rec;
+		hp->bytes += e->len;
+	}
+	rec->off++;
+	e->pins++;
+	return 0;
+}
+
+/* drop one pin (@all: every pin) of record @rec of holder @hp */
+static void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
+		    bool all)
+{
+	struct ix_entry *e = pin_entry(rec);
+	uint32_t i = (uint32_t)rec->len;
+
+	if (!all && rec->off > 1) {
+		rec->off--;
+		e->pins--;
+		return;
+	}
+	e->pins -= (uint32_t)rec->off;
+	hp->bytes -= e->len;
+	hp->rec[i] = hp->rec[--hp->n];
+	hp->rec[i]->len = i;
+	ix_delete(&s->pin_map, rec);
+}
+
+static void pins_release(struct mds *s, struct mds_pins *hp)
+{
+	while (hp->n)
+		pin_put(s, hp, hp->rec[hp->n - 1], true);
 }
 
 /* ---- regions ---- */
@@ -559,7 +733,7 @@ static uint32_t lease_find(struct mds *s, struct mds_str id)
 	return e ? e->slot : IX_NO_SLOT;
 }
 
-static uint32_t lease_create(struct mds *s, struct mds_str id)
+static uint32_t lease_create(struct mds *s, struct mds_str id, uint32_t owner)
 {
 	struct ix_key k = str_key(id);
 	struct mds_lease *l;
@@ -595,6 +769,8 @@ static uint32_t lease_create(struct mds *s, struct mds_str id)
 	s->lease_free = l->next_free;
 	l->id_len = id.len;
 	l->nregions = 0;
+	l->owner = owner;
+	s->insts[owner].nleases++;
 	l->deadline = s->vnow + s->cfg.lease_ttl_ns;
 	l->ie = e;
 	e->slot = slot;
@@ -621,13 +797,14 @@ static void remember_ended(struct mds *s, struct mds_str id)
 
 /*
  * End a lease: its live regions lose their owner (empty ones are freed
- * now, the others when their last entry goes) and its id is remembered.
+ * now, the others when their last entry goes), its instance's pins are
+ * released and its id is remembered.
  */
 static void lease_end(struct mds *s, uint32_t slot, bool expired)
 {
 	struct mds_lease *l = &s->leases[slot];
 	struct mds_str id = {l->id, l->id_len};
-	uint32_t i, nx;
+	uint32_t i, nx, owner = l->owner;
 
 	if (expired)
 		log_info("lease %s: expired, %u region(s) lose their owner",
@@ -656,6 +833,9 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 	s->nleases--;
 	if (expired)
 		s->ctr.lease_expired++;
+	s->insts[owner].nleases--;
+	pins_release(s, &s->insts[owner].pins);
+	inst_maybe_gc(s, owner);
 }
 
 /* ---- allocations ---- */
@@ -676,12 +856,16 @@ static int alloc_prepare(struct mds *s, struct mds_str inst,
 		islot = inst_create(s, inst);
 	if (islot == IX_NO_SLOT)
 		return -ENOMEM;
-	attach(s, peer, islot);
-	revive(s, islot);
-	if (lease.len) {
+	if (lease.len)
 		lslot = lease_find(s, lease);
-		if (lslot == IX_NO_SLOT)
-			lslot = lease_create(s, lease);
+	if ((lslot != IX_NO_SLOT && s->leases[lslot].owner != islot) ||
+	    !claim(s, peer, islot, lslot)) {
+		inst_maybe_gc(s, islot);
+		return -EPERM;
+	}
+	revive(s, islot);
+	if (lease.len && lslot == IX_NO_SLOT) {
+		lslot = lease_create(s, lease, islot);
 		if (lslot == IX_NO_SLOT) {
 			inst_maybe_gc(s, islot);
 			return -ENOMEM;
@@ -763,12 +947,15 @@ int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
 		return -ECANCELED;
 	}
 	/* by name again: the slots may have changed while we waited */
-	rc = alloc_prepare(s, w->inst, w->lease, peer, &islot, &lslot);
+	rc = alloc_prepare(s, w->inst, w->lease, w->no_peer ? NULL : peer,
+			   &islot, &lslot);
 	if (rc < 0) {
 		log_info("region %llu: %s while the resource manager "
 			 "answered; freeing it",
 			 (unsigned long long)w->h.region_id,
-			 rc == -ESTALE ? "the lease ended" : "out of memory");
+			 rc == -ESTALE	 ? "the lease ended"
+			 : rc == -EPERM ? "the instance was claimed elsewhere"
+					 : "out of memory");
 		queue_free(s, &w->h);
 		flush_pending(s);
 		return rc;
@@ -789,7 +976,8 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 	in = &s->insts[r->owner];
 	if (in->id_len != inst.len || memcmp(in->id, inst.ptr, inst.len))
 		return false;
-	attach(s, peer, r->owner);
+	if (!claim(s, peer, r->owner, IX_NO_SLOT))
+		return false;
 	if (r->state == REG_LIVE)
 		region_set(s, r, REG_RETURNED, 0);
 	if (r->refs == 0)
@@ -818,11 +1006,13 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	if (r && (reg->kv_offset > r->h.length ||
 		  reg->kv_length > r->h.length - reg->kv_offset))
 		return -ERANGE;
-	if (r && r->state == REG_GONE) {
-		if (r->gone_why == GONE_LEASE)
-			return -EPERM;
+	if (r && r->state == REG_GONE && r->gone_why == GONE_LEASE)
+		return -EPERM;
+	/* only the owner writes into its region (issue 12) */
+	if (r && !claim(s, peer, r->owner, IX_NO_SLOT))
+		return -EPERM;
+	if (r && r->state == REG_GONE)
 		revive(s, r->owner); /* a write is proof of life */
-	}
 	rc = ix_insert(&s->kv, &k, h, &e);
 	if (rc <= 0)
 		return rc;
@@ -835,8 +1025,6 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		e->slot = slot;
 		r->refs++;
 		r->used += reg->kv_length;
-		if (r->lease == IX_NO_SLOT)
-			attach(s, peer, r->owner);
 	}
 	return 1;
 }
@@ -860,7 +1048,7 @@ bool mds_exists(struct mds *s, const struct mds_key *k)
 	return ix_find(&s->kv, &x, ix_hash(&s->kv, &x)) != NULL;
 }
 
-bool mds_delete(struct mds *s, const struct mds_key *k)
+bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 {
 	struct ix_key x = mds_key_ix(k);
 	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
@@ -870,6 +1058,11 @@ bool mds_delete(struct mds *s, const struct mds_key *k)
 	if (!e || e->pins)
 		return false;
 	slot = e->slot;
+	/* --owner-delete: a key in a live region is its owner's to delete */
+	if (slot != IX_NO_SLOT && s->cfg.owner_delete &&
+	    s->regions[slot].state == REG_LIVE &&
+	    !may_act(s, peer, s->regions[slot].owner, IX_NO_SLOT))
+		return false;
 	if (slot != IX_NO_SLOT) {
 		s->kv_bytes -= e->len;
 		r = &s->regions[slot];
@@ -883,71 +1076,106 @@ bool mds_delete(struct mds *s, const struct mds_key *k)
 	return true;
 }
 
-bool mds_pin(struct mds *s, const struct mds_key *k)
+/* who a pin by @peer belongs to; NULL: an untracked connection */
+static struct mds_pins *pin_holder(struct mds *s, struct mds_peer *peer)
+{
+	struct mds_conn *c;
+
+	if (!peer)
+		return &s->anon_pins;
+	c = peer_conn(s, peer);
+	if (!c)
+		return NULL;
+	return c->ninst ? &s->insts[c->inst[0]].pins : &c->pins;
+}
+
+bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 {
 	struct ix_key x = mds_key_ix(k);
 	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	struct mds_pins *hp;
 
 	if (!e)
 		return false;
-	if (e->pins < UINT32_MAX) /* saturates: then never unpinned */
-		e->pins++;
-	return true;
+	hp = pin_holder(s, peer);
+	return hp && pin_add(s, e, hp) == 0;
 }
 
-bool mds_unpin(struct mds *s, const struct mds_key *k)
+bool mds_unpin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 {
 	struct ix_key x = mds_key_ix(k);
 	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	struct mds_pins *hp;
+	struct ix_entry *rec;
+	struct mds_conn *c;
+	uint32_t i;
 
-	if (!e || !e->pins || e->pins == UINT32_MAX)
+	if (!e || !e->pins)
 		return false;
-	e->pins--;
+	if (!peer) {
+		hp = &s->anon_pins;
+		rec = pin_find(s, e, hp);
+		goto out;
+	}
+	c = peer_conn(s, peer);
+	if (!c)
+		return false;
+	/* the connection's own, or any instance's claimed on it */
+	hp = &c->pins;
+	rec = pin_find(s, e, hp);
+	for (i = 0; !rec && i < c->ninst; i++) {
+		hp = &s->insts[c->inst[i]].pins;
+		rec = pin_find(s, e, hp);
+	}
+out:
+	if (!rec)
+		return false;
+	pin_put(s, hp, rec, false);
 	return true;
 }
 
 /* ---- leases and peers ---- */
 
-void mds_touch_instance(struct mds *s, struct mds_str inst,
-			struct mds_peer *peer)
+int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
+		  bool release, struct mds_peer *peer)
 {
-	uint32_t slot = inst_find(s, inst);
+	bool leased = s->cfg.lease_ttl_ns && lease.ptr && lease.len;
+	uint32_t islot, lslot = IX_NO_SLOT;
 
 	if (!inst.ptr || !inst.len)
-		return;
-	/* an instance record just for a connection needs a connection */
-	if (slot == IX_NO_SLOT && attachable(s, peer))
-		slot = inst_create(s, inst);
-	if (slot == IX_NO_SLOT)
-		return;
-	attach(s, peer, slot);
-	revive(s, slot);
-	inst_maybe_gc(s, slot);
-}
-
-bool mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
-		   bool release, struct mds_peer *peer)
-{
-	uint32_t slot;
-
-	mds_touch_instance(s, inst, peer);
-	if (!s->cfg.lease_ttl_ns || !lease.ptr || !lease.len)
-		return false;
-	if (lease_ended(s, lease))
-		return true;
-	slot = lease_find(s, lease);
-	if (release) {
-		if (slot != IX_NO_SLOT)
-			lease_end(s, slot, false);
+		return 0; /* a ping: leases belong to an instance */
+	if (leased && lease_ended(s, lease))
+		return 1;
+	islot = inst_find(s, inst);
+	if (islot == IX_NO_SLOT) {
+		/* a record just for a connection needs a connection */
+		if (peer && !peer_conn(s, peer))
+			return 0;
+		islot = inst_create(s, inst);
+		if (islot == IX_NO_SLOT)
+			return 0;
+	}
+	if (leased)
+		lslot = lease_find(s, lease);
+	if ((lslot != IX_NO_SLOT && s->leases[lslot].owner != islot) ||
+	    !claim(s, peer, islot, lslot)) {
+		inst_maybe_gc(s, islot);
+		return -EPERM;
+	}
+	revive(s, islot);
+	if (leased && release) {
+		if (lslot != IX_NO_SLOT)
+			lease_end(s, lslot, false);
 		else
 			remember_ended(s, lease);
-		return false;
+	} else if (leased) {
+		if (lslot == IX_NO_SLOT)
+			lslot = lease_create(s, lease, islot);
+		if (lslot != IX_NO_SLOT)
+			s->leases[lslot].deadline = s->vnow + s->cfg.lease_ttl_ns;
 	}
-	if (slot == IX_NO_SLOT)
-		slot = lease_create(s, lease);
-	if (slot != IX_NO_SLOT)
-		s->leases[slot].deadline = s->vnow + s->cfg.lease_ttl_ns;
-	return false;
+	inst_maybe_gc(s, islot);
+	return 0;
 }
 
 static void declare_dead(struct mds *s, uint32_t slot)
@@ -1018,7 +1246,7 @@ uint64_t mds_active_clients(const struct mds *s)
 struct chk {
 	struct mds *s;
 	uint64_t *refs, *used;
-	uint64_t entries, bytes;
+	uint64_t entries, bytes, pins;
 	bool bad;
 };
 
@@ -1027,6 +1255,7 @@ static void chk_entry(struct ix_entry *e, void *arg)
 	struct chk *c = arg;
 
 	c->entries++;
+	c->pins += e->pins;
 	if (e->slot == IX_NO_SLOT)
 		return;
 	c->bytes += e->len;
@@ -1039,9 +1268,30 @@ static void chk_entry(struct ix_entry *e, void *arg)
 	c->used[e->slot] += e->len;
 }
 
+/* a holder's records point back at their positions; Return: their pins */
+static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec,
+			   bool *bad)
+{
+	uint64_t n = 0, bytes = 0;
+	uint32_t i;
+
+	for (i = 0; i < hp->n; i++) {
+		if (hp->rec[i]->len != i || !hp->rec[i]->off)
+			*bad = true;
+		n += hp->rec[i]->off;
+		bytes += pin_entry(hp->rec[i])->len;
+	}
+	if (bytes != hp->bytes)
+		*bad = true;
+	*nrec += hp->n;
+	return n;
+}
+
 int mds_check(struct mds *s)
 {
-	struct chk c = {s, NULL, NULL, 0, 0, false};
+	struct chk c = {s, NULL, NULL, 0, 0, 0, false};
+	uint64_t pins = 0, nrec = 0;
+	uint32_t *nl = NULL;
 	uint64_t cur = 0, nreg = 0, total = 0;
 	uint32_t i, *nr = NULL, *np = NULL, *ng = NULL, *nc = NULL;
 	int fd, rc = -EUCLEAN;
@@ -1055,7 +1305,8 @@ int mds_check(struct mds *s)
 	np = calloc(s->ninst_slots + 1, sizeof(*np));
 	ng = calloc(s->ninst_slots + 1, sizeof(*ng));
 	nc = calloc(s->ninst_slots + 1, sizeof(*nc));
-	if (!c.refs || !c.used || !nr || !np || !ng || !nc) {
+	nl = calloc(s->ninst_slots + 1, sizeof(*nl));
+	if (!c.refs || !c.used || !nr || !np || !ng || !nc || !nl) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -1084,20 +1335,30 @@ int mds_check(struct mds *s)
 	if (nreg != s->nregions || total != s->total_allocated ||
 	    nreg != s->region_map.count)
 		goto out;
-	for (fd = 0; fd < s->nconn_slots; fd++)
+	for (fd = 0; fd < s->nconn_slots; fd++) {
 		for (i = 0; s->conns[fd].open && i < s->conns[fd].ninst; i++)
 			nc[s->conns[fd].inst[i]]++;
+		pins += chk_holder(&s->conns[fd].pins, &nrec, &c.bad);
+	}
+	for (i = 0; i < s->nlease_slots; i++)
+		if (s->leases[i].id)
+			nl[s->leases[i].owner]++;
 	for (i = 0; i < s->ninst_slots; i++) {
 		struct mds_inst *in = &s->insts[i];
 
 		if (!in->id)
 			continue;
 		if (in->nregions != nr[i] || in->npeer != np[i] ||
-		    in->npeer_gone != ng[i] || in->nconns != nc[i])
+		    in->npeer_gone != ng[i] || in->nconns != nc[i] ||
+		    in->nleases != nl[i])
 			goto out;
-		if (!in->nregions && !in->nconns)
+		if (!in->nregions && !in->nconns && !in->nleases)
 			goto out; /* should have been collected */
+		pins += chk_holder(&in->pins, &nrec, &c.bad);
 	}
+	pins += chk_holder(&s->anon_pins, &nrec, &c.bad);
+	if (c.bad || pins != c.pins || nrec != s->pin_map.count)
+		goto out;
 	rc = 0;
 out:
 	free(c.refs);
@@ -1106,5 +1367,6 @@ out:
 	free(np);
 	free(ng);
 	free(nc);
+	free(nl);
 	return rc;
 }

@@ -12,6 +12,21 @@
  *  - Leases (later-additions §1): renewed by HEARTBEAT, expiry marks the
  *    lease's regions owner-gone.
  *  - REPORT_STATS accumulators (stats.h).
+ *  - Pins, each held by an instance (or by a connection that named
+ *    none): released when the holder goes.
+ *
+ * Authority (issue 12).  Instance ids are names anyone can read (GET_USAGE
+ * publishes them), so a name alone proves nothing.  An instance is bound
+ * to the connections it was claimed on: a request that acts for instance
+ * X (REQUEST_ALLOC, RETURN_ALLOC, HEARTBEAT, REGISTER into X's region,
+ * UNPIN of X's pins; with --owner-delete, DELETE of a key in X's live
+ * region) is accepted from connection
+ * C only if C is already X's, or C presents X's active lease id (a secret
+ * the client chose and the server never shows anyone), or X is free: no
+ * open connection and no active lease (a first use, or a client that
+ * reconnects after losing its only connection).  HANDSHAKE and
+ * LIST_ALLOCATIONS claim nothing.  A request with no peer (tests, the
+ * loop's own calls) is trusted.
  *
  * The store knows neither ZeroMQ nor the wire format; the resource
  * manager is reached through struct mds_rm_ops (never blocking: an
@@ -61,6 +76,7 @@ struct mds_wait {
 	struct mds_str inst, lease; /* owns copies (ptr from malloc) */
 	int peer_fd;
 	uint64_t peer_rid;
+	bool no_peer; /* asked without one: a trusted caller (tests) */
 	/* the outcome, set by the RM session before @done */
 	int rc;
 	struct rm_handle h;
@@ -98,6 +114,7 @@ struct mds_config {
 	uint64_t lease_ttl_ns;	/* 0: no leases */
 	uint64_t peer_grace_ns; /* 0: no connection-based detection */
 	uint32_t max_key;	/* longest key REGISTER stores; 0: IX_KEY_MAX */
+	bool owner_delete;	/* --owner-delete: live keys only by owner */
 };
 
 enum region_state {
@@ -126,6 +143,17 @@ struct mds_region {
 	uint8_t hit[MDS_HIT_PREFIX_MAX];
 };
 
+/*
+ * What one holder (an instance, or a connection that named none) pinned:
+ * its records in mds.pin_map, so that they go when the holder does.
+ */
+struct mds_pins {
+	uint64_t uid;		/* unique per holder: the records' key */
+	struct ix_entry **rec;	/* owns the array; the records are pin_map's */
+	uint32_t n, cap;
+	uint64_t bytes;		/* kv_length of the distinct keys pinned */
+};
+
 struct mds_inst {
 	char *id; /* owns; NULL = free slot */
 	uint32_t id_len;
@@ -133,6 +161,7 @@ struct mds_inst {
 	uint32_t npeer;	     /* ... of those LIVE without a lease */
 	uint32_t npeer_gone; /* ... of those GONE by peer detection */
 	uint32_t nconns;     /* open connections attributed to it */
+	uint32_t nleases;    /* active leases it owns */
 	uint32_t next_free;
 	uint64_t dead_at;    /* vclock: declare dead then; 0 = not due */
 	struct ix_entry *ie; /* borrows: its entry in inst_map */
@@ -140,12 +169,14 @@ struct mds_inst {
 	int last_fd; /* -1: none */
 	uint32_t last_gen;
 	uint64_t last_rid;
+	struct mds_pins pins; /* released with its last lease/connection */
 };
 
 struct mds_lease {
 	char *id; /* owns; NULL = free slot */
 	uint32_t id_len;
 	uint32_t nregions; /* regions allocated under it, tracked */
+	uint32_t owner;	   /* instance slot: who may present it */
 	uint32_t next_free;
 	uint32_t parked;   /* REQUEST_ALLOCs under it waiting for the RM: it
 			    * does not expire meanwhile (the client's renewals
@@ -162,6 +193,7 @@ struct mds_conn {
 	uint64_t rid_hash; /* routing id of its first message */
 	uint32_t *inst;	   /* owns: attributed instance slots */
 	uint32_t ninst, cap;
+	struct mds_pins pins; /* taken before it named an instance */
 };
 
 #define MDS_FD_LAZY (-2)
@@ -217,6 +249,11 @@ struct mds {
 
 	struct mds_conn *conns; /* owns: indexed by fd */
 	int nconn_slots;
+
+	/* pins by holder: (entry address, holder uid) -> count */
+	struct ix pin_map;
+	struct mds_pins anon_pins; /* requests without a peer (tests) */
+	uint64_t next_uid;
 
 	struct rm_handle *pending; /* owns: frees to retry */
 	uint32_t npending, pending_cap;
@@ -288,7 +325,7 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
 		     struct mds_peer *peer, struct rm_handle *out);
 
-/* mds_return - RETURN_ALLOC. Return: the response's success */
+/* mds_return - RETURN_ALLOC by the region's owner. Return: success */
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 		struct mds_peer *peer);
 
@@ -297,7 +334,9 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 /**
  * mds_register - REGISTER_KV, first writer wins
  * Return: 1 new entry, 0 key already present, -EPERM the region's owner
- * is gone (lease expired: registrations refused), -ENOMEM.
+ * is gone (lease expired: registrations refused) or is another instance
+ * (see "Authority" above), -ERANGE the location is outside its region,
+ * -E2BIG the key is longer than --max-key-bytes, -ENOMEM.
  */
 int mds_register(struct mds *s, const struct mds_reg *r, struct mds_peer *peer);
 
@@ -306,23 +345,33 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 				  const struct mds_region **reg);
 
 bool mds_exists(struct mds *s, const struct mds_key *k);
-bool mds_delete(struct mds *s, const struct mds_key *k);
-bool mds_pin(struct mds *s, const struct mds_key *k);
-bool mds_unpin(struct mds *s, const struct mds_key *k);
+
+/* mds_delete - DELETE_KV: false if absent, pinned, or not @peer's to delete */
+bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
+
+/* mds_pin - PIN_KV: a pin held by @peer's instance (else its connection) */
+bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
+
+/* mds_unpin - UNPIN_KV: false unless @peer holds a pin on @k */
+bool mds_unpin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
+
+/* mds_pinned_bytes - kv_length of the keys the instance holds pins on */
+static inline uint64_t mds_pinned_bytes(const struct mds_inst *in)
+{
+	return in->pins.bytes;
+}
 
 /* ---- leases and peers ---- */
 
 /**
- * mds_heartbeat - HEARTBEAT: attribute the connection, begin/renew/end
- * the lease
- * Return: the response's lease_expired.
+ * mds_heartbeat - HEARTBEAT: claim the instance for the connection,
+ * begin/renew/end the lease
+ * Return: 0, 1 when the lease has expired (the response's lease_expired),
+ * -EPERM when the instance is held by other connections and the lease
+ * does not prove it is ours.
  */
-bool mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
-		   bool release, struct mds_peer *peer);
-
-/* mds_touch_instance - a request named @inst (attribution, revival) */
-void mds_touch_instance(struct mds *s, struct mds_str inst,
-			struct mds_peer *peer);
+int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
+		  bool release, struct mds_peer *peer);
 
 /* socket monitor events */
 void mds_conn_open(struct mds *s, int fd);

@@ -282,8 +282,9 @@ def test_pin_blocks_delete(make):
     assert h1.delete("pinned") is False and h2.delete("pinned") is False
     assert h2.unpin("pinned") is True
     assert h1.delete("pinned") is False        # still pinned once
-    assert h1.unpin("pinned") is True
-    assert h1.unpin("pinned") is False         # not pinned any more
+    assert h1.unpin("pinned") is False         # h2's pin, not h1's (issue 12)
+    assert h2.unpin("pinned") is True
+    assert h2.unpin("pinned") is False         # not pinned any more
     assert h2.delete("pinned") is True         # any client may delete
     assert h1.pin("pinned") is False and h1.unpin("nope") is False
 

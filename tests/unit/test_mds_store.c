@@ -34,7 +34,8 @@ static uint32_t seq;
 
 static void start(uint64_t lease_ttl, uint64_t grace)
 {
-	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace, 4096};
+	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace, 4096,
+			       false};
 
 	memset(&F, 0, sizeof(F));
 	F.total = 1ull << 34;
@@ -142,8 +143,8 @@ static int reg(const char *key, uint64_t region, uint64_t off, uint64_t len)
 	return reg_p(key, region, off, len, NULL);
 }
 
-/* a single-key message; returns its one bool field */
-static int keyop(uint8_t type, const char *key)
+/* a single-key message from @p; returns its one bool field */
+static int keyop_p(uint8_t type, const char *key, struct mds_peer *p)
 {
 	msgpack_object *m;
 	struct req r;
@@ -151,9 +152,14 @@ static int keyop(uint8_t type, const char *key)
 	begin(&r, type, 1);
 	pk_str(&r.pk, "key");
 	pk_str(&r.pk, key);
-	m = call(&r);
+	m = call_peer(&r, p);
 	assert_true(m->via.map.size >= 1);
 	return mbool(&m->via.map.ptr[0].val);
+}
+
+static int keyop(uint8_t type, const char *key)
+{
+	return keyop_p(type, key, NULL);
 }
 
 static msgpack_object *lookup(const char *key)
@@ -166,7 +172,7 @@ static msgpack_object *lookup(const char *key)
 	return call(&r);
 }
 
-static int ret_alloc(const char *inst, uint64_t region)
+static int ret_alloc_p(const char *inst, uint64_t region, struct mds_peer *p)
 {
 	struct req r;
 
@@ -175,7 +181,12 @@ static int ret_alloc(const char *inst, uint64_t region)
 	pk_str(&r.pk, inst);
 	pk_str(&r.pk, "region_id");
 	msgpack_pack_uint64(&r.pk, region);
-	return mbool(mget(call(&r), "success"));
+	return mbool(mget(call_peer(&r, p), "success"));
+}
+
+static int ret_alloc(const char *inst, uint64_t region)
+{
+	return ret_alloc_p(inst, region, NULL);
 }
 
 static msgpack_object *list_allocs(const char *exclude)
@@ -876,11 +887,14 @@ static void test_peer_detection(void **state)
 	a = alloc_p("W", 1, NULL, &p1);
 	b = alloc_p("W", 1, NULL, &p1);
 	assert_int_equal(reg_p("k", b.region_id, 0, 1, &p1), 1);
-	/* a second connection of the same instance (stats thread) */
-	heartbeat("W", NULL, false, &p2);
+	/* a second connection cannot claim W while p1 holds it */
+	assert_null(mget(heartbeat("W", NULL, false, &p2), "lease_ttl"));
 	/* a message from another connection on a reused fd: not W's */
 	assert_false(mds_conn_check(&S, &stale));
 	mds_conn_close(&S, 10);
+	/* W is free now: p2 takes it over (a reconnect) before the grace */
+	mds_tick(&S, S.vnow + 1 * SEC);
+	assert_non_null(mget(heartbeat("W", NULL, false, &p2), "lease_ttl"));
 	mds_tick(&S, S.vnow + 60 * SEC);
 	assert_true(F.live[a.region_id]); /* p2 still open */
 	mds_conn_close(&S, 11);
@@ -909,6 +923,114 @@ static void test_peer_detection(void **state)
 	/* and with no connection it goes again after the grace time */
 	mds_tick(&S, S.vnow + 6 * SEC);
 	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
+}
+
+/* usage record of @inst in GET_USAGE (NULL: not listed) */
+static msgpack_object *usage_of(const char *inst)
+{
+	msgpack_object *v = mget(simple(MDS_GET_USAGE), "instances");
+	uint32_t i;
+
+	for (i = 0; i < v->via.array.size; i++) {
+		msgpack_object *id = mget(&v->via.array.ptr[i], "instance_id");
+
+		if (id->via.str.size == strlen(inst) &&
+		    !memcmp(id->via.str.ptr, inst, id->via.str.size))
+			return &v->via.array.ptr[i];
+	}
+	return NULL;
+}
+
+/*
+ * Issue 12, defects 2, 3 and 10: an instance id is a name anyone can read
+ * (GET_USAGE), so a connection that merely names it may not act for it.
+ */
+static void test_authority(void **state)
+{
+	struct mds_peer v = {.fd = 20, .rid_hash = 1}; /* the victim */
+	struct mds_peer v2 = {.fd = 21, .rid_hash = 2}; /* its lease thread */
+	struct mds_peer x = {.fd = 22, .rid_hash = 3}; /* an impostor */
+	struct rm_handle a, b;
+	msgpack_object *m;
+
+	start(10 * SEC, 5 * SEC);
+	mds_conn_open(&S, 20);
+	mds_conn_open(&S, 21);
+	mds_conn_open(&S, 22);
+	heartbeat("victim", "secret-lease", false, &v);
+	a = alloc_p("victim", 1, "secret-lease", &v);
+	assert_int_not_equal(a.region_id, 0);
+	/* the lease id proves it: its second connection joins */
+	m = heartbeat("victim", "secret-lease", false, &v2);
+	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
+	assert_int_equal(reg_p("k", a.region_id, 0, 10, &v), 1);
+
+	/* defect 2: RETURN_ALLOC by name only is refused, nothing freed */
+	assert_int_equal(ret_alloc_p("victim", a.region_id, &x), 0);
+	assert_true(F.live[a.region_id]);
+	/* nor can it allocate, heartbeat or take a lease as the victim */
+	assert_int_equal(alloc_p("victim", 1, NULL, &x).region_id, 0);
+	assert_int_equal(alloc_p("victim", 1, "mine", &x).region_id, 0);
+	assert_null(mget(heartbeat("victim", "mine", false, &x), "lease_ttl"));
+	assert_null(mget(heartbeat("victim", NULL, false, &x), "lease_ttl"));
+	/* a lease of another instance proves nothing for a second name */
+	assert_int_equal(alloc_p("x", 1, "secret-lease", &x).region_id, 0);
+	/* defect 3: writing into the victim's region is refused */
+	assert_int_equal(reg_p("poison", a.region_id, 10, 10, &x), -1);
+	assert_int_equal(mbool(mget(lookup("poison"), "found")), 0);
+	/* --owner-delete: deleting its key too (it could be re-registered) */
+	S.cfg.owner_delete = true;
+	assert_int_equal(keyop_p(MDS_DELETE_KV, "k", &x), 0);
+	assert_int_equal(mbool(mget(lookup("k"), "found")), 1);
+	S.cfg.owner_delete = false;
+
+	/* defect 10: a pin belongs to who took it */
+	assert_int_equal(keyop_p(MDS_PIN_KV, "k", &v), 1);
+	assert_int_equal(keyop_p(MDS_UNPIN_KV, "k", &x), 0);
+	assert_int_equal(keyop_p(MDS_PIN_KV, "k", &x), 1);
+	assert_int_equal(muint(mget(usage_of("victim"), "pinned")), 10);
+	/* ... the victim's second connection may release the victim's */
+	assert_int_equal(keyop_p(MDS_UNPIN_KV, "k", &v2), 1);
+	assert_int_equal(keyop_p(MDS_UNPIN_KV, "k", &v2), 0);
+	assert_int_equal(muint(mget(usage_of("victim"), "pinned")), 0);
+	assert_int_equal(keyop_p(MDS_DELETE_KV, "k", &v), 0); /* x's pin */
+	/* the impostor's pin goes with its connection */
+	mds_conn_close(&S, 22);
+	assert_int_equal(keyop_p(MDS_DELETE_KV, "k", &v), 1);
+
+	/* a dead client's pins go with its lease */
+	b = alloc_p("victim", 1, "secret-lease", &v);
+	assert_int_equal(reg_p("k2", b.region_id, 0, 5, &v), 1);
+	assert_int_equal(keyop_p(MDS_PIN_KV, "k2", &v), 1);
+	assert_int_equal(keyop_p(MDS_PIN_KV, "k2", &v), 1);
+	mds_conn_close(&S, 20);
+	mds_conn_close(&S, 21);
+	assert_int_equal(muint(mget(usage_of("victim"), "pinned")), 5);
+	mds_tick(&S, S.vnow + 11 * SEC);
+	assert_int_equal(keyop(MDS_UNPIN_KV, "k2"), 0); /* no pin left */
+	assert_int_equal(keyop_p(MDS_DELETE_KV, "k2", NULL), 1);
+	assert_false(F.live[b.region_id]);
+
+	/* with the victim gone, its id is free to claim (a restart) */
+	mds_conn_open(&S, 22);
+	assert_int_not_equal(alloc_p("victim", 1, NULL, &x).region_id, 0);
+}
+
+/* upstream's rule by default: any client deletes any key */
+static void test_open_delete(void **state)
+{
+	struct mds_peer v = {.fd = 20, .rid_hash = 1};
+	struct mds_peer x = {.fd = 22, .rid_hash = 3};
+	struct rm_handle a;
+
+	start(0, 0);
+	mds_conn_open(&S, 20);
+	mds_conn_open(&S, 22);
+	a = alloc_p("v", 1, NULL, &v);
+	assert_int_equal(reg_p("k", a.region_id, 0, 1, &v), 1);
+	assert_int_equal(keyop_p(MDS_DELETE_KV, "k", &x), 1);
+	/* ownership of regions still holds */
+	assert_int_equal(reg_p("k", a.region_id, 0, 1, &x), -1);
 }
 
 /* ---- failed allocations anywhere in a scenario ---- */
@@ -1111,6 +1233,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_leases, teardown),
 		cmocka_unit_test_teardown(test_leases_disabled, teardown),
 		cmocka_unit_test_teardown(test_peer_detection, teardown),
+		cmocka_unit_test_teardown(test_authority, teardown),
+		cmocka_unit_test_teardown(test_open_delete, teardown),
 		cmocka_unit_test_teardown(test_alloc_failures, teardown),
 		cmocka_unit_test_teardown(test_parked_requests, teardown),
 	};

@@ -47,6 +47,8 @@ PIDS=()
 trap bench_cleanup EXIT
 
 RMPORT=$(free_port)
+# maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key
+export MARU_RM_KEY_FILE="$WORK/rm/client.key"
 taskset -c 1 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" --state-dir "$WORK/rm" \
 	--pool "$POOL" --emulate-size 2G --log-level error >"$WORK/rm.log" 2>&1 &
 PIDS+=($!)

@@ -64,7 +64,9 @@ start_daemons() {
 	PIDS+=($!)
 	wait_port "$rmport"
 	MDSPORT=$(free_port)
-	taskset -c "$core" "$MDSBIN" --host 127.0.0.1 --port "$MDSPORT" \
+	# maru-server authenticates ALLOC/FREE with the RM's key
+	MARU_RM_KEY_FILE="$WORK/rm-$core/client.key" \
+		taskset -c "$core" "$MDSBIN" --host 127.0.0.1 --port "$MDSPORT" \
 		--rm-address "127.0.0.1:$rmport" --log-level WARNING \
 		>"$WORK/mds-$core.log" 2>&1 &
 	PIDS+=($!)

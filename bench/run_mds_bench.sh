@@ -110,6 +110,8 @@ compare() {
 }
 
 RM_PORT=$(free_port)
+# maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key
+export MARU_RM_KEY_FILE="$WORK/rm/client.key"
 taskset -c "$CPU_B" "$RM_BIN" --host 127.0.0.1 --port "$RM_PORT" \
 	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 1G \
 	--log-level error >"$WORK/rm.log" 2>&1 &

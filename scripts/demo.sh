@@ -139,10 +139,11 @@ show_pools() {
 # It speaks the resource manager's wire protocol directly (12-byte header,
 # little-endian structs: docs/protocol.md) and prints the handle it got.
 CLIENT_PY=$(cat <<'PY'
-import mmap, os, socket, struct, sys
+import hashlib, hmac, mmap, os, socket, struct, sys
 
 host, port = sys.argv[1].rsplit(":", 1)
 size = int(sys.argv[2])
+key = bytes.fromhex(open(sys.argv[3]).read())   # <state-dir>/client.key
 sock = socket.create_connection((host, int(port)))
 cid = f"{socket.gethostname()}:{os.getpid()}".encode()
 
@@ -151,6 +152,20 @@ def call(mtype, payload):
     hdr = sock.recv(12, socket.MSG_WAITALL)
     _, _, rtype, n = struct.unpack("<IHHI", hdr)
     return rtype, sock.recv(n, socket.MSG_WAITALL) if n else b""
+
+def mac(role, cn, sn):
+    return hmac.new(key, b"maru-rm-auth-1" + role + cn + sn + cid,
+                    hashlib.sha256).digest()
+
+# AUTH_REQ: only a client that knows the key may ALLOC and FREE
+cn = os.urandom(32)
+rtype, r = call(11, struct.pack("<B3x", 1) + cn + struct.pack("<H", len(cid)) + cid)
+sn, proof = r[4:36], r[36:68]
+if rtype != 12 or not hmac.compare_digest(proof, mac(b"S", cn, sn)):
+    sys.exit("the resource manager does not know our key")
+rtype, r = call(11, struct.pack("<B3x", 2) + mac(b"C", cn, sn))
+if rtype != 12:
+    sys.exit("authentication refused")
 
 # ALLOC_REQ: size, path_len 0 (any pool), reserved, client_id, request_id
 rtype, r = call(1, struct.pack("<QII", size, 0, 0) +
@@ -211,6 +226,7 @@ start_client() {
 	mkfifo "$WORK/client.in"
 	: >"$WORK/client.out"
 	"$PYTHON" -c "$CLIENT_PY" "$RM_ADDR" $((64 << 20)) \
+		"$WORK/rm-state/client.key" \
 		<"$WORK/client.in" >"$WORK/client.out" 2>&1 &
 	CLIENT_PID=$!
 	exec 4>"$WORK/client.in"	# keeps the client's stdin open
@@ -261,8 +277,9 @@ start_metadata_server() {
 	MDS_URL=tcp://127.0.0.1:$port
 	step "8. start maru-server, the metadata server (key -> region, offset, length)"
 	printf '%s$ %s%s\n' "$DIM" "maru-server --host 127.0.0.1 --port $port \
---rm-address $RM_ADDR" "$OFF"
+--rm-address $RM_ADDR --rm-key-file $WORK/rm-state/client.key" "$OFF"
 	"$MDS_BIN" --host 127.0.0.1 --port "$port" --rm-address "$RM_ADDR" \
+		--rm-key-file "$WORK/rm-state/client.key" \
 		>"$WORK/mds.log" 2>&1 &
 	MDS_PID=$!
 	if ! wait_listening "127.0.0.1:$port" "$MDS_PID"; then

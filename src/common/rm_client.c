@@ -5,7 +5,9 @@
  * Every request goes through rm_transact(): encode once into c->tx, send,
  * read the 12-byte header and the payload into c->rx under one deadline.
  * A transport failure closes the socket; the request is then retried once
- * on a fresh connection with the same bytes (same request id).
+ * on a fresh connection with the same bytes (same request id).  ALLOC and
+ * FREE first authenticate the connection when the client has a key
+ * (rm_auth.h); the other requests need no authentication.
  */
 #include "rm_client.h"
 
@@ -14,6 +16,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,7 +51,22 @@ int rm_client_init(struct rm_client *c, const char *address,
 	}
 	if (n <= 0 || n >= (int)sizeof(c->client_id))
 		return -EINVAL;
+	(void)rm_client_load_key(c, NULL);
 	return 0;
+}
+
+int rm_client_load_key(struct rm_client *c, const char *path)
+{
+	int rc;
+
+	if (!path)
+		path = getenv("MARU_RM_KEY_FILE");
+	if (!path || !*path)
+		path = RM_AUTH_KEY_DEFAULT;
+	rc = rm_auth_key_load(path, c->key);
+	c->has_key = rc == 0;
+	c->authed = false;
+	return rc;
 }
 
 void rm_client_destroy(struct rm_client *c)
@@ -63,6 +81,7 @@ void rm_client_disconnect(struct rm_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	c->authed = false;
 }
 
 /* Resolve and connect to host:port.  Return: a non-blocking fd or -errno */
@@ -104,20 +123,17 @@ int rm_probe(const char *address, int timeout_ms)
 }
 
 /*
- * One exchange on the current connection.  On success c->rx holds the
- * payload and *type the response type.  Return: 0 or a transport error.
+ * Send @msg on the current connection and read the response: c->rx holds
+ * its payload and *type its type.  Return: 0 or a transport error.
  */
-static int exchange(struct rm_client *c, uint16_t *type)
+static int roundtrip(struct rm_client *c, const struct buf *msg,
+		     uint16_t *type, uint64_t deadline)
 {
-	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000;
 	uint8_t hb[RM_HDR_SIZE];
 	struct rm_hdr h;
 	int rc;
 
-	rc = rm_client_connect(c);
-	if (rc < 0)
-		return rc;
-	rc = net_send_all(c->fd, c->tx.data, c->tx.len, deadline);
+	rc = net_send_all(c->fd, msg->data, msg->len, deadline);
 	if (rc < 0)
 		return rc;
 	rc = net_recv_all(c->fd, hb, sizeof(hb), deadline);
@@ -136,6 +152,91 @@ static int exchange(struct rm_client *c, uint16_t *type)
 	c->rx.len = h.payload_len;
 	*type = h.type;
 	return 0;
+}
+
+/* one AUTH step's answer. Return: 0, the status refused with, -EPROTO */
+static int auth_answer(struct rm_client *c, uint16_t type,
+		       struct rm_auth_resp *a)
+{
+	struct rm_error_resp e;
+
+	if (type == RM_ERROR_RESP &&
+	    rm_decode_error_resp(c->rx.data, c->rx.len, &e) == 0 &&
+	    e.status < 0) {
+		snprintf(c->error, sizeof(c->error), "%.*s", (int)e.msg.len,
+			 e.msg.ptr ? e.msg.ptr : "");
+		c->answered = true;
+		return e.status;
+	}
+	if (type != RM_AUTH_RESP ||
+	    rm_decode_auth_resp(c->rx.data, c->rx.len, a) < 0 || a->status > 0)
+		return -EPROTO;
+	return a->status;
+}
+
+/*
+ * The AUTH exchange (rm_auth.h) on the current connection.  Return: 0;
+ * -EKEYREJECTED when the server's proof is wrong (another key: not our
+ * resource manager); the server's refusal (-EACCES: our key is wrong);
+ * or a transport error.
+ */
+static int authenticate(struct rm_client *c, uint64_t deadline)
+{
+	struct rm_auth_req q = {.step = 1,
+				.client_id = rm_str_from(c->client_id)};
+	uint8_t cn[RM_AUTH_NONCE_LEN], want[RM_AUTH_MAC_LEN];
+	struct buf b = BUF_INIT;
+	struct rm_auth_resp a;
+	uint16_t type;
+	int rc;
+
+	rc = rm_auth_random(cn, sizeof(cn));
+	memcpy(q.data, cn, sizeof(cn));
+	if (rc == 0)
+		rc = rm_encode_auth_req(&b, &q);
+	if (rc == 0)
+		rc = roundtrip(c, &b, &type, deadline);
+	if (rc == 0)
+		rc = auth_answer(c, type, &a);
+	if (rc == 0) {
+		rm_auth_mac(c->key, RM_AUTH_SERVER, cn, a.nonce, q.client_id,
+			    want);
+		if (!rm_auth_equal(want, a.proof))
+			rc = -EKEYREJECTED;
+	}
+	if (rc == 0) {
+		q.step = 2;
+		q.client_id.len = 0;
+		rm_auth_mac(c->key, RM_AUTH_CLIENT, cn, a.nonce,
+			    rm_str_from(c->client_id), q.data);
+		buf_reset(&b);
+		rc = rm_encode_auth_req(&b, &q);
+	}
+	if (rc == 0)
+		rc = roundtrip(c, &b, &type, deadline);
+	if (rc == 0)
+		rc = auth_answer(c, type, &a);
+	buf_free(&b);
+	c->authed = rc == 0;
+	return rc;
+}
+
+/*
+ * One exchange of c->tx on the current connection (made, and for @auth
+ * authenticated, first).  Return: 0 with the response in c->rx, or an
+ * error (authenticate()'s, or a transport one).
+ */
+static int exchange(struct rm_client *c, uint16_t *type, bool auth)
+{
+	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000;
+	int rc;
+
+	rc = rm_client_connect(c);
+	if (rc == 0 && auth && c->has_key && !c->authed)
+		rc = authenticate(c, deadline);
+	if (rc == 0)
+		rc = roundtrip(c, &c->tx, type, deadline);
+	return rc;
 }
 
 /*
@@ -168,7 +269,8 @@ static struct buf *tx(struct rm_client *c)
  * encoder's result, passed on when it failed) and read a reply of type
  * @want into c->rx
  */
-static int rm_transact(struct rm_client *c, int enc, uint16_t want)
+static int rm_transact(struct rm_client *c, int enc, uint16_t want,
+		       bool auth)
 {
 	struct rm_error_resp e;
 	uint16_t type = 0;
@@ -179,12 +281,12 @@ static int rm_transact(struct rm_client *c, int enc, uint16_t want)
 	c->error[0] = '\0';
 	c->answered = false;
 	for (attempt = 0; attempt < 2; attempt++) {
-		rc = exchange(c, &type);
+		rc = exchange(c, &type, auth);
 		if (rc == 0)
 			break;
 		rm_client_disconnect(c);
-		if (rc == -ENOMEM)
-			return rc;
+		if (rc == -ENOMEM || c->answered || rc == -EKEYREJECTED)
+			return rc; /* not the transport's fault */
 	}
 	if (rc < 0)
 		return rc;
@@ -235,7 +337,8 @@ int rm_client_alloc(struct rm_client *c, uint64_t size, const char *dax_path,
 	struct rm_alloc_resp resp;
 	int rc;
 
-	rc = rm_transact(c, rm_encode_alloc_req(tx(c), &req), RM_ALLOC_RESP);
+	rc = rm_transact(c, rm_encode_alloc_req(tx(c), &req), RM_ALLOC_RESP,
+			 true);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_alloc_resp(c->rx.data, c->rx.len, &resp) < 0)
@@ -259,7 +362,8 @@ int rm_client_free(struct rm_client *c, const struct rm_handle *h)
 	int32_t status;
 	int rc;
 
-	rc = rm_transact(c, rm_encode_free_req(tx(c), &req), RM_FREE_RESP);
+	rc = rm_transact(c, rm_encode_free_req(tx(c), &req), RM_FREE_RESP,
+			 true);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_free_resp(c->rx.data, c->rx.len, &status) < 0)
@@ -278,7 +382,7 @@ int rm_client_get_access(struct rm_client *c, const struct rm_handle *h,
 	int rc;
 
 	rc = rm_transact(c, rm_encode_get_access_req(tx(c), &req),
-			 RM_GET_ACCESS_RESP);
+			 RM_GET_ACCESS_RESP, false);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_get_access_resp(c->rx.data, c->rx.len, &resp) < 0)
@@ -302,7 +406,7 @@ int rm_client_stats(struct rm_client *c,
 	uint32_t i;
 	int rc;
 
-	rc = rm_transact(c, rm_encode_stats_req(tx(c)), RM_STATS_RESP);
+	rc = rm_transact(c, rm_encode_stats_req(tx(c)), RM_STATS_RESP, false);
 	if (rc < 0)
 		return rc;
 	if (rm_decode_stats_resp(c->rx.data, c->rx.len, &resp) < 0)

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "rm_auth.h"
 #include "rm_proto.h"
 
 #define RM_UUID_MAX 64
@@ -47,6 +48,9 @@ struct rm_client {
 	struct buf tx;		/* owns: the request being sent */
 	struct buf rx;		/* owns: payload of the last response */
 	char error[256];	/* text of the last ERROR_RESP, or "" */
+	bool has_key;		/* ALLOC/FREE authenticate first (rm_auth.h) */
+	bool authed;		/* ... done on this connection */
+	uint8_t key[RM_AUTH_KEY_LEN];
 };
 
 struct rm_alloc_result {
@@ -72,6 +76,15 @@ struct rm_access_result {
  */
 int rm_client_init(struct rm_client *c, const char *address,
 		   const char *client_id, int timeout_ms);
+
+/**
+ * rm_client_load_key - authenticate ALLOC and FREE with the key in @path
+ * @path: NULL for $MARU_RM_KEY_FILE, else RM_AUTH_KEY_DEFAULT
+ * rm_client_init() calls it with NULL (and ignores a failure): a client
+ * that can read the default key file authenticates without being told.
+ * Return: 0, or rm_auth_key_load()'s error (the client then has no key).
+ */
+int rm_client_load_key(struct rm_client *c, const char *path);
 
 /* rm_client_ids_from - this process's next request id is @first: for a
  * tool whose processes share one client id (none may reuse an id) */

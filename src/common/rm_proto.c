@@ -154,6 +154,20 @@ int rm_decode_get_access_req(const uint8_t *p, size_t len,
 	return 0;
 }
 
+/* step u8, 3 reserved bytes, 32 bytes of data, then client_id */
+int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
+		       const char **why)
+{
+	if (len < 4 + RM_AUTH_NONCE_LEN || (p[0] != 1 && p[0] != 2)) {
+		*why = "bad auth req";
+		return -EPROTO;
+	}
+	m->step = p[0];
+	memcpy(m->data, p + 4, RM_AUTH_NONCE_LEN);
+	get_client_id(p, len, 4 + RM_AUTH_NONCE_LEN, &m->client_id);
+	return 0;
+}
+
 /* Read a string with a @w-byte (2 or 4) little-endian length at *off;
  * advance *off. */
 static int get_strw(const uint8_t *p, size_t len, size_t *off, size_t w,
@@ -259,6 +273,16 @@ int rm_decode_error_resp(const uint8_t *p, size_t len, struct rm_error_resp *m)
 		return -EPROTO;
 	m->status = (int32_t)get_u32le(p);
 	return get_str32(p, len, &off, &m->msg);
+}
+
+int rm_decode_auth_resp(const uint8_t *p, size_t len, struct rm_auth_resp *m)
+{
+	if (len < 4 + RM_AUTH_NONCE_LEN + RM_AUTH_MAC_LEN)
+		return -EPROTO;
+	m->status = (int32_t)get_u32le(p);
+	memcpy(m->nonce, p + 4, RM_AUTH_NONCE_LEN);
+	memcpy(m->proof, p + 4 + RM_AUTH_NONCE_LEN, RM_AUTH_MAC_LEN);
+	return 0;
 }
 
 /*
@@ -378,6 +402,36 @@ int rm_encode_alloc_resp(struct buf *b, const struct rm_alloc_resp *m)
 	put_u16le(p + 52 + m->path.len, (uint16_t)m->uuid.len);
 	if (m->uuid.len)
 		memcpy(p + 54 + m->path.len, m->uuid.ptr, m->uuid.len);
+	return 0;
+}
+
+int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m)
+{
+	size_t n = 4 + RM_AUTH_NONCE_LEN + client_id_size(m->client_id);
+	uint8_t *p;
+
+	if (m->client_id.len > RM_CLIENT_ID_MAX)
+		return -EINVAL;
+	p = msg_begin(b, RM_AUTH_REQ, n);
+	if (!p)
+		return -ENOMEM;
+	p[0] = m->step;
+	p[1] = p[2] = p[3] = 0;
+	memcpy(p + 4, m->data, RM_AUTH_NONCE_LEN);
+	put_client_id(p + 4 + RM_AUTH_NONCE_LEN, m->client_id);
+	return 0;
+}
+
+int rm_encode_auth_resp(struct buf *b, const struct rm_auth_resp *m)
+{
+	uint8_t *p = msg_begin(b, RM_AUTH_RESP,
+			       4 + RM_AUTH_NONCE_LEN + RM_AUTH_MAC_LEN);
+
+	if (!p)
+		return -ENOMEM;
+	put_u32le(p, (uint32_t)m->status);
+	memcpy(p + 4, m->nonce, RM_AUTH_NONCE_LEN);
+	memcpy(p + 4 + RM_AUTH_NONCE_LEN, m->proof, RM_AUTH_MAC_LEN);
 	return 0;
 }
 

@@ -30,6 +30,8 @@
 #define RM_PATH_MAX 4096	/* longest dax_path in ALLOC_REQ */
 #define RM_CLIENT_ID_MAX 127	/* id_len must be 1..127 */
 #define RM_HANDLE_SIZE 32
+#define RM_AUTH_NONCE_LEN 32
+#define RM_AUTH_MAC_LEN 32
 #define RM_DEFAULT_PORT 9850
 
 enum rm_msg_type {
@@ -41,6 +43,8 @@ enum rm_msg_type {
 	RM_STATS_RESP = 6,
 	RM_GET_ACCESS_REQ = 9,
 	RM_GET_ACCESS_RESP = 10,
+	RM_AUTH_REQ = 11,  /* an addition: rm_auth.h */
+	RM_AUTH_RESP = 12,
 	RM_ERROR_RESP = 255,
 };
 
@@ -105,6 +109,20 @@ struct rm_get_access_resp {
 	struct rm_str uuid;
 };
 
+/* AUTH_REQ: step 1 carries the client nonce and id, step 2 its proof */
+struct rm_auth_req {
+	uint8_t step; /* 1 or 2 */
+	uint8_t data[RM_AUTH_NONCE_LEN];
+	struct rm_str client_id; /* step 1; empty = absent */
+};
+
+/* AUTH_RESP: to step 1, the server nonce and proof; to step 2, zeros */
+struct rm_auth_resp {
+	int32_t status;
+	uint8_t nonce[RM_AUTH_NONCE_LEN];
+	uint8_t proof[RM_AUTH_MAC_LEN];
+};
+
 struct rm_pool_stat {
 	uint32_t dax_type;	/* enum rm_dax_type */
 	uint64_t total_size;	/* usable bytes */
@@ -153,6 +171,8 @@ int rm_decode_free_req(const uint8_t *p, size_t len, struct rm_free_req *m,
 		       const char **why);
 int rm_decode_get_access_req(const uint8_t *p, size_t len,
 			     struct rm_get_access_req *m, const char **why);
+int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
+		       const char **why);
 
 /*
  * Response decoders (client side).  Return: 0 or -EPROTO.
@@ -163,6 +183,7 @@ int rm_decode_get_access_resp(const uint8_t *p, size_t len,
 			      struct rm_get_access_resp *m);
 int rm_decode_stats_resp(const uint8_t *p, size_t len, struct rm_stats_resp *m);
 int rm_decode_error_resp(const uint8_t *p, size_t len, struct rm_error_resp *m);
+int rm_decode_auth_resp(const uint8_t *p, size_t len, struct rm_auth_resp *m);
 
 /**
  * rm_stats_next - decode the record at *cursor and advance it
@@ -189,6 +210,8 @@ int rm_encode_stats_begin(struct buf *b, size_t *start);
 int rm_encode_stats_add(struct buf *b, const struct rm_pool_stat *s);
 void rm_encode_stats_end(struct buf *b, size_t start, uint32_t num_pools);
 int rm_encode_error_resp(struct buf *b, int32_t status, const char *msg);
+int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m);
+int rm_encode_auth_resp(struct buf *b, const struct rm_auth_resp *m);
 
 /* rm_str_from - a borrowed rm_str over a C string (NULL gives empty) */
 struct rm_str rm_str_from(const char *s);

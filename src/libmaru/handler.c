@@ -225,6 +225,19 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	return 0;
 }
 
+/*
+ * Before a request that acts for this instance but carries no lease id
+ * (UNPIN, RETURN_ALLOC): after a dropped connection, verify first -- its
+ * HEARTBEAT presents the lease, so that the server takes the new
+ * connection for ours (docs/metadata-server.md, "Authority").  Writes do
+ * the same in maru__write_gate().
+ */
+static void rejoin(struct maru_handler *h)
+{
+	if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
+		(void)maru__verify(h, &h->rpc);
+}
+
 /* RETURN_ALLOC; errors only logged (upstream close() does the same) */
 static void return_region(struct maru_handler *h, uint64_t region_id)
 {
@@ -232,6 +245,7 @@ static void return_region(struct maru_handler *h, uint64_t region_id)
 	struct maru__msg m;
 	int rc;
 
+	rejoin(h);
 	reply_init(&r);
 	maru__msg_init(&m, MDS_RETURN_ALLOC);
 	rc = send_msg(h, &m,
@@ -1155,6 +1169,8 @@ MARU_EXPORT int maru_kv_pin(struct maru_handler *h, const struct maru_key *key)
 MARU_EXPORT int maru_kv_unpin(struct maru_handler *h,
 			      const struct maru_key *key)
 {
+	if (state_check(h) == 0)
+		rejoin(h);
 	return key_op(h, MDS_UNPIN_KV, key, "unpin");
 }
 
@@ -1253,6 +1269,8 @@ static int batch_bool(struct maru_handler *h, uint8_t type,
 	rc = state_check(h);
 	if (rc < 0 || !n)
 		return rc;
+	if (type == MDS_BATCH_UNPIN_KV)
+		rejoin(h);
 	reply_init(&r);
 	r.results = results;
 	r.nresults = n;

@@ -8,6 +8,7 @@
  * signalfd; the resource manager is checked before the port is bound,
  * so that a missing RM fails fast with upstream's message.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -42,6 +43,8 @@ struct config {
 	uint64_t max_input; /* 1 GiB: eight 64 MiB messages at once (their
 			     * buffers double to 128 MiB) */
 	bool owner_delete;  /* false: anyone deletes any key (upstream) */
+	const char *rm_key; /* NULL: $MARU_RM_KEY_FILE or the RM's default */
+	bool insecure;	    /* a non-loopback --host without authentication */
 };
 
 static void config_defaults(struct config *c)
@@ -69,7 +72,8 @@ static void usage(FILE *f)
 		"[--peer-grace SECONDS]\n"
 		"                   [--busy-poll-us US] [--max-connections N]\n"
 		"                   [--max-key-bytes N] [--max-input-bytes SIZE]\n"
-		"                   [--owner-delete]\n"
+		"                   [--owner-delete] [--rm-key-file PATH] "
+		"[--insecure]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -120,6 +124,15 @@ static void usage(FILE *f)
 		"only by the\n"
 		"                          region's owner (default: any "
 		"client, as upstream)\n"
+		"  --rm-key-file PATH      the resource manager's client.key, "
+		"to\n"
+		"                          authenticate ALLOC/FREE (default: "
+		"$MARU_RM_KEY_FILE,\n"
+		"                          else " RM_AUTH_KEY_DEFAULT ")\n"
+		"  --insecure              allow a --host other hosts can "
+		"reach (the\n"
+		"                          metadata protocol has no "
+		"authentication)\n"
 		"  -h, --help              this text\n"
 		"  --version               print the version\n");
 }
@@ -165,7 +178,9 @@ enum {
 	OPT_MAXCONN,
 	OPT_MAXKEY,
 	OPT_MAXIN,
-	OPT_OWNDEL
+	OPT_OWNDEL,
+	OPT_RMKEY,
+	OPT_INSECURE
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -183,6 +198,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"max-key-bytes", required_argument, NULL, OPT_MAXKEY},
 		{"max-input-bytes", required_argument, NULL, OPT_MAXIN},
 		{"owner-delete", no_argument, NULL, OPT_OWNDEL},
+		{"rm-key-file", required_argument, NULL, OPT_RMKEY},
+		{"insecure", no_argument, NULL, OPT_INSECURE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -281,6 +298,12 @@ static int parse_args(int argc, char **argv, struct config *c)
 		case OPT_OWNDEL:
 			c->owner_delete = true;
 			break;
+		case OPT_RMKEY:
+			c->rm_key = optarg;
+			break;
+		case OPT_INSECURE:
+			c->insecure = true;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -298,6 +321,33 @@ static int parse_args(int argc, char **argv, struct config *c)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+/*
+ * Protected by default (as Redis): the metadata protocol authenticates
+ * nobody, so a bind address other hosts can reach needs --insecure.
+ * Return: true to go on.
+ */
+static bool insecure_ok(const struct config *c)
+{
+	struct in_addr a;
+
+	if (!strcmp(c->host, "localhost") ||
+	    (inet_pton(AF_INET, c->host, &a) == 1 &&
+	     (ntohl(a.s_addr) >> 24) == 127) ||
+	    !strcmp(c->host, "::1") || !strcmp(c->host, "[::1]"))
+		return true;
+	if (!c->insecure) {
+		log_err("refusing to listen on %s: the metadata protocol has no "
+			"authentication, so any host could act for any "
+			"instance; listen on loopback, or add --insecure on a "
+			"private network",
+			c->host);
+		return false;
+	}
+	log_warn("listening on %s without authentication (--insecure)",
+		 c->host);
+	return true;
 }
 
 /*
@@ -392,10 +442,20 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (!insecure_ok(&c))
+		goto out_dax;
 	if (rmsess_init(&rm, c.rm_address, c.dax, c.ndax) < 0) {
 		log_err("bad --rm-address %s", c.rm_address);
 		goto out_dax;
 	}
+	if (c.rm_key && (rc = rm_client_load_key(&rm.c, c.rm_key)) < 0) {
+		log_err("--rm-key-file %s: %s", c.rm_key,
+			rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
+		goto out_rm;
+	}
+	if (!rm.c.has_key)
+		log_info("no resource-manager key (--rm-key-file): ALLOC and "
+			 "FREE are sent unauthenticated");
 	rc = rmsess_start(&rm);
 	if (rc < 0) {
 		log_err("Resource manager is not running (address: %s): %s",

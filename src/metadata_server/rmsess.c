@@ -40,7 +40,7 @@
 #define MAX_TRIES 4	  /* sends of one op before it stops blocking */
 
 enum { RS_DOWN, RS_CONNECTING, RS_UP };
-enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS };
+enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS, OP_AUTH };
 
 struct rmsess_op {
 	uint8_t kind;	  /* OP_* */
@@ -51,6 +51,7 @@ struct rmsess_op {
 	uint64_t deadline; /* ALLOC with a wait: answer the requester by */
 	struct mds_wait *w; /* ALLOC: borrows; NULL: an orphan */
 	struct rm_handle h; /* FREE, ACCESS */
+	uint8_t cn[RM_AUTH_NONCE_LEN]; /* AUTH: our nonce */
 	struct buf req;	  /* owns: the encoded request */
 	struct rmsess_op *next;
 };
@@ -168,6 +169,81 @@ static void stats_done(struct rmsess *r, int rc)
 
 static void start_next(struct rmsess *r);
 
+/* authentication belongs to one connection: drop the AUTH ops */
+static void drop_auth(struct rmsess *r)
+{
+	struct rmsess_op *op, *prev = NULL, *next;
+
+	for (op = r->head; op; op = next) {
+		next = op->next;
+		if (op->kind != OP_AUTH) {
+			prev = op;
+			continue;
+		}
+		unlink_op(r, prev, op);
+		op_free_mem(op);
+	}
+}
+
+/* AUTH step 1 at the head: whatever else waits goes after it */
+static void queue_auth(struct rmsess *r)
+{
+	struct rm_auth_req q = {.step = 1,
+				.client_id = rm_str_from(r->c.client_id)};
+	struct rmsess_op *op;
+
+	if (!r->c.has_key || !(op = op_new(OP_AUTH)))
+		return;
+	if (rm_auth_random(op->cn, sizeof(op->cn)) < 0 ||
+	    (memcpy(q.data, op->cn, sizeof(q.data)),
+	     rm_encode_auth_req(&op->req, &q)) < 0) {
+		op_free_mem(op);
+		return; /* the RM refuses our ALLOCs: logged then */
+	}
+	push(r, op, true);
+}
+
+/* the AUTH op's answer. Return: 0 (step 2 queued, or done), -EPROTO */
+static int auth_step(struct rmsess *r, struct rmsess_op *op, uint16_t type,
+		     const uint8_t *p, size_t n, int32_t st)
+{
+	struct rm_auth_req q = {.step = 2};
+	uint8_t want[RM_AUTH_MAC_LEN];
+	struct rm_auth_resp a;
+
+	if (!st && (type != RM_AUTH_RESP || rm_decode_auth_resp(p, n, &a) < 0))
+		return -EPROTO;
+	if (st || a.status) {
+		log_err("resource manager %s: refused our client key (%d): "
+			"give --rm-key-file the client.key of its state "
+			"directory",
+			r->address, st ? st : a.status);
+		return -EPROTO;
+	}
+	if (op->req.data[RM_HDR_SIZE] == 2) {
+		pop(r);
+		op_free_mem(op);
+		log_dbg("resource manager %s: authenticated", r->address);
+		return 0;
+	}
+	rm_auth_mac(r->c.key, RM_AUTH_SERVER, op->cn, a.nonce,
+		    rm_str_from(r->c.client_id), want);
+	if (!rm_auth_equal(want, a.proof)) {
+		log_err("resource manager %s: does not prove it knows our "
+			"client key: another key file, or not our resource "
+			"manager",
+			r->address);
+		return -EPROTO;
+	}
+	rm_auth_mac(r->c.key, RM_AUTH_CLIENT, op->cn, a.nonce,
+		    rm_str_from(r->c.client_id), q.data);
+	buf_reset(&op->req);
+	if (rm_encode_auth_req(&op->req, &q) < 0)
+		return -EPROTO;
+	op->sent = false;
+	return 0;
+}
+
 static void close_conn(struct rmsess *r, bool at_once)
 {
 	int old = r->fd;
@@ -179,6 +255,7 @@ static void close_conn(struct rmsess *r, bool at_once)
 	r->sent = 0;
 	buf_reset(&r->rx);
 	r->cache_ok = false;
+	drop_auth(r);
 	if (at_once) {
 		/* the RM closed it (a restart): try now; the backoff stays
 		 * until it answers, so a crash loop is not hammered */
@@ -250,6 +327,8 @@ static void on_up(struct rmsess *r)
 			op_free_mem(op);
 		}
 	}
+	/* first of all (before queue_stats() sends anything) */
+	queue_auth(r);
 	/* owning nothing, we have no id to pin: a request anyway, so that
 	 * the RM does not take a silent connection for an idle one
 	 * (--idle-timeout), and the pool figures are fresh */
@@ -484,11 +563,22 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 			e.status, (int)e.msg.len, e.msg.ptr ? e.msg.ptr : "");
 	}
 	switch (op->kind) {
+	case OP_AUTH:
+		rc = auth_step(r, op, type, p, n, st);
+		r->sent = 0;
+		return rc;
 	case OP_ALLOC:
 		if (!st)
 			st = alloc_status(type, p, n, &h);
 		if (st == -EPROTO && type != RM_ERROR_RESP)
 			return -EPROTO;
+		if (st == -EACCES && !r->told_no_key) {
+			log_err("resource manager %s: requires authentication; "
+				"give maru-server --rm-key-file (its state "
+				"directory's client.key)",
+				r->address);
+			r->told_no_key = true;
+		}
 		r->cache_ok = false;
 		if (st && op->dax_i + 1 < r->ndax && op->w) {
 			/* fill-first: the next pool, as a new request */
@@ -792,11 +882,12 @@ int rmsess_start(struct rmsess *r)
 		r->ever_up = true;
 		return 0;
 	}
-	/* the loop takes the connection over */
+	/* the loop takes the connection over, and authenticates it first */
 	r->fd = r->c.fd;
 	r->c.fd = -1;
 	r->st = RS_UP;
 	r->ever_up = true;
+	queue_auth(r);
 	return 0;
 }
 

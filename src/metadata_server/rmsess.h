@@ -25,6 +25,9 @@
  *    restarted), to the address the first connection reached.  While no
  *    connection is up, new ALLOCs and STATS fail at once (-EAGAIN); FREEs
  *    wait for the next connection.
+ *  - With a client key (rm_client_load_key(), --rm-key-file), every
+ *    connection first authenticates (rm_auth.h): an AUTH op at the head,
+ *    before anything else is sent on it, never carried to the next one.
  *  - --dax-path fill-first allocation, and a cache of pool capacity for
  *    GET_STATS / GET_USAGE (fresh for a second; our own ALLOCs and FREEs
  *    make it stale, and a request on stale figures waits for a STATS).
@@ -84,6 +87,7 @@ struct rmsess {
 	struct mds_wait *stat_waits; /* borrows: waiting for it, by ->next */
 	uint64_t stat_deadline;	   /* monotonic ns: the oldest wait's */
 	uint64_t reconnects; /* successful reconnects (stats) */
+	bool told_no_key;    /* the RM wants authentication: said once */
 };
 
 /**

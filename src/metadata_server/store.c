@@ -369,26 +369,28 @@ static bool attach(struct mds *s, struct mds_peer *peer, uint32_t slot)
 	c = peer_conn(s, peer);
 	if (!c)
 		return false;
+	if (!conn_has(c, slot)) {
+		if (c->ninst >= MDS_CONN_MAX_INST)
+			return false;
+		if (c->ninst == c->cap) {
+			uint32_t cap = c->cap ? c->cap * 2 : 2;
+			uint32_t *v = realloc(c->inst, cap * sizeof(*v));
+
+			if (!v)
+				return false;
+			c->inst = v;
+			c->cap = cap;
+		}
+		c->inst[c->ninst++] = slot;
+		in->nconns++;
+		inst_deadline(s, in);
+		log_dbg("instance %s: claimed on connection fd %d", in->id,
+			peer->fd);
+	}
+	/* remembered only once it is true (the fast path trusts it) */
 	in->last_fd = peer->fd;
 	in->last_gen = c->gen;
 	in->last_rid = peer->rid_hash;
-	if (conn_has(c, slot))
-		return true;
-	if (c->ninst >= MDS_CONN_MAX_INST)
-		return false;
-	if (c->ninst == c->cap) {
-		uint32_t cap = c->cap ? c->cap * 2 : 2;
-		uint32_t *v = realloc(c->inst, cap * sizeof(*v));
-
-		if (!v)
-			return false;
-		c->inst = v;
-		c->cap = cap;
-	}
-	c->inst[c->ninst++] = slot;
-	in->nconns++;
-	inst_deadline(s, in);
-	log_dbg("instance %s: claimed on connection fd %d", in->id, peer->fd);
 	return true;
 }
 
@@ -474,6 +476,12 @@ static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 
 	if (e->pins == UINT32_MAX)
 		return 0; /* saturated: counted no further */
+	rec = ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
+	if (rec) {
+		rec->off++;
+		e->pins++;
+		return 0;
+	}
 	if (hp->n >= HOLDER_MAX_PINS)
 		return -ENOSPC;
 	if (array_grow(&hp->rec, &cap, hp->n, sizeof(*hp->rec), 8) < 0)
@@ -1141,10 +1149,22 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 {
 	bool leased = s->cfg.lease_ttl_ns && lease.ptr && lease.len;
 	uint32_t islot, lslot = IX_NO_SLOT;
+	struct mds_conn *c;
 
 	if (!inst.ptr || !inst.len)
 		return 0; /* a ping: leases belong to an instance */
-	if (leased && lease_ended(s, lease))
+	if (!leased) {
+		/* a keep-alive proves nothing and claims nothing: another
+		 * connection of the instance (a heartbeat thread's) must not
+		 * take it, nor be refused (review finding) */
+		islot = inst_find(s, inst);
+		if (islot != IX_NO_SLOT && (!peer || last_conn(s, peer, islot) ||
+					    ((c = peer_conn(s, peer)) &&
+					     conn_has(c, islot))))
+			revive(s, islot);
+		return 0;
+	}
+	if (lease_ended(s, lease))
 		return 1;
 	islot = inst_find(s, inst);
 	if (islot == IX_NO_SLOT) {
@@ -1163,12 +1183,12 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		return -EPERM;
 	}
 	revive(s, islot);
-	if (leased && release) {
+	if (release) {
 		if (lslot != IX_NO_SLOT)
 			lease_end(s, lslot, false);
 		else
 			remember_ended(s, lease);
-	} else if (leased) {
+	} else {
 		if (lslot == IX_NO_SLOT)
 			lslot = lease_create(s, lease, islot);
 		if (lslot != IX_NO_SLOT)

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -126,6 +127,67 @@ static int write_secret(struct rm *rm)
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 	return rc;
+}
+
+int auth_load_client_key(struct rm *rm)
+{
+	char path[4200], text[66];
+	size_t off = 0, len;
+	ssize_t n;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", rm->cfg.state_dir,
+		 RM_AUTH_KEY_FILE);
+	rc = rm_auth_key_load(path, rm->client_key);
+	if (rc == 0) {
+		log_dbg("loaded %s", path);
+		return 0;
+	}
+	if (rc != -ENOENT) {
+		log_err("%s: %s; refusing to start (remove it to have a new "
+			"one made)",
+			path, rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
+		return rc;
+	}
+	rc = rm_auth_random(rm->client_key, sizeof(rm->client_key));
+	if (rc < 0) {
+		log_err("cannot draw a random client key");
+		return rc;
+	}
+	rm_auth_key_text(rm->client_key, text);
+	len = strlen(text);
+	fd = openat(rm->state_dirfd, RM_AUTH_KEY_FILE,
+		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	if (fd < 0) {
+		rc = -errno;
+		log_err("%s: cannot create: %s", path, strerror(-rc));
+		return rc;
+	}
+	(void)fchmod(fd, 0640); /* whatever the umask */
+	while (off < len) {
+		n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	if (rc == 0 && fsync(rm->state_dirfd) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		(void)unlinkat(rm->state_dirfd, RM_AUTH_KEY_FILE, 0);
+		log_err("%s: cannot write: %s", path, strerror(-rc));
+		return rc;
+	}
+	log_info("created a new client key in %s (maru-server reads it: "
+		 "--rm-key-file)",
+		 path);
+	return 0;
 }
 
 int auth_load_secret(struct rm *rm, bool need_existing)

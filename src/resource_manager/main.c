@@ -98,6 +98,13 @@ static void usage(FILE *f)
 		"request this long\n"
 		"                           after connecting (default 60; 0: "
 		"never)\n"
+		"      --no-client-auth     ALLOC and FREE without "
+		"authentication (upstream's\n"
+		"                           behaviour); default: only clients "
+		"that prove they\n"
+		"                           know <state-dir>/client.key\n"
+		"      --insecure           allow --no-client-auth on a "
+		"non-loopback address\n"
 		"  -h, --help               this text\n"
 		"\n"
 		"Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
@@ -114,6 +121,8 @@ enum {
 	OPT_EMULATE_SIZE,
 	OPT_MSG_TIMEOUT,
 	OPT_IDLE_TIMEOUT,
+	OPT_NO_AUTH,
+	OPT_INSECURE,
 };
 
 /*
@@ -146,6 +155,8 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"emulate-size", required_argument, NULL, OPT_EMULATE_SIZE},
 		{"msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT},
 		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+		{"no-client-auth", no_argument, NULL, OPT_NO_AUTH},
+		{"insecure", no_argument, NULL, OPT_INSECURE},
 		{NULL, 0, NULL, 0},
 	};
 	const char **pools;
@@ -225,6 +236,12 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			if (int_option("idle-timeout", 0, &c->idle_timeout) < 0)
 				return -1;
 			break;
+		case OPT_NO_AUTH:
+			c->no_client_auth = true;
+			break;
+		case OPT_INSECURE:
+			c->insecure = true;
+			break;
 		default:
 			usage(stderr);
 			return -1;
@@ -279,6 +296,9 @@ static void banner(struct rm *rm)
 	log_info("  msg timeout:   %d s", rm->cfg.msg_timeout);
 	log_info("  idle timeout:  %d s (to a connection's first request)",
 		 rm->cfg.idle_timeout);
+	log_info("  client auth:   %s",
+		 rm->cfg.no_client_auth ? "off (--no-client-auth)"
+					: "required for ALLOC/FREE");
 	log_info("  emulate size:  %s",
 		 format_bytes(rm->cfg.emulate_size, sz, sizeof(sz)));
 	for (i = 0; i < rm->cfg.npools; i++)
@@ -289,18 +309,36 @@ static void banner(struct rm *rm)
 		log_info("  pools:         discover DEV_DAX and FS_DAX");
 }
 
-static void warn_exposure(struct rm *rm)
+/*
+ * Protected by default (as Redis): on an address other hosts can reach,
+ * ALLOC and FREE without authentication need --insecure as well.
+ * Return: 0, or -EPERM (logged) to refuse to start.
+ */
+static int check_exposure(struct rm *rm)
 {
+	const char *h = rm->cfg.host[0] ? rm->cfg.host : "0.0.0.0";
 	struct in_addr a;
 
-	if (!rm->cfg.host[0])
-		log_warn("listening on all interfaces: the protocol is "
-			 "plaintext and unauthenticated");
-	else if (inet_pton(AF_INET, rm->cfg.host, &a) == 1 &&
-		 (ntohl(a.s_addr) >> 24) != 127)
-		log_warn("listening on non-loopback %s: the protocol is "
-			 "plaintext and unauthenticated",
-			 rm->cfg.host);
+	if (inet_pton(AF_INET, h, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127)
+		return 0;
+	if (!rm->cfg.no_client_auth) {
+		log_info("listening on %s: ALLOC and FREE need the client key; "
+			 "the protocol is plaintext",
+			 h);
+		return 0;
+	}
+	if (!rm->cfg.insecure) {
+		log_err("refusing to listen on %s with --no-client-auth: any "
+			"host could free any region; drop --no-client-auth "
+			"(maru-server authenticates with --rm-key-file), or add "
+			"--insecure",
+			h);
+		return -EPERM;
+	}
+	log_warn("listening on %s with --no-client-auth --insecure: any host "
+		 "can allocate and free",
+		 h);
+	return 0;
 }
 
 static int64_t on_cron(struct evloop *el, uint64_t id, void *arg)
@@ -374,7 +412,9 @@ int main(int argc, char **argv)
 	}
 	/* 1. banner (rm.conf follows once rm_open made the state dir) */
 	banner(&rm);
-	warn_exposure(&rm);
+	rc = check_exposure(&rm);
+	if (rc < 0)
+		goto out;
 	/* 2. pools, recovered state, secret (rm.c), then the socket */
 	rc = rm_open(&rm);
 	if (rc < 0)

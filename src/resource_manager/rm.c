@@ -57,6 +57,9 @@ int rm_open(struct rm *rm)
 	rc = auth_load_secret(rm, rm->nregions > 0);
 	if (rc < 0)
 		return rc;
+	rc = auth_load_client_key(rm);
+	if (rc < 0)
+		return rc;
 	/* a replaced secret: say so once rather than at every refusal */
 	region_for_each(rm, verify_token, &bad);
 	if (bad)

@@ -32,6 +32,7 @@
 #include "evloop.h"
 #include "htab.h"
 #include "pool.h"
+#include "rm_auth.h"
 #include "rm_proto.h"
 #include "statefmt.h"
 
@@ -62,6 +63,8 @@ struct rm_config {
 	int msg_timeout;       /* seconds a partial message may take */
 	int idle_timeout;      /* seconds an anonymous connection may idle */
 	int checkpoint_ops;    /* alloc+free ops between checkpoints */
+	bool no_client_auth;   /* ALLOC/FREE without AUTH (upstream's) */
+	bool insecure;	       /* ... even on a non-loopback address */
 };
 
 /* One allocation. */
@@ -130,6 +133,7 @@ struct rm {
 	struct idem idem;
 	uint8_t secret[RM_SECRET_SIZE];
 	bool have_secret;
+	uint8_t client_key[RM_AUTH_KEY_LEN]; /* <state_dir>/client.key */
 
 	int state_dirfd;	 /* owns */
 	int wal_fd;		 /* owns: append-only, -1 before recovery */
@@ -269,6 +273,13 @@ void idem_free(struct rm *rm);
  * Return: 0 or -errno (logged).
  */
 int auth_load_secret(struct rm *rm, bool need_existing);
+
+/**
+ * auth_load_client_key - load <state_dir>/client.key (rm_auth.h), or
+ * create it (mode 0640: give maru-server's user the directory's group)
+ * Return: 0 or -errno (logged).
+ */
+int auth_load_client_key(struct rm *rm);
 
 /* auth_token - the token for a handle's fields, a nonce and an owner */
 uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,

@@ -61,6 +61,7 @@
 #define RM_ROOM_MIN_MS 1000 /* idle this long to be displaced */
 
 enum conn_state { CONN_HDR, CONN_PAYLOAD, CONN_WRITE, CONN_DRAIN };
+enum conn_auth { AUTH_NONE, AUTH_CHALLENGED, AUTH_OK };
 
 struct conn {
 	struct rm *rm; /* borrows */
@@ -78,6 +79,9 @@ struct conn {
 	bool served;	       /* it completed a request */
 	size_t drained;	       /* DRAIN: bytes discarded */
 	struct client *client; /* borrows: the pinned client_id, or NULL */
+	uint8_t auth;	       /* enum conn_auth */
+	uint8_t cn[RM_AUTH_NONCE_LEN], sn[RM_AUTH_NONCE_LEN]; /* AUTH_REQ */
+	char auth_id[RM_CLIENT_ID_MAX + 1]; /* the id step 1 named */
 	char peer[32];	       /* "a.b.c.d:port" for logs */
 	struct conn *prev, *next;
 };
@@ -200,6 +204,10 @@ static bool check_client(struct conn *c, struct rm_str id, bool required)
 {
 	int rc;
 
+	/* an unauthenticated GET_ACCESS names no one (a client id pins its
+	 * owner's regions against the reaper) */
+	if (!required && !c->rm->cfg.no_client_auth && c->auth != AUTH_OK)
+		return true;
 	if (!id.len) {
 		if (required)
 			reply_error(c, -EINVAL, "missing client_id", false);
@@ -278,6 +286,13 @@ static bool idem_begin(struct conn *c, int dec, const char *why,
 {
 	if (dec < 0) {
 		reply_error(c, -EPROTO, why, true);
+		return false;
+	}
+	if (!c->rm->cfg.no_client_auth && c->auth != AUTH_OK) {
+		reply_error(c, -EACCES,
+			    "authentication required (AUTH_REQ with the key in "
+			    "the state directory's client.key)",
+			    false);
 		return false;
 	}
 	if (!check_client(c, client_id, true))
@@ -374,6 +389,71 @@ static void handle_get_access(struct conn *c, const uint8_t *p, size_t len)
 		c->close_after_write = true;
 }
 
+/*
+ * AUTH_REQ (rm_auth.h): step 1 answers a fresh nonce and our proof; step 2
+ * checks the client's and pins its client id to the connection.  A wrong
+ * proof, or a step out of order, is refused and the connection closed.
+ */
+static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct rm_auth_resp resp = {0};
+	struct rm_auth_req req;
+	const char *why = "bad auth req";
+	uint8_t want[RM_AUTH_MAC_LEN];
+	struct rm_str id;
+
+	if (rm_decode_auth_req(p, len, &req, &why) < 0) {
+		reply_error(c, -EPROTO, why, true);
+		return;
+	}
+	if (req.step == 1) {
+		if (!req.client_id.len || c->auth != AUTH_NONE) {
+			reply_error(c, -EPROTO,
+				    req.client_id.len ? "auth: already begun"
+						      : "auth: missing client_id",
+				    true);
+			return;
+		}
+		if (rm_auth_random(c->sn, sizeof(c->sn)) < 0) {
+			reply_error(c, -EIO, "auth: no randomness", true);
+			return;
+		}
+		memcpy(c->cn, req.data, sizeof(c->cn));
+		memcpy(c->auth_id, req.client_id.ptr, req.client_id.len);
+		c->auth_id[req.client_id.len] = '\0';
+		memcpy(resp.nonce, c->sn, sizeof(c->sn));
+		rm_auth_mac(c->rm->client_key, RM_AUTH_SERVER, c->cn, c->sn,
+			    req.client_id, resp.proof);
+		c->auth = AUTH_CHALLENGED;
+	} else {
+		if (c->auth != AUTH_CHALLENGED) {
+			reply_error(c, -EPROTO, "auth: step 2 before step 1",
+				    true);
+			return;
+		}
+		id = rm_str_from(c->auth_id);
+		rm_auth_mac(c->rm->client_key, RM_AUTH_CLIENT, c->cn, c->sn, id,
+			    want);
+		if (!rm_auth_equal(want, req.data)) {
+			log_warn("conn %s: authentication as %s failed (wrong "
+				 "key)",
+				 c->peer, c->auth_id);
+			c->auth = AUTH_NONE;
+			reply_error(c, -EACCES, "authentication failed", true);
+			return;
+		}
+		if (conn_pin(c, id) < 0) {
+			reply_error(c, -EPERM, "client_id mismatch on connection",
+				    true);
+			return;
+		}
+		c->auth = AUTH_OK;
+		log_dbg("conn %s: authenticated as %s", c->peer, c->auth_id);
+	}
+	if (rm_encode_auth_resp(&c->out, &resp) < 0)
+		c->close_after_write = true;
+}
+
 int server_stats_encode(struct rm *rm, struct buf *out)
 {
 	struct rm_pool_stat s;
@@ -420,13 +500,17 @@ static void conn_process(struct conn *c)
 	case RM_GET_ACCESS_REQ:
 		handle_get_access(c, p, len);
 		break;
+	case RM_AUTH_REQ:
+		handle_auth(c, p, len);
+		break;
 	}
 }
 
 static bool known_request(uint16_t type)
 {
 	return type == RM_ALLOC_REQ || type == RM_FREE_REQ ||
-	       type == RM_STATS_REQ || type == RM_GET_ACCESS_REQ;
+	       type == RM_STATS_REQ || type == RM_GET_ACCESS_REQ ||
+	       type == RM_AUTH_REQ;
 }
 
 /*

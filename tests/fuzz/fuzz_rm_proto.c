@@ -48,6 +48,41 @@ static void check_alloc_req(const uint8_t *p, size_t n)
 	buf_free(&out);
 }
 
+/* an accepted AUTH_REQ re-encodes to the same fields */
+static void check_auth_req(const uint8_t *p, size_t n)
+{
+	struct rm_auth_req a, b;
+	struct buf out = BUF_INIT;
+	const char *why;
+
+	if (rm_decode_auth_req(p, n, &a, &why) < 0)
+		return;
+	touch(a.client_id);
+	CHECK(a.step == 1 || a.step == 2);
+	if (rm_encode_auth_req(&out, &a) == 0) {
+		CHECK(rm_decode_auth_req(out.data + RM_HDR_SIZE,
+					 out.len - RM_HDR_SIZE, &b, &why) == 0);
+		CHECK(a.step == b.step && !memcmp(a.data, b.data, sizeof(a.data)) &&
+		      rm_str_eq(a.client_id, b.client_id));
+	}
+	buf_free(&out);
+}
+
+static void check_auth_resp(const uint8_t *p, size_t n)
+{
+	struct rm_auth_resp a, b;
+	struct buf out = BUF_INIT;
+
+	if (rm_decode_auth_resp(p, n, &a) < 0)
+		return;
+	if (rm_encode_auth_resp(&out, &a) == 0) {
+		CHECK(rm_decode_auth_resp(out.data + RM_HDR_SIZE,
+					  out.len - RM_HDR_SIZE, &b) == 0);
+		CHECK(!memcmp(&a, &b, sizeof(a)));
+	}
+	buf_free(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct rm_free_req fr;
@@ -64,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	switch (data[0] % 9) {
+	switch (data[0] % 11) {
 	case 0:
 		rm_hdr_decode(data + 1, size - 1, RM_MAX_PAYLOAD, &h);
 		break;
@@ -102,6 +137,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 8:
 		if (rm_decode_error_resp(data + 1, size - 1, &er) == 0)
 			touch(er.msg);
+		break;
+	case 9:
+		check_auth_req(data + 1, size - 1);
+		break;
+	case 10:
+		check_auth_resp(data + 1, size - 1);
 		break;
 	}
 	return 0;

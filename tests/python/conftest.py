@@ -23,6 +23,8 @@ import uuid
 
 import pytest
 
+import rm_wire
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("MARU_BUILD_DIR", os.path.join(REPO, "build"))
 
@@ -170,20 +172,52 @@ class ResourceManager(Daemon):
     def address(self):
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def key_file(self):
+        return os.path.join(self.state_dir, "client.key")
+
+    def start(self, wait=True):
+        super().start(wait=wait)
+        if wait:
+            self.register_key()
+        return self
+
+    def register_key(self):
+        """Clients of this RM authenticate with its key: rm_wire's by
+        address, libmaru's (MaruShmClient) through MARU_RM_KEY_FILE."""
+        if not os.path.exists(self.key_file):
+            return                     # an older build, with no client key
+        rm_wire.KEYS[self.address] = rm_wire.load_key(self.key_file)
+        KEY_FILES[self.address] = self.key_file
+        os.environ["MARU_RM_KEY_FILE"] = self.key_file
+
     def cleanup(self):
         self.stop()
+        if os.environ.get("MARU_RM_KEY_FILE") == self.key_file:
+            del os.environ["MARU_RM_KEY_FILE"]
+        rm_wire.KEYS.pop(self.address, None)
+        KEY_FILES.pop(self.address, None)
         try:
             os.unlink(self.pool_path)
         except OSError:
             pass
 
 
+KEY_FILES = {}   # resource manager address -> its client.key
+
+
 class MetadataServer(Daemon):
     def __init__(self, tmp, rm_address, extra=(), port=None):
         self.port = port or free_port()
+        key = ["--rm-key-file", KEY_FILES[rm_address]] \
+            if rm_address in KEY_FILES and "--rm-key-file" not in extra else []
         argv = [binary(*MDS_BIN), "--host", "127.0.0.1", "--port", str(self.port),
-                "--rm-address", rm_address, "--log-level", "DEBUG", *extra]
-        super().__init__(argv, self.port, os.path.join(tmp, f"mds-{self.port}.log"))
+                "--rm-address", rm_address, "--log-level", "DEBUG", *key,
+                *extra]
+        # the key is given (or not) on purpose, never inherited
+        env = {k: v for k, v in os.environ.items() if k != "MARU_RM_KEY_FILE"}
+        super().__init__(argv, self.port,
+                         os.path.join(tmp, f"mds-{self.port}.log"), env=env)
 
     @property
     def url(self):

@@ -12,10 +12,18 @@ daemon against a second implementation of the spec.
         c.free(r.handle)                # status int
         c.stats()                       # [PoolStat, ...]
 
+ALLOC and FREE authenticate the connection first (AUTH_REQ, see
+src/common/rm_auth.h) when the connection has a key: by default the one
+registered in KEYS for its address (conftest registers every resource
+manager it starts); RmConn(addr, key=None) sends without.  The MACs come
+from Python's hmac module: an independent peer for the C code.
+
 Raw access for malformed-input tests: c.send_raw(bytes), c.recv_msg() ->
 (type, payload), msg(type, payload) builds a frame, and the encode_*
 functions build payloads.
 """
+import hashlib
+import hmac
 import os
 import platform
 import socket
@@ -30,6 +38,7 @@ ALLOC_REQ, ALLOC_RESP = 1, 2
 FREE_REQ, FREE_RESP = 3, 4
 STATS_REQ, STATS_RESP = 5, 6
 GET_ACCESS_REQ, GET_ACCESS_RESP = 9, 10
+AUTH_REQ, AUTH_RESP = 11, 12
 ERROR_RESP = 255
 
 EPERM, ENOENT, EIO, ENOMEM, EACCES = 1, 2, 5, 12, 13
@@ -38,6 +47,20 @@ ENODEV, EINVAL, ENOSYS, EPROTO, EMSGSIZE = 19, 22, 38, 71, 90
 DEV_DAX, FS_DAX = 0, 1
 
 _next_request_id = 1
+
+KEYS = {}        # "host:port" -> the resource manager's client key (bytes)
+_AUTO = object()
+
+
+def load_key(path):
+    with open(path) as f:
+        return bytes.fromhex(f.read().strip())
+
+
+def auth_mac(key, role, cn, sn, client_id):
+    """The AUTH proof of @role (b"S" or b"C"), as rm_auth.h defines it."""
+    return hmac.new(key, b"maru-rm-auth-1" + role + cn + sn +
+                    client_id.encode(), hashlib.sha256).digest()
 
 
 def default_client_id():
@@ -178,11 +201,18 @@ def decode_error(p):
 class RmConn:
     """One TCP connection; strictly one request, then one response."""
 
-    def __init__(self, address, client_id=None, timeout=10.0):
+    def __init__(self, address, client_id=None, timeout=10.0, key=_AUTO):
         host, port = address.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = default_client_id() if client_id is None else client_id
+        if key is _AUTO:
+            # conftest's registry, else (a child process) the env var
+            key = KEYS.get(address)
+            if key is None and os.environ.get("MARU_RM_KEY_FILE"):
+                key = load_key(os.environ["MARU_RM_KEY_FILE"])
+        self.key = key
+        self.authed = False
 
     def close(self):
         self.sock.close()
@@ -237,6 +267,27 @@ class RmConn:
         except socket.timeout:
             return False
 
+    def auth(self, key=None, check_server=True):
+        """The AUTH exchange; raises RmError when refused."""
+        key = key or self.key
+        cn = os.urandom(32)
+        p = self.call(AUTH_REQ, struct.pack("<B3x", 1) + cn +
+                      encode_client_id(self.client_id), AUTH_RESP)
+        status, sn, proof = struct.unpack("<i", p[:4])[0], p[4:36], p[36:68]
+        assert status == 0 and len(p) == 68, (status, len(p))
+        if check_server:
+            assert hmac.compare_digest(
+                proof, auth_mac(key, b"S", cn, sn, self.client_id)), \
+                "the resource manager does not know our key"
+        p = self.call(AUTH_REQ, struct.pack("<B3x", 2) +
+                      auth_mac(key, b"C", cn, sn, self.client_id), AUTH_RESP)
+        assert p == bytes(68)
+        self.authed = True
+
+    def _auth_first(self):
+        if self.key and not self.authed:
+            self.auth()
+
     # -- requests --
     @staticmethod
     def _rid(request_id):
@@ -249,6 +300,7 @@ class RmConn:
 
     def alloc(self, size, dax_path="", request_id=None, client_id=None):
         cid = self.client_id if client_id is None else client_id
+        self._auth_first()
         p = self.call(ALLOC_REQ,
                       encode_alloc(size, dax_path, cid, self._rid(request_id)),
                       ALLOC_RESP)
@@ -256,6 +308,7 @@ class RmConn:
 
     def free(self, handle, request_id=None, client_id=None):
         cid = self.client_id if client_id is None else client_id
+        self._auth_first()
         p = self.call(FREE_REQ, encode_free(handle, cid, self._rid(request_id)),
                       FREE_RESP)
         assert len(p) == 4

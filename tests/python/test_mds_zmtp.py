@@ -514,6 +514,19 @@ def has_ipv6_loopback():
         return False
 
 
+@pytest.mark.parametrize("host", ["*", "0.0.0.0", "192.0.2.1"])
+def test_protected_by_default(rm, start_mds, host):
+    """Issue 12: the metadata protocol authenticates nobody, so an address
+    other hosts can reach needs --insecure (as Redis's protected mode)."""
+    m = start_mds(rm.address, wait=False)
+    m.stop()
+    m.argv[m.argv.index("--host") + 1] = host
+    m.start(wait=False)
+    assert m.proc.wait(30) == 1
+    assert "refusing to listen on " + host in m.log()
+    assert "--insecure" in m.log()
+
+
 @pytest.mark.parametrize("host", ["*", "0.0.0.0", "localhost", "::1",
                                   "[::1]"])
 def test_bind_hosts(rm, start_mds, host):
@@ -522,6 +535,8 @@ def test_bind_hosts(rm, start_mds, host):
     m = start_mds(rm.address, wait=False)
     m.stop()
     m.argv[m.argv.index("--host") + 1] = host
+    if host in ("*", "0.0.0.0"):
+        m.argv.append("--insecure")   # reachable from other hosts
     m.start(wait=False)
     if "::1" in host:
         assert wait_until(lambda: socket_open(m.port, "::1", socket.AF_INET6),

@@ -169,12 +169,14 @@ def test_free_and_get_access_rules(rm):
 
 def test_idempotent_retry(rm):
     with RmConn(rm.address) as c:
+        c.auth()
         c.send_raw(rm_wire.msg(rm_wire.ALLOC_REQ, rm_wire.encode_alloc(
             ALIGN, client_id=c.client_id, request_id=77)))
         first = c.recv_raw_msg()
     free_after_one = rm_wire.stats(rm.address)[0].free_size
     # the retry comes on a new connection, as the Python client does
     with RmConn(rm.address) as c:
+        c.auth()
         c.send_raw(rm_wire.msg(rm_wire.ALLOC_REQ, rm_wire.encode_alloc(
             ALIGN, client_id=c.client_id, request_id=77)))
         assert c.recv_raw_msg() == first
@@ -194,6 +196,7 @@ def test_idempotent_retry(rm):
 
 def test_client_id_rules(rm):
     with RmConn(rm.address) as c:
+        c.auth()
         # missing client_id: error, connection kept
         c.send_raw(rm_wire.msg(rm_wire.ALLOC_REQ, rm_wire.encode_alloc(ALIGN)))
         t, p = c.recv_msg()
@@ -210,7 +213,8 @@ def test_client_id_rules(rm):
         assert e.value.status == -rm_wire.EPERM
         assert c.is_closed()
     with RmConn(rm.address) as c:
-        c.get_access(r.handle)                    # pins our id
+        c.auth()                                  # pins our id
+        c.get_access(r.handle)
         with pytest.raises(RmError) as e:
             c.get_access(r.handle, client_id="impostor:2")
         assert e.value.status == -rm_wire.EPERM

@@ -127,12 +127,14 @@ def test_kill9_then_retry_of_logged_request_is_answered_from_cache(start_rm):
     restart, with the very same bytes (the WAL carries request ids)."""
     r = start_rm()
     with RmConn(r.address) as c:
+        c.auth()
         c.send_raw(rm_wire.msg(rm_wire.ALLOC_REQ, rm_wire.encode_alloc(
             3 * MiB, "", c.client_id, 4242)))
         first = c.recv_raw_msg()
     r.kill()
     r.start()
     with RmConn(r.address) as c:
+        c.auth()
         c.send_raw(rm_wire.msg(rm_wire.ALLOC_REQ, rm_wire.encode_alloc(
             3 * MiB, "", c.client_id, 4242)))
         assert c.recv_raw_msg() == first

@@ -85,8 +85,10 @@ def test_grace_period(start_rm):
     h = c.alloc(MiB).handle
     c.close()
     time.sleep(0.5)
-    # back inside the grace period: pinning cancels the timer
+    # back inside the grace period: pinning (an authenticated connection
+    # with the client id) cancels the timer
     c = RmConn(r.address, client_id=cid)
+    c.auth()
     assert c.get_access(h).status == 0
     time.sleep(4.5)
     assert used(r) == 2 * MiB
@@ -106,7 +108,7 @@ def test_grace_waits_for_the_last_connection(start_rm):
     b = RmConn(r.address, client_id=cid)
     a.alloc(MiB)
     assert b.stats()
-    b.get_access(rm_wire.Handle(999, 0, 0, 0))   # pins b as well
+    b.auth()                                      # pins b as well
     a.close()
     time.sleep(3)
     assert used(r) == 2 * MiB
@@ -124,7 +126,8 @@ def test_owners_after_restart_are_reaped_by_grace(start_rm):
     r.start()
     assert used(r) == 4 * MiB
     with RmConn(r.address, client_id="back-host:2") as c:
-        assert c.get_access(hb).status == 0      # back within the grace
+        c.auth()                                 # back within the grace
+        assert c.get_access(hb).status == 0
         wait_used(r, 2 * MiB, 20)                # gone-host is reaped
         time.sleep(1)
         assert used(r) == 2 * MiB

@@ -121,6 +121,7 @@ def test_bad_client_id_is_absent(rm, bystander, name, cid):
     """spec §3: a malformed client_id is treated as absent: ALLOC and FREE
     answer -EINVAL and keep the connection; GET_ACCESS does not need one."""
     with RmConn(rm.address) as c:
+        c.auth()
         c.send_raw(msg(rm_wire.ALLOC_REQ, struct.pack("<QII", MiB, 0, 0) + cid))
         error_kept(c, -rm_wire.EINVAL, "missing client_id")
         h = rm_wire.Handle(1, 0, 0, 0)
@@ -137,7 +138,8 @@ def test_bad_client_id_is_absent(rm, bystander, name, cid):
 
 
 def test_stats_ignores_payload_and_extra_fields(rm, bystander):
-    with RmConn(rm.address) as c:
+    with RmConn(rm.address, client_id="tester:1") as c:
+        c.auth()
         c.send_raw(msg(rm_wire.STATS_REQ, b"ignored" * 10))
         t, p = c.recv_msg()
         assert t == rm_wire.STATS_RESP
@@ -193,6 +195,7 @@ def test_garbage_streams(rm, bystander):
 
 def test_pipelined_requests_answered_in_order(rm, bystander):
     with RmConn(rm.address) as c:
+        c.auth()
         c.send_raw(msg(rm_wire.STATS_REQ) * 40 +
                    msg(rm_wire.ALLOC_REQ, rm_wire.encode_alloc(
                        1, "", c.client_id, 99)))

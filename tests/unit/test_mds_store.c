@@ -887,14 +887,16 @@ static void test_peer_detection(void **state)
 	a = alloc_p("W", 1, NULL, &p1);
 	b = alloc_p("W", 1, NULL, &p1);
 	assert_int_equal(reg_p("k", b.region_id, 0, 1, &p1), 1);
-	/* a second connection cannot claim W while p1 holds it */
-	assert_null(mget(heartbeat("W", NULL, false, &p2), "lease_ttl"));
+	/* a second connection cannot write for W while p1 holds it; a
+	 * lease-less keep-alive is answered but claims nothing */
+	assert_int_equal(reg_p("k2", b.region_id, 1, 1, &p2), -1);
+	assert_non_null(mget(heartbeat("W", NULL, false, &p2), "lease_ttl"));
 	/* a message from another connection on a reused fd: not W's */
 	assert_false(mds_conn_check(&S, &stale));
 	mds_conn_close(&S, 10);
 	/* W is free now: p2 takes it over (a reconnect) before the grace */
 	mds_tick(&S, S.vnow + 1 * SEC);
-	assert_non_null(mget(heartbeat("W", NULL, false, &p2), "lease_ttl"));
+	assert_int_equal(reg_p("k2", b.region_id, 1, 1, &p2), 1);
 	mds_tick(&S, S.vnow + 60 * SEC);
 	assert_true(F.live[a.region_id]); /* p2 still open */
 	mds_conn_close(&S, 11);
@@ -905,6 +907,7 @@ static void test_peer_detection(void **state)
 	assert_true(F.live[b.region_id]);  /* entries keep it */
 	assert_int_equal(list_allocs(NULL)->via.array.size, 0);
 	assert_int_equal(keyop(MDS_DELETE_KV, "k"), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "k2"), 1);
 	assert_false(F.live[b.region_id]);
 	assert_int_equal(S.ctr.peer_dead, 1);
 
@@ -972,7 +975,9 @@ static void test_authority(void **state)
 	assert_int_equal(alloc_p("victim", 1, NULL, &x).region_id, 0);
 	assert_int_equal(alloc_p("victim", 1, "mine", &x).region_id, 0);
 	assert_null(mget(heartbeat("victim", "mine", false, &x), "lease_ttl"));
-	assert_null(mget(heartbeat("victim", NULL, false, &x), "lease_ttl"));
+	/* (a keep-alive without a lease is answered, and claims nothing) */
+	heartbeat("victim", NULL, false, &x);
+	assert_int_equal(ret_alloc_p("victim", a.region_id, &x), 0);
 	/* a lease of another instance proves nothing for a second name */
 	assert_int_equal(alloc_p("x", 1, "secret-lease", &x).region_id, 0);
 	/* defect 3: writing into the victim's region is refused */
@@ -1014,6 +1019,29 @@ static void test_authority(void **state)
 	/* with the victim gone, its id is free to claim (a restart) */
 	mds_conn_open(&S, 22);
 	assert_int_not_equal(alloc_p("victim", 1, NULL, &x).region_id, 0);
+}
+
+/*
+ * A connection holds at most MDS_CONN_MAX_INST instances: one more is
+ * refused, also the second time (the fast path must not remember a
+ * connection that was never counted; review finding).
+ */
+static void test_instances_per_connection(void **state)
+{
+	struct mds_peer p = {.fd = 30, .rid_hash = 9};
+	char id[16];
+	int i;
+
+	start(0, 5 * SEC);
+	mds_conn_open(&S, 30);
+	for (i = 0; i < MDS_CONN_MAX_INST; i++) {
+		snprintf(id, sizeof(id), "i%d", i);
+		assert_int_not_equal(alloc_p(id, 1, NULL, &p).region_id, 0);
+	}
+	assert_int_equal(alloc_p("one-more", 1, NULL, &p).region_id, 0);
+	assert_int_equal(alloc_p("one-more", 1, NULL, &p).region_id, 0);
+	mds_tick(&S, S.vnow + 10 * SEC);
+	assert_int_equal(S.ctr.peer_dead, 0); /* all still attributed */
 }
 
 /* upstream's rule by default: any client deletes any key */
@@ -1235,6 +1263,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_peer_detection, teardown),
 		cmocka_unit_test_teardown(test_authority, teardown),
 		cmocka_unit_test_teardown(test_open_delete, teardown),
+		cmocka_unit_test_teardown(test_instances_per_connection,
+					  teardown),
 		cmocka_unit_test_teardown(test_alloc_failures, teardown),
 		cmocka_unit_test_teardown(test_parked_requests, teardown),
 	};

@@ -48,8 +48,15 @@ devdax_labelless() {
 }
 
 # rm_start ARGS...: start the resource manager in the background (log in
-# /tmp/rm.log, pid in RM_PID) and wait until it answers STATS
+# /tmp/rm.log, pid in RM_PID) and wait until it answers STATS.  Its client
+# key (<state dir>/client.key) is exported as MARU_RM_KEY_FILE, which
+# maru-server, maru-hwprobe and libmaru read to authenticate ALLOC/FREE.
 rm_start() {
+	_prev=
+	for _a in "$@"; do
+		[ "$_prev" = --state-dir ] && export MARU_RM_KEY_FILE="$_a/client.key"
+		_prev=$_a
+	done
 	"$RM" "$@" >>/tmp/rm.log 2>&1 &
 	RM_PID=$!
 	$P rm-wait "$RMADDR" 30 >/dev/null

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rm_auth.h - who may ALLOC and FREE at the resource manager
+ *
+ * The resource manager keeps a client key (32 random bytes, written as 64
+ * hex digits in <state_dir>/client.key, mode 0640).  A client that knows
+ * it authenticates a connection with a challenge-response over the RM
+ * protocol's AUTH_REQ/AUTH_RESP (docs/resource-manager.md, "Client
+ * authentication"), mutual and replay-proof:
+ *
+ *   C -> S  AUTH_REQ  step 1, client nonce cn (32 random bytes), client_id
+ *   S -> C  AUTH_RESP status 0, server nonce sn, HMAC(key, "S" cn sn id)
+ *   C -> S  AUTH_REQ  step 2, HMAC(key, "C" cn sn id)
+ *   S -> C  AUTH_RESP status 0 (else ERROR_RESP -EACCES and close)
+ *
+ * Both nonces are fresh per connection, so neither proof can be replayed
+ * on another connection; the client checks the server's proof, so a fake
+ * resource manager is noticed before anything is allocated from it.  The
+ * MAC is OpenSSL's HMAC-SHA256 over the bytes "maru-rm-auth-1", the role
+ * letter, cn, sn and the client id.  Nothing here is secret beyond the
+ * key; the messages are not encrypted (the RM protocol carries no data
+ * worth hiding: capability tokens are per-region MACs anyway).
+ *
+ * Users: the resource manager (server.c), maru-server's session
+ * (rmsess.c) and the blocking client (rm_client.c).
+ */
+#ifndef MARU_COMMON_RM_AUTH_H
+#define MARU_COMMON_RM_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rm_proto.h"
+
+#define RM_AUTH_KEY_LEN 32
+#define RM_AUTH_KEY_FILE "client.key" /* in the RM's state directory */
+#define RM_AUTH_KEY_DEFAULT "/var/lib/maru-resourced/client.key"
+
+enum rm_auth_role {
+	RM_AUTH_SERVER = 'S',
+	RM_AUTH_CLIENT = 'C',
+};
+
+/**
+ * rm_auth_key_load - read a key file (64 hex digits, then optional white
+ * space)
+ * Return: 0, -errno of open/read, or -EINVAL for any other content.
+ */
+int rm_auth_key_load(const char *path, uint8_t key[RM_AUTH_KEY_LEN]);
+
+/* rm_auth_key_text - @key as 64 hex digits and a newline, NUL-terminated */
+void rm_auth_key_text(const uint8_t key[RM_AUTH_KEY_LEN], char out[66]);
+
+/* rm_auth_random - @n bytes from OpenSSL's RAND_bytes. Return: 0 or -EIO */
+int rm_auth_random(void *p, size_t n);
+
+/* rm_auth_mac - the proof of @role for this exchange, into @out */
+void rm_auth_mac(const uint8_t key[RM_AUTH_KEY_LEN], enum rm_auth_role role,
+		 const uint8_t cn[RM_AUTH_NONCE_LEN],
+		 const uint8_t sn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
+		 uint8_t out[RM_AUTH_MAC_LEN]);
+
+/* rm_auth_equal - constant-time comparison of two proofs */
+bool rm_auth_equal(const uint8_t a[RM_AUTH_MAC_LEN],
+		   const uint8_t b[RM_AUTH_MAC_LEN]);
+
+#endif

@@ -1,0 +1,196 @@
+"""Issue 12, defect 1, and client authentication at the resource manager.
+
+Before issue 12 the resource manager believed any client_id: a token read
+from a LOOKUP_KV reply plus maru-server's id "<host>:<pid>" on a new
+connection freed a live region, and the next ALLOC handed its bytes to
+someone else.  Now ALLOC and FREE need a connection that proved it knows
+<state-dir>/client.key (src/common/rm_auth.h); maru-server, libmaru's
+MaruShmClient and rm_wire (an independent Python peer, hmac module) all
+speak it."""
+import os
+import socket
+import stat
+import struct
+import subprocess
+import sys
+
+import pytest
+
+import rm_wire
+from conftest import pool_free, wait_until
+from maru import MaruConfig, MaruHandler
+from maru_shm import MaruShmClient
+from mds_wire import LOOKUP_KV, REQUEST_ALLOC, ReqClient
+from rm_wire import RmConn, RmError
+
+MiB = 1 << 20
+
+
+def test_a_token_and_a_client_id_no_longer_free_a_region(rm, mds):
+    """Defect 1, as found: the attacker has the token (LOOKUP_KV) and
+    maru-server's client id, on a connection of its own."""
+    h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=4 * MiB,
+                               chunk_size_bytes=MiB, auto_connect=False))
+    assert h.connect()
+    try:
+        a = h.alloc(4096)
+        a.buf[:] = b"\x5a" * 4096
+        assert h.store("victim-key", a)
+        c = ReqClient(mds.url)
+        hd = c.call(LOOKUP_KV, {"key": "victim-key"})[1]["handle"]
+        c.close()
+        handle = rm_wire.Handle(hd["region_id"], hd["offset"], hd["length"],
+                                hd["auth_token"])
+        mds_id = f"{socket.gethostname()}:{mds.pid}"
+        free0 = pool_free(rm)
+        with RmConn(rm.address, client_id=mds_id, key=None) as x:
+            with pytest.raises(RmError) as e:
+                x.free(handle)
+            assert e.value.status == -rm_wire.EACCES
+            assert "authentication required" in e.value.message
+            with pytest.raises(RmError) as e:
+                x.alloc(MiB)
+            assert e.value.status == -rm_wire.EACCES
+            # a reader still maps the region with the token alone
+            assert x.get_access(handle).status == 0
+        # a wrong key: refused at step 2, and the connection closed
+        with RmConn(rm.address, client_id=mds_id, key=b"\0" * 32) as x:
+            with pytest.raises(AssertionError):
+                x.auth()                      # the RM's proof does not match
+        with RmConn(rm.address, client_id=mds_id, key=b"\0" * 32) as x:
+            with pytest.raises(RmError) as e:
+                x.auth(check_server=False)
+            assert e.value.status == -rm_wire.EACCES
+            assert x.is_closed()
+        assert "authentication as " + mds_id + " failed" in rm.log()
+        assert pool_free(rm) == free0
+        assert bytes(h.retrieve("victim-key").view) == b"\x5a" * 4096
+    finally:
+        h.close()
+
+
+def test_auth_protocol_errors(rm):
+    with RmConn(rm.address) as c:        # step 2 first
+        c.send_raw(rm_wire.msg(rm_wire.AUTH_REQ, struct.pack("<B3x", 2) +
+                               bytes(32)))
+        t, p = c.recv_msg()
+        assert t == rm_wire.ERROR_RESP
+        assert rm_wire.decode_error(p) == (-rm_wire.EPROTO,
+                                           "auth: step 2 before step 1")
+        assert c.is_closed()
+    with RmConn(rm.address) as c:        # no client id
+        c.send_raw(rm_wire.msg(rm_wire.AUTH_REQ, struct.pack("<B3x", 1) +
+                               bytes(32)))
+        t, p = c.recv_msg()
+        assert rm_wire.decode_error(p) == (-rm_wire.EPROTO,
+                                           "auth: missing client_id")
+    with RmConn(rm.address) as c:        # authenticated once is enough
+        c.auth()
+        r = c.alloc(MiB)
+        assert r.status == 0
+        assert c.free(r.handle) == 0
+        # and it pins the id: another one on this connection is refused
+        with pytest.raises(RmError) as e:
+            c.alloc(MiB, client_id="someone-else:1")
+        assert e.value.status == -rm_wire.EPERM
+
+
+def test_key_file(rm):
+    st = os.stat(rm.key_file)
+    assert stat.S_IMODE(st.st_mode) == 0o640
+    text = open(rm.key_file).read()
+    assert len(text) == 65 and text.endswith("\n")
+    int(text, 16)
+    # the same key after a restart
+    rm.stop()
+    rm.start()
+    assert open(rm.key_file).read() == text
+
+
+def test_a_bad_key_file_stops_the_start(start_rm, tmp_path):
+    r = start_rm(wait=False)
+    r.stop()
+    os.makedirs(r.state_dir, exist_ok=True)
+    with open(os.path.join(r.state_dir, "client.key"), "w") as f:
+        f.write("not a key\n")
+    r.start(wait=False)
+    assert r.proc.wait(30) == 1
+    assert "client.key: not 64 hex digits" in r.log()
+
+
+def test_libmaru_client_authenticates(rm):
+    """MaruShmClient (libmaru's rm_client) reads MARU_RM_KEY_FILE."""
+    c = MaruShmClient(rm.address)
+    h = c.alloc(MiB)
+    c.free(h)
+    env = dict(os.environ)
+    env.pop("MARU_RM_KEY_FILE")
+    code = ("from maru_shm import MaruShmClient\n"
+            "import sys\n"
+            "try:\n"
+            "    MaruShmClient(sys.argv[1]).alloc(1 << 20)\n"
+            "except RuntimeError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code, rm.address], env=env,
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "authentication required" in out, out
+
+
+def test_maru_server_without_the_key_cannot_allocate(rm, start_mds):
+    m = start_mds(rm.address, extra=["--rm-key-file", "/nonexistent/key"],
+                  wait=False)
+    assert m.proc.wait(30) == 1
+    assert "--rm-key-file /nonexistent/key: No such file" in m.log()
+    m = start_mds(rm.address, extra=["--rm-key-file", os.devnull], wait=False)
+    assert m.proc.wait(30) == 1
+    assert "not 64 hex digits" in m.log()
+    if os.path.exists("/var/lib/maru-resourced/client.key"):
+        return                         # a real deployment's default key
+    # no key at all: it starts, says so, and each ALLOC is refused clearly
+    m = start_mds(f"localhost:{rm.port}")   # an address with no key known
+    c = ReqClient(m.url)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": MiB})
+    c.close()
+    assert r["success"] is False
+    assert "ALLOC and FREE are sent unauthenticated" in m.log()
+    assert wait_until(lambda: "requires authentication; give maru-server "
+                      "--rm-key-file" in m.log(), 10), m.log()
+
+
+def test_maru_server_with_another_key_is_refused(rm, start_mds, tmp_path):
+    bad = tmp_path / "other.key"
+    bad.write_text("11" * 32 + "\n")
+    m = start_mds(rm.address, extra=["--rm-key-file", str(bad)])
+    c = ReqClient(m.url)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": MiB})
+    c.close()
+    assert r["success"] is False
+    assert wait_until(lambda: "does not prove it knows our client key"
+                      in m.log(), 10), m.log()
+
+
+def test_no_client_auth_is_upstream_behaviour(start_rm):
+    r = start_rm(extra=["--no-client-auth"])
+    with RmConn(r.address, key=None) as c:
+        res = c.alloc(MiB)
+        assert res.status == 0
+        assert c.free(res.handle) == 0
+
+
+@pytest.mark.parametrize("extra,starts", [
+    (["--no-client-auth"], False),
+    (["--no-client-auth", "--insecure"], True),
+    ([], True),
+])
+def test_protected_by_default(start_rm, extra, starts):
+    """A non-loopback address without authentication needs --insecure."""
+    r = start_rm(wait=False, extra=extra)
+    r.stop()
+    r.argv[r.argv.index("--host") + 1] = "0.0.0.0"
+    r.start(wait=False)
+    if starts:
+        assert wait_until(lambda: "ready" in r.log(), 30), r.log()
+        assert r.running()
+    else:
+        assert r.proc.wait(30) == 1
+        assert "refusing to listen on 0.0.0.0 with --no-client-auth" in r.log()

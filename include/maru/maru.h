@@ -608,6 +608,18 @@ int maru_kv_retrieve(struct maru_handler *h, const struct maru_key *key,
 		     struct maru_view *out);
 
 /**
+ * maru_view_valid - do @v's bytes still come from the pool?
+ *
+ * False once the view's mapping was fenced (the metadata server restarted,
+ * stopped answering for half a lease TTL, or the lease expired): its
+ * pointer stays valid but reads private memory (zeros), not the stored
+ * bytes.  Check it after reading a view that was held for a while; a
+ * fresh maru_kv_retrieve() maps the region again.
+ * Context: any thread (lock-free).
+ */
+bool maru_view_valid(struct maru_handler *h, const struct maru_view *v);
+
+/**
  * maru_kv_exists - EXISTS_KV
  * Return: 1 exists, 0 absent, -errno.  Context: any thread (read).
  */

@@ -256,6 +256,13 @@ class MaruHandler:
         """A zero-copy view of the value stored under @key, or None."""
         return self._h.retrieve(key)
 
+    def is_valid(self, info: MemoryInfo) -> bool:
+        """Are @info's bytes still the pool's?  False once its mapping was
+        fenced (the server restarted or stopped answering, or the lease
+        expired): the view then reads private memory, not the stored
+        bytes.  An addition to upstream's API."""
+        return self._h.view_valid(info.view, info.region_id)
+
     def exists(self, key) -> bool:
         return self._h.exists(key)
 

@@ -853,6 +853,30 @@ static PyObject *handler_get_buffer_view(PyObject *obj, PyObject *args)
 	return region_view(self, rid, off, size, p);
 }
 
+/* view_valid(view, region_id): maru_view_valid() on a memoryview */
+static PyObject *handler_view_valid(PyObject *obj, PyObject *args)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+	struct maru_view v = {0};
+	unsigned long long rid;
+	PyObject *view;
+	Py_buffer b;
+	bool ok;
+
+	if (!PyArg_ParseTuple(args, "OK", &view, &rid))
+		return NULL;
+	if (!self->connected || self->closing)
+		Py_RETURN_FALSE;
+	if (PyObject_GetBuffer(view, &b, PyBUF_SIMPLE) < 0)
+		return NULL;
+	v.ptr = b.buf;
+	v.len = (size_t)b.len;
+	v.region_id = rid;
+	ok = maru_view_valid(self->h, &v);
+	PyBuffer_Release(&b);
+	return PyBool_FromLong(ok);
+}
+
 static PyObject *handler_region_page_count(PyObject *obj, PyObject *arg)
 {
 	HandlerObject *self = (HandlerObject *)obj;
@@ -1466,6 +1490,8 @@ static PyMethodDef handler_methods[] = {
 	 "owned region ids, oldest first"},
 	{"get_buffer_view", handler_get_buffer_view, METH_VARARGS,
 	 "get_buffer_view(region_id, offset, size) -> memoryview | None"},
+	{"view_valid", handler_view_valid, METH_VARARGS,
+	 "view_valid(view, region_id) -> bool: still the pool's bytes"},
 	{"region_page_count", handler_region_page_count, METH_O,
 	 "region_page_count(region_id) -> int | None"},
 	{"region_stats", handler_region_stats, METH_O,

@@ -63,9 +63,9 @@ int rm_client_load_key(struct rm_client *c, const char *path)
 		path = getenv("MARU_RM_KEY_FILE");
 	if (!path || !*path)
 		path = RM_AUTH_KEY_DEFAULT;
+	rm_client_disconnect(c); /* an authenticated connection is the old key's */
 	rc = rm_auth_key_load(path, c->key);
 	c->has_key = rc == 0;
-	c->authed = false;
 	return rc;
 }
 
@@ -199,16 +199,18 @@ static int authenticate(struct rm_client *c, uint64_t deadline)
 	if (rc == 0)
 		rc = auth_answer(c, type, &a);
 	if (rc == 0) {
-		rm_auth_mac(c->key, RM_AUTH_SERVER, cn, a.nonce, q.client_id,
-			    want);
-		if (!rm_auth_equal(want, a.proof))
+		rc = rm_auth_mac(c->key, RM_AUTH_SERVER, cn, a.nonce,
+				 q.client_id, want);
+		if (rc == 0 && !rm_auth_equal(want, a.proof))
 			rc = -EKEYREJECTED;
 	}
 	if (rc == 0) {
 		q.step = 2;
 		q.client_id.len = 0;
-		rm_auth_mac(c->key, RM_AUTH_CLIENT, cn, a.nonce,
-			    rm_str_from(c->client_id), q.data);
+		rc = rm_auth_mac(c->key, RM_AUTH_CLIENT, cn, a.nonce,
+				 rm_str_from(c->client_id), q.data);
+	}
+	if (rc == 0) {
 		buf_reset(&b);
 		rc = rm_encode_auth_req(&b, &q);
 	}

@@ -154,17 +154,21 @@ int rm_decode_get_access_req(const uint8_t *p, size_t len,
 	return 0;
 }
 
-/* step u8, 3 reserved bytes, 32 bytes of data, then client_id */
+/* step u8, 3 reserved bytes, 32 bytes of data, then client_id and an
+ * optional u32 hold_ms */
 int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
 		       const char **why)
 {
+	size_t off;
+
 	if (len < 4 + RM_AUTH_NONCE_LEN || (p[0] != 1 && p[0] != 2)) {
 		*why = "bad auth req";
 		return -EPROTO;
 	}
 	m->step = p[0];
 	memcpy(m->data, p + 4, RM_AUTH_NONCE_LEN);
-	get_client_id(p, len, 4 + RM_AUTH_NONCE_LEN, &m->client_id);
+	off = get_client_id(p, len, 4 + RM_AUTH_NONCE_LEN, &m->client_id);
+	m->hold_ms = off && len - off >= 4 ? get_u32le(p + off) : 0;
 	return 0;
 }
 
@@ -408,17 +412,20 @@ int rm_encode_alloc_resp(struct buf *b, const struct rm_alloc_resp *m)
 int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m)
 {
 	size_t n = 4 + RM_AUTH_NONCE_LEN + client_id_size(m->client_id);
+	bool hold = m->client_id.len && m->hold_ms;
 	uint8_t *p;
 
 	if (m->client_id.len > RM_CLIENT_ID_MAX)
 		return -EINVAL;
-	p = msg_begin(b, RM_AUTH_REQ, n);
+	p = msg_begin(b, RM_AUTH_REQ, n + (hold ? 4 : 0));
 	if (!p)
 		return -ENOMEM;
 	p[0] = m->step;
 	p[1] = p[2] = p[3] = 0;
 	memcpy(p + 4, m->data, RM_AUTH_NONCE_LEN);
 	put_client_id(p + 4 + RM_AUTH_NONCE_LEN, m->client_id);
+	if (hold)
+		put_u32le(p + n, m->hold_ms);
 	return 0;
 }
 

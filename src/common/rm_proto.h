@@ -114,6 +114,8 @@ struct rm_auth_req {
 	uint8_t step; /* 1 or 2 */
 	uint8_t data[RM_AUTH_NONCE_LEN];
 	struct rm_str client_id; /* step 1; empty = absent */
+	uint32_t hold_ms; /* step 1, optional: keep our regions this long
+			   * after we are gone (clients fence by then) */
 };
 
 /* AUTH_RESP: to step 1, the server nonce and proof; to step 2, zeros */

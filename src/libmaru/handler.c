@@ -1161,6 +1161,21 @@ MARU_EXPORT int maru_kv_exists(struct maru_handler *h,
 	return key_op(h, MDS_EXISTS_KV, key, "exists");
 }
 
+MARU_EXPORT bool maru_view_valid(struct maru_handler *h,
+				 const struct maru_view *v)
+{
+	struct maru__mapping *m;
+	const uint8_t *p;
+
+	if (!h || !v || !v->ptr || state_check(h) < 0)
+		return false;
+	/* a fenced mapping is never found: the region maps afresh elsewhere */
+	m = maru__mapper_find(&h->mapper, v->region_id);
+	p = v->ptr;
+	return m && !atomic_load(&m->fenced) && p >= m->addr &&
+	       v->len <= m->len && (size_t)(p - m->addr) <= m->len - v->len;
+}
+
 MARU_EXPORT int maru_kv_pin(struct maru_handler *h, const struct maru_key *key)
 {
 	return key_op(h, MDS_PIN_KV, key, "pin");

@@ -405,11 +405,44 @@ int maru__fence_tick(void *arg)
 /* ------------------------------------------------------------------------ */
 /* Leases                                                                   */
 
+/*
+ * Fencing by time (issue 12, defect 4): no renewal for TTL/2 means the
+ * server may be gone, and the resource manager frees a dead server's
+ * regions TTL + a margin after its death (the hold maru-server declares
+ * at its AUTH).  The lease thread checks after every failed renewal, at
+ * most TTL/4 + its timeout (<= TTL/4) apart, so every mapping is fenced
+ * by TTL after the last renewal: before the RM can give the bytes to
+ * anyone else.  Every mapping, not only the owned ones: a view of another
+ * region of a dead server may be reused as well.  The next write recovers
+ * as after a server restart.
+ */
+static void fence_by_time(struct maru_handler *h, uint64_t silent_ns)
+{
+	struct maru__fence *f = &h->fence;
+	size_t n = 0;
+	bool first;
+
+	pthread_mutex_lock(&f->lock);
+	first = !(atomic_load(&f->alarm) & MARU_ALARM_LOST);
+	if (first && !f->recovering)
+		n = fence_locked(h, MARU_ALARM_LOST_SERVER);
+	else
+		first = false;
+	pthread_mutex_unlock(&f->lock);
+	if (first)
+		lwarn(h,
+		      "no answer from the metadata server for %" PRIu64
+		      " ms (half the lease TTL): its regions may be freed "
+		      "soon; %zu mappings fenced (writes to them go to private "
+		      "memory, views read zeros), the next alloc starts over",
+		      silent_ns / 1000000, n);
+}
+
 static void *lease_thread(void *arg)
 {
 	struct maru_handler *h = arg;
 	struct maru__lease *l = &h->lease;
-	uint64_t period = l->ttl_ns / 4, next, sent;
+	uint64_t period = l->ttl_ns / 4, next, sent, silent;
 	struct timespec ts;
 	bool failing = false;
 	int rc;
@@ -436,10 +469,14 @@ static void *lease_thread(void *arg)
 			if (failing)
 				linfo(h, "lease %s renewed again", l->id);
 			failing = false;
-		} else if (!failing) {
-			lwarn(h, "lease %s: renewal failed: %s", l->id,
-			      strerror(-rc));
+		} else {
+			if (!failing)
+				lwarn(h, "lease %s: renewal failed: %s", l->id,
+				      strerror(-rc));
 			failing = true;
+			silent = maru__now_ns() - atomic_load(&l->renewed_ns);
+			if (silent >= l->ttl_ns / 2)
+				fence_by_time(h, silent);
 		}
 		next = sent + period;
 		pthread_mutex_lock(&l->lock);

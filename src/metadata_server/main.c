@@ -453,9 +453,23 @@ int main(int argc, char **argv)
 			rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
 		goto out_rm;
 	}
+	rm.key_path = c.rm_key;
 	if (!rm.c.has_key)
-		log_info("no resource-manager key (--rm-key-file): ALLOC and "
-			 "FREE are sent unauthenticated");
+		log_warn("no resource-manager key (--rm-key-file, "
+			 "$MARU_RM_KEY_FILE or " RM_AUTH_KEY_DEFAULT "): ALLOC "
+			 "and FREE are sent unauthenticated, and a resource "
+			 "manager that requires authentication (its default) "
+			 "refuses them; looked for again at each connection");
+	/*
+	 * Fencing by time (issue 12): a libmaru client that has not renewed
+	 * its lease for TTL/2 fences its mappings, and checks at least every
+	 * TTL/2, so by TTL after our death none writes any more; the RM keeps
+	 * our regions TTL + a margin after we die.
+	 */
+	if (c.lease_ttl > 0)
+		rm.hold_ms = (uint32_t)llround(
+			c.lease_ttl * 1000 +
+			fmax(2000, c.lease_ttl * 1000 / 4));
 	rc = rmsess_start(&rm);
 	if (rc < 0) {
 		log_err("Resource manager is not running (address: %s): %s",

@@ -185,22 +185,38 @@ static void drop_auth(struct rmsess *r)
 	}
 }
 
-/* AUTH step 1 at the head: whatever else waits goes after it */
-static void queue_auth(struct rmsess *r)
+/*
+ * AUTH step 1 at the head: whatever else waits goes after it.  Without a
+ * key, look for one again (the RM may have made it since we started).
+ * Return: 0, or -errno when we have a key but cannot authenticate (the
+ * caller drops the connection: unauthenticated, our FREEs would be
+ * refused and forgotten).
+ */
+static int queue_auth(struct rmsess *r)
 {
 	struct rm_auth_req q = {.step = 1,
-				.client_id = rm_str_from(r->c.client_id)};
+				.client_id = rm_str_from(r->c.client_id),
+				.hold_ms = r->hold_ms};
 	struct rmsess_op *op;
 
-	if (!r->c.has_key || !(op = op_new(OP_AUTH)))
-		return;
+	/* (r->c's own fd is -1 here: the session took it over) */
+	if (!r->c.has_key && !r->key_path &&
+	    rm_client_load_key(&r->c, NULL) == 0)
+		log_info("resource manager %s: found a client key now",
+			 r->address);
+	if (!r->c.has_key)
+		return 0;
+	op = op_new(OP_AUTH);
+	if (!op)
+		return -ENOMEM;
 	if (rm_auth_random(op->cn, sizeof(op->cn)) < 0 ||
 	    (memcpy(q.data, op->cn, sizeof(q.data)),
 	     rm_encode_auth_req(&op->req, &q)) < 0) {
 		op_free_mem(op);
-		return; /* the RM refuses our ALLOCs: logged then */
+		return -EIO;
 	}
 	push(r, op, true);
+	return 0;
 }
 
 /* the AUTH op's answer. Return: 0 (step 2 queued, or done), -EPROTO */
@@ -214,29 +230,39 @@ static int auth_step(struct rmsess *r, struct rmsess_op *op, uint16_t type,
 	if (!st && (type != RM_AUTH_RESP || rm_decode_auth_resp(p, n, &a) < 0))
 		return -EPROTO;
 	if (st || a.status) {
-		log_err("resource manager %s: refused our client key (%d): "
-			"give --rm-key-file the client.key of its state "
-			"directory",
-			r->address, st ? st : a.status);
-		return -EPROTO;
+		if (!r->told_bad_key)
+			log_err("resource manager %s: refused our client key "
+				"(%d): give --rm-key-file the client.key of "
+				"its state directory",
+				r->address, st ? st : a.status);
+		r->told_bad_key = true;
+		return -EACCES;
 	}
 	if (op->req.data[RM_HDR_SIZE] == 2) {
 		pop(r);
 		op_free_mem(op);
+		r->backoff_ns = BACKOFF_MIN_NS; /* a usable connection */
+		if (r->told_bad_key)
+			log_info("resource manager %s: authenticated again",
+				 r->address);
+		r->told_bad_key = false;
 		log_dbg("resource manager %s: authenticated", r->address);
 		return 0;
 	}
-	rm_auth_mac(r->c.key, RM_AUTH_SERVER, op->cn, a.nonce,
-		    rm_str_from(r->c.client_id), want);
-	if (!rm_auth_equal(want, a.proof)) {
-		log_err("resource manager %s: does not prove it knows our "
-			"client key: another key file, or not our resource "
-			"manager",
-			r->address);
-		return -EPROTO;
+	if (rm_auth_mac(r->c.key, RM_AUTH_SERVER, op->cn, a.nonce,
+			rm_str_from(r->c.client_id), want) < 0 ||
+	    !rm_auth_equal(want, a.proof)) {
+		if (!r->told_bad_key)
+			log_err("resource manager %s: does not prove it knows "
+				"our client key: another key file, or not our "
+				"resource manager",
+				r->address);
+		r->told_bad_key = true;
+		return -EACCES;
 	}
-	rm_auth_mac(r->c.key, RM_AUTH_CLIENT, op->cn, a.nonce,
-		    rm_str_from(r->c.client_id), q.data);
+	if (rm_auth_mac(r->c.key, RM_AUTH_CLIENT, op->cn, a.nonce,
+			rm_str_from(r->c.client_id), q.data) < 0)
+		return -EACCES;
 	buf_reset(&op->req);
 	if (rm_encode_auth_req(&op->req, &q) < 0)
 		return -EPROTO;
@@ -328,7 +354,10 @@ static void on_up(struct rmsess *r)
 		}
 	}
 	/* first of all (before queue_stats() sends anything) */
-	queue_auth(r);
+	if (queue_auth(r) < 0) {
+		lost(r, "cannot authenticate", false);
+		return;
+	}
 	/* owning nothing, we have no id to pin: a request anyway, so that
 	 * the RM does not take a silent connection for an idle one
 	 * (--idle-timeout), and the pool figures are fresh */
@@ -554,7 +583,9 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 	int32_t st = 0;
 	int rc = 0;
 
-	r->backoff_ns = BACKOFF_MIN_NS; /* it answers */
+	/* it answers; an AUTH answer counts once authentication is done */
+	if (op->kind != OP_AUTH)
+		r->backoff_ns = BACKOFF_MIN_NS;
 	if (type == RM_ERROR_RESP) {
 		if (rm_decode_error_resp(p, n, &e) < 0 || e.status >= 0)
 			return -EPROTO;
@@ -689,8 +720,15 @@ static void on_readable(struct rmsess *r)
 			r->rx.len += (size_t)n;
 			continue;
 		}
-		if (complete(r, h.type, r->rx.data + RM_HDR_SIZE,
-			     h.payload_len) < 0) {
+		rc = complete(r, h.type, r->rx.data + RM_HDR_SIZE,
+			      h.payload_len);
+		if (rc == -EACCES) {
+			/* our key is refused (logged once): those waiting for
+			 * an ALLOC are told now, the next try backs off */
+			connect_failed(r);
+			return;
+		}
+		if (rc < 0) {
 			lost(r, "protocol error", false);
 			return;
 		}
@@ -887,7 +925,11 @@ int rmsess_start(struct rmsess *r)
 	r->c.fd = -1;
 	r->st = RS_UP;
 	r->ever_up = true;
-	queue_auth(r);
+	if (queue_auth(r) < 0) {
+		close_conn(r, true); /* the loop connects again */
+		return 0;
+	}
+	start_next(r); /* sent now, under a deadline */
 	return 0;
 }
 

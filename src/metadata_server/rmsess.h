@@ -88,6 +88,11 @@ struct rmsess {
 	uint64_t stat_deadline;	   /* monotonic ns: the oldest wait's */
 	uint64_t reconnects; /* successful reconnects (stats) */
 	bool told_no_key;    /* the RM wants authentication: said once */
+	bool told_bad_key;   /* ... refused our key: said once */
+	const char *key_path; /* --rm-key-file (borrows); NULL: the default,
+			       * looked for again at each connection */
+	uint32_t hold_ms;    /* asked at AUTH: keep our regions this long
+			      * after we die (clients fence by then) */
 };
 
 /**

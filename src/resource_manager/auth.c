@@ -133,6 +133,7 @@ int auth_load_client_key(struct rm *rm)
 {
 	char path[4200], text[66];
 	size_t off = 0, len;
+	struct stat st;
 	ssize_t n;
 	int fd, rc;
 
@@ -140,6 +141,11 @@ int auth_load_client_key(struct rm *rm)
 		 RM_AUTH_KEY_FILE);
 	rc = rm_auth_key_load(path, rm->client_key);
 	if (rc == 0) {
+		if (stat(path, &st) == 0 && (st.st_mode & 007))
+			log_warn("%s is readable by every user (mode %03o): "
+				 "anyone can then allocate and free; chmod "
+				 "640",
+				 path, (unsigned)(st.st_mode & 0777));
 		log_dbg("loaded %s", path);
 		return 0;
 	}
@@ -156,8 +162,9 @@ int auth_load_client_key(struct rm *rm)
 	}
 	rm_auth_key_text(rm->client_key, text);
 	len = strlen(text);
-	fd = openat(rm->state_dirfd, RM_AUTH_KEY_FILE,
-		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+	/* written aside and renamed: a crash leaves no short key behind */
+	fd = openat(rm->state_dirfd, RM_AUTH_KEY_FILE ".tmp",
+		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	if (fd < 0) {
 		rc = -errno;
 		log_err("%s: cannot create: %s", path, strerror(-rc));
@@ -177,10 +184,13 @@ int auth_load_client_key(struct rm *rm)
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	close(fd);
+	if (rc == 0 && renameat(rm->state_dirfd, RM_AUTH_KEY_FILE ".tmp",
+				rm->state_dirfd, RM_AUTH_KEY_FILE) < 0)
+		rc = -errno;
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 	if (rc < 0) {
-		(void)unlinkat(rm->state_dirfd, RM_AUTH_KEY_FILE, 0);
+		(void)unlinkat(rm->state_dirfd, RM_AUTH_KEY_FILE ".tmp", 0);
 		log_err("%s: cannot write: %s", path, strerror(-rc));
 		return rc;
 	}

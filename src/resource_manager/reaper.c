@@ -12,6 +12,10 @@
  *      ESRCH, or /proc/<pid>/stat shows a zombie, or its start time
  *      (field 22) differs from the one cached at the client's first
  *      allocation (the pid was reused).  EPERM from kill counts as alive.
+ *      A client that declared a hold when it authenticated (maru-server:
+ *      its lease TTL plus a margin, by which its own clients have fenced
+ *      their mappings, issue 12) is reaped by this rule only once its
+ *      last connection has been closed that long.
  *
  * After a restart (reaper_adopt) every recovered owner starts with its
  * grace timer running from the moment the daemon started, and local
@@ -63,6 +67,11 @@ static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
 	    now - c->gone_ms >= (uint64_t)rm->cfg.grace_period * 1000u)
 		return "grace period expired";
 	if (!c->local || !c->pid)
+		return NULL;
+	/* its clients may still write until they fence: keep its regions
+	 * for the hold it declared, counted from its last connection */
+	if (c->hold_ms && (c->nconns || !c->gone_ms || now < c->gone_ms ||
+			   now - c->gone_ms < c->hold_ms))
 		return NULL;
 	if (kill(c->pid, 0) < 0 && errno == ESRCH)
 		return "process gone";

@@ -39,6 +39,7 @@
 #define RM_DEFAULT_STATE_DIR "/var/lib/maru-resourced"
 #define RM_DEFAULT_POOL "/dev/shm/maru-pool"
 #define RM_SECRET_SIZE 32
+#define RM_HOLD_MAX_MS 600000 /* longest hold a client may ask (AUTH) */
 #define RM_IDEM_MAX 1024     /* idempotency cache entries */
 #define RM_IDEM_TTL_MS 60000 /* idempotency cache lifetime */
 #define RM_REAPER_MS 1000    /* reaper / cron period */
@@ -92,6 +93,9 @@ struct client {
 	pid_t pid;	      /* local: the pid part, 0 if not a pid */
 	uint64_t starttime;   /* local: /proc stat field 22 cached at the
 			       * first allocation, 0 = unknown */
+	uint32_t hold_ms;     /* declared at AUTH: a dead process's regions
+			       * are kept this long after its last
+			       * connection closed (its clients fence) */
 	struct hnode hn;      /* in rm->clients, hashed by @id */
 };
 

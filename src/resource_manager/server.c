@@ -82,6 +82,8 @@ struct conn {
 	uint8_t auth;	       /* enum conn_auth */
 	uint8_t cn[RM_AUTH_NONCE_LEN], sn[RM_AUTH_NONCE_LEN]; /* AUTH_REQ */
 	char auth_id[RM_CLIENT_ID_MAX + 1]; /* the id step 1 named */
+	uint32_t auth_hold_ms;		    /* ... and the hold it asked */
+	bool told_unpinned;		    /* logged once (check_client) */
 	char peer[32];	       /* "a.b.c.d:port" for logs */
 	struct conn *prev, *next;
 };
@@ -206,8 +208,18 @@ static bool check_client(struct conn *c, struct rm_str id, bool required)
 
 	/* an unauthenticated GET_ACCESS names no one (a client id pins its
 	 * owner's regions against the reaper) */
-	if (!required && !c->rm->cfg.no_client_auth && c->auth != AUTH_OK)
+	if (!required && !c->rm->cfg.no_client_auth && c->auth != AUTH_OK) {
+		struct client *cl = id.len ? client_get(c->rm, id, false) : NULL;
+
+		if (cl && cl->nallocs && !c->told_unpinned) {
+			log_warn("conn %s: names owner %.*s without "
+				 "authenticating: not pinned, its regions "
+				 "stay due for the reaper",
+				 c->peer, (int)id.len, id.ptr);
+			c->told_unpinned = true;
+		}
 		return true;
+	}
 	if (!id.len) {
 		if (required)
 			reply_error(c, -EINVAL, "missing client_id", false);
@@ -421,9 +433,14 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 		memcpy(c->cn, req.data, sizeof(c->cn));
 		memcpy(c->auth_id, req.client_id.ptr, req.client_id.len);
 		c->auth_id[req.client_id.len] = '\0';
+		c->auth_hold_ms = req.hold_ms < RM_HOLD_MAX_MS ? req.hold_ms
+							       : RM_HOLD_MAX_MS;
 		memcpy(resp.nonce, c->sn, sizeof(c->sn));
-		rm_auth_mac(c->rm->client_key, RM_AUTH_SERVER, c->cn, c->sn,
-			    req.client_id, resp.proof);
+		if (rm_auth_mac(c->rm->client_key, RM_AUTH_SERVER, c->cn, c->sn,
+				req.client_id, resp.proof) < 0) {
+			reply_error(c, -EIO, "auth: no MAC", true);
+			return;
+		}
 		c->auth = AUTH_CHALLENGED;
 	} else {
 		if (c->auth != AUTH_CHALLENGED) {
@@ -432,9 +449,9 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			return;
 		}
 		id = rm_str_from(c->auth_id);
-		rm_auth_mac(c->rm->client_key, RM_AUTH_CLIENT, c->cn, c->sn, id,
-			    want);
-		if (!rm_auth_equal(want, req.data)) {
+		if (rm_auth_mac(c->rm->client_key, RM_AUTH_CLIENT, c->cn, c->sn,
+				id, want) < 0 ||
+		    !rm_auth_equal(want, req.data)) {
 			log_warn("conn %s: authentication as %s failed (wrong "
 				 "key)",
 				 c->peer, c->auth_id);
@@ -448,7 +465,10 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			return;
 		}
 		c->auth = AUTH_OK;
-		log_dbg("conn %s: authenticated as %s", c->peer, c->auth_id);
+		c->client->hold_ms = c->auth_hold_ms;
+		log_dbg("conn %s: authenticated as %s (regions kept %u ms after "
+			"it goes)",
+			c->peer, c->auth_id, c->auth_hold_ms);
 	}
 	if (rm_encode_auth_resp(&c->out, &resp) < 0)
 		c->close_after_write = true;

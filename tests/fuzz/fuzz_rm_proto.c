@@ -63,7 +63,8 @@ static void check_auth_req(const uint8_t *p, size_t n)
 		CHECK(rm_decode_auth_req(out.data + RM_HDR_SIZE,
 					 out.len - RM_HDR_SIZE, &b, &why) == 0);
 		CHECK(a.step == b.step && !memcmp(a.data, b.data, sizeof(a.data)) &&
-		      rm_str_eq(a.client_id, b.client_id));
+		      rm_str_eq(a.client_id, b.client_id) &&
+		      b.hold_ms == (a.client_id.len ? a.hold_ms : 0));
 	}
 	buf_free(&out);
 }

@@ -302,3 +302,67 @@ def test_lmcache_adapter_after_lease_expiry(rm, start_mds):
     finally:
         kill_stopped(p)
     del torch
+
+
+def test_fencing_by_time_while_the_server_is_down(rm, start_mds, libmaru_log):
+    """Issue 12, defect 4: maru-server dies and nothing answers.  Before,
+    the client fenced only once a server answered again, while the
+    resource manager freed the dead server's regions within a second: the
+    stale writer kept writing into bytes the next owner got.  Now
+    maru-server declares a hold (lease TTL + margin) when it authenticates
+    and the RM keeps its regions that long; the client fences every mapping
+    after half a TTL without a renewal, well before."""
+    import mmap
+    import threading
+    import rm_wire
+
+    ttl = 2.0
+    mds = start_mds(rm.address, extra=["--client-lease-ttl", str(ttl),
+                                       "--peer-grace", "0"])
+    free0 = pool_free(rm)
+    a = connect(mds.url, rm)
+    page = a.alloc(4096)
+    page.buf[:] = b"\x01" * 4096
+    assert a.store("k", page)
+    assert pool_free(rm) < free0
+    info = a.retrieve("k")
+    assert a.is_valid(info) and bytes(info.view[:1]) == b"\x01"
+
+    stop = threading.Event()
+
+    def stale_writer():                # the application keeps writing
+        while not stop.is_set():
+            page.buf[:] = b"\xee" * 4096
+            time.sleep(0.005)
+
+    t = threading.Thread(target=stale_writer)
+    t.start()
+    try:
+        mds.kill()
+        t0 = time.monotonic()
+        # the RM keeps the regions for the hold, not 1 s (the pid rule)
+        assert wait_until(lambda: pool_free(rm) == free0, 30)
+        held = time.monotonic() - t0
+        assert held >= ttl + 1.0, held
+        assert any("mappings fenced" in m for m in libmaru_log), libmaru_log
+        # a view held across the loss says so, rather than reading zeros
+        assert not a.is_valid(info)
+        # the next owner gets the whole pool, so surely those bytes
+        with rm_wire.RmConn(rm.address) as c:
+            r = c.alloc(free0)
+            assert r.status == 0
+            acc = c.get_access(r.handle)
+            fd = os.open(acc.path, os.O_RDWR)
+            try:
+                m = mmap.mmap(fd, acc.length, offset=acc.offset)
+            finally:
+                os.close(fd)
+            m[:] = b"\x11" * acc.length
+            time.sleep(1.0)            # the stale writer runs meanwhile
+            assert m[:].count(b"\xee") == 0
+            m.close()
+            assert c.free(r.handle) == 0
+    finally:
+        stop.set()
+        t.join()
+        a.close()

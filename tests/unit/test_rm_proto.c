@@ -354,6 +354,13 @@ static void test_auth(void **state)
 	assert_int_equal(q2.step, 1);
 	assert_memory_equal(q2.data, cn, 32);
 	assert_true(rm_str_eq(q2.client_id, q.client_id));
+	assert_int_equal(q2.hold_ms, 0); /* absent */
+	buf_reset(&b);
+	q.hold_ms = 37500;
+	assert_int_equal(rm_encode_auth_req(&b, &q), 0);
+	assert_int_equal(rm_decode_auth_req(b.data + RM_HDR_SIZE,
+					    b.len - RM_HDR_SIZE, &q2, &why), 0);
+	assert_int_equal(q2.hold_ms, 37500);
 	/* a bad step, a short payload */
 	b.data[RM_HDR_SIZE] = 3;
 	assert_int_equal(rm_decode_auth_req(b.data + RM_HDR_SIZE,

@@ -44,6 +44,8 @@ struct config {
 			     * buffers double to 128 MiB) */
 	bool owner_delete;  /* false: anyone deletes any key (upstream) */
 	const char *rm_key; /* NULL: $MARU_RM_KEY_FILE or the RM's default */
+	long max_per_addr;  /* 256: one remote host cannot take them all */
+	uint64_t inst_quota; /* 0: an instance may hold the whole pool */
 	bool insecure;	    /* a non-loopback --host without authentication */
 };
 
@@ -59,6 +61,7 @@ static void config_defaults(struct config *c)
 	c->max_conns = 4096;
 	c->max_key = 65536;
 	c->max_input = 1ull << 30;
+	c->max_per_addr = 256;
 }
 
 static void usage(FILE *f)
@@ -74,6 +77,8 @@ static void usage(FILE *f)
 		"                   [--max-key-bytes N] [--max-input-bytes SIZE]\n"
 		"                   [--owner-delete] [--rm-key-file PATH] "
 		"[--insecure]\n"
+		"                   [--max-connections-per-address N] "
+		"[--instance-quota SIZE]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -129,6 +134,13 @@ static void usage(FILE *f)
 		"                          authenticate ALLOC/FREE (default: "
 		"$MARU_RM_KEY_FILE,\n"
 		"                          else " RM_AUTH_KEY_DEFAULT ")\n"
+		"  --max-connections-per-address N\n"
+		"                          from one non-loopback address "
+		"(default 256;\n"
+		"                          0: no limit)\n"
+		"  --instance-quota SIZE   bytes of regions one instance may "
+		"hold\n"
+		"                          (default 0: no limit)\n"
 		"  --insecure              allow a --host other hosts can "
 		"reach (the\n"
 		"                          metadata protocol has no "
@@ -180,7 +192,9 @@ enum {
 	OPT_MAXIN,
 	OPT_OWNDEL,
 	OPT_RMKEY,
-	OPT_INSECURE
+	OPT_INSECURE,
+	OPT_PERADDR,
+	OPT_QUOTA
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -200,6 +214,9 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"owner-delete", no_argument, NULL, OPT_OWNDEL},
 		{"rm-key-file", required_argument, NULL, OPT_RMKEY},
 		{"insecure", no_argument, NULL, OPT_INSECURE},
+		{"max-connections-per-address", required_argument, NULL,
+		 OPT_PERADDR},
+		{"instance-quota", required_argument, NULL, OPT_QUOTA},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -304,6 +321,23 @@ static int parse_args(int argc, char **argv, struct config *c)
 		case OPT_INSECURE:
 			c->insecure = true;
 			break;
+		case OPT_PERADDR:
+			if (long_option("max-connections-per-address", optarg,
+					0, 1000000, &c->max_per_addr) < 0)
+				return -EINVAL;
+			break;
+		case OPT_QUOTA:
+			if (strcmp(optarg, "0") &&
+			    parse_size(optarg, &c->inst_quota) < 0) {
+				fprintf(stderr,
+					"maru-server: bad --instance-quota %s "
+					"(a size, or 0 for none)\n",
+					optarg);
+				return -EINVAL;
+			}
+			if (!strcmp(optarg, "0"))
+				c->inst_quota = 0;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -389,10 +423,12 @@ static void log_config(const struct config *c)
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
 		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
 		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld "
-		 "max-input-bytes=%llu%s",
+		 "max-input-bytes=%llu max-connections-per-address=%ld "
+		 "instance-quota=%llu%s",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
 		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
-		 c->max_key, (unsigned long long)c->max_input,
+		 c->max_key, (unsigned long long)c->max_input, c->max_per_addr,
+		 (unsigned long long)c->inst_quota,
 		 c->owner_delete ? " owner-delete" : "");
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
@@ -490,6 +526,7 @@ int main(int argc, char **argv)
 	mc.peer_grace_ns = (uint64_t)llround(c.peer_grace * 1e9);
 	mc.max_key = (uint32_t)c.max_key;
 	mc.owner_delete = c.owner_delete;
+	mc.inst_quota = c.inst_quota;
 	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
 		log_err("out of memory");
 		goto out_mds;
@@ -501,6 +538,7 @@ int main(int argc, char **argv)
 	so.busy_poll_ns = (uint64_t)c.busy_poll_us * 1000;
 	so.max_conns = (int)fit_fd_limit(c.max_conns);
 	so.max_input = c.max_input;
+	so.max_per_addr = (int)c.max_per_addr;
 	rc = server_run(&so, &s, &rm);
 	if (rc == 0)
 		status = 0;

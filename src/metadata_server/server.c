@@ -101,6 +101,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -155,6 +156,8 @@ struct conn {
 	struct buf env;	       /* owns: its reply's envelope, encoded */
 	struct server *sv; /* borrows: the loop it belongs to */
 	struct conn *next_dead;
+	uint8_t addr[16];  /* the peer's address (IPv4 mapped into IPv6) */
+	bool remote;	   /* not loopback: counted per address */
 };
 
 struct server {
@@ -181,6 +184,7 @@ struct server {
 	uint64_t hb_ivl, hb_timeout; /* ns: SERVER_HB_* or the test knob */
 	uint64_t busy_ns;     /* --busy-poll-us, 0: off */
 	int max_conns;	      /* --max-connections, 0: none */
+	int max_per_addr;     /* --max-connections-per-address, 0: none */
 	int nopen;	      /* open client connections */
 	uint64_t max_input;   /* --max-input-bytes, 0: none */
 	uint64_t in_total;    /* bytes allocated to open connections' input */
@@ -800,13 +804,56 @@ static bool make_room(struct server *sv)
 	return old != NULL;
 }
 
-static void on_accept(struct server *sv)
+/* the peer's address as 16 bytes; Return: false for loopback */
+static bool peer_addr(const struct sockaddr_storage *ss, uint8_t out[16])
+{
+	const struct sockaddr_in6 *s6 = (const void *)ss;
+	const struct sockaddr_in *s4 = (const void *)ss;
+
+	memset(out, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &s4->sin_addr, 4);
+		return (ntohl(s4->sin_addr.s_addr) >> 24) != 127;
+	}
+	if (ss->ss_family != AF_INET6)
+		return false;
+	memcpy(out, &s6->sin6_addr, 16);
+	if (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
+		return false;
+	return !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) || out[12] != 127;
+}
+
+/*
+ * --max-connections-per-address: one remote host may not take every
+ * connection.  Loopback peers are exempt (every local process is
+ * 127.0.0.1; --max-connections bounds them).
+ */
+static bool over_address_limit(struct server *sv, const uint8_t addr[16])
 {
 	struct conn *c;
+	int fd, n = 0;
+
+	for (fd = 0; fd <= sv->maxfd; fd++) {
+		c = sv->conns[fd];
+		n += c && !c->dead && c->remote && !memcmp(c->addr, addr, 16);
+	}
+	return n >= sv->max_per_addr;
+}
+
+static void on_accept(struct server *sv)
+{
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	uint8_t addr[16];
+	struct conn *c;
+	bool remote;
 	int fd, i;
 
 	for (i = 0; i < MAX_EVENTS; i++) {
-		fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		sslen = sizeof(ss);
+		fd = accept4(sv->lfd, (struct sockaddr *)&ss, &sslen,
+			     SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE ||
 			    errno == ENOBUFS || errno == ENOMEM) {
@@ -830,12 +877,26 @@ static void on_accept(struct server *sv)
 			close(fd);
 			continue;
 		}
+		remote = peer_addr(&ss, addr);
+		if (remote && sv->max_per_addr && over_address_limit(sv, addr)) {
+			if (now_ns() >= sv->next_full_log) {
+				log_warn("%d connections from one address "
+					 "(--max-connections-per-address): new "
+					 "ones from it are closed",
+					 sv->max_per_addr);
+				sv->next_full_log = now_ns() + 10000000000ull;
+			}
+			close(fd);
+			continue;
+		}
 		set_sockopts(fd);
 		c = slots_for(sv, fd) < 0 ? NULL : conn_new(sv, fd, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
+		memcpy(c->addr, addr, 16);
+		c->remote = remote;
 		if (evloop_add_fd(sv->el, fd, EVLOOP_READ, conn_event, c) < 0) {
 			mds_conn_close(sv->s, fd);
 			close(fd);
@@ -1252,6 +1313,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	sv->rm = rm;
 	sv->busy_ns = o->busy_poll_ns;
 	sv->max_conns = o->max_conns;
+	sv->max_per_addr = o->max_per_addr;
 	sv->max_input = o->max_input;
 	hb_knob(sv);
 	rm->any_handle = any_handle;

@@ -34,6 +34,7 @@ struct server_opts {
 	int port;
 	uint64_t busy_poll_ns; /* 0: sleep as soon as nothing is ready */
 	int max_conns;	       /* open client connections; 0: no limit */
+	int max_per_addr;      /* ... from one non-loopback address; 0: any */
 	uint64_t max_input;    /* bytes of all input buffers; 0: no limit */
 };
 

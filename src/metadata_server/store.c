@@ -200,6 +200,7 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->id_len = id.len;
 	in->nregions = in->npeer = in->npeer_gone = in->nconns = 0;
 	in->nleases = 0;
+	in->bytes = 0;
 	in->dead_at = 0;
 	in->last_fd = -1;
 	in->pins.uid = ++s->next_uid;
@@ -640,6 +641,7 @@ static void region_release(struct mds *s, uint32_t slot)
 	s->nregions--;
 	s->total_allocated -= r->h.length;
 	s->insts[owner].nregions--;
+	s->insts[owner].bytes -= r->h.length;
 
 	queue_free(s, &r->h);
 	memset(r, 0, sizeof(*r));
@@ -698,6 +700,7 @@ static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
 	s->nregions++;
 	s->total_allocated += h->length;
 	s->insts[owner].nregions++;
+	s->insts[owner].bytes += h->length;
 	if (lease != IX_NO_SLOT)
 		s->leases[lease].nregions++;
 	r->state = REG_UNUSED;
@@ -915,6 +918,13 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	rc = alloc_prepare(s, inst, lease, peer, &islot, &lslot);
 	if (rc < 0)
 		return rc;
+	/* --instance-quota (issue 12): what one instance may hold */
+	if (s->cfg.inst_quota && (size > s->cfg.inst_quota ||
+				  s->insts[islot].bytes >
+					  s->cfg.inst_quota - size)) {
+		inst_maybe_gc(s, islot);
+		return -EDQUOT;
+	}
 	rc = s->rm->alloc(s->rm_arg, size, w, &h);
 	if (rc == -EINPROGRESS) {
 		/* the slots stay; mds_alloc_finish() resolves */

@@ -115,6 +115,7 @@ struct mds_config {
 	uint64_t peer_grace_ns; /* 0: no connection-based detection */
 	uint32_t max_key;	/* longest key REGISTER stores; 0: IX_KEY_MAX */
 	bool owner_delete;	/* --owner-delete: live keys only by owner */
+	uint64_t inst_quota;	/* --instance-quota: bytes; 0: none */
 };
 
 enum region_state {
@@ -162,6 +163,7 @@ struct mds_inst {
 	uint32_t npeer_gone; /* ... of those GONE by peer detection */
 	uint32_t nconns;     /* open connections attributed to it */
 	uint32_t nleases;    /* active leases it owns */
+	uint64_t bytes;	     /* lengths of its tracked regions */
 	uint32_t next_free;
 	uint64_t dead_at;    /* vclock: declare dead then; 0 = not due */
 	struct ix_entry *ie; /* borrows: its entry in inst_map */

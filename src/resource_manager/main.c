@@ -61,6 +61,8 @@ static void rm_config_defaults(struct rm_config *c)
 	c->idle_timeout = 60;
 	/* upstream's checkpoint interval: bounds WAL length and replay time */
 	c->checkpoint_ops = 100;
+	/* one remote host cannot take every slot (loopback is exempt) */
+	c->max_per_addr = 64;
 }
 
 static void usage(FILE *f)
@@ -98,6 +100,12 @@ static void usage(FILE *f)
 		"request this long\n"
 		"                           after connecting (default 60; 0: "
 		"never)\n"
+		"      --client-quota SIZE  bytes one client id may own "
+		"(default 0: no limit)\n"
+		"      --max-clients-per-address N\n"
+		"                           connections from one non-loopback "
+		"address\n"
+		"                           (default 64; 0: no limit)\n"
 		"      --no-client-auth     ALLOC and FREE without "
 		"authentication (upstream's\n"
 		"                           behaviour); default: only clients "
@@ -123,6 +131,8 @@ enum {
 	OPT_IDLE_TIMEOUT,
 	OPT_NO_AUTH,
 	OPT_INSECURE,
+	OPT_QUOTA,
+	OPT_PER_ADDR,
 };
 
 /*
@@ -156,6 +166,9 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT},
 		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 		{"no-client-auth", no_argument, NULL, OPT_NO_AUTH},
+		{"client-quota", required_argument, NULL, OPT_QUOTA},
+		{"max-clients-per-address", required_argument, NULL,
+		 OPT_PER_ADDR},
 		{"insecure", no_argument, NULL, OPT_INSECURE},
 		{NULL, 0, NULL, 0},
 	};
@@ -239,6 +252,23 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		case OPT_NO_AUTH:
 			c->no_client_auth = true;
 			break;
+		case OPT_QUOTA:
+			if (strcmp(optarg, "0") &&
+			    parse_size(optarg, &c->client_quota) < 0) {
+				fprintf(stderr,
+					"invalid client-quota: %s (a size, or "
+					"0 for none)\n",
+					optarg);
+				return -1;
+			}
+			if (!strcmp(optarg, "0"))
+				c->client_quota = 0;
+			break;
+		case OPT_PER_ADDR:
+			if (int_option("max-clients-per-address", 0,
+				       &c->max_per_addr) < 0)
+				return -1;
+			break;
 		case OPT_INSECURE:
 			c->insecure = true;
 			break;
@@ -296,6 +326,13 @@ static void banner(struct rm *rm)
 	log_info("  msg timeout:   %d s", rm->cfg.msg_timeout);
 	log_info("  idle timeout:  %d s (to a connection's first request)",
 		 rm->cfg.idle_timeout);
+	log_info("  client quota:  %s",
+		 rm->cfg.client_quota
+			 ? format_bytes(rm->cfg.client_quota, sz, sizeof(sz))
+			 : "none");
+	log_info("  per address:   %d connections (non-loopback; 0: no "
+		 "limit)",
+		 rm->cfg.max_per_addr);
 	log_info("  client auth:   %s",
 		 rm->cfg.no_client_auth ? "off (--no-client-auth)"
 					: "required for ALLOC/FREE");

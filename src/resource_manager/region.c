@@ -53,6 +53,7 @@ static void table_insert(struct rm *rm, struct region *r)
 	htab_insert(&rm->regions, &r->hn, htab_hash_u64(r->id));
 	rm->nregions++;
 	r->owner->nallocs++;
+	r->owner->bytes += r->length;
 }
 
 static void table_remove(struct rm *rm, struct region *r)
@@ -60,6 +61,7 @@ static void table_remove(struct rm *rm, struct region *r)
 	htab_remove(&rm->regions, &r->hn);
 	rm->nregions--;
 	r->owner->nallocs--;
+	r->owner->bytes -= r->length;
 }
 
 const char *region_path(const struct region *r, char *buf, size_t len)
@@ -135,6 +137,11 @@ int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
 	rc = state_wal_ready(rm);
 	if (rc < 0)
 		return rc;
+	/* --client-quota (issue 12): what one client may hold */
+	if (rm->cfg.client_quota &&
+	    (size > rm->cfg.client_quota ||
+	     owner->bytes > rm->cfg.client_quota - size))
+		return -EDQUOT;
 	rc = table_reserve(rm);
 	if (rc < 0)
 		return -ENOMEM;

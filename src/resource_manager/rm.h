@@ -64,6 +64,8 @@ struct rm_config {
 	int msg_timeout;       /* seconds a partial message may take */
 	int idle_timeout;      /* seconds an anonymous connection may idle */
 	int checkpoint_ops;    /* alloc+free ops between checkpoints */
+	uint64_t client_quota; /* bytes one client id may own; 0: any */
+	int max_per_addr;      /* connections per non-loopback address */
 	bool no_client_auth;   /* ALLOC/FREE without AUTH (upstream's) */
 	bool insecure;	       /* ... even on a non-loopback address */
 };
@@ -87,6 +89,7 @@ struct client {
 	uint32_t idlen;
 	unsigned nconns;      /* open connections pinned to this id */
 	size_t nallocs;	      /* regions owned */
+	uint64_t bytes;	      /* ... their lengths (--client-quota) */
 	uint64_t gone_ms;     /* evloop_now_ms() when the last pinned
 			       * connection closed; 0 = none pending */
 	bool local;	      /* hostname part equals ours */

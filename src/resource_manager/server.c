@@ -85,6 +85,7 @@ struct conn {
 	uint32_t auth_hold_ms;		    /* ... and the hold it asked */
 	bool told_unpinned;		    /* logged once (check_client) */
 	char peer[32];	       /* "a.b.c.d:port" for logs */
+	uint32_t addr;	       /* the peer's IPv4 address, network order */
 	struct conn *prev, *next;
 };
 
@@ -701,6 +702,23 @@ static void accept_emfile(struct rm *rm)
 	rm->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
+/*
+ * --max-clients-per-address: one remote host may not take every slot.
+ * Loopback peers are exempt: every local process shares 127.0.0.1, so
+ * only --max-clients (and displacement) bounds them.
+ */
+static bool over_address_limit(struct rm *rm, uint32_t addr)
+{
+	struct conn *c;
+	int n = 0;
+
+	if (!rm->cfg.max_per_addr || (ntohl(addr) >> 24) == 127)
+		return false;
+	for (c = rm->conns; c; c = c->next)
+		n += c->addr == addr;
+	return n >= rm->cfg.max_per_addr;
+}
+
 static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 {
 	struct rm *rm = arg;
@@ -731,6 +749,13 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 			close(fd);
 			continue;
 		}
+		if (over_address_limit(rm, sa.sin_addr.s_addr)) {
+			log_dbg("max clients per address (%d) reached: "
+				"connection dropped",
+				rm->cfg.max_per_addr);
+			close(fd);
+			continue;
+		}
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			close(fd);
@@ -738,6 +763,7 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 		}
 		c->rm = rm;
 		c->fd = fd;
+		c->addr = sa.sin_addr.s_addr;
 		c->state = CONN_HDR;
 		c->seen_ms = evloop_now_ms();
 		inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));

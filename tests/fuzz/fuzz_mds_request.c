@@ -118,7 +118,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool quiet;
 	struct mds_config cfg = {"127.0.0.1:9850", false, 5000000000ull,
-				 2000000000ull, 65536, false};
+				 2000000000ull, 65536, false, 0};
 	struct buf out = BUF_INIT;
 	struct fake_rm *f;
 	struct mds s;

@@ -35,7 +35,7 @@ static uint32_t seq;
 static void start(uint64_t lease_ttl, uint64_t grace)
 {
 	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace, 4096,
-			       false};
+			       false, 0};
 
 	memset(&F, 0, sizeof(F));
 	F.total = 1ull << 34;

@@ -19,6 +19,7 @@
 #           retrieve of a 1 MiB key stored by another process (p50): each
 #           build's median, and new/old (for retrieve old/new: time)
 #
+# The resource manager runs with --no-client-auth (see below).
 # Environment: SECS (per server measurement, default 4), REPS (client, 3),
 # KEYS (100000).  Prints a table; raw lines go to OUT (default a temp dir).
 set -euo pipefail
@@ -47,10 +48,13 @@ PIDS=()
 trap bench_cleanup EXIT
 
 RMPORT=$(free_port)
-# maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key
+# maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key;
+# an OLD build from before issue 12 cannot: --no-client-auth lets both
+# allocate (the NEW one still authenticates, the RM answers AUTH anyway)
 export MARU_RM_KEY_FILE="$WORK/rm/client.key"
 taskset -c 1 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" --state-dir "$WORK/rm" \
-	--pool "$POOL" --emulate-size 2G --log-level error >"$WORK/rm.log" 2>&1 &
+	--pool "$POOL" --emulate-size 2G --log-level error --no-client-auth \
+	>"$WORK/rm.log" 2>&1 &
 PIDS+=($!)
 wait_port "$RMPORT"
 

@@ -420,16 +420,17 @@ static void fence_by_time(struct maru_handler *h, uint64_t silent_ns)
 {
 	struct maru__fence *f = &h->fence;
 	size_t n = 0;
-	bool first;
 
+	/*
+	 * every time, not once: mappings a read made since an earlier loss
+	 * (nothing cleared it: no write recovered) are fenced too; fencing
+	 * is idempotent, so only new ones count and are logged (review)
+	 */
 	pthread_mutex_lock(&f->lock);
-	first = !(atomic_load(&f->alarm) & MARU_ALARM_LOST);
-	if (first && !f->recovering)
+	if (!f->recovering)
 		n = fence_locked(h, MARU_ALARM_LOST_SERVER);
-	else
-		first = false;
 	pthread_mutex_unlock(&f->lock);
-	if (first)
+	if (n)
 		lwarn(h,
 		      "no answer from the metadata server for %" PRIu64
 		      " ms (half the lease TTL): its regions may be freed "
@@ -460,6 +461,11 @@ static void *lease_thread(void *arg)
 			break;
 		pthread_mutex_unlock(&l->lock);
 		sent = maru__now_ns();
+		/* also before asking: a process that was stopped or descheduled
+		 * must not write on while a renewal is under way */
+		silent = sent - atomic_load(&l->renewed_ns);
+		if (silent >= l->ttl_ns / 2)
+			fence_by_time(h, silent);
 		rc = maru__verify(h, &l->rpc);
 		if (rc == -ESTALE) {
 			/* fenced; the next write starts a new lease */

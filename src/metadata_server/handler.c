@@ -68,8 +68,7 @@ static void put_alloc(struct mp_wr *w, int rc, const struct rm_handle *h)
 			mp_put_key(w, "Allocation failed: instance_id is held "
 				      "by another connection");
 		else if (rc == -EDQUOT)
-			mp_put_key(w, "Allocation failed: instance quota "
-				      "exceeded");
+			mp_put_key(w, "Allocation failed: quota exceeded");
 		else
 			mp_put_key(w, "Allocation failed");
 		return;

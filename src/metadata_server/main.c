@@ -502,10 +502,18 @@ int main(int argc, char **argv)
 	 * TTL/2, so by TTL after our death none writes any more; the RM keeps
 	 * our regions TTL + a margin after we die.
 	 */
-	if (c.lease_ttl > 0)
-		rm.hold_ms = (uint32_t)llround(
-			c.lease_ttl * 1000 +
-			fmax(2000, c.lease_ttl * 1000 / 4));
+	if (c.lease_ttl > 0) {
+		double hold = c.lease_ttl * 1000 +
+			      fmax(2000, c.lease_ttl * 1000 / 4);
+
+		if (hold > 600000)
+			log_warn("--client-lease-ttl %g: the resource manager "
+				 "holds a dead server's regions at most 600 s, "
+				 "less than the %.0f ms its clients may write "
+				 "on; keep the TTL under 480 s",
+				 c.lease_ttl, hold);
+		rm.hold_ms = (uint32_t)llround(fmin(hold, 600000));
+	}
 	rc = rmsess_start(&rm);
 	if (rc < 0) {
 		log_err("Resource manager is not running (address: %s): %s",

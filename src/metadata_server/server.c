@@ -866,17 +866,8 @@ static void on_accept(struct server *sv)
 			}
 			return;
 		}
-		if (sv->max_conns && sv->nopen >= sv->max_conns &&
-		    !make_room(sv)) {
-			if (now_ns() >= sv->next_full_log) {
-				log_warn("%d connections open (--max-connections)"
-					 ": new ones are closed",
-					 sv->nopen);
-				sv->next_full_log = now_ns() + 10000000000ull;
-			}
-			close(fd);
-			continue;
-		}
+		/* the per-address cap first: an address at its cap must not
+		 * displace others' connections (review) */
 		remote = peer_addr(&ss, addr);
 		if (remote && sv->max_per_addr && over_address_limit(sv, addr)) {
 			if (now_ns() >= sv->next_full_log) {
@@ -884,6 +875,17 @@ static void on_accept(struct server *sv)
 					 "(--max-connections-per-address): new "
 					 "ones from it are closed",
 					 sv->max_per_addr);
+				sv->next_full_log = now_ns() + 10000000000ull;
+			}
+			close(fd);
+			continue;
+		}
+		if (sv->max_conns && sv->nopen >= sv->max_conns &&
+		    !make_room(sv)) {
+			if (now_ns() >= sv->next_full_log) {
+				log_warn("%d connections open (--max-connections)"
+					 ": new ones are closed",
+					 sv->nopen);
 				sv->next_full_log = now_ns() + 10000000000ull;
 			}
 			close(fd);

@@ -200,7 +200,7 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->id_len = id.len;
 	in->nregions = in->npeer = in->npeer_gone = in->nconns = 0;
 	in->nleases = 0;
-	in->bytes = 0;
+	in->bytes = in->pending = 0;
 	in->dead_at = 0;
 	in->last_fd = -1;
 	in->pins.uid = ++s->next_uid;
@@ -216,7 +216,8 @@ static void inst_maybe_gc(struct mds *s, uint32_t slot)
 {
 	struct mds_inst *in = &s->insts[slot];
 
-	if (!in->id || in->nregions || in->nconns || in->nleases)
+	if (!in->id || in->nregions || in->nconns || in->nleases ||
+	    in->pending)
 		return;
 	pins_release(s, &in->pins);
 	free(in->pins.rec);
@@ -919,9 +920,10 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	if (rc < 0)
 		return rc;
 	/* --instance-quota (issue 12): what one instance may hold */
-	if (s->cfg.inst_quota && (size > s->cfg.inst_quota ||
-				  s->insts[islot].bytes >
-					  s->cfg.inst_quota - size)) {
+	if (s->cfg.inst_quota &&
+	    (size > s->cfg.inst_quota ||
+	     s->insts[islot].bytes + s->insts[islot].pending >
+		     s->cfg.inst_quota - size)) {
 		inst_maybe_gc(s, islot);
 		return -EDQUOT;
 	}
@@ -930,6 +932,7 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 		/* the slots stay; mds_alloc_finish() resolves */
 		if (lslot != IX_NO_SLOT)
 			s->leases[lslot].parked++;
+		s->insts[islot].pending += size;
 		return rc;
 	}
 	if (rc < 0) {
@@ -945,6 +948,12 @@ int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
 	uint32_t islot, lslot;
 	int rc;
 
+	/* no longer parked (its instance was kept for this) */
+	islot = inst_find(s, w->inst);
+	if (islot != IX_NO_SLOT)
+		s->insts[islot].pending -= s->insts[islot].pending < w->size
+						   ? s->insts[islot].pending
+						   : w->size;
 	/* the request waited: it counts as a renewal of its lease */
 	lslot = w->lease.len ? lease_find(s, w->lease) : IX_NO_SLOT;
 	if (lslot != IX_NO_SLOT && s->leases[lslot].parked) {
@@ -1382,7 +1391,8 @@ int mds_check(struct mds *s)
 		    in->npeer_gone != ng[i] || in->nconns != nc[i] ||
 		    in->nleases != nl[i])
 			goto out;
-		if (!in->nregions && !in->nconns && !in->nleases)
+		if (!in->nregions && !in->nconns && !in->nleases &&
+		    !in->pending)
 			goto out; /* should have been collected */
 		pins += chk_holder(&in->pins, &nrec, &c.bad);
 	}

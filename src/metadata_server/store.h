@@ -164,6 +164,8 @@ struct mds_inst {
 	uint32_t nconns;     /* open connections attributed to it */
 	uint32_t nleases;    /* active leases it owns */
 	uint64_t bytes;	     /* lengths of its tracked regions */
+	uint64_t pending;    /* sizes of its REQUEST_ALLOCs parked at the RM
+			      * (--instance-quota counts them; keeps it) */
 	uint32_t next_free;
 	uint64_t dead_at;    /* vclock: declare dead then; 0 = not due */
 	struct ix_entry *ie; /* borrows: its entry in inst_map */

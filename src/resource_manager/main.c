@@ -63,6 +63,8 @@ static void rm_config_defaults(struct rm_config *c)
 	c->checkpoint_ops = 100;
 	/* one remote host cannot take every slot (loopback is exempt) */
 	c->max_per_addr = 64;
+	/* covers maru-server's default hold (30 s TTL + 7.5 s) */
+	c->recovered_hold = 60;
 }
 
 static void usage(FILE *f)
@@ -102,6 +104,10 @@ static void usage(FILE *f)
 		"never)\n"
 		"      --client-quota SIZE  bytes one client id may own "
 		"(default 0: no limit)\n"
+		"      --recovered-hold SEC a dead owner recovered after a "
+		"restart keeps its\n"
+		"                           regions this long (default 60: "
+		"its clients fence)\n"
 		"      --max-clients-per-address N\n"
 		"                           connections from one non-loopback "
 		"address\n"
@@ -133,6 +139,7 @@ enum {
 	OPT_INSECURE,
 	OPT_QUOTA,
 	OPT_PER_ADDR,
+	OPT_RECOVERED_HOLD,
 };
 
 /*
@@ -167,6 +174,7 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 		{"no-client-auth", no_argument, NULL, OPT_NO_AUTH},
 		{"client-quota", required_argument, NULL, OPT_QUOTA},
+		{"recovered-hold", required_argument, NULL, OPT_RECOVERED_HOLD},
 		{"max-clients-per-address", required_argument, NULL,
 		 OPT_PER_ADDR},
 		{"insecure", no_argument, NULL, OPT_INSECURE},
@@ -263,6 +271,11 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			}
 			if (!strcmp(optarg, "0"))
 				c->client_quota = 0;
+			break;
+		case OPT_RECOVERED_HOLD:
+			if (int_option("recovered-hold", 0, &c->recovered_hold) <
+			    0)
+				return -1;
 			break;
 		case OPT_PER_ADDR:
 			if (int_option("max-clients-per-address", 0,

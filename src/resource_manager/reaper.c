@@ -14,8 +14,10 @@
  *      allocation (the pid was reused).  EPERM from kill counts as alive.
  *      A client that declared a hold when it authenticated (maru-server:
  *      its lease TTL plus a margin, by which its own clients have fenced
- *      their mappings, issue 12) is reaped by this rule only once its
- *      last connection has been closed that long.
+ *      their mappings, issue 12) is reaped by either rule only once the
+ *      hold has passed since the later of its last connection closing
+ *      and its death (as first seen here); owners recovered after a
+ *      restart get --recovered-hold until they authenticate again.
  *
  * After a restart (reaper_adopt) every recovered owner starts with its
  * grace timer running from the moment the daemon started, and local
@@ -49,30 +51,13 @@ static void pick_owned(struct rm *rm, struct region *r, void *arg)
 		vs->v[vs->n++] = r;
 }
 
-/* Why @c must be reaped now, or NULL. */
-static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
+/* Why the local process of @c is gone, or NULL while it runs. */
+static const char *process_gone(struct client *c)
 {
 	uint64_t start = 0;
 	char st = '?';
 	int rc;
 
-	if (c->nallocs == 0)
-		return NULL;
-	/*
-	 * a stamp ahead of @now (it was once stamped "now | 1", one
-	 * millisecond ahead half the time) must not wrap the difference:
-	 * a client that had just disconnected lost its regions at once
-	 */
-	if (c->gone_ms && c->nconns == 0 && now >= c->gone_ms &&
-	    now - c->gone_ms >= (uint64_t)rm->cfg.grace_period * 1000u)
-		return "grace period expired";
-	if (!c->local || !c->pid)
-		return NULL;
-	/* its clients may still write until they fence: keep its regions
-	 * for the hold it declared, counted from its last connection */
-	if (c->hold_ms && (c->nconns || !c->gone_ms || now < c->gone_ms ||
-			   now - c->gone_ms < c->hold_ms))
-		return NULL;
 	if (kill(c->pid, 0) < 0 && errno == ESRCH)
 		return "process gone";
 	rc = client_read_stat(c->pid, &st, &start);
@@ -84,6 +69,44 @@ static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
 		return "process gone (zombie)";
 	if (c->starttime && start && start != c->starttime)
 		return "pid reused";
+	return NULL;
+}
+
+/*
+ * Has the hold @c declared passed?  Its clients may write into its regions
+ * until they fence, which they do by the hold after the later of its last
+ * connection closing and its death (first seen by us: @c->dead_ms).
+ */
+static bool hold_over(const struct client *c, uint64_t now)
+{
+	uint64_t from = c->gone_ms > c->dead_ms ? c->gone_ms : c->dead_ms;
+
+	return !c->hold_ms || (from && now >= from && now - from >= c->hold_ms);
+}
+
+/* Why @c must be reaped now, or NULL. */
+static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
+{
+	const char *why;
+
+	if (c->nallocs == 0)
+		return NULL;
+	if (c->local && c->pid) {
+		why = process_gone(c);
+		if (why && !c->dead_ms)
+			c->dead_ms = now ? now : 1;
+		if (why && hold_over(c, now))
+			return why;
+	}
+	/*
+	 * a stamp ahead of @now (it was once stamped "now | 1", one
+	 * millisecond ahead half the time) must not wrap the difference:
+	 * a client that had just disconnected lost its regions at once
+	 */
+	if (c->gone_ms && c->nconns == 0 && now >= c->gone_ms &&
+	    now - c->gone_ms >= (uint64_t)rm->cfg.grace_period * 1000u &&
+	    hold_over(c, now))
+		return "grace period expired";
 	return NULL;
 }
 
@@ -160,6 +183,10 @@ void reaper_adopt(struct rm *rm)
 		if (!c->nallocs)
 			continue;
 		c->gone_ms = now;
+		/* the hold it declared is not in the WAL: assume one that
+		 * covers maru-server's default lease TTL until it
+		 * authenticates again (and declares its own) */
+		c->hold_ms = (uint32_t)rm->cfg.recovered_hold * 1000u;
 		if (c->local && client_read_stat(c->pid, &st, &c->starttime) < 0)
 			c->starttime = 0;
 	}

@@ -66,6 +66,8 @@ struct rm_config {
 	int checkpoint_ops;    /* alloc+free ops between checkpoints */
 	uint64_t client_quota; /* bytes one client id may own; 0: any */
 	int max_per_addr;      /* connections per non-loopback address */
+	int recovered_hold;    /* seconds: hold of an owner recovered from
+				* the WAL (its own is not persisted) */
 	bool no_client_auth;   /* ALLOC/FREE without AUTH (upstream's) */
 	bool insecure;	       /* ... even on a non-loopback address */
 };
@@ -96,6 +98,8 @@ struct client {
 	pid_t pid;	      /* local: the pid part, 0 if not a pid */
 	uint64_t starttime;   /* local: /proc stat field 22 cached at the
 			       * first allocation, 0 = unknown */
+	uint64_t dead_ms;     /* local: when its process was first seen
+			       * gone; 0 = not seen */
 	uint32_t hold_ms;     /* declared at AUTH: a dead process's regions
 			       * are kept this long after its last
 			       * connection closed (its clients fence) */

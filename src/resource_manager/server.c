@@ -741,18 +741,20 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
+		/* the per-address cap first: an address at its cap must not
+		 * displace others' connections (review) */
+		if (over_address_limit(rm, sa.sin_addr.s_addr)) {
+			log_dbg("max clients per address (%d) reached: "
+				"connection dropped",
+				rm->cfg.max_per_addr);
+			close(fd);
+			continue;
+		}
 		if (rm->nconns >= (unsigned)rm->cfg.max_clients &&
 		    !make_room(rm)) {
 			/* over the limit: accepted and closed, no message */
 			log_dbg("max clients (%d) reached: connection dropped",
 				rm->cfg.max_clients);
-			close(fd);
-			continue;
-		}
-		if (over_address_limit(rm, sa.sin_addr.s_addr)) {
-			log_dbg("max clients per address (%d) reached: "
-				"connection dropped",
-				rm->cfg.max_per_addr);
 			close(fd);
 			continue;
 		}

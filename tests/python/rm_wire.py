@@ -267,12 +267,15 @@ class RmConn:
         except socket.timeout:
             return False
 
-    def auth(self, key=None, check_server=True):
-        """The AUTH exchange; raises RmError when refused."""
+    def auth(self, key=None, check_server=True, hold_ms=0):
+        """The AUTH exchange; raises RmError when refused.  @hold_ms:
+        keep our regions that long after we are gone."""
         key = key or self.key
         cn = os.urandom(32)
         p = self.call(AUTH_REQ, struct.pack("<B3x", 1) + cn +
-                      encode_client_id(self.client_id), AUTH_RESP)
+                      encode_client_id(self.client_id) +
+                      (struct.pack("<I", hold_ms) if hold_ms else b""),
+                      AUTH_RESP)
         status, sn, proof = struct.unpack("<i", p[:4])[0], p[4:36], p[36:68]
         assert status == 0 and len(p) == 68, (status, len(p))
         if check_server:

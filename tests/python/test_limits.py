@@ -52,7 +52,7 @@ def test_instance_quota_at_maru_server(rm, start_mds):
               for _ in range(2)]
         _, r = c.call(REQUEST_ALLOC, {"instance_id": "a", "size": MiB})
         assert r == {"success": False,
-                     "error": "Allocation failed: instance quota exceeded"}
+                     "error": "Allocation failed: quota exceeded"}
         _, r = c.call(REQUEST_ALLOC, {"instance_id": "b", "size": 4 * MiB})
         assert r["success"] is True                  # per instance
         _, r = c.call(RETURN_ALLOC, {"instance_id": "a",

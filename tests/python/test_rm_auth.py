@@ -194,3 +194,20 @@ def test_protected_by_default(start_rm, extra, starts):
     else:
         assert r.proc.wait(30) == 1
         assert "refusing to listen on 0.0.0.0 with --no-client-auth" in r.log()
+
+
+def test_a_declared_hold_covers_the_grace_rule(start_rm):
+    """The hold a client declares at AUTH (maru-server: lease TTL + margin,
+    by when its own clients fenced) delays the grace rule too (review)."""
+    import time
+    r = start_rm(extra=["--grace-period", "1"])
+    free0 = pool_free(r)
+    c = RmConn(r.address, client_id="far-away-host:9")   # only grace applies
+    c.auth(hold_ms=4000)
+    assert c.alloc(MiB).status == 0
+    c.close()
+    t0 = time.monotonic()
+    time.sleep(2.5)
+    assert pool_free(r) < free0                # the 1 s grace is not enough
+    assert wait_until(lambda: pool_free(r) == free0, 20)
+    assert time.monotonic() - t0 >= 3.5

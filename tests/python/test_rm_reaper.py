@@ -116,8 +116,32 @@ def test_grace_waits_for_the_last_connection(start_rm):
     wait_used(r, 0, 10)
 
 
+def dead_owner_across_a_restart(start_rm, hold):
+    """An RM whose local owner died while it was down; it runs again."""
+    r = start_rm(extra=["--grace-period", "300", "--recovered-hold", hold])
+    p = spawn(r, MiB, "sleep")
+    r.kill()
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    r.start()
+    return r
+
+
+def test_recovered_owners_keep_a_default_hold(start_rm):
+    """Issue 12: a hold is not in the WAL, so after a restart a dead owner
+    keeps its regions for --recovered-hold (its clients may still write
+    until they fence), then loses them."""
+    r = dead_owner_across_a_restart(start_rm, "3")
+    t0 = time.monotonic()
+    time.sleep(1.5)
+    assert used(r) == 2 * MiB
+    wait_used(r, 0, 20)
+    assert time.monotonic() - t0 >= 2.5
+
+
 def test_owners_after_restart_are_reaped_by_grace(start_rm):
-    r = start_rm(extra=["--grace-period", "4"])
+    # --recovered-hold 0: see test_dead_local_owner_after_restart_is_reaped
+    r = start_rm(extra=["--grace-period", "4", "--recovered-hold", "0"])
     with RmConn(r.address, client_id="gone-host:1") as c:
         c.alloc(MiB)
     with RmConn(r.address, client_id="back-host:2") as c:
@@ -135,10 +159,8 @@ def test_owners_after_restart_are_reaped_by_grace(start_rm):
 
 
 def test_dead_local_owner_after_restart_is_reaped(start_rm):
-    r = start_rm(extra=["--grace-period", "300"])
-    p = spawn(r, MiB, "sleep")
-    r.kill()
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    r.start()
+    # --recovered-hold 0: a recovered owner's hold (issue 12) is not in
+    # the WAL, and by default one long enough for maru-server's clients
+    # to fence is assumed
+    r = dead_owner_across_a_restart(start_rm, "0")
     wait_used(r, 0, 10)

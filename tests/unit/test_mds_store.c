@@ -1167,6 +1167,31 @@ static msgpack_object *resume(struct mds_wait *w)
 	return R.root;
 }
 
+/* --instance-quota counts requests parked at the RM (review finding) */
+static void test_quota_counts_parked(void **state)
+{
+	static const char quota[] = "Allocation failed: quota exceeded";
+	struct mds_wait *w;
+	msgpack_object *e;
+
+	start(0, 0);
+	S.cfg.inst_quota = 1;
+	F.defer = true;
+	w = alloc_parked("q", NULL);
+	/* a second one while the first waits: over the quota, at once */
+	assert_int_equal(alloc("q", 1).region_id, 0);
+	e = mget(R.root, "error");
+	assert_int_equal(e->via.str.size, sizeof(quota) - 1);
+	assert_memory_equal(e->via.str.ptr, quota, sizeof(quota) - 1);
+	assert_int_equal(mbool(mget(resume(w), "success")), 1);
+	/* answered: its region counts instead of the request */
+	F.defer = false;
+	assert_int_equal(alloc("q", 1).region_id, 0);
+	e = mget(R.root, "error");
+	assert_memory_equal(e->via.str.ptr, quota, sizeof(quota) - 1);
+	assert_int_not_equal(alloc("other", 1).region_id, 0);
+}
+
 /* the RM answers later: parked requests, resumed or abandoned */
 static void test_parked_requests(void **state)
 {
@@ -1265,6 +1290,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_open_delete, teardown),
 		cmocka_unit_test_teardown(test_instances_per_connection,
 					  teardown),
+		cmocka_unit_test_teardown(test_quota_counts_parked, teardown),
 		cmocka_unit_test_teardown(test_alloc_failures, teardown),
 		cmocka_unit_test_teardown(test_parked_requests, teardown),
 	};

@@ -51,7 +51,6 @@ int rm_client_init(struct rm_client *c, const char *address,
 	}
 	if (n <= 0 || n >= (int)sizeof(c->client_id))
 		return -EINVAL;
-	(void)rm_client_load_key(c, NULL);
 	return 0;
 }
 
@@ -233,6 +232,12 @@ static int exchange(struct rm_client *c, uint16_t *type, bool auth)
 	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000;
 	int rc;
 
+	/* the default key is looked for at the first ALLOC/FREE only: most
+	 * clients (readers, STATS) never need it */
+	if (auth && !c->has_key && !c->key_tried) {
+		c->key_tried = true;
+		(void)rm_client_load_key(c, NULL);
+	}
 	rc = rm_client_connect(c);
 	if (rc == 0 && auth && c->has_key && !c->authed)
 		rc = authenticate(c, deadline);

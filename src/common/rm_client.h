@@ -50,6 +50,7 @@ struct rm_client {
 	char error[256];	/* text of the last ERROR_RESP, or "" */
 	bool has_key;		/* ALLOC/FREE authenticate first (rm_auth.h) */
 	bool authed;		/* ... done on this connection */
+	bool key_tried;		/* the default key was looked for */
 	uint8_t key[RM_AUTH_KEY_LEN];
 };
 
@@ -80,8 +81,9 @@ int rm_client_init(struct rm_client *c, const char *address,
 /**
  * rm_client_load_key - authenticate ALLOC and FREE with the key in @path
  * @path: NULL for $MARU_RM_KEY_FILE, else RM_AUTH_KEY_DEFAULT
- * rm_client_init() calls it with NULL (and ignores a failure): a client
- * that can read the default key file authenticates without being told.
+ * The first ALLOC or FREE of a client without a key calls it with NULL
+ * (a failure ignored): a client that can read the default key file
+ * authenticates without being told.
  * Return: 0, or rm_auth_key_load()'s error (the client then has no key).
  */
 int rm_client_load_key(struct rm_client *c, const char *path);

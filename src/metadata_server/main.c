@@ -484,7 +484,10 @@ int main(int argc, char **argv)
 		log_err("bad --rm-address %s", c.rm_address);
 		goto out_dax;
 	}
-	if (c.rm_key && (rc = rm_client_load_key(&rm.c, c.rm_key)) < 0) {
+	/* the given file, else $MARU_RM_KEY_FILE or the default: only a
+	 * given one must be there */
+	rc = rm_client_load_key(&rm.c, c.rm_key);
+	if (c.rm_key && rc < 0) {
 		log_err("--rm-key-file %s: %s", c.rm_key,
 			rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
 		goto out_rm;

@@ -420,14 +420,19 @@ static bool may_act(struct mds *s, struct mds_peer *peer, uint32_t slot,
 	return !in->nconns && !in->nleases;
 }
 
-/* may_act(), and then the connection is the instance's */
+/*
+ * may_act(), and then the connection is the instance's.  A lease @lslot
+ * that belongs to another instance proves nothing: refused.
+ */
 static bool claim(struct mds *s, struct mds_peer *peer, uint32_t slot,
 		  uint32_t lslot)
 {
-	if (!may_act(s, peer, slot, lslot)) {
+	if ((lslot != IX_NO_SLOT && s->leases[lslot].owner != slot) ||
+	    !may_act(s, peer, slot, lslot)) {
 		log_dbg("instance %s: refused to connection fd %d (held by "
 			"%u other connection(s))",
-			s->insts[slot].id, peer->fd, s->insts[slot].nconns);
+			s->insts[slot].id, peer ? peer->fd : -1,
+			s->insts[slot].nconns);
 		return false;
 	}
 	return !peer || attach(s, peer, slot);
@@ -870,8 +875,7 @@ static int alloc_prepare(struct mds *s, struct mds_str inst,
 		return -ENOMEM;
 	if (lease.len)
 		lslot = lease_find(s, lease);
-	if ((lslot != IX_NO_SLOT && s->leases[lslot].owner != islot) ||
-	    !claim(s, peer, islot, lslot)) {
+	if (!claim(s, peer, islot, lslot)) {
 		inst_maybe_gc(s, islot);
 		return -EPERM;
 	}
@@ -1196,8 +1200,7 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 	}
 	if (leased)
 		lslot = lease_find(s, lease);
-	if ((lslot != IX_NO_SLOT && s->leases[lslot].owner != islot) ||
-	    !claim(s, peer, islot, lslot)) {
+	if (!claim(s, peer, islot, lslot)) {
 		inst_maybe_gc(s, islot);
 		return -EPERM;
 	}

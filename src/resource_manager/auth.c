@@ -7,7 +7,7 @@
  * with the four u64 little-endian and owner the allocating client_id's
  * bytes.  This is upstream's algorithm, so an upstream state directory
  * (secret + checkpoint) verifies here.  OpenSSL's libcrypto computes the
- * MAC and draws the secret and the nonces (RAND_bytes).
+ * MAC; rm_auth_random() (src/common/rm_auth.c) draws the secret and nonces.
  *
  * Verification recomputes the token from the *presented* handle fields and
  * the stored nonce and owner, and compares in constant time.
@@ -27,14 +27,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "log.h"
 
-int auth_random(void *p, size_t n)
-{
-	return RAND_bytes(p, (int)n) == 1 ? 0 : -EIO;
-}
 
 uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,
 		    uint64_t length, uint64_t nonce, const char *owner,
@@ -132,10 +127,8 @@ static int write_secret(struct rm *rm)
 int auth_load_client_key(struct rm *rm)
 {
 	char path[4200], text[66];
-	size_t off = 0, len;
 	struct stat st;
-	ssize_t n;
-	int fd, rc;
+	int rc;
 
 	snprintf(path, sizeof(path), "%s/%s", rm->cfg.state_dir,
 		 RM_AUTH_KEY_FILE);
@@ -161,36 +154,10 @@ int auth_load_client_key(struct rm *rm)
 		return rc;
 	}
 	rm_auth_key_text(rm->client_key, text);
-	len = strlen(text);
-	/* written aside and renamed: a crash leaves no short key behind */
-	fd = openat(rm->state_dirfd, RM_AUTH_KEY_FILE ".tmp",
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	if (fd < 0) {
-		rc = -errno;
-		log_err("%s: cannot create: %s", path, strerror(-rc));
-		return rc;
-	}
-	(void)fchmod(fd, 0640); /* whatever the umask */
-	while (off < len) {
-		n = write(fd, text + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			break;
-		}
-		off += (size_t)n;
-	}
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	if (rc == 0 && renameat(rm->state_dirfd, RM_AUTH_KEY_FILE ".tmp",
-				rm->state_dirfd, RM_AUTH_KEY_FILE) < 0)
-		rc = -errno;
+	rc = state_write_atomic(rm, RM_AUTH_KEY_FILE, text, strlen(text), 0640);
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 	if (rc < 0) {
-		(void)unlinkat(rm->state_dirfd, RM_AUTH_KEY_FILE ".tmp", 0);
 		log_err("%s: cannot write: %s", path, strerror(-rc));
 		return rc;
 	}
@@ -216,7 +183,7 @@ int auth_load_secret(struct rm *rm, bool need_existing)
 			rm->cfg.state_dir, n < 0 ? "missing" : "too short");
 		return n < 0 ? n : -EINVAL;
 	}
-	rc = auth_random(rm->secret, RM_SECRET_SIZE);
+	rc = rm_auth_random(rm->secret, RM_SECRET_SIZE);
 	if (rc < 0) {
 		log_err("cannot draw a random secret");
 		return rc;

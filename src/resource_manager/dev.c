@@ -175,7 +175,7 @@ static int header_load(struct pool *p, int fd)
 	}
 	rc = devhdr_parse(map, p->align, &h);
 	if (rc == -ENOENT) {
-		rc = auth_random(h.uuid, sizeof(h.uuid));
+		rc = rm_auth_random(h.uuid, sizeof(h.uuid));
 		if (rc < 0)
 			goto out_unmap;
 		devhdr_uuid_v4(h.uuid);

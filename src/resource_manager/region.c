@@ -158,7 +158,7 @@ int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
 	r->offset = off;
 	r->length = len;
 	r->requested = size;
-	rc = auth_random(&r->nonce, sizeof(r->nonce));
+	rc = rm_auth_random(&r->nonce, sizeof(r->nonce));
 	if (rc < 0)
 		goto out_extent;
 	r->token = auth_token(rm, r->id, pool->kind == POOL_FS_DAX ? 0 : off,

@@ -301,8 +301,6 @@ uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,
 bool auth_check(const struct rm *rm, const struct region *r,
 		const struct rm_handle *h);
 
-/* auth_random - fill @p with cryptographic random bytes. Return: 0/-EIO */
-int auth_random(void *p, size_t n);
 
 /* ---- state.c ---- */
 
@@ -336,6 +334,15 @@ int state_log_free(struct rm *rm, const struct region *r, uint64_t request_id);
  * Return: 0 or -errno (the WAL is kept then).
  */
 int state_checkpoint(struct rm *rm);
+
+/**
+ * state_write_atomic - <state_dir>/@name as @len bytes at @p, mode @mode:
+ * a temporary file written, fsync'ed and renamed, so @name is the old or
+ * the new content, never torn (the caller fsyncs the directory)
+ * Return: 0 or -errno.
+ */
+int state_write_atomic(struct rm *rm, const char *name, const void *p,
+		       size_t len, mode_t mode);
 
 /* state_maybe_checkpoint - checkpoint once checkpoint_ops records were
  * logged (called before the loop sleeps, after responses went out) */

@@ -123,10 +123,10 @@ out_close:
 	return rc;
 }
 
-/* tmp file, write, fsync, rename: @name is either old or new, never torn */
-static int write_atomic(struct rm *rm, const char *name, const uint8_t *data,
-			size_t len)
+int state_write_atomic(struct rm *rm, const char *name, const void *p,
+		       size_t len, mode_t mode)
 {
+	const uint8_t *data = p;
 	char tmp[256];
 	size_t off = 0;
 	ssize_t n;
@@ -134,9 +134,10 @@ static int write_atomic(struct rm *rm, const char *name, const uint8_t *data,
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
 	fd = openat(rm->state_dirfd, tmp,
-		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
+	(void)fchmod(fd, mode); /* whatever the umask */
 	while (off < len) {
 		n = write(fd, data + off, len - off);
 		if (n < 0 && errno == EINTR)
@@ -672,7 +673,8 @@ int state_checkpoint(struct rm *rm)
 		rc = state_pool_meta_encode(&b, p->id, p->total_size, p->ext,
 					    p->next);
 		if (rc == 0)
-			rc = write_atomic(rm, name, b.data, b.len);
+			rc = state_write_atomic(rm, name, b.data, b.len,
+						0600);
 	}
 	if (rc < 0)
 		goto out;
@@ -692,7 +694,7 @@ int state_checkpoint(struct rm *rm)
 	if (rc < 0)
 		goto out;
 	state_global_meta_end(&b, c.n);
-	rc = write_atomic(rm, "global.meta", b.data, b.len);
+	rc = state_write_atomic(rm, "global.meta", b.data, b.len, 0600);
 	if (rc < 0)
 		goto out;
 	if (fsync(rm->state_dirfd) < 0) {

@@ -271,6 +271,18 @@ int maru_config_set_expand_size(struct maru_config *cfg, uint64_t bytes);
 /* "host:port" of the resource manager; HANDSHAKE's answer wins over it */
 int maru_config_set_rm_address(struct maru_config *cfg, const char *addr);
 int maru_config_set_enable_stats(struct maru_config *cfg, bool on);
+/*
+ * CURVE (a maru-server started with --curve-secret-key-file): @key is the
+ * server's public key, 40 Z85 characters or the path of its public
+ * certificate; @path our secret certificate (maru-keygen NAME writes
+ * NAME.key_secret).  Both or neither; NULL clears.  Read when the handler
+ * is made (maru_handler_new() fails with -EINVAL/-errno and a log line
+ * naming the file).  Environment: MARU_CURVE_SERVER_KEY and
+ * MARU_CURVE_SECRET_KEY_FILE (maru_config_apply_env()).  LIBMARU_0.3.
+ */
+int maru_config_set_curve_server_key(struct maru_config *cfg, const char *key);
+int maru_config_set_curve_secret_key_file(struct maru_config *cfg,
+					  const char *path);
 
 /* Getters: strings are borrowed from @cfg (valid until the next set/free);
  * instance_id is NULL when unset, expand_size 0 when unset. */
@@ -286,6 +298,8 @@ bool maru_config_get_auto_expand(const struct maru_config *cfg);
 uint64_t maru_config_get_expand_size(const struct maru_config *cfg);
 const char *maru_config_get_rm_address(const struct maru_config *cfg);
 bool maru_config_get_enable_stats(const struct maru_config *cfg);
+const char *maru_config_get_curve_server_key(const struct maru_config *cfg);
+const char *maru_config_get_curve_secret_key_file(const struct maru_config *cfg);
 
 /* ------------------------------------------------------------------------ */
 /* Handler lifecycle                                                        */

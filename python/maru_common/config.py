@@ -59,6 +59,14 @@ class MaruConfig:
         rm_address: resource manager host:port, used only when the metadata
             server's HANDSHAKE does not name one.
         enable_stats: report per-operation timings to the metadata server.
+        curve_server_key: CURVE (a maru-server run with
+            --curve-secret-key-file): the server's public key, 40 Z85
+            characters or the path of its public certificate
+            (maru-keygen NAME writes NAME.key).  Environment:
+            MARU_CURVE_SERVER_KEY.  Not upstream's.
+        curve_secret_key_file: CURVE: this client's secret certificate
+            (NAME.key_secret); both CURVE fields or neither.
+            Environment: MARU_CURVE_SECRET_KEY_FILE.  Not upstream's.
     """
 
     server_url: str = DEFAULT_SERVER_URL
@@ -74,6 +82,8 @@ class MaruConfig:
     expand_size: int | None = None
     rm_address: str = DEFAULT_RM_ADDRESS
     enable_stats: bool = False
+    curve_server_key: str | None = None
+    curve_secret_key_file: str | None = None
 
     def __post_init__(self) -> None:
         if self.instance_id is None:
@@ -85,6 +95,16 @@ class MaruConfig:
         env = parse_env_bool("MARU_STAT")
         if env is not None:
             self.enable_stats = env
+        # CURVE for callers that cannot pass it (LMCache's backend)
+        if os.environ.get("MARU_CURVE_SERVER_KEY"):
+            self.curve_server_key = os.environ["MARU_CURVE_SERVER_KEY"]
+        if os.environ.get("MARU_CURVE_SECRET_KEY_FILE"):
+            self.curve_secret_key_file = os.environ["MARU_CURVE_SECRET_KEY_FILE"]
+        if (self.curve_server_key is None) != (self.curve_secret_key_file is None):
+            raise ValueError(
+                "curve_server_key and curve_secret_key_file go together "
+                "(CURVE needs both)"
+            )
 
         if self.chunk_size_bytes <= 0:
             raise ValueError(

@@ -87,6 +87,8 @@ def libmaru_handler(c: MaruConfig):
         c.rm_address,
         bool(c.enable_stats),
         _libmaru_logger.getEffectiveLevel(),
+        getattr(c, "curve_server_key", None),
+        getattr(c, "curve_secret_key_file", None),
     )
 
 

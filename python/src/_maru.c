@@ -532,18 +532,21 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 				 "chunk_size",	 "timeout_ms",	"use_async_rpc",
 				 "max_inflight", "eager_map",	"auto_expand",
 				 "expand_size",	 "rm_address",	"enable_stats",
-				 "log_level",	 NULL};
+				 "log_level",	 "curve_server_key",
+				 "curve_secret_key_file", NULL};
 	HandlerObject *self = (HandlerObject *)obj;
 	PyObject *url, *iid, *rm, *log_level = NULL;
+	PyObject *cserver = Py_None, *csecret = Py_None;
 	unsigned long long pool, chunk, expand;
 	int timeout, async, inflight, eager, autoexp, stats, rc;
 	struct maru_config *cfg = NULL;
 	char why[256] = "";
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "UOKKipippKUp|O", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "UOKKipippKUp|OOO", kwlist,
 					 &url, &iid, &pool, &chunk, &timeout,
 					 &async, &inflight, &eager, &autoexp,
-					 &expand, &rm, &stats, &log_level))
+					 &expand, &rm, &stats, &log_level,
+					 &cserver, &csecret))
 		return -1;
 	if (self->h) {
 		PyErr_SetString(PyExc_RuntimeError,
@@ -564,7 +567,10 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 	    (rc = maru_config_set_auto_expand(cfg, autoexp)) < 0 ||
 	    (rc = maru_config_set_expand_size(cfg, expand)) < 0 ||
 	    (rc = set_str(cfg, rm, maru_config_set_rm_address)) < 0 ||
-	    (rc = maru_config_set_enable_stats(cfg, stats)) < 0)
+	    (rc = maru_config_set_enable_stats(cfg, stats)) < 0 ||
+	    (rc = set_str(cfg, cserver, maru_config_set_curve_server_key)) < 0 ||
+	    (rc = set_str(cfg, csecret,
+			  maru_config_set_curve_secret_key_file)) < 0)
 		goto out_config;
 	rc = maru_config_validate(cfg, why, sizeof(why));
 	if (rc < 0) {

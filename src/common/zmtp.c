@@ -10,7 +10,8 @@
 
 #include "buf.h"
 
-void zmtp_greeting(uint8_t g[ZMTP_GREETING_LEN], bool as_server)
+void zmtp_greeting_mech(uint8_t g[ZMTP_GREETING_LEN], bool as_server,
+			const char *mech)
 {
 	memset(g, 0, ZMTP_GREETING_LEN);
 	g[0] = 0xff;
@@ -18,20 +19,32 @@ void zmtp_greeting(uint8_t g[ZMTP_GREETING_LEN], bool as_server)
 	g[9] = 0x7f;
 	g[10] = 3;
 	g[11] = 1;
-	memcpy(g + 12, "NULL", 4);
+	memcpy(g + 12, mech, strnlen(mech, 20));
 	g[32] = as_server;
 }
 
-int zmtp_greeting_check(const uint8_t g[ZMTP_GREETING_LEN], int *minor)
+void zmtp_greeting(uint8_t g[ZMTP_GREETING_LEN], bool as_server)
 {
-	static const uint8_t null_mech[20] = {'N', 'U', 'L', 'L'};
+	zmtp_greeting_mech(g, as_server, "NULL");
+}
 
+int zmtp_greeting_check_mech(const uint8_t g[ZMTP_GREETING_LEN], int *minor,
+			     const char *mech)
+{
+	uint8_t want[20] = {0};
+
+	memcpy(want, mech, strnlen(mech, 20));
 	if (g[0] != 0xff || g[9] != 0x7f || g[10] < 3 ||
-	    memcmp(g + 12, null_mech, sizeof(null_mech)))
+	    memcmp(g + 12, want, sizeof(want)))
 		return -EPROTO;
 	if (minor)
 		*minor = g[10] > 3 ? 1 : g[11];
 	return 0;
+}
+
+int zmtp_greeting_check(const uint8_t g[ZMTP_GREETING_LEN], int *minor)
+{
+	return zmtp_greeting_check_mech(g, minor, "NULL");
 }
 
 ssize_t zmtp_parse(const uint8_t *p, size_t n, size_t max,
@@ -151,22 +164,35 @@ static int put_prop(uint8_t *out, size_t cap, size_t *at, const char *name,
 	return 0;
 }
 
+ssize_t zmtp_props(uint8_t *out, size_t cap, const char *socket_type,
+		   const uint8_t *id, size_t idlen)
+{
+	size_t at = 0;
+
+	if (idlen > 255 ||
+	    put_prop(out, cap, &at, "Socket-Type", (const uint8_t *)socket_type,
+		     strlen(socket_type)) < 0 ||
+	    (id && put_prop(out, cap, &at, "Identity", id, idlen) < 0))
+		return -ENOSPC;
+	return (ssize_t)at;
+}
+
 ssize_t zmtp_ready(uint8_t *out, size_t cap, const char *socket_type,
 		   const uint8_t *id, size_t idlen)
 {
 	size_t at = ZMTP_HDR_MAX, body, hl;
 	uint8_t hdr[ZMTP_HDR_MAX];
+	ssize_t k;
 
 	/* built after a maximal header, then moved down to the real one */
-	if (cap < at + 6 || idlen > 255)
+	if (cap < at + 6)
 		return -ENOSPC;
 	memcpy(out + at, "\x05READY", 6);
 	at += 6;
-	if (put_prop(out, cap, &at, "Socket-Type", (const uint8_t *)socket_type,
-		     strlen(socket_type)) < 0)
-		return -ENOSPC;
-	if (id && put_prop(out, cap, &at, "Identity", id, idlen) < 0)
-		return -ENOSPC;
+	k = zmtp_props(out + at, cap - at, socket_type, id, idlen);
+	if (k < 0)
+		return k;
+	at += (size_t)k;
 	body = at - ZMTP_HDR_MAX;
 	hl = zmtp_hdr(hdr, ZMTP_COMMAND, body);
 	memmove(out + hl, out + ZMTP_HDR_MAX, body);
@@ -233,8 +259,7 @@ void zmtp_conn_init(struct zmtp_conn *c, const char *type, size_t hs_max,
 	c->need = ZMTP_GREETING_LEN;
 }
 
-/* the first @n (>= 1) bytes of a greeting could still be ZMTP 3 */
-static bool greeting_prefix_ok(const uint8_t *g, size_t n)
+bool zmtp_greeting_prefix_ok(const uint8_t *g, size_t n)
 {
 	return g[0] == 0xff && (n <= 9 || g[9] == 0x7f) &&
 	       (n <= 10 || g[10] >= 3);
@@ -278,7 +303,7 @@ int zmtp_conn_next(struct zmtp_conn *c, const uint8_t *in, size_t len,
 	ssize_t r;
 
 	if (c->st == ZMTP_ST_GREETING) {
-		if (avail && !greeting_prefix_ok(in + c->rd, avail))
+		if (avail && !zmtp_greeting_prefix_ok(in + c->rd, avail))
 			return -EPROTO;
 		if (avail < ZMTP_GREETING_LEN) {
 			c->need = ZMTP_GREETING_LEN;

@@ -16,7 +16,9 @@
  *   - frames: flags (MORE, LONG, COMMAND), 1- or 8-byte size, body;
  *   - PING answered by PONG; a second READY or an ERROR ends the
  *     connection; other commands are ignored.
- * Peers that speak ZMTP 1.0/2.0 (libzmq < 3.2) or CURVE/PLAIN are refused.
+ * Peers that speak ZMTP 1.0/2.0 (libzmq < 3.2) or PLAIN are refused; CURVE
+ * is zcurve.h's layer underneath, which hands this state machine the
+ * plaintext frames (it then starts in ZMTP_ST_OPEN).
  *
  * Two layers, both pure functions over byte buffers (no I/O, no
  * allocation):
@@ -53,6 +55,13 @@ struct zmtp_frame {
 
 /* zmtp_greeting - our greeting: version 3.1, NULL, @as_server */
 void zmtp_greeting(uint8_t g[ZMTP_GREETING_LEN], bool as_server);
+/* zmtp_greeting_mech - the same with mechanism @mech ("CURVE": zcurve.h) */
+void zmtp_greeting_mech(uint8_t g[ZMTP_GREETING_LEN], bool as_server,
+			const char *mech);
+
+/* zmtp_greeting_prefix_ok - the first @n (>= 1) bytes of a greeting could
+ * still be ZMTP 3 (a peer that is not is refused at its first wrong byte) */
+bool zmtp_greeting_prefix_ok(const uint8_t *g, size_t n);
 
 /**
  * zmtp_greeting_check - accept or refuse a peer's whole greeting
@@ -60,6 +69,9 @@ void zmtp_greeting(uint8_t g[ZMTP_GREETING_LEN], bool as_server);
  * Return: 0, or -EPROTO (not ZMTP, major version < 3, mechanism not NULL)
  */
 int zmtp_greeting_check(const uint8_t g[ZMTP_GREETING_LEN], int *minor);
+/* zmtp_greeting_check_mech - the same for mechanism @mech */
+int zmtp_greeting_check_mech(const uint8_t g[ZMTP_GREETING_LEN], int *minor,
+			     const char *mech);
 
 /**
  * zmtp_parse - parse the frame at the start of @p
@@ -101,6 +113,14 @@ int zmtp_ready_prop(const uint8_t *data, size_t n, const char *name,
  * Return: its size, or -ENOSPC when @cap is too small
  */
 ssize_t zmtp_ready(uint8_t *out, size_t cap, const char *socket_type,
+		   const uint8_t *id, size_t idlen);
+
+/**
+ * zmtp_props - the property list of a READY (Socket-Type, and Identity
+ * when @id is not NULL): what CURVE's INITIATE and READY box as metadata
+ * Return: its size, or -ENOSPC
+ */
+ssize_t zmtp_props(uint8_t *out, size_t cap, const char *socket_type,
 		   const uint8_t *id, size_t idlen);
 
 /**

@@ -90,7 +90,10 @@ void maru__config_release(struct maru_config *cfg)
 	free(cfg->server_url);
 	free(cfg->instance_id);
 	free(cfg->rm_address);
+	free(cfg->curve_server);
+	free(cfg->curve_secret);
 	cfg->server_url = cfg->instance_id = cfg->rm_address = NULL;
+	cfg->curve_server = cfg->curve_secret = NULL;
 }
 
 MARU_EXPORT void maru_config_free(struct maru_config *cfg)
@@ -107,8 +110,14 @@ int maru__config_copy(struct maru_config *dst, const struct maru_config *src)
 	dst->server_url = strdup(src->server_url);
 	dst->rm_address = strdup(src->rm_address);
 	dst->instance_id = src->instance_id ? strdup(src->instance_id) : NULL;
+	dst->curve_server = src->curve_server ? strdup(src->curve_server)
+					      : NULL;
+	dst->curve_secret = src->curve_secret ? strdup(src->curve_secret)
+					      : NULL;
 	if (!dst->server_url || !dst->rm_address ||
-	    (src->instance_id && !dst->instance_id)) {
+	    (src->instance_id && !dst->instance_id) ||
+	    (src->curve_server && !dst->curve_server) ||
+	    (src->curve_secret && !dst->curve_secret)) {
 		maru__config_release(dst);
 		return -ENOMEM;
 	}
@@ -152,6 +161,30 @@ MARU_EXPORT int maru_config_set_rm_address(struct maru_config *cfg,
 					   const char *addr)
 {
 	return set_string(&cfg->rm_address, addr, false);
+}
+
+MARU_EXPORT int maru_config_set_curve_server_key(struct maru_config *cfg,
+						const char *key)
+{
+	return set_string(&cfg->curve_server, key, true);
+}
+
+MARU_EXPORT int maru_config_set_curve_secret_key_file(struct maru_config *cfg,
+						      const char *path)
+{
+	return set_string(&cfg->curve_secret, path, true);
+}
+
+MARU_EXPORT const char *
+maru_config_get_curve_server_key(const struct maru_config *cfg)
+{
+	return cfg->curve_server;
+}
+
+MARU_EXPORT const char *
+maru_config_get_curve_secret_key_file(const struct maru_config *cfg)
+{
+	return cfg->curve_secret;
 }
 
 MARU_EXPORT int maru_config_set_pool_size(struct maru_config *cfg,
@@ -330,12 +363,23 @@ static int apply_env_bool(const char *name, bool *field, char *why,
 MARU_EXPORT int maru_config_apply_env(struct maru_config *cfg, char *why,
 				      size_t whylen)
 {
+	const char *v;
 	int rc;
 
 	rc = apply_env_bool("MARU_EAGER_MAP", &cfg->eager_map, why, whylen);
 	if (rc < 0)
 		return rc;
-	return apply_env_bool("MARU_STAT", &cfg->enable_stats, why, whylen);
+	rc = apply_env_bool("MARU_STAT", &cfg->enable_stats, why, whylen);
+	if (rc < 0)
+		return rc;
+	/* CURVE for clients that cannot be changed (LMCache's backend) */
+	v = getenv("MARU_CURVE_SERVER_KEY");
+	if (v && *v && (rc = set_string(&cfg->curve_server, v, true)) < 0)
+		return rc;
+	v = getenv("MARU_CURVE_SECRET_KEY_FILE");
+	if (v && *v && (rc = set_string(&cfg->curve_secret, v, true)) < 0)
+		return rc;
+	return 0;
 }
 
 MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
@@ -369,6 +413,12 @@ MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
 			 ") must be >= chunk_size_bytes "
 			 "(%" PRIu64 ")",
 			 cfg->expand_size, cfg->chunk_size);
+		return -EINVAL;
+	}
+	if (!cfg->curve_server != !cfg->curve_secret) {
+		snprintf(why, whylen,
+			 "curve_server_key and curve_secret_key_file go "
+			 "together (CURVE needs both)");
 		return -EINVAL;
 	}
 	if (!cfg->server_url || !cfg->rm_address || cfg->max_inflight < 1) {

@@ -35,6 +35,8 @@
  */
 #include "private.h"
 
+#include <sodium.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -50,6 +52,35 @@ static bool env_prefault(void)
 	const char *v = getenv("MARU_PREFAULT");
 
 	return !(v && !strcmp(v, "0"));
+}
+
+/* CURVE's keys from the files the config names (when it names them) */
+static int load_curve(struct maru_handler *h)
+{
+	char why[512];
+	int rc;
+
+	if (!h->cfg.curve_secret)
+		return 0;
+	if (zcurve_sodium_init() < 0) {
+		lerr(h, "CURVE: libsodium failed to initialise");
+		return -EIO;
+	}
+	h->curve = calloc(1, sizeof(*h->curve));
+	if (!h->curve)
+		return -ENOMEM;
+	rc = zcurve_load_cert(h->cfg.curve_secret, h->curve->me.pub,
+			      h->curve->me.sec, why, sizeof(why));
+	if (rc == 0)
+		rc = zcurve_load_public(h->cfg.curve_server, h->curve->server,
+					why, sizeof(why));
+	if (rc < 0) {
+		lerr(h, "CURVE: %s", why);
+		sodium_memzero(h->curve, sizeof(*h->curve));
+		free(h->curve);
+		h->curve = NULL;
+	}
+	return rc;
 }
 
 MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
@@ -75,6 +106,9 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	if (!h->instance_id)
 		goto out_cfg;
 	atomic_init(&h->log_priority, maru__log_env_priority());
+	rc = load_curve(h);
+	if (rc < 0)
+		goto out_id;
 	atomic_init(&h->state, MARU_ST_NEW);
 	h->prefault = env_prefault();
 	pthread_mutex_init(&h->wlock, NULL);
@@ -89,6 +123,8 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	*out = h;
 	return 0;
 
+out_id:
+	free(h->instance_id);
 out_cfg:
 	maru__config_release(&h->cfg);
 out_free:
@@ -112,6 +148,10 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	pthread_mutex_destroy(&h->olock);
 	pthread_mutex_destroy(&h->wlock);
 	free(h->instance_id);
+	if (h->curve) {
+		sodium_memzero(h->curve, sizeof(*h->curve));
+		free(h->curve);
+	}
 	maru__config_release(&h->cfg);
 	free(h);
 }

@@ -38,6 +38,7 @@
 
 #include "htab.h"
 #include "rm_client.h"
+#include "zcurve.h"
 #include "zmtp.h"
 
 #define MARU_EXPORT __attribute__((visibility("default")))
@@ -66,6 +67,8 @@ struct maru_config {
 	uint64_t expand_size; /* 0 = unset (use pool_size) */
 	char *rm_address;     /* owns: "host:port", fallback only */
 	bool enable_stats;    /* REPORT_STATS every second */
+	char *curve_server;   /* owns: Z85 key or certificate path; NULL */
+	char *curve_secret;   /* owns: our secret certificate; NULL */
 };
 
 /* maru__config_copy - deep copy of @src into @dst. 0 or -ENOMEM */
@@ -318,6 +321,13 @@ struct maru__rpc {
 	struct zmtp_conn z;  /* ZMTP state of @rb: z.rd consumed, z.pong
 			      * a PONG waiting for a half-written request */
 	struct buf rb;	     /* owns: received bytes, [z.rd, rb.len) unparsed */
+	/* CURVE (zcurve.h): @raw is what the socket gave, @rb its
+	 * plaintext; requests and PONGs are sealed into @sb */
+	const struct maru__curve *curve; /* borrows (the handler's); NULL */
+	struct zcurve cz;    /* the connection's CURVE state */
+	struct buf raw;	     /* owns: received bytes, [cz.rd, raw.len) */
+	struct buf sb;	     /* owns: sealed output, reused */
+	bool read_full;	     /* the last read filled its buffer */
 	bool writing;	     /* a request is being written */
 	bool in_sweep;	     /* the watch thread reads it (its lock held) */
 	uint64_t last_io_ns; /* last read or write */
@@ -630,8 +640,15 @@ enum maru__state {
 	MARU_ST_CLOSING = 2, /* close started or done: terminal */
 };
 
+/* CURVE's keys (src/common/zcurve.h), loaded when the handler is made */
+struct maru__curve {
+	struct zcurve_keys me;
+	uint8_t server[ZCURVE_KEY];
+};
+
 struct maru_handler {
 	struct maru_config cfg;	  /* owns: deep copy */
+	struct maru__curve *curve; /* owns; NULL: the NULL mechanism */
 	char *instance_id;	  /* owns */
 	_Atomic int log_priority; /* -1 silent .. LOG_DEBUG */
 	maru_log_fn log_fn;	  /* NULL = stderr */

@@ -218,6 +218,61 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
  * Return: 0 with @z open, -EPROTO (not a ZMTP peer we can talk to),
  * -ETIMEDOUT, -ECONNRESET or another -errno.
  */
+/*
+ * the CURVE handshake (zcurve.h): greeting and HELLO, WELCOME, INITIATE,
+ * READY, reading no further than the server's READY.  Then @z starts
+ * open: the greetings and READY were CURVE's.
+ * Return: as handshake(), and -EACCES when the server refused our key.
+ */
+static int handshake_curve(const struct maru__rpc *r, int fd,
+			   uint64_t deadline, struct zmtp_conn *z,
+			   struct zcurve *cz)
+{
+	const char *type = r->async ? "DEALER" : "REQ";
+	struct buf out = {0}, raw = {0}, plain = {0};
+	ssize_t k;
+	int rc;
+
+	rc = zcurve_client(cz, &r->curve->me, r->curve->server, type,
+			   r->async ? r->ident : NULL,
+			   r->async ? sizeof(r->ident) : 0, MSG_MAX, &out);
+	while (rc == 0) {
+		if (out.len) {
+			rc = net_send_all(fd, out.data, out.len, deadline);
+			buf_reset(&out);
+			if (rc < 0)
+				break;
+		}
+		if (zcurve_open(cz))
+			break;
+		rc = buf_reserve(&raw, cz->rd + cz->need - raw.len);
+		if (rc < 0)
+			break;
+		k = net_recv_some(fd, raw.data + raw.len,
+				  cz->rd + cz->need - raw.len, deadline);
+		if (k < 0) {
+			rc = (int)k;
+			break;
+		}
+		raw.len += (size_t)k;
+		rc = zcurve_input(cz, raw.data, raw.len, &plain, &out);
+	}
+	if (rc == 0 && plain.len)
+		rc = -EPROTO; /* nothing can come before a request */
+	if ((rc == -EPROTO || rc == -EACCES) && cz->why)
+		lerr(r->h, "%s: CURVE: %s", r->url, cz->why);
+	buf_free(&out);
+	buf_free(&raw);
+	buf_free(&plain);
+	if (rc < 0)
+		return rc;
+	zmtp_conn_init(z, type, READY_MAX, MSG_MAX);
+	z->st = ZMTP_ST_OPEN;
+	z->minor = cz->minor;
+	cz->rd = 0;
+	return 0;
+}
+
 static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		     struct zmtp_conn *z)
 {
@@ -263,19 +318,22 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
  * -EPROTO (a peer that is not ZMTP: no retry) or -ENOMEM.
  */
 static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
-		struct zmtp_conn *z)
+		struct zmtp_conn *z, struct zcurve *cz)
 {
 	int backoff = RETRY_MIN_MS, fd, rc, left;
 
 	for (;;) {
 		fd = rc = net_dial(r->host, r->port, deadline);
 		if (fd >= 0) {
-			rc = handshake(r, fd, deadline, z);
+			rc = r->curve ? handshake_curve(r, fd, deadline, z, cz)
+				      : handshake(r, fd, deadline, z);
 			if (rc == 0) {
 				*fdp = fd;
 				return 0;
 			}
 			close(fd);
+			if (r->curve && (rc == -EPROTO || rc == -EACCES))
+				return rc; /* handshake_curve() said why */
 			if (rc == -EPROTO || rc == -ENOMEM) {
 				lerr(r->h, "%s: %s", r->url,
 				     rc == -EPROTO ? "not a ZMTP 3 peer of a "
@@ -297,11 +355,14 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 
 /* take @fd as the connection (@lock held) */
 static void conn_install(struct maru__rpc *r, int fd,
-			 const struct zmtp_conn *z)
+			 const struct zmtp_conn *z, const struct zcurve *cz)
 {
 	r->fd = fd;
 	r->z = *z;
+	if (r->curve)
+		r->cz = *cz;
 	r->rb.len = 0;
+	r->raw.len = 0;
 	r->last_io_ns = maru__now_ns();
 	if (r->watch)
 		watch_attach(r->watch, r, fd);
@@ -331,7 +392,10 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 	}
 	r->fd = -1;
 	r->rb.len = 0;
+	r->raw.len = 0;
 	memset(&r->z, 0, sizeof(r->z)); /* conn_install() sets it anew */
+	if (r->curve)
+		zcurve_wipe(&r->cz);
 	/* the watch's sweep holds its lock: no logging there */
 	if (dropped && !r->in_sweep)
 		ldbg(r->h, "%s: connection lost (%s)", r->url, strerror(-err));
@@ -359,15 +423,28 @@ static int flush_pong(struct maru__rpc *r)
 {
 	ssize_t k;
 
+	const uint8_t *p = r->z.pong;
+	size_t n = r->z.pong_len;
+
 	if (!r->z.pong_len || r->writing)
 		return 0;
-	k = send(r->fd, r->z.pong, r->z.pong_len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	if (k == (ssize_t)r->z.pong_len) {
+	if (r->curve) {
+		buf_reset(&r->sb);
+		if (zcurve_seal(&r->cz, r->z.pong, r->z.pong_len, &r->sb) < 0)
+			return -ENOMEM;
+		p = r->sb.data;
+		n = r->sb.len;
+	}
+	k = send(r->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (k == (ssize_t)n) {
 		r->z.pong_len = 0;
 		return 0;
 	}
-	if (k < 0 && (errno == EAGAIN || errno == EINTR))
+	if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
+		if (r->curve)
+			r->cz.nonce--; /* not sent: sealed again next time */
 		return 0; /* the next read or write tries again */
+	}
 	return k < 0 ? -errno : -EIO; /* a cut PONG would corrupt the stream */
 }
 
@@ -410,11 +487,69 @@ static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
  * Return: bytes read (> 0), 0 when there is nothing, -ECONNRESET at EOF,
  * -ENOMEM, or another -errno.
  */
+/* CURVE: one read into @raw, whose MESSAGEs are opened into @rb */
+static ssize_t conn_read_curve(struct maru__rpc *r)
+{
+	struct buf none = {0};
+	size_t want, avail = r->raw.len - r->cz.rd;
+	ssize_t k;
+	int rc;
+
+	if (!avail) {
+		zcurve_shift(&r->cz, r->cz.rd);
+		r->raw.len = 0;
+	} else if (r->cz.rd && r->raw.cap - r->raw.len < r->cz.need) {
+		memmove(r->raw.data, r->raw.data + r->cz.rd, avail);
+		r->raw.len = avail;
+		zcurve_shift(&r->cz, r->cz.rd);
+	}
+	want = r->cz.rd + r->cz.need > r->raw.len
+		       ? r->cz.rd + r->cz.need - r->raw.len
+		       : 1;
+	if (r->raw.cap - r->raw.len < want &&
+	    buf_reserve(&r->raw, want < RBUF_MIN ? RBUF_MIN : want) < 0)
+		return -ENOMEM;
+	for (;;) {
+		size_t room = r->raw.cap - r->raw.len;
+
+		k = recv(r->fd, r->raw.data + r->raw.len, room, MSG_DONTWAIT);
+		if (k > 0) {
+			r->read_full = (size_t)k == room;
+			r->raw.len += (size_t)k;
+			r->last_io_ns = maru__now_ns();
+			break;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN ? 0 : -errno;
+	}
+	if (r->z.rd == r->rb.len) {
+		zmtp_conn_shift(&r->z, r->z.rd);
+		r->rb.len = 0;
+	} else if (r->z.rd > r->rb.cap / 2) {
+		memmove(r->rb.data, r->rb.data + r->z.rd, r->rb.len - r->z.rd);
+		r->rb.len -= r->z.rd;
+		zmtp_conn_shift(&r->z, r->z.rd);
+	}
+	rc = zcurve_input(&r->cz, r->raw.data, r->raw.len, &r->rb, &none);
+	buf_free(&none); /* (open: it writes nothing there) */
+	if (rc < 0) {
+		if (!r->in_sweep && r->cz.why)
+			ldbg(r->h, "%s: CURVE: %s", r->url, r->cz.why);
+		return rc == -ENOMEM ? -ENOMEM : -EPROTO;
+	}
+	return k;
+}
+
 static ssize_t conn_read(struct maru__rpc *r)
 {
 	size_t want;
 	ssize_t k;
 
+	if (r->curve)
+		return conn_read_curve(r);
 	if (r->z.rd == r->rb.len) {
 		zmtp_conn_shift(&r->z, r->z.rd);
 		r->rb.len = 0;
@@ -434,6 +569,7 @@ static ssize_t conn_read(struct maru__rpc *r)
 		k = recv(r->fd, r->rb.data + r->rb.len, r->rb.cap - r->rb.len,
 			 MSG_DONTWAIT);
 		if (k > 0) {
+			r->read_full = (size_t)k == r->rb.cap - r->rb.len;
 			r->rb.len += (size_t)k;
 			r->last_io_ns = maru__now_ns();
 			return k;
@@ -499,7 +635,7 @@ static int drain(struct maru__rpc *r)
 	const uint8_t *body;
 	bool got = false;
 	uint64_t one = 1;
-	size_t room, len;
+	size_t len;
 	ssize_t k;
 	int rc;
 
@@ -510,7 +646,6 @@ static int drain(struct maru__rpc *r)
 			conn_close(r, true, rc);
 			break;
 		}
-		room = r->rb.cap - r->rb.len;
 		k = conn_read(r);
 		if (k == 0)
 			break;
@@ -519,7 +654,7 @@ static int drain(struct maru__rpc *r)
 			conn_close(r, true, rc);
 			break;
 		}
-		if ((size_t)k < room) {
+		if (!r->read_full) {
 			while ((rc = next_msg(r, &body, &len)) == 1)
 				got |= dispatch(r, body, len);
 			if (rc < 0)
@@ -553,6 +688,18 @@ static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
 	iov[0].iov_len = 2 + zmtp_hdr(hdr + 2, 0, m->len);
 	iov[1].iov_base = m->data;
 	iov[1].iov_len = m->len;
+	if (r->curve) {
+		/* [delimiter][body] as two MESSAGEs, written as one */
+		buf_reset(&r->sb);
+		if (zcurve_seal_frame(&r->cz, ZMTP_MORE, NULL, 0, &r->sb) < 0 ||
+		    zcurve_seal_frame(&r->cz, 0, m->data, m->len, &r->sb) < 0) {
+			conn_close(r, false, -ECONNRESET);
+			return -ENOMEM;
+		}
+		iov[0].iov_base = r->sb.data;
+		iov[0].iov_len = r->sb.len;
+		mh.msg_iovlen = 1;
+	}
 	r->writing = true;
 	for (;;) {
 		k = sendmsg(r->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -656,6 +803,7 @@ int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
 
 	memset(r, 0, sizeof(*r));
 	r->h = h;
+	r->curve = h ? h->curve : NULL;
 	r->timeout_ms = timeout_ms;
 	r->async = async;
 	r->max_inflight = max_inflight > 0 ? max_inflight : 1;
@@ -744,6 +892,8 @@ void maru__rpc_close(struct maru__rpc *r)
 	if (r->wakefd >= 0)
 		close(r->wakefd);
 	buf_free(&r->rb);
+	buf_free(&r->raw);
+	buf_free(&r->sb);
 	pthread_cond_destroy(&r->conn_cv);
 	pthread_cond_destroy(&r->space_cv);
 	pthread_mutex_destroy(&r->lock);
@@ -800,6 +950,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	uint32_t seq, rseq;
 	uint8_t *copy;
 	struct zmtp_conn z;
+	struct zcurve cz;
 	int rc, fd;
 	size_t len;
 	ssize_t k;
@@ -813,10 +964,10 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	}
 	check_idle(r);
 	if (r->fd < 0) {
-		rc = dial(r, deadline, &fd, &z);
+		rc = dial(r, deadline, &fd, &z, &cz);
 		if (rc < 0)
 			goto out_unlock;
-		conn_install(r, fd, &z);
+		conn_install(r, fd, &z, &cz);
 	}
 	seq = take_seq(r);
 	mds_hdr_put(m->data, m->type, 0, seq,
@@ -949,6 +1100,7 @@ static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 {
 	struct timespec ts;
 	struct zmtp_conn z;
+	struct zcurve cz;
 	int rc, fd;
 
 	check_idle(r);
@@ -962,13 +1114,13 @@ static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 		}
 		r->connecting = true;
 		pthread_mutex_unlock(&r->lock);
-		rc = dial(r, deadline, &fd, &z);
+		rc = dial(r, deadline, &fd, &z, &cz);
 		pthread_mutex_lock(&r->lock);
 		r->connecting = false;
 		pthread_cond_broadcast(&r->conn_cv);
 		if (rc < 0)
 			return rc;
-		conn_install(r, fd, &z);
+		conn_install(r, fd, &z, &cz);
 	}
 	return 0;
 }

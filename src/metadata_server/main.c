@@ -26,6 +26,9 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "zcurve.h"
+
+#include <sodium.h>
 
 /* Defaults, with the reason for each (memcached style). */
 struct config {
@@ -47,6 +50,8 @@ struct config {
 	long max_per_addr;  /* 256: one remote host cannot take them all */
 	uint64_t inst_quota; /* 0: an instance may hold the whole pool */
 	bool insecure;	    /* a non-loopback --host without authentication */
+	const char *curve_secret; /* NULL: no CURVE (zcurve.h) */
+	const char *curve_clients; /* a directory of allowed public keys */
 };
 
 static void config_defaults(struct config *c)
@@ -77,6 +82,8 @@ static void usage(FILE *f)
 		"                   [--max-key-bytes N] [--max-input-bytes SIZE]\n"
 		"                   [--owner-delete] [--rm-key-file PATH] "
 		"[--insecure]\n"
+		"                   [--curve-secret-key-file PATH "
+		"--curve-clients DIR]\n"
 		"                   [--max-connections-per-address N] "
 		"[--instance-quota SIZE]\n"
 		"\n"
@@ -141,10 +148,20 @@ static void usage(FILE *f)
 		"  --instance-quota SIZE   bytes of regions one instance may "
 		"hold\n"
 		"                          (default 0: no limit)\n"
+		"  --curve-secret-key-file PATH\n"
+		"                          CURVE: every client authenticates "
+		"and all\n"
+		"                          traffic is encrypted; PATH is this "
+		"server's\n"
+		"                          secret certificate (maru-keygen)\n"
+		"  --curve-clients DIR     with CURVE, the clients let in: "
+		"their public\n"
+		"                          certificates (*.key) in DIR "
+		"(required)\n"
 		"  --insecure              allow a --host other hosts can "
-		"reach (the\n"
-		"                          metadata protocol has no "
-		"authentication)\n"
+		"reach without\n"
+		"                          CURVE (then nothing is "
+		"authenticated)\n"
 		"  -h, --help              this text\n"
 		"  --version               print the version\n");
 }
@@ -194,7 +211,9 @@ enum {
 	OPT_RMKEY,
 	OPT_INSECURE,
 	OPT_PERADDR,
-	OPT_QUOTA
+	OPT_QUOTA,
+	OPT_CURVE_KEY,
+	OPT_CURVE_CLIENTS
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -217,6 +236,9 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"max-connections-per-address", required_argument, NULL,
 		 OPT_PERADDR},
 		{"instance-quota", required_argument, NULL, OPT_QUOTA},
+		{"curve-secret-key-file", required_argument, NULL,
+		 OPT_CURVE_KEY},
+		{"curve-clients", required_argument, NULL, OPT_CURVE_CLIENTS},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -321,6 +343,12 @@ static int parse_args(int argc, char **argv, struct config *c)
 		case OPT_INSECURE:
 			c->insecure = true;
 			break;
+		case OPT_CURVE_KEY:
+			c->curve_secret = optarg;
+			break;
+		case OPT_CURVE_CLIENTS:
+			c->curve_clients = optarg;
+			break;
 		case OPT_PERADDR:
 			if (long_option("max-connections-per-address", optarg,
 					0, 1000000, &c->max_per_addr) < 0)
@@ -358,30 +386,71 @@ static int parse_args(int argc, char **argv, struct config *c)
 }
 
 /*
- * Protected by default (as Redis): the metadata protocol authenticates
- * nobody, so a bind address other hosts can reach needs --insecure.
+ * Protected by default (as Redis): without CURVE the metadata protocol
+ * authenticates nobody, so a bind address other hosts can reach needs
+ * CURVE or --insecure.
  * Return: true to go on.
  */
 static bool insecure_ok(const struct config *c)
 {
 	struct in_addr a;
 
+	if (c->curve_secret)
+		return true;
 	if (!strcmp(c->host, "localhost") ||
 	    (inet_pton(AF_INET, c->host, &a) == 1 &&
 	     (ntohl(a.s_addr) >> 24) == 127) ||
 	    !strcmp(c->host, "::1") || !strcmp(c->host, "[::1]"))
 		return true;
 	if (!c->insecure) {
-		log_err("refusing to listen on %s: the metadata protocol has no "
-			"authentication, so any host could act for any "
-			"instance; listen on loopback, or add --insecure on a "
-			"private network",
+		log_err("refusing to listen on %s without authentication: "
+			"any host could act for any instance; listen on "
+			"loopback, turn on CURVE (--curve-secret-key-file and "
+			"--curve-clients), or add --insecure on a private "
+			"network",
 			c->host);
 		return false;
 	}
 	log_warn("listening on %s without authentication (--insecure)",
 		 c->host);
 	return true;
+}
+
+/*
+ * CURVE's keys: our secret certificate and the directory of the clients
+ * let in; both or neither.  Return: 0, or -1 after a message.
+ */
+static int load_curve(const struct config *c, struct zcurve_keys *k,
+		      struct zcurve_allow *allow)
+{
+	char why[512];
+	char z85[ZCURVE_Z85 + 1];
+
+	if (!c->curve_secret && !c->curve_clients)
+		return 0;
+	if (!c->curve_secret || !c->curve_clients) {
+		log_err("CURVE needs both --curve-secret-key-file and "
+			"--curve-clients");
+		return -1;
+	}
+	if (zcurve_sodium_init() < 0) {
+		log_err("libsodium failed to initialise");
+		return -1;
+	}
+	if (zcurve_load_cert(c->curve_secret, k->pub, k->sec, why,
+			     sizeof(why)) < 0 ||
+	    zcurve_allow_load(allow, c->curve_clients, why, sizeof(why)) < 0) {
+		log_err("CURVE: %s", why);
+		return -1;
+	}
+	zcurve_z85_encode(k->pub, z85);
+	log_info("CURVE on: server key %s, %zu client key(s) from %s", z85,
+		 allow->n, c->curve_clients);
+	if (!allow->n)
+		log_warn("CURVE: %s holds no *.key certificate: no client "
+			 "can connect",
+			 c->curve_clients);
+	return 0;
 }
 
 /*
@@ -450,6 +519,8 @@ static void make_server_id(char *out, size_t len)
 
 int main(int argc, char **argv)
 {
+	struct zcurve_allow allow = {0};
+	struct zcurve_keys curve;
 	struct mds_config mc;
 	struct server_opts so;
 	struct config c;
@@ -478,7 +549,7 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (!insecure_ok(&c))
+	if (!insecure_ok(&c) || load_curve(&c, &curve, &allow) < 0)
 		goto out_dax;
 	if (rmsess_init(&rm, c.rm_address, c.dax, c.ndax) < 0) {
 		log_err("bad --rm-address %s", c.rm_address);
@@ -550,6 +621,8 @@ int main(int argc, char **argv)
 	so.max_conns = (int)fit_fd_limit(c.max_conns);
 	so.max_input = c.max_input;
 	so.max_per_addr = (int)c.max_per_addr;
+	so.curve = c.curve_secret ? &curve : NULL;
+	so.curve_allow = &allow;
 	rc = server_run(&so, &s, &rm);
 	if (rc == 0)
 		status = 0;
@@ -558,6 +631,8 @@ out_mds:
 out_rm:
 	rmsess_destroy(&rm);
 out_dax:
+	zcurve_allow_free(&allow);
+	sodium_memzero(&curve, sizeof(curve));
 	free(c.dax);
 	return status;
 }

@@ -121,6 +121,7 @@
 #include "handler.h"
 #include "log.h"
 #include "util.h"
+#include "zcurve.h"
 #include "zmtp.h"
 
 #define BIG_REPLY (64u << 10) /* written from the reply buffer, no copy */
@@ -146,6 +147,12 @@ struct conn {
 	struct buf in;	/* owns: received bytes (z.rd: consumed) */
 	struct buf out;	/* owns: bytes not yet written */
 	size_t wr;	/* out: written prefix */
+	/* CURVE (--curve-secret-key-file): @raw is what the socket gave,
+	 * @in its plaintext; out[0, sealed) is on-the-wire bytes, the rest
+	 * plaintext frames that conn_flush() seals first */
+	struct zcurve *cz; /* owns; NULL: the NULL mechanism */
+	struct buf raw;	   /* owns: received bytes (cz->rd: consumed) */
+	size_t sealed;
 	uint64_t born;	  /* vclock: accepted */
 	uint64_t last_rx; /* vclock: last input */
 	uint64_t stuck_at; /* vclock: output waiting, no progress since */
@@ -178,6 +185,9 @@ struct server {
 	uint64_t hs[WIN];     /* mds_prefetch() of each, 0: none */
 	uint8_t ready[128];   /* greeting + READY, sent at accept */
 	size_t ready_len;
+	const struct zcurve_keys *curve;   /* borrows; NULL: no CURVE */
+	const struct zcurve_allow *allow;  /* borrows: the clients let in */
+	struct buf seal;      /* owns: sealed output, reused */
 	uint64_t last_wake;   /* monotonic ns */
 	uint64_t stall_total; /* ns subtracted from the clock */
 	uint64_t stall_min;   /* a gap this long is a stall */
@@ -196,6 +206,12 @@ struct server {
 	uint64_t next_proto_log;
 	bool stop;
 };
+
+/* the handshake is over (ZMTP's, and CURVE's when on) */
+static bool conn_ready(const struct conn *c)
+{
+	return c->z.st == ZMTP_ST_OPEN && (!c->cz || zcurve_open(c->cz));
+}
 
 /* what a connection is read for: a parked one only for its hangup */
 static uint32_t in_ev(const struct conn *c)
@@ -235,7 +251,7 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 	}
 	mds_conn_close(sv->s, c->key);
 	if (c->fd >= 0) {
-		sv->in_total -= c->in.cap;
+		sv->in_total -= c->in.cap + c->raw.cap;
 		sv->nopen--;
 		sv->closed_since_trim++;
 		sv->conns[c->fd] = NULL;
@@ -248,6 +264,11 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 
 static void conn_free(struct conn *c)
 {
+	if (c->cz) {
+		zcurve_wipe(c->cz);
+		free(c->cz);
+	}
+	buf_free(&c->raw);
 	buf_free(&c->in);
 	buf_free(&c->out);
 	buf_free(&c->env);
@@ -273,11 +294,12 @@ static void conn_proto_error(struct server *sv, struct conn *c, int err)
 
 	sv->proto_errs++;
 	if (now >= sv->next_proto_log) {
-		log_warn("connection fd %d: %s; closed (%llu such so far)",
-			 c->key,
-			 err == -EMSGSIZE ? "frame over the size limit"
-					  : "not a ZMTP 3 ROUTER peer, or a "
-					    "protocol error",
+		log_warn("connection fd %d: %s%s; closed (%llu such so far)",
+			 c->key, c->cz && c->cz->why ? "CURVE: " : "",
+			 c->cz && c->cz->why ? c->cz->why
+			 : err == -EMSGSIZE ? "frame over the size limit"
+					    : "not a ZMTP 3 ROUTER peer, or a "
+					      "protocol error",
 			 (unsigned long long)sv->proto_errs);
 		sv->next_proto_log = now + 10000000000ull;
 	}
@@ -296,6 +318,30 @@ static size_t out_pending(const struct conn *c)
  */
 static void set_queued(struct server *sv, struct conn *c, bool q);
 
+/*
+ * CURVE: the plaintext frames after out[sealed] (and @extra, the end of
+ * the last one) become MESSAGE frames, in place of the plaintext.
+ */
+static int conn_seal(struct server *sv, struct conn *c, const uint8_t *extra,
+		     size_t nextra)
+{
+	int rc;
+
+	if (nextra && buf_put(&c->out, extra, nextra) < 0)
+		return -ENOMEM;
+	buf_reset(&sv->seal);
+	rc = zcurve_seal(c->cz, c->out.data + c->sealed,
+			 c->out.len - c->sealed, &sv->seal);
+	if (rc < 0)
+		return rc;
+	c->out.len = c->sealed;
+	rc = buf_put(&c->out, sv->seal.data, sv->seal.len);
+	if (sv->seal.cap > BUF_KEEP)
+		buf_free(&sv->seal);
+	c->sealed = c->out.len;
+	return rc < 0 ? -ENOMEM : 0;
+}
+
 static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 		      size_t nextra)
 {
@@ -310,6 +356,15 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 		if (nextra && buf_put(&c->out, extra, nextra) < 0)
 			return -ENOMEM;
 		return 0;
+	}
+	if (c->cz && (nextra || c->out.len > c->sealed)) {
+		int rc = conn_seal(sv, c, extra, nextra);
+
+		if (rc < 0)
+			return rc;
+		extra = NULL;
+		nextra = 0;
+		pend = out_pending(c);
 	}
 	while (pend || nextra) {
 		mh.msg_iovlen = 0;
@@ -352,6 +407,7 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 	/* the kernel's buffer is full: keep the rest */
 	if (nextra && buf_put(&c->out, extra, nextra) < 0)
 		return -ENOMEM;
+	c->sealed = c->out.len; /* (CURVE: all of it was sealed above) */
 	if (!out_pending(c))
 		c->stuck_at = 0;
 	else if (moved || !c->stuck_at)
@@ -622,7 +678,13 @@ static void conn_drain(struct server *sv, struct conn *c)
 /* @x holds input not yet taken (a partial message, or whole ones queued) */
 static bool holds_input(const struct conn *x)
 {
-	return x->z.rd < x->in.len;
+	return x->z.rd < x->in.len || (x->cz && x->cz->rd < x->raw.len);
+}
+
+/* bytes of input buffers @x holds */
+static size_t in_bytes(const struct conn *x)
+{
+	return x->in.cap + x->raw.cap;
 }
 
 /*
@@ -642,11 +704,17 @@ static bool over_budget(struct server *sv, struct conn *c)
 
 	for (fd = 0; fd <= sv->maxfd; fd++) {
 		x = sv->conns[fd];
-		if (x && x != c && !x->dead && x->in.cap && !holds_input(x)) {
+		if (x && x != c && !x->dead && in_bytes(x) &&
+		    !holds_input(x)) {
 			zmtp_conn_shift(&x->z, x->z.rd);
 			x->in.len = 0;
-			sv->in_total -= x->in.cap;
+			if (x->cz) {
+				zcurve_shift(x->cz, x->cz->rd);
+				x->raw.len = 0;
+			}
+			sv->in_total -= in_bytes(x);
 			buf_free(&x->in);
+			buf_free(&x->raw);
 		}
 	}
 	while (sv->in_total > sv->max_input) {
@@ -654,7 +722,7 @@ static bool over_budget(struct server *sv, struct conn *c)
 		for (fd = 0; fd <= sv->maxfd; fd++) {
 			x = sv->conns[fd];
 			if (x && !x->dead && (x == c || holds_input(x)) &&
-			    (!big || x->in.cap > big->in.cap))
+			    (!big || in_bytes(x) > in_bytes(big)))
 				big = x;
 		}
 		if (!big)
@@ -663,12 +731,100 @@ static bool over_budget(struct server *sv, struct conn *c)
 		log_warn("connection fd %d: its %zu-byte input is the largest "
 			 "of %llu bytes buffered (--max-input-bytes %llu): "
 			 "closed",
-			 big->key, big->in.cap,
+			 big->key, in_bytes(big),
 			 (unsigned long long)sv->in_total,
 			 (unsigned long long)sv->max_input);
 		conn_close(sv, big, "input budget exceeded");
 	}
 	return self;
+}
+
+/*
+ * CURVE: one read into c->raw; the handshake answered, or the MESSAGEs
+ * opened into c->in (plaintext, for conn_drain as without CURVE).
+ */
+static void conn_readable_curve(struct server *sv, struct conn *c)
+{
+	struct zcurve *z = c->cz;
+	size_t want, cap, olen, avail = c->raw.len - z->rd;
+	ssize_t n;
+	int rc;
+
+	if (c->queued) {
+		conn_drain(sv, c);
+		return;
+	}
+	if (c->z.rd == c->in.len) {
+		zmtp_conn_shift(&c->z, c->z.rd);
+		c->in.len = 0;
+		if (c->in.cap > BUF_KEEP) {
+			sv->in_total -= c->in.cap;
+			buf_free(&c->in);
+		}
+	}
+	if (z->rd == c->raw.len) {
+		zcurve_shift(z, z->rd);
+		c->raw.len = 0;
+		if (c->raw.cap > BUF_KEEP) {
+			sv->in_total -= c->raw.cap;
+			buf_free(&c->raw);
+		}
+	}
+	want = z->need > avail ? z->need - avail : 0;
+	if (want < IN_MIN_FREE)
+		want = IN_MIN_FREE;
+	if (c->raw.cap - c->raw.len < want && z->rd) {
+		memmove(c->raw.data, c->raw.data + z->rd, avail);
+		c->raw.len = avail;
+		zcurve_shift(z, z->rd);
+	}
+	cap = c->raw.cap;
+	if (buf_reserve(&c->raw, want) < 0) {
+		conn_close(sv, c, "out of memory");
+		return;
+	}
+	sv->in_total += c->raw.cap - cap;
+	if (sv->max_input && sv->in_total > sv->max_input &&
+	    over_budget(sv, c))
+		return;
+	do {
+		n = read(c->fd, c->raw.data + c->raw.len,
+			 c->raw.cap - c->raw.len);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		if (errno != EAGAIN)
+			conn_close(sv, c, strerror(errno));
+		return;
+	}
+	if (n == 0) {
+		conn_close(sv, c, "closed by peer");
+		return;
+	}
+	c->raw.len += (size_t)n;
+	c->last_rx = sv->s->vnow;
+	c->ping_out = false;
+	olen = c->out.len;
+	cap = c->in.cap;
+	rc = zcurve_input(z, c->raw.data, c->raw.len, &c->in, &c->out);
+	sv->in_total += c->in.cap - cap;
+	if (c->out.len != olen)
+		c->sealed = c->out.len; /* WELCOME, READY, ERROR: as they are */
+	if (rc < 0) {
+		if (rc == -EACCES)
+			(void)conn_flush(sv, c, NULL, 0); /* the ERROR */
+		if (rc == -ENOMEM)
+			conn_close(sv, c, "out of memory");
+		else
+			conn_proto_error(sv, c, rc);
+		return;
+	}
+	c->z.minor = z->minor;
+	if (!zcurve_open(z)) {
+		if (conn_flush(sv, c, NULL, 0) < 0)
+			conn_close(sv, c, "write failed");
+		return;
+	}
+	conn_drain(sv, c);
 }
 
 /* EPOLLIN: one read, then answer what is complete. */
@@ -677,6 +833,10 @@ static void conn_readable(struct server *sv, struct conn *c)
 	size_t want, cap, avail = c->in.len - c->z.rd;
 	ssize_t n;
 
+	if (c->cz) {
+		conn_readable_curve(sv, c);
+		return;
+	}
 	if (c->queued) {
 		/* whole messages wait already: read no more meanwhile, so
 		 * that a fast sender cannot grow the buffer */
@@ -750,7 +910,18 @@ static struct conn *conn_new(struct server *sv, int fd, int key)
 	c->born = c->last_rx = sv->s->vnow;
 	zmtp_conn_init(&c->z, "ROUTER", SERVER_HANDSHAKE_MAX,
 		       (size_t)SERVER_MAX_MSG);
-	if (buf_put(&c->out, sv->ready, sv->ready_len) < 0) {
+	if (sv->curve && fd >= 0) {
+		/* CURVE's greeting; its READY opens the inner stream */
+		c->cz = malloc(sizeof(*c->cz));
+		if (!c->cz ||
+		    zcurve_server(c->cz, sv->curve, sv->allow, "ROUTER",
+				  (size_t)SERVER_MAX_MSG, &c->out) < 0) {
+			conn_free(c);
+			return NULL;
+		}
+		c->sealed = c->out.len;
+		c->z.st = ZMTP_ST_OPEN;
+	} else if (buf_put(&c->out, sv->ready, sv->ready_len) < 0) {
 		free(c);
 		return NULL;
 	}
@@ -794,7 +965,7 @@ static bool make_room(struct server *sv)
 
 	for (fd = 0; fd <= sv->maxfd; fd++) {
 		c = sv->conns[fd];
-		if (c && !c->dead && c->z.st != ZMTP_ST_OPEN &&
+		if (c && !c->dead && !conn_ready(c) &&
 		    sv->s->vnow - c->born >= ROOM_MIN_AGE_NS &&
 		    (!old || c->born < old->born))
 			old = c;
@@ -967,7 +1138,7 @@ static void heartbeat(struct server *sv)
 		idle = now - c->last_rx;
 		/* a deadline, not an idle timer: a byte now and then does not
 		 * keep a half-greeted connection */
-		if (c->z.st != ZMTP_ST_OPEN && now - c->born >= sv->hb_timeout) {
+		if (!conn_ready(c) && now - c->born >= sv->hb_timeout) {
 			conn_close(sv, c, "handshake not finished in time");
 			continue;
 		}
@@ -975,7 +1146,7 @@ static void heartbeat(struct server *sv)
 		 * their PONGs): then only "reads nothing" below applies */
 		if (idle >= sv->hb_timeout &&
 		    out_pending(c) <= SERVER_OUT_HWM &&
-		    (c->z.minor >= 1 || c->z.st != ZMTP_ST_OPEN)) {
+		    (c->z.minor >= 1 || !conn_ready(c))) {
 			conn_close(sv, c, "heartbeat timeout");
 			continue;
 		}
@@ -994,7 +1165,7 @@ static void heartbeat(struct server *sv)
 			conn_close(sv, c, "peer reads nothing");
 			continue;
 		}
-		if (c->z.st != ZMTP_ST_OPEN || c->z.minor < 1 || c->ping_out ||
+		if (!conn_ready(c) || c->z.minor < 1 || c->ping_out ||
 		    idle < sv->hb_ivl)
 			continue;
 		c->ping_out = true;
@@ -1252,6 +1423,7 @@ void server_free(struct server *sv)
 	}
 	evloop_free(sv->el);
 	buf_free(&sv->body);
+	buf_free(&sv->seal);
 	free(sv);
 }
 
@@ -1317,6 +1489,8 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	sv->max_conns = o->max_conns;
 	sv->max_per_addr = o->max_per_addr;
 	sv->max_input = o->max_input;
+	sv->curve = o->curve;
+	sv->allow = o->curve_allow;
 	hb_knob(sv);
 	rm->any_handle = any_handle;
 	rm->arg = s;

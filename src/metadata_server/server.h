@@ -19,6 +19,7 @@
 #include "buf.h"
 #include "rmsess.h"
 #include "store.h"
+#include "zcurve.h"
 
 #define SERVER_TICK_MS 100	       /* timer period */
 #define SERVER_DRAIN_BATCH 256	       /* messages per connection and wake-up */
@@ -36,6 +37,9 @@ struct server_opts {
 	int max_conns;	       /* open client connections; 0: no limit */
 	int max_per_addr;      /* ... from one non-loopback address; 0: any */
 	uint64_t max_input;    /* bytes of all input buffers; 0: no limit */
+	/* CURVE: every client proves a key of @curve_allow (zcurve.h) */
+	const struct zcurve_keys *curve;	/* borrows; NULL: NULL */
+	const struct zcurve_allow *curve_allow; /* borrows */
 };
 
 struct server;

@@ -92,13 +92,21 @@ def resp_type(mtype):
     return mtype | 0x80
 
 
+def set_curve(sock, curve):
+    """CURVE client options on a libzmq socket: @curve is (server public
+    key, our public key, our secret key), Z85, or None for NULL."""
+    if curve is not None:
+        sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = curve
+
+
 class ReqClient:
     """A REQ socket in lock-step, like upstream's sync RpcClient."""
 
-    def __init__(self, url, timeout_ms=10000, ctx=None):
+    def __init__(self, url, timeout_ms=10000, ctx=None, curve=None):
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.REQ)
         self.sock.setsockopt(zmq.LINGER, 0)
+        set_curve(self.sock, curve)
         self.sock.setsockopt(zmq.RCVTIMEO, timeout_ms)
         self.sock.setsockopt(zmq.SNDTIMEO, timeout_ms)
         self.sock.connect(url)
@@ -124,10 +132,12 @@ class DealerClient:
     """A DEALER with up to N requests in flight, like RpcAsyncClient:
     sends [b"", body], matches replies by sequence only."""
 
-    def __init__(self, url, identity=None, ctx=None, timeout_ms=10000):
+    def __init__(self, url, identity=None, ctx=None, timeout_ms=10000,
+                 curve=None):
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        set_curve(self.sock, curve)
         if identity is not None:
             self.sock.setsockopt(zmq.IDENTITY, identity)
         self.sock.connect(url)

@@ -15,10 +15,13 @@ from maru import MaruConfig
 
 def test_defaults_and_field_order():
     names = [f.name for f in dataclasses.fields(MaruConfig)]
+    # upstream's fields in upstream's order (positional arguments keep
+    # working), then ours: CURVE's two, both None by default
     assert names == [
         "server_url", "instance_id", "pool_size", "chunk_size_bytes",
         "auto_connect", "timeout_ms", "use_async_rpc", "max_inflight",
         "eager_map", "auto_expand", "expand_size", "rm_address", "enable_stats",
+        "curve_server_key", "curve_secret_key_file",
     ]
     c = MaruConfig()
     assert c.server_url == "tcp://localhost:5555"
@@ -33,6 +36,7 @@ def test_defaults_and_field_order():
     assert c.expand_size is None
     assert c.rm_address == "127.0.0.1:9850"
     assert c.enable_stats is False
+    assert c.curve_server_key is None and c.curve_secret_key_file is None
 
 
 def test_instance_id_generated_per_config():

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run_curve_bench.sh - what CURVE costs a libmaru client (issue 12)
 #
-#   bench/run_curve_bench.sh [BUILD_DIR] [--rounds N] [--iters N]
+#   bench/run_curve_bench.sh [BUILD_DIR] [--rounds N] [--iters N] [--same]
 #
 # Starts maru-resource-manager (emulated 1 GiB pool on /dev/shm) and two
 # maru-servers on it, one with the NULL mechanism and one with CURVE, both
 # pinned to the last core, then runs maru-client-bench on core 0 against
-# each in turn, N rounds interleaved (NULL, CURVE, NULL, ...) so that the
+# each in turn (--same: the daemons on core 0 too, where the CPU that
+# CURVE's boxes take shows instead of cross-core wake-ups), N rounds
+# interleaved (NULL, CURVE, NULL, ...) so that the
 # machine's drift hits both alike:
 #   rtt       p50/p99 of maru_kv_exists and of alloc + maru_kv_store of an
 #             unwritten 1 MiB page (one REGISTER_KV round trip each)
@@ -20,10 +22,12 @@ TOP=$PWD
 B=${MARU_BUILD_DIR:-$TOP/build}
 ROUNDS=5
 ITERS=2000
+SAME=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) ROUNDS=$2; shift 2 ;;
 	--iters) ITERS=$2; shift 2 ;;
+	--same) SAME=1; shift ;;
 	*) B=$1; shift ;;
 	esac
 done
@@ -38,6 +42,7 @@ done
 NCPU=$(nproc)
 CC=0
 CS=$((NCPU - 1))
+[ "$SAME" = 1 ] && CS=0
 
 WORK=$(mktemp -d /tmp/maru-curve-bench.XXXXXX)
 POOL=/dev/shm/maru-curve-bench-$$
@@ -99,11 +104,11 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done
 
-/usr/bin/python3 - "$RES" "$ROUNDS" "$ITERS" <<'PY'
+/usr/bin/python3 - "$RES" "$ROUNDS" "$ITERS" "$CS" <<'PY'
 import statistics, sys
 rows = [dict(kv.split("=", 1) for kv in l.split()[1:])
         for l in open(sys.argv[1]) if l.startswith("RESULT ")]
-print(f"CURVE vs NULL, client core 0, daemons on the last core; "
+print(f"CURVE vs NULL, client core 0, daemons on core {sys.argv[4]}; "
       f"{sys.argv[2]} rounds x {sys.argv[3]} calls; median over rounds of "
       "each round's p50 (p99) in us")
 print(f"{'call':>18} {'NULL':>16} {'CURVE':>16} {'CURVE/NULL':>11}")

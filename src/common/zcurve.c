@@ -667,6 +667,10 @@ int zcurve_input(struct zcurve *z, const uint8_t *in, size_t len,
 			z->st = ZCURVE_ST_HELLO;
 			continue;
 		}
+		if (!avail) {
+			z->need = 2; /* a frame header at least */
+			return 0;
+		}
 		r = zmtp_parse(in + z->rd, avail,
 			       z->st == ZCURVE_ST_OPEN
 				       ? z->msg_max + ZCURVE_OVERHEAD

@@ -138,13 +138,16 @@ static void messages(const uint8_t *d, size_t n)
 	CHECK(none.len == 0);
 	if (flip >= wire.len) {
 		CHECK(r1 == 0);
-		CHECK(p1.len == want.len && !memcmp(p1.data, want.data, p1.len));
+		CHECK(p1.len == want.len &&
+		      (!p1.len || !memcmp(p1.data, want.data, p1.len)));
 	} else {
 		CHECK(r1 == 0 || r1 == -EPROTO || r1 == -EMSGSIZE);
 		/* what opened is a prefix of what was sent */
-		CHECK(p1.len <= want.len && !memcmp(p1.data, want.data, p1.len));
+		CHECK(p1.len <= want.len &&
+		      (!p1.len || !memcmp(p1.data, want.data, p1.len)));
 	}
-	CHECK(p1.len == p2.len && !memcmp(p1.data, p2.data, p1.len));
+	CHECK(p1.len == p2.len &&
+	      (!p1.len || !memcmp(p1.data, p2.data, p1.len)));
 	buf_free(&wire);
 	buf_free(&want);
 	buf_free(&p1);

@@ -93,8 +93,14 @@ static int cert_value(const char *text, const char *name, uint8_t k[32])
 			p++;
 		if ((size_t)(e - p) < nl || strncmp(p, name, nl))
 			continue;
-		q = memchr(p, '"', (size_t)(e - p));
-		if (!q || !memchr(p + nl, '=', (size_t)(q - p - nl)))
+		q = p + nl; /* `name = "`, nothing else between */
+		while (q < e && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q == e || *q++ != '=')
+			continue;
+		while (q < e && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q == e || *q != '"')
 			continue;
 		p = q + 1;
 		q = memchr(p, '"', (size_t)(e - p));
@@ -128,12 +134,15 @@ int zcurve_load_cert(const char *path, uint8_t pub[ZCURVE_KEY], uint8_t *sec,
 	}
 	text[n] = '\0';
 	if (cert_value(text, "public-key", pub) < 0) {
+		sodium_memzero(text, sizeof(text));
 		snprintf(why, whylen, "%s: no public-key = \"<40 Z85 "
 				      "characters>\" line", path);
 		return -EINVAL;
 	}
-	if (!sec)
+	if (!sec) {
+		sodium_memzero(text, sizeof(text)); /* it may be a secret one */
 		return 0;
+	}
 	rc = cert_value(text, "secret-key", sec);
 	if (rc == 0) {
 		zcurve_public_of(sec, derived);
@@ -171,8 +180,9 @@ static int write_file(const char *path, mode_t mode, const char *text)
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0)
 		return -errno;
+	errno = 0;
 	if (write(fd, text, n) != (ssize_t)n || fsync(fd) < 0)
-		rc = errno ? -errno : -EIO;
+		rc = errno ? -errno : -EIO; /* a short write sets no errno */
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
 	if (rc)
@@ -396,9 +406,7 @@ int zcurve_server(struct zcurve *z, const struct zcurve_keys *me,
 	z->allow = allow;
 	z->msg_max = msg_max;
 	z->need = ZMTP_GREETING_LEN;
-	crypto_box_keypair(z->eph_pub, z->eph_sec);
-	randombytes_buf(z->cookie_key, sizeof(z->cookie_key));
-	z->nonce = 1;
+	z->nonce = 1; /* the keys of this connection: at HELLO */
 	zmtp_greeting_mech(g, true, "CURVE");
 	return buf_put(out, g, sizeof(g)) < 0 ? -ENOMEM : 0;
 }
@@ -406,6 +414,8 @@ int zcurve_server(struct zcurve *z, const struct zcurve_keys *me,
 /* a peer's ERROR: it refused us (reason not kept: it is the peer's text) */
 static int peer_error(struct zcurve *z, const struct zmtp_frame *f)
 {
+	if (zmtp_is_command(f, "ERROR") && z->server)
+		return fail(z, -EPROTO, "the client gave up (ERROR)");
 	if (zmtp_is_command(f, "ERROR"))
 		return fail(z, -EACCES, "the peer refused the handshake "
 					"(ERROR): our key is not one it "
@@ -430,20 +440,28 @@ static int on_hello(struct zcurve *z, const struct zmtp_frame *f,
 		    struct buf *out)
 {
 	uint8_t n[24], zero[64], pt[128], cookie_pt[64], w[WELCOME_LEN];
+	uint8_t k[crypto_box_BEFORENMBYTES]; /* C' and s: HELLO and WELCOME */
 	const uint8_t *b = f->data;
 	static const uint8_t zeros[64];
+	int rc;
 
 	if (!zmtp_is_command(f, "HELLO"))
 		return peer_error(z, f);
-	if (f->len != HELLO_LEN || b[6] != 1)
+	if (f->len != HELLO_LEN || b[6] != 1 || b[7] != 0)
 		return fail(z, -EPROTO, "a HELLO of the wrong size or version");
 	memcpy(z->peer_eph, b + 80, ZCURVE_KEY);
 	nonce(n, "CurveZMQHELLO---", b + 112);
-	if (crypto_box_open_easy(zero, b + 120, 64 + MAC, n, z->peer_eph,
-				 z->me->sec) ||
-	    sodium_memcmp(zero, zeros, sizeof(zero)))
+	if (crypto_box_beforenm(k, z->peer_eph, z->me->sec))
+		return fail(z, -EPROTO, "a weak client key");
+	rc = crypto_box_open_easy_afternm(zero, b + 120, 64 + MAC, n, k);
+	if (rc || sodium_memcmp(zero, zeros, sizeof(zero))) {
+		sodium_memzero(k, sizeof(k));
 		return fail(z, -EPROTO, "a HELLO not boxed for our key (the "
 					"client has another server key)");
+	}
+	/* only now this connection's keys: a HELLO costs one X25519 */
+	crypto_box_keypair(z->eph_pub, z->eph_sec);
+	randombytes_buf(z->cookie_key, sizeof(z->cookie_key));
 	/* the cookie: Box[C' + s'](K), K known to this connection only */
 	memcpy(cookie_pt, z->peer_eph, ZCURVE_KEY);
 	memcpy(cookie_pt + 32, z->eph_sec, ZCURVE_KEY);
@@ -460,8 +478,9 @@ static int on_hello(struct zcurve *z, const struct zmtp_frame *f,
 	memcpy(w, "\x07WELCOME", 8);
 	randombytes_buf(w + 8, 16);
 	nonce(n, "WELCOME-", w + 8);
-	if (crypto_box_easy(w + 24, pt, sizeof(pt), n, z->peer_eph,
-			    z->me->sec))
+	rc = crypto_box_easy_afternm(w + 24, pt, sizeof(pt), n, k);
+	sodium_memzero(k, sizeof(k));
+	if (rc)
 		return -EIO;
 	z->st = ZCURVE_ST_INITIATE;
 	return put_command(out, w, sizeof(w));
@@ -490,8 +509,10 @@ static int on_initiate(struct zcurve *z, const struct zmtp_frame *f,
 		return fail(z, -EPROTO, "an INITIATE with a bad cookie");
 	nonce(n, "CurveZMQINITIATE", b + 105);
 	plen = f->len - 113 - MAC;
-	if (crypto_box_open_easy(pt, b + 113, f->len - 113, n, z->peer_eph,
-				 z->eph_sec))
+	if (crypto_box_beforenm(z->precom, z->peer_eph, z->eph_sec))
+		return fail(z, -EPROTO, "a weak client key");
+	if (crypto_box_open_easy_afternm(pt, b + 113, f->len - 113, n,
+					 z->precom))
 		return fail(z, -EPROTO, "an INITIATE box that does not open");
 	/* the vouch: C's owner made C' for this server */
 	c = pt;
@@ -503,7 +524,7 @@ static int on_initiate(struct zcurve *z, const struct zmtp_frame *f,
 		return fail(z, -EPROTO, "an INITIATE whose vouch does not "
 					"match its keys");
 	memcpy(z->peer, c, ZCURVE_KEY);
-	if (z->allow && !zcurve_allow_has(z->allow, z->peer)) {
+	if (!z->allow || !zcurve_allow_has(z->allow, z->peer)) {
 		z->why = "a client key that is not in the allow list";
 		uint8_t e[7 + sizeof(reason)];
 
@@ -517,8 +538,6 @@ static int on_initiate(struct zcurve *z, const struct zmtp_frame *f,
 	if (check_meta(z, pt + 128, plen - 128) < 0)
 		return -EPROTO;
 	z->peer_nonce = get_u64be(b + 105);
-	if (crypto_box_beforenm(z->precom, z->peer_eph, z->eph_sec))
-		return fail(z, -EPROTO, "a weak client key");
 	sodium_memzero(z->eph_sec, sizeof(z->eph_sec));
 	sodium_memzero(z->cookie_key, sizeof(z->cookie_key));
 	/* READY: short nonce, Box[metadata](S'->C') */
@@ -613,10 +632,12 @@ static int on_message(struct zcurve *z, const struct zmtp_frame *f,
 
 	if (f->len < ZCURVE_OVERHEAD || memcmp(b, "\x07MESSAGE", 8))
 		return fail(z, -EPROTO, "a frame that is not a MESSAGE");
+	/* libzmq and we send consecutive nonces: a gap is a frame deleted
+	 * on the way, a smaller one a replay */
 	nv = get_u64be(b + 8);
-	if (nv <= z->peer_nonce)
-		return fail(z, -EPROTO, "a MESSAGE nonce that does not "
-					"increase (a replay?)");
+	if (nv != z->peer_nonce + 1)
+		return fail(z, -EPROTO, "a MESSAGE nonce out of sequence (a "
+					"replayed or deleted frame?)");
 	mlen = f->len - 16 - MAC; /* flags + data */
 	dlen = mlen - 1;
 	if (dlen > z->msg_max)

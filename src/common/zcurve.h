@@ -91,8 +91,9 @@ int zcurve_load_public(const char *spec, uint8_t pub[ZCURVE_KEY], char *why,
 
 /**
  * zcurve_write_cert - a fresh key pair as @base.key (0644) and
- * @base.key_secret (0600), both written to temporary files and renamed;
- * neither may exist.  Return: 0 or -errno (@why says which file).
+ * @base.key_secret (0600), each created with O_EXCL (neither may exist),
+ * written and fsync()ed; a failed write removes what it wrote.
+ * Return: 0 or -errno (@why says which file).
  */
 int zcurve_write_cert(const char *base, char *why, size_t whylen);
 
@@ -160,7 +161,8 @@ int zcurve_client(struct zcurve *z, const struct zcurve_keys *me,
 		  const uint8_t *id, size_t idlen, size_t msg_max,
 		  struct buf *out);
 
-/* zcurve_server - start a server connection: its greeting into @out */
+/* zcurve_server - start a server connection: its greeting into @out.
+ * @allow NULL lets nobody in (fail closed). */
 int zcurve_server(struct zcurve *z, const struct zcurve_keys *me,
 		  const struct zcurve_allow *allow, const char *type,
 		  size_t msg_max, struct buf *out);

@@ -324,6 +324,9 @@ static int handshake(struct maru_handler *h)
 		     h->cfg.server_url, h->cfg.timeout_ms);
 		return rc;
 	}
+	if (rc == -EACCES || rc == -EPROTO)
+		return rc; /* our key refused, or not a server we can talk to:
+			    * rpc.c said why; nothing later would work */
 	if (rc < 0) {
 		lwarn(h, "HANDSHAKE failed (%s): using rm_address %s",
 		      strerror(-rc), h->rm_address);

@@ -327,6 +327,8 @@ struct maru__rpc {
 	struct zcurve cz;    /* the connection's CURVE state */
 	struct buf raw;	     /* owns: received bytes, [cz.rd, raw.len) */
 	struct buf sb;	     /* owns: sealed output, reused */
+	struct buf pend;     /* owns: a sealed PONG the socket did not take:
+			      * it goes out before anything sealed later */
 	bool read_full;	     /* the last read filled its buffer */
 	bool writing;	     /* a request is being written */
 	bool in_sweep;	     /* the watch thread reads it (its lock held) */

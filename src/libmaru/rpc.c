@@ -211,14 +211,6 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
 }
 
 /*
- * the ZMTP handshake on a fresh connection: send ours, check theirs with
- * @z (src/common/zmtp.h), reading no further than the peer's READY, so
- * that whatever follows is read into the receive buffer.  A peer that is
- * not ZMTP fails at its first wrong byte.
- * Return: 0 with @z open, -EPROTO (not a ZMTP peer we can talk to),
- * -ETIMEDOUT, -ECONNRESET or another -errno.
- */
-/*
  * the CURVE handshake (zcurve.h): greeting and HELLO, WELCOME, INITIATE,
  * READY, reading no further than the server's READY.  Then @z starts
  * open: the greetings and READY were CURVE's.
@@ -231,7 +223,7 @@ static int handshake_curve(const struct maru__rpc *r, int fd,
 	const char *type = r->async ? "DEALER" : "REQ";
 	struct buf out = {0}, raw = {0}, plain = {0};
 	ssize_t k;
-	int rc;
+	int rc, zrc = 0;
 
 	rc = zcurve_client(cz, &r->curve->me, r->curve->server, type,
 			   r->async ? r->ident : NULL,
@@ -255,12 +247,17 @@ static int handshake_curve(const struct maru__rpc *r, int fd,
 			break;
 		}
 		raw.len += (size_t)k;
-		rc = zcurve_input(cz, raw.data, raw.len, &plain, &out);
+		rc = zrc = zcurve_input(cz, raw.data, raw.len, &plain, &out);
 	}
 	if (rc == 0 && plain.len)
 		rc = -EPROTO; /* nothing can come before a request */
-	if ((rc == -EPROTO || rc == -EACCES) && cz->why)
-		lerr(r->h, "%s: CURVE: %s", r->url, cz->why);
+	if (zrc < 0) {
+		/* the peer's bytes were wrong (or libsodium failed): no retry */
+		lerr(r->h, "%s: CURVE: %s", r->url,
+		     cz->why ? cz->why : strerror(-zrc));
+		if (zrc != -EACCES && zrc != -ENOMEM)
+			rc = -EPROTO;
+	}
 	buf_free(&out);
 	buf_free(&raw);
 	buf_free(&plain);
@@ -273,6 +270,14 @@ static int handshake_curve(const struct maru__rpc *r, int fd,
 	return 0;
 }
 
+/*
+ * the ZMTP handshake on a fresh connection: send ours, check theirs with
+ * @z (src/common/zmtp.h), reading no further than the peer's READY, so
+ * that whatever follows is read into the receive buffer.  A peer that is
+ * not ZMTP fails at its first wrong byte.
+ * Return: 0 with @z open, -EPROTO (not a ZMTP peer we can talk to),
+ * -ETIMEDOUT, -ECONNRESET or another -errno.
+ */
 static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		     struct zmtp_conn *z)
 {
@@ -332,6 +337,8 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 				return 0;
 			}
 			close(fd);
+			if (r->curve)
+				zcurve_wipe(cz);
 			if (r->curve && (rc == -EPROTO || rc == -EACCES))
 				return rc; /* handshake_curve() said why */
 			if (rc == -EPROTO || rc == -ENOMEM) {
@@ -355,12 +362,14 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 
 /* take @fd as the connection (@lock held) */
 static void conn_install(struct maru__rpc *r, int fd,
-			 const struct zmtp_conn *z, const struct zcurve *cz)
+			 const struct zmtp_conn *z, struct zcurve *cz)
 {
 	r->fd = fd;
 	r->z = *z;
-	if (r->curve)
+	if (r->curve) {
 		r->cz = *cz;
+		zcurve_wipe(cz); /* the caller's copy holds the session key */
+	}
 	r->rb.len = 0;
 	r->raw.len = 0;
 	r->last_io_ns = maru__now_ns();
@@ -393,6 +402,9 @@ static void conn_close(struct maru__rpc *r, bool dropped, int err)
 	r->fd = -1;
 	r->rb.len = 0;
 	r->raw.len = 0;
+	buf_reset(&r->pend);
+	if (r->raw.cap > RBUF_MIN)
+		buf_free(&r->raw);
 	memset(&r->z, 0, sizeof(r->z)); /* conn_install() sets it anew */
 	if (r->curve)
 		zcurve_wipe(&r->cz);
@@ -426,25 +438,26 @@ static int flush_pong(struct maru__rpc *r)
 	const uint8_t *p = r->z.pong;
 	size_t n = r->z.pong_len;
 
-	if (!r->z.pong_len || r->writing)
+	if ((!r->z.pong_len && !r->pend.len) || r->writing)
 		return 0;
 	if (r->curve) {
-		buf_reset(&r->sb);
-		if (zcurve_seal(&r->cz, r->z.pong, r->z.pong_len, &r->sb) < 0)
+		/* sealed once; a newer PONG while one waits is dropped (any
+		 * bytes from us count as life to the server) */
+		if (!r->pend.len &&
+		    zcurve_seal(&r->cz, r->z.pong, r->z.pong_len, &r->pend) < 0)
 			return -ENOMEM;
-		p = r->sb.data;
-		n = r->sb.len;
+		r->z.pong_len = 0;
+		p = r->pend.data;
+		n = r->pend.len;
 	}
 	k = send(r->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (k == (ssize_t)n) {
 		r->z.pong_len = 0;
+		buf_reset(&r->pend);
 		return 0;
 	}
-	if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
-		if (r->curve)
-			r->cz.nonce--; /* not sent: sealed again next time */
+	if (k < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0; /* the next read or write tries again */
-	}
 	return k < 0 ? -errno : -EIO; /* a cut PONG would corrupt the stream */
 }
 
@@ -482,11 +495,6 @@ static int next_msg(struct maru__rpc *r, const uint8_t **body, size_t *len)
 	return rc;
 }
 
-/*
- * conn_read - one nonblocking read into the receive buffer (@lock held)
- * Return: bytes read (> 0), 0 when there is nothing, -ECONNRESET at EOF,
- * -ENOMEM, or another -errno.
- */
 /* CURVE: one read into @raw, whose MESSAGEs are opened into @rb */
 static ssize_t conn_read_curve(struct maru__rpc *r)
 {
@@ -543,6 +551,11 @@ static ssize_t conn_read_curve(struct maru__rpc *r)
 	return k;
 }
 
+/*
+ * conn_read - one nonblocking read into the receive buffer (@lock held)
+ * Return: bytes read (> 0), 0 when there is nothing, -ECONNRESET at EOF,
+ * -ENOMEM, or another -errno.
+ */
 static ssize_t conn_read(struct maru__rpc *r)
 {
 	size_t want;
@@ -689,8 +702,15 @@ static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
 	iov[1].iov_base = m->data;
 	iov[1].iov_len = m->len;
 	if (r->curve) {
-		/* [delimiter][body] as two MESSAGEs, written as one */
+		/* [delimiter][body] as two MESSAGEs, written as one, after
+		 * a sealed PONG that still waits (nonces stay in order) */
 		buf_reset(&r->sb);
+		if (r->pend.len &&
+		    buf_put(&r->sb, r->pend.data, r->pend.len) < 0) {
+			conn_close(r, false, -ECONNRESET);
+			return -ENOMEM;
+		}
+		buf_reset(&r->pend);
 		if (zcurve_seal_frame(&r->cz, ZMTP_MORE, NULL, 0, &r->sb) < 0 ||
 		    zcurve_seal_frame(&r->cz, 0, m->data, m->len, &r->sb) < 0) {
 			conn_close(r, false, -ECONNRESET);
@@ -744,6 +764,8 @@ static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
 	}
 	r->writing = false;
 	r->last_io_ns = maru__now_ns();
+	if (r->sb.cap > (1u << 20))
+		buf_free(&r->sb); /* one big request does not stay */
 	rc = flush_pong(r);
 	if (rc < 0)
 		conn_close(r, true, -ECONNRESET);
@@ -894,6 +916,7 @@ void maru__rpc_close(struct maru__rpc *r)
 	buf_free(&r->rb);
 	buf_free(&r->raw);
 	buf_free(&r->sb);
+	buf_free(&r->pend);
 	pthread_cond_destroy(&r->conn_cv);
 	pthread_cond_destroy(&r->space_cv);
 	pthread_mutex_destroy(&r->lock);

@@ -204,6 +204,7 @@ struct server {
 	uint64_t spin_until;  /* monotonic ns: look without sleeping */
 	uint64_t proto_errs;  /* connections closed for bad input */
 	uint64_t next_proto_log;
+	uint64_t next_refuse_log; /* monotonic ns: a refused CURVE key */
 	bool stop;
 };
 
@@ -761,6 +762,13 @@ static void conn_readable_curve(struct server *sv, struct conn *c)
 			sv->in_total -= c->in.cap;
 			buf_free(&c->in);
 		}
+	} else if (c->z.rd) {
+		/* a message's first frames wait for the rest: to the front,
+		 * or the plaintext buffer keeps what was taken (review) */
+		memmove(c->in.data, c->in.data + c->z.rd,
+			c->in.len - c->z.rd);
+		c->in.len -= c->z.rd;
+		zmtp_conn_shift(&c->z, c->z.rd);
 	}
 	if (z->rd == c->raw.len) {
 		zcurve_shift(z, z->rd);
@@ -807,11 +815,35 @@ static void conn_readable_curve(struct server *sv, struct conn *c)
 	cap = c->in.cap;
 	rc = zcurve_input(z, c->raw.data, c->raw.len, &c->in, &c->out);
 	sv->in_total += c->in.cap - cap;
-	if (c->out.len != olen)
-		c->sealed = c->out.len; /* WELCOME, READY, ERROR: as they are */
+	if (c->out.len != olen) {
+		/* WELCOME, READY, ERROR: wire bytes, after wire bytes only
+		 * (nothing is sealed before the handshake ends) */
+		if (c->sealed != olen) {
+			conn_close(sv, c, "CURVE: handshake output after "
+					  "plaintext (bug)");
+			return;
+		}
+		c->sealed = c->out.len;
+	}
+	if (rc == 0 && sv->max_input && sv->in_total > sv->max_input &&
+	    over_budget(sv, c))
+		return; /* what it opened made it the largest */
 	if (rc < 0) {
-		if (rc == -EACCES)
+		if (rc == -EACCES) {
+			char k[ZCURVE_Z85 + 1];
+
+			zcurve_z85_encode(z->peer, k);
+			if (now_ns() >= sv->next_refuse_log) {
+				log_warn("connection fd %d: CURVE: client key "
+					 "%s is not in --curve-clients: "
+					 "refused",
+					 c->key, k);
+				sv->next_refuse_log = now_ns() + 1000000000ull;
+			}
 			(void)conn_flush(sv, c, NULL, 0); /* the ERROR */
+			conn_close(sv, c, "CURVE key refused");
+			return;
+		}
 		if (rc == -ENOMEM)
 			conn_close(sv, c, "out of memory");
 		else

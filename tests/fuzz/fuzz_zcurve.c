@@ -7,10 +7,13 @@
  *      INITIATE ... as garbage): the server fails cleanly or waits;
  *   1: the bytes a server sends to a fresh client after its HELLO;
  *   2: after a real handshake between a client and a server of ours, a
- *      list of frames ([flags][len16][bytes]) that the client seals, plus
- *      one byte of the stream that the input may flip: fed to the server
- *      whole and cut in two, it must give back exactly the frames sealed
- *      (when nothing was flipped) or fail, the same way both times.
+ *      list of frames ([flags][len16][bytes]) that one side seals (the
+ *      client, or the server when the top bit of the next byte is set),
+ *      plus one byte of the stream that the input may flip (15 bits; 0x7fff
+ *      flips nothing) and whether to send one frame twice: fed to the
+ *      other side whole and cut in two, it must give back exactly the
+ *      frames sealed (when nothing was changed) or fail, the same way both
+ *      times.
  * Long-term keys come from fixed seeds; each connection's are random, as
  * in production (the checks hold whatever they are).
  */
@@ -107,41 +110,60 @@ static void handshake(struct zcurve *c, struct zcurve *s)
 static void messages(const uint8_t *d, size_t n)
 {
 	struct buf wire = {0}, want = {0}, p1 = {0}, p2 = {0}, none = {0};
-	struct zcurve c, s, s2;
-	size_t i = 0, len, flip;
+	struct zcurve c, s, s2, *from, *to;
+	size_t i = 0, len, flip, dup_at = SIZE_MAX, dup_len = 0;
 	uint8_t hdr[ZMTP_HDR_MAX], fl;
+	bool changed;
 	int r1, r2;
 
 	if (n < 3)
 		return;
-	flip = (size_t)d[0] << 8 | d[1]; /* 0xffff: flip nothing */
+	handshake(&c, &s);
+	from = d[0] & 0x80 ? &s : &c;
+	to = from == &s ? &c : &s;
+	flip = (size_t)(d[0] & 0x7f) << 8 | d[1]; /* 0x7fff: nothing */
 	d += 2;
 	n -= 2;
-	handshake(&c, &s);
 	while (i + 3 <= n) {
 		fl = d[i] & (ZMTP_MORE | ZMTP_COMMAND);
+		if ((d[i] & 0x80) && dup_at == SIZE_MAX)
+			dup_at = wire.len; /* this frame goes twice */
 		len = (size_t)d[i + 1] << 8 | d[i + 2];
 		i += 3;
 		if (len > n - i)
 			len = n - i;
-		CHECK(zcurve_seal_frame(&c, fl, d + i, len, &wire) == 0);
+		CHECK(zcurve_seal_frame(from, fl, d + i, len, &wire) == 0);
+		if (dup_at != SIZE_MAX && !dup_len)
+			dup_len = wire.len - dup_at;
 		buf_put(&want, hdr, zmtp_hdr(hdr, fl, len));
 		buf_put(&want, d + i, len);
 		i += len;
 	}
+	if (dup_len) {
+		uint8_t *copy = malloc(dup_len);
+
+		CHECK(copy);
+		memcpy(copy, wire.data + dup_at, dup_len);
+		buf_put(&wire, copy, dup_len);
+		free(copy);
+	}
 	if (flip < wire.len)
 		wire.data[flip] ^= 0x20;
+	changed = flip < wire.len || dup_len;
+	s = *to;
 	s2 = s;
 	r1 = feed(&s, wire.data, wire.len, 0, &p1, &none);
 	r2 = feed(&s2, wire.data, wire.len, wire.len / 3, &p2, &none);
 	CHECK(r1 == r2);
 	CHECK(none.len == 0);
-	if (flip >= wire.len) {
+	if (!changed) {
 		CHECK(r1 == 0);
 		CHECK(p1.len == want.len &&
 		      (!p1.len || !memcmp(p1.data, want.data, p1.len)));
 	} else {
 		CHECK(r1 == 0 || r1 == -EPROTO || r1 == -EMSGSIZE);
+		if (dup_len && flip >= wire.len)
+			CHECK(r1 == -EPROTO); /* the replay is caught */
 		/* what opened is a prefix of what was sent */
 		CHECK(p1.len <= want.len &&
 		      (!p1.len || !memcmp(p1.data, want.data, p1.len)));

@@ -280,11 +280,43 @@ static void test_tamper_and_replay(void **state)
 				      &p->s_plain, &none),
 			 0);
 	/* the same MESSAGE again: its nonce does not increase */
+	{
+		struct zcurve saved = p->cs;
+		size_t len = p->s_in.len;
+
+		buf_put(&p->s_in, sealed.data, sealed.len);
+		assert_int_equal(zcurve_input(&p->cs, p->s_in.data,
+					      p->s_in.len, &p->s_plain, &none),
+				 -EPROTO);
+		assert_non_null(strstr(p->cs.why, "nonce"));
+		p->cs = saved;
+		p->s_in.len = len;
+	}
+	/* one MESSAGE left out on the way: the next one's nonce has a gap */
+	buf_reset(&sealed);
+	assert_int_equal(zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"a", 1,
+					   &sealed),
+			 0);
+	buf_reset(&sealed); /* deleted */
+	assert_int_equal(zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"b", 1,
+					   &sealed),
+			 0);
 	buf_put(&p->s_in, sealed.data, sealed.len);
 	assert_int_equal(zcurve_input(&p->cs, p->s_in.data, p->s_in.len,
 				      &p->s_plain, &none),
 			 -EPROTO);
 	assert_non_null(strstr(p->cs.why, "nonce"));
+	/* and the other way: a server frame changed on its way to the client */
+	buf_reset(&sealed);
+	assert_int_equal(zcurve_seal_frame(&p->cs, 0, (const uint8_t *)"reply",
+					   5, &sealed),
+			 0);
+	sealed.data[sealed.len - 1] ^= 0x80;
+	buf_put(&p->c_in, sealed.data, sealed.len);
+	assert_int_equal(zcurve_input(&p->cc, p->c_in.data, p->c_in.len,
+				      &p->c_plain, &none),
+			 -EPROTO);
+	assert_non_null(strstr(p->cc.why, "does not open"));
 	buf_free(&sealed);
 	buf_free(&copy);
 	buf_free(&none);
@@ -300,6 +332,17 @@ static void test_refusals(void **state)
 	assert_int_equal(src, -EACCES);
 	assert_int_equal(crc, -EACCES);
 	assert_false(zcurve_open(&p->cc));
+	/* a client that claims the allowed key C but holds another secret:
+	 * its vouch (boxed with that secret) does not open under C */
+	{
+		struct zcurve_keys liar = p->x;
+
+		memcpy(liar.pub, p->c.pub, 32);
+		src = converse(p, &liar, p->s.pub, false, &crc);
+		assert_int_equal(src, -EPROTO);
+		assert_non_null(strstr(p->cs.why, "vouch"));
+		assert_false(zcurve_open(&p->cs));
+	}
 	/* a client that expects another server key: HELLO does not open */
 	src = converse(p, &p->c, p->x.pub, false, &crc);
 	assert_int_equal(src, -EPROTO);

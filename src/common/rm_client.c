@@ -182,7 +182,8 @@ static int auth_answer(struct rm_client *c, uint16_t type,
 static int authenticate(struct rm_client *c, uint64_t deadline)
 {
 	struct rm_auth_req q = {.step = 1,
-				.client_id = rm_str_from(c->client_id)};
+				.client_id = rm_str_from(c->client_id),
+				.hold_ms = c->hold_ms};
 	uint8_t cn[RM_AUTH_NONCE_LEN], want[RM_AUTH_MAC_LEN];
 	struct buf b = BUF_INIT;
 	struct rm_auth_resp a;
@@ -276,8 +277,34 @@ static struct buf *tx(struct rm_client *c)
  * encoder's result, passed on when it failed) and read a reply of type
  * @want into c->rx
  */
+static int transact_once(struct rm_client *c, int enc, uint16_t want,
+			 bool auth);
+
 static int rm_transact(struct rm_client *c, int enc, uint16_t want,
 		       bool auth)
+{
+	int rc = transact_once(c, enc, want, auth || c->auth_all);
+
+	/*
+	 * A resource manager with --require-auth refuses even STATS and
+	 * GET_ACCESS before AUTH: from then on authenticate first, with our
+	 * key (the default one looked for now), and ask again once.
+	 */
+	if (rc == -EACCES && !auth && !c->auth_all && !c->authed &&
+	    strstr(c->error, "authentication required")) {
+		c->auth_all = true;
+		if (!c->has_key && !c->key_tried) {
+			c->key_tried = true;
+			(void)rm_client_load_key(c, NULL);
+		}
+		if (c->has_key)
+			rc = transact_once(c, 0, want, true);
+	}
+	return rc;
+}
+
+static int transact_once(struct rm_client *c, int enc, uint16_t want,
+			 bool auth)
 {
 	struct rm_error_resp e;
 	uint16_t type = 0;

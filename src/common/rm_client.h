@@ -51,6 +51,9 @@ struct rm_client {
 	bool has_key;		/* ALLOC/FREE authenticate first (rm_auth.h) */
 	bool authed;		/* ... done on this connection */
 	bool key_tried;		/* the default key was looked for */
+	uint32_t hold_ms;	/* declared at AUTH (rm_auth.h); 0: none */
+	bool auth_all;		/* the RM wants AUTH for every request
+				 * (--require-auth): seen once, kept */
 	uint8_t key[RM_AUTH_KEY_LEN];
 };
 

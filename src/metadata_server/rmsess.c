@@ -886,6 +886,7 @@ int rmsess_start(struct rmsess *r)
 	rc = rm_probe(r->address, 2000);
 	if (rc < 0)
 		return rc;
+	r->c.hold_ms = r->hold_ms; /* should the STATS below authenticate */
 	rc = rm_client_connect(&r->c);
 	if (rc < 0)
 		return rc;
@@ -920,12 +921,13 @@ int rmsess_start(struct rmsess *r)
 		r->ever_up = true;
 		return 0;
 	}
-	/* the loop takes the connection over, and authenticates it first */
+	/* the loop takes the connection over, and authenticates it first
+	 * (unless the STATS above already did: --require-auth) */
 	r->fd = r->c.fd;
 	r->c.fd = -1;
 	r->st = RS_UP;
 	r->ever_up = true;
-	if (queue_auth(r) < 0) {
+	if (!r->c.authed && queue_auth(r) < 0) {
 		close_conn(r, true); /* the loop connects again */
 		return 0;
 	}

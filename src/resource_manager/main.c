@@ -117,6 +117,13 @@ static void usage(FILE *f)
 		"                           behaviour); default: only clients "
 		"that prove they\n"
 		"                           know <state-dir>/client.key\n"
+		"      --require-auth       every request (STATS, GET_ACCESS "
+		"too) needs a\n"
+		"                           connection authenticated with "
+		"client.key: for\n"
+		"                           workers on other hosts (libmaru "
+		"authenticates\n"
+		"                           when it has $MARU_RM_KEY_FILE)\n"
 		"      --insecure           allow --no-client-auth on a "
 		"non-loopback address\n"
 		"  -h, --help               this text\n"
@@ -136,6 +143,7 @@ enum {
 	OPT_MSG_TIMEOUT,
 	OPT_IDLE_TIMEOUT,
 	OPT_NO_AUTH,
+	OPT_REQUIRE_AUTH,
 	OPT_INSECURE,
 	OPT_QUOTA,
 	OPT_PER_ADDR,
@@ -173,6 +181,7 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT},
 		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 		{"no-client-auth", no_argument, NULL, OPT_NO_AUTH},
+		{"require-auth", no_argument, NULL, OPT_REQUIRE_AUTH},
 		{"client-quota", required_argument, NULL, OPT_QUOTA},
 		{"recovered-hold", required_argument, NULL, OPT_RECOVERED_HOLD},
 		{"max-clients-per-address", required_argument, NULL,
@@ -260,6 +269,9 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		case OPT_NO_AUTH:
 			c->no_client_auth = true;
 			break;
+		case OPT_REQUIRE_AUTH:
+			c->require_auth = true;
+			break;
 		case OPT_QUOTA:
 			if (strcmp(optarg, "0") &&
 			    parse_size(optarg, &c->client_quota) < 0) {
@@ -293,6 +305,11 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 	if (optind < argc) {
 		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
 		usage(stderr);
+		return -1;
+	}
+	if (c->require_auth && c->no_client_auth) {
+		fprintf(stderr, "--require-auth and --no-client-auth contradict "
+				"each other\n");
 		return -1;
 	}
 	if (!strcmp(c->host, "0.0.0.0"))
@@ -348,6 +365,8 @@ static void banner(struct rm *rm)
 		 rm->cfg.max_per_addr);
 	log_info("  client auth:   %s",
 		 rm->cfg.no_client_auth ? "off (--no-client-auth)"
+		 : rm->cfg.require_auth ? "required for every request "
+					  "(--require-auth)"
 					: "required for ALLOC/FREE");
 	log_info("  emulate size:  %s",
 		 format_bytes(rm->cfg.emulate_size, sz, sizeof(sz)));

@@ -69,6 +69,7 @@ struct rm_config {
 	int recovered_hold;    /* seconds: hold of an owner recovered from
 				* the WAL (its own is not persisted) */
 	bool no_client_auth;   /* ALLOC/FREE without AUTH (upstream's) */
+	bool require_auth;     /* every request needs AUTH (networked) */
 	bool insecure;	       /* ... even on a non-loopback address */
 };
 

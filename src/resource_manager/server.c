@@ -506,6 +506,16 @@ static void conn_process(struct conn *c)
 	const uint8_t *p = c->in + RM_HDR_SIZE;
 	size_t len = c->hdr.payload_len;
 
+	/* --require-auth: nothing but AUTH before AUTH (the connection
+	 * stays, so the client can authenticate and ask again) */
+	if (c->rm->cfg.require_auth && c->auth != AUTH_OK &&
+	    c->hdr.type != RM_AUTH_REQ) {
+		reply_error(c, -EACCES,
+			    "authentication required for every request "
+			    "(--require-auth): AUTH_REQ with client.key",
+			    false);
+		return;
+	}
 	switch (c->hdr.type) {
 	case RM_ALLOC_REQ:
 		handle_alloc(c, p, len);

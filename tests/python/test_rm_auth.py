@@ -211,3 +211,66 @@ def test_a_declared_hold_covers_the_grace_rule(start_rm):
     assert pool_free(r) < free0                # the 1 s grace is not enough
     assert wait_until(lambda: pool_free(r) == free0, 20)
     assert time.monotonic() - t0 >= 3.5
+
+
+# ---- --require-auth: every peer of the resource manager authenticates ----
+
+def test_require_auth_refuses_every_request_before_auth(start_rm):
+    """Networked mode: STATS and GET_ACCESS need AUTH too; the connection
+    stays open so the client can authenticate and ask again."""
+    r = start_rm(extra=["--require-auth"])
+    with RmConn(r.address) as c:
+        a = c.alloc(2 * MiB)                      # (authenticates first)
+        h = a.handle
+    with RmConn(r.address, key=None) as c:
+        for call in (c.stats, lambda: c.get_access(h)):
+            with pytest.raises(RmError) as e:
+                call()
+            assert e.value.status == -13 and \
+                "authentication required" in str(e.value)
+        assert not c.is_closed(timeout=0.2)
+        c.auth(key=rm_wire.KEYS[r.address])
+        assert c.stats()
+        assert c.get_access(h).status == 0
+    with RmConn(r.address, key=bytes(32)) as c:   # the wrong key
+        with pytest.raises((RmError, AssertionError)):
+            c.auth(check_server=False)
+    assert "client auth:   required for every request" in r.log()
+
+
+def test_require_auth_contradicts_no_client_auth(start_rm):
+    r = start_rm(wait=False, extra=["--require-auth", "--no-client-auth"])
+    assert r.proc.wait(10) != 0
+    assert "contradict" in r.log()
+
+
+def test_libmaru_and_pool_monitor_authenticate_when_required(start_rm,
+                                                             start_mds):
+    """libmaru's mapper (GET_ACCESS of another instance's region) and
+    pool_monitor (STATS) authenticate by themselves with
+    $MARU_RM_KEY_FILE once the resource manager asks for it; without the
+    key they fail with a clear message."""
+    from conftest import POOL_MONITOR_BIN, binary
+    r = start_rm(extra=["--require-auth"])
+    m = start_mds(r.address)
+    cfg = dict(server_url=m.url, pool_size=4 * MiB, chunk_size_bytes=MiB)
+    with MaruHandler(MaruConfig(**cfg)) as a, \
+            MaruHandler(MaruConfig(**cfg)) as b:
+        assert a.connected and b.connected
+        p = a.alloc(4096)
+        p.buf[:] = b"\x42" * 4096
+        assert a.store("ra-key", p)
+        info = b.retrieve("ra-key")             # maps a's region: GET_ACCESS
+        assert info is not None and bytes(info.view[:4096]) == b"\x42" * 4096
+    env = dict(os.environ)
+    out = subprocess.run([binary(*POOL_MONITOR_BIN), "--address", r.address,
+                          "--csv"], capture_output=True, text=True, env=env,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert r.pool_path in out.stdout
+    env["MARU_RM_KEY_FILE"] = "/nonexistent/client.key"
+    out = subprocess.run([binary(*POOL_MONITOR_BIN), "--address", r.address,
+                          "--csv"], capture_output=True, text=True, env=env,
+                         timeout=30)
+    assert out.returncode != 0
+    assert "Permission denied" in out.stderr or "authentication" in out.stderr

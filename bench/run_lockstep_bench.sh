@@ -47,7 +47,7 @@ PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
-	rm -f "$POOL"
+	rm -f "$POOL" "$POOL"-*  # one pool per placement: $POOL-<core>
 	rm -rf "$WORK"
 }
 trap cleanup EXIT

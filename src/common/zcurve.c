@@ -357,25 +357,37 @@ static int fail(struct zcurve *z, int rc, const char *why)
 	return rc;
 }
 
+/* what both sides start with, and their greeting into @out */
+static int start(struct zcurve *z, bool server, const struct zcurve_keys *me,
+		 const char *type, size_t msg_max, struct buf *out)
+{
+	uint8_t g[ZMTP_GREETING_LEN];
+
+	memset(z, 0, sizeof(*z));
+	z->server = server;
+	z->type = type;
+	z->me = me;
+	z->msg_max = msg_max;
+	z->need = ZMTP_GREETING_LEN;
+	z->nonce = 1;
+	zmtp_greeting_mech(g, server, "CURVE");
+	return buf_put(out, g, sizeof(g));
+}
+
 int zcurve_client(struct zcurve *z, const struct zcurve_keys *me,
 		  const uint8_t server[ZCURVE_KEY], const char *type,
 		  const uint8_t *id, size_t idlen, size_t msg_max,
 		  struct buf *out)
 {
-	uint8_t g[ZMTP_GREETING_LEN], hello[HELLO_LEN], zero[64] = {0};
+	uint8_t hello[HELLO_LEN], zero[64] = {0};
 	uint8_t n[24];
 
-	memset(z, 0, sizeof(*z));
-	z->type = type;
-	z->me = me;
+	if (start(z, false, me, type, msg_max, out) < 0)
+		return -ENOMEM;
 	z->id = id;
 	z->idlen = idlen;
-	z->msg_max = msg_max;
-	z->need = ZMTP_GREETING_LEN;
 	memcpy(z->peer, server, ZCURVE_KEY);
 	crypto_box_keypair(z->eph_pub, z->eph_sec);
-	z->nonce = 1;
-	zmtp_greeting_mech(g, false, "CURVE");
 	/* HELLO: version 1.0, 72 bytes of anti-amplification padding, C',
 	 * short nonce, Box[64 zeros](C'->S) */
 	memset(hello, 0, sizeof(hello));
@@ -387,28 +399,18 @@ int zcurve_client(struct zcurve *z, const struct zcurve_keys *me,
 			    z->eph_sec))
 		return -EIO;
 	z->nonce++;
-	if (buf_put(out, g, sizeof(g)) < 0 ||
-	    put_command(out, hello, sizeof(hello)) < 0)
-		return -ENOMEM;
-	return 0;
+	return put_command(out, hello, sizeof(hello));
 }
 
 int zcurve_server(struct zcurve *z, const struct zcurve_keys *me,
 		  const struct zcurve_allow *allow, const char *type,
 		  size_t msg_max, struct buf *out)
 {
-	uint8_t g[ZMTP_GREETING_LEN];
-
-	memset(z, 0, sizeof(*z));
-	z->server = true;
-	z->type = type;
-	z->me = me;
+	/* the keys of this connection: at HELLO */
+	if (start(z, true, me, type, msg_max, out) < 0)
+		return -ENOMEM;
 	z->allow = allow;
-	z->msg_max = msg_max;
-	z->need = ZMTP_GREETING_LEN;
-	z->nonce = 1; /* the keys of this connection: at HELLO */
-	zmtp_greeting_mech(g, true, "CURVE");
-	return buf_put(out, g, sizeof(g)) < 0 ? -ENOMEM : 0;
+	return 0;
 }
 
 /* a peer's ERROR: it refused us (reason not kept: it is the peer's text) */

@@ -741,76 +741,92 @@ static bool over_budget(struct server *sv, struct conn *c)
 }
 
 /*
- * CURVE: one read into c->raw; the handshake answered, or the MESSAGEs
- * opened into c->in (plaintext, for conn_drain as without CURVE).
+ * Drop the taken prefix [0, @rd) of input buffer @b: when nothing else is
+ * in it (a large one is given back), when @always, or when @want bytes do
+ * not fit after it.  Return: bytes dropped (the caller shifts its parser).
  */
-static void conn_readable_curve(struct server *sv, struct conn *c)
+static size_t in_compact(struct server *sv, struct buf *b, size_t rd,
+			 size_t want, bool always)
 {
-	struct zcurve *z = c->cz;
-	size_t want, cap, olen, avail = c->raw.len - z->rd;
-	ssize_t n;
-	int rc;
+	if (rd == b->len) {
+		b->len = 0;
+		if (b->cap > BUF_KEEP) {
+			sv->in_total -= b->cap;
+			buf_free(b);
+		}
+		return rd;
+	}
+	if (!rd || (!always && b->cap - b->len >= want))
+		return 0;
+	memmove(b->data, b->data + rd, b->len - rd);
+	b->len -= rd;
+	return rd;
+}
 
-	if (c->queued) {
-		conn_drain(sv, c);
-		return;
-	}
-	if (c->z.rd == c->in.len) {
-		zmtp_conn_shift(&c->z, c->z.rd);
-		c->in.len = 0;
-		if (c->in.cap > BUF_KEEP) {
-			sv->in_total -= c->in.cap;
-			buf_free(&c->in);
-		}
-	} else if (c->z.rd) {
-		/* a message's first frames wait for the rest: to the front,
-		 * or the plaintext buffer keeps what was taken (review) */
-		memmove(c->in.data, c->in.data + c->z.rd,
-			c->in.len - c->z.rd);
-		c->in.len -= c->z.rd;
-		zmtp_conn_shift(&c->z, c->z.rd);
-	}
-	if (z->rd == c->raw.len) {
-		zcurve_shift(z, z->rd);
-		c->raw.len = 0;
-		if (c->raw.cap > BUF_KEEP) {
-			sv->in_total -= c->raw.cap;
-			buf_free(&c->raw);
-		}
-	}
-	want = z->need > avail ? z->need - avail : 0;
+/*
+ * One read from @c's socket into @b, whose first @rd bytes are taken and
+ * whose parser needs @need bytes from there: room made (compacted, grown,
+ * counted in --max-input-bytes), then one read().
+ * @drop: gets the bytes dropped from the front of @b
+ * Return: bytes read, or 0 (nothing there, or @c was closed: EOF, an
+ * error, out of memory, the largest input over the budget).
+ */
+static size_t conn_fill(struct server *sv, struct conn *c, struct buf *b,
+			size_t rd, size_t need, size_t *drop)
+{
+	size_t want, cap, avail = b->len - rd;
+	ssize_t n;
+
+	want = need > avail ? need - avail : 0;
 	if (want < IN_MIN_FREE)
 		want = IN_MIN_FREE;
-	if (c->raw.cap - c->raw.len < want && z->rd) {
-		memmove(c->raw.data, c->raw.data + z->rd, avail);
-		c->raw.len = avail;
-		zcurve_shift(z, z->rd);
-	}
-	cap = c->raw.cap;
-	if (buf_reserve(&c->raw, want) < 0) {
+	*drop = in_compact(sv, b, rd, want, false);
+	cap = b->cap;
+	if (buf_reserve(b, want) < 0) {
 		conn_close(sv, c, "out of memory");
-		return;
+		return 0;
 	}
-	sv->in_total += c->raw.cap - cap;
+	sv->in_total += b->cap - cap;
 	if (sv->max_input && sv->in_total > sv->max_input &&
 	    over_budget(sv, c))
-		return;
+		return 0; /* @c was the largest */
 	do {
-		n = read(c->fd, c->raw.data + c->raw.len,
-			 c->raw.cap - c->raw.len);
+		n = read(c->fd, b->data + b->len, b->cap - b->len);
 	} while (n < 0 && errno == EINTR);
 	if (n < 0) {
 		if (errno != EAGAIN)
 			conn_close(sv, c, strerror(errno));
-		return;
+		return 0;
 	}
 	if (n == 0) {
 		conn_close(sv, c, "closed by peer");
-		return;
+		return 0;
 	}
-	c->raw.len += (size_t)n;
+	b->len += (size_t)n;
 	c->last_rx = sv->s->vnow;
 	c->ping_out = false;
+	return (size_t)n;
+}
+
+/*
+ * CURVE: the socket's bytes go to c->raw; the handshake is answered, or
+ * the MESSAGEs are opened into c->in (plaintext, for conn_drain as
+ * without CURVE).
+ */
+static void conn_readable_curve(struct server *sv, struct conn *c)
+{
+	struct zcurve *z = c->cz;
+	size_t cap, olen, drop;
+	int rc;
+
+	/* a message's first frames wait for the rest: to the front, or the
+	 * plaintext buffer keeps what was taken (review) */
+	zmtp_conn_shift(&c->z, in_compact(sv, &c->in, c->z.rd, 0, true));
+	if (!conn_fill(sv, c, &c->raw, z->rd, z->need, &drop)) {
+		zcurve_shift(z, drop);
+		return;
+	}
+	zcurve_shift(z, drop);
 	olen = c->out.len;
 	cap = c->in.cap;
 	rc = zcurve_input(z, c->raw.data, c->raw.len, &c->in, &c->out);
@@ -862,62 +878,22 @@ static void conn_readable_curve(struct server *sv, struct conn *c)
 /* EPOLLIN: one read, then answer what is complete. */
 static void conn_readable(struct server *sv, struct conn *c)
 {
-	size_t want, cap, avail = c->in.len - c->z.rd;
-	ssize_t n;
+	size_t drop, n;
 
-	if (c->cz) {
-		conn_readable_curve(sv, c);
-		return;
-	}
 	if (c->queued) {
 		/* whole messages wait already: read no more meanwhile, so
 		 * that a fast sender cannot grow the buffer */
 		conn_drain(sv, c);
 		return;
 	}
-	if (c->z.rd == c->in.len) {
-		zmtp_conn_shift(&c->z, c->z.rd);
-		c->in.len = 0;
-		if (c->in.cap > BUF_KEEP) {
-			sv->in_total -= c->in.cap;
-			buf_free(&c->in);
-		}
-	}
-	want = c->z.need > avail ? c->z.need - avail : 0;
-	if (want < IN_MIN_FREE)
-		want = IN_MIN_FREE;
-	if (c->in.cap - c->in.len < want && c->z.rd) {
-		/* make room at the front first */
-		memmove(c->in.data, c->in.data + c->z.rd, avail);
-		c->in.len = avail;
-		zmtp_conn_shift(&c->z, c->z.rd);
-	}
-	cap = c->in.cap;
-	if (buf_reserve(&c->in, want) < 0) {
-		conn_close(sv, c, "out of memory");
+	if (c->cz) {
+		conn_readable_curve(sv, c);
 		return;
 	}
-	sv->in_total += c->in.cap - cap;
-	if (sv->max_input && sv->in_total > sv->max_input &&
-	    over_budget(sv, c))
-		return; /* @c was the largest */
-	do {
-		n = read(c->fd, c->in.data + c->in.len,
-			 c->in.cap - c->in.len);
-	} while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		if (errno != EAGAIN)
-			conn_close(sv, c, strerror(errno));
-		return;
-	}
-	if (n == 0) {
-		conn_close(sv, c, "closed by peer");
-		return;
-	}
-	c->in.len += (size_t)n;
-	c->last_rx = sv->s->vnow;
-	c->ping_out = false;
-	conn_drain(sv, c);
+	n = conn_fill(sv, c, &c->in, c->z.rd, c->z.need, &drop);
+	zmtp_conn_shift(&c->z, drop);
+	if (n)
+		conn_drain(sv, c);
 }
 
 /* EPOLLOUT: the peer has read; write more, take requests again. */

@@ -52,6 +52,16 @@ def keys(tmp_path):
     return k
 
 
+def read_to_eof(s):
+    """Everything the server sends on socket @s until it closes it."""
+    got = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            return got
+        got += chunk
+
+
 def curve_args(k):
     return ["--curve-secret-key-file", str(k["dir"] / "server.key_secret"),
             "--curve-clients", str(k["clients"])]
@@ -135,12 +145,7 @@ def test_refusals(cmds, keys):
     # a hand-written NULL greeting is refused at once
     s = socket.create_connection(("127.0.0.1", cmds.port), timeout=5)
     s.sendall(b"\xff" + b"\0" * 8 + b"\x7f\x03\x01NULL" + b"\0" * 48)
-    got = b""
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        got += chunk
+    got = read_to_eof(s)
     assert got[12:17] == b"CURVE" and len(got) == 64
     s.close()
     # the server still serves its clients
@@ -227,12 +232,7 @@ def test_handshake_deadline_covers_curve(rm, start_mds, keys, monkeypatch):
     g[12:17] = b"CURVE"
     s.sendall(bytes(g))
     t0 = time.monotonic()
-    got = b""
-    while True:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        got += chunk
+    got = read_to_eof(s)
     assert got[12:17] == b"CURVE"
     assert 0.5 < time.monotonic() - t0 < 5
     s.close()

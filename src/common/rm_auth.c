@@ -83,6 +83,19 @@ int rm_auth_random(void *p, size_t n)
 	return RAND_bytes(p, (int)n) == 1 ? 0 : -EIO;
 }
 
+int rm_auth_reader_key(const uint8_t client_key[RM_AUTH_KEY_LEN],
+		       uint8_t out[RM_AUTH_KEY_LEN])
+{
+	static const char label[] = "maru-rm-reader-key-1";
+	unsigned int outlen = RM_AUTH_KEY_LEN;
+
+	if (HMAC(EVP_sha256(), client_key, RM_AUTH_KEY_LEN,
+		 (const uint8_t *)label, sizeof(label) - 1, out, &outlen) &&
+	    outlen == RM_AUTH_KEY_LEN)
+		return 0;
+	return -EIO;
+}
+
 int rm_auth_mac(const uint8_t key[RM_AUTH_KEY_LEN], enum rm_auth_role role,
 		 const uint8_t cn[RM_AUTH_NONCE_LEN],
 		 const uint8_t sn[RM_AUTH_NONCE_LEN], struct rm_str client_id,

@@ -36,6 +36,21 @@
 #define RM_AUTH_KEY_LEN 32
 #define RM_AUTH_KEY_FILE "client.key" /* in the RM's state directory */
 #define RM_AUTH_KEY_DEFAULT "/var/lib/maru-resourced/client.key"
+/*
+ * The reader key (<state_dir>/reader.key, derived from the client key):
+ * it authenticates a connection for STATS and GET_ACCESS only, anonymous
+ * (it names no client id), for workers on other hosts when the resource
+ * manager runs with --require-auth.  AUTH_REQ step 1 says which key
+ * (byte 1: 1 = reader); the proofs are the same MACs under that key.
+ */
+#define RM_AUTH_READER_KEY_FILE "reader.key"
+/* how an ERROR_RESP -EACCES that asks for AUTH begins: rm_client then
+ * authenticates and asks again (a bad token is -EACCES too) */
+#define RM_AUTH_REQUIRED "authentication required"
+
+/* rm_auth_reader_key - the reader key of @client_key.  Return: 0, -EIO */
+int rm_auth_reader_key(const uint8_t client_key[RM_AUTH_KEY_LEN],
+		       uint8_t out[RM_AUTH_KEY_LEN]);
 
 enum rm_auth_role {
 	RM_AUTH_SERVER = 'S',

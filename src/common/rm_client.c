@@ -56,12 +56,17 @@ int rm_client_init(struct rm_client *c, const char *address,
 
 int rm_client_load_key(struct rm_client *c, const char *path)
 {
+	const char *reader = NULL;
 	int rc;
 
 	if (!path)
 		path = getenv("MARU_RM_KEY_FILE");
-	if (!path || !*path)
-		path = RM_AUTH_KEY_DEFAULT;
+	if (!path || !*path) {
+		/* a worker host gets only the reader key (--require-auth) */
+		reader = getenv("MARU_RM_READER_KEY_FILE");
+		path = reader && *reader ? reader : RM_AUTH_KEY_DEFAULT;
+	}
+	c->reader = path == reader;
 	rm_client_disconnect(c); /* an authenticated connection is the old key's */
 	rc = rm_auth_key_load(path, c->key);
 	c->has_key = rc == 0;
@@ -183,7 +188,8 @@ static int authenticate(struct rm_client *c, uint64_t deadline)
 {
 	struct rm_auth_req q = {.step = 1,
 				.client_id = rm_str_from(c->client_id),
-				.hold_ms = c->hold_ms};
+				.hold_ms = c->hold_ms,
+				.reader = c->reader};
 	uint8_t cn[RM_AUTH_NONCE_LEN], want[RM_AUTH_MAC_LEN];
 	struct buf b = BUF_INIT;
 	struct rm_auth_resp a;
@@ -291,7 +297,7 @@ static int rm_transact(struct rm_client *c, int enc, uint16_t want,
 	 * key (the default one looked for now), and ask again once.
 	 */
 	if (rc == -EACCES && !auth && !c->auth_all && !c->authed &&
-	    strstr(c->error, "authentication required")) {
+	    !strncmp(c->error, RM_AUTH_REQUIRED, strlen(RM_AUTH_REQUIRED))) {
 		c->auth_all = true;
 		if (!c->has_key && !c->key_tried) {
 			c->key_tried = true;

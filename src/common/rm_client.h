@@ -52,6 +52,7 @@ struct rm_client {
 	bool authed;		/* ... done on this connection */
 	bool key_tried;		/* the default key was looked for */
 	uint32_t hold_ms;	/* declared at AUTH (rm_auth.h); 0: none */
+	bool reader;		/* @key is a reader.key (STATS, GET_ACCESS) */
 	bool auth_all;		/* the RM wants AUTH for every request
 				 * (--require-auth): seen once, kept */
 	uint8_t key[RM_AUTH_KEY_LEN];
@@ -83,7 +84,8 @@ int rm_client_init(struct rm_client *c, const char *address,
 
 /**
  * rm_client_load_key - authenticate ALLOC and FREE with the key in @path
- * @path: NULL for $MARU_RM_KEY_FILE, else RM_AUTH_KEY_DEFAULT
+ * @path: NULL for $MARU_RM_KEY_FILE, else $MARU_RM_READER_KEY_FILE (a
+ *        reader key: STATS and GET_ACCESS only), else RM_AUTH_KEY_DEFAULT
  * The first ALLOC or FREE of a client without a key calls it with NULL
  * (a failure ignored): a client that can read the default key file
  * authenticates without being told.

@@ -166,6 +166,7 @@ int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
 		return -EPROTO;
 	}
 	m->step = p[0];
+	m->reader = p[1] == 1;
 	memcpy(m->data, p + 4, RM_AUTH_NONCE_LEN);
 	off = get_client_id(p, len, 4 + RM_AUTH_NONCE_LEN, &m->client_id);
 	m->hold_ms = off && len - off >= 4 ? get_u32le(p + off) : 0;
@@ -421,7 +422,8 @@ int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m)
 	if (!p)
 		return -ENOMEM;
 	p[0] = m->step;
-	p[1] = p[2] = p[3] = 0;
+	p[1] = m->reader ? 1 : 0;
+	p[2] = p[3] = 0;
 	memcpy(p + 4, m->data, RM_AUTH_NONCE_LEN);
 	put_client_id(p + 4 + RM_AUTH_NONCE_LEN, m->client_id);
 	if (hold)

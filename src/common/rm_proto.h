@@ -116,6 +116,7 @@ struct rm_auth_req {
 	struct rm_str client_id; /* step 1; empty = absent */
 	uint32_t hold_ms; /* step 1, optional: keep our regions this long
 			   * after we are gone (clients fence by then) */
+	uint8_t reader;	  /* step 1: 1 proves reader.key, 0 client.key */
 };
 
 /* AUTH_RESP: to step 1, the server nonce and proof; to step 2, zeros */

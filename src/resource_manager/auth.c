@@ -124,6 +124,32 @@ static int write_secret(struct rm *rm)
 	return rc;
 }
 
+/* <state_dir>/reader.key from the client key, when not there yet */
+static int write_reader_key(struct rm *rm)
+{
+	uint8_t old[RM_AUTH_KEY_LEN];
+	char path[4200], text[66];
+	int rc;
+
+	if (rm_auth_reader_key(rm->client_key, rm->reader_key) < 0) {
+		log_err("cannot derive the reader key");
+		return -EIO;
+	}
+	snprintf(path, sizeof(path), "%s/%s", rm->cfg.state_dir,
+		 RM_AUTH_READER_KEY_FILE);
+	if (rm_auth_key_load(path, old) == 0 &&
+	    !memcmp(old, rm->reader_key, sizeof(old)))
+		return 0;
+	rm_auth_key_text(rm->reader_key, text);
+	rc = state_write_atomic(rm, RM_AUTH_READER_KEY_FILE, text,
+				strlen(text), 0640);
+	if (rc == 0 && fsync(rm->state_dirfd) < 0)
+		rc = -errno;
+	if (rc < 0)
+		log_err("%s: cannot write: %s", path, strerror(-rc));
+	return rc;
+}
+
 int auth_load_client_key(struct rm *rm)
 {
 	char path[4200], text[66];
@@ -140,7 +166,7 @@ int auth_load_client_key(struct rm *rm)
 				 "640",
 				 path, (unsigned)(st.st_mode & 0777));
 		log_dbg("loaded %s", path);
-		return 0;
+		return write_reader_key(rm);
 	}
 	if (rc != -ENOENT) {
 		log_err("%s: %s; refusing to start (remove it to have a new "
@@ -164,7 +190,7 @@ int auth_load_client_key(struct rm *rm)
 	log_info("created a new client key in %s (maru-server reads it: "
 		 "--rm-key-file)",
 		 path);
-	return 0;
+	return write_reader_key(rm);
 }
 
 int auth_load_secret(struct rm *rm, bool need_existing)

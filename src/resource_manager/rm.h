@@ -146,6 +146,7 @@ struct rm {
 	uint8_t secret[RM_SECRET_SIZE];
 	bool have_secret;
 	uint8_t client_key[RM_AUTH_KEY_LEN]; /* <state_dir>/client.key */
+	uint8_t reader_key[RM_AUTH_KEY_LEN]; /* <state_dir>/reader.key */
 
 	int state_dirfd;	 /* owns */
 	int wal_fd;		 /* owns: append-only, -1 before recovery */

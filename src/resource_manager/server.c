@@ -80,6 +80,8 @@ struct conn {
 	size_t drained;	       /* DRAIN: bytes discarded */
 	struct client *client; /* borrows: the pinned client_id, or NULL */
 	uint8_t auth;	       /* enum conn_auth */
+	bool reader;	       /* ... with reader.key: STATS, GET_ACCESS, as
+				* no one */
 	uint8_t cn[RM_AUTH_NONCE_LEN], sn[RM_AUTH_NONCE_LEN]; /* AUTH_REQ */
 	char auth_id[RM_CLIENT_ID_MAX + 1]; /* the id step 1 named */
 	uint32_t auth_hold_ms;		    /* ... and the hold it asked */
@@ -209,7 +211,8 @@ static bool check_client(struct conn *c, struct rm_str id, bool required)
 
 	/* an unauthenticated GET_ACCESS names no one (a client id pins its
 	 * owner's regions against the reaper) */
-	if (!required && !c->rm->cfg.no_client_auth && c->auth != AUTH_OK) {
+	if (!required && !c->rm->cfg.no_client_auth &&
+	    (c->auth != AUTH_OK || c->reader)) {
 		struct client *cl = id.len ? client_get(c->rm, id, false) : NULL;
 
 		if (cl && cl->nallocs && !c->told_unpinned) {
@@ -301,10 +304,12 @@ static bool idem_begin(struct conn *c, int dec, const char *why,
 		reply_error(c, -EPROTO, why, true);
 		return false;
 	}
-	if (!c->rm->cfg.no_client_auth && c->auth != AUTH_OK) {
+	if (!c->rm->cfg.no_client_auth && (c->auth != AUTH_OK || c->reader)) {
 		reply_error(c, -EACCES,
-			    "authentication required (AUTH_REQ with the key in "
-			    "the state directory's client.key)",
+			    c->reader ? "a reader key may not ALLOC or FREE"
+				      : RM_AUTH_REQUIRED " (AUTH_REQ with "
+					"the key in the state directory's "
+					"client.key)",
 			    false);
 		return false;
 	}
@@ -407,6 +412,12 @@ static void handle_get_access(struct conn *c, const uint8_t *p, size_t len)
  * checks the client's and pins its client id to the connection.  A wrong
  * proof, or a step out of order, is refused and the connection closed.
  */
+/* the key this connection authenticates with (rm_auth.h) */
+static const uint8_t *conn_key(const struct conn *c)
+{
+	return c->reader ? c->rm->reader_key : c->rm->client_key;
+}
+
 static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 {
 	struct rm_auth_resp resp = {0};
@@ -432,12 +443,13 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			return;
 		}
 		memcpy(c->cn, req.data, sizeof(c->cn));
+		c->reader = req.reader;
 		memcpy(c->auth_id, req.client_id.ptr, req.client_id.len);
 		c->auth_id[req.client_id.len] = '\0';
 		c->auth_hold_ms = req.hold_ms < RM_HOLD_MAX_MS ? req.hold_ms
 							       : RM_HOLD_MAX_MS;
 		memcpy(resp.nonce, c->sn, sizeof(c->sn));
-		if (rm_auth_mac(c->rm->client_key, RM_AUTH_SERVER, c->cn, c->sn,
+		if (rm_auth_mac(conn_key(c), RM_AUTH_SERVER, c->cn, c->sn,
 				req.client_id, resp.proof) < 0) {
 			reply_error(c, -EIO, "auth: no MAC", true);
 			return;
@@ -450,7 +462,7 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			return;
 		}
 		id = rm_str_from(c->auth_id);
-		if (rm_auth_mac(c->rm->client_key, RM_AUTH_CLIENT, c->cn, c->sn,
+		if (rm_auth_mac(conn_key(c), RM_AUTH_CLIENT, c->cn, c->sn,
 				id, want) < 0 ||
 		    !rm_auth_equal(want, req.data)) {
 			log_warn("conn %s: authentication as %s failed (wrong "
@@ -459,6 +471,13 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			c->auth = AUTH_NONE;
 			reply_error(c, -EACCES, "authentication failed", true);
 			return;
+		}
+		if (c->reader) {
+			/* anonymous: it names, pins and holds no one */
+			c->auth = AUTH_OK;
+			log_dbg("conn %s: authenticated with the reader key",
+				c->peer);
+			goto out;
 		}
 		if (conn_pin(c, id) < 0) {
 			reply_error(c, -EPERM, "client_id mismatch on connection",
@@ -471,6 +490,7 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			"it goes)",
 			c->peer, c->auth_id, c->auth_hold_ms);
 	}
+out:
 	if (rm_encode_auth_resp(&c->out, &resp) < 0)
 		c->close_after_write = true;
 }
@@ -511,8 +531,9 @@ static void conn_process(struct conn *c)
 	if (c->rm->cfg.require_auth && c->auth != AUTH_OK &&
 	    c->hdr.type != RM_AUTH_REQ) {
 		reply_error(c, -EACCES,
-			    "authentication required for every request "
-			    "(--require-auth): AUTH_REQ with client.key",
+			    RM_AUTH_REQUIRED " for every request "
+			    "(--require-auth): AUTH_REQ with client.key or "
+			    "reader.key",
 			    false);
 		return;
 	}

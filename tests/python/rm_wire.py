@@ -267,12 +267,13 @@ class RmConn:
         except socket.timeout:
             return False
 
-    def auth(self, key=None, check_server=True, hold_ms=0):
+    def auth(self, key=None, check_server=True, hold_ms=0, reader=False):
         """The AUTH exchange; raises RmError when refused.  @hold_ms:
-        keep our regions that long after we are gone."""
+        keep our regions that long after we are gone; @reader: @key is a
+        reader.key."""
         key = key or self.key
         cn = os.urandom(32)
-        p = self.call(AUTH_REQ, struct.pack("<B3x", 1) + cn +
+        p = self.call(AUTH_REQ, struct.pack("<BB2x", 1, int(reader)) + cn +
                       encode_client_id(self.client_id) +
                       (struct.pack("<I", hold_ms) if hold_ms else b""),
                       AUTH_RESP)

@@ -244,14 +244,47 @@ def test_require_auth_contradicts_no_client_auth(start_rm):
     assert "contradict" in r.log()
 
 
-def test_libmaru_and_pool_monitor_authenticate_when_required(start_rm,
-                                                             start_mds):
+def test_the_reader_key_reads_and_names_no_one(start_rm):
+    """reader.key (for worker hosts) authenticates STATS and GET_ACCESS,
+    anonymously: it can neither ALLOC nor FREE, under any client id --
+    e.g. maru-server's, which it could otherwise name."""
+    r = start_rm(extra=["--require-auth"])
+    path = os.path.join(r.state_dir, "reader.key")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+    reader = rm_wire.load_key(path)
+    assert reader != rm_wire.KEYS[r.address]
+    with RmConn(r.address, client_id="owner:1") as owner:
+        h = owner.alloc(2 * MiB).handle
+        with RmConn(r.address, client_id="owner:1", key=None) as c:
+            c.auth(key=reader, reader=True)
+            assert c.stats() and c.get_access(h).status == 0
+            for call in (lambda: c.alloc(2 * MiB),
+                         lambda: c.free(h)):
+                with pytest.raises(RmError) as e:
+                    call()
+                assert e.value.status == -13 and "reader key" in str(e.value)
+        assert owner.get_access(h).status == 0        # still there
+    with RmConn(r.address, key=None) as c:           # the client key as reader
+        with pytest.raises(AssertionError, match="does not know our key"):
+            c.auth(key=rm_wire.KEYS[r.address], reader=True)
+    # a restart keeps the same reader key (derived from client.key)
+    r.stop()
+    r.start()
+    assert rm_wire.load_key(path) == reader
+
+
+def test_libmaru_and_pool_monitor_authenticate_when_required(
+        start_rm, start_mds, monkeypatch):
     """libmaru's mapper (GET_ACCESS of another instance's region) and
-    pool_monitor (STATS) authenticate by themselves with
-    $MARU_RM_KEY_FILE once the resource manager asks for it; without the
-    key they fail with a clear message."""
+    pool_monitor (STATS) authenticate by themselves once the resource
+    manager asks, here with only the reader key of a worker host
+    ($MARU_RM_READER_KEY_FILE); without a key they fail with a clear
+    message."""
     from conftest import POOL_MONITOR_BIN, binary
     r = start_rm(extra=["--require-auth"])
+    monkeypatch.delenv("MARU_RM_KEY_FILE", raising=False)
+    monkeypatch.setenv("MARU_RM_READER_KEY_FILE",
+                       os.path.join(r.state_dir, "reader.key"))
     m = start_mds(r.address)
     cfg = dict(server_url=m.url, pool_size=4 * MiB, chunk_size_bytes=MiB)
     with MaruHandler(MaruConfig(**cfg)) as a, \
@@ -268,7 +301,7 @@ def test_libmaru_and_pool_monitor_authenticate_when_required(start_rm,
                          timeout=30)
     assert out.returncode == 0, out.stderr
     assert r.pool_path in out.stdout
-    env["MARU_RM_KEY_FILE"] = "/nonexistent/client.key"
+    env["MARU_RM_READER_KEY_FILE"] = "/nonexistent/reader.key"
     out = subprocess.run([binary(*POOL_MONITOR_BIN), "--address", r.address,
                           "--csv"], capture_output=True, text=True, env=env,
                          timeout=30)

@@ -199,7 +199,7 @@ static double time_batch_lookups(struct ix *ix, const struct keyset *ks,
 
 static double time_requests(uint64_t n, uint64_t total)
 {
-	struct mds_config cfg = {"x", false, 0, 0, 0, false, 0};
+	struct mds_config cfg = {.rm_address = "x", .eviction = "none"};
 	struct buf out = BUF_INIT, body = BUF_INIT;
 	struct mds_str inst = {"bench", 5}, none = {NULL, 0};
 	struct keyset ks;

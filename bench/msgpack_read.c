@@ -301,7 +301,7 @@ int main(int argc, char **argv)
 	double t_mp[MAX_ROUNDS], t_mc[MAX_ROUNDS], t_h[MAX_ROUNDS];
 	double t_rmp[MAX_ROUNDS], t_rmc[MAX_ROUNDS];
 	double mp, mc, hd, rmp, rmc, server, call;
-	struct mds_config cfg = {"x", false, 0, 0, 0, false, 0};
+	struct mds_config cfg = {.rm_address = "x", .eviction = "none"};
 	struct mds_str inst = {"bench", 5}, none = {NULL, 0};
 	msgpack_sbuffer batch, reply;
 	struct buf out = BUF_INIT;

@@ -634,6 +634,31 @@ int maru_kv_retrieve(struct maru_handler *h, const struct maru_key *key,
 bool maru_view_valid(struct maru_handler *h, const struct maru_view *v);
 
 /**
+ * maru_kv_retrieve_ticket - maru_kv_retrieve(), plus the hit's ticket
+ * @ticket: out: the registration number of the entry read (0 on a miss,
+ *	or from a server that does not number entries)
+ *
+ * maru-server evicts cold keys when the pool is full (docs/metadata-
+ * server.md "Eviction"): a page is reused only a grace (300 ms by default)
+ * after its key left the index, so a copy started at once is safe.  A
+ * reader that may take longer, or wants certainty, reads the view and then
+ * asks maru_kv_recheck() whether the entry it read is still the one.
+ * Context: any thread (read).
+ */
+int maru_kv_retrieve_ticket(struct maru_handler *h, const struct maru_key *key,
+			    struct maru_view *out, uint64_t *ticket);
+
+/**
+ * maru_kv_recheck - after reading @v (from maru_kv_retrieve_ticket() of
+ * @key): were those the stored bytes all along?  One LOOKUP_KV.
+ * Return: 1 yes (@key still names the same entry, mapping not fenced), 0
+ * no (evicted, deleted, stored again, or fenced: discard what was read),
+ * or -errno (RPC failure: unknown).  Context: any thread (read).
+ */
+int maru_kv_recheck(struct maru_handler *h, const struct maru_key *key,
+		    const struct maru_view *v, uint64_t ticket);
+
+/**
  * maru_kv_exists - EXISTS_KV
  * Return: 1 exists, 0 absent, -errno.  Context: any thread (read).
  */
@@ -683,8 +708,12 @@ int maru_kv_batch_store(struct maru_handler *h, const struct maru_key *keys,
 /**
  * maru_kv_batch_retrieve - BATCH_LOOKUP_KV; per entry as maru_kv_retrieve()
  * @views: per entry, ptr NULL on a miss (or when its region cannot be mapped)
+ * @tickets: (the _tickets form) per entry, as maru_kv_retrieve_ticket()
  * Context: any thread (read).
  */
+int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
+				   const struct maru_key *keys, size_t n,
+				   struct maru_view *views, uint64_t *tickets);
 int maru_kv_batch_retrieve(struct maru_handler *h, const struct maru_key *keys,
 			   size_t n, struct maru_view *views);
 

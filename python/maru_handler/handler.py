@@ -265,6 +265,17 @@ class MaruHandler:
         bytes.  An addition to upstream's API."""
         return self._h.view_valid(info.view, info.region_id)
 
+    def recheck(self, key, info: MemoryInfo) -> bool:
+        """After reading @info (retrieved under @key): were those the
+        stored bytes all along?  False if the key was evicted, deleted or
+        stored again meanwhile (discard what was read), or its mapping was
+        fenced.  One lookup round trip.  An addition to upstream's API
+        (docs/python-api.md, "Eviction")."""
+        if info is None:
+            return False
+        return self._h.recheck(key, info.view, info.region_id,
+                               info.kv_offset, info.ticket)
+
     def exists(self, key) -> bool:
         return self._h.exists(key)
 

@@ -426,9 +426,10 @@ static PyObject *bool_list(const bool *r, Py_ssize_t n)
 }
 
 /* A MemoryInfo for a hit, or Py_None (new reference) for a miss. */
-static PyObject *memory_info(HandlerObject *self, const struct maru_view *v)
+static PyObject *memory_info(HandlerObject *self, const struct maru_view *v,
+			     uint64_t ticket)
 {
-	PyObject *view, *rid, *page, *res;
+	PyObject *view, *rid, *page, *off, *tk, *res;
 
 	if (!v->ptr)
 		Py_RETURN_NONE;
@@ -440,16 +441,20 @@ static PyObject *memory_info(HandlerObject *self, const struct maru_view *v)
 	}
 	rid = PyLong_FromUnsignedLongLong(v->region_id);
 	page = PyLong_FromUnsignedLongLong(v->page_index);
-	if (!rid || !page) {
+	off = PyLong_FromUnsignedLongLong(v->offset);
+	tk = PyLong_FromUnsignedLongLong(ticket);
+	if (!rid || !page || !off || !tk) {
 		res = NULL;
 	} else {
-		PyObject *args[3] = {view, rid, page};
+		PyObject *args[5] = {view, rid, page, off, tk};
 
-		res = PyObject_Vectorcall(memory_info_cls, args, 3, NULL);
+		res = PyObject_Vectorcall(memory_info_cls, args, 5, NULL);
 	}
 	Py_DECREF(view);
 	Py_XDECREF(rid);
 	Py_XDECREF(page);
+	Py_XDECREF(off);
+	Py_XDECREF(tk);
 	return res;
 }
 
@@ -1112,14 +1117,15 @@ static PyObject *handler_retrieve(PyObject *obj, PyObject *key)
 	HandlerObject *self = (HandlerObject *)obj;
 	struct maru_view v;
 	struct maru_key k;
+	uint64_t ticket;
 	int rc;
 
 	if (check_state(self) < 0 || to_key(key, &k) < 0)
 		return NULL;
-	CALL(self, rc = maru_kv_retrieve(self->h, &k, &v));
+	CALL(self, rc = maru_kv_retrieve_ticket(self->h, &k, &v, &ticket));
 	if (rc <= 0)
 		Py_RETURN_NONE;
-	return memory_info(self, &v);
+	return memory_info(self, &v, ticket);
 }
 
 /* exists / pin / unpin / delete: 1 -> True, anything else -> False */
@@ -1222,6 +1228,7 @@ static PyObject *handler_batch_retrieve(PyObject *obj, PyObject *keys_obj)
 	struct maru_view *views = NULL;
 	struct maru_key *keys = NULL;
 	PyObject *seq = NULL, *list = NULL;
+	uint64_t *tickets = NULL;
 	Py_ssize_t n, i;
 	int rc;
 
@@ -1231,17 +1238,18 @@ static PyObject *handler_batch_retrieve(PyObject *obj, PyObject *keys_obj)
 	if (n < 0)
 		return NULL;
 	views = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*views));
-	if (!views) {
+	tickets = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*tickets));
+	if (!views || !tickets) {
 		PyErr_NoMemory();
 		goto out;
 	}
-	CALL(self,
-	     rc = maru_kv_batch_retrieve(self->h, keys, (size_t)n, views));
+	CALL(self, rc = maru_kv_batch_retrieve_tickets(self->h, keys, (size_t)n,
+						       views, tickets));
 	if (rc < 0)
 		memset(views, 0, (size_t)n * sizeof(*views));
 	list = PyList_New(n);
 	for (i = 0; list && i < n; i++) {
-		PyObject *mi = memory_info(self, &views[i]);
+		PyObject *mi = memory_info(self, &views[i], tickets[i]);
 
 		if (!mi) {
 			Py_CLEAR(list);
@@ -1251,9 +1259,36 @@ static PyObject *handler_batch_retrieve(PyObject *obj, PyObject *keys_obj)
 	}
 out:
 	PyMem_Free(views);
+	PyMem_Free(tickets);
 	PyMem_Free(keys);
 	Py_XDECREF(seq);
 	return list;
+}
+
+/* recheck(key, view, region_id, kv_offset, ticket) -> maru_kv_recheck() */
+static PyObject *handler_recheck(PyObject *obj, PyObject *args)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+	unsigned long long rid, off, ticket;
+	struct maru_view v = {0};
+	PyObject *key, *view;
+	struct maru_key k;
+	Py_buffer b;
+	int rc;
+
+	if (!PyArg_ParseTuple(args, "OOKKK", &key, &view, &rid, &off, &ticket))
+		return NULL;
+	if (check_state(self) < 0 || to_key(key, &k) < 0)
+		return NULL;
+	if (PyObject_GetBuffer(view, &b, PyBUF_SIMPLE) < 0)
+		return NULL;
+	v.ptr = b.buf;
+	v.len = (size_t)b.len;
+	v.region_id = rid;
+	v.offset = off;
+	CALL(self, rc = maru_kv_recheck(self->h, &k, &v, ticket));
+	PyBuffer_Release(&b);
+	return PyBool_FromLong(rc == 1);
 }
 
 #define KV_BATCH_BOOL_OP(name, fn)                                             \
@@ -1498,6 +1533,8 @@ static PyMethodDef handler_methods[] = {
 	 "get_buffer_view(region_id, offset, size) -> memoryview | None"},
 	{"view_valid", handler_view_valid, METH_VARARGS,
 	 "view_valid(view, region_id) -> bool: still the pool's bytes"},
+	{"recheck", handler_recheck, METH_VARARGS,
+	 "recheck(key, view, region_id, kv_offset, ticket) -> bool"},
 	{"region_page_count", handler_region_page_count, METH_O,
 	 "region_page_count(region_id) -> int | None"},
 	{"region_stats", handler_region_stats, METH_O,

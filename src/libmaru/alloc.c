@@ -194,6 +194,25 @@ int maru__owned_alloc(struct maru__owned *o, uint64_t *rid, uint64_t *page)
 	return 0;
 }
 
+int maru__owned_remove(struct maru__owned *o, uint64_t rid)
+{
+	size_t i;
+
+	for (i = 0; i < o->n; i++) {
+		if (o->regions[i]->region_id != rid)
+			continue;
+		region_free(o->regions[i]);
+		/* keep the insertion order of the others */
+		memmove(&o->regions[i], &o->regions[i + 1],
+			(o->n - i - 1) * sizeof(*o->regions));
+		o->n--;
+		if (o->active > i || o->active >= o->n)
+			o->active = o->active ? o->active - 1 : 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int maru__owned_free(struct maru__owned *o, uint64_t rid, uint64_t page)
 {
 	struct maru__owned_region *r = maru__owned_find(o, rid);

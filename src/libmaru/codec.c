@@ -259,10 +259,13 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 	msgpack_packer_init(&pk, m, msg_write);
 	if (!instance_id)
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
-	rc = msgpack_pack_map(&pk, release ? 3 : 2);
+	rc = msgpack_pack_map(&pk, release ? 4 : 3);
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	rc |= pack_cstr(&pk, "lease_id") |
 	      pack_cstr(&pk, lease_id ? lease_id : "");
+	/* we apply eviction notices (issue 13): maru-server may evict our
+	 * keys and tell us their pages */
+	rc |= pack_cstr(&pk, "evict_notices") | msgpack_pack_true(&pk);
 	if (release)
 		rc |= pack_cstr(&pk, "lease_release") | msgpack_pack_true(&pk);
 	return pack_rc(rc, m);
@@ -335,6 +338,34 @@ static int mp_uint(struct mp_rd *r, uint64_t *out)
 		return -EPROTO;
 	*out = it.u;
 	return 0;
+}
+
+/* an array of unsigned integers, checked; @u->p its first element */
+static int mp_uints(struct mp_rd *r, struct maru__uints *u)
+{
+	struct mp_val it;
+	uint64_t v;
+	uint32_t i;
+
+	if (mp_read(r, &it) || it.type != MP_ARRAY ||
+	    it.n > (size_t)(r->end - r->p))
+		return -EPROTO;
+	u->p = r->p;
+	u->n = (uint32_t)it.n;
+	for (i = 0; i < u->n; i++)
+		if (mp_uint(r, &v))
+			return -EPROTO;
+	u->end = r->p;
+	return 0;
+}
+
+int maru__uints_next(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	struct mp_rd r = {*p, end};
+	int rc = mp_uint(&r, v);
+
+	*p = r.p;
+	return rc;
 }
 
 /* a number as a double (float or integer); nil reads as 0 */
@@ -472,6 +503,8 @@ static int mp_lookup(struct mp_rd *r, struct maru__lookup *l, int depth)
 			rc = mp_uint(r, &l->kv_offset);
 		} else if (key_is(&k, "kv_length")) {
 			rc = mp_uint(r, &l->kv_length);
+		} else if (key_is(&k, "kv_gen")) {
+			rc = mp_uint(r, &l->kv_gen);
 		} else {
 			rc = mp_skip_rest(r, &k) ||
 			     mp_skip(r);
@@ -564,6 +597,10 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	rep->server_id = NULL;
 	rep->server_id_len = 0;
 	rep->results_len = rep->entries_len = rep->handles_len = 0;
+	rep->kv_gen = rep->kv_gen_first = 0;
+	rep->renew_ms = 0;
+	memset(&rep->evicted, 0, sizeof(rep->evicted));
+	memset(&rep->release, 0, sizeof(rep->release));
 
 	if (mp_read(&r, &it) || it.type != MP_MAP)
 		return -EPROTO;
@@ -598,6 +635,21 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 		} else if (key_is(&k, "server_id")) {
 			/* HANDSHAKE/HEARTBEAT: which server process answers */
 			rc = mp_opt_str(&r, &rep->server_id, &rep->server_id_len);
+		} else if (key_is(&k, "kv_gen")) {
+			rc = mp_uint(&r, &rep->kv_gen);
+		} else if (key_is(&k, "kv_gen_first")) {
+			rc = mp_uint(&r, &rep->kv_gen_first);
+		} else if (key_is(&k, "renew_ms")) {
+			uint64_t v = 0;
+
+			rc = mp_uint(&r, &v);
+			rep->renew_ms = v > 60000 ? 60000 : (uint32_t)v;
+		} else if (key_is(&k, "evicted")) {
+			rc = mp_uints(&r, &rep->evicted);
+			if (rc == 0 && rep->evicted.n % 3)
+				rc = -EPROTO;
+		} else if (key_is(&k, "release")) {
+			rc = mp_uints(&r, &rep->release);
 		} else if (key_is(&k, "results")) {
 			rc = dec_list(&r, rep, L_RESULTS, 1);
 		} else if (key_is(&k, "entries")) {
@@ -612,6 +664,7 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 		if (rc)
 			return -EPROTO;
 	}
+	rep->lookup.kv_gen = rep->kv_gen; /* LOOKUP_KV's ticket */
 	return 0;
 }
 

@@ -118,6 +118,7 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	maru__keymap_init(&h->keys);
 	atomic_init(&h->stats.enabled, false);
 	maru__lease_init(h);
+	pthread_mutex_init(&h->inbox.lock, NULL);
 	maru__fence_init(h);
 	maru__rpc_watch_init(&h->watch);
 	*out = h;
@@ -147,6 +148,9 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	maru__lease_destroy(h);
 	pthread_mutex_destroy(&h->olock);
 	pthread_mutex_destroy(&h->wlock);
+	free(h->inbox.ev);
+	free(h->inbox.rel);
+	pthread_mutex_destroy(&h->inbox.lock);
 	free(h->instance_id);
 	if (h->curve) {
 		sodium_memzero(h->curve, sizeof(*h->curve));
@@ -205,6 +209,8 @@ int maru__call(struct maru_handler *h, struct maru__msg *m,
 	if (rc < 0)
 		return rc;
 	rc = maru__decode_reply(rr.payload, rr.len, r);
+	if (rc == 0)
+		maru__evict_note(h, r); /* before the reply's bytes go */
 	maru__rpc_reply_release(&rr);
 	if (rc < 0)
 		return rc;
@@ -248,6 +254,14 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	if (rc == -EREMOTEIO && !r.success)
 		rc = -ENOSPC; /* {"success": false, "error": "Allocation
 				 failed"} */
+	if (rc == -ENOSPC &&
+	    (r.evicted.n || atomic_load(&h->inbox.pending))) {
+		/* full, but pages of ours were evicted: told in this reply
+		 * or a heartbeat's (maru__evict_note); the caller uses them */
+		ldbg(h, "REQUEST_ALLOC: pool full, %u page(s) of ours evicted",
+		     r.evicted.n / 3);
+		return rc;
+	}
 	if (rc < 0) {
 		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes failed: %s", size,
 		     strerror(-rc));
@@ -742,6 +756,156 @@ static int page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
 	return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Eviction notices (issue 13; docs/metadata-server.md "Eviction")          */
+
+/*
+ * maru-server evicts keys of ours when the pool is full and tells us, once
+ * a grace has passed (no reader still copies them), which pages it took:
+ * (region, offset, gen).  We free such a page only while the registration
+ * @gen still holds it -- a page freed and stored again since then is not
+ * the evicted one.  It also asks back regions that eviction emptied: we
+ * return those in which we hold no page.
+ */
+
+/* append @n values read from @u to *@v (cap *@cap, count *@nv) */
+static bool inbox_put(uint64_t **v, size_t *nv, size_t *cap,
+		      const struct maru__uints *u, size_t max)
+{
+	const uint8_t *p = u->p;
+	size_t want = *nv + u->n, i;
+	uint64_t *nb;
+
+	if (want > max)
+		return false;
+	if (want > *cap) {
+		size_t nc = *cap ? *cap : 64;
+
+		while (nc < want)
+			nc *= 2;
+		nb = realloc(*v, nc * sizeof(*nb));
+		if (!nb)
+			return false;
+		*v = nb;
+		*cap = nc;
+	}
+	for (i = 0; i < u->n; i++)
+		if (maru__uints_next(&p, u->end, &(*v)[*nv + i]) < 0)
+			return false; /* (checked by the decoder) */
+	*nv = want;
+	return true;
+}
+
+void maru__evict_note(struct maru_handler *h, const struct maru__reply *r)
+{
+	struct maru__inbox *in = &h->inbox;
+	bool ok = true;
+
+	if (r->renew_ms || r->evicted.n || r->release.n)
+		atomic_store(&in->renew_ms, r->renew_ms);
+	if (!r->evicted.n && !r->release.n)
+		return;
+	pthread_mutex_lock(&in->lock);
+	if (r->evicted.n)
+		ok = inbox_put(&in->ev, &in->nev, &in->evcap, &r->evicted,
+			       3 * (size_t)MARU_INBOX_MAX);
+	if (r->release.n)
+		ok &= inbox_put(&in->rel, &in->nrel, &in->relcap, &r->release,
+				MARU_INBOX_MAX);
+	if (!ok && !in->dropped) {
+		in->dropped = true;
+		lwarn(h, "eviction notices dropped (inbox full or out of "
+			 "memory): their pages stay allocated until close");
+	}
+	atomic_store(&in->pending, true);
+	pthread_mutex_unlock(&in->lock);
+}
+
+/* free (@rid, @off) if registration @gen still holds it (@wlock held) */
+static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
+		       uint64_t gen)
+{
+	struct maru__owned_region *r;
+	struct maru__keyent *e;
+	uint64_t page = off / h->cfg.chunk_size;
+
+	if (off % h->cfg.chunk_size)
+		return false;
+	r = maru__owned_find(&h->owned, rid);
+	if (!r || page >= r->pa.page_count)
+		return false;
+	for (e = r->page_keys[page]; e; e = e->page_next)
+		if (e->gen == gen)
+			return page_release(h, rid, page) == 0;
+	return false;
+}
+
+/*
+ * Give region @rid back: the server holds no entry in it any more, so
+ * every page of ours there is free or holds keys it evicted.  Not while a
+ * page there is allocated without a stored key (being written, or held by
+ * the application): the server asks again.  (@wlock held)
+ */
+static void evict_region(struct maru_handler *h, uint64_t rid)
+{
+	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
+	uint64_t p;
+
+	if (!r || !region_live(r))
+		return;
+	for (p = 0; p < r->pa.page_count; p++)
+		if (r->pa.used[p] && !r->page_keys[p])
+			return;
+	for (p = 0; p < r->pa.page_count; p++)
+		if (r->pa.used[p])
+			page_release(h, rid, p); /* and their keys */
+	/* its mapping stays until close (readers look mappings up without
+	 * a lock); it holds no key of ours, so nothing reads it */
+	pthread_mutex_lock(&h->olock);
+	maru__owned_remove(&h->owned, rid);
+	pthread_mutex_unlock(&h->olock);
+	return_region(h, rid);
+	linfo(h, "region %" PRIu64 ": given back (eviction emptied it)", rid);
+}
+
+size_t maru__evict_apply(struct maru_handler *h)
+{
+	struct maru__inbox *in = &h->inbox;
+	uint64_t *ev, *rel;
+	size_t nev, nrel, i, freed = 0;
+
+	if (!atomic_load(&in->pending))
+		return 0;
+	pthread_mutex_lock(&in->lock);
+	ev = in->ev;
+	nev = in->nev;
+	rel = in->rel;
+	nrel = in->nrel;
+	in->ev = in->rel = NULL;
+	in->nev = in->evcap = in->nrel = in->relcap = 0;
+	atomic_store(&in->pending, false);
+	pthread_mutex_unlock(&in->lock);
+	for (i = 0; i + 2 < nev; i += 3)
+		freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
+	for (i = 0; i < nrel; i++)
+		evict_region(h, rel[i]);
+	if (freed)
+		ldbg(h, "eviction: %zu page(s) of ours free again", freed);
+	free(ev);
+	free(rel);
+	return freed;
+}
+
+void maru__evict_apply_try(struct maru_handler *h)
+{
+	if (!atomic_load(&h->inbox.pending) ||
+	    pthread_mutex_trylock(&h->wlock))
+		return; /* a writer applies it at its next allocation */
+	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
+		maru__evict_apply(h);
+	pthread_mutex_unlock(&h->wlock);
+}
+
 /*
  * REQUEST_ALLOC(expand_size), map it, announce it (@wlock held).  With no
  * region left (all fenced and dropped by a recovery) the new one replaces
@@ -782,14 +946,19 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 	uint64_t rid, page;
 	int rc;
 
+	int tries;
+
+	maru__evict_apply(h); /* pages the server evicted: ours again */
 	pthread_mutex_lock(&h->olock);
 	rc = maru__owned_alloc(&h->owned, &rid, &page);
 	pthread_mutex_unlock(&h->olock);
-	if (rc == -ENOSPC) {
+	for (tries = 0; rc == -ENOSPC; tries++) {
 		if (!h->cfg.auto_expand && h->owned.n)
 			return -ENOSPC;
 		rc = expand(h);
-		if (rc < 0) {
+		/* the pool is full and the server evicted pages of ours
+		 * instead (its reply said which): use those */
+		if (rc < 0 && (tries >= 4 || !maru__evict_apply(h))) {
 			lerr(h, "pool exhausted after expansion attempt: %s",
 			     strerror(-rc));
 			return -ENOMEM;
@@ -797,7 +966,7 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 		pthread_mutex_lock(&h->olock);
 		rc = maru__owned_alloc(&h->owned, &rid, &page);
 		pthread_mutex_unlock(&h->olock);
-		if (rc < 0)
+		if (rc < 0 && tries >= 4)
 			return -ENOBUFS;
 	}
 	r = maru__owned_find(&h->owned, rid);
@@ -918,11 +1087,13 @@ static void store_dup(struct maru_handler *h, const struct maru__keyent *e,
 }
 
 static void remember(struct maru_handler *h, const struct maru_key *key,
-		     const struct maru_page *p)
+		     const struct maru_page *p, uint64_t gen)
 {
 	struct maru__keyent *e;
 
 	e = maru__keymap_insert(&h->keys, key, p->region_id, p->page_index);
+	if (e)
+		e->gen = gen; /* what an eviction notice of it names */
 	if (!e) {
 		lwarn(h, "key map full: a later store of this key costs a "
 			 "round trip");
@@ -991,7 +1162,7 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 		unregister(h, key);
 		rc = -ESTALE;
 	} else {
-		remember(h, key, page);
+		remember(h, key, page, r.kv_gen);
 		rc = 1;
 	}
 out_unlock:
@@ -1014,6 +1185,7 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	struct maru__msg m;
 	bool *res = NULL;
 	size_t i, j, k = 0;
+	uint64_t gens = 0, gen;
 	bool lost;
 	int rc, hits = 0;
 
@@ -1077,13 +1249,17 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	for (i = 0; i < k; i++) {
 		const struct maru_page *p = &pages[idx[i]];
 
+		/* the server numbers the new entries in order */
+		gen = rc == 0 && i < r.results_len && res[i] && r.kv_gen_first
+			      ? r.kv_gen_first + gens++
+			      : 0;
 		if (lost && region_fenced(h, p->region_id)) {
 			/* fenced meanwhile: false (see maru_kv_store) */
 			page_release(h, p->region_id, p->page_index);
 			continue;
 		}
 		if (rc == 0 && i < r.results_len && res[i]) {
-			remember(h, &keys[idx[i]], p);
+			remember(h, &keys[idx[i]], p, gen);
 			results[idx[i]] = true;
 			hits++;
 		} else {
@@ -1152,11 +1328,20 @@ MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
 				 const struct maru_key *key,
 				 struct maru_view *out)
 {
+	return maru_kv_retrieve_ticket(h, key, out, NULL);
+}
+
+MARU_EXPORT int maru_kv_retrieve_ticket(struct maru_handler *h,
+					const struct maru_key *key,
+					struct maru_view *out, uint64_t *ticket)
+{
 	uint64_t t0 = maru__now_ns();
 	struct maru__reply r;
 	struct maru__msg m;
 	int rc;
 
+	if (ticket)
+		*ticket = 0;
 	memset(out, 0, sizeof(*out));
 	rc = state_check(h);
 	if (rc < 0)
@@ -1166,10 +1351,40 @@ MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
 	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
 	if (rc == 0)
 		rc = resolve(h, &r.lookup, out);
+	if (rc == 1 && ticket)
+		*ticket = r.lookup.kv_gen;
 	if (rc >= 0)
 		maru__stats_record(h, "retrieve", rc ? "hit" : "miss", out->len,
 				   t0);
 	return rc;
+}
+
+MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
+				const struct maru_key *key,
+				const struct maru_view *v, uint64_t ticket)
+{
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	if (!key || !v)
+		return -EINVAL;
+	rc = state_check(h);
+	if (rc < 0)
+		return rc;
+	if (!v->ptr || !maru_view_valid(h, v))
+		return 0; /* a miss, or a fenced mapping: not the pool's bytes */
+	reply_init(&r);
+	maru__msg_init(&m, MDS_LOOKUP_KV);
+	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
+	if (rc < 0)
+		return rc;
+	/* the same entry: registration number and location */
+	return r.lookup.found && r.lookup.has_handle &&
+	       r.lookup.handle.region_id == v->region_id &&
+	       r.lookup.kv_offset == v->offset &&
+	       r.lookup.kv_length == v->len &&
+	       (ticket == 0 || r.lookup.kv_gen == ticket);
 }
 
 /* EXISTS_KV / PIN_KV / UNPIN_KV / DELETE_KV: one key, one boolean */
@@ -1273,6 +1488,15 @@ MARU_EXPORT int maru_kv_batch_retrieve(struct maru_handler *h,
 				       const struct maru_key *keys, size_t n,
 				       struct maru_view *views)
 {
+	return maru_kv_batch_retrieve_tickets(h, keys, n, views, NULL);
+}
+
+MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
+					       const struct maru_key *keys,
+					       size_t n,
+					       struct maru_view *views,
+					       uint64_t *tickets)
+{
 	uint64_t t0 = maru__now_ns();
 	struct maru__lookup *ents = NULL;
 	struct maru__reply r;
@@ -1301,6 +1525,8 @@ MARU_EXPORT int maru_kv_batch_retrieve(struct maru_handler *h,
 				hits++;
 			else
 				memset(&views[i], 0, sizeof(views[i]));
+			if (tickets)
+				tickets[i] = views[i].ptr ? ents[i].kv_gen : 0;
 		}
 		maru__stats_record(h, "batch_retrieve", hit_result(hits, n), 0,
 				   t0);

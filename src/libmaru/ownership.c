@@ -149,6 +149,8 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		return rc;
 	memset(&rep, 0, sizeof(rep));
 	rc = maru__decode_reply(rr.payload, rr.len, &rep);
+	if (rc == 0)
+		maru__evict_note(h, &rep); /* applied under wlock, later */
 	if (rc == 0 && rep.error)
 		rc = -EREMOTEIO;
 	if (rc == 0) {
@@ -443,11 +445,15 @@ static void *lease_thread(void *arg)
 {
 	struct maru_handler *h = arg;
 	struct maru__lease *l = &h->lease;
-	uint64_t period = l->ttl_ns / 4, next, sent, silent;
+	uint64_t period = l->ttl_ns / 4, next, sent, silent, renew;
 	struct timespec ts;
 	bool failing = false;
 	int rc;
 
+	/* at least twice a second: eviction notices and requests to give
+	 * regions back come in the replies (issue 13) */
+	if (period > 500000000ull)
+		period = 500000000ull;
 	next = maru__now_ns() + period;
 	pthread_mutex_lock(&l->lock);
 	while (!l->stop) {
@@ -484,7 +490,11 @@ static void *lease_thread(void *arg)
 			if (silent >= l->ttl_ns / 2)
 				fence_by_time(h, silent);
 		}
-		next = sent + period;
+		/* evicted pages of ours: free them now if no writer is busy
+		 * (a writer applies them at its next allocation otherwise) */
+		maru__evict_apply_try(h);
+		renew = (uint64_t)atomic_load(&h->inbox.renew_ms) * 1000000ull;
+		next = sent + (renew && renew < period ? renew : period);
 		pthread_mutex_lock(&l->lock);
 	}
 	pthread_mutex_unlock(&l->lock);

@@ -169,6 +169,7 @@ struct maru__lookup {
 	struct maru_region_handle handle;
 	uint64_t kv_offset;
 	uint64_t kv_length;
+	uint64_t kv_gen; /* the hit's ticket (0: a server without one) */
 };
 
 /*
@@ -199,7 +200,21 @@ struct maru__reply {
 	int (*on_handle)(void *arg, const struct maru_region_handle *h);
 	void *arg;
 	size_t handles_len; /* out: "allocations" elements seen (all lists) */
+	/* eviction (issue 13): REGISTER's number, BATCH_REGISTER's first */
+	uint64_t kv_gen, kv_gen_first;
+	uint32_t renew_ms; /* heartbeat again within this (0: absent) */
+	/* "evicted" (region, offset, gen triples) and "release" (region
+	 * ids): checked arrays of unsigned integers, borrowed from the
+	 * reply; maru__evict_note() copies them out */
+	struct maru__uints {
+		const uint8_t *p, *end; /* the elements */
+		uint32_t n;
+
+	} evicted, release;
 };
+
+/* element @i of a checked array (maru__reply.evicted / .release) */
+int maru__uints_next(const uint8_t **p, const uint8_t *end, uint64_t *v);
 
 /**
  * maru__decode_reply - decode a reply payload (the bytes after the header)
@@ -268,6 +283,8 @@ int maru__owned_add(struct maru__owned *o, uint64_t region_id,
 /* Return: 0 with *rid and *page set, or -ENOSPC */
 int maru__owned_alloc(struct maru__owned *o, uint64_t *rid, uint64_t *page);
 /* Return: 0, -ENOENT (not owned), -ERANGE or -EINVAL */
+/* forget region @rid (its pages and key lists). 0 or -ENOENT */
+int maru__owned_remove(struct maru__owned *o, uint64_t rid);
 int maru__owned_free(struct maru__owned *o, uint64_t rid, uint64_t page);
 struct maru__owned_region *maru__owned_find(const struct maru__owned *o,
 					    uint64_t rid);
@@ -280,6 +297,7 @@ struct maru__keyent {
 	struct maru__keyent *page_next; /* other keys in the same page */
 	uint64_t region_id;
 	uint64_t page;
+	uint64_t gen; /* the server's registration number (0: unknown) */
 	size_t klen;
 	uint8_t kbytes[]; /* type byte + canonical key bytes */
 };
@@ -648,6 +666,25 @@ struct maru__curve {
 	uint8_t server[ZCURVE_KEY];
 };
 
+/*
+ * Eviction notices (issue 13) waiting to be applied: pages of ours whose
+ * entry maru-server evicted, regions it asks back.  Filled by whichever
+ * thread got the reply (maru__evict_note), emptied under @wlock
+ * (maru__evict_apply).  Bounded: notices past MARU_INBOX_MAX are dropped
+ * (their pages stay allocated until close), with one warning.
+ */
+struct maru__inbox {
+	pthread_mutex_t lock;
+	uint64_t *ev;  /* owns: (region, offset, gen) triples */
+	uint64_t *rel; /* owns: region ids */
+	size_t nev, evcap, nrel, relcap;
+	_Atomic bool pending;	/* something to apply */
+	_Atomic uint32_t renew_ms; /* the server asked for this period */
+	bool dropped;		/* warned once */
+};
+
+#define MARU_INBOX_MAX (1u << 20)
+
 struct maru_handler {
 	struct maru_config cfg;	  /* owns: deep copy */
 	struct maru__curve *curve; /* owns; NULL: the NULL mechanism */
@@ -679,7 +716,15 @@ struct maru_handler {
 	struct maru__stats stats;
 	struct maru__fence fence;
 	struct maru__rpc_watch watch; /* watches h->rpc and the lease's */
+	struct maru__inbox inbox;     /* eviction notices */
 };
+
+/* copy @r's eviction notices into the inbox (any thread) */
+void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
+/* apply the inbox (@wlock held). Return: pages freed */
+size_t maru__evict_apply(struct maru_handler *h);
+/* apply it if @wlock is free (the lease thread) */
+void maru__evict_apply_try(struct maru_handler *h);
 
 /*
  * maru__write_gate - before a write hands out or registers pool memory

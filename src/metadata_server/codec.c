@@ -50,6 +50,7 @@ enum fid {
 	F_KV_LENGTH,
 	F_LIST,
 	F_LEASE_RELEASE,
+	F_NOTICES,
 	F_CLIENT_ID,
 	F_OP_TYPE,
 	F_RESULT,
@@ -133,6 +134,7 @@ static const struct field heartbeat_fields[] = {
 	FLD("instance_id", FK_STR, F_INSTANCE_ID, false),
 	FLD("lease_id", FK_STR, F_LEASE_ID, false),
 	FLD("lease_release", FK_BOOL, F_LEASE_RELEASE, false),
+	FLD("evict_notices", FK_BOOL, F_NOTICES, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),
@@ -282,6 +284,7 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 		if (v.type != MP_BOOL)
 			return fail(c, "'%s' must be a bool", f->name);
 		out->b = v.b;
+		out->u[f->id] = v.b;
 		break;
 	case FK_KEY:
 	case FK_REGKEY:
@@ -485,7 +488,9 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	}
 	if (v.seen & (1u << F_LIST))
 		req->list = v.list;
-	req->lease_release = (v.seen & (1u << F_LEASE_RELEASE)) && v.b;
+	req->lease_release = (v.seen & (1u << F_LEASE_RELEASE)) &&
+			     v.u[F_LEASE_RELEASE];
+	req->notices = (v.seen & (1u << F_NOTICES)) && v.u[F_NOTICES];
 	return 0;
 }
 
@@ -594,7 +599,7 @@ size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out)
 	struct mp_wr w = {&b, 0};
 	size_t n;
 
-	mp_put_map(&w, 4);
+	mp_put_map(&w, 5); /* found, handle, kv_offset, kv_length, kv_gen */
 	mp_put_key(&w, "found");
 	mp_put_bool(&w, true);
 	mp_put_key(&w, "handle");

@@ -93,6 +93,7 @@ struct mds_req {
 	struct mds_reg reg;	    /* REGISTER_KV; reg.key for all *_KV */
 	struct mds_list list;	    /* keys / entries of batches */
 	bool lease_release;	    /* HEARTBEAT */
+	bool notices;		    /* HEARTBEAT: takes "evicted" (issue 13) */
 };
 
 /* Result of mds_decode besides 0. */

@@ -51,18 +51,95 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 	mp_put_uint(w, e->off);
 	mp_put_key(w, "kv_length");
 	mp_put_uint(w, e->len);
+	/* the hit's ticket: re-check it after use (issue 13) */
+	mp_put_key(w, "kv_gen");
+	mp_put_uint(w, e->gen);
 }
 
-/* the REQUEST_ALLOC reply for @rc (0: @h) */
-static void put_alloc(struct mp_wr *w, int rc, const struct rm_handle *h)
+/*
+ * Eviction notices for one instance (issue 13), optional reply fields
+ * that upstream clients ignore (and never get: only a client that said
+ * "evict_notices" in its HEARTBEAT has any):
+ *   "evicted": [region_id, kv_offset, kv_gen, ...]  pages of yours whose
+ *	entry (registered as kv_gen) was evicted, the grace passed: reuse
+ *	them, if that registration still holds them
+ *   "release": [region_id, ...]  regions of yours that eviction emptied
+ *	and the pool needs: RETURN_ALLOC them if you hold no page there
+ *   "renew_ms": N  heartbeat again within N ms (more is coming)
+ */
+#define NOTICES_MAX 1024 /* pages told per reply */
+#define RELEASE_MAX 64
+#define RENEW_MS 100
+
+struct notices {
+	uint64_t ev[3 * NOTICES_MAX];
+	uint64_t rel[RELEASE_MAX];
+	uint32_t nev, nrel;
+	bool renew;
+};
+
+/* @rel: ask for regions back too (not of a requester short of room) */
+static void notices_take(struct mds *s, uint32_t islot, bool rel,
+			 struct notices *nt)
 {
-	if (rc < 0) {
+	nt->nev = mds_take_notices(s, islot, nt->ev, NOTICES_MAX);
+	nt->nrel = rel ? mds_release_wanted(s, islot, nt->rel, RELEASE_MAX)
+		       : 0;
+	nt->renew = islot != IX_NO_SLOT && s->insts[islot].notices &&
+		    (mds_notices_pending(s, islot) || mds_under_pressure(s));
+}
+
+static uint32_t notices_fields(const struct notices *nt)
+{
+	return (nt->nev != 0) + (nt->nrel != 0) + nt->renew;
+}
+
+static void put_notices(struct mp_wr *w, const struct notices *nt)
+{
+	uint32_t i;
+
+	if (nt->nev) {
+		mp_put_key(w, "evicted");
+		mp_put_array(w, 3 * nt->nev);
+		for (i = 0; i < 3 * nt->nev; i++)
+			mp_put_uint(w, nt->ev[i]);
+	}
+	if (nt->nrel) {
+		mp_put_key(w, "release");
+		mp_put_array(w, nt->nrel);
+		for (i = 0; i < nt->nrel; i++)
+			mp_put_uint(w, nt->rel[i]);
+	}
+	if (nt->renew) {
+		mp_put_key(w, "renew_ms");
+		mp_put_uint(w, RENEW_MS);
+	}
+}
+
+/*
+ * the REQUEST_ALLOC reply for @rc (0: @h), with the requester's notices
+ * (@islot: IX_NO_SLOT for none)
+ */
+static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
+		      const struct rm_handle *h, uint32_t islot)
+{
+	struct notices nt;
+
+	notices_take(s, islot, false, &nt);
+	if (rc != 0) {
 		log_dbg("REQUEST_ALLOC failed: %d", rc);
-		mp_put_map(w, 2);
+		mp_put_map(w, 2 + notices_fields(&nt));
 		mp_put_key(w, "success");
 		mp_put_bool(w, false);
 		mp_put_key(w, "error");
-		if (rc == -ESTALE)
+		if (rc == MDS_RC_RECLAIMED)
+			mp_put_key(w, "Allocation failed: pool full; pages of "
+				      "yours were evicted (see evicted)");
+		else if (rc == -ENOSPC && s->pinned_bytes &&
+			 !s->pol.n)
+			mp_put_key(w, "Allocation failed: pool exhausted: it "
+				      "is full of pinned entries");
+		else if (rc == -ESTALE)
 			mp_put_key(w, "Allocation failed: lease expired");
 		else if (rc == -EPERM)
 			mp_put_key(w, "Allocation failed: instance_id is held "
@@ -71,13 +148,15 @@ static void put_alloc(struct mp_wr *w, int rc, const struct rm_handle *h)
 			mp_put_key(w, "Allocation failed: quota exceeded");
 		else
 			mp_put_key(w, "Allocation failed");
+		put_notices(w, &nt);
 		return;
 	}
-	mp_put_map(w, 2);
+	mp_put_map(w, 2 + notices_fields(&nt));
 	mp_put_key(w, "success");
 	mp_put_bool(w, true);
 	mp_put_key(w, "handle");
 	put_handle(w, h);
+	put_notices(w, &nt);
 }
 
 void mds_wait_free(struct mds_wait *w)
@@ -144,7 +223,9 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 		return 1;
 	}
 	mds_wait_free(wt);
-	put_alloc(w, rc, &h);
+	put_alloc(s, w, rc, &h,
+		  rc == -EPERM ? IX_NO_SLOT
+			       : mds_inst_for(s, q->instance_id, peer));
 	return 0;
 }
 
@@ -186,11 +267,16 @@ static int do_register(struct mds *s, const struct mds_req *q,
 
 	if (rc == -ENOMEM)
 		return rc;
-	mp_put_map(w, 2);
+	mp_put_map(w, 2 + (rc == 1));
 	mp_put_key(w, "success");
 	mp_put_bool(w, rc >= 0);
 	mp_put_key(w, "is_new");
 	mp_put_bool(w, rc == 1);
+	if (rc == 1) {
+		/* what an eviction notice of this entry will name */
+		mp_put_key(w, "kv_gen");
+		mp_put_uint(w, s->gen);
+	}
 	return 0;
 }
 
@@ -201,9 +287,12 @@ static int do_batch_register(struct mds *s, const struct mds_req *q,
 	struct mds_reg e;
 	int rc;
 
-	mp_put_map(w, 2);
+	mp_put_map(w, 3);
 	mp_put_key(w, "success");
 	mp_put_bool(w, true);
+	/* the new entries are numbered from here on, in order */
+	mp_put_key(w, "kv_gen_first");
+	mp_put_uint(w, s->gen + 1);
 	mp_put_key(w, "results");
 	mp_put_array(w, q->list.n);
 	mds_iter_init(&it, &q->list);
@@ -259,6 +348,8 @@ static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 		x = mds_key_ix(&k[i % RING]);
 		e = ix_find(&s->kv, &x, h[i % RING]);
 		r = e && e->slot != IX_NO_SLOT ? &s->regions[e->slot] : NULL;
+		if (r)
+			pol_touch(&s->pol, e);
 		put_lookup(w, r ? e : NULL, r);
 	}
 }
@@ -325,10 +416,55 @@ static int pool_figures(struct mds *s, bool dax_only, const struct mds_req *q,
 	return 0;
 }
 
+/* GET_STATS "eviction" (issue 13; docs/metadata-server.md) */
+static void put_eviction(const struct mds *s, struct mp_wr *w)
+{
+	static const char *const why[EV_NWHY] = {"lru", "owner_gone"};
+	uint64_t n = 0, b = 0;
+	int i;
+
+	for (i = 0; i < EV_NWHY; i++) {
+		n += s->ctr.evictions[i];
+		b += s->ctr.evicted_bytes[i];
+	}
+	mp_put_key(w, "eviction");
+	mp_put_map(w, 11);
+	mp_put_key(w, "policy");
+	mp_put_str(w, s->pol.ops->name, (uint32_t)strlen(s->pol.ops->name));
+	mp_put_key(w, "evictions");
+	mp_put_uint(w, n);
+	mp_put_key(w, "evicted_bytes");
+	mp_put_uint(w, b);
+	mp_put_key(w, "by_reason");
+	mp_put_map(w, EV_NWHY);
+	for (i = 0; i < EV_NWHY; i++) {
+		mp_put_str(w, why[i], (uint32_t)strlen(why[i]));
+		mp_put_map(w, 2);
+		mp_put_key(w, "count");
+		mp_put_uint(w, s->ctr.evictions[i]);
+		mp_put_key(w, "bytes");
+		mp_put_uint(w, s->ctr.evicted_bytes[i]);
+	}
+	mp_put_key(w, "pinned_bytes");
+	mp_put_uint(w, s->pinned_bytes);
+	mp_put_key(w, "evictable_entries");
+	mp_put_uint(w, s->pol.n);
+	mp_put_key(w, "alloc_waits");
+	mp_put_uint(w, s->ctr.cap_waits);
+	mp_put_key(w, "alloc_wait_failures");
+	mp_put_uint(w, s->ctr.cap_fails);
+	mp_put_key(w, "pages_told");
+	mp_put_uint(w, s->ctr.notices_sent);
+	mp_put_key(w, "regions_released");
+	mp_put_uint(w, s->ctr.released);
+	mp_put_key(w, "grace_ms");
+	mp_put_uint(w, s->cfg.evict_grace_ns / 1000000);
+}
+
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
-	mp_put_map(w, 4);
+	mp_put_map(w, 5);
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
 	mp_put_key(w, "total_entries");
@@ -351,6 +487,7 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_uint(w, total);
 	mp_put_key(w, "free_size");
 	mp_put_uint(w, avail);
+	put_eviction(s, w);
 }
 
 struct usage {
@@ -457,16 +594,23 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			struct mds_peer *peer, struct mp_wr *w)
 {
 	int rc = mds_heartbeat(s, q->instance_id, q->lease_id,
-			       q->lease_release, peer);
+			       q->lease_release, q->notices, peer);
+	struct notices nt;
 
 	if (rc < 0)
 		return rc;
-	mp_put_map(w, 2 + (s->server_id[0] != '\0'));
+	notices_take(s,
+		     rc == 1 || q->lease_release
+			     ? IX_NO_SLOT
+			     : mds_inst_for(s, q->instance_id, peer),
+		     true, &nt);
+	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt));
 	mp_put_key(w, "lease_ttl");
 	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
 	mp_put_key(w, "lease_expired");
 	mp_put_bool(w, rc == 1);
 	put_server_id(s, w);
+	put_notices(w, &nt);
 	return 0;
 }
 
@@ -629,7 +773,7 @@ int mds_handle(struct mds *s, const uint8_t *body, size_t len,
 	return 0;
 }
 
-void mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
+int mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 {
 	struct mds_peer peer = {wt->peer_fd, wt->peer_rid, NULL, NULL};
 	struct mds_hdr hdr = wt->hdr;
@@ -649,7 +793,15 @@ void mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 	switch (wt->kind) {
 	case MDS_REQUEST_ALLOC:
 		rc = mds_alloc_finish(s, wt, &peer, &h);
-		put_alloc(&w, rc, &h);
+		if (rc == -EINPROGRESS) {
+			buf_reset(out);
+			return 1; /* waits again: for capacity, or the RM */
+		}
+		put_alloc(s, &w, rc, &h,
+			  rc == -EPERM ? IX_NO_SLOT
+				       : mds_inst_for(s, wt->inst,
+						      wt->no_peer ? NULL
+								  : &peer));
 		rc = 0;
 		break;
 	case MDS_GET_STATS:
@@ -662,12 +814,13 @@ void mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 	mds_wait_free(wt);
 	if (rc == 0 && !w.err) {
 		mds_end_reply(&w, at);
-		return;
+		return 0;
 	}
 	s->ctr.errors++;
 	buf_reset(out);
 	w.err = 0;
 	mds_error_reply(&w, &hdr, "internal server error: out of memory");
+	return 0;
 }
 
 void mds_wait_abandon(struct mds *s, struct mds_wait *w)

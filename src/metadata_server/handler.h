@@ -58,10 +58,13 @@ int mds_handle(struct mds *s, const uint8_t *body, size_t len,
 
 /**
  * mds_resume - the reply to a parked request whose wait is done
- * @w: taken (freed)
+ * @w: taken (freed) when answered
  * @out: reset, then filled with the reply body
+ * Return: 0 (answered), or 1: @w waits again (a REQUEST_ALLOC that found
+ * the pool full waits for capacity, issue 13): @out is empty, @w stays
+ * the caller's parked request and its done() comes again.
  */
-void mds_resume(struct mds *s, struct mds_wait *w, struct buf *out);
+int mds_resume(struct mds *s, struct mds_wait *w, struct buf *out);
 
 /* mds_wait_abandon - nobody waits for @w any more: undo it; @w taken */
 void mds_wait_abandon(struct mds *s, struct mds_wait *w);

@@ -438,6 +438,8 @@ int ix_insert(struct ix *ix, const struct ix_key *k, uint64_t h,
 	e->hash = (uint32_t)h;
 	e->slot = IX_NO_SLOT;
 	e->pins = 0;
+	e->pol_prev = e->pol_next = NULL;
+	e->gen = 0;
 	e->klen_tag = k->len | (uint32_t)k->tag << 30;
 	if (k->len)
 		memcpy(e->key, k->ptr, k->len);

@@ -41,8 +41,10 @@ struct ix_key {
 };
 
 /*
- * One entry.  40 bytes of header, then the key: with glibc's 16-byte
- * chunks a 24-byte key costs 64 bytes and a 40-byte key 80.
+ * One entry.  64 bytes of header, then the key: with glibc's 16-byte
+ * chunks a 24-byte key costs 96 bytes and a 40-byte key 112.  The
+ * eviction policy's links and the registration generation (policy.h)
+ * are 24 of those bytes; the small id maps leave them zero.
  */
 struct ix_entry {
 	struct ix_entry *next; /* owns: next in the bucket chain */
@@ -52,7 +54,9 @@ struct ix_entry {
 	uint32_t slot;	       /* value: region slot, or IX_NO_SLOT */
 	uint32_t pins;	       /* value: pin count */
 	uint32_t klen_tag;     /* key length | tag << 30 */
-	uint8_t key[];	       /* key bytes, not NUL-terminated */
+	struct ix_entry *pol_prev, *pol_next; /* policy.h's list; borrows */
+	uint64_t gen;			      /* value: registration number */
+	uint8_t key[]; /* key bytes, not NUL-terminated */
 };
 
 struct ix_table {

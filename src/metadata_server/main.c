@@ -52,6 +52,10 @@ struct config {
 	bool insecure;	    /* a non-loopback --host without authentication */
 	const char *curve_secret; /* NULL: no CURVE (zcurve.h) */
 	const char *curve_clients; /* a directory of allowed public keys */
+	const char *eviction;	   /* "lru": a full pool evicts (issue 13) */
+	long evict_grace_ms;	   /* 300: an evicted page rests this long */
+	long evict_wait_ms;	   /* 1500: a REQUEST_ALLOC waits for room */
+	long evict_high_pm, evict_low_pm; /* 950, 900 per mille */
 };
 
 static void config_defaults(struct config *c)
@@ -67,6 +71,31 @@ static void config_defaults(struct config *c)
 	c->max_key = 65536;
 	c->max_input = 1ull << 30;
 	c->max_per_addr = 256;
+	c->eviction = "lru";
+	c->evict_grace_ms = 300;
+	c->evict_wait_ms = 1500;
+	c->evict_high_pm = 950;
+	c->evict_low_pm = 900;
+}
+
+/* a fraction (0.95) or a percentage (95%) as per mille. Return: 0/-1 */
+static int parse_fraction(const char *arg, long *pm)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg)
+		return -1;
+	if (*end == '%') {
+		v /= 100;
+		end++;
+	}
+	if (*end || !(v >= 0 && v <= 1))
+		return -1;
+	*pm = lround(v * 1000);
+	return 0;
 }
 
 static void usage(FILE *f)
@@ -86,6 +115,10 @@ static void usage(FILE *f)
 		"--curve-clients DIR]\n"
 		"                   [--max-connections-per-address N] "
 		"[--instance-quota SIZE]\n"
+		"                   [--eviction {lru,none}] [--evict-grace-ms MS] "
+		"[--evict-wait-ms MS]\n"
+		"                   [--evict-high FRACTION] [--evict-low "
+		"FRACTION]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -148,6 +181,25 @@ static void usage(FILE *f)
 		"  --instance-quota SIZE   bytes of regions one instance may "
 		"hold\n"
 		"                          (default 0: no limit)\n"
+		"  --eviction POLICY       lru: a full pool evicts the least "
+		"recently used\n"
+		"                          unpinned keys; none: stores fail "
+		"when it is\n"
+		"                          full (default lru)\n"
+		"  --evict-grace-ms MS     an evicted page is reused no sooner "
+		"(readers of\n"
+		"                          the evicted key finish; default "
+		"300)\n"
+		"  --evict-wait-ms MS      a REQUEST_ALLOC waits this long for "
+		"capacity\n"
+		"                          when the pool is full (default "
+		"1500)\n"
+		"  --evict-high F          evict in the background above this "
+		"fraction\n"
+		"                          of the pool (default 0.95; 0: "
+		"only on demand)\n"
+		"  --evict-low F           ... down to this fraction "
+		"(default 0.90)\n"
 		"  --curve-secret-key-file PATH\n"
 		"                          CURVE: every client authenticates "
 		"and all\n"
@@ -213,7 +265,12 @@ enum {
 	OPT_PERADDR,
 	OPT_QUOTA,
 	OPT_CURVE_KEY,
-	OPT_CURVE_CLIENTS
+	OPT_CURVE_CLIENTS,
+	OPT_EVICTION,
+	OPT_EV_GRACE,
+	OPT_EV_WAIT,
+	OPT_EV_HIGH,
+	OPT_EV_LOW
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -239,6 +296,11 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"curve-secret-key-file", required_argument, NULL,
 		 OPT_CURVE_KEY},
 		{"curve-clients", required_argument, NULL, OPT_CURVE_CLIENTS},
+		{"eviction", required_argument, NULL, OPT_EVICTION},
+		{"evict-grace-ms", required_argument, NULL, OPT_EV_GRACE},
+		{"evict-wait-ms", required_argument, NULL, OPT_EV_WAIT},
+		{"evict-high", required_argument, NULL, OPT_EV_HIGH},
+		{"evict-low", required_argument, NULL, OPT_EV_LOW},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -366,6 +428,40 @@ static int parse_args(int argc, char **argv, struct config *c)
 			if (!strcmp(optarg, "0"))
 				c->inst_quota = 0;
 			break;
+		case OPT_EVICTION:
+			if (strcmp(optarg, "lru") && strcmp(optarg, "none")) {
+				fprintf(stderr,
+					"maru-server: bad --eviction %s (lru "
+					"or none)\n",
+					optarg);
+				return -EINVAL;
+			}
+			c->eviction = optarg;
+			break;
+		case OPT_EV_GRACE:
+		case OPT_EV_WAIT:
+			if (long_option(o == OPT_EV_GRACE ? "evict-grace-ms"
+							  : "evict-wait-ms",
+					optarg, 0, 600000,
+					o == OPT_EV_GRACE ? &c->evict_grace_ms
+							  : &c->evict_wait_ms) <
+			    0)
+				return -EINVAL;
+			break;
+		case OPT_EV_HIGH:
+		case OPT_EV_LOW:
+			if (parse_fraction(optarg, o == OPT_EV_HIGH
+							   ? &c->evict_high_pm
+							   : &c->evict_low_pm) <
+			    0) {
+				fprintf(stderr,
+					"maru-server: bad --evict-%s %s (a "
+					"fraction 0..1, or a percentage)\n",
+					o == OPT_EV_HIGH ? "high" : "low",
+					optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -380,6 +476,11 @@ static int parse_args(int argc, char **argv, struct config *c)
 	if (optind < argc) {
 		fprintf(stderr, "maru-server: unexpected argument %s\n",
 			argv[optind]);
+		return -EINVAL;
+	}
+	if (c->evict_high_pm && c->evict_low_pm > c->evict_high_pm) {
+		fprintf(stderr, "maru-server: --evict-low must not be above "
+				"--evict-high\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -493,12 +594,14 @@ static void log_config(const struct config *c)
 		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
 		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld "
 		 "max-input-bytes=%llu max-connections-per-address=%ld "
-		 "instance-quota=%llu%s",
+		 "instance-quota=%llu eviction=%s evict-grace=%ldms "
+		 "evict-wait=%ldms evict-high=%.3f evict-low=%.3f%s",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
 		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
 		 c->max_key, (unsigned long long)c->max_input, c->max_per_addr,
-		 (unsigned long long)c->inst_quota,
-		 c->owner_delete ? " owner-delete" : "");
+		 (unsigned long long)c->inst_quota, c->eviction,
+		 c->evict_grace_ms, c->evict_wait_ms, c->evict_high_pm / 1000.0,
+		 c->evict_low_pm / 1000.0, c->owner_delete ? " owner-delete" : "");
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
@@ -609,6 +712,11 @@ int main(int argc, char **argv)
 	mc.max_key = (uint32_t)c.max_key;
 	mc.owner_delete = c.owner_delete;
 	mc.inst_quota = c.inst_quota;
+	mc.eviction = c.eviction;
+	mc.evict_grace_ns = (uint64_t)c.evict_grace_ms * 1000000;
+	mc.evict_wait_ns = (uint64_t)c.evict_wait_ms * 1000000;
+	mc.evict_high_pm = (uint32_t)c.evict_high_pm;
+	mc.evict_low_pm = (uint32_t)c.evict_low_pm;
 	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
 		log_err("out of memory");
 		goto out_mds;

@@ -247,7 +247,7 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 
 		w->conn = NULL;
 		c->wait = NULL;
-		if (sv->rm)
+		if (!mds_cap_forget(sv->s, w) && sv->rm)
 			rmsess_forget(sv->rm, w);
 	}
 	mds_conn_close(sv->s, c->key);
@@ -532,8 +532,9 @@ static void wait_done(struct mds_wait *w)
 		mds_wait_abandon(sv->s, w);
 		return;
 	}
+	if (mds_resume(sv->s, w, &sv->body) == 1)
+		return; /* waits again (for capacity): still parked */
 	c->wait = NULL;
-	mds_resume(sv->s, w, &sv->body);
 	rc = buf_put(&c->out, c->env.data, c->env.len);
 	buf_reset(&c->env);
 	if (rc == 0)

@@ -114,6 +114,8 @@ int mds_init(struct mds *s, const struct mds_config *cfg,
 	ix_init(&s->ended, seed ^ 4);
 	stats_init(&s->stats, seed ^ 5);
 	ix_init(&s->pin_map, seed ^ 6);
+	if (pol_init(&s->pol, cfg->eviction ? cfg->eviction : "lru") < 0)
+		return -EINVAL;
 	s->anon_pins.uid = ++s->next_uid;
 	s->reg_free = s->reg_head = s->reg_tail = IX_NO_SLOT;
 	s->inst_free = s->lease_free = IX_NO_SLOT;
@@ -131,6 +133,14 @@ void mds_destroy(struct mds *s)
 	for (i = 0; i < s->ninst_slots; i++) {
 		free(s->insts[i].id);
 		free(s->insts[i].pins.rec);
+		free(s->insts[i].nq);
+	}
+	while (s->cap_head) {
+		struct mds_wait *w = s->cap_head;
+
+		s->cap_head = w->next;
+		w->rc = -ECANCELED;
+		w->done(w);
 	}
 	for (i = 0; i < s->nlease_slots; i++)
 		free(s->leases[i].id);
@@ -221,6 +231,7 @@ static void inst_maybe_gc(struct mds *s, uint32_t slot)
 		return;
 	pins_release(s, &in->pins);
 	free(in->pins.rec);
+	free(in->nq);
 	ix_delete(&s->inst_map, in->ie);
 	stats_forget(&s->stats, in->id, (uint32_t)strlen(in->id));
 	free(in->id);
@@ -483,6 +494,7 @@ static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 
 	if (e->pins == UINT32_MAX)
 		return 0; /* saturated: counted no further */
+	pol_touch(&s->pol, e); /* a use (a no-op once pinned) */
 	rec = ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
 	if (rec) {
 		rec->off++;
@@ -503,8 +515,20 @@ static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 		hp->bytes += e->len;
 	}
 	rec->off++;
-	e->pins++;
+	if (!e->pins++) {
+		/* pins are absolute: out of the eviction order */
+		pol_remove(&s->pol, e);
+		s->pinned_bytes += e->len;
+	}
 	return 0;
+}
+
+/* @e lost its last pin: evictable again, and that was a use */
+static void unpinned(struct mds *s, struct ix_entry *e)
+{
+	s->pinned_bytes -= e->len;
+	if (e->slot != IX_NO_SLOT)
+		pol_add(&s->pol, e);
 }
 
 /* drop one pin (@all: every pin) of record @rec of holder @hp */
@@ -516,10 +540,13 @@ static void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
 
 	if (!all && rec->off > 1) {
 		rec->off--;
-		e->pins--;
+		if (!--e->pins)
+			unpinned(s, e);
 		return;
 	}
 	e->pins -= (uint32_t)rec->off;
+	if (!e->pins)
+		unpinned(s, e);
 	hp->bytes -= e->len;
 	hp->rec[i] = hp->rec[--hp->n];
 	hp->rec[i]->len = i;
@@ -649,12 +676,34 @@ static void region_release(struct mds *s, uint32_t slot)
 	s->insts[owner].nregions--;
 	s->insts[owner].bytes -= r->h.length;
 
+	if (r->deferred)
+		s->ndeferred--;
 	queue_free(s, &r->h);
 	memset(r, 0, sizeof(*r));
 	r->next = s->reg_free;
 	s->reg_free = slot;
+	s->cap_freed = true; /* capacity for whoever waits (tick) */
 	inst_maybe_gc(s, owner);
 	flush_pending(s);
+}
+
+/*
+ * The region's owner is done and its last entry went: free it, unless an
+ * eviction emptied pages of it less than the grace ago (a reader of an
+ * evicted key may still be copying them); mds_tick() frees it then.
+ */
+static void region_done(struct mds *s, uint32_t slot)
+{
+	struct mds_region *r = &s->regions[slot];
+
+	if (r->quiet_at <= s->vnow) {
+		region_release(s, slot);
+		return;
+	}
+	if (!r->deferred) {
+		r->deferred = 1;
+		s->ndeferred++;
+	}
 }
 
 static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
@@ -727,8 +776,13 @@ static void revive(struct mds *s, uint32_t slot)
 		struct mds_region *r = &s->regions[i];
 
 		if (r->owner == slot && r->state == REG_GONE &&
-		    r->gone_why == GONE_PEER)
+		    r->gone_why == GONE_PEER) {
 			region_set(s, r, REG_LIVE, 0);
+			if (r->deferred) {
+				r->deferred = 0;
+				s->ndeferred--;
+			}
+		}
 	}
 }
 
@@ -835,8 +889,9 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 		if (r->state == REG_LIVE)
 			region_set(s, r, REG_GONE, GONE_LEASE);
 		if (r->refs == 0) {
-			region_release(s, i);
-			continue;
+			region_done(s, i);
+			if (r->state == REG_UNUSED)
+				continue;
 		}
 		r->lease = IX_NO_SLOT;
 		l->nregions--;
@@ -853,6 +908,453 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 	s->insts[owner].nleases--;
 	pins_release(s, &s->insts[owner].pins);
 	inst_maybe_gc(s, owner);
+}
+
+/* ---- eviction ---- */
+
+#define EVICT_SKIP_MAX 1024	   /* unreclaimable entries passed per pass */
+#define EVICT_TICK_KEYS 50000	   /* background victims per tick */
+#define EVICT_LOG_NS 1000000000ull /* a burst ends after 1 s without one */
+#define EVICT_FULL_NS 10000000000ull /* "full" lasts 10 s after the RM said */
+
+static bool evict_on(const struct mds *s)
+{
+	return pol_evicts(&s->pol);
+}
+
+/*
+ * Does evicting @e give its page to someone?  Yes when its region's owner
+ * is done (the region is freed once empty) or takes notices (it reuses the
+ * page).  A live owner that takes none (an upstream client) would never
+ * reuse it: evicting would lose the key and free nothing.
+ */
+static bool reclaimable(const struct mds *s, const struct ix_entry *e)
+{
+	const struct mds_region *r = &s->regions[e->slot];
+
+	return r->state != REG_LIVE || s->insts[r->owner].notices;
+}
+
+/* queue "page (@rid, @off) was evicted" for @in. Return: 0 or -ENOMEM */
+static int notice_push(struct mds *s, struct mds_inst *in, uint64_t rid,
+		       uint64_t off, uint64_t gen)
+{
+	if (in->nq_n == in->nq_cap) {
+		uint32_t cap = in->nq_cap ? in->nq_cap * 2 : 64, i;
+		struct mds_notice *v;
+
+		if (cap < in->nq_cap)
+			return -ENOMEM;
+		v = malloc((size_t)cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (i = 0; i < in->nq_n; i++)
+			v[i] = in->nq[(in->nq_head + i) % in->nq_cap];
+		free(in->nq);
+		in->nq = v;
+		in->nq_cap = cap;
+		in->nq_head = 0;
+	}
+	in->nq[(in->nq_head + in->nq_n) % in->nq_cap] = (struct mds_notice){
+		rid, off, gen, s->vnow + s->cfg.evict_grace_ns};
+	in->nq_n++;
+	return 0;
+}
+
+/*
+ * Evict one entry: it leaves the index at once (lookups miss from now
+ * on); its page is told to its live owner after the grace, or its region
+ * is freed after the grace once empty and its owner done.
+ */
+static void evict_entry(struct mds *s, struct ix_entry *e)
+{
+	uint32_t slot = e->slot;
+	struct mds_region *r = &s->regions[slot];
+	struct mds_inst *in = &s->insts[r->owner];
+	int why = r->state != REG_LIVE ? EV_OWNER_GONE : EV_LRU;
+
+	pol_remove(&s->pol, e);
+	s->ctr.evictions[why]++;
+	s->ctr.evicted_bytes[why] += e->len;
+	s->burst_keys++;
+	s->burst_bytes += e->len;
+	s->burst_last = s->vnow;
+	s->kv_bytes -= e->len;
+	r->refs--;
+	r->used -= e->len;
+	r->evicted = 1;
+	r->quiet_at = s->vnow + s->cfg.evict_grace_ns;
+	if (r->state == REG_LIVE && in->notices &&
+	    notice_push(s, in, r->h.region_id, e->off, e->gen) == 0)
+		r->nnotice++;
+	ix_delete(&s->kv, e);
+	if (r->refs == 0 && r->state != REG_LIVE)
+		region_done(s, slot);
+}
+
+/* evict up to @bytes (and at most @max_keys keys). Return: bytes evicted */
+static uint64_t evict_some(struct mds *s, uint64_t bytes, uint64_t max_keys)
+{
+	uint64_t got = 0, keys = 0;
+	uint32_t skips = 0;
+	struct ix_entry *e;
+
+	while (got < bytes && keys < max_keys &&
+	       (e = pol_coldest(&s->pol))) {
+		if (!reclaimable(s, e)) {
+			if (++skips > EVICT_SKIP_MAX)
+				break;
+			pol_touch(&s->pol, e); /* passed over, for now */
+			continue;
+		}
+		got += e->len ? e->len : 1;
+		keys++;
+		evict_entry(s, e);
+	}
+	if (keys)
+		s->ctr.evict_bursts++;
+	return got;
+}
+
+/*
+ * A request waits for a region, and eviction by key left no region empty
+ * (an owner's keys of one age are spread over two regions, say): empty
+ * the live region closest to empty, of an owner that takes notices, by
+ * evicting its remaining keys in LRU order (a walk of at most @walk
+ * entries from the cold end).  Its owner is then asked to give it back.
+ * Return: keys evicted.
+ */
+#define EVICT_WALK_MAX 100000
+
+static uint64_t empty_a_region(struct mds *s, uint32_t walk)
+{
+	uint32_t i, best = IX_NO_SLOT;
+	struct ix_entry *e, *next;
+	uint64_t keys = 0;
+
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		const struct mds_region *r = &s->regions[i];
+
+		if (r->state != REG_LIVE || !r->refs || !r->evicted ||
+		    !s->insts[r->owner].notices)
+			continue;
+		if (best == IX_NO_SLOT || r->used < s->regions[best].used)
+			best = i;
+	}
+	if (best == IX_NO_SLOT)
+		return 0;
+	for (e = pol_coldest(&s->pol); e && walk-- && s->regions[best].refs;
+	     e = next) {
+		next = pol_warmer(&s->pol, e);
+		if (e->slot == best) {
+			evict_entry(s, e);
+			keys++;
+		}
+	}
+	return keys;
+}
+
+uint64_t mds_evict(struct mds *s, uint64_t bytes)
+{
+	return evict_on(s) ? evict_some(s, bytes, UINT64_MAX) : 0;
+}
+
+uint32_t mds_inst_for(struct mds *s, struct mds_str inst,
+		      struct mds_peer *peer)
+{
+	uint32_t slot = inst_find(s, inst);
+	struct mds_conn *c;
+
+	if (slot == IX_NO_SLOT || !peer || last_conn(s, peer, slot))
+		return slot;
+	c = peer_conn(s, peer);
+	return c && conn_has(c, slot) ? slot : IX_NO_SLOT;
+}
+
+static bool notices_due(const struct mds *s, const struct mds_inst *in)
+{
+	return in->nq_n && in->nq[in->nq_head].due <= s->vnow;
+}
+
+bool mds_notices_pending(const struct mds *s, uint32_t islot)
+{
+	return islot != IX_NO_SLOT && s->insts[islot].nq_n;
+}
+
+uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
+			  uint32_t max)
+{
+	struct mds_inst *in;
+	uint32_t n = 0;
+
+	if (islot == IX_NO_SLOT)
+		return 0;
+	in = &s->insts[islot];
+	while (n < max && notices_due(s, in)) {
+		struct mds_notice q = in->nq[in->nq_head];
+		struct mds_region *r = region_find(s, q.region_id, NULL);
+
+		in->nq_head = (in->nq_head + 1) % in->nq_cap;
+		in->nq_n--;
+		if (!r || r->owner != islot)
+			continue; /* freed meanwhile: moot */
+		if (r->nnotice)
+			r->nnotice--;
+		if (r->state != REG_LIVE)
+			continue; /* returned or gone: not the owner's now */
+		out[3 * n] = q.region_id;
+		out[3 * n + 1] = q.off;
+		out[3 * n + 2] = q.gen;
+		n++;
+	}
+	s->ctr.notices_sent += n;
+	if (n)
+		in->told++;
+	return n;
+}
+
+/* @pm per mille of the pool, exactly */
+static uint64_t pool_pm(const struct mds *s, uint32_t pm)
+{
+	return s->pool_total / 1000 * pm + s->pool_total % 1000 * pm / 1000;
+}
+
+static bool over_high(const struct mds *s)
+{
+	return s->pool_total && s->cfg.evict_high_pm &&
+	       s->kv_bytes > pool_pm(s, s->cfg.evict_high_pm);
+}
+
+/* the RM said "no room" lately: regions are not to be had */
+static bool pool_full(const struct mds *s)
+{
+	return s->full_at && s->vnow - s->full_at < EVICT_FULL_NS;
+}
+
+bool mds_under_pressure(const struct mds *s)
+{
+	return evict_on(s) && (s->ncap || over_high(s) || pool_full(s));
+}
+
+uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
+			    uint32_t max)
+{
+	uint32_t i, n = 0;
+
+	if (islot == IX_NO_SLOT || !mds_under_pressure(s))
+		return 0;
+	for (i = s->reg_head; i != IX_NO_SLOT && n < max;
+	     i = s->regions[i].next) {
+		const struct mds_region *r = &s->regions[i];
+
+		/* (its pages' notices go in the same reply, first) */
+		if (r->owner == islot && r->state == REG_LIVE && r->evicted &&
+		    !r->refs && r->quiet_at <= s->vnow)
+			out[n++] = r->h.region_id;
+	}
+	return n;
+}
+
+/* is some live region emptied by eviction, to be asked back? */
+static bool releasable_any(const struct mds *s)
+{
+	uint32_t i;
+
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		const struct mds_region *r = &s->regions[i];
+
+		if (r->state == REG_LIVE && r->evicted && !r->refs &&
+		    s->insts[r->owner].notices)
+			return true;
+	}
+	return false;
+}
+
+/* ---- REQUEST_ALLOCs waiting for capacity ---- */
+
+static void cap_append(struct mds *s, struct mds_wait *w)
+{
+	w->next = NULL;
+	if (s->cap_tail)
+		s->cap_tail->next = w;
+	else
+		s->cap_head = w;
+	s->cap_tail = w;
+	s->ncap++;
+}
+
+static bool cap_unlink(struct mds *s, struct mds_wait *w)
+{
+	struct mds_wait **pp, *prev = NULL;
+
+	for (pp = &s->cap_head; *pp; prev = *pp, pp = &(*pp)->next) {
+		if (*pp != w)
+			continue;
+		*pp = w->next;
+		if (s->cap_tail == w)
+			s->cap_tail = prev;
+		w->next = NULL;
+		s->ncap--;
+		return true;
+	}
+	return false;
+}
+
+bool mds_cap_forget(struct mds *s, struct mds_wait *w)
+{
+	if (!cap_unlink(s, w))
+		return false;
+	w->rc = -ECANCELED;
+	w->done(w);
+	return true;
+}
+
+/*
+ * Pages of @w's instance are free for it: due now, or told since @w began
+ * waiting (its heartbeat may have taken them while its writer waits here).
+ */
+static bool own_pages(const struct mds *s, const struct mds_wait *w,
+		      uint32_t islot)
+{
+	return islot != IX_NO_SLOT && (notices_due(s, &s->insts[islot]) ||
+				       s->insts[islot].told != w->cap_told);
+}
+
+/*
+ * The RM has no room for @w (a REQUEST_ALLOC by a live requester): evict,
+ * then answer with the requester's own reclaimed pages, or wait for a
+ * region to be freed (by the grace, or an owner asked to give one back).
+ * Return: MDS_RC_RECLAIMED, -EINPROGRESS (parked here: @w is answered
+ * through its done()), or -ENOSPC (nothing to wait for).
+ */
+static int reclaim_for(struct mds *s, struct mds_wait *w)
+{
+	uint32_t islot = inst_find(s, w->inst);
+	uint64_t got = 0;
+
+	s->full_at = s->vnow;
+	if (!w->cap_deadline) {
+		w->cap_deadline = s->vnow + s->cfg.evict_wait_ns;
+		w->cap_told = islot != IX_NO_SLOT ? s->insts[islot].told : 0;
+		s->ctr.cap_waits++;
+		got = evict_some(s, w->size, UINT64_MAX);
+	}
+	if (own_pages(s, w, islot))
+		return MDS_RC_RECLAIMED;
+	if (!releasable_any(s) && !s->ndeferred)
+		got += empty_a_region(s, EVICT_WALK_MAX);
+	/* nothing to wait for: no eviction now, no region to be freed by
+	 * a grace or given back, no page of the requester's own pending */
+	if (s->vnow >= w->cap_deadline ||
+	    (!got && !s->ndeferred && !releasable_any(s) &&
+	     !(islot != IX_NO_SLOT && s->insts[islot].nq_n))) {
+		s->ctr.cap_fails++;
+		return -ENOSPC;
+	}
+	cap_append(s, w);
+	return -EINPROGRESS;
+}
+
+/* answer the waiters that can be: own pages due, a freed region, timeout */
+static void cap_serve(struct mds *s)
+{
+	struct mds_wait *w, *next, *ready = NULL, **tail = &ready;
+	bool freed = s->cap_freed;
+	struct rm_handle h;
+	uint32_t islot;
+	int rc;
+
+	s->cap_freed = false;
+	/* a region emptied by eviction may have been refilled by its owner */
+	if (s->cap_head && !freed && !releasable_any(s) && !s->ndeferred)
+		empty_a_region(s, EVICT_WALK_MAX);
+	for (w = s->cap_head; w; w = next) {
+		next = w->next;
+		islot = inst_find(s, w->inst);
+		if (own_pages(s, w, islot)) {
+			w->rc = MDS_RC_RECLAIMED;
+		} else if (freed) {
+			cap_unlink(s, w);
+			rc = s->rm->alloc(s->rm_arg, w->size, w, &h);
+			if (rc == -EINPROGRESS)
+				continue; /* the RM session has it again */
+			w->rc = rc;
+			if (rc == 0)
+				w->h = h;
+			*tail = w;
+			tail = &w->next;
+			continue;
+		} else if (w->cap_deadline <= s->vnow) {
+			s->ctr.cap_fails++;
+			w->rc = -ENOSPC;
+		} else {
+			continue;
+		}
+		cap_unlink(s, w);
+		*tail = w;
+		tail = &w->next;
+	}
+	*tail = NULL;
+	/* answered outside the walk: done() may park them again */
+	for (w = ready; w; w = next) {
+		next = w->next;
+		w->next = NULL;
+		w->done(w);
+	}
+}
+
+static void evict_tick(struct mds *s)
+{
+	uint64_t total, avail, low;
+
+	if (!evict_on(s))
+		return;
+	if (s->cfg.evict_high_pm &&
+	    (!s->pool_at || s->vnow - s->pool_at >= 1000000000ull)) {
+		s->pool_at = s->vnow;
+		if (s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total,
+				      &avail, NULL) == 0 && total)
+			s->pool_total = total;
+	}
+	/*
+	 * Ahead of the stores: above the high watermark of the pool, down to
+	 * the low one; while the pool is full (no region to be had), down to
+	 * the low fraction of the regions, so that owners keep free pages
+	 * (told after the grace) instead of waiting in REQUEST_ALLOC.
+	 */
+	low = UINT64_MAX;
+	if (over_high(s))
+		low = pool_pm(s, s->cfg.evict_low_pm);
+	else if (pool_full(s) && s->cfg.evict_low_pm)
+		low = s->total_allocated / 1000 * s->cfg.evict_low_pm;
+	if (s->kv_bytes > low)
+		evict_some(s, s->kv_bytes - low, EVICT_TICK_KEYS);
+	if (s->ncap)
+		cap_serve(s);
+	if (s->burst_keys && s->vnow - s->burst_last >= EVICT_LOG_NS) {
+		log_info("evicted %llu key(s), %llu bytes (pinned: %llu bytes, "
+			 "keys left: %llu)",
+			 (unsigned long long)s->burst_keys,
+			 (unsigned long long)s->burst_bytes,
+			 (unsigned long long)s->pinned_bytes,
+			 (unsigned long long)s->kv.count);
+		s->burst_keys = s->burst_bytes = 0;
+	}
+}
+
+/* regions emptied by eviction whose owner is done: free them once quiet */
+static void deferred_tick(struct mds *s)
+{
+	uint32_t i, nx;
+
+	for (i = s->reg_head; s->ndeferred && i != IX_NO_SLOT; i = nx) {
+		struct mds_region *r = &s->regions[i];
+
+		nx = r->next;
+		if (r->deferred && !r->refs && r->state != REG_LIVE &&
+		    r->quiet_at <= s->vnow)
+			region_release(s, i);
+	}
 }
 
 /* ---- allocations ---- */
@@ -932,6 +1434,22 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 		return -EDQUOT;
 	}
 	rc = s->rm->alloc(s->rm_arg, size, w, &h);
+	if (rc == -ENOMEM && evict_on(s)) {
+		/* the pool is full: what the RM session would have said */
+		if (!w) {
+			s->full_at = s->vnow;
+			evict_some(s, size, UINT64_MAX);
+			rc = notices_due(s, &s->insts[islot]) ? MDS_RC_RECLAIMED
+							      : -ENOSPC;
+			inst_maybe_gc(s, islot);
+			return rc;
+		}
+		rc = reclaim_for(s, w);
+		if (rc != -EINPROGRESS) {
+			inst_maybe_gc(s, islot);
+			return rc;
+		}
+	}
 	if (rc == -EINPROGRESS) {
 		/* the slots stay; mds_alloc_finish() resolves */
 		if (lslot != IX_NO_SLOT)
@@ -946,12 +1464,19 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	return alloc_track(s, &h, islot, lslot, out);
 }
 
-int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
+int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		     struct mds_peer *peer, struct rm_handle *out)
 {
 	uint32_t islot, lslot;
 	int rc;
 
+	/* the pool is full: evict, and wait (again) for capacity */
+	if (w->rc == -ENOMEM && peer && evict_on(s)) {
+		rc = reclaim_for(s, w);
+		if (rc == -EINPROGRESS)
+			return rc; /* still parked: nothing changes */
+		(w)->rc = rc;
+	}
 	/* no longer parked (its instance was kept for this) */
 	islot = inst_find(s, w->inst);
 	if (islot != IX_NO_SLOT)
@@ -964,11 +1489,11 @@ int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
 		s->leases[lslot].parked--;
 		s->leases[lslot].deadline = s->vnow + s->cfg.lease_ttl_ns;
 	}
-	if (w->rc < 0 || !peer) {
+	if (w->rc != 0 || !peer) {
 		islot = inst_find(s, w->inst);
 		if (islot != IX_NO_SLOT)
 			inst_maybe_gc(s, islot);
-		if (w->rc < 0)
+		if (w->rc != 0)
 			return w->rc;
 		log_info("region %llu: its requester left before the "
 			 "resource manager answered; freeing it",
@@ -1009,10 +1534,12 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 		return false;
 	if (!claim(s, peer, r->owner, IX_NO_SLOT))
 		return false;
+	if (r->state == REG_LIVE && r->evicted && !r->refs)
+		s->ctr.released++; /* given back after eviction emptied it */
 	if (r->state == REG_LIVE)
 		region_set(s, r, REG_RETURNED, 0);
 	if (r->refs == 0)
-		region_release(s, slot);
+		region_done(s, slot);
 	return true;
 }
 
@@ -1049,6 +1576,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		return rc;
 	e->off = reg->kv_offset;
 	e->len = reg->kv_length;
+	e->gen = ++s->gen;
 	if (r) {
 		/* only bytes in a tracked region count: a key of an unknown
 		 * region never resolves, and its length is unchecked */
@@ -1056,6 +1584,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		e->slot = slot;
 		r->refs++;
 		r->used += reg->kv_length;
+		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
 	return 1;
 }
@@ -1068,6 +1597,7 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 
 	if (!e || e->slot == IX_NO_SLOT)
 		return NULL;
+	pol_touch(&s->pol, e);
 	*reg = &s->regions[e->slot];
 	return e;
 }
@@ -1075,8 +1605,11 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 bool mds_exists(struct mds *s, const struct mds_key *k)
 {
 	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
 
-	return ix_find(&s->kv, &x, ix_hash(&s->kv, &x)) != NULL;
+	if (e)
+		pol_touch(&s->pol, e);
+	return e != NULL;
 }
 
 bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
@@ -1100,10 +1633,11 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 		r->refs--;
 		r->used -= e->len;
 	}
+	pol_remove(&s->pol, e);
 	ix_delete(&s->kv, e);
 	if (slot != IX_NO_SLOT && s->regions[slot].refs == 0 &&
 	    s->regions[slot].state != REG_LIVE)
-		region_release(s, slot);
+		region_done(s, slot);
 	return true;
 }
 
@@ -1168,7 +1702,7 @@ out:
 /* ---- leases and peers ---- */
 
 int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
-		  bool release, struct mds_peer *peer)
+		  bool release, bool notices, struct mds_peer *peer)
 {
 	bool leased = s->cfg.lease_ttl_ns && lease.ptr && lease.len;
 	uint32_t islot, lslot = IX_NO_SLOT;
@@ -1183,8 +1717,11 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		islot = inst_find(s, inst);
 		if (islot != IX_NO_SLOT && (!peer || last_conn(s, peer, islot) ||
 					    ((c = peer_conn(s, peer)) &&
-					     conn_has(c, islot))))
+					     conn_has(c, islot)))) {
 			revive(s, islot);
+			if (notices)
+				s->insts[islot].notices = true;
+		}
 		return 0;
 	}
 	if (lease_ended(s, lease))
@@ -1205,6 +1742,8 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		return -EPERM;
 	}
 	revive(s, islot);
+	if (notices)
+		s->insts[islot].notices = true;
 	if (release) {
 		if (lslot != IX_NO_SLOT)
 			lease_end(s, lslot, false);
@@ -1240,7 +1779,7 @@ static void declare_dead(struct mds *s, uint32_t slot)
 			continue;
 		region_set(s, r, REG_GONE, GONE_PEER);
 		if (r->refs == 0)
-			region_release(s, i); /* may free the instance */
+			region_done(s, i); /* may free the instance */
 	}
 }
 
@@ -1259,6 +1798,9 @@ void mds_tick(struct mds *s, uint64_t vnow)
 			declare_dead(s, i);
 	if (s->npending)
 		flush_pending(s);
+	if (s->ndeferred)
+		deferred_tick(s);
+	evict_tick(s);
 }
 
 uint64_t mds_active_clients(const struct mds *s)
@@ -1289,6 +1831,7 @@ struct chk {
 	struct mds *s;
 	uint64_t *refs, *used;
 	uint64_t entries, bytes, pins;
+	uint64_t evictable, pinned_bytes; /* the policy's view */
 	bool bad;
 };
 
@@ -1298,8 +1841,12 @@ static void chk_entry(struct ix_entry *e, void *arg)
 
 	c->entries++;
 	c->pins += e->pins;
+	if (e->pins)
+		c->pinned_bytes += e->len;
 	if (e->slot == IX_NO_SLOT)
 		return;
+	if (!e->pins)
+		c->evictable++;
 	c->bytes += e->len;
 	if (e->slot >= c->s->nreg_slots ||
 	    c->s->regions[e->slot].state == REG_UNUSED) {
@@ -1331,10 +1878,10 @@ static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec,
 
 int mds_check(struct mds *s)
 {
-	struct chk c = {s, NULL, NULL, 0, 0, 0, false};
+	struct chk c = {s, NULL, NULL, 0, 0, 0, 0, 0, false};
 	uint64_t pins = 0, nrec = 0;
 	uint32_t *nl = NULL;
-	uint64_t cur = 0, nreg = 0, total = 0;
+	uint64_t cur = 0, nreg = 0, total = 0, ndef = 0;
 	uint32_t i, *nr = NULL, *np = NULL, *ng = NULL, *nc = NULL;
 	int fd, rc = -EUCLEAN;
 
@@ -1355,7 +1902,11 @@ int mds_check(struct mds *s)
 	do {
 		cur = ix_scan(&s->kv, cur, chk_entry, &c);
 	} while (cur);
-	if (c.bad || c.entries != s->kv.count || c.bytes != s->kv_bytes)
+	if (c.bad || c.entries != s->kv.count || c.bytes != s->kv_bytes ||
+	    c.pinned_bytes != s->pinned_bytes)
+		goto out;
+	/* every unpinned entry of a tracked region is in the policy's order */
+	if (pol_evicts(&s->pol) && c.evictable != s->pol.n)
 		goto out;
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
 		struct mds_region *r = &s->regions[i];
@@ -1363,9 +1914,12 @@ int mds_check(struct mds *s)
 		if (r->state == REG_UNUSED || r->refs != c.refs[i] ||
 		    r->used != c.used[i] || !s->insts[r->owner].id)
 			goto out;
-		/* an ownerless region without entries must have been freed */
-		if (r->state != REG_LIVE && r->refs == 0)
+		/* an ownerless region without entries must have been freed,
+		 * or wait for the grace of an eviction (region_done()) */
+		if (r->state != REG_LIVE && r->refs == 0 && !r->deferred)
 			goto out;
+		if (r->deferred)
+			ndef++;
 		nreg++;
 		total += r->h.length;
 		nr[r->owner]++;
@@ -1375,7 +1929,7 @@ int mds_check(struct mds *s)
 			ng[r->owner]++;
 	}
 	if (nreg != s->nregions || total != s->total_allocated ||
-	    nreg != s->region_map.count)
+	    nreg != s->region_map.count || ndef != s->ndeferred)
 		goto out;
 	for (fd = 0; fd < s->nconn_slots; fd++) {
 		for (i = 0; s->conns[fd].open && i < s->conns[fd].ninst; i++)

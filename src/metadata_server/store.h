@@ -50,6 +50,7 @@
 
 #include "codec.h"
 #include "index.h"
+#include "policy.h"
 #include "rm_proto.h"
 #include "stats.h"
 
@@ -77,11 +78,20 @@ struct mds_wait {
 	int peer_fd;
 	uint64_t peer_rid;
 	bool no_peer; /* asked without one: a trusted caller (tests) */
-	/* the outcome, set by the RM session before @done */
+	/* the outcome, set by the RM session (or the store) before @done */
 	int rc;
 	struct rm_handle h;
-	struct mds_wait *next; /* the RM session's list */
+	struct mds_wait *next; /* the RM session's list, or the store's */
+	uint64_t cap_deadline; /* vclock: waiting for capacity until then */
+	uint64_t cap_told;     /* its instance's "told" when it began */
 };
+
+/*
+ * w->rc set by the store for a REQUEST_ALLOC that waited for capacity:
+ * pages of the requester were evicted, its reply carries them ("evicted")
+ * instead of a region.
+ */
+#define MDS_RC_RECLAIMED 1
 
 /* How the store reaches the resource manager.  Nothing here may block. */
 struct mds_rm_ops {
@@ -116,6 +126,25 @@ struct mds_config {
 	uint32_t max_key;	/* longest key REGISTER stores; 0: IX_KEY_MAX */
 	bool owner_delete;	/* --owner-delete: live keys only by owner */
 	uint64_t inst_quota;	/* --instance-quota: bytes; 0: none */
+	/* eviction (issue 13; docs/metadata-server.md "Eviction") */
+	const char *eviction;	  /* policy name: "lru", "none"; NULL: lru */
+	uint64_t evict_grace_ns;  /* an evicted page is reused after this */
+	uint64_t evict_wait_ns;	  /* a REQUEST_ALLOC waits for capacity */
+	uint32_t evict_high_pm;	  /* background reclaim above this (per */
+	uint32_t evict_low_pm;	  /* ... mille of the pool) down to this */
+};
+
+enum evict_why {
+	EV_LRU = 0,	   /* the pool (or the high watermark) was full */
+	EV_OWNER_GONE = 1, /* ... and the key's owner was gone */
+	EV_NWHY
+};
+
+/* An evicted page its (live) owner has not been told of yet. */
+struct mds_notice {
+	uint64_t region_id, off;
+	uint64_t gen; /* the evicted entry's registration number */
+	uint64_t due; /* vclock: told once the grace has passed */
 };
 
 enum region_state {
@@ -139,7 +168,11 @@ struct mds_region {
 	uint32_t prev, next; /* allocation order (free list: next) */
 	uint8_t state;	     /* enum region_state */
 	uint8_t gone_why;    /* enum gone_why when REG_GONE */
+	uint8_t evicted;     /* an eviction emptied pages of it */
+	uint8_t deferred;    /* owner done, refs 0: FREE once quiet */
 	uint8_t hit_len;
+	uint32_t nnotice;    /* its pages evicted, owner not told yet */
+	uint64_t quiet_at;   /* vclock: its last eviction + grace */
 	/* a LOOKUP hit's bytes up to kv_offset (h encoded once) */
 	uint8_t hit[MDS_HIT_PREFIX_MAX];
 };
@@ -174,6 +207,11 @@ struct mds_inst {
 	uint32_t last_gen;
 	uint64_t last_rid;
 	struct mds_pins pins; /* released with its last lease/connection */
+	/* eviction: it said it takes "evicted" notices (HEARTBEAT) */
+	bool notices;
+	struct mds_notice *nq; /* owns: a FIFO ring of nq_cap */
+	uint32_t nq_head, nq_n, nq_cap;
+	uint64_t told; /* replies that told it pages (any connection) */
 };
 
 struct mds_lease {
@@ -222,6 +260,12 @@ struct mds_counters {
 	uint64_t rm_frees;	/* regions freed at the RM */
 	uint64_t rm_free_retries;
 	uint64_t stalls; /* stalls compensated (by the loop) */
+	uint64_t evictions[EV_NWHY], evicted_bytes[EV_NWHY];
+	uint64_t evict_bursts;	  /* reclaim passes that evicted something */
+	uint64_t cap_waits;	  /* REQUEST_ALLOCs that waited for capacity */
+	uint64_t cap_fails;	  /* ... and found none in --evict-wait */
+	uint64_t notices_sent;	  /* evicted pages told to their owners */
+	uint64_t released;	  /* regions owners gave back when asked */
 };
 
 struct mds {
@@ -232,6 +276,19 @@ struct mds {
 
 	struct ix kv;	   /* the KV index */
 	uint64_t kv_bytes; /* sum of kv_length of keys in tracked regions */
+	struct pol pol;	   /* eviction order of kv's unpinned entries */
+	uint64_t gen;	   /* last registration number handed out */
+	uint64_t pinned_bytes; /* kv_length of keys with pins > 0 */
+	/* REQUEST_ALLOCs waiting for capacity (FIFO through ->next) */
+	struct mds_wait *cap_head, *cap_tail;
+	uint32_t ncap;
+	uint32_t ndeferred;   /* regions emptied by eviction, FREE deferred */
+	uint64_t pool_total;  /* the pool's size as last seen (0: unknown) */
+	bool cap_freed;	      /* a region was freed at the RM since the
+			       * waiters last asked it */
+	uint64_t pool_at;     /* vclock: pool_total last asked */
+	uint64_t full_at;     /* vclock: the RM last said the pool is full */
+	uint64_t burst_keys, burst_bytes, burst_last; /* for the log line */
 
 	struct ix region_map;	       /* region_id -> slot */
 	struct mds_region *regions;    /* owns: nreg_slots */
@@ -311,9 +368,12 @@ void mds_destroy(struct mds *s);
  * @lease: may be empty (no lease, or leases disabled)
  * @w: NULL, or the request's wait (its inst/lease/size filled) for an RM
  *   that answers later
- * Return: 0 with *out set, -EINPROGRESS (@w given to the RM session:
- * mds_alloc_finish() follows from its done()), -ESTALE (the lease already
- * ended), the RM's error, or -ENOMEM.
+ * Return: 0 with *out set, -EINPROGRESS (@w given to the RM session, or
+ * waiting for capacity: mds_alloc_finish() follows from its done()),
+ * MDS_RC_RECLAIMED (the pool is full and pages of the requester were
+ * evicted: the reply carries its notices instead of a region), -ESTALE
+ * (the lease already ended), -ENOSPC (the pool is full and nothing is
+ * evictable), the RM's error, or -ENOMEM.
  */
 int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	      uint64_t size, struct mds_peer *peer, struct rm_handle *out,
@@ -324,9 +384,10 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
  * region as mds_alloc() would have, or free it at the RM when it can no
  * longer be given (the lease ended meanwhile, or @peer is NULL: the
  * requester went away).
- * Return: 0 with *out set, or -errno as mds_alloc().
+ * Return: 0 with *out set, -EINPROGRESS (waits again: for capacity, or
+ * for the RM), MDS_RC_RECLAIMED, or -errno as mds_alloc().
  */
-int mds_alloc_finish(struct mds *s, const struct mds_wait *w,
+int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		     struct mds_peer *peer, struct rm_handle *out);
 
 /* mds_return - RETURN_ALLOC by the region's owner. Return: success */
@@ -370,12 +431,13 @@ static inline uint64_t mds_pinned_bytes(const struct mds_inst *in)
 /**
  * mds_heartbeat - HEARTBEAT: claim the instance for the connection,
  * begin/renew/end the lease
+ * @notices: the client takes "evicted" notices (store.c, "Eviction")
  * Return: 0, 1 when the lease has expired (the response's lease_expired),
  * -EPERM when the instance is held by other connections and the lease
  * does not prove it is ours.
  */
 int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
-		  bool release, struct mds_peer *peer);
+		  bool release, bool notices, struct mds_peer *peer);
 
 /* socket monitor events */
 void mds_conn_open(struct mds *s, int fd);
@@ -383,9 +445,60 @@ void mds_conn_close(struct mds *s, int fd);
 
 /**
  * mds_tick - advance the virtual clock to @vnow and run what is due:
- * lease expiry, peer deaths, retries of pending frees
+ * lease expiry, peer deaths, retries of pending frees, deferred frees of
+ * regions emptied by eviction, background reclaim, and the REQUEST_ALLOCs
+ * waiting for capacity
  */
 void mds_tick(struct mds *s, uint64_t vnow);
+
+/* ---- eviction (issue 13; see "Eviction" in store.c) ---- */
+
+/**
+ * mds_evict - evict the coldest evictable keys until @bytes of key
+ * lengths are gone (or nothing is left to evict)
+ * Return: the bytes evicted.
+ */
+uint64_t mds_evict(struct mds *s, uint64_t bytes);
+
+/* mds_set_pool_total - the pool's size, for the watermarks (0: unknown) */
+static inline void mds_set_pool_total(struct mds *s, uint64_t total)
+{
+	s->pool_total = total;
+}
+
+/**
+ * mds_take_notices - the instance's evicted pages whose grace has passed,
+ * taken from its queue: (region_id, kv_offset, kv_gen) in @out[3i..3i+2]
+ * @islot: from mds_inst_slot(); IX_NO_SLOT gives 0
+ * Return: triples written (at most @max).
+ */
+uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
+			  uint32_t max);
+
+/**
+ * mds_release_wanted - regions of the instance that eviction emptied and
+ * that the pool needs back (capacity is short): ids into @out
+ * Return: ids written (at most @max).
+ */
+uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
+			    uint32_t max);
+
+/* mds_notices_pending - does the instance have notices not yet due/told? */
+bool mds_notices_pending(const struct mds *s, uint32_t islot);
+
+/* mds_under_pressure - capacity is short (waiters, or over the watermark) */
+bool mds_under_pressure(const struct mds *s);
+
+/*
+ * mds_inst_for - the instance's slot when @peer's connection is one of
+ * its own (notices go only there); IX_NO_SLOT otherwise
+ */
+uint32_t mds_inst_for(struct mds *s, struct mds_str inst,
+		      struct mds_peer *peer);
+
+/* mds_cap_forget - take @w out of the capacity waiters (its conn closed);
+ * it is answered (abandoned) at once.  Return: whether it was there. */
+bool mds_cap_forget(struct mds *s, struct mds_wait *w);
 
 /* ---- iteration for the read-only messages ---- */
 

@@ -5,7 +5,7 @@
 set(MDS_SRC ${CMAKE_CURRENT_SOURCE_DIR}/../../src/metadata_server)
 maru_add_fuzz_target(fuzz_mds_request
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_request.c
-		${MDS_SRC}/index.c ${MDS_SRC}/codec.c
+		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/store.c ${MDS_SRC}/handler.c
 	LIBS maru_common PkgConfig::MSGPACK m)
 foreach(t fuzz_mds_request_replay fuzz_mds_request)
@@ -20,7 +20,7 @@ endforeach()
 # look-ahead, handler), with the same sources compiled in for coverage.
 maru_add_fuzz_target(fuzz_mds_conn
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_conn.c
-		${MDS_SRC}/index.c ${MDS_SRC}/codec.c
+		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/store.c ${MDS_SRC}/handler.c
 		${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
 	LIBS maru_common PkgConfig::MSGPACK m)

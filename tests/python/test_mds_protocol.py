@@ -65,6 +65,7 @@ def test_every_message_type(client, rm, mds):
 
     assert register(client, "k1", hd["region_id"], 8192, 100) is True
     _, r = client.call(LOOKUP_KV, {"key": "k1"})
+    assert r.pop("kv_gen") >= 1     # an addition: the hit's ticket
     assert r == {"found": True, "handle": hd, "kv_offset": 8192,
                  "kv_length": 100}
     _, r = client.call(LOOKUP_KV, {"key": "nope"})
@@ -80,6 +81,7 @@ def test_every_message_type(client, rm, mds):
          "kv_length": 10},
         {"key": "k1", "region_id": hd["region_id"], "kv_offset": 0,
          "kv_length": 10}]})
+    assert r.pop("kv_gen_first") == 2   # an addition: k1 was number 1
     assert r == {"success": True, "results": [True, False]}
     _, r = client.call(BATCH_LOOKUP_KV, {"keys": ["b1", "zz"]})
     assert r["entries"][1] == {"found": False}
@@ -189,6 +191,7 @@ def test_batches_mixed_hits_and_misses(mds):
     assert len(r["entries"]) == 1000
     for i, e in enumerate(r["entries"]):
         if i % 3:
+            assert e.pop("kv_gen") >= 1
             assert e == {"found": True, "handle": hd, "kv_offset": i * 64,
                          "kv_length": 64}
         else:
@@ -222,6 +225,7 @@ def test_pipelined_dealer_out_of_order_safe(mds):
         got = c.collect(list(seqs))
         for s, (h, r) in got.items():
             if seqs[s] % 2:
+                assert r.pop("kv_gen") >= 1
                 assert r == {"success": True, "is_new": True}
             else:
                 assert r == {"exists": False}

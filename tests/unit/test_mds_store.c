@@ -34,8 +34,13 @@ static uint32_t seq;
 
 static void start(uint64_t lease_ttl, uint64_t grace)
 {
-	struct mds_config c = {"10.0.0.1:9850", false, lease_ttl, grace, 4096,
-			       false, 0};
+	struct mds_config c = {
+		.rm_address = "10.0.0.1:9850",
+		.lease_ttl_ns = lease_ttl,
+		.peer_grace_ns = grace,
+		.max_key = 4096,
+		.eviction = "none",
+	};
 
 	memset(&F, 0, sizeof(F));
 	F.total = 1ull << 34;
@@ -244,8 +249,9 @@ static void test_alloc_register_lookup(void **state)
 	assert_true(h.auth_token >= 1ull << 63);
 	assert_int_equal(reg("k1", h.region_id, 4096, 100), 1);
 	m = lookup("k1");
-	assert_int_equal(m->via.map.size, 4);
+	assert_int_equal(m->via.map.size, 5);
 	assert_int_equal(mbool(mget(m, "found")), 1);
+	assert_true(muint(mget(m, "kv_gen")) >= 1);
 	assert_int_equal(muint(mget(m, "kv_offset")), 4096);
 	assert_int_equal(muint(mget(m, "kv_length")), 100);
 	hh = mget(m, "handle");
@@ -1265,6 +1271,333 @@ static void test_parked_requests(void **state)
 	F.defer = false;
 }
 
+/* ---- eviction (issue 13) ---- */
+
+static struct mds_wait *DONE; /* the last wait the store answered */
+
+static void on_done(struct mds_wait *w)
+{
+	DONE = w;
+}
+
+/* LRU with a 1 s grace, 5 s capacity wait, no background reclaim; an
+ * 8 MiB pool (four 2 MiB regions) */
+static void start_ev(const char *policy, uint32_t high_pm, uint32_t low_pm)
+{
+	struct mds_config c = {
+		.rm_address = "10.0.0.1:9850",
+		.max_key = 4096,
+		.eviction = policy,
+		.evict_grace_ns = SEC,
+		.evict_wait_ns = 5 * SEC,
+		.evict_high_pm = high_pm,
+		.evict_low_pm = low_pm,
+	};
+
+	memset(&F, 0, sizeof(F));
+	F.total = 8ull << 20;
+	assert_int_equal(mds_init(&S, &c, &fake_ops, &F, 1234), 0);
+	S.vnow = 1000 * SEC;
+	seq = 0;
+	DONE = NULL;
+}
+
+/* REQUEST_ALLOC that may wait: NULL and *wp when parked, else the reply */
+static msgpack_object *alloc_w(const char *inst, uint64_t size,
+			       struct mds_wait **wp)
+{
+	struct req r;
+
+	*wp = NULL;
+	begin(&r, MDS_REQUEST_ALLOC, 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "size");
+	msgpack_pack_uint64(&r.pk, size);
+	req_end(&r);
+	if (have_reply)
+		reply_free(&R);
+	have_reply = false;
+	if (mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL, &OUT, wp) ==
+	    1) {
+		req_free(&r);
+		(*wp)->done = on_done;
+		return NULL;
+	}
+	req_free(&r);
+	assert_int_equal(reply_parse(&OUT, &R), 0);
+	have_reply = true;
+	return R.root;
+}
+
+/* HEARTBEAT of a lease-less instance that takes eviction notices */
+static msgpack_object *hb_notices(const char *inst)
+{
+	struct req r;
+
+	begin(&r, MDS_HEARTBEAT, 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "evict_notices");
+	msgpack_pack_true(&r.pk);
+	return call(&r);
+}
+
+/* @m's array field @key equals @v[0..n) */
+static void assert_uints(msgpack_object *m, const char *key,
+			 const uint64_t *v, uint32_t n)
+{
+	msgpack_object *a = mget(m, key);
+	uint32_t i;
+
+	assert_non_null(a);
+	assert_int_equal(a->type, MSGPACK_OBJECT_ARRAY);
+	assert_int_equal(a->via.array.size, n);
+	for (i = 0; i < n; i++)
+		assert_true(a->via.array.ptr[i].via.u64 == v[i]);
+}
+
+static void assert_error(msgpack_object *m, const char *want)
+{
+	msgpack_object *e = mget(m, "error");
+
+	assert_int_equal(mbool(mget(m, "success")), 0);
+	assert_non_null(e);
+	assert_int_equal(e->via.str.size, strlen(want));
+	assert_memory_equal(e->via.str.ptr, want, strlen(want));
+}
+
+/* four 2 MiB regions of @inst holding keys a0..a7 of 1 MiB, two each */
+static void fill(const char *inst, bool notices)
+{
+	char k[8];
+	int i;
+
+	for (i = 1; i <= 4; i++)
+		assert_int_equal(alloc(inst, 2 << 20).region_id, i);
+	if (notices)
+		hb_notices(inst);
+	for (i = 0; i < 8; i++) {
+		snprintf(k, sizeof(k), "a%d", i);
+		assert_int_equal(reg(k, i / 2 + 1, (i % 2) << 20, 1 << 20), 1);
+	}
+}
+
+static bool found(const char *key)
+{
+	return mbool(mget(lookup(key), "found")) == 1;
+}
+
+static uint64_t ev_stat(const char *name)
+{
+	return (uint64_t)muint(mget(mget(simple(MDS_GET_STATS), "eviction"),
+				    name));
+}
+
+/* capacity moves between owners: B's store evicts A's coldest keys, A is
+ * told after the grace and gives the emptied region back, B gets it */
+static void test_evict_moves_capacity(void **state)
+{
+	static const uint64_t ev[] = {3, 0, 5, 3, 1 << 20, 6}, rel[] = {3};
+	struct mds_wait *w;
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	/* uses: LOOKUP, EXISTS, PIN; the coldest are a4, a5 (region 3) */
+	assert_true(found("a0"));
+	assert_int_equal(keyop(MDS_EXISTS_KV, "a1"), 1);
+	assert_int_equal(keyop(MDS_PIN_KV, "a2"), 1);
+	assert_true(found("a3"));
+	assert_null(alloc_w("B", 2 << 20, &w));
+	assert_non_null(w);
+	assert_false(found("a4"));
+	assert_false(found("a5"));
+	assert_true(found("a0") && found("a1") && found("a2") && found("a3") &&
+		    found("a6") && found("a7"));
+	/* before the grace A is not told (a reader may still copy them) */
+	m = hb_notices("A");
+	assert_null(mget(m, "evicted"));
+	assert_int_equal(muint(mget(m, "renew_ms")), 100);
+	mds_tick(&S, S.vnow + SEC);
+	assert_null(DONE);
+	m = hb_notices("A");
+	assert_uints(m, "evicted", ev, 6);
+	assert_uints(m, "release", rel, 1);
+	/* told once */
+	assert_null(mget(hb_notices("A"), "evicted"));
+	assert_int_equal(ret_alloc("A", 3), 1);
+	assert_false(F.live[3]);
+	mds_tick(&S, S.vnow);
+	assert_ptr_equal(DONE, w);
+	m = resume(w);
+	assert_int_equal(mbool(mget(m, "success")), 1);
+	assert_int_equal(mget(mget(m, "handle"), "region_id")->via.u64, 5);
+	assert_int_equal(ev_stat("evictions"), 2);
+	assert_int_equal(ev_stat("pages_told"), 2);
+	assert_int_equal(ev_stat("regions_released"), 1);
+	assert_int_equal(ev_stat("alloc_waits"), 1);
+	assert_int_equal(ev_stat("alloc_wait_failures"), 0);
+	assert_int_equal(ev_stat("pinned_bytes"), 1 << 20);
+	assert_int_equal(ev_stat("evictable_entries"), 5);
+	assert_int_equal(
+		muint(mget(mget(mget(mget(simple(MDS_GET_STATS), "eviction"),
+				     "by_reason"),
+				"lru"),
+			   "bytes")),
+		2 << 20);
+}
+
+/* the coldest keys lie in two regions: a third key goes so that one of
+ * them is empty and can be given back */
+static void test_evict_empties_a_region(void **state)
+{
+	static const uint64_t ev[] = {1, 1 << 20, 2, 2, 0, 3, 1, 0, 1},
+			      rel[] = {1};
+	struct mds_wait *w;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	assert_true(found("a0")); /* coldest: a1 (region 1), a2 (region 2) */
+	assert_null(alloc_w("B", 2 << 20, &w));
+	assert_false(found("a0") || found("a1") || found("a2"));
+	assert_true(found("a3"));
+	mds_tick(&S, S.vnow + SEC);
+	assert_uints(hb_notices("A"), "evicted", ev, 9);
+	assert_uints(R.root, "release", rel, 1);
+	assert_int_equal(ret_alloc("A", 1), 1);
+	mds_tick(&S, S.vnow);
+	assert_ptr_equal(DONE, w);
+	assert_int_equal(mbool(mget(resume(w), "success")), 1);
+}
+
+/* an instance short of room evicts its own coldest pages: after the
+ * grace its REQUEST_ALLOC answers with them, and it reuses them */
+static void test_evict_own_pages(void **state)
+{
+	static const uint64_t ev[] = {1, 0, 1, 1, 1 << 20, 2};
+	struct mds_wait *w;
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	assert_null(alloc_w("A", 2 << 20, &w));
+	mds_tick(&S, S.vnow + SEC / 2);
+	assert_null(DONE);
+	mds_tick(&S, S.vnow + SEC / 2);
+	assert_ptr_equal(DONE, w);
+	m = resume(w);
+	assert_error(m, "Allocation failed: pool full; pages of yours were "
+			"evicted (see evicted)");
+	assert_uints(m, "evicted", ev, 6);
+	assert_int_equal(reg("n0", 1, 0, 1 << 20), 1);
+	assert_int_equal(muint(mget(R.root, "kv_gen")), 9);
+	assert_true(found("n0"));
+	assert_false(found("a0"));
+	/* a page told is not told again, a released region is not asked */
+	m = hb_notices("A");
+	assert_null(mget(m, "evicted"));
+	assert_null(mget(m, "release"));
+}
+
+/* pins are absolute; a live owner that takes no notices (an upstream
+ * client) keeps its keys; the wait for capacity ends */
+static void test_evict_pins_and_old_clients(void **state)
+{
+	struct mds_wait *w;
+	msgpack_object *m;
+	char k[8];
+	int i;
+
+	start_ev("lru", 0, 0);
+	fill("A", false);
+	for (i = 0; i < 8; i++) {
+		snprintf(k, sizeof(k), "a%d", i);
+		assert_int_equal(keyop(MDS_PIN_KV, k), 1);
+	}
+	/* nothing to evict, nothing to wait for: at once */
+	m = alloc_w("B", 1, &w);
+	assert_null(w);
+	assert_error(m, "Allocation failed: pool exhausted: it is full of "
+			"pinned entries");
+	assert_int_equal(keyop(MDS_UNPIN_KV, "a0"), 1);
+	/* a0 is unpinned, but A takes no notices: evicting frees nothing */
+	m = alloc_w("B", 1, &w);
+	assert_null(w);
+	assert_error(m, "Allocation failed");
+	assert_true(found("a0"));
+	/* A takes notices now: a0 goes, but its region stays A's (a1 is
+	 * pinned there) and nothing else is evictable: the wait times out */
+	hb_notices("A");
+	assert_null(alloc_w("B", 1, &w));
+	assert_false(found("a0"));
+	mds_tick(&S, S.vnow + 4 * SEC);
+	assert_null(DONE);
+	mds_tick(&S, S.vnow + SEC);
+	assert_ptr_equal(DONE, w);
+	assert_error(resume(w), "Allocation failed: pool exhausted: it is full "
+				"of pinned entries");
+	assert_int_equal(ev_stat("alloc_wait_failures"), 3);
+	for (i = 1; i < 8; i++)
+		assert_true(found((char[]){'a', (char)('0' + i), 0}));
+}
+
+/* --eviction none: the store-only behaviour */
+static void test_evict_none(void **state)
+{
+	struct mds_wait *w;
+
+	start_ev("none", 950, 900);
+	fill("A", true);
+	mds_tick(&S, S.vnow + 10 * SEC);
+	assert_error(alloc_w("B", 1, &w), "Allocation failed");
+	assert_null(w);
+	assert_true(found("a0") && found("a7"));
+	assert_int_equal(ev_stat("evictions"), 0);
+}
+
+/* keys of an owner that is done: evicted whatever the owner does, and
+ * their region is freed once the grace after the eviction passed */
+static void test_evict_owner_gone(void **state)
+{
+	struct mds_wait *w;
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	fill("A", false);
+	assert_int_equal(ret_alloc("A", 1), 1); /* a0, a1 keep region 1 */
+	assert_null(alloc_w("B", 2 << 20, &w));
+	assert_false(found("a0") || found("a1"));
+	assert_true(found("a2"));
+	assert_true(F.live[1]); /* not before the grace */
+	assert_int_equal(S.ndeferred, 1);
+	mds_tick(&S, S.vnow + SEC);
+	assert_false(F.live[1]);
+	assert_ptr_equal(DONE, w);
+	m = resume(w);
+	assert_int_equal(mbool(mget(m, "success")), 1);
+	m = mget(mget(mget(simple(MDS_GET_STATS), "eviction"), "by_reason"),
+		 "owner_gone");
+	assert_int_equal(muint(mget(m, "count")), 2);
+}
+
+/* above the high watermark the tick evicts down to the low one */
+static void test_evict_background(void **state)
+{
+	start_ev("lru", 500, 250); /* 4 MiB, 2 MiB */
+	fill("A", true);
+	assert_true(found("a0"));
+	mds_tick(&S, S.vnow + SEC);
+	assert_int_equal(S.kv.count, 2);
+	assert_true(found("a0") && found("a7"));
+	assert_int_equal(ev_stat("evictions"), 6);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_int_equal(ev_stat("pages_told"), 0); /* told when asked */
+	assert_int_equal(mget(hb_notices("A"), "evicted")->via.array.size, 18);
+	assert_null(mget(hb_notices("A"), "evicted"));
+	assert_int_equal(ev_stat("pages_told"), 6);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1293,6 +1626,15 @@ int main(void)
 		cmocka_unit_test_teardown(test_quota_counts_parked, teardown),
 		cmocka_unit_test_teardown(test_alloc_failures, teardown),
 		cmocka_unit_test_teardown(test_parked_requests, teardown),
+		cmocka_unit_test_teardown(test_evict_moves_capacity, teardown),
+		cmocka_unit_test_teardown(test_evict_own_pages, teardown),
+		cmocka_unit_test_teardown(test_evict_empties_a_region,
+					  teardown),
+		cmocka_unit_test_teardown(test_evict_pins_and_old_clients,
+					  teardown),
+		cmocka_unit_test_teardown(test_evict_none, teardown),
+		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),
+		cmocka_unit_test_teardown(test_evict_background, teardown),
 	};
 
 	log_init("test_mds_store", LOG_ERR);

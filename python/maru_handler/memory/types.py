@@ -100,6 +100,10 @@ class MemoryInfo:
     view: memoryview
     region_id: int = 0
     page_index: int = 0
+    # additions (eviction, docs/python-api.md): where the entry lies and
+    # its registration number, for MaruHandler.recheck()
+    kv_offset: int = 0
+    ticket: int = 0
 
 
 __all__ = ["MappedRegion", "OwnedRegion", "AllocHandle", "MemoryInfo"]

@@ -1,0 +1,51 @@
+"""Child-process bodies for test_eviction.py (multiprocessing "spawn").
+
+A value stored under key number i is value(i, n): its 8-byte number
+repeated, so a page reused for another key cannot pass for it.
+"""
+import random
+
+from maru import MaruConfig, MaruHandler
+
+KiB = 1024
+
+
+def value(i: int, n: int) -> bytes:
+    return i.to_bytes(8, "little") * (n // 8)
+
+
+def key(i: int) -> str:
+    return f"kv-{i:06d}"
+
+
+def checking_reader(url, conn, universe, size, chunk, seed):
+    """Retrieve random keys until told to stop; copy each hit, recheck it
+    after the copy, and count: hits, bytes wrong (any), bytes wrong that
+    recheck() nevertheless called valid (must never happen)."""
+    h = MaruHandler(MaruConfig(server_url=url, pool_size=4 * chunk,
+                               chunk_size_bytes=chunk, auto_connect=False,
+                               timeout_ms=10000))
+    if not h.connect():
+        conn.send(("error", "connect failed"))
+        return
+    conn.send(("ready",))
+    rnd = random.Random(seed)
+    hits = misses = wrong = wrong_valid = invalid = 0
+    while not conn.poll():
+        i = rnd.randrange(universe)
+        info = h.retrieve(key(i))
+        if info is None:
+            misses += 1
+            continue
+        got = bytes(info.view)            # the copy a reader makes
+        ok = h.recheck(key(i), info)
+        hits += 1
+        if not ok:
+            invalid += 1
+        if got != value(i, size):
+            wrong += 1
+            if ok:
+                wrong_valid += 1
+    conn.recv()
+    h.close()
+    conn.send(("done", hits, misses, wrong, wrong_valid, invalid))

@@ -1,0 +1,193 @@
+"""Eviction when the pool is full (issue 13), end to end: a real resource
+manager and maru-server, the installed `maru` package over libmaru.
+
+  - stores keep succeeding on a pool written ten times over by three
+    instances (Zipf-popular keys), while a reader in another process copies
+    hits and rechecks them: a copy that recheck() calls valid is never
+    wrong bytes;
+  - pinned keys survive any amount of eviction; a pool full of pinned
+    entries says so; unpinning makes room again;
+  - capacity moves between owners: an idle instance holding the whole
+    pool gives regions back to a new one;
+  - --eviction none keeps the store-only behaviour ("pool exhausted").
+
+docs/metadata-server.md "Eviction" describes the protocol.
+"""
+import multiprocessing
+import random
+
+import pytest
+
+import evict_workers
+from conftest import wait_until
+from evict_workers import KiB, key, value
+from maru import MaruConfig, MaruHandler
+from mds_wire import GET_STATS, REQUEST_ALLOC, DealerClient
+from py_workers import recv
+
+SPAWN = multiprocessing.get_context("spawn")
+CHUNK = 64 * KiB
+REGION = 2048 * KiB           # pool_size = expand_size of the handlers
+
+
+@pytest.fixture
+def pool(start_rm, start_mds):
+    """A 32 MiB pool, a server that evicts with a 100 ms grace."""
+    def make(extra=("--evict-grace-ms", "100")):
+        rm = start_rm(emulate_size="32M")
+        return start_mds(rm.address, extra=list(extra))
+    return make
+
+
+@pytest.fixture
+def handlers():
+    made = []
+
+    def make(url, name, **kw):
+        kw.setdefault("pool_size", REGION)
+        kw.setdefault("chunk_size_bytes", CHUNK)
+        kw.setdefault("timeout_ms", 10000)
+        h = MaruHandler(MaruConfig(server_url=url, instance_id=name,
+                                   auto_connect=False, **kw))
+        made.append(h)
+        assert h.connect(), f"{name}: connect failed"
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def stats(url):
+    c = DealerClient(url)
+    try:
+        return c.call(GET_STATS, {})[1]["eviction"]
+    finally:
+        c.close()
+
+
+def put(h, i, size=CHUNK):
+    """Store value(i) under key(i) the way LMCache does; True if stored."""
+    a = h.alloc(size)
+    a.buf[:] = value(i, size)
+    return h.store(key(i), a)
+
+
+def zipf_keys(n, universe, s=1.1, seed=7):
+    rnd = random.Random(seed)
+    w = [1.0 / (r + 1) ** s for r in range(universe)]
+    return rnd.choices(range(universe), weights=w, k=n)
+
+
+def test_full_pool_keeps_caching_and_readers_can_tell(pool, handlers):
+    mds = pool()
+    ws = [handlers(mds.url, f"w{j}") for j in range(3)]
+    universe = 1500                      # 3x what the pool holds
+    parent, child = SPAWN.Pipe()
+    rd = SPAWN.Process(target=evict_workers.checking_reader,
+                       args=(mds.url, child, universe, CHUNK, CHUNK, 3))
+    rd.start()
+    try:
+        assert recv(parent)[0] == "ready"
+        # 10 x the pool: 32 MiB / 64 KiB = 512 chunks -> 5120 stores
+        for n, i in enumerate(zipf_keys(5120, universe)):
+            assert put(ws[n % 3], i), f"store {n} (key {i}) failed"
+        parent.send("stop")
+        _, hits, misses, wrong, wrong_valid, invalid = recv(parent)
+    finally:
+        rd.join(30)
+    assert rd.exitcode == 0
+    assert hits > 100 and misses > 0
+    assert wrong_valid == 0, f"{wrong} wrong copies, {wrong_valid} rechecked valid"
+    ev = stats(mds.url)
+    assert ev["policy"] == "lru"
+    print(f"reader: {hits} hits, {misses} misses, {wrong} wrong copies "
+          f"({invalid} rechecked invalid); server: {ev}")
+    assert ev["evictions"] > 500         # the pool holds ~480 values
+    assert ev["by_reason"]["lru"]["count"] > 0
+    assert ev["pages_told"] > 0
+    # what is still there is right, and rechecks as valid
+    for i in range(universe):
+        info = ws[0].retrieve(key(i))
+        if info is not None:
+            assert bytes(info.view) == value(i, CHUNK)
+            assert ws[0].recheck(key(i), info)
+    # the hottest keys are kept: the policy sees every instance's uses
+    hot = sum(ws[1].exists(key(i)) for i in range(20))
+    assert hot >= 15, f"only {hot} of the 20 hottest keys cached"
+
+
+def test_pinned_keys_survive_and_a_pinned_full_pool_says_so(pool, handlers):
+    mds = pool()
+    a = handlers(mds.url, "a")
+    for i in range(16):
+        assert put(a, i) and a.pin(key(i))
+    b = handlers(mds.url, "b")
+    for n in range(2000):                # 4 x the pool
+        assert put(b, 1000 + n % 1200), f"store {n} failed"
+    for i in range(16):
+        info = a.retrieve(key(i))
+        assert info is not None and bytes(info.view) == value(i, CHUNK)
+    assert stats(mds.url)["pinned_bytes"] == 16 * CHUNK
+
+    # pin everything that is left, fill the rest with pinned keys
+    n = 5000
+    while True:
+        try:
+            ok = put(b, n)
+        except ValueError:
+            break                        # "pool exhausted ..."
+        assert ok and b.pin(key(n))
+        n += 1
+        assert n < 6000
+    for i in range(1000, 2200):
+        b.pin(key(i))
+    c = DealerClient(mds.url)
+    try:
+        _, r = c.call(REQUEST_ALLOC, {"instance_id": "raw", "size": REGION})
+    finally:
+        c.close()
+    assert r["success"] is False
+    assert "full of pinned entries" in r["error"], r
+    # unpinned, they are evictable again: stores succeed
+    for i in range(5000, n):
+        b.unpin(key(i))
+    for i in range(1000, 2200):
+        b.unpin(key(i))
+    for m in range(200):
+        assert put(b, 7000 + m)
+    for i in range(16):
+        assert a.exists(key(i))
+
+
+def test_capacity_moves_from_an_idle_owner(pool, handlers):
+    mds = pool()
+    a = handlers(mds.url, "a")
+    # a takes the whole pool (and goes on: evicting its own oldest keys),
+    # then goes idle (its lease thread runs on)
+    for i in range(700):
+        assert put(a, i)
+    # ... which a second owner cannot have, unless a's keys go
+    before = len(a.get_owned_region_ids())
+    assert before >= 10
+    b = handlers(mds.url, "b")           # its first region: from a
+    for m in range(300):                 # and more
+        assert put(b, 10000 + m), f"b's store {m} failed"
+    assert all(b.exists(key(10000 + m)) for m in range(250, 300))
+    wait_until(lambda: len(a.get_owned_region_ids()) < before, timeout=10)
+    ev = stats(mds.url)
+    assert ev["regions_released"] >= 1
+
+
+def test_eviction_none_keeps_pool_exhausted(pool, handlers):
+    mds = pool(extra=["--eviction", "none"])
+    a = handlers(mds.url, "a")
+    n = 0
+    with pytest.raises(ValueError, match="pool exhausted"):
+        while n < 2000:
+            assert put(a, n)
+            n += 1
+    assert n >= 300
+    assert all(a.exists(key(i)) for i in range(n))
+    ev = stats(mds.url)
+    assert ev["policy"] == "none" and ev["evictions"] == 0

@@ -135,17 +135,20 @@ int maru__enc_empty(struct maru__msg *m)
 }
 
 int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
-			    uint64_t size, const char *lease_id)
+			    uint64_t size, const char *lease_id, uint64_t ack)
 {
 	msgpack_packer pk;
 	int rc;
 
 	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, lease_id ? 3 : 2);
+	rc = msgpack_pack_map(&pk, 2 + (lease_id != NULL) + (ack != 0));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	rc |= pack_cstr(&pk, "size") | msgpack_pack_uint64(&pk, size);
 	if (lease_id)
 		rc |= pack_cstr(&pk, "lease_id") | pack_cstr(&pk, lease_id);
+	if (ack)
+		rc |= pack_cstr(&pk, "evicted_ack") |
+		      msgpack_pack_uint64(&pk, ack);
 	return pack_rc(rc, m);
 }
 
@@ -251,7 +254,7 @@ int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 }
 
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
-			const char *lease_id, bool release)
+			const char *lease_id, bool release, uint64_t ack)
 {
 	msgpack_packer pk;
 	int rc;
@@ -259,13 +262,16 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 	msgpack_packer_init(&pk, m, msg_write);
 	if (!instance_id)
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
-	rc = msgpack_pack_map(&pk, release ? 4 : 3);
+	rc = msgpack_pack_map(&pk, 3 + release + (ack != 0));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	rc |= pack_cstr(&pk, "lease_id") |
 	      pack_cstr(&pk, lease_id ? lease_id : "");
 	/* we apply eviction notices (issue 13): maru-server may evict our
 	 * keys and tell us their pages */
 	rc |= pack_cstr(&pk, "evict_notices") | msgpack_pack_true(&pk);
+	if (ack) /* the notices we have, up to this number */
+		rc |= pack_cstr(&pk, "evicted_ack") |
+		      msgpack_pack_uint64(&pk, ack);
 	if (release)
 		rc |= pack_cstr(&pk, "lease_release") | msgpack_pack_true(&pk);
 	return pack_rc(rc, m);
@@ -599,6 +605,7 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	rep->results_len = rep->entries_len = rep->handles_len = 0;
 	rep->kv_gen = rep->kv_gen_first = 0;
 	rep->renew_ms = 0;
+	rep->evicted_first = rep->evicted_last = 0;
 	memset(&rep->evicted, 0, sizeof(rep->evicted));
 	memset(&rep->release, 0, sizeof(rep->release));
 
@@ -643,13 +650,32 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 			uint64_t v = 0;
 
 			rc = mp_uint(&r, &v);
-			rep->renew_ms = v > 60000 ? 60000 : (uint32_t)v;
+			/* clamped: a server cannot make us spin, or sleep */
+			rep->renew_ms = v > 60000 ? 60000
+					: v < 10  ? 10
+						  : (uint32_t)v;
 		} else if (key_is(&k, "evicted")) {
 			rc = mp_uints(&r, &rep->evicted);
 			if (rc == 0 && rep->evicted.n % 3)
 				rc = -EPROTO;
 		} else if (key_is(&k, "release")) {
 			rc = mp_uints(&r, &rep->release);
+		} else if (key_is(&k, "evicted_seq")) {
+			struct maru__uints u;
+			const uint8_t *p2;
+
+			rc = mp_uints(&r, &u);
+			p2 = u.p;
+			if (rc == 0 && u.n == 2 &&
+			    maru__uints_next(&p2, u.end, &rep->evicted_first) ==
+				    0 &&
+			    maru__uints_next(&p2, u.end, &rep->evicted_last) ==
+				    0 &&
+			    rep->evicted_first &&
+			    rep->evicted_first <= rep->evicted_last)
+				rc = 0;
+			else
+				rc = -EPROTO;
 		} else if (key_is(&k, "results")) {
 			rc = dec_list(&r, rep, L_RESULTS, 1);
 		} else if (key_is(&k, "entries")) {

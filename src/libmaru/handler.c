@@ -249,7 +249,8 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	reply_init(&r);
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
 	rc = send_msg(h, &m,
-		      maru__enc_request_alloc(&m, h->instance_id, size, lease),
+		      maru__enc_request_alloc(&m, h->instance_id, size, lease,
+					      atomic_load(&h->inbox.ack)),
 		      &r);
 	if (rc == -EREMOTEIO && !r.success)
 		rc = -ENOSPC; /* {"success": false, "error": "Allocation
@@ -741,6 +742,22 @@ static void page_forget_keys(struct maru_handler *h,
 	r->page_keys[page] = NULL;
 }
 
+/*
+ * Does a key of ours still live in (@rid, @page)? (@wlock held)  Then the
+ * server still points at it: a free() of it keeps the page, which goes
+ * when the key is deleted or evicted (the notice frees it).  Freeing it at
+ * once (upstream) would let the page be reused under a registered key --
+ * and, with eviction, let a late free() release a page a notice had
+ * already freed and another key then took.
+ */
+static bool page_stored(struct maru_handler *h, uint64_t rid, uint64_t page)
+{
+	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
+
+	return r && page < r->pa.page_count && r->page_keys[page] &&
+	       maru__pagealloc_is_allocated(&r->pa, page);
+}
+
 /* return a page to its allocator and drop its keys (@wlock held) */
 static int page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
 {
@@ -799,11 +816,9 @@ static bool inbox_put(uint64_t **v, size_t *nv, size_t *cap,
 void maru__evict_note(struct maru_handler *h, const struct maru__reply *r)
 {
 	struct maru__inbox *in = &h->inbox;
-	bool ok = true;
+	bool ok = true, warn = false;
 
-	if (r->renew_ms || r->evicted.n || r->release.n)
-		atomic_store(&in->renew_ms, r->renew_ms);
-	if (!r->evicted.n && !r->release.n)
+	if (!r->evicted.n && !r->release.n && !r->evicted_last)
 		return;
 	pthread_mutex_lock(&in->lock);
 	if (r->evicted.n)
@@ -812,32 +827,51 @@ void maru__evict_note(struct maru_handler *h, const struct maru__reply *r)
 	if (r->release.n)
 		ok &= inbox_put(&in->rel, &in->nrel, &in->relcap, &r->release,
 				MARU_INBOX_MAX);
-	if (!ok && !in->dropped) {
-		in->dropped = true;
-		lwarn(h, "eviction notices dropped (inbox full or out of "
-			 "memory): their pages stay allocated until close");
-	}
-	atomic_store(&in->pending, true);
+	/*
+	 * Acknowledge only what we hold, in order: a reply lost before this
+	 * one (a timeout) leaves a gap, and the server sends again what we
+	 * did not acknowledge (applying a notice twice does nothing).
+	 */
+	if (ok && r->evicted_last && r->evicted_first <= in->ack + 1 &&
+	    r->evicted_last > in->ack)
+		atomic_store(&in->ack, r->evicted_last);
+	if (!ok && !in->dropped)
+		warn = in->dropped = true;
+	if (r->evicted.n || r->release.n)
+		atomic_store(&in->pending, true);
 	pthread_mutex_unlock(&in->lock);
+	if (warn)
+		lwarn(h, "eviction notices dropped (inbox full or out of "
+			 "memory): they come again");
 }
 
-/* free (@rid, @off) if registration @gen still holds it (@wlock held) */
+/*
+ * Registration @gen of (@rid, @off) was evicted: forget its key, and free
+ * the page once no key of ours is stored in it any more (two keys may
+ * share a page) (@wlock held).  Return: whether the page was freed.
+ */
 static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
 		       uint64_t gen)
 {
 	struct maru__owned_region *r;
-	struct maru__keyent *e;
+	struct maru__keyent *e, **pp;
 	uint64_t page = off / h->cfg.chunk_size;
 
-	if (off % h->cfg.chunk_size)
+	if (!gen || off % h->cfg.chunk_size)
 		return false;
 	r = maru__owned_find(&h->owned, rid);
 	if (!r || page >= r->pa.page_count)
 		return false;
-	for (e = r->page_keys[page]; e; e = e->page_next)
+	for (pp = &r->page_keys[page]; (e = *pp); pp = &e->page_next)
 		if (e->gen == gen)
-			return page_release(h, rid, page) == 0;
-	return false;
+			break;
+	if (!e)
+		return false; /* not that registration's page any more */
+	*pp = e->page_next;
+	maru__keymap_remove(&h->keys, e);
+	if (r->page_keys[page])
+		return false; /* another key of ours is still stored there */
+	return page_release(h, rid, page) == 0;
 }
 
 /*
@@ -859,8 +893,14 @@ static void evict_region(struct maru_handler *h, uint64_t rid)
 	for (p = 0; p < r->pa.page_count; p++)
 		if (r->pa.used[p])
 			page_release(h, rid, p); /* and their keys */
-	/* its mapping stays until close (readers look mappings up without
-	 * a lock); it holds no key of ours, so nothing reads it */
+	/*
+	 * Fenced before it goes: a handle the application kept writes into
+	 * private memory, not into the next owner's region.  The mapping
+	 * stays in the table (readers look mappings up without a lock) and
+	 * is never found again.
+	 */
+	if (r->map)
+		maru__mapper_fence(&h->mapper, r->map);
 	pthread_mutex_lock(&h->olock);
 	maru__owned_remove(&h->owned, rid);
 	pthread_mutex_unlock(&h->olock);
@@ -868,22 +908,26 @@ static void evict_region(struct maru_handler *h, uint64_t rid)
 	linfo(h, "region %" PRIu64 ": given back (eviction emptied it)", rid);
 }
 
-size_t maru__evict_apply(struct maru_handler *h)
+size_t maru__evict_apply(struct maru_handler *h, bool regions)
 {
 	struct maru__inbox *in = &h->inbox;
-	uint64_t *ev, *rel;
-	size_t nev, nrel, i, freed = 0;
+	uint64_t *ev, *rel = NULL;
+	size_t nev, nrel = 0, i, freed = 0;
 
 	if (!atomic_load(&in->pending))
 		return 0;
 	pthread_mutex_lock(&in->lock);
 	ev = in->ev;
 	nev = in->nev;
-	rel = in->rel;
-	nrel = in->nrel;
-	in->ev = in->rel = NULL;
-	in->nev = in->evcap = in->nrel = in->relcap = 0;
-	atomic_store(&in->pending, false);
+	in->ev = NULL;
+	in->nev = in->evcap = 0;
+	if (regions) {
+		rel = in->rel;
+		nrel = in->nrel;
+		in->rel = NULL;
+		in->nrel = in->relcap = 0;
+	}
+	atomic_store(&in->pending, in->nrel != 0);
 	pthread_mutex_unlock(&in->lock);
 	for (i = 0; i + 2 < nev; i += 3)
 		freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
@@ -902,7 +946,7 @@ void maru__evict_apply_try(struct maru_handler *h)
 	    pthread_mutex_trylock(&h->wlock))
 		return; /* a writer applies it at its next allocation */
 	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
-		maru__evict_apply(h);
+		maru__evict_apply(h, true);
 	pthread_mutex_unlock(&h->wlock);
 }
 
@@ -948,7 +992,7 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 
 	int tries;
 
-	maru__evict_apply(h); /* pages the server evicted: ours again */
+	maru__evict_apply(h, false); /* evicted pages: ours again */
 	pthread_mutex_lock(&h->olock);
 	rc = maru__owned_alloc(&h->owned, &rid, &page);
 	pthread_mutex_unlock(&h->olock);
@@ -958,7 +1002,7 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 		rc = expand(h);
 		/* the pool is full and the server evicted pages of ours
 		 * instead (its reply said which): use those */
-		if (rc < 0 && (tries >= 4 || !maru__evict_apply(h))) {
+		if (rc < 0 && (tries >= 4 || !maru__evict_apply(h, false))) {
 			lerr(h, "pool exhausted after expansion attempt: %s",
 			     strerror(-rc));
 			return -ENOMEM;
@@ -1005,7 +1049,9 @@ MARU_EXPORT int maru_page_free(struct maru_handler *h, uint64_t region_id,
 
 	pthread_mutex_lock(&h->wlock);
 	rc = state_check(h);
-	if (rc == 0)
+	if (rc == 0 && page_stored(h, region_id, page_index))
+		rc = 1; /* kept: see page_stored() */
+	else if (rc == 0)
 		rc = page_release(h, region_id, page_index);
 	/* the page went with its fenced region: nothing left to free */
 	if (rc == -ENOENT && maru__mapper_is_retired(&h->mapper, region_id))
@@ -1013,6 +1059,8 @@ MARU_EXPORT int maru_page_free(struct maru_handler *h, uint64_t region_id,
 	pthread_mutex_unlock(&h->wlock);
 	if (rc == -ERANGE)
 		rc = -EINVAL;
+	if (rc == 1)
+		rc = 0;
 	if (rc == 0)
 		maru__stats_record(h, "free", "none", 0, t0);
 	return rc;

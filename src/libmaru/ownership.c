@@ -141,7 +141,8 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	int rc;
 
 	maru__msg_init(&m, MDS_HEARTBEAT);
-	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release);
+	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
+				 atomic_load(&h->inbox.ack));
 	if (rc == 0)
 		rc = maru__rpc_call(rpc, &m, &rr);
 	maru__msg_release(&m);
@@ -149,8 +150,11 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		return rc;
 	memset(&rep, 0, sizeof(rep));
 	rc = maru__decode_reply(rr.payload, rr.len, &rep);
-	if (rc == 0)
+	if (rc == 0) {
 		maru__evict_note(h, &rep); /* applied under wlock, later */
+		/* every heartbeat reply says it: its absence ends a request */
+		atomic_store(&h->inbox.renew_ms, rep.renew_ms);
+	}
 	if (rc == 0 && rep.error)
 		rc = -EREMOTEIO;
 	if (rc == 0) {

@@ -147,7 +147,7 @@ struct maru__stat_entry {
 /* Encoders append the payload to @m.  Return: 0 or -ENOMEM/-EINVAL. */
 int maru__enc_empty(struct maru__msg *m);
 int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
-			    uint64_t size, const char *lease_id);
+			    uint64_t size, const char *lease_id, uint64_t ack);
 int maru__enc_return_alloc(struct maru__msg *m, const char *instance_id,
 			   uint64_t region_id);
 int maru__enc_list_allocations(struct maru__msg *m, const char *exclude);
@@ -158,7 +158,7 @@ int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
 int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 			 size_t n);
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
-			const char *lease_id, bool release);
+			const char *lease_id, bool release, uint64_t ack);
 int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
 			   const struct maru__stat_entry *e, size_t n);
 
@@ -203,6 +203,7 @@ struct maru__reply {
 	/* eviction (issue 13): REGISTER's number, BATCH_REGISTER's first */
 	uint64_t kv_gen, kv_gen_first;
 	uint32_t renew_ms; /* heartbeat again within this (0: absent) */
+	uint64_t evicted_first, evicted_last; /* "evicted_seq" (0: absent) */
 	/* "evicted" (region, offset, gen triples) and "release" (region
 	 * ids): checked arrays of unsigned integers, borrowed from the
 	 * reply; maru__evict_note() copies them out */
@@ -680,6 +681,8 @@ struct maru__inbox {
 	size_t nev, evcap, nrel, relcap;
 	_Atomic bool pending;	/* something to apply */
 	_Atomic uint32_t renew_ms; /* the server asked for this period */
+	/* notices had up to this number, all of them ("evicted_ack") */
+	_Atomic uint64_t ack;
 	bool dropped;		/* warned once */
 };
 
@@ -721,8 +724,12 @@ struct maru_handler {
 
 /* copy @r's eviction notices into the inbox (any thread) */
 void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
-/* apply the inbox (@wlock held). Return: pages freed */
-size_t maru__evict_apply(struct maru_handler *h);
+/*
+ * apply the inbox (@wlock held): free the pages named; with @regions also
+ * give back the regions asked for (not by a writer short of pages: the
+ * lease thread does).  Return: pages freed
+ */
+size_t maru__evict_apply(struct maru_handler *h, bool regions);
 /* apply it if @wlock is free (the lease thread) */
 void maru__evict_apply_try(struct maru_handler *h);
 

@@ -51,6 +51,7 @@ enum fid {
 	F_LIST,
 	F_LEASE_RELEASE,
 	F_NOTICES,
+	F_ACK,
 	F_CLIENT_ID,
 	F_OP_TYPE,
 	F_RESULT,
@@ -107,6 +108,7 @@ static const struct field alloc_fields[] = {
 	FLD("instance_id", FK_STR, F_INSTANCE_ID, true),
 	FLD("size", FK_UINT, F_SIZE, true),
 	FLD("lease_id", FK_STR, F_LEASE_ID, false),
+	FLD("evicted_ack", FK_UINT, F_ACK, false),
 };
 static const struct field return_fields[] = {
 	FLD("instance_id", FK_STR, F_INSTANCE_ID, true),
@@ -135,6 +137,7 @@ static const struct field heartbeat_fields[] = {
 	FLD("lease_id", FK_STR, F_LEASE_ID, false),
 	FLD("lease_release", FK_BOOL, F_LEASE_RELEASE, false),
 	FLD("evict_notices", FK_BOOL, F_NOTICES, false),
+	FLD("evicted_ack", FK_UINT, F_ACK, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),
@@ -491,6 +494,8 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	req->lease_release = (v.seen & (1u << F_LEASE_RELEASE)) &&
 			     v.u[F_LEASE_RELEASE];
 	req->notices = (v.seen & (1u << F_NOTICES)) && v.u[F_NOTICES];
+	if (v.seen & (1u << F_ACK))
+		req->ack = v.u[F_ACK];
 	return 0;
 }
 

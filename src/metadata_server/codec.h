@@ -94,6 +94,7 @@ struct mds_req {
 	struct mds_list list;	    /* keys / entries of batches */
 	bool lease_release;	    /* HEARTBEAT */
 	bool notices;		    /* HEARTBEAT: takes "evicted" (issue 13) */
+	uint64_t ack;		    /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
 };
 
 /* Result of mds_decode besides 0. */

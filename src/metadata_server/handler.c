@@ -65,6 +65,9 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
  *	them, if that registration still holds them
  *   "release": [region_id, ...]  regions of yours that eviction emptied
  *	and the pool needs: RETURN_ALLOC them if you hold no page there
+ *   "evicted_seq": [first, last]  the numbers of those notices: the
+ *	client acknowledges with "evicted_ack": N (HEARTBEAT, REQUEST_ALLOC)
+ *	once it has every notice up to N; unacknowledged ones come again
  *   "renew_ms": N  heartbeat again within N ms (more is coming)
  */
 #define NOTICES_MAX 1024 /* pages told per reply */
@@ -74,6 +77,7 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 struct notices {
 	uint64_t ev[3 * NOTICES_MAX];
 	uint64_t rel[RELEASE_MAX];
+	uint64_t first, last; /* the notices' numbers: "evicted_seq" */
 	uint32_t nev, nrel;
 	bool renew;
 };
@@ -82,7 +86,8 @@ struct notices {
 static void notices_take(struct mds *s, uint32_t islot, bool rel,
 			 struct notices *nt)
 {
-	nt->nev = mds_take_notices(s, islot, nt->ev, NOTICES_MAX);
+	nt->nev = mds_take_notices(s, islot, nt->ev, NOTICES_MAX, &nt->first,
+				   &nt->last);
 	nt->nrel = rel ? mds_release_wanted(s, islot, nt->rel, RELEASE_MAX)
 		       : 0;
 	nt->renew = islot != IX_NO_SLOT && s->insts[islot].notices &&
@@ -91,7 +96,7 @@ static void notices_take(struct mds *s, uint32_t islot, bool rel,
 
 static uint32_t notices_fields(const struct notices *nt)
 {
-	return (nt->nev != 0) + (nt->nrel != 0) + nt->renew;
+	return (nt->nev != 0) + (nt->last != 0) + (nt->nrel != 0) + nt->renew;
 }
 
 static void put_notices(struct mp_wr *w, const struct notices *nt)
@@ -103,6 +108,14 @@ static void put_notices(struct mp_wr *w, const struct notices *nt)
 		mp_put_array(w, 3 * nt->nev);
 		for (i = 0; i < 3 * nt->nev; i++)
 			mp_put_uint(w, nt->ev[i]);
+	}
+	if (nt->last) {
+		/* acknowledge with "evicted_ack": last, once every notice
+		 * before first was had too */
+		mp_put_key(w, "evicted_seq");
+		mp_put_array(w, 2);
+		mp_put_uint(w, nt->first);
+		mp_put_uint(w, nt->last);
 	}
 	if (nt->nrel) {
 		mp_put_key(w, "release");
@@ -217,6 +230,9 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 	struct rm_handle h;
 	int rc;
 
+	if (q->ack)
+		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
+				q->ack);
 	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h, wt);
 	if (rc == -EINPROGRESS) {
 		*wp = wt;
@@ -599,6 +615,9 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 
 	if (rc < 0)
 		return rc;
+	if (q->ack && rc == 0)
+		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
+				q->ack);
 	notices_take(s,
 		     rc == 1 || q->lease_release
 			     ? IX_NO_SLOT

@@ -130,17 +130,22 @@ void mds_destroy(struct mds *s)
 	uint32_t i;
 	int fd;
 
-	for (i = 0; i < s->ninst_slots; i++) {
-		free(s->insts[i].id);
-		free(s->insts[i].pins.rec);
-		free(s->insts[i].nq);
-	}
+	/* first: answering them still looks at their instances */
 	while (s->cap_head) {
 		struct mds_wait *w = s->cap_head;
 
 		s->cap_head = w->next;
+		if (!s->cap_head)
+			s->cap_tail = NULL;
+		s->ncap--;
+		w->next = NULL;
 		w->rc = -ECANCELED;
 		w->done(w);
+	}
+	for (i = 0; i < s->ninst_slots; i++) {
+		free(s->insts[i].id);
+		free(s->insts[i].pins.rec);
+		free(s->insts[i].nq);
 	}
 	for (i = 0; i < s->nlease_slots; i++)
 		free(s->leases[i].id);
@@ -916,6 +921,8 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 #define EVICT_TICK_KEYS 50000	   /* background victims per tick */
 #define EVICT_LOG_NS 1000000000ull /* a burst ends after 1 s without one */
 #define EVICT_FULL_NS 10000000000ull /* "full" lasts 10 s after the RM said */
+#define NOTICE_RESEND_NS 2000000000ull	/* unacknowledged: sent again */
+#define NOTICE_GIVEUP_NS 30000000000ull /* ... and given up on */
 
 static bool evict_on(const struct mds *s)
 {
@@ -955,6 +962,8 @@ static int notice_push(struct mds *s, struct mds_inst *in, uint64_t rid,
 		in->nq_cap = cap;
 		in->nq_head = 0;
 	}
+	if (!in->nq_seq0)
+		in->nq_seq0 = 1; /* numbers start at 1: an ack of 0 is none */
 	in->nq[(in->nq_head + in->nq_n) % in->nq_cap] = (struct mds_notice){
 		rid, off, gen, s->vnow + s->cfg.evict_grace_ns};
 	in->nq_n++;
@@ -984,9 +993,8 @@ static void evict_entry(struct mds *s, struct ix_entry *e)
 	r->used -= e->len;
 	r->evicted = 1;
 	r->quiet_at = s->vnow + s->cfg.evict_grace_ns;
-	if (r->state == REG_LIVE && in->notices &&
-	    notice_push(s, in, r->h.region_id, e->off, e->gen) == 0)
-		r->nnotice++;
+	if (r->state == REG_LIVE && in->notices)
+		(void)notice_push(s, in, r->h.region_id, e->off, e->gen);
 	ix_delete(&s->kv, e);
 	if (r->refs == 0 && r->state != REG_LIVE)
 		region_done(s, slot);
@@ -1071,46 +1079,109 @@ uint32_t mds_inst_for(struct mds *s, struct mds_str inst,
 	return c && conn_has(c, slot) ? slot : IX_NO_SLOT;
 }
 
+/* has @in notices to be sent now (due, or to be sent again)? */
 static bool notices_due(const struct mds *s, const struct mds_inst *in)
 {
-	return in->nq_n && in->nq[in->nq_head].due <= s->vnow;
+	uint32_t i = in->nq_sent;
+
+	if (i && s->vnow - in->sent_at >= NOTICE_RESEND_NS)
+		i = 0;
+	return i < in->nq_n &&
+	       in->nq[(in->nq_head + i) % in->nq_cap].due <= s->vnow;
 }
 
 bool mds_notices_pending(const struct mds *s, uint32_t islot)
 {
-	return islot != IX_NO_SLOT && s->insts[islot].nq_n;
+	return islot != IX_NO_SLOT &&
+	       s->insts[islot].nq_n > s->insts[islot].nq_sent;
+}
+
+static struct mds_notice *nq_at(struct mds_inst *in, uint32_t i)
+{
+	return &in->nq[(in->nq_head + i) % in->nq_cap];
 }
 
 uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
-			  uint32_t max)
+			  uint32_t max, uint64_t *first, uint64_t *last)
 {
 	struct mds_inst *in;
-	uint32_t n = 0;
+	uint32_t n = 0, i;
 
+	*first = *last = 0;
 	if (islot == IX_NO_SLOT)
 		return 0;
 	in = &s->insts[islot];
-	while (n < max && notices_due(s, in)) {
-		struct mds_notice q = in->nq[in->nq_head];
-		struct mds_region *r = region_find(s, q.region_id, NULL);
+	if (in->nq_sent && s->vnow - in->sent_at >= NOTICE_RESEND_NS)
+		in->nq_sent = 0; /* a reply was lost: from the oldest again */
+	for (i = in->nq_sent; i < in->nq_n && n < max; i++) {
+		const struct mds_notice *q = nq_at(in, i);
+		const struct mds_region *r;
 
-		in->nq_head = (in->nq_head + 1) % in->nq_cap;
-		in->nq_n--;
-		if (!r || r->owner != islot)
-			continue; /* freed meanwhile: moot */
-		if (r->nnotice)
-			r->nnotice--;
-		if (r->state != REG_LIVE)
-			continue; /* returned or gone: not the owner's now */
-		out[3 * n] = q.region_id;
-		out[3 * n + 1] = q.off;
-		out[3 * n + 2] = q.gen;
+		if (q->due > s->vnow)
+			break;
+		if (!*first)
+			*first = in->nq_seq0 + i;
+		*last = in->nq_seq0 + i;
+		r = region_find(s, q->region_id, NULL);
+		if (!r || r->owner != islot || r->state != REG_LIVE)
+			continue; /* freed, returned, gone: not its page now */
+		out[3 * n] = q->region_id;
+		out[3 * n + 1] = q->off;
+		out[3 * n + 2] = q->gen;
 		n++;
+	}
+	if (i > in->nq_sent) {
+		if (!in->nq_sent)
+			in->sent_at = s->vnow;
+		in->nq_sent = i;
 	}
 	s->ctr.notices_sent += n;
 	if (n)
 		in->told++;
 	return n;
+}
+
+/* drop @in's notices up to number @ack: the instance has them */
+static void notices_ack(struct mds_inst *in, uint64_t ack)
+{
+	while (in->nq_n && in->nq_seq0 <= ack) {
+		in->nq_head = (in->nq_head + 1) % in->nq_cap;
+		in->nq_n--;
+		in->nq_seq0++;
+		if (in->nq_sent)
+			in->nq_sent--;
+	}
+}
+
+void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack)
+{
+	if (islot != IX_NO_SLOT && ack)
+		notices_ack(&s->insts[islot], ack);
+}
+
+/*
+ * An instance that said it takes notices but acknowledges none for 30 s
+ * (it stopped heartbeating, or never will) takes none from now on: its
+ * queue goes, and its live keys are no longer evicted (as an upstream
+ * client's).  It opts in again with its next HEARTBEAT.
+ */
+static void notices_giveup(struct mds *s)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->ninst_slots; i++) {
+		struct mds_inst *in = &s->insts[i];
+
+		if (!in->id || !in->nq_n ||
+		    nq_at(in, 0)->due + NOTICE_GIVEUP_NS > s->vnow)
+			continue;
+		log_warn("instance %.*s: no eviction notice acknowledged for "
+			 "%llu s: none sent to it any more",
+			 (int)in->id_len, in->id,
+			 (unsigned long long)(NOTICE_GIVEUP_NS / 1000000000ull));
+		in->notices = false;
+		notices_ack(in, UINT64_MAX);
+	}
 }
 
 /* @pm per mille of the pool, exactly */
@@ -1136,12 +1207,27 @@ bool mds_under_pressure(const struct mds *s)
 	return evict_on(s) && (s->ncap || over_high(s) || pool_full(s));
 }
 
+/* does a REQUEST_ALLOC of instance @islot wait for capacity? */
+static bool inst_waits(const struct mds *s, uint32_t islot)
+{
+	const struct mds_inst *in = &s->insts[islot];
+	const struct mds_wait *w;
+
+	for (w = s->cap_head; w; w = w->next)
+		if (w->inst.len == in->id_len &&
+		    !memcmp(w->inst.ptr, in->id, in->id_len))
+			return true;
+	return false;
+}
+
 uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 			    uint32_t max)
 {
 	uint32_t i, n = 0;
 
-	if (islot == IX_NO_SLOT || !mds_under_pressure(s))
+	/* not from one that waits for room itself: it would ask again */
+	if (islot == IX_NO_SLOT || !mds_under_pressure(s) ||
+	    inst_waits(s, islot))
 		return 0;
 	for (i = s->reg_head; i != IX_NO_SLOT && n < max;
 	     i = s->regions[i].next) {
@@ -1237,7 +1323,7 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 		w->cap_deadline = s->vnow + s->cfg.evict_wait_ns;
 		w->cap_told = islot != IX_NO_SLOT ? s->insts[islot].told : 0;
 		s->ctr.cap_waits++;
-		got = evict_some(s, w->size, UINT64_MAX);
+		got = evict_some(s, w->size, EVICT_TICK_KEYS);
 	}
 	if (own_pages(s, w, islot))
 		return MDS_RC_RECLAIMED;
@@ -1267,7 +1353,7 @@ static void cap_serve(struct mds *s)
 	s->cap_freed = false;
 	/* a region emptied by eviction may have been refilled by its owner */
 	if (s->cap_head && !freed && !releasable_any(s) && !s->ndeferred)
-		empty_a_region(s, EVICT_WALK_MAX);
+		empty_a_region(s, EVICT_WALK_MAX / 8);
 	for (w = s->cap_head; w; w = next) {
 		next = w->next;
 		islot = inst_find(s, w->inst);
@@ -1309,11 +1395,13 @@ static void evict_tick(struct mds *s)
 
 	if (!evict_on(s))
 		return;
-	if (s->cfg.evict_high_pm &&
-	    (!s->pool_at || s->vnow - s->pool_at >= 1000000000ull)) {
+	if (!s->pool_at || s->vnow - s->pool_at >= 1000000000ull) {
 		s->pool_at = s->vnow;
-		if (s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total,
-				      &avail, NULL) == 0 && total)
+		notices_giveup(s);
+		if (s->cfg.evict_high_pm &&
+		    s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total,
+				      &avail, NULL) == 0 &&
+		    total)
 			s->pool_total = total;
 	}
 	/*
@@ -1438,7 +1526,7 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 		/* the pool is full: what the RM session would have said */
 		if (!w) {
 			s->full_at = s->vnow;
-			evict_some(s, size, UINT64_MAX);
+			evict_some(s, size, EVICT_TICK_KEYS);
 			rc = notices_due(s, &s->insts[islot]) ? MDS_RC_RECLAIMED
 							      : -ENOSPC;
 			inst_maybe_gc(s, islot);
@@ -1555,8 +1643,11 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	uint32_t slot = IX_NO_SLOT;
 	int rc;
 
-	if (ix_find(&s->kv, &k, h))
+	e = ix_find(&s->kv, &k, h);
+	if (e) {
+		pol_touch(&s->pol, e); /* a use */
 		return 0; /* first writer wins */
+	}
 	if (s->cfg.max_key && reg->key.len > s->cfg.max_key)
 		return -E2BIG; /* --max-key-bytes */
 	r = region_find(s, reg->region_id, &slot);
@@ -1632,6 +1723,12 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 		r = &s->regions[slot];
 		r->refs--;
 		r->used -= e->len;
+		/* its owner learns it too: another client may have deleted
+		 * it (its own delete freed the page; the notice then finds
+		 * the registration gone and does nothing) */
+		if (r->state == REG_LIVE && s->insts[r->owner].notices)
+			(void)notice_push(s, &s->insts[r->owner],
+					  r->h.region_id, e->off, e->gen);
 	}
 	pol_remove(&s->pol, e);
 	ix_delete(&s->kv, e);

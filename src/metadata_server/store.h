@@ -171,7 +171,6 @@ struct mds_region {
 	uint8_t evicted;     /* an eviction emptied pages of it */
 	uint8_t deferred;    /* owner done, refs 0: FREE once quiet */
 	uint8_t hit_len;
-	uint32_t nnotice;    /* its pages evicted, owner not told yet */
 	uint64_t quiet_at;   /* vclock: its last eviction + grace */
 	/* a LOOKUP hit's bytes up to kv_offset (h encoded once) */
 	uint8_t hit[MDS_HIT_PREFIX_MAX];
@@ -209,8 +208,15 @@ struct mds_inst {
 	struct mds_pins pins; /* released with its last lease/connection */
 	/* eviction: it said it takes "evicted" notices (HEARTBEAT) */
 	bool notices;
-	struct mds_notice *nq; /* owns: a FIFO ring of nq_cap */
-	uint32_t nq_head, nq_n, nq_cap;
+	/*
+	 * Eviction notices, a FIFO ring of nq_cap: nq_n queued, the first
+	 * nq_sent of them sent (at sent_at) but not acknowledged; the head is
+	 * number nq_seq0.  An acknowledgement ("evicted_ack": N) drops those
+	 * up to N; what stays unacknowledged 2 s is sent again.
+	 */
+	struct mds_notice *nq; /* owns */
+	uint32_t nq_head, nq_n, nq_cap, nq_sent;
+	uint64_t nq_seq0, sent_at;
 	uint64_t told; /* replies that told it pages (any connection) */
 };
 
@@ -468,12 +474,19 @@ static inline void mds_set_pool_total(struct mds *s, uint64_t total)
 
 /**
  * mds_take_notices - the instance's evicted pages whose grace has passed,
- * taken from its queue: (region_id, kv_offset, kv_gen) in @out[3i..3i+2]
+ * not sent yet (or sent 2 s ago and not acknowledged): (region_id,
+ * kv_offset, kv_gen) in @out[3i..3i+2]; they stay queued until
+ * mds_ack_notices()
  * @islot: from mds_inst_slot(); IX_NO_SLOT gives 0
+ * @first, @last: out: the numbers of the notices walked (0, 0: none); a
+ *	moot one (its region returned meanwhile) is walked but not written
  * Return: triples written (at most @max).
  */
 uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
-			  uint32_t max);
+			  uint32_t max, uint64_t *first, uint64_t *last);
+
+/* mds_ack_notices - the instance has its notices up to number @ack */
+void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack);
 
 /**
  * mds_release_wanted - regions of the instance that eviction emptied and

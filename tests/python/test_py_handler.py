@@ -210,6 +210,15 @@ def test_free_keeps_server_key(make):
     assert h.store("kept", ah)
     h.free(ah)
     assert h.exists("kept")  # free() does not touch the server
+    # ... and keeps the page while the key is registered (a deliberate
+    # difference: reused, it would serve another value under "kept");
+    # it goes with the key's delete, or its eviction
+    assert h.allocator.num_allocated == 1
+    assert h.retrieve("kept").view.tobytes() == b"0123456789"
+    assert h.delete("kept")
+    assert h.allocator.num_allocated == 0
+    unstored = h.alloc(10)
+    h.free(unstored)               # a page holding no key: freed at once
     assert h.allocator.num_allocated == 0
 
 

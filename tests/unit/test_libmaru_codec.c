@@ -137,7 +137,7 @@ static void test_enc_requests(void **state)
 	int i;
 
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
-	assert_int_equal(maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1"),
+	assert_int_equal(maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1", 0),
 			 0);
 	o = unpack(&m, &u);
 	assert_int_equal(map_get(&o, "size")->via.u64, 1ull << 40);
@@ -148,9 +148,10 @@ static void test_enc_requests(void **state)
 	maru__msg_release(&m);
 
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
-	assert_int_equal(maru__enc_request_alloc(&m, "inst", 4096, NULL), 0);
+	assert_int_equal(maru__enc_request_alloc(&m, "inst", 4096, NULL, 7), 0);
 	o = unpack(&m, &u);
 	assert_null(map_get(&o, "lease_id"));
+	assert_int_equal(map_get(&o, "evicted_ack")->via.u64, 7);
 	msgpack_unpacked_destroy(&u);
 	maru__msg_release(&m);
 
@@ -162,9 +163,11 @@ static void test_enc_requests(void **state)
 	maru__msg_release(&m);
 
 	maru__msg_init(&m, MDS_HEARTBEAT);
-	assert_int_equal(maru__enc_heartbeat(&m, "i", "L", true), 0);
+	assert_int_equal(maru__enc_heartbeat(&m, "i", "L", true, 0), 0);
 	o = unpack(&m, &u);
 	assert_true(map_get(&o, "lease_release")->via.boolean);
+	assert_true(map_get(&o, "evict_notices")->via.boolean);
+	assert_null(map_get(&o, "evicted_ack"));
 	msgpack_unpacked_destroy(&u);
 	maru__msg_release(&m);
 

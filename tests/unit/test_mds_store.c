@@ -1330,17 +1330,27 @@ static msgpack_object *alloc_w(const char *inst, uint64_t size,
 	return R.root;
 }
 
-/* HEARTBEAT of a lease-less instance that takes eviction notices */
-static msgpack_object *hb_notices(const char *inst)
+/* HEARTBEAT of a lease-less instance that takes eviction notices, with
+ * an acknowledgement (0: none) */
+static msgpack_object *hb_ack(const char *inst, uint64_t ack)
 {
 	struct req r;
 
-	begin(&r, MDS_HEARTBEAT, 2);
+	begin(&r, MDS_HEARTBEAT, 2 + (ack != 0));
 	pk_str(&r.pk, "instance_id");
 	pk_str(&r.pk, inst);
 	pk_str(&r.pk, "evict_notices");
 	msgpack_pack_true(&r.pk);
+	if (ack) {
+		pk_str(&r.pk, "evicted_ack");
+		msgpack_pack_uint64(&r.pk, ack);
+	}
 	return call(&r);
+}
+
+static msgpack_object *hb_notices(const char *inst)
+{
+	return hb_ack(inst, 0);
 }
 
 /* @m's array field @key equals @v[0..n) */
@@ -1542,6 +1552,48 @@ static void test_evict_pins_and_old_clients(void **state)
 		assert_true(found((char[]){'a', (char)('0' + i), 0}));
 }
 
+/* notices stay until acknowledged, come again after 2 s, cover deletes
+ * by others, and are given up on after 30 s without an acknowledgement */
+static void test_evict_notice_acks(void **state)
+{
+	static const uint64_t ev[] = {1, 0, 1, 1, 1 << 20, 2}, sq[] = {1, 2},
+			      del[] = {2, 1 << 20, 4}, sq2[] = {3, 3};
+	struct mds_wait *w;
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	assert_null(alloc_w("B", 2 << 20, &w)); /* a0, a1: region 1 */
+	mds_tick(&S, S.vnow + SEC);
+	m = hb_notices("A");
+	assert_uints(m, "evicted", ev, 6);
+	assert_uints(m, "evicted_seq", sq, 2);
+	assert_null(mget(hb_notices("A"), "evicted")); /* sent, unacked */
+	mds_tick(&S, S.vnow + 2 * SEC);
+	m = hb_notices("A"); /* a reply may have been lost: again */
+	assert_uints(m, "evicted", ev, 6);
+	assert_uints(m, "evicted_seq", sq, 2);
+	hb_ack("A", 2);
+	mds_tick(&S, S.vnow + 3 * SEC);
+	assert_null(mget(hb_notices("A"), "evicted"));
+	/* a key of A's deleted by someone else: A is told too */
+	assert_int_equal(keyop(MDS_DELETE_KV, "a3"), 1);
+	mds_tick(&S, S.vnow + SEC);
+	m = hb_ack("A", 2);
+	assert_uints(m, "evicted", del, 3);
+	assert_uints(m, "evicted_seq", sq2, 2);
+	/* no acknowledgement for 30 s: A takes no notices any more */
+	mds_tick(&S, S.vnow + 31 * SEC);
+	m = heartbeat("A", NULL, false, NULL);
+	assert_null(mget(m, "evicted"));
+	assert_null(mget(m, "renew_ms"));
+	assert_int_equal(keyop(MDS_DELETE_KV, "a4"), 1);
+	mds_tick(&S, S.vnow + 3 * SEC);
+	assert_null(mget(heartbeat("A", NULL, false, NULL), "evicted"));
+	mds_tick(&S, S.vnow + 10 * SEC);
+	mds_resume(&S, w, &OUT); /* B timed out meanwhile */
+}
+
 /* --eviction none: the store-only behaviour */
 static void test_evict_none(void **state)
 {
@@ -1633,6 +1685,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_evict_pins_and_old_clients,
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_none, teardown),
+		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
 		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),
 		cmocka_unit_test_teardown(test_evict_background, teardown),
 	};

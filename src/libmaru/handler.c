@@ -1125,6 +1125,16 @@ static void unregister(struct maru_handler *h, const struct maru_key *key)
 		ldbg(h, "DELETE_KV of a key in a fenced region failed");
 }
 
+/*
+ * Does the server evict (or others delete) our keys?  Then a key in our
+ * local map may be gone from the server before its notice came: a store
+ * of it asks the server instead of answering "already stored" locally.
+ */
+static bool evicting(struct maru_handler *h)
+{
+	return atomic_load_explicit(&h->inbox.ack, memory_order_relaxed) != 0;
+}
+
 /* the key is already stored locally: drop this page unless it is the same */
 static void store_dup(struct maru_handler *h, const struct maru__keyent *e,
 		      const struct maru_page *p)
@@ -1139,6 +1149,14 @@ static void remember(struct maru_handler *h, const struct maru_key *key,
 {
 	struct maru__keyent *e;
 
+	/* stored before, evicted, stored again: the old entry waits for its
+	 * notice (which frees its page), the new one takes the key */
+	e = maru__keymap_find(&h->keys, key);
+	if (e && maru__keymap_orphan(&h->keys, e) < 0) {
+		lwarn(h, "key map full: a later store of this key costs a "
+			 "round trip");
+		return;
+	}
 	e = maru__keymap_insert(&h->keys, key, p->region_id, p->page_index);
 	if (e)
 		e->gen = gen; /* what an eviction notice of it names */
@@ -1184,7 +1202,7 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 		goto out_unlock;
 	}
 	e = maru__keymap_find(&h->keys, key);
-	if (e) {
+	if (e && !evicting(h)) {
 		store_dup(h, e, page);
 		rc = 0;
 		goto out_unlock;
@@ -1201,8 +1219,10 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 		ldbg(h, "REGISTER_KV failed: %s", strerror(-rc));
 		page_release(h, page->region_id, page->page_index);
 	} else if (!r.is_new) {
-		/* first writer wins: someone else stored it */
-		page_release(h, page->region_id, page->page_index);
+		/* first writer wins: someone else stored it (or we did) */
+		if (!e || e->region_id != page->region_id ||
+		    e->page != page->page_index)
+			page_release(h, page->region_id, page->page_index);
 		rc = 0;
 	} else if ((alarm_flags(h) & MARU_ALARM_LOST) &&
 		   region_fenced(h, page->region_id)) {
@@ -1259,7 +1279,7 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 		if (alarm_flags(h) && region_fenced(h, pages[i].region_id))
 			continue; /* false: fenced, never registered */
 		e = maru__keymap_find(&h->keys, &keys[i]);
-		if (e) {
+		if (e && !evicting(h)) {
 			store_dup(h, e, &pages[i]);
 			results[i] = true;
 			hits++;
@@ -1311,8 +1331,12 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 			results[idx[i]] = true;
 			hits++;
 		} else {
-			/* lost race (true), or failure (false): page freed */
-			page_release(h, p->region_id, p->page_index);
+			/* lost race (true), or failure (false): page freed --
+			 * unless it is the very page that holds the key */
+			e = maru__keymap_find(&h->keys, &keys[idx[i]]);
+			if (!e || e->region_id != p->region_id ||
+			    e->page != p->page_index)
+				page_release(h, p->region_id, p->page_index);
 			if (rc == 0 && i < r.results_len) {
 				results[idx[i]] = true;
 				hits++;

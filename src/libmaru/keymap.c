@@ -68,6 +68,7 @@ void maru__keymap_init(struct maru__keymap *km)
 void maru__keymap_destroy(struct maru__keymap *km)
 {
 	htab_destroy(&km->t, offsetof(struct maru__keyent, hn));
+	htab_destroy(&km->orph, offsetof(struct maru__keyent, hn));
 }
 
 struct maru__keyent *maru__keymap_find(const struct maru__keymap *km,
@@ -118,12 +119,24 @@ struct maru__keyent *maru__keymap_insert(struct maru__keymap *km,
 	e->region_id = region_id;
 	e->page = page;
 	e->page_next = NULL;
+	e->gen = 0;
+	e->orphan = false;
 	htab_insert(&km->t, &e->hn, key_hash(hdr, hl, body, bl));
 	return e;
 }
 
 void maru__keymap_remove(struct maru__keymap *km, struct maru__keyent *e)
 {
-	htab_remove(&km->t, &e->hn);
+	htab_remove(e->orphan ? &km->orph : &km->t, &e->hn);
 	free(e);
+}
+
+int maru__keymap_orphan(struct maru__keymap *km, struct maru__keyent *e)
+{
+	if (htab_reserve(&km->orph) < 0)
+		return -ENOMEM;
+	htab_remove(&km->t, &e->hn);
+	htab_insert(&km->orph, &e->hn, e->hn.hash);
+	e->orphan = true;
+	return 0;
 }

@@ -299,12 +299,19 @@ struct maru__keyent {
 	uint64_t region_id;
 	uint64_t page;
 	uint64_t gen; /* the server's registration number (0: unknown) */
+	bool orphan;  /* stored again since: in @orph, awaiting its notice */
 	size_t klen;
 	uint8_t kbytes[]; /* type byte + canonical key bytes */
 };
 
 struct maru__keymap {
 	struct htab t; /* owns its buckets; entries freed by this module */
+	/*
+	 * Entries of keys the server evicted and we stored again before its
+	 * notice came: still in their page's list (the notice names their
+	 * registration and frees that page), no longer found by key.
+	 */
+	struct htab orph;
 };
 
 void maru__keymap_init(struct maru__keymap *km);
@@ -317,6 +324,9 @@ struct maru__keyent *maru__keymap_insert(struct maru__keymap *km,
 					 uint64_t region_id, uint64_t page);
 /* unlink and free @e (the caller unlinks it from its page list) */
 void maru__keymap_remove(struct maru__keymap *km, struct maru__keyent *e);
+/* @e's key is stored again: keep @e (for its notice) but not by key.
+ * Return: 0, or -ENOMEM (then @e stays as it was) */
+int maru__keymap_orphan(struct maru__keymap *km, struct maru__keyent *e);
 
 /* ------------------------------------------------------------------------ */
 /* rpc.c: the metadata-server client                                        */

@@ -435,7 +435,8 @@ static int pool_figures(struct mds *s, bool dax_only, const struct mds_req *q,
 /* GET_STATS "eviction" (issue 13; docs/metadata-server.md) */
 static void put_eviction(const struct mds *s, struct mp_wr *w)
 {
-	static const char *const why[EV_NWHY] = {"lru", "owner_gone"};
+	static const char *const why[EV_NWHY] = {"lru", "owner_gone",
+						 "region", "quota"};
 	uint64_t n = 0, b = 0;
 	int i;
 

@@ -975,12 +975,14 @@ static int notice_push(struct mds *s, struct mds_inst *in, uint64_t rid,
  * on); its page is told to its live owner after the grace, or its region
  * is freed after the grace once empty and its owner done.
  */
-static void evict_entry(struct mds *s, struct ix_entry *e)
+static void evict_why(struct mds *s, struct ix_entry *e, int why)
 {
 	uint32_t slot = e->slot;
 	struct mds_region *r = &s->regions[slot];
 	struct mds_inst *in = &s->insts[r->owner];
-	int why = r->state != REG_LIVE ? EV_OWNER_GONE : EV_LRU;
+
+	if (r->state != REG_LIVE)
+		why = EV_OWNER_GONE;
 
 	pol_remove(&s->pol, e);
 	s->ctr.evictions[why]++;
@@ -998,6 +1000,11 @@ static void evict_entry(struct mds *s, struct ix_entry *e)
 	ix_delete(&s->kv, e);
 	if (r->refs == 0 && r->state != REG_LIVE)
 		region_done(s, slot);
+}
+
+static void evict_entry(struct mds *s, struct ix_entry *e)
+{
+	evict_why(s, e, EV_LRU);
 }
 
 /* evict up to @bytes (and at most @max_keys keys). Return: bytes evicted */
@@ -1025,37 +1032,108 @@ static uint64_t evict_some(struct mds *s, uint64_t bytes, uint64_t max_keys)
 }
 
 /*
- * A request waits for a region, and eviction by key left no region empty
- * (an owner's keys of one age are spread over two regions, say): empty
- * the live region closest to empty, of an owner that takes notices, by
- * evicting its remaining keys in LRU order (a walk of at most @walk
- * entries from the cold end).  Its owner is then asked to give it back.
- * Return: keys evicted.
+ * A request waits for capacity.  The entries it may take without hurting
+ * the cache are the coldest: the cold eighth of the LRU (at least 64
+ * entries, at most EVICT_WALK_MAX).
  */
 #define EVICT_WALK_MAX 100000
 
-static uint64_t empty_a_region(struct mds *s, uint32_t walk)
+static uint32_t cold_window(const struct mds *s)
 {
-	uint32_t i, best = IX_NO_SLOT;
-	struct ix_entry *e, *next;
-	uint64_t keys = 0;
+	uint64_t w = s->pol.n / 8;
 
+	return (uint32_t)(w < 64 ? 64 : w > EVICT_WALK_MAX ? EVICT_WALK_MAX : w);
+}
+
+/* may evicting @e give its page back to the live instance @islot? */
+static bool owned_by(const struct mds *s, const struct ix_entry *e,
+		     uint32_t islot)
+{
+	const struct mds_region *r = &s->regions[e->slot];
+
+	return r->owner == islot && r->state == REG_LIVE &&
+	       s->insts[islot].notices;
+}
+
+/*
+ * The requester's own keys in the cold window: evicted first, since their
+ * pages are the requester's at once (after the grace), without moving a
+ * region.  Return: bytes evicted (at most about @bytes).
+ */
+static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
+{
+	uint32_t walk = cold_window(s);
+	struct ix_entry *e, *next;
+	uint64_t got = 0;
+
+	if (islot == IX_NO_SLOT || !s->insts[islot].notices)
+		return 0;
+	for (e = pol_coldest(&s->pol); e && walk-- && got < bytes; e = next) {
+		next = pol_warmer(&s->pol, e);
+		if (owned_by(s, e, islot)) {
+			got += e->len ? e->len : 1;
+			evict_entry(s, e);
+		}
+	}
+	return got;
+}
+
+/*
+ * No region is free and none can be given back: empty the coldest live
+ * region, by evicting its remaining entries (a walk of the LRU of at most
+ * EVICT_WALK_MAX), so that its owner can be asked for it.  Coldest: of
+ * the regions whose entries all lie in the walked part of the LRU (all of
+ * it, up to EVICT_WALK_MAX entries), the one whose warmest entry is the
+ * coldest -- emptying it evicts nothing warmer than that; when none lies
+ * wholly in it, the one with the largest share there.
+ * Return: keys evicted.
+ */
+static uint64_t empty_a_region(struct mds *s)
+{
+	uint32_t i, pos = 0, best = IX_NO_SLOT;
+	/* the whole order (bounded): the warmest entries rank regions too */
+	uint32_t walk = s->pol.n < EVICT_WALK_MAX ? (uint32_t)s->pol.n
+						  : EVICT_WALK_MAX;
+	struct ix_entry *e, *next;
+	uint32_t *cold, *warm;
+	uint64_t keys = 0;
+	bool whole = false;
+
+	cold = calloc(2 * (size_t)(s->nreg_slots ? s->nreg_slots : 1),
+		      sizeof(*cold));
+	if (!cold)
+		return 0;
+	warm = cold + (s->nreg_slots ? s->nreg_slots : 1);
+	for (e = pol_coldest(&s->pol); e && walk--;
+	     e = pol_warmer(&s->pol, e), pos++) {
+		cold[e->slot]++;
+		warm[e->slot] = pos;
+	}
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
 		const struct mds_region *r = &s->regions[i];
+		bool w = cold[i] == r->refs; /* wholly in the window */
 
-		if (r->state != REG_LIVE || !r->refs || !r->evicted ||
+		if (r->state != REG_LIVE || !r->refs || !cold[i] ||
 		    !s->insts[r->owner].notices)
 			continue;
-		if (best == IX_NO_SLOT || r->used < s->regions[best].used)
+		if (best == IX_NO_SLOT || (w && !whole) ||
+		    (w && warm[i] < warm[best]) ||
+		    (!w && !whole &&
+		     (uint64_t)cold[i] * s->regions[best].refs >
+			     (uint64_t)cold[best] * r->refs)) {
 			best = i;
+			whole = w;
+		}
 	}
+	free(cold);
 	if (best == IX_NO_SLOT)
 		return 0;
+	walk = EVICT_WALK_MAX;
 	for (e = pol_coldest(&s->pol); e && walk-- && s->regions[best].refs;
 	     e = next) {
 		next = pol_warmer(&s->pol, e);
 		if (e->slot == best) {
-			evict_entry(s, e);
+			evict_why(s, e, EV_REGION);
 			keys++;
 		}
 	}
@@ -1323,12 +1401,16 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 		w->cap_deadline = s->vnow + s->cfg.evict_wait_ns;
 		w->cap_told = islot != IX_NO_SLOT ? s->insts[islot].told : 0;
 		s->ctr.cap_waits++;
-		got = evict_some(s, w->size, EVICT_TICK_KEYS);
+		/* its own cold pages first; else a cold region for it; else
+		 * plain LRU (it may empty one later) */
+		got = evict_own_cold(s, islot, w->size);
+		if (!got && !releasable_any(s) && !s->ndeferred)
+			got = empty_a_region(s);
+		if (!got)
+			got = evict_some(s, w->size, EVICT_TICK_KEYS);
 	}
 	if (own_pages(s, w, islot))
 		return MDS_RC_RECLAIMED;
-	if (!releasable_any(s) && !s->ndeferred)
-		got += empty_a_region(s, EVICT_WALK_MAX);
 	/* nothing to wait for: no eviction now, no region to be freed by
 	 * a grace or given back, no page of the requester's own pending */
 	if (s->vnow >= w->cap_deadline ||
@@ -1352,8 +1434,9 @@ static void cap_serve(struct mds *s)
 
 	s->cap_freed = false;
 	/* a region emptied by eviction may have been refilled by its owner */
-	if (s->cap_head && !freed && !releasable_any(s) && !s->ndeferred)
-		empty_a_region(s, EVICT_WALK_MAX / 8);
+	if (s->cap_head && !freed && !releasable_any(s) && !s->ndeferred &&
+	    !mds_notices_pending(s, inst_find(s, s->cap_head->inst)))
+		empty_a_region(s);
 	for (w = s->cap_head; w; w = next) {
 		next = w->next;
 		islot = inst_find(s, w->inst);
@@ -1397,6 +1480,8 @@ static void evict_tick(struct mds *s)
 		return;
 	if (!s->pool_at || s->vnow - s->pool_at >= 1000000000ull) {
 		s->pool_at = s->vnow;
+		s->reg_rate = (s->reg_rate + s->reg_bytes) / 2;
+		s->reg_bytes = 0;
 		notices_giveup(s);
 		if (s->cfg.evict_high_pm &&
 		    s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total,
@@ -1407,14 +1492,24 @@ static void evict_tick(struct mds *s)
 	/*
 	 * Ahead of the stores: above the high watermark of the pool, down to
 	 * the low one; while the pool is full (no region to be had), down to
-	 * the low fraction of the regions, so that owners keep free pages
-	 * (told after the grace) instead of waiting in REQUEST_ALLOC.
+	 * leave the regions the free pages that stores take within twice the
+	 * grace (and the tick), at the rate they come, so that owners find
+	 * pages (told after the grace) instead of waiting in REQUEST_ALLOC --
+	 * and no more (the keys are the cache), but never below the low
+	 * fraction of the regions.
 	 */
 	low = UINT64_MAX;
-	if (over_high(s))
+	if (over_high(s)) {
 		low = pool_pm(s, s->cfg.evict_low_pm);
-	else if (pool_full(s) && s->cfg.evict_low_pm)
-		low = s->total_allocated / 1000 * s->cfg.evict_low_pm;
+	} else if (pool_full(s) && s->cfg.evict_low_pm) {
+		uint64_t need = s->reg_rate / 1000 *
+				((s->cfg.evict_grace_ns + 100000000ull) / 500000);
+		uint64_t floor = s->total_allocated / 1000 * s->cfg.evict_low_pm;
+
+		low = need < s->total_allocated - floor
+			      ? s->total_allocated - need
+			      : floor;
+	}
 	if (s->kv_bytes > low)
 		evict_some(s, s->kv_bytes - low, EVICT_TICK_KEYS);
 	if (s->ncap)
@@ -1672,6 +1767,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		/* only bytes in a tracked region count: a key of an unknown
 		 * region never resolves, and its length is unchecked */
 		s->kv_bytes += reg->kv_length;
+		s->reg_bytes += reg->kv_length;
 		e->slot = slot;
 		r->refs++;
 		r->used += reg->kv_length;

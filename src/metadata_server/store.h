@@ -137,6 +137,8 @@ struct mds_config {
 enum evict_why {
 	EV_LRU = 0,	   /* the pool (or the high watermark) was full */
 	EV_OWNER_GONE = 1, /* ... and the key's owner was gone */
+	EV_REGION = 2,	   /* to empty a region for another owner */
+	EV_QUOTA = 3,	   /* its owner was at its --instance-quota */
 	EV_NWHY
 };
 
@@ -294,6 +296,8 @@ struct mds {
 			       * waiters last asked it */
 	uint64_t pool_at;     /* vclock: pool_total last asked */
 	uint64_t full_at;     /* vclock: the RM last said the pool is full */
+	uint64_t reg_bytes;   /* bytes registered since reg_rate was updated */
+	uint64_t reg_rate;    /* ... per second, smoothed (headroom) */
 	uint64_t burst_keys, burst_bytes, burst_last; /* for the log line */
 
 	struct ix region_map;	       /* region_id -> slot */

@@ -3,7 +3,7 @@
 """evict_bench.py - pool-wide eviction against the policies it replaces
 (issue 13), one run, real daemons.
 
-  evict_bench.py [--requests 40000] [--rate 2000] [--out DIR] [--seed 1]
+  evict_bench.py [--requests 20000] [--rate 300] [--out DIR] [--seed 1]
 
 Starts maru-resource-manager (an emulated pool) and maru-server (default
 eviction settings) on free ports, and replays one access trace through
@@ -116,8 +116,8 @@ def pct(v, p):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--requests", type=int, default=40000)
-    ap.add_argument("--rate", type=float, default=2000.0)
+    ap.add_argument("--requests", type=int, default=20000)
+    ap.add_argument("--rate", type=float, default=300.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="")
     a = ap.parse_args()

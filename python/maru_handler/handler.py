@@ -256,7 +256,11 @@ class MaruHandler:
 
     def retrieve(self, key) -> MemoryInfo | None:
         """A zero-copy view of the value stored under @key, or None."""
-        return self._h.retrieve(key)
+        info = self._h.retrieve(key)
+        if info is not None:        # for info.is_valid()
+            info._handler = self
+            info._key = key
+        return info
 
     def is_valid(self, info: MemoryInfo) -> bool:
         """Are @info's bytes still the pool's?  False once its mapping was
@@ -294,7 +298,14 @@ class MaruHandler:
         return self._h.batch_store(keys, handles)
 
     def batch_retrieve(self, keys) -> list[MemoryInfo | None]:
-        return self._h.batch_retrieve(keys)
+        if not isinstance(keys, (list, tuple)):
+            keys = list(keys)
+        infos = self._h.batch_retrieve(keys)
+        for info, key in zip(infos, keys):
+            if info is not None:
+                info._handler = self
+                info._key = key
+        return infos
 
     def batch_exists(self, keys) -> list[bool]:
         return self._h.batch_exists(keys)

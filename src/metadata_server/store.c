@@ -1060,9 +1060,9 @@ static bool owned_by(const struct mds *s, const struct ix_entry *e,
  * pages are the requester's at once (after the grace), without moving a
  * region.  Return: bytes evicted (at most about @bytes).
  */
-static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
+static uint64_t evict_own(struct mds *s, uint32_t islot, uint64_t bytes,
+			  uint32_t walk, int why)
 {
-	uint32_t walk = cold_window(s);
 	struct ix_entry *e, *next;
 	uint64_t got = 0;
 
@@ -1072,10 +1072,15 @@ static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
 		next = pol_warmer(&s->pol, e);
 		if (owned_by(s, e, islot)) {
 			got += e->len ? e->len : 1;
-			evict_entry(s, e);
+			evict_why(s, e, why);
 		}
 	}
 	return got;
+}
+
+static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
+{
+	return evict_own(s, islot, bytes, cold_window(s), EV_LRU);
 }
 
 /*
@@ -1415,7 +1420,7 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 	 * a grace or given back, no page of the requester's own pending */
 	if (s->vnow >= w->cap_deadline ||
 	    (!got && !s->ndeferred && !releasable_any(s) &&
-	     !(islot != IX_NO_SLOT && s->insts[islot].nq_n))) {
+	     !mds_notices_pending(s, islot))) {
 		s->ctr.cap_fails++;
 		return -ENOSPC;
 	}
@@ -1434,7 +1439,8 @@ static void cap_serve(struct mds *s)
 
 	s->cap_freed = false;
 	/* a region emptied by eviction may have been refilled by its owner */
-	if (s->cap_head && !freed && !releasable_any(s) && !s->ndeferred &&
+	if (s->cap_head && !s->cap_head->cap_quota && !freed &&
+	    !releasable_any(s) && !s->ndeferred &&
 	    !mds_notices_pending(s, inst_find(s, s->cap_head->inst)))
 		empty_a_region(s);
 	for (w = s->cap_head; w; w = next) {
@@ -1442,6 +1448,11 @@ static void cap_serve(struct mds *s)
 		islot = inst_find(s, w->inst);
 		if (own_pages(s, w, islot)) {
 			w->rc = MDS_RC_RECLAIMED;
+		} else if (w->cap_quota) {
+			if (w->cap_deadline > s->vnow)
+				continue; /* only its own pages will do */
+			s->ctr.cap_fails++;
+			w->rc = -EDQUOT;
 		} else if (freed) {
 			cap_unlink(s, w);
 			rc = s->rm->alloc(s->rm_arg, w->size, w, &h);
@@ -1613,10 +1624,27 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	    (size > s->cfg.inst_quota ||
 	     s->insts[islot].bytes + s->insts[islot].pending >
 		     s->cfg.inst_quota - size)) {
-		inst_maybe_gc(s, islot);
-		return -EDQUOT;
+		/*
+		 * At its quota the instance's own coldest keys go, whatever
+		 * other instances hold: one tenant cannot evict everyone.
+		 * It waits for their pages (after the grace), as for a full
+		 * pool, and never gets a region past its quota.
+		 */
+		if (!w || !evict_on(s) || size > s->cfg.inst_quota ||
+		    (!evict_own(s, islot, size, EVICT_WALK_MAX, EV_QUOTA) &&
+		     !mds_notices_pending(s, islot))) {
+			inst_maybe_gc(s, islot);
+			return -EDQUOT;
+		}
+		w->cap_quota = true;
+		w->cap_deadline = s->vnow + s->cfg.evict_wait_ns;
+		w->cap_told = s->insts[islot].told;
+		s->ctr.cap_waits++;
+		cap_append(s, w);
+		rc = -EINPROGRESS;
+	} else {
+		rc = s->rm->alloc(s->rm_arg, size, w, &h);
 	}
-	rc = s->rm->alloc(s->rm_arg, size, w, &h);
 	if (rc == -ENOMEM && evict_on(s)) {
 		/* the pool is full: what the RM session would have said */
 		if (!w) {

@@ -84,6 +84,7 @@ struct mds_wait {
 	struct mds_wait *next; /* the RM session's list, or the store's */
 	uint64_t cap_deadline; /* vclock: waiting for capacity until then */
 	uint64_t cap_told;     /* its instance's "told" when it began */
+	bool cap_quota;	       /* waits for its own pages (at its quota) */
 };
 
 /*

@@ -174,9 +174,71 @@ def test_capacity_moves_from_an_idle_owner(pool, handlers):
     for m in range(300):                 # and more
         assert put(b, 10000 + m), f"b's store {m} failed"
     assert all(b.exists(key(10000 + m)) for m in range(250, 300))
+    # a's cold keys are the ones that went: its newest are still there
+    assert all(a.exists(key(i)) for i in range(680, 700))
+    assert not any(a.exists(key(i)) for i in range(0, 200))
     wait_until(lambda: len(a.get_owned_region_ids()) < before, timeout=10)
     ev = stats(mds.url)
     assert ev["regions_released"] >= 1
+
+
+def test_background_reclaim_between_watermarks(pool, handlers):
+    mds = pool(extra=["--evict-high", "0.5", "--evict-low", "0.4"])
+    a = handlers(mds.url, "a")
+    for i in range(400):                 # 25 MiB of a 32 MiB pool
+        assert put(a, i)
+    c = DealerClient(mds.url)
+    try:
+        def level():
+            r = c.call(GET_STATS, {})[1]
+            return r["kv_manager"]["total_size"] / r["cxl_pool"]["total_size"]
+        wait_until(lambda: level() <= 0.41, timeout=10)
+        ev = c.call(GET_STATS, {})[1]["eviction"]
+    finally:
+        c.close()
+    assert ev["evictions"] > 0
+    assert ev["alloc_waits"] == 0        # ahead of the stores: none waited
+    assert a.exists(key(399)) and not a.exists(key(0))
+
+
+def test_lmcache_shaped_backend_keeps_putting(pool):
+    """The adapter LMCache's MaruBackend drives (maru_lmcache), configured
+    as it configures the handler: put = allocate a memory object, fill it,
+    store it, let go of it (free) -- four pools' worth, all succeed."""
+    torch = pytest.importorskip("torch")
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "lmcache_stub"))
+    from lmcache.v1.memory_management import MemoryFormat
+    from maru_lmcache import CxlMemoryAdapter
+
+    mds = pool()
+    shape = torch.Size([2, 2, 32, 64])
+    chunk = shape.numel() * 2             # float16: 16 KiB
+    h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=64 * chunk,
+                               chunk_size_bytes=chunk, auto_connect=False,
+                               timeout_ms=5000, use_async_rpc=True,
+                               max_inflight=64, eager_map=True))
+    assert h.connect()
+    try:
+        ad = CxlMemoryAdapter(h, [shape], [torch.float16],
+                              MemoryFormat.KV_2LTD, chunk)
+        n = 4 * (32 << 20) // chunk
+        for i in range(n):
+            obj = ad.allocate(shape, torch.float16)
+            assert obj is not None, f"put {i}: no memory object"
+            obj.tensor.fill_(i % 1000)
+            assert h.store(f"lm-{i}", ad.create_store_handle(obj)), i
+            ad.free(obj)
+        for i in range(n - 50, n):
+            info = h.retrieve(f"lm-{i}")
+            assert info is not None, i
+            got = torch.frombuffer(info.view, dtype=torch.float16)
+            assert bool((got == float(i % 1000)).all())
+        assert stats(mds.url)["evictions"] > n // 2
+        ad.close()
+    finally:
+        h.close()
 
 
 def test_eviction_none_keeps_pool_exhausted(pool, handlers):

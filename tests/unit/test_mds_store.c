@@ -1594,6 +1594,45 @@ static void test_evict_notice_acks(void **state)
 	mds_resume(&S, w, &OUT); /* B timed out meanwhile */
 }
 
+/* at its --instance-quota an instance evicts its own coldest keys, not
+ * other instances' (colder or not), and waits for their pages */
+static void test_evict_quota(void **state)
+{
+	static const uint64_t ev[] = {1, 0, 2, 1, 1 << 20, 3};
+	struct mds_wait *w;
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	S.cfg.inst_quota = 4 << 20;
+	assert_int_equal(alloc("A", 2 << 20).region_id, 1);
+	assert_int_equal(alloc("A", 2 << 20).region_id, 2);
+	assert_int_equal(alloc("B", 2 << 20).region_id, 3);
+	hb_notices("A");
+	hb_notices("B");
+	assert_int_equal(reg("b0", 3, 0, 1 << 20), 1); /* the coldest */
+	assert_int_equal(reg("a0", 1, 0, 1 << 20), 1);
+	assert_int_equal(reg("a1", 1, 1 << 20, 1 << 20), 1);
+	assert_int_equal(reg("a2", 2, 0, 1 << 20), 1);
+	assert_null(alloc_w("A", 2 << 20, &w));
+	assert_false(found("a0") || found("a1"));
+	assert_true(found("b0") && found("a2"));
+	mds_tick(&S, S.vnow + SEC);
+	assert_ptr_equal(DONE, w);
+	m = resume(w);
+	assert_error(m, "Allocation failed: pool full; pages of yours were "
+			"evicted (see evicted)");
+	assert_uints(m, "evicted", ev, 6);
+	m = mget(mget(mget(simple(MDS_GET_STATS), "eviction"), "by_reason"),
+		 "quota");
+	assert_int_equal(muint(mget(m, "count")), 2);
+	/* nothing of its own to evict: the quota error, at once */
+	assert_int_equal(keyop(MDS_PIN_KV, "a2"), 1);
+	m = alloc_w("A", 2 << 20, &w);
+	assert_null(w);
+	assert_error(m, "Allocation failed: quota exceeded");
+	assert_true(found("b0"));
+}
+
 /* --eviction none: the store-only behaviour */
 static void test_evict_none(void **state)
 {
@@ -1686,6 +1725,7 @@ int main(void)
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_none, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
+		cmocka_unit_test_teardown(test_evict_quota, teardown),
 		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),
 		cmocka_unit_test_teardown(test_evict_background, teardown),
 	};

@@ -105,5 +105,13 @@ class MemoryInfo:
     kv_offset: int = 0
     ticket: int = 0
 
+    def is_valid(self) -> bool:
+        """After reading `view`: were those the stored bytes all along?
+        One lookup (MaruHandler.recheck()); False if the key was evicted,
+        deleted or stored again meanwhile, or the mapping was fenced, and
+        for a MemoryInfo that no retrieve() made."""
+        h = getattr(self, "_handler", None)
+        return h is not None and h.recheck(self._key, self)
+
 
 __all__ = ["MappedRegion", "OwnedRegion", "AllocHandle", "MemoryInfo"]

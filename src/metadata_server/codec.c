@@ -138,6 +138,8 @@ static const struct field heartbeat_fields[] = {
 	FLD("lease_release", FK_BOOL, F_LEASE_RELEASE, false),
 	FLD("evict_notices", FK_BOOL, F_NOTICES, false),
 	FLD("evicted_ack", FK_UINT, F_ACK, false),
+	/* keys the client used without asking (a shared index): uses */
+	FLD("touched", FK_KEYS, F_LIST, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),

@@ -69,6 +69,8 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
  *	client acknowledges with "evicted_ack": N (HEARTBEAT, REQUEST_ALLOC)
  *	once it has every notice up to N; unacknowledged ones come again
  *   "renew_ms": N  heartbeat again within N ms (more is coming)
+ * A HEARTBEAT may carry "touched": [key, ...], uses of keys the client made
+ * without a request: the policy counts them as uses.
  */
 #define NOTICES_MAX 1024 /* pages told per reply */
 #define RELEASE_MAX 64
@@ -619,6 +621,16 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	if (q->ack && rc == 0)
 		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
 				q->ack);
+	if (q->list.n) {
+		/* "touched": uses the client made without a request (lookups
+		 * in a shared index, issue 16): the policy sees them too */
+		struct mds_iter it;
+		struct mds_key k;
+
+		mds_iter_init(&it, &q->list);
+		while (mds_next_key(&it, &k))
+			(void)mds_exists(s, &k);
+	}
 	notices_take(s,
 		     rc == 1 || q->lease_release
 			     ? IX_NO_SLOT

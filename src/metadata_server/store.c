@@ -633,6 +633,7 @@ static void flush_pending(struct mds *s)
 		}
 		if (rc == 0) {
 			s->ctr.rm_frees++;
+			s->cap_freed = true; /* room for whoever waits (tick) */
 			log_dbg("region %llu: freed at the resource manager",
 				(unsigned long long)s->pending[i].region_id);
 		} else {

@@ -1633,6 +1633,30 @@ static void test_evict_quota(void **state)
 	assert_true(found("b0"));
 }
 
+/* HEARTBEAT "touched": uses reported in a batch keep keys warm */
+static void test_evict_touched(void **state)
+{
+	struct mds_wait *w;
+	struct req r;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	begin(&r, MDS_HEARTBEAT, 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, "A");
+	pk_str(&r.pk, "touched");
+	msgpack_pack_array(&r.pk, 2);
+	pk_str(&r.pk, "a0");
+	pk_str(&r.pk, "a1");
+	assert_null(mget(call(&r), "error"));
+	/* the coldest region is now region 2 (a2, a3), not region 1 */
+	assert_null(alloc_w("B", 2 << 20, &w));
+	assert_true(found("a0") && found("a1"));
+	assert_false(found("a2") || found("a3"));
+	mds_tick(&S, S.vnow + 10 * SEC);
+	mds_resume(&S, w, &OUT);
+}
+
 /* --eviction none: the store-only behaviour */
 static void test_evict_none(void **state)
 {
@@ -1726,6 +1750,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_evict_none, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
 		cmocka_unit_test_teardown(test_evict_quota, teardown),
+		cmocka_unit_test_teardown(test_evict_touched, teardown),
 		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),
 		cmocka_unit_test_teardown(test_evict_background, teardown),
 	};

@@ -20,6 +20,10 @@
  *  - Reads (retrieve, exists, pin, unpin, batch lookups, healthcheck,
  *    stats) take neither: the RPC client is thread-safe and region lookups
  *    are lock-free (mapper.c).
+ *  - @inbox.lock guards the eviction notices not yet applied: a leaf lock,
+ *    taken by whichever thread decoded a reply that carried some; they
+ *    are applied under @wlock (by a writer, or the lease thread when it
+ *    gets @wlock with a try-lock).
  *  - @state moves NEW -> CONNECTED -> CLOSING (terminal); a failed connect
  *    goes back to NEW.
  *

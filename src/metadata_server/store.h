@@ -14,6 +14,12 @@
  *  - REPORT_STATS accumulators (stats.h).
  *  - Pins, each held by an instance (or by a connection that named
  *    none): released when the holder goes.
+ *  - Eviction (issue 13, docs/metadata-server.md "Eviction"): the policy
+ *    (policy.h) orders the unpinned entries of tracked regions; evicted
+ *    pages are queued per owner as numbered notices until acknowledged;
+ *    REQUEST_ALLOCs the pool has no room for wait in a FIFO (cap_head)
+ *    served by mds_tick(); a region eviction emptied is freed only after
+ *    the grace (deferred).
  *
  * Authority (issue 12).  Instance ids are names anyone can read (GET_USAGE
  * publishes them), so a name alone proves nothing.  An instance is bound

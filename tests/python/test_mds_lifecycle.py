@@ -257,8 +257,10 @@ def test_rm_stopped_blocks_nobody(start_rm, start_mds):
         assert not a.sock.poll(0), "the allocation was answered while the RM was stopped"
         print(f"LOOKUP p99 {base:.0f} us ({n0} calls), with the RM stopped "
               f"and an allocation waiting {stalled:.0f} us ({n1} calls)")
-        # the bound is 2x; CI machines are noisy, so allow 1 ms more
-        assert stalled < max(2 * base, base + 1000), (base, stalled)
+        # the bound is 2x; CI machines are noisy (the p99 of this
+        # Python REQ loop alone ranges 0.2-2.7 ms here from run to run), so
+        # allow 3 ms more: a loop blocked on the RM shows its 5 s timeout
+        assert stalled < max(2 * base, base + 3000), (base, stalled)
         hh, r = a.recv(10000)
         waited = time.monotonic() - t0
         assert hh.seq == seq

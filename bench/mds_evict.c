@@ -23,33 +23,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "index.h"
 #include "nop_rm.h"
 #include "store.h"
 #include "util.h"
 
 #define KEYFMT "lmcache@model-8b@1@0@%016" PRIx64
-
-static uint64_t cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rss_bytes(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%lu %lu", &size, &res) != 2)
-			res = 0;
-		fclose(f);
-	}
-	return (uint64_t)res * 4096;
-}
 
 static uint64_t mix(uint64_t x)
 {
@@ -74,7 +54,7 @@ static void run(const char *policy, uint64_t n, struct result *res)
 	char k[48];
 
 	malloc_trim(0);
-	rss0 = rss_bytes();
+	rss0 = bench_rss_bytes();
 	mds_init(&s, &cfg, &nop_ops, NULL, 99);
 	mds_alloc(&s, inst, none, 1ull << 40, NULL, &h, NULL);
 	/* the owner takes notices: each eviction queues one */
@@ -90,7 +70,7 @@ static void run(const char *policy, uint64_t n, struct result *res)
 	res->reg_ns = (double)(now_ns() - t0) / (double)n;
 	while (ix_rehash_for(&s.kv, 1000000000))
 		;
-	res->bytes_per_key = (double)(rss_bytes() - rss0) / (double)n;
+	res->bytes_per_key = (double)(bench_rss_bytes() - rss0) / (double)n;
 	t0 = now_ns();
 	for (i = 0; i < lookups; i++) {
 		struct mds_key key = {NULL, 0, IX_STR, {0}};
@@ -105,9 +85,9 @@ static void run(const char *policy, uint64_t n, struct result *res)
 	res->lookup_ns = (double)(now_ns() - t0) / (double)lookups;
 	res->evict_cpu_ns = 0;
 	if (strcmp(policy, "none")) {
-		t0 = cpu_ns();
+		t0 = bench_cpu_ns();
 		got = mds_evict(&s, UINT64_MAX);
-		res->evict_cpu_ns = (double)(cpu_ns() - t0) / (double)n;
+		res->evict_cpu_ns = (double)(bench_cpu_ns() - t0) / (double)n;
 		if (got != n * 4096 || s.kv.count)
 			fprintf(stderr, "evicted %" PRIu64 " bytes, %" PRIu64
 					" keys left\n",

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "handler.h"
 #include "index.h"
 #include "store.h"
@@ -66,15 +67,6 @@ static uint64_t mix(uint64_t x)
 static int key_of(char *s, size_t n, uint64_t i)
 {
 	return snprintf(s, n, KEYFMT, mix(i));
-}
-
-/* this thread's CPU time: a pause we caused, not a preemption */
-static uint64_t cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* page faults of this thread so far (minor and major) */
@@ -110,19 +102,6 @@ static void gap_floor(uint64_t ns, uint64_t *max, uint64_t *over_100us,
 }
 
 static bool fault_trace; /* --fault-trace: page faults of every insert */
-
-static uint64_t rss_bytes(void)
-{
-	unsigned long size, res;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%lu %lu", &size, &res) != 2)
-		res = 0;
-	fclose(f);
-	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
-}
 
 /* keys to look up, pre-formatted so that formatting is not timed */
 struct keyset {
@@ -264,11 +243,11 @@ static void run(uint64_t n, uint64_t lookups)
 	double t_hot, t_uni, t_batch, t_req;
 
 	malloc_trim(0);
-	rss0 = rss_bytes();
+	rss0 = bench_rss_bytes();
 	mi0 = mallinfo2();
 	ix_init(&ix, 0x5eed);
 	t = now_ns();
-	blk_cpu = cpu_ns();
+	blk_cpu = bench_cpu_ns();
 	for (i = 0; i < n; i++) {
 		struct ix_key key = {(const uint8_t *)k, 0, IX_STR};
 		struct ix_entry *e;
@@ -300,7 +279,7 @@ static void run(uint64_t n, uint64_t lookups)
 		}
 		/* CPU time per block of 64 inserts: a cheap upper bound */
 		if ((i & 63) == 63) {
-			uint64_t c = cpu_ns();
+			uint64_t c = bench_cpu_ns();
 
 			if (c - blk_cpu > max_cpu)
 				max_cpu = c - blk_cpu;
@@ -323,7 +302,7 @@ static void run(uint64_t n, uint64_t lookups)
 	       ix_release_for(&ix, 1000000000))
 		;
 	fin = now_ns() - fin;
-	rss1 = rss_bytes();
+	rss1 = bench_rss_bytes();
 	mi1 = mallinfo2();
 	tables = ix_mem_tables(&ix);
 

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "handler.h"
 #include "mds_proto.h"
 #include "msgpk.h"
@@ -209,20 +210,6 @@ static int reply_msgpackc(msgpack_unpacked *u, const uint8_t *p, size_t n)
 
 /* ---- timing ---- */
 
-/* resident bytes of this process now */
-static uint64_t rss_now(void)
-{
-	unsigned long size = 0, res = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f) {
-		if (fscanf(f, "%lu %lu", &size, &res) != 2)
-			res = 0;
-		fclose(f);
-	}
-	return (uint64_t)res * 4096;
-}
-
 /* {"x": [nil x n]} after a BATCH_EXISTS_KV header: well-formed, skipped */
 static uint8_t *hostile_body(size_t n, size_t *len)
 {
@@ -248,19 +235,19 @@ static void memory_cost(size_t n, struct mds *s, struct buf *out)
 
 	if (!b)
 		return;
-	r0 = rss_now();
+	r0 = bench_rss_bytes();
 	out->len = 0;
 	mds_handle(s, b, len, NULL, out, NULL);
-	g_mp = rss_now() - r0;
+	g_mp = bench_rss_bytes() - r0;
 	if (out->len < MDS_HDR_SIZE || memmem(out->data, out->len, "error", 5))
 		fprintf(stderr, "msgpack-read: the server refused the body\n");
 	msgpack_unpacked_init(&u);
-	r0 = rss_now();
+	r0 = bench_rss_bytes();
 	if (msgpack_unpack_next(&u, (const char *)b + MDS_HDR_SIZE,
 				len - MDS_HDR_SIZE, &off) !=
 	    MSGPACK_UNPACK_SUCCESS)
 		fprintf(stderr, "msgpack-read: msgpack-c refused the body\n");
-	g_mc = rss_now() - r0;
+	g_mc = bench_rss_bytes() - r0;
 	msgpack_unpacked_destroy(&u);
 	printf("RESULT what=memory payload_mb=%.1f msgpk_growth_mb=%.1f "
 	       "msgpackc_growth_mb=%.1f amplification=%.1f "

@@ -60,17 +60,7 @@ static void check_output(const struct buf *out, size_t *pos, bool *greeted)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static bool quiet;
-	struct mds_config cfg = {
-		.rm_address = "127.0.0.1:9850",
-		.lease_ttl_ns = 5000000000ull,
-		.peer_grace_ns = 2000000000ull,
-		.max_key = 65536,
-		.eviction = "lru",
-		.evict_grace_ns = 300000000ull,
-		.evict_wait_ns = 1500000000ull,
-		.evict_high_pm = 950,
-		.evict_low_pm = 900,
-	};
+	struct mds_config cfg = fuzz_mds_config();
 	uint8_t hello[ZMTP_GREETING_LEN + 64];
 	struct buf out = BUF_INIT;
 	struct server *sv;

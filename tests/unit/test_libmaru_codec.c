@@ -454,6 +454,93 @@ static void test_dec_server_id(void **state)
 	assert_int_equal(maru__decode_reply(bad, sizeof(bad), &r), -EPROTO);
 }
 
+/* pack a str key with msgpack-c */
+static void pk_key(msgpack_packer *pk, const char *k)
+{
+	msgpack_pack_str(pk, strlen(k));
+	msgpack_pack_str_body(pk, k, strlen(k));
+}
+
+/* the eviction fields (issue 13), packed by msgpack-c, the reference peer */
+static void test_dec_eviction_fields(void **state)
+{
+	static const uint64_t ev[] = {7, 65536, 41, 7, 1ull << 40, 1ull << 63};
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct maru__reply r;
+	const uint8_t *p;
+	uint64_t v;
+	int i;
+
+	(void)state;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 6);
+	pk_key(&pk, "evicted");
+	msgpack_pack_array(&pk, 6);
+	for (i = 0; i < 6; i++)
+		msgpack_pack_uint64(&pk, ev[i]);
+	pk_key(&pk, "evicted_seq");
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_uint64(&pk, 3);
+	msgpack_pack_uint64(&pk, 4);
+	pk_key(&pk, "release");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_uint64(&pk, 9);
+	pk_key(&pk, "renew_ms");
+	msgpack_pack_uint64(&pk, 1); /* clamped to 10 */
+	pk_key(&pk, "kv_gen");
+	msgpack_pack_uint64(&pk, 77);
+	pk_key(&pk, "kv_gen_first");
+	msgpack_pack_uint64(&pk, 5);
+	memset(&r, 0, sizeof(r));
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
+	assert_int_equal(r.evicted.n, 6);
+	p = r.evicted.p;
+	for (i = 0; i < 6; i++) {
+		assert_int_equal(maru__uints_next(&p, r.evicted.end, &v), 0);
+		assert_true(v == ev[i]);
+	}
+	assert_ptr_equal(p, r.evicted.end);
+	assert_int_equal(r.evicted_first, 3);
+	assert_int_equal(r.evicted_last, 4);
+	assert_int_equal(r.release.n, 1);
+	assert_int_equal(r.renew_ms, 10);
+	assert_int_equal(r.kv_gen, 77);
+	assert_int_equal(r.lookup.kv_gen, 77);
+	assert_int_equal(r.kv_gen_first, 5);
+	msgpack_sbuffer_destroy(&sb);
+
+	/* refused: a count not a multiple of 3, a negative, an empty or
+	 * backwards evicted_seq */
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 1);
+	pk_key(&pk, "evicted");
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_uint64(&pk, 1);
+	msgpack_pack_uint64(&pk, 2);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 -EPROTO);
+	msgpack_sbuffer_clear(&sb);
+	msgpack_pack_map(&pk, 1);
+	pk_key(&pk, "release");
+	msgpack_pack_array(&pk, 1);
+	msgpack_pack_int64(&pk, -1);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 -EPROTO);
+	msgpack_sbuffer_clear(&sb);
+	msgpack_pack_map(&pk, 1);
+	pk_key(&pk, "evicted_seq");
+	msgpack_pack_array(&pk, 2);
+	msgpack_pack_uint64(&pk, 5);
+	msgpack_pack_uint64(&pk, 4);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 -EPROTO);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 static void test_dec_malformed(void **state)
 {
 	/* not a map */
@@ -668,6 +755,7 @@ int main(void)
 		cmocka_unit_test(test_dec_repeated_allocations),
 		cmocka_unit_test(test_dec_error_and_defaults),
 		cmocka_unit_test(test_dec_server_id),
+		cmocka_unit_test(test_dec_eviction_fields),
 		cmocka_unit_test(test_dec_malformed),
 		cmocka_unit_test(test_dec_stats),
 		cmocka_unit_test(test_devhdr),

@@ -228,4 +228,20 @@ static inline int fake_usage(void *arg, bool dax_only, uint64_t *total,
 
 static const struct mds_rm_ops fake_ops = {fake_alloc, fake_free, fake_usage};
 
+/* what the maru-server fuzz targets run: leases, peer tracking, eviction */
+static inline struct mds_config fuzz_mds_config(void)
+{
+	return (struct mds_config){
+		.rm_address = "127.0.0.1:9850",
+		.lease_ttl_ns = 5000000000ull,
+		.peer_grace_ns = 2000000000ull,
+		.max_key = 65536,
+		.eviction = "lru",
+		.evict_grace_ns = 300000000ull,
+		.evict_wait_ns = 1500000000ull,
+		.evict_high_pm = 950,
+		.evict_low_pm = 900,
+	};
+}
+
 #endif

@@ -1139,13 +1139,18 @@ static bool evicting(struct maru_handler *h)
 	return atomic_load_explicit(&h->inbox.ack, memory_order_relaxed) != 0;
 }
 
+/* is @p the page our local entry @e of its key is stored in? */
+static bool same_page(const struct maru__keyent *e, const struct maru_page *p)
+{
+	return e && e->region_id == p->region_id && e->page == p->page_index;
+}
+
 /* the key is already stored locally: drop this page unless it is the same */
 static void store_dup(struct maru_handler *h, const struct maru__keyent *e,
 		      const struct maru_page *p)
 {
-	if (e->region_id == p->region_id && e->page == p->page_index)
-		return;
-	page_release(h, p->region_id, p->page_index);
+	if (!same_page(e, p))
+		page_release(h, p->region_id, p->page_index);
 }
 
 static void remember(struct maru_handler *h, const struct maru_key *key,
@@ -1221,11 +1226,11 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 		rc = -EREMOTEIO;
 	if (rc < 0) {
 		ldbg(h, "REGISTER_KV failed: %s", strerror(-rc));
-		page_release(h, page->region_id, page->page_index);
+		if (!same_page(e, page))
+			page_release(h, page->region_id, page->page_index);
 	} else if (!r.is_new) {
 		/* first writer wins: someone else stored it (or we did) */
-		if (!e || e->region_id != page->region_id ||
-		    e->page != page->page_index)
+		if (!same_page(e, page))
 			page_release(h, page->region_id, page->page_index);
 		rc = 0;
 	} else if ((alarm_flags(h) & MARU_ALARM_LOST) &&
@@ -1338,8 +1343,7 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 			/* lost race (true), or failure (false): page freed --
 			 * unless it is the very page that holds the key */
 			e = maru__keymap_find(&h->keys, &keys[idx[i]]);
-			if (!e || e->region_id != p->region_id ||
-			    e->page != p->page_index)
+			if (!same_page(e, p))
 				page_release(h, p->region_id, p->page_index);
 			if (rc == 0 && i < r.results_len) {
 				results[idx[i]] = true;

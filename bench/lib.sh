@@ -3,6 +3,8 @@
 #   free_port      print a TCP port free on 127.0.0.1 now
 #   wait_port P    wait up to 10 s for something to listen on 127.0.0.1:P,
 #                  else say so and exit 1
+#   state_arg BIN DIR  "--state-dir DIR" if maru-server BIN has a journal
+#                  (an older build, in A/B runs, has none)
 #   bench_cleanup  for `trap bench_cleanup EXIT`: kill the daemons in
 #                  PIDS, remove POOL, and WORK unless it is OUT (results)
 
@@ -26,4 +28,9 @@ bench_cleanup() {
 	wait 2>/dev/null || true
 	rm -f "$POOL"
 	[ "$OUT" = "$WORK" ] || rm -rf "$WORK"
+}
+
+state_arg() {
+	"$1" --help 2>/dev/null | grep -q -- --state-dir && echo "--state-dir $2"
+	return 0
 }

@@ -64,6 +64,8 @@ start_mds() {
 	port=$(free_port)
 	taskset -c 0 "$1/src/metadata_server/maru-server" --host 127.0.0.1 \
 		--port "$port" --rm-address "127.0.0.1:$RMPORT" \
+		$(state_arg "$1/src/metadata_server/maru-server" \
+			"$WORK/mds-state-$port") \
 		--log-level ERROR >>"$WORK/mds.log" 2>&1 &
 	PIDS+=($!)
 	wait_port "$port"

@@ -80,7 +80,8 @@ run_placement() {
 	port=$(free_port)
 	rport=$(free_port)
 	taskset -c "$sc" "$MDSBIN" --host 127.0.0.1 --port "$port" \
-		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING "$@" \
+		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING \
+		--state-dir "$WORK/mds-state-$label" "$@" \
 		>"$WORK/mds-$label.log" 2>&1 &
 	mpid=$!
 	PIDS+=($mpid)

@@ -67,7 +67,8 @@ start_mds() {
 	port=$(free_port)
 	MARU_RM_KEY_FILE="$WORK/rm/client.key" taskset -c "$CS" "$MDSBIN" \
 		--host 127.0.0.1 --port "$port" --rm-address "127.0.0.1:$rmport" \
-		--log-level WARNING "$@" >>"$WORK/mds.log" 2>&1 &
+		--log-level WARNING --state-dir "$WORK/mds-state-$port" "$@" \
+		>>"$WORK/mds.log" 2>&1 &
 	PIDS+=($!)
 	wait_port "$port"
 	echo "$port"

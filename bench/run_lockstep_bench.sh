@@ -68,7 +68,7 @@ start_daemons() {
 	MARU_RM_KEY_FILE="$WORK/rm-$core/client.key" \
 		taskset -c "$core" "$MDSBIN" --host 127.0.0.1 --port "$MDSPORT" \
 		--rm-address "127.0.0.1:$rmport" --log-level WARNING \
-		>"$WORK/mds-$core.log" 2>&1 &
+		--state-dir "$WORK/mds-state-$core" >"$WORK/mds-$core.log" 2>&1 &
 	PIDS+=($!)
 	wait_port "$MDSPORT"
 }

@@ -86,6 +86,7 @@ start_server() {
 	port=$(free_port)
 	taskset -c "$1" "$MDS_BIN" --host 127.0.0.1 --port "$port" \
 		--rm-address "127.0.0.1:$RM_PORT" --log-level ERROR \
+		$(state_arg "$MDS_BIN" "$WORK/mds-state-$port") \
 		>>"$WORK/mds.log" 2>&1 &
 	SPID=$!
 	PIDS+=($SPID)

@@ -79,7 +79,7 @@ run_placement() {
 	port=$(free_port)
 	taskset -c "$sc" "$MDSBIN" --host 127.0.0.1 --port "$port" \
 		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING \
-		>"$WORK/mds-$label.log" 2>&1 &
+		--state-dir "$WORK/mds-state-$label" >"$WORK/mds-$label.log" 2>&1 &
 	mpid=$!
 	PIDS+=($mpid)
 	wait_port "$port"

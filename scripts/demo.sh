@@ -280,7 +280,7 @@ start_metadata_server() {
 --rm-address $RM_ADDR --rm-key-file $WORK/rm-state/client.key" "$OFF"
 	"$MDS_BIN" --host 127.0.0.1 --port "$port" --rm-address "$RM_ADDR" \
 		--rm-key-file "$WORK/rm-state/client.key" \
-		>"$WORK/mds.log" 2>&1 &
+		--state-dir "$WORK/mds-state" >"$WORK/mds.log" 2>&1 &
 	MDS_PID=$!
 	if ! wait_listening "127.0.0.1:$port" "$MDS_PID"; then
 		cat "$WORK/mds.log" >&2

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "journal.h"
 #include "log.h"
 
 static void put_handle(struct mp_wr *w, const struct rm_handle *h)
@@ -480,10 +481,49 @@ static void put_eviction(const struct mds *s, struct mp_wr *w)
 	mp_put_uint(w, s->cfg.evict_grace_ns / 1000000);
 }
 
+/* GET_STATS "journal" (issue 14; docs/metadata-server.md "Restart") */
+static void put_journal(const struct mds *s, struct mp_wr *w)
+{
+	const struct mds_recovered *r = &s->rec;
+
+	mp_put_key(w, "journal");
+	mp_put_map(w, 6);
+	mp_put_key(w, "enabled");
+	mp_put_bool(w, s->jr != NULL);
+	mp_put_key(w, "bytes");
+	mp_put_uint(w, s->jr ? s->jr->total : 0);
+	mp_put_key(w, "commits");
+	mp_put_uint(w, s->jr ? s->jr->commits : 0);
+	mp_put_key(w, "syncs");
+	mp_put_uint(w, s->jr ? s->jr->syncs : 0);
+	mp_put_key(w, "snapshots");
+	mp_put_uint(w, s->snaps);
+	mp_put_key(w, "recovery");
+	mp_put_map(w, 9);
+	mp_put_key(w, "recovered");
+	mp_put_bool(w, r->found);
+	mp_put_key(w, "keys");
+	mp_put_uint(w, r->keys);
+	mp_put_key(w, "regions");
+	mp_put_uint(w, r->regions);
+	mp_put_key(w, "leases");
+	mp_put_uint(w, r->leases);
+	mp_put_key(w, "pins");
+	mp_put_uint(w, r->pins);
+	mp_put_key(w, "ms");
+	mp_put_uint(w, r->ms);
+	mp_put_key(w, "dropped_bytes");
+	mp_put_uint(w, r->dropped_bytes);
+	mp_put_key(w, "regions_lost");
+	mp_put_uint(w, r->regions_lost);
+	mp_put_key(w, "keys_lost");
+	mp_put_uint(w, r->keys_lost);
+}
+
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
-	mp_put_map(w, 5);
+	mp_put_map(w, 6);
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
 	mp_put_key(w, "total_entries");
@@ -507,6 +547,7 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_key(w, "free_size");
 	mp_put_uint(w, avail);
 	put_eviction(s, w);
+	put_journal(s, w);
 }
 
 struct usage {

@@ -17,10 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <pwd.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "handler.h"
+#include "journal.h"
 #include "log.h"
 #include "rmsess.h"
 #include "server.h"
@@ -56,6 +59,12 @@ struct config {
 	long evict_grace_ms;	   /* 300: an evicted page rests this long */
 	long evict_wait_ms;	   /* 1500: a REQUEST_ALLOC waits for room */
 	long evict_high_pm, evict_low_pm; /* 950, 900 per mille */
+	/* the journal (issue 14; docs/metadata-server.md "Restart") */
+	const char *state_dir; /* NULL: default_state_dir() */
+	int durability;	       /* process: survives kill -9, as a pool on
+				* /dev/shm does; host costs an fdatasync */
+	bool verify_state;     /* --verify-state: check, print, exit */
+	uint64_t snap_min;     /* 0: MDS_SNAP_MIN */
 };
 
 static void config_defaults(struct config *c)
@@ -76,6 +85,51 @@ static void config_defaults(struct config *c)
 	c->evict_wait_ms = 1500;
 	c->evict_high_pm = 950;
 	c->evict_low_pm = 900;
+	c->durability = JR_PROCESS;
+}
+
+#define STATE_DIR_ROOT "/var/lib/maru-server"
+
+/*
+ * Where the journal lives without --state-dir: /var/lib/maru-server for
+ * root (the resource manager's /var/lib/maru-resourced beside it), else
+ * $XDG_STATE_HOME/maru/server (~/.local/state/maru/server).
+ */
+static const char *default_state_dir(char *buf, size_t len)
+{
+	const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	struct passwd *pw;
+
+	if (geteuid() == 0)
+		return STATE_DIR_ROOT;
+	if (x && *x == '/') {
+		snprintf(buf, len, "%s/maru/server", x);
+		return buf;
+	}
+	if (!home || !*home) {
+		pw = getpwuid(geteuid());
+		home = pw ? pw->pw_dir : NULL;
+	}
+	if (!home)
+		return STATE_DIR_ROOT;
+	snprintf(buf, len, "%s/.local/state/maru/server", home);
+	return buf;
+}
+
+/* mkdir -p of @dir's parents (the last component is jr_open()'s) */
+static void make_parents(const char *dir)
+{
+	char p[4096];
+	size_t i;
+
+	snprintf(p, sizeof(p), "%s", dir);
+	for (i = 1; p[i]; i++) {
+		if (p[i] != '/')
+			continue;
+		p[i] = '\0';
+		(void)mkdir(p, 0750);
+		p[i] = '/';
+	}
 }
 
 /* a fraction (0.95) or a percentage (95%) as per mille. Return: 0/-1 */
@@ -119,6 +173,9 @@ static void usage(FILE *f)
 		"[--evict-wait-ms MS]\n"
 		"                   [--evict-high FRACTION] [--evict-low "
 		"FRACTION]\n"
+		"                   [--state-dir DIR] [--durability "
+		"{none,process,host}]\n"
+		"                   [--verify-state]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
@@ -200,6 +257,24 @@ static void usage(FILE *f)
 		"only on demand)\n"
 		"  --evict-low F           ... down to this fraction "
 		"(default 0.90)\n"
+		"  --state-dir DIR         the journal a restart recovers "
+		"the index from\n"
+		"                          (default " STATE_DIR_ROOT " for "
+		"root, else\n"
+		"                          $XDG_STATE_HOME/maru/server)\n"
+		"  --durability LEVEL      none: no journal, a restart "
+		"starts empty;\n"
+		"                          process: written before each "
+		"reply, survives\n"
+		"                          a crash of the server (as a pool "
+		"on /dev/shm);\n"
+		"                          host: also fdatasync, survives "
+		"the host\n"
+		"                          (default process)\n"
+		"  --verify-state          read the journal, print what a "
+		"restart would\n"
+		"                          recover, exit (0: readable to the "
+		"end)\n"
 		"  --curve-secret-key-file PATH\n"
 		"                          CURVE: every client authenticates "
 		"and all\n"
@@ -270,7 +345,11 @@ enum {
 	OPT_EV_GRACE,
 	OPT_EV_WAIT,
 	OPT_EV_HIGH,
-	OPT_EV_LOW
+	OPT_EV_LOW,
+	OPT_STATE_DIR,
+	OPT_DURABILITY,
+	OPT_VERIFY,
+	OPT_SNAP
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -301,6 +380,10 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"evict-wait-ms", required_argument, NULL, OPT_EV_WAIT},
 		{"evict-high", required_argument, NULL, OPT_EV_HIGH},
 		{"evict-low", required_argument, NULL, OPT_EV_LOW},
+		{"state-dir", required_argument, NULL, OPT_STATE_DIR},
+		{"durability", required_argument, NULL, OPT_DURABILITY},
+		{"verify-state", no_argument, NULL, OPT_VERIFY},
+		{"journal-snapshot-bytes", required_argument, NULL, OPT_SNAP},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -462,6 +545,41 @@ static int parse_args(int argc, char **argv, struct config *c)
 				return -EINVAL;
 			}
 			break;
+		case OPT_STATE_DIR:
+			if (!*optarg) {
+				fprintf(stderr, "maru-server: empty --state-dir\n");
+				return -EINVAL;
+			}
+			c->state_dir = optarg;
+			break;
+		case OPT_DURABILITY:
+			if (!strcmp(optarg, "none")) {
+				c->durability = JR_NONE;
+			} else if (!strcmp(optarg, "process")) {
+				c->durability = JR_PROCESS;
+			} else if (!strcmp(optarg, "host")) {
+				c->durability = JR_HOST;
+			} else {
+				fprintf(stderr,
+					"maru-server: bad --durability %s (none, "
+					"process or host)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_VERIFY:
+			c->verify_state = true;
+			break;
+		case OPT_SNAP:
+			if (parse_size(optarg, &c->snap_min) < 0 ||
+			    c->snap_min < 4096) {
+				fprintf(stderr,
+					"maru-server: bad --journal-snapshot-bytes "
+					"%s (a size of at least 4K)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -602,13 +720,19 @@ static void log_config(const struct config *c)
 		 (unsigned long long)c->inst_quota, c->eviction,
 		 c->evict_grace_ms, c->evict_wait_ms, c->evict_high_pm / 1000.0,
 		 c->evict_low_pm / 1000.0, c->owner_delete ? " owner-delete" : "");
+	log_info("durability=%s state-dir=%s",
+		 c->durability == JR_NONE      ? "none"
+		 : c->durability == JR_PROCESS ? "process"
+					       : "host",
+		 c->state_dir ? c->state_dir : "(default)");
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
 
 /*
- * A fresh random id per process (16 hex digits), for HANDSHAKE/HEARTBEAT:
- * clients compare it to notice a restart.  Falls back on the clock and pid
+ * A fresh random id (16 hex digits), for HANDSHAKE/HEARTBEAT: clients
+ * compare it to notice a restart that lost the state.  A journal keeps
+ * it across restarts (its HEAD records).  Falls back on the clock and pid
  * if getrandom() fails; it only has to differ from the previous run's.
  */
 static void make_server_id(char *out, size_t len)
@@ -620,23 +744,254 @@ static void make_server_id(char *out, size_t len)
 	snprintf(out, len, "%016llx", (unsigned long long)v);
 }
 
+static void mds_config_from(const struct config *c, struct mds_config *mc)
+{
+	memset(mc, 0, sizeof(*mc));
+	mc->rm_address = c->rm_address;
+	mc->dax_only = c->ndax > 0;
+	mc->lease_ttl_ns = (uint64_t)llround(c->lease_ttl * 1e9);
+	mc->peer_grace_ns = (uint64_t)llround(c->peer_grace * 1e9);
+	mc->max_key = (uint32_t)c->max_key;
+	mc->owner_delete = c->owner_delete;
+	mc->inst_quota = c->inst_quota;
+	mc->eviction = c->eviction;
+	mc->evict_grace_ns = (uint64_t)c->evict_grace_ms * 1000000;
+	mc->evict_wait_ns = (uint64_t)c->evict_wait_ms * 1000000;
+	mc->evict_high_pm = (uint32_t)c->evict_high_pm;
+	mc->evict_low_pm = (uint32_t)c->evict_low_pm;
+	mc->snap_min = c->snap_min;
+}
+
+/* the journal replayed into @s; Return: 0 or -errno (I/O) */
+static int recover(struct jr *jr, bool readonly, struct mds *s,
+		   struct jr_recovery *rec)
+{
+	uint64_t t0 = now_ns();
+	int rc;
+
+	s->replaying = true;
+	rc = jr_recover(jr, readonly, mds_apply, s, rec);
+	s->replaying = false;
+	s->rec.found = rec->found;
+	s->rec.records = rec->records;
+	s->rec.bytes = rec->bytes;
+	s->rec.dropped_bytes = rec->dropped;
+	s->rec.ms = (now_ns() - t0) / 1000000;
+	if (rc < 0)
+		return rc;
+	if (rec->dropped || rec->why[0])
+		log_warn("journal %s: %s; %llu byte(s) after it dropped (the "
+			 "longest valid prefix, %llu record(s), is recovered)",
+			 jr->dir, rec->why[0] ? rec->why : "damaged",
+			 (unsigned long long)rec->dropped,
+			 (unsigned long long)rec->records);
+	return 0;
+}
+
+/* --verify-state: what a restart would recover. Return: exit status */
+static int verify_state(const struct config *c, const char *dir)
+{
+	struct jr_recovery rec;
+	struct mds_config mc;
+	struct mds s;
+	struct jr jr;
+	char err[512] = "";
+	int rc;
+
+	mds_config_from(c, &mc);
+	if (jr_open(&jr, dir, false, true, err, sizeof(err)) < 0) {
+		fprintf(stderr, "maru-server: %s\n", err);
+		jr_close(&jr);
+		return 1;
+	}
+	if (mds_init(&s, &mc, &rmsess_ops, NULL, 1) < 0) {
+		jr_close(&jr);
+		return 1;
+	}
+	rc = recover(&jr, true, &s, &rec);
+	if (rc == 0)
+		mds_recovered(&s, now_ns());
+	printf("state directory  %s\n", dir);
+	if (rc < 0) {
+		printf("error            %s\n", strerror(-rc));
+	} else if (!rec.found) {
+		printf("journal          none readable: a restart starts empty "
+		       "(new server id)\n");
+	} else {
+		printf("server id        %s\n", s.server_id[0] ? s.server_id
+							     : jr.server_id);
+		printf("segments         %llu (%llu bytes valid, %llu records)\n",
+		       (unsigned long long)rec.segments,
+		       (unsigned long long)rec.bytes,
+		       (unsigned long long)rec.records);
+		printf("keys             %llu (%llu bytes)\n",
+		       (unsigned long long)s.kv.count,
+		       (unsigned long long)s.kv_bytes);
+		printf("regions          %llu (%llu bytes)\n",
+		       (unsigned long long)s.nregions,
+		       (unsigned long long)s.total_allocated);
+		printf("leases           %u\n", s.nleases);
+		printf("pins             %llu\n",
+		       (unsigned long long)s.pin_map.count);
+		printf("replay           %llu ms\n",
+		       (unsigned long long)s.rec.ms);
+	}
+	if (rec.dropped || rec.why[0])
+		printf("damage           %s; %llu byte(s) would be dropped\n",
+		       rec.why, (unsigned long long)rec.dropped);
+	printf("consistent       %s\n",
+	       rc == 0 && mds_check(&s) == 0 ? "yes" : "NO");
+	rc = rc < 0 || !rec.found || rec.dropped || rec.why[0] ||
+	     mds_check(&s) != 0;
+	mds_destroy(&s);
+	jr_close(&jr);
+	return rc;
+}
+
+/* Checking the recovered regions at the RM (rmsess.h, verify). */
+struct verify {
+	struct mds *s;
+	struct jr *jr;
+	const struct config *c;
+	struct rmsess *rm;
+	bool reset; /* none was there any more: started empty */
+};
+
+static int check_region(void *arg, const struct rm_handle *h)
+{
+	struct rm_client *c = arg;
+	struct rm_access_result out;
+	int rc = rm_client_get_access(c, h, &out);
+
+	if (rc == 0 && (out.offset != h->offset || out.length != h->length))
+		return -ESTALE;
+	if (rc == -ENOENT || rc == -EACCES || rc == -EPERM)
+		return rc;
+	return rc < 0 && c->answered ? -ESTALE : rc;
+}
+
+static void rm_client_id(char *out, size_t len, const char *server_id)
+{
+	char host[256];
+
+	/* at most 12 + 80 + 1 + 16 bytes: within RM_CLIENT_ID_MAX */
+	if (gethostname(host, sizeof(host)) < 0)
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	snprintf(out, len, "maru-server/%.80s/%.16s", host, server_id);
+}
+
+static int verify_regions(void *arg, struct rm_client *c)
+{
+	struct verify *v = arg;
+	struct mds_config mc;
+	uint64_t before = v->s->nregions, t0 = now_ns();
+	int64_t kept;
+
+	if (!before)
+		return 0;
+	kept = mds_verify_regions(v->s, check_region, c);
+	if (kept < 0)
+		return (int)kept;
+	v->s->rec.ms += (now_ns() - t0) / 1000000;
+	if (kept > 0) {
+		if ((uint64_t)kept < before)
+			log_warn("recovery: %llu of %llu region(s) are gone at "
+				 "the resource manager; their %llu key(s) "
+				 "dropped",
+				 (unsigned long long)(before - (uint64_t)kept),
+				 (unsigned long long)before,
+				 (unsigned long long)v->s->rec.keys_lost);
+		return 0;
+	}
+	/*
+	 * None of them: the pool was re-created (or the RM lost its state),
+	 * so no recovered location means anything.  Start empty under a new
+	 * identity: clients fence, as after a restart without a journal.
+	 */
+	log_warn("recovery: the resource manager has none of the %llu "
+		 "region(s) of the journal (the pool was re-created, or its "
+		 "state lost): starting empty, under a new server id",
+		 (unsigned long long)before);
+	mds_destroy(v->s);
+	mds_config_from(v->c, &mc);
+	if (mds_init(v->s, &mc, &rmsess_ops, v->rm, now_ns()) < 0)
+		return -ENOMEM;
+	v->s->rec.regions_lost = before;
+	jr_remove(v->jr);
+	make_server_id(v->s->server_id, sizeof(v->s->server_id));
+	if (jr_start(v->jr, v->s->server_id) < 0)
+		return -EIO;
+	v->s->jr = v->jr;
+	rm_client_id(c->client_id, sizeof(c->client_id), v->s->server_id);
+	v->reset = true;
+	return 0;
+}
+
+/*
+ * The journal: open (and lock) the state directory.  Return: 1 open, 0
+ * without one (none asked, or the default directory is not usable: said
+ * once), -1 after an error message.
+ */
+static int open_journal(struct config *c, const char *dir, struct jr *jr)
+{
+	char err[512] = "";
+	int rc;
+
+	if (c->durability == JR_NONE) {
+		log_info("no journal (--durability none): a restart starts "
+			 "empty");
+		return 0;
+	}
+	if (!c->state_dir)
+		make_parents(dir);
+	rc = jr_open(jr, dir, c->durability == JR_HOST, false, err,
+		     sizeof(err));
+	if (rc == 0)
+		return 1;
+	jr_close(jr);
+	if (c->state_dir || rc == -EWOULDBLOCK) {
+		log_err("--state-dir: %s", err);
+		log_err("hint: give each maru-server its own --state-dir, or "
+			"--durability none to run without a journal");
+		return -1;
+	}
+	log_warn("%s: running without a journal (a restart forgets every "
+		 "key); pass --state-dir DIR, or --durability none to say so",
+		 err);
+	c->durability = JR_NONE;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct zcurve_allow allow = {0};
 	struct zcurve_keys curve;
+	struct jr_recovery rec;
 	struct mds_config mc;
 	struct server_opts so;
 	struct config c;
+	struct verify ver;
 	struct rmsess rm;
 	struct mds s;
+	struct jr jr;
 	sigset_t set;
+	char dirbuf[4096], cid[RM_CLIENT_ID_MAX + 1];
+	const char *dir;
 	uint64_t seed = 0;
-	int rc, status = 1;
+	int rc, status = 1, have_jr;
 
 	config_defaults(&c);
 	if (parse_args(argc, argv, &c) < 0) {
 		free(c.dax);
 		return 2;
+	}
+	dir = c.state_dir ? c.state_dir : default_state_dir(dirbuf, sizeof(dirbuf));
+	if (c.verify_state) {
+		log_init("maru-server", LOG_WARNING);
+		status = verify_state(&c, dir);
+		free(c.dax);
+		return status;
 	}
 	log_init("maru-server", log_level_parse(c.log_level));
 	log_config(&c);
@@ -652,11 +1007,49 @@ int main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	memset(&rm, 0, sizeof(rm));
+	memset(&s, 0, sizeof(s));
+	jr.fd = jr.dirfd = jr.lockfd = -1;
+	jr.dir = NULL;
 	if (!insecure_ok(&c) || load_curve(&c, &curve, &allow) < 0)
 		goto out_dax;
-	if (rmsess_init(&rm, c.rm_address, c.dax, c.ndax) < 0) {
-		log_err("bad --rm-address %s", c.rm_address);
+	have_jr = open_journal(&c, dir, &jr);
+	if (have_jr < 0)
 		goto out_dax;
+
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = now_ns() ^ ((uint64_t)getpid() << 32);
+	mds_config_from(&c, &mc);
+	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
+		log_err("out of memory");
+		goto out_mds;
+	}
+	/* the journal first: the RM client id is the recovered identity */
+	memset(&rec, 0, sizeof(rec));
+	if (have_jr) {
+		rc = recover(&jr, false, &s, &rec);
+		if (rc < 0) {
+			log_err("journal %s: %s", dir, strerror(-rc));
+			goto out_mds;
+		}
+		if (rec.found)
+			memcpy(s.server_id, jr.server_id, sizeof(s.server_id));
+	}
+	if (!s.server_id[0])
+		make_server_id(s.server_id, sizeof(s.server_id));
+	if (have_jr) {
+		if (jr_start(&jr, s.server_id) < 0) {
+			log_err("journal %s: cannot write: %s", dir,
+				strerror(errno));
+			goto out_mds;
+		}
+		s.jr = &jr;
+		rm_client_id(cid, sizeof(cid), s.server_id);
+	}
+	if (rmsess_init(&rm, c.rm_address, have_jr ? cid : NULL, c.dax,
+			c.ndax) < 0) {
+		log_err("bad --rm-address %s", c.rm_address);
+		goto out_rm;
 	}
 	/* the given file, else $MARU_RM_KEY_FILE or the default: only a
 	 * given one must be there */
@@ -691,6 +1084,11 @@ int main(int argc, char **argv)
 				 c.lease_ttl, hold);
 		rm.hold_ms = (uint32_t)llround(fmin(hold, 600000));
 	}
+	ver = (struct verify){&s, &jr, &c, &rm, false};
+	if (have_jr && rec.found) {
+		rm.verify = verify_regions;
+		rm.verify_arg = &ver;
+	}
 	rc = rmsess_start(&rm);
 	if (rc < 0) {
 		log_err("Resource manager is not running (address: %s): %s",
@@ -701,27 +1099,24 @@ int main(int argc, char **argv)
 			strrchr(c.rm_address, ':') + 1);
 		goto out_rm;
 	}
-
-	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
-		seed = now_ns() ^ ((uint64_t)getpid() << 32);
-	memset(&mc, 0, sizeof(mc));
-	mc.rm_address = c.rm_address;
-	mc.dax_only = c.ndax > 0;
-	mc.lease_ttl_ns = (uint64_t)llround(c.lease_ttl * 1e9);
-	mc.peer_grace_ns = (uint64_t)llround(c.peer_grace * 1e9);
-	mc.max_key = (uint32_t)c.max_key;
-	mc.owner_delete = c.owner_delete;
-	mc.inst_quota = c.inst_quota;
-	mc.eviction = c.eviction;
-	mc.evict_grace_ns = (uint64_t)c.evict_grace_ms * 1000000;
-	mc.evict_wait_ns = (uint64_t)c.evict_wait_ms * 1000000;
-	mc.evict_high_pm = (uint32_t)c.evict_high_pm;
-	mc.evict_low_pm = (uint32_t)c.evict_low_pm;
-	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
-		log_err("out of memory");
-		goto out_mds;
+	if (have_jr && rec.found && !ver.reset) {
+		mds_recovered(&s, now_ns());
+		log_info("recovered from %s in %llu ms: %llu key(s), %llu "
+			 "region(s), %llu lease(s), %llu pin(s) (%llu "
+			 "record(s), %llu segment(s))",
+			 dir, (unsigned long long)s.rec.ms,
+			 (unsigned long long)s.rec.keys,
+			 (unsigned long long)s.rec.regions,
+			 (unsigned long long)s.rec.leases,
+			 (unsigned long long)s.rec.pins,
+			 (unsigned long long)rec.records,
+			 (unsigned long long)rec.segments);
+	} else if (have_jr) {
+		log_info("journal %s: %s", dir,
+			 ver.reset ? "started anew (pool re-created)"
+				   : "none to recover, started anew");
 	}
-	make_server_id(s.server_id, sizeof(s.server_id));
+	mds_journal_commit(&s);
 	log_info("server id %s", s.server_id);
 	so.host = c.host;
 	so.port = c.port;
@@ -734,10 +1129,14 @@ int main(int argc, char **argv)
 	rc = server_run(&so, &s, &rm);
 	if (rc == 0)
 		status = 0;
-out_mds:
-	mds_destroy(&s);
 out_rm:
 	rmsess_destroy(&rm);
+out_mds:
+	if (s.jr)
+		mds_journal_commit(&s);
+	mds_destroy(&s);
+	if (have_jr > 0)
+		jr_close(&jr);
 out_dax:
 	zcurve_allow_free(&allow);
 	sodium_memzero(&curve, sizeof(curve));

@@ -26,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "evloop.h"
@@ -849,9 +850,11 @@ void rmsess_tick(struct rmsess *r)
 
 /* ---- life cycle ---- */
 
-int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
-		int ndax)
+int rmsess_init(struct rmsess *r, const char *address, const char *client_id,
+		char *const *dax, int ndax)
 {
+	struct timespec ts;
+
 	memset(r, 0, sizeof(*r));
 	r->address = address;
 	r->dax = dax;
@@ -859,8 +862,15 @@ int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
 	r->fd = -1;
 	r->st = RS_DOWN;
 	r->backoff_ns = BACKOFF_MIN_NS;
-	r->next_request_id = 1;
-	return rm_client_init(&r->c, address, NULL, RMSESS_TIMEOUT_MS);
+	/*
+	 * The RM's idempotency cache answers a repeated (client id, request
+	 * id) with its first answer, and a restarted server that kept its
+	 * client id must not repeat one: ids start at the wall clock in ns.
+	 */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r->next_request_id =
+		(uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return rm_client_init(&r->c, address, client_id, RMSESS_TIMEOUT_MS);
 }
 
 struct start_walk {
@@ -914,6 +924,13 @@ int rmsess_start(struct rmsess *r)
 					 r->dax[i]);
 	}
 	free(sw.found);
+	/* recovered regions: does the RM still have them (and so re-pin
+	 * them to our client id)? */
+	if (r->verify && rm_client_connected(&r->c)) {
+		rc = r->verify(r->verify_arg, &r->c);
+		if (rc < 0)
+			return rc;
+	}
 	if (!rm_client_connected(&r->c)) {
 		/* the loop connects again */
 		r->st = RS_DOWN;

@@ -3,7 +3,8 @@
  * rmsess.h - maru-server's session with the resource manager
  *
  * The server owns every region at the RM under one client id
- * ("<hostname>:<pid>") and keeps one persistent connection: the RM
+ * ("<hostname>:<pid>"; with a journal, "maru-server/<hostname>/<server
+ * id>", which a restart keeps) and keeps one persistent connection: the RM
  * starts a reap timer for a client id whose connection closes
  * (resource-manager-protocol.md §7).  The session is one more
  * non-blocking connection in the server's loop: it never blocks the loop,
@@ -93,22 +94,27 @@ struct rmsess {
 			       * looked for again at each connection */
 	uint32_t hold_ms;    /* asked at AUTH: keep our regions this long
 			      * after we die (clients fence by then) */
+	/* called by rmsess_start() on its blocking connection, before the
+	 * loop takes it: the recovered regions are checked (main.c) */
+	int (*verify)(void *arg, struct rm_client *c);
+	void *verify_arg;
 };
 
 /**
  * rmsess_init - no I/O
  * @address: "host:port", borrowed
+ * @client_id: NULL for "<hostname>:<pid>"
  * @dax, @ndax: pool paths in fill-first order, borrowed
  * Return: 0 or -EINVAL.  Release with rmsess_destroy() in every case.
  */
-int rmsess_init(struct rmsess *r, const char *address, char *const *dax,
-		int ndax);
+int rmsess_init(struct rmsess *r, const char *address, const char *client_id,
+		char *const *dax, int ndax);
 
 /**
  * rmsess_start - check that the RM is there, connect (blocking, before
  * the loop), read the pool figures and warn about --dax-path values the RM
- * does not serve
- * Return: 0, or -errno when the RM cannot be reached.
+ * does not serve, and call @verify
+ * Return: 0, or -errno when the RM cannot be reached (or @verify's).
  */
 int rmsess_start(struct rmsess *r);
 

@@ -352,6 +352,9 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 	bool moved = false, was_full = pend > SERVER_OUT_HWM;
 	ssize_t n;
 
+	/* what a reply tells is in the journal before it leaves (group
+	 * commit: one write for the batch of replies of a drain) */
+	mds_journal_commit(sv->s);
 	if (c->fd < 0) {
 		/* server_feed(): the peer reads everything */
 		if (nextra && buf_put(&c->out, extra, nextra) < 0)

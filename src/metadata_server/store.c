@@ -46,7 +46,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "journal.h"
 #include "log.h"
 #include "util.h"
 
@@ -170,6 +172,50 @@ void mds_destroy(struct mds *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* ---- journal records, as changes are made (see "Journal") ---- */
+
+static void log_region(struct mds *s, const struct mds_region *r)
+{
+	const struct mds_inst *in = &s->insts[r->owner];
+	const struct mds_lease *l =
+		r->lease != IX_NO_SLOT ? &s->leases[r->lease] : NULL;
+	uint64_t h[4] = {r->h.region_id, r->h.offset, r->h.length,
+			 r->h.auth_token};
+
+	if (s->jr)
+		jr_put_region(s->jr, h, in->id, in->id_len, l ? l->id : NULL,
+			      l ? l->id_len : 0, r->state, r->gone_why);
+}
+
+static void log_key(struct mds *s, const struct ix_entry *e)
+{
+	if (s->jr)
+		jr_put_key(s->jr, ix_entry_tag(e), e->key, ix_entry_klen(e),
+			   e->slot == IX_NO_SLOT
+				   ? UINT64_MAX
+				   : s->regions[e->slot].h.region_id,
+			   e->off, e->len, e->gen);
+}
+
+static void log_del(struct mds *s, const struct ix_entry *e)
+{
+	if (s->jr)
+		jr_put_del(s->jr, ix_entry_tag(e), e->key, ix_entry_klen(e));
+}
+
+/* the count @hp now holds on @e, if @hp is an instance's */
+static void log_pin(struct mds *s, const struct mds_pins *hp,
+		    const struct ix_entry *e, uint64_t count)
+{
+	const struct mds_inst *in;
+
+	if (!s->jr || !hp->owner1)
+		return;
+	in = &s->insts[hp->owner1 - 1];
+	jr_put_pin(s->jr, in->id, in->id_len, ix_entry_tag(e), e->key,
+		   ix_entry_klen(e), count);
+}
+
 /* ---- instances ---- */
 
 static uint32_t inst_find(struct mds *s, struct mds_str id)
@@ -219,12 +265,14 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->dead_at = 0;
 	in->last_fd = -1;
 	in->pins.uid = ++s->next_uid;
+	in->pins.owner1 = slot + 1;
 	in->ie = e;
 	e->slot = slot;
 	return slot;
 }
 
 static void pins_release(struct mds *s, struct mds_pins *hp);
+static void snap_tick(struct mds *s, uint64_t ns);
 
 /* Forget an instance nobody refers to any more. */
 static void inst_maybe_gc(struct mds *s, uint32_t slot)
@@ -504,6 +552,7 @@ static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 	if (rec) {
 		rec->off++;
 		e->pins++;
+		log_pin(s, hp, e, rec->off);
 		return 0;
 	}
 	if (hp->n >= HOLDER_MAX_PINS)
@@ -525,6 +574,7 @@ static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 		pol_remove(&s->pol, e);
 		s->pinned_bytes += e->len;
 	}
+	log_pin(s, hp, e, rec->off);
 	return 0;
 }
 
@@ -547,8 +597,10 @@ static void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
 		rec->off--;
 		if (!--e->pins)
 			unpinned(s, e);
+		log_pin(s, hp, e, rec->off);
 		return;
 	}
+	log_pin(s, hp, e, 0);
 	e->pins -= (uint32_t)rec->off;
 	if (!e->pins)
 		unpinned(s, e);
@@ -598,11 +650,17 @@ static void region_set(struct mds *s, struct mds_region *r, uint8_t state,
 	if (r->state == REG_GONE && r->gone_why == GONE_PEER)
 		in->npeer_gone++;
 	inst_deadline(s, in);
+	if (state != REG_UNUSED)
+		log_region(s, r); /* (UNUSED: its FREE says it, queue_free()) */
 }
 
 /* Queue a FREE for the RM; flush_pending() sends it. */
 static void queue_free(struct mds *s, const struct rm_handle *h)
 {
+	uint64_t hv[4] = {h->region_id, h->offset, h->length, h->auth_token};
+
+	if (s->jr)
+		jr_put_free(s->jr, hv);
 	if (s->npending == s->pending_cap) {
 		uint32_t cap = s->pending_cap ? s->pending_cap * 2 : 16;
 		struct rm_handle *v = realloc(s->pending, cap * sizeof(*v));
@@ -625,6 +683,8 @@ static void flush_pending(struct mds *s)
 	uint32_t i = 0, j;
 	int rc;
 
+	if (s->replaying)
+		return; /* mds_recovered() and the ticks send them */
 	while (i < s->npending) {
 		rc = s->rm->free(s->rm_arg, &s->pending[i]);
 		if (rc == -EAGAIN) {
@@ -642,6 +702,8 @@ static void flush_pending(struct mds *s)
 				(unsigned long long)s->pending[i].region_id,
 				rc);
 		}
+		if (s->jr)
+			jr_put_freed(s->jr, s->pending[i].region_id);
 		i++;
 	}
 	if (i) {
@@ -651,11 +713,8 @@ static void flush_pending(struct mds *s)
 	}
 }
 
-/*
- * The region's owner is done and no entry refers to it: drop it from the
- * table and free it at the RM (now, or from the retry queue).
- */
-static void region_release(struct mds *s, uint32_t slot)
+/* Drop a region from the table (nothing at the RM). */
+static void region_forget(struct mds *s, uint32_t slot)
 {
 	struct mds_region *r = &s->regions[slot];
 	uint8_t kb[8];
@@ -684,12 +743,23 @@ static void region_release(struct mds *s, uint32_t slot)
 
 	if (r->deferred)
 		s->ndeferred--;
-	queue_free(s, &r->h);
 	memset(r, 0, sizeof(*r));
 	r->next = s->reg_free;
 	s->reg_free = slot;
-	s->cap_freed = true; /* capacity for whoever waits (tick) */
 	inst_maybe_gc(s, owner);
+}
+
+/*
+ * The region's owner is done and no entry refers to it: drop it from the
+ * table and free it at the RM (now, or from the retry queue).
+ */
+static void region_release(struct mds *s, uint32_t slot)
+{
+	struct rm_handle h = s->regions[slot].h;
+
+	region_forget(s, slot);
+	queue_free(s, &h);
+	s->cap_freed = true; /* capacity for whoever waits (tick) */
 	flush_pending(s);
 }
 
@@ -702,6 +772,8 @@ static void region_done(struct mds *s, uint32_t slot)
 {
 	struct mds_region *r = &s->regions[slot];
 
+	if (s->replaying)
+		return; /* the journal says when it went (JR_FREE) */
 	if (r->quiet_at <= s->vnow) {
 		region_release(s, slot);
 		return;
@@ -852,6 +924,9 @@ static uint32_t lease_create(struct mds *s, struct mds_str id, uint32_t owner)
 	l->ie = e;
 	e->slot = slot;
 	s->nleases++;
+	if (s->jr)
+		jr_put_lease(s->jr, l->id, l->id_len, s->insts[owner].id,
+			     s->insts[owner].id_len);
 	return slot;
 }
 
@@ -861,6 +936,8 @@ static void remember_ended(struct mds *s, struct mds_str id)
 	struct ix_key k = str_key(id);
 	struct ix_entry *e;
 
+	if (s->jr)
+		jr_put_lease_end(s->jr, id.ptr, id.len);
 	if (s->ended_n == MDS_ENDED_LEASES) {
 		ix_delete(&s->ended, s->ended_ring[s->ended_pos]);
 		s->ended_pos = (s->ended_pos + 1) % MDS_ENDED_LEASES;
@@ -901,6 +978,7 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 		}
 		r->lease = IX_NO_SLOT;
 		l->nregions--;
+		log_region(s, r);
 	}
 	remember_ended(s, id);
 	ix_delete(&s->lease_map, l->ie);
@@ -998,6 +1076,7 @@ static void evict_why(struct mds *s, struct ix_entry *e, int why)
 	r->quiet_at = s->vnow + s->cfg.evict_grace_ns;
 	if (r->state == REG_LIVE && in->notices)
 		(void)notice_push(s, in, r->h.region_id, e->off, e->gen);
+	log_del(s, e);
 	ix_delete(&s->kv, e);
 	if (r->refs == 0 && r->state != REG_LIVE)
 		region_done(s, slot);
@@ -1802,6 +1881,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		r->used += reg->kv_length;
 		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
+	log_key(s, e);
 	return 1;
 }
 
@@ -1856,6 +1936,7 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 					  r->h.region_id, e->off, e->gen);
 	}
 	pol_remove(&s->pol, e);
+	log_del(s, e);
 	ix_delete(&s->kv, e);
 	if (slot != IX_NO_SLOT && s->regions[slot].refs == 0 &&
 	    s->regions[slot].state != REG_LIVE)
@@ -2023,6 +2104,8 @@ void mds_tick(struct mds *s, uint64_t vnow)
 	if (s->ndeferred)
 		deferred_tick(s);
 	evict_tick(s);
+	snap_tick(s, MDS_SNAP_STEP_NS);
+	mds_journal_commit(s);
 }
 
 uint64_t mds_active_clients(const struct mds *s)
@@ -2045,6 +2128,605 @@ uint64_t mds_active_clients(const struct mds *s)
 		n += !dup;
 	}
 	return n;
+}
+
+/* ---- journal (issue 14) ----
+ *
+ * Journal.  Every change to what a restart must keep is appended to
+ * s->jr (journal.h) where it is made, as an absolute statement: a key's
+ * location (register), its removal (delete, eviction), a region's state
+ * (region_set(), and the lease it hangs on), a FREE queued for the RM and
+ * its answer, a lease begun or ended, the pin count one instance holds on
+ * a key.  The loop commits the buffer before any reply leaves, so what a
+ * client was told is in the journal first.  Not journaled: connections
+ * (they die with the process), pins held by connections that named no
+ * instance (as at any disconnection), lease deadlines (a restart gives
+ * every lease a fresh TTL), eviction notices not yet acknowledged (the
+ * client does not reuse those pages: they come back with the region),
+ * the LRU order (replay order) and the counters.
+ *
+ * Replay (mds_apply) applies each record with the same functions the
+ * requests use, with s->jr NULL (nothing is logged again) and
+ * s->replaying set (no RM call, no region freed but by its own JR_FREE
+ * record).  Records are absolute, so a record that repeats the state
+ * (a snapshot's) changes nothing.
+ *
+ * Snapshot.  When the journal outgrows max(snap_min, 2 x its size after
+ * the last snapshot), mds_tick() rotates to a new segment and writes the
+ * whole state into it as records -- leases, ended leases, regions,
+ * queued FREEs at once, then the keys MDS_SNAP_STEP_NS per tick with an
+ * ix_scan() cursor, then every instance's pins -- interleaved with the
+ * live records of the requests served meanwhile.  Both are in time
+ * order in one file, so the new segment alone gives the current state
+ * once SNAP_END is in it (a key deleted before the cursor reached it is
+ * not written; one registered after is written live, and perhaps again
+ * by the scan); then the older segments are unlinked.  A crash before
+ * that replays old and new segments, which is just as correct.
+ */
+
+static struct mds_str rec_str(const struct jr_bytes *b)
+{
+	struct mds_str v = {(const char *)b->p, b->len};
+
+	return v;
+}
+
+/* a key of a record: checks the tag and the length of integer keys */
+static int rec_key(uint64_t tag, const struct jr_bytes *b, struct ix_key *k)
+{
+	if (tag > IX_NINT || b->len > IX_KEY_MAX ||
+	    (tag >= IX_UINT && b->len != 8))
+		return -EPROTO;
+	k->ptr = b->p;
+	k->len = b->len;
+	k->tag = (uint8_t)tag;
+	return 0;
+}
+
+static uint32_t inst_get(struct mds *s, struct mds_str id)
+{
+	uint32_t slot;
+
+	if (!id.len)
+		return IX_NO_SLOT;
+	slot = inst_find(s, id);
+	return slot != IX_NO_SLOT ? slot : inst_create(s, id);
+}
+
+/* take a key out of the index (its region's counts, the policy's order) */
+static void key_remove(struct mds *s, struct ix_entry *e)
+{
+	uint32_t slot = e->slot, i;
+
+	if (e->pins) {
+		/* only in a replay: a pinned key is never deleted */
+		for (i = 0; i < s->ninst_slots && e->pins; i++) {
+			struct ix_entry *rec;
+
+			if (s->insts[i].id &&
+			    (rec = pin_find(s, e, &s->insts[i].pins)))
+				pin_put(s, &s->insts[i].pins, rec, true);
+		}
+	}
+	if (slot != IX_NO_SLOT) {
+		s->kv_bytes -= e->len;
+		s->regions[slot].refs--;
+		s->regions[slot].used -= e->len;
+	}
+	pol_remove(&s->pol, e);
+	ix_delete(&s->kv, e);
+}
+
+static int apply_key(struct mds *s, const struct jr_rec *rec)
+{
+	struct ix_key k;
+	struct ix_entry *e;
+	uint32_t slot = IX_NO_SLOT;
+	uint64_t h;
+	int rc;
+
+	if (rec_key(rec->u[0], &rec->s[0], &k) < 0)
+		return -EPROTO;
+	if (!rec->nil_u && !region_find(s, rec->u[1], &slot))
+		slot = IX_NO_SLOT; /* freed since: as a register would */
+	if (slot != IX_NO_SLOT &&
+	    (rec->u[2] > s->regions[slot].h.length ||
+	     rec->u[3] > s->regions[slot].h.length - rec->u[2]))
+		return -EPROTO;
+	h = ix_hash(&s->kv, &k);
+	e = ix_find(&s->kv, &k, h);
+	if (e && e->slot == slot && e->off == rec->u[2] &&
+	    e->len == rec->u[3] && e->gen == rec->u[4])
+		return 0; /* a snapshot repeating it */
+	if (e)
+		key_remove(s, e);
+	rc = ix_insert(&s->kv, &k, h, &e);
+	if (rc < 0)
+		return rc;
+	e->off = rec->u[2];
+	e->len = rec->u[3];
+	e->gen = rec->u[4];
+	if (e->gen > s->gen)
+		s->gen = e->gen;
+	if (slot != IX_NO_SLOT) {
+		s->kv_bytes += e->len;
+		e->slot = slot;
+		s->regions[slot].refs++;
+		s->regions[slot].used += e->len;
+		pol_add(&s->pol, e);
+	}
+	return 0;
+}
+
+static int apply_del(struct mds *s, const struct jr_rec *rec)
+{
+	struct ix_key k;
+	struct ix_entry *e;
+
+	if (rec_key(rec->u[0], &rec->s[0], &k) < 0)
+		return -EPROTO;
+	e = ix_find(&s->kv, &k, ix_hash(&s->kv, &k));
+	if (e)
+		key_remove(s, e);
+	return 0;
+}
+
+static int apply_pin(struct mds *s, const struct jr_rec *rec)
+{
+	uint32_t islot = inst_get(s, rec_str(&rec->s[0]));
+	struct ix_entry *e, *pr;
+	struct mds_pins *hp;
+	struct ix_key k;
+	uint64_t cur;
+
+	if (islot == IX_NO_SLOT || rec_key(rec->u[0], &rec->s[1], &k) < 0 ||
+	    rec->u[1] > UINT32_MAX)
+		return -EPROTO;
+	e = ix_find(&s->kv, &k, ix_hash(&s->kv, &k));
+	if (!e) {
+		inst_maybe_gc(s, islot);
+		return 0; /* deleted since (a snapshot's pins come last) */
+	}
+	hp = &s->insts[islot].pins;
+	pr = pin_find(s, e, hp);
+	cur = pr ? pr->off : 0;
+	while (cur < rec->u[1] && e->pins != UINT32_MAX) {
+		if (pin_add(s, e, hp) < 0)
+			return -ENOMEM;
+		cur++;
+	}
+	if (cur > rec->u[1] && (pr = pin_find(s, e, hp))) {
+		if (!rec->u[1]) {
+			pin_put(s, hp, pr, true);
+		} else {
+			while (cur-- > rec->u[1])
+				pin_put(s, hp, pr, false);
+		}
+	}
+	return 0;
+}
+
+static int apply_region(struct mds *s, const struct jr_rec *rec)
+{
+	struct rm_handle h = {rec->u[0], rec->u[1], rec->u[2], rec->u[3]};
+	struct mds_str lid = rec_str(&rec->s[1]);
+	uint32_t islot, lslot = IX_NO_SLOT, slot;
+	struct mds_region *r;
+	uint64_t state = rec->u[4], why = rec->u[5];
+
+	if (state < REG_LIVE || state > REG_GONE ||
+	    (state == REG_GONE && why != GONE_LEASE && why != GONE_PEER) ||
+	    (state != REG_GONE && why) || !h.length)
+		return -EPROTO;
+	islot = inst_get(s, rec_str(&rec->s[0]));
+	if (islot == IX_NO_SLOT)
+		return -EPROTO;
+	if (rec->s[1].p) {
+		lslot = lease_find(s, lid);
+		if (lslot == IX_NO_SLOT)
+			lslot = lease_create(s, lid, islot);
+		if (lslot == IX_NO_SLOT || s->leases[lslot].owner != islot)
+			return -EPROTO;
+	}
+	r = region_find(s, h.region_id, &slot);
+	if (!r) {
+		if (region_add(s, &h, islot, lslot) < 0)
+			return -ENOMEM;
+		r = region_find(s, h.region_id, &slot);
+	} else if (r->owner != islot || memcmp(&r->h, &h, sizeof(h))) {
+		return -EPROTO;
+	} else if (r->lease != lslot) {
+		/* region_set() counts lease-less live regions: out, in */
+		region_set(s, r, REG_RETURNED, 0);
+		if (r->lease != IX_NO_SLOT)
+			s->leases[r->lease].nregions--;
+		r->lease = lslot;
+		if (lslot != IX_NO_SLOT)
+			s->leases[lslot].nregions++;
+	}
+	if (r->state != state || r->gone_why != why)
+		region_set(s, r, (uint8_t)state, (uint8_t)why);
+	return 0;
+}
+
+/* the region leaves the table (its owner done, no key), FREE queued */
+static int apply_free(struct mds *s, const struct jr_rec *rec)
+{
+	struct rm_handle h = {rec->u[0], rec->u[1], rec->u[2], rec->u[3]};
+	struct mds_region *r;
+	uint32_t slot, i;
+
+	r = region_find(s, h.region_id, &slot);
+	if (r) {
+		if (r->refs)
+			return -EPROTO;
+		region_forget(s, slot);
+	}
+	for (i = 0; i < s->npending; i++)
+		if (s->pending[i].region_id == h.region_id)
+			return 0;
+	queue_free(s, &h);
+	return 0;
+}
+
+static int apply_lease(struct mds *s, const struct jr_rec *rec)
+{
+	struct mds_str id = rec_str(&rec->s[0]);
+	uint32_t islot, lslot;
+
+	if (!id.len)
+		return -EPROTO;
+	lslot = lease_find(s, id);
+	if (lslot != IX_NO_SLOT)
+		return 0;
+	islot = inst_get(s, rec_str(&rec->s[1]));
+	if (islot == IX_NO_SLOT)
+		return -EPROTO;
+	if (lease_create(s, id, islot) == IX_NO_SLOT) {
+		inst_maybe_gc(s, islot);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int apply_lease_end(struct mds *s, const struct jr_rec *rec)
+{
+	struct mds_str id = rec_str(&rec->s[0]);
+	uint32_t lslot;
+
+	if (!id.len)
+		return -EPROTO;
+	lslot = lease_find(s, id);
+	if (lslot != IX_NO_SLOT)
+		lease_end(s, lslot, false); /* remembers it */
+	else if (!lease_ended(s, id))
+		remember_ended(s, id);
+	return 0;
+}
+
+static int apply_freed(struct mds *s, const struct jr_rec *rec)
+{
+	uint32_t i;
+
+	for (i = 0; i < s->npending; i++) {
+		if (s->pending[i].region_id != rec->u[0])
+			continue;
+		memmove(&s->pending[i], &s->pending[i + 1],
+			(s->npending - i - 1) * sizeof(*s->pending));
+		s->npending--;
+		break;
+	}
+	return 0;
+}
+
+int mds_apply(void *arg, const struct jr_rec *rec)
+{
+	struct mds *s = arg;
+	int rc = 0;
+
+	switch (rec->type) {
+	case JR_SNAP_BEGIN:
+		if (rec->u[0] > s->gen)
+			s->gen = rec->u[0];
+		break;
+	case JR_SNAP_END:
+		break; /* (what it closes was applied record by record) */
+	case JR_LEASE:
+		rc = apply_lease(s, rec);
+		break;
+	case JR_LEASE_END:
+		rc = apply_lease_end(s, rec);
+		break;
+	case JR_REGION:
+		rc = apply_region(s, rec);
+		break;
+	case JR_FREE:
+		rc = apply_free(s, rec);
+		break;
+	case JR_FREED:
+		rc = apply_freed(s, rec);
+		break;
+	case JR_KEY:
+		rc = apply_key(s, rec);
+		break;
+	case JR_DEL:
+		rc = apply_del(s, rec);
+		break;
+	case JR_PIN:
+		rc = apply_pin(s, rec);
+		break;
+	default:
+		rc = -EPROTO;
+	}
+	return rc;
+}
+
+void mds_recovered(struct mds *s, uint64_t vnow)
+{
+	uint32_t i, nx;
+
+	s->replaying = false;
+	s->vnow = vnow;
+	for (i = 0; i < s->nlease_slots; i++)
+		if (s->leases[i].id)
+			s->leases[i].deadline = vnow + s->cfg.lease_ttl_ns;
+	for (i = 0; i < s->ninst_slots; i++) {
+		s->insts[i].dead_at = 0;
+		if (s->insts[i].id)
+			inst_deadline(s, &s->insts[i]);
+	}
+	/* owner done, no key left: what region_done() would have done (the
+	 * FREE goes out with the first tick) */
+	for (i = s->reg_head; i != IX_NO_SLOT; i = nx) {
+		struct rm_handle h = s->regions[i].h;
+
+		nx = s->regions[i].next;
+		if (s->regions[i].state == REG_LIVE || s->regions[i].refs)
+			continue;
+		region_forget(s, i);
+		queue_free(s, &h);
+	}
+	for (i = 0; i < s->ninst_slots; i++)
+		if (s->insts[i].id)
+			inst_maybe_gc(s, i);
+	s->rec.keys = s->kv.count;
+	s->rec.regions = s->nregions;
+	s->rec.leases = s->nleases;
+	s->rec.pins = s->pin_map.count;
+	if (s->jr) {
+		/* the size a snapshot of this state would have, so that a
+		 * journal restarts do not compact keeps its bound */
+		uint64_t avg = s->rec.records ? s->rec.bytes / s->rec.records
+					      : 64;
+		uint64_t est = (s->kv.count + s->nregions + s->nleases +
+				s->pin_map.count + 1) *
+			       (avg ? avg : 1);
+
+		if (est < s->jr->base)
+			s->jr->base = est;
+	}
+}
+
+struct key_pick {
+	const uint8_t *drop; /* per region slot */
+	struct ix_entry **v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void pick_keys(struct ix_entry *e, void *arg)
+{
+	struct key_pick *kp = arg;
+
+	if (e->slot == IX_NO_SLOT || !kp->drop[e->slot])
+		return;
+	if (array_grow(&kp->v, &kp->cap, kp->n, sizeof(*kp->v), 64) < 0) {
+		kp->oom = true;
+		return;
+	}
+	kp->v[kp->n++] = e;
+}
+
+int64_t mds_verify_regions(struct mds *s,
+			   int (*check)(void *arg, const struct rm_handle *h),
+			   void *arg)
+{
+	struct key_pick kp = {NULL, NULL, 0, 0, false};
+	uint8_t *drop;
+	uint64_t cur = 0;
+	int64_t kept = 0;
+	uint32_t i, nx, ndrop = 0;
+	size_t k;
+	int rc;
+
+	drop = calloc(s->nreg_slots + 1, 1);
+	if (!drop)
+		return -ENOMEM;
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		rc = check(arg, &s->regions[i].h);
+		if (rc == -ENOENT || rc == -EACCES || rc == -EPERM ||
+		    rc == -ESTALE) {
+			drop[i] = 1;
+			ndrop++;
+			continue;
+		}
+		if (rc < 0) {
+			free(drop);
+			return rc;
+		}
+		kept++;
+	}
+	if (ndrop) {
+		kp.drop = drop;
+		while (ix_rehash_for(&s->kv, 1000000000))
+			;
+		do {
+			cur = ix_scan(&s->kv, cur, pick_keys, &kp);
+		} while (cur && !kp.oom);
+		if (kp.oom) {
+			free(kp.v);
+			free(drop);
+			return -ENOMEM;
+		}
+		for (k = 0; k < kp.n; k++) {
+			log_del(s, kp.v[k]);
+			key_remove(s, kp.v[k]);
+		}
+		s->rec.keys_lost += kp.n;
+		for (i = s->reg_head; i != IX_NO_SLOT; i = nx) {
+			uint64_t h[4];
+
+			nx = s->regions[i].next;
+			if (!drop[i])
+				continue;
+			h[0] = s->regions[i].h.region_id;
+			h[1] = s->regions[i].h.offset;
+			h[2] = s->regions[i].h.length;
+			h[3] = s->regions[i].h.auth_token;
+			log_info("region %llu: the resource manager no longer "
+				 "has it: dropped",
+				 (unsigned long long)h[0]);
+			if (s->jr) {
+				jr_put_free(s->jr, h);
+				jr_put_freed(s->jr, h[0]);
+			}
+			region_forget(s, i);
+			s->rec.regions_lost++;
+		}
+	}
+	free(kp.v);
+	free(drop);
+	s->rec.keys = s->kv.count;
+	s->rec.regions = s->nregions;
+	return kept;
+}
+
+/*
+ * The journal failed (a write or a sync): what it holds cannot be
+ * trusted any more, so it goes -- a restart then starts empty, under a
+ * new identity, and clients fence as they would without a journal.
+ */
+static void journal_failed(struct mds *s)
+{
+	log_err("journal %s: failed; removing it and going on without one "
+		"(a restart will start empty)",
+		s->jr->dir);
+	jr_remove(s->jr);
+	s->jr = NULL;
+	s->snap_on = false;
+}
+
+void mds_journal_commit(struct mds *s)
+{
+	if (s->jr && (jr_dirty(s->jr) || s->jr->failed) &&
+	    jr_commit(s->jr) < 0)
+		journal_failed(s);
+}
+
+/* ---- snapshot ---- */
+
+static void snap_key(struct ix_entry *e, void *arg)
+{
+	log_key(arg, e);
+}
+
+/* leases, ended leases, regions, queued FREEs: the small part, at once */
+static void snap_begin(struct mds *s)
+{
+	uint32_t i;
+
+	if (jr_rotate(s->jr) < 0) {
+		journal_failed(s);
+		return;
+	}
+	jr_put_snap_begin(s->jr, s->gen);
+	for (i = 0; i < s->nlease_slots; i++) {
+		const struct mds_lease *l = &s->leases[i];
+
+		if (l->id)
+			jr_put_lease(s->jr, l->id, l->id_len,
+				     s->insts[l->owner].id,
+				     s->insts[l->owner].id_len);
+	}
+	for (i = 0; i < s->ended_n; i++) {
+		const struct ix_entry *e =
+			s->ended_ring[(s->ended_pos + i) % MDS_ENDED_LEASES];
+
+		jr_put_lease_end(s->jr, (const char *)e->key,
+				 ix_entry_klen(e));
+	}
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next)
+		log_region(s, &s->regions[i]);
+	for (i = 0; i < s->npending; i++) {
+		const struct rm_handle *h = &s->pending[i];
+		uint64_t v[4] = {h->region_id, h->offset, h->length,
+				 h->auth_token};
+
+		jr_put_free(s->jr, v);
+	}
+	s->snap_on = true;
+	s->snap_cursor = 0;
+}
+
+/* the instances' pins, SNAP_END; then the older segments go */
+static void snap_end(struct mds *s)
+{
+	uint32_t i, j;
+
+	for (i = 0; i < s->ninst_slots; i++) {
+		const struct mds_pins *hp = &s->insts[i].pins;
+
+		for (j = 0; s->insts[i].id && j < hp->n; j++)
+			log_pin(s, hp, pin_entry(hp->rec[j]), hp->rec[j]->off);
+	}
+	jr_put_snap_end(s->jr);
+	s->snap_on = false;
+	if (jr_commit(s->jr) < 0) {
+		journal_failed(s);
+		return;
+	}
+	if (s->jr->sync)
+		(void)fdatasync(s->jr->fd);
+	jr_drop_before(s->jr);
+	s->snaps++;
+	log_info("journal: snapshot of %llu key(s) written, %llu MiB",
+		 (unsigned long long)s->kv.count,
+		 (unsigned long long)(s->jr->total >> 20));
+}
+
+/* a step of the snapshot (at most @ns), starting one when it is due */
+static void snap_tick(struct mds *s, uint64_t ns)
+{
+	uint64_t t0, min = s->cfg.snap_min ? s->cfg.snap_min : MDS_SNAP_MIN;
+
+	if (!s->jr)
+		return;
+	if (!s->snap_on) {
+		if (s->jr->total + s->jr->out.len < min ||
+		    s->jr->total + s->jr->out.len < 2 * s->jr->base)
+			return;
+		snap_begin(s);
+		if (!s->jr)
+			return;
+	}
+	t0 = now_ns();
+	do {
+		s->snap_cursor = ix_scan(&s->kv, s->snap_cursor, snap_key, s);
+	} while (s->snap_cursor && now_ns() - t0 < ns);
+	if (!s->snap_cursor)
+		snap_end(s);
+	else
+		mds_journal_commit(s);
+}
+
+void mds_snapshot_all(struct mds *s)
+{
+	if (!s->jr)
+		return;
+	if (!s->snap_on)
+		snap_begin(s);
+	while (s->jr && s->snap_on)
+		snap_tick(s, UINT64_MAX / 2);
 }
 
 /* ---- invariants (tests) ---- */

@@ -139,6 +139,22 @@ struct mds_config {
 	uint64_t evict_wait_ns;	  /* a REQUEST_ALLOC waits for capacity */
 	uint32_t evict_high_pm;	  /* background reclaim above this (per */
 	uint32_t evict_low_pm;	  /* ... mille of the pool) down to this */
+	/* journal (issue 14): a snapshot once it outgrows this and twice
+	 * the size right after the last one; 0: JR_SNAP_MIN */
+	uint64_t snap_min;
+};
+
+#define MDS_SNAP_MIN (64ull << 20)
+#define MDS_SNAP_STEP_NS 3000000ull /* snapshot work per tick */
+
+/* What the last start recovered (GET_STATS "recovery"). */
+struct mds_recovered {
+	bool found;	     /* a journal was there: identity kept */
+	uint64_t keys, regions, leases, pins, records, bytes;
+	uint64_t dropped_bytes;	  /* after the first bad record */
+	uint64_t regions_lost;	  /* the RM no longer had them */
+	uint64_t keys_lost;	  /* ... their keys */
+	uint64_t ms;		  /* replay and verification */
 };
 
 enum evict_why {
@@ -191,6 +207,8 @@ struct mds_region {
  */
 struct mds_pins {
 	uint64_t uid;		/* unique per holder: the records' key */
+	uint32_t owner1;	/* instance slot + 1 (journaled); 0: a
+				 * connection's (they die with it) */
 	struct ix_entry **rec;	/* owns the array; the records are pin_map's */
 	uint32_t n, cap;
 	uint64_t bytes;		/* kv_length of the distinct keys pinned */
@@ -345,6 +363,18 @@ struct mds {
 	 * regions, and so theirs, are gone).  Set by main(); "" = not sent.
 	 */
 	char server_id[17];
+
+	/*
+	 * The journal (journal.h), NULL with --durability none: every
+	 * change is appended to it as it is made (store.c, "Journal");
+	 * the loop commits before replies leave.  Borrowed from main().
+	 */
+	struct jr *jr;
+	bool replaying;	      /* mds_apply() runs: no RM, no journal */
+	bool snap_on;	      /* a snapshot is being written */
+	uint64_t snap_cursor; /* ... its ix_scan() cursor */
+	uint64_t snaps;	      /* snapshots completed */
+	struct mds_recovered rec;
 };
 
 #define MDS_ENDED_LEASES 4096 /* ended lease ids remembered */
@@ -545,6 +575,40 @@ mds_region_owner(const struct mds *s, const struct mds_region *r)
 
 /* mds_active_clients - distinct owners of LIVE regions */
 uint64_t mds_active_clients(const struct mds *s);
+
+/* ---- the journal (issue 14; store.c, "Journal") ---- */
+
+struct jr_rec;
+
+/**
+ * mds_apply - replay one journal record (s->replaying set, s->jr NULL)
+ * Return: 0, or -EPROTO for a record that contradicts the state (the
+ * recovery stops there).
+ */
+int mds_apply(void *arg, const struct jr_rec *rec);
+
+/**
+ * mds_recovered - replay is over: deadlines start now (@vnow), regions
+ * their owners are done with and without keys are freed, and instances
+ * nobody refers to go
+ */
+void mds_recovered(struct mds *s, uint64_t vnow);
+
+/**
+ * mds_verify_regions - ask @check (the RM's GET_ACCESS) about every
+ * region: those it no longer has (-ENOENT, -EACCES, another location:
+ * the pool was re-created, or the RM's state lost) go, with their keys
+ * Return: regions kept, or -errno from @check for a transport failure.
+ */
+int64_t mds_verify_regions(struct mds *s,
+			   int (*check)(void *arg, const struct rm_handle *h),
+			   void *arg);
+
+/* mds_journal_commit - write what the journal buffered (before replies) */
+void mds_journal_commit(struct mds *s);
+
+/* mds_snapshot_all - write a whole snapshot now (tests, --compact) */
+void mds_snapshot_all(struct mds *s);
 
 /* mds_check - verify internal invariants (tests). Return: 0 or -EUCLEAN */
 int mds_check(struct mds *s);

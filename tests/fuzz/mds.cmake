@@ -6,8 +6,9 @@ set(MDS_SRC ${CMAKE_CURRENT_SOURCE_DIR}/../../src/metadata_server)
 maru_add_fuzz_target(fuzz_mds_request
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_request.c
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
-		${MDS_SRC}/stats.c ${MDS_SRC}/store.c ${MDS_SRC}/handler.c
-	LIBS maru_common PkgConfig::MSGPACK m)
+		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
+		${MDS_SRC}/handler.c
+	LIBS maru_common PkgConfig::MSGPACK PkgConfig::ZLIB m)
 foreach(t fuzz_mds_request_replay fuzz_mds_request)
 	if(TARGET ${t})
 		target_include_directories(${t} PRIVATE ${MDS_SRC}
@@ -21,12 +22,26 @@ endforeach()
 maru_add_fuzz_target(fuzz_mds_conn
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_conn.c
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
-		${MDS_SRC}/stats.c ${MDS_SRC}/store.c ${MDS_SRC}/handler.c
-		${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
-	LIBS maru_common PkgConfig::MSGPACK m)
+		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
+		${MDS_SRC}/handler.c ${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
+	LIBS maru_common PkgConfig::MSGPACK PkgConfig::ZLIB m)
 foreach(t fuzz_mds_conn_replay fuzz_mds_conn)
 	if(TARGET ${t})
 		target_include_directories(${t} PRIVATE ${MDS_SRC}
 			${CMAKE_CURRENT_SOURCE_DIR}/../unit)
+	endif()
+endforeach()
+
+# maru-server: its journal read back (issue 14) -- frames (jr_next),
+# records (jr_decode) and their replay into a store (mds_apply), as a
+# restart does after a crash left anything at all in the state directory.
+maru_add_fuzz_target(fuzz_mds_journal
+	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_journal.c
+		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
+		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
+	LIBS maru_common PkgConfig::ZLIB m)
+foreach(t fuzz_mds_journal_replay fuzz_mds_journal)
+	if(TARGET ${t})
+		target_include_directories(${t} PRIVATE ${MDS_SRC})
 	endif()
 endforeach()

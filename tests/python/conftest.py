@@ -207,13 +207,20 @@ KEY_FILES = {}   # resource manager address -> its client.key
 
 
 class MetadataServer(Daemon):
-    def __init__(self, tmp, rm_address, extra=(), port=None):
+    """maru-server; its journal in a state directory of its own (the same
+    one across stop()/start() of this object: a restart recovers), unless
+    @extra says --state-dir or --durability."""
+
+    def __init__(self, tmp, rm_address, extra=(), port=None, state_dir=None):
         self.port = port or free_port()
         key = ["--rm-key-file", KEY_FILES[rm_address]] \
             if rm_address in KEY_FILES and "--rm-key-file" not in extra else []
+        self.state_dir = state_dir or os.path.join(tmp, f"mds-state-{self.port}")
+        journal = [] if {"--state-dir", "--durability"} & set(extra) \
+            else ["--state-dir", self.state_dir]
         argv = [binary(*MDS_BIN), "--host", "127.0.0.1", "--port", str(self.port),
                 "--rm-address", rm_address, "--log-level", "DEBUG", *key,
-                *extra]
+                *journal, *extra]
         # the key is given (or not) on purpose, never inherited
         env = {k: v for k, v in os.environ.items() if k != "MARU_RM_KEY_FILE"}
         super().__init__(argv, self.port,

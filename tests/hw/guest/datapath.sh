@@ -23,7 +23,8 @@ kv dax0.0.data_offset "$(dax_data_offset dax0.0)"
 mkdir -p /tmp/rm
 rm_start --host 127.0.0.1 --port 9850 --state-dir /tmp/rm --log-level debug ||
 	{ dump_logs; for t in $T; do fail "$t" "resource manager did not start"; done; exit 1; }
-"$MDS" --host 127.0.0.1 --port 5555 --rm-address $RMADDR --log-level DEBUG >/tmp/mds.log 2>&1 &
+"$MDS" --host 127.0.0.1 --port 5555 --rm-address $RMADDR --log-level DEBUG \
+	--state-dir /tmp/mds-state >/tmp/mds.log 2>&1 &
 MDS_PID=$!
 if ! $P mds-usage $URL; then
 	dump_logs

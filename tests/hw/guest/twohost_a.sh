@@ -24,7 +24,7 @@ mkdir -p /tmp/rm
 rm_start --host 0.0.0.0 --port 9850 --state-dir /tmp/rm --log-level debug --grace-period 600 ||
 	{ dump_logs; for t in $T; do fail "$t" "resource manager did not start"; done; exit 1; }
 "$MDS" --host 0.0.0.0 --insecure --port 5555 --rm-address $RMADDR --log-level DEBUG \
-	--client-lease-ttl 3 >/tmp/mds.log 2>&1 &
+	--client-lease-ttl 3 --state-dir /tmp/mds-state >/tmp/mds.log 2>&1 &
 MDS_PID=$!
 $P mds-usage $URL || { dump_logs; for t in $T; do fail "$t" "maru-server does not answer"; done; exit 1; }
 $P header /dev/dax0.0

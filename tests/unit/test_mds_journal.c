@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * test_mds_journal.c - maru-server's journal (journal.h, store.c
+ * "Journal"): framing, replay equal to the original state, snapshots,
+ * torn tails and flipped bits
+ *
+ * A store with a fake resource manager runs a mixed load (regions with
+ * and without leases, registers, deletes, pins by instances, a lease that
+ * ends, a region returned and freed) with its journal in a temporary
+ * directory; a second store recovers from the directory, and both are
+ * dumped into a canonical text (every key with its location, generation
+ * and pins; every region with its owner, lease, state and counts; every
+ * lease, queued FREE and instance pin) that must be equal, and both
+ * pass mds_check().
+ *
+ * MARU_WRITE_CORPUS=DIR also writes the segments it made there (the
+ * seeds of tests/fuzz/corpus/fuzz_mds_journal/).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <zlib.h>
+
+#include "journal.h"
+#include "log.h"
+#include "store.h"
+#include "test_mds_util.h"
+
+static char DIR_[256];
+static struct fake_rm F;
+
+static struct mds_config config(void)
+{
+	struct mds_config c = fuzz_mds_config();
+
+	c.lease_ttl_ns = 30000000000ull;
+	c.peer_grace_ns = 60000000000ull;
+	return c;
+}
+
+static void rm_rf(const char *dir)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(DIR_, sizeof(DIR_), "/tmp/maru-jr-test-%d", (int)getpid());
+	rm_rf(DIR_);
+	memset(&F, 0, sizeof(F));
+	F.total = 1ull << 40;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rm_rf(DIR_);
+	return 0;
+}
+
+/* a store journaling into DIR_ (recovering what is there) */
+static void open_store(struct mds *s, struct jr *j, struct jr_recovery *rec)
+{
+	struct mds_config c = config();
+	char err[256];
+
+	assert_int_equal(jr_open(j, DIR_, false, false, err, sizeof(err)), 0);
+	assert_int_equal(mds_init(s, &c, &fake_ops, &F, 7), 0);
+	s->replaying = true;
+	assert_int_equal(jr_recover(j, false, mds_apply, s, rec), 0);
+	s->replaying = false;
+	if (rec->found)
+		memcpy(s->server_id, j->server_id, sizeof(s->server_id));
+	else
+		snprintf(s->server_id, sizeof(s->server_id), "0123456789abcdef");
+	assert_int_equal(jr_start(j, s->server_id), 0);
+	s->jr = j;
+	if (rec->found)
+		mds_recovered(s, 1000);
+	else
+		s->vnow = 1000;
+}
+
+static void close_store(struct mds *s, struct jr *j)
+{
+	mds_journal_commit(s);
+	mds_destroy(s);
+	jr_close(j);
+}
+
+/* ---- a canonical dump of the state ---- */
+
+struct dump {
+	char **v;
+	size_t n, cap;
+	struct mds *s;
+};
+
+static void add(struct dump *d, const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+
+	va_start(ap, fmt);
+	assert_true(vasprintf(&p, fmt, ap) >= 0);
+	va_end(ap);
+	if (d->n == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 64;
+		d->v = realloc(d->v, d->cap * sizeof(*d->v));
+		assert_non_null(d->v);
+	}
+	d->v[d->n++] = p;
+}
+
+static void dump_key(struct ix_entry *e, void *arg)
+{
+	struct dump *d = arg;
+
+	add(d, "K %u %.*s r%lld o%llu l%llu g%llu p%u", ix_entry_tag(e),
+	    (int)ix_entry_klen(e), e->key,
+	    e->slot == IX_NO_SLOT
+		    ? -1ll
+		    : (long long)d->s->regions[e->slot].h.region_id,
+	    (unsigned long long)e->off, (unsigned long long)e->len,
+	    (unsigned long long)e->gen, e->pins);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* the state as sorted lines joined by '\n' (caller frees) */
+static char *dump(struct mds *s)
+{
+	struct dump d = {NULL, 0, 0, s};
+	uint64_t cur = 0;
+	uint32_t i, j;
+	size_t len = 1, k;
+	char *out;
+
+	assert_int_equal(mds_check(s), 0);
+	do {
+		cur = ix_scan(&s->kv, cur, dump_key, &d);
+	} while (cur);
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		const struct mds_region *r = &s->regions[i];
+
+		add(&d, "R %llu %llu %llu %llx %s %s s%u w%u refs%llu used%llu",
+		    (unsigned long long)r->h.region_id,
+		    (unsigned long long)r->h.offset,
+		    (unsigned long long)r->h.length,
+		    (unsigned long long)r->h.auth_token, s->insts[r->owner].id,
+		    r->lease == IX_NO_SLOT ? "-" : s->leases[r->lease].id,
+		    r->state, r->gone_why, (unsigned long long)r->refs,
+		    (unsigned long long)r->used);
+	}
+	for (i = 0; i < s->nlease_slots; i++)
+		if (s->leases[i].id)
+			add(&d, "L %s %s n%u", s->leases[i].id,
+			    s->insts[s->leases[i].owner].id,
+			    s->leases[i].nregions);
+	for (i = 0; i < s->npending; i++)
+		add(&d, "P %llu", (unsigned long long)s->pending[i].region_id);
+	for (i = 0; i < s->ninst_slots; i++) {
+		const struct mds_pins *hp = &s->insts[i].pins;
+
+		if (!s->insts[i].id)
+			continue;
+		add(&d, "I %s regions%u leases%u", s->insts[i].id,
+		    s->insts[i].nregions, s->insts[i].nleases);
+		for (j = 0; j < hp->n; j++) {
+			struct ix_entry *e;
+			uint64_t entry;
+
+			memcpy(&entry, hp->rec[j]->key, sizeof(entry));
+			e = (struct ix_entry *)(uintptr_t)entry;
+			add(&d, "N %s %.*s %llu", s->insts[i].id,
+			    (int)ix_entry_klen(e), e->key,
+			    (unsigned long long)hp->rec[j]->off);
+		}
+	}
+	add(&d, "G kv%llu bytes%llu pinned%llu", (unsigned long long)s->kv.count,
+	    (unsigned long long)s->kv_bytes,
+	    (unsigned long long)s->pinned_bytes);
+	qsort(d.v, d.n, sizeof(*d.v), cmp_str);
+	for (k = 0; k < d.n; k++)
+		len += strlen(d.v[k]) + 1;
+	out = malloc(len);
+	assert_non_null(out);
+	out[0] = '\0';
+	for (k = 0; k < d.n; k++) {
+		strcat(out, d.v[k]);
+		strcat(out, "\n");
+		free(d.v[k]);
+	}
+	free(d.v);
+	return out;
+}
+
+/* ---- a load ---- */
+
+static struct mds_str S(const char *p)
+{
+	return (struct mds_str){p, (uint32_t)strlen(p)};
+}
+
+static struct mds_key key(const char *k)
+{
+	struct mds_key x = {(const uint8_t *)k, (uint32_t)strlen(k), IX_STR,
+			    {0}};
+
+	return x;
+}
+
+static void reg(struct mds *s, const char *k, uint64_t region, uint64_t off,
+		uint64_t len, struct mds_peer *p)
+{
+	struct mds_reg r = {key(k), region, off, len};
+
+	assert_true(mds_register(s, &r, p) >= 0);
+}
+
+/* an instance with a lease on connection @fd: its peer */
+static struct mds_peer inst_on(struct mds *s, int fd, const char *inst,
+			       const char *lease)
+{
+	struct mds_peer p = {fd, (uint64_t)fd * 7919, NULL, NULL};
+
+	mds_conn_open(s, fd);
+	assert_int_equal(mds_heartbeat(s, S(inst), S(lease), false, false,
+				       &p),
+			 0);
+	return p;
+}
+
+static uint64_t alloc(struct mds *s, const char *inst, const char *lease,
+		      struct mds_peer *p)
+{
+	struct rm_handle h;
+
+	assert_int_equal(mds_alloc(s, S(inst), S(lease), 4 << 20, p, &h, NULL),
+			 0);
+	return h.region_id;
+}
+
+/* the mixed load, @round selects the keys; Return: a region of "a" */
+static void load(struct mds *s, int round)
+{
+	char k[64], la[16], lb[16], ia[16], ib[16];
+	struct mds_peer a, b;
+	uint64_t ra, rb, rc;
+	int i;
+
+	snprintf(la, sizeof(la), "lease-a%d", round);
+	snprintf(lb, sizeof(lb), "lease-b%d", round);
+	snprintf(ia, sizeof(ia), "inst-a%d", round);
+	snprintf(ib, sizeof(ib), "inst-b%d", round);
+	a = inst_on(s, 10 + round * 3, ia, la);
+	b = inst_on(s, 11 + round * 3, ib, lb);
+	ra = alloc(s, ia, la, &a);
+	rb = alloc(s, ib, lb, &b);
+	rc = alloc(s, "inst-c", "", NULL); /* no lease */
+
+	for (i = 0; i < 300; i++) {
+		snprintf(k, sizeof(k), "r%d-key-%d", round, i);
+		reg(s, k, i % 3 == 0 ? ra : i % 3 == 1 ? rb : rc,
+		    (uint64_t)(i / 3) * 4096, 4096,
+		    i % 3 == 0 ? &a : i % 3 == 1 ? &b : NULL);
+	}
+	/* a key of a region nobody tracks never resolves, but is kept */
+	snprintf(k, sizeof(k), "r%d-untracked", round);
+	reg(s, k, 999999, 0, 10, NULL);
+	for (i = 0; i < 300; i += 7) {
+		struct mds_key x;
+
+		snprintf(k, sizeof(k), "r%d-key-%d", round, i);
+		x = key(k);
+		assert_true(mds_pin(s, &x, i % 2 ? &a : &b));
+		if (i % 3 == 0)
+			assert_true(mds_pin(s, &x, &a)); /* twice */
+		if (i % 5 == 0)
+			assert_true(mds_unpin(s, &x, i % 2 ? &a : &b));
+	}
+	for (i = 1; i < 300; i += 4) {
+		struct mds_key x;
+
+		snprintf(k, sizeof(k), "r%d-key-%d", round, i);
+		x = key(k);
+		(void)mds_delete(s, &x, NULL); /* pinned ones stay */
+	}
+	/* c returns its region: RETURNED, freed once its keys go */
+	assert_true(mds_return(s, S("inst-c"), rc, NULL));
+	/* a region b returns at once: freed (FREE queued, answered) */
+	assert_true(mds_return(s, S(ib), alloc(s, ib, lb, &b), &b));
+}
+
+/* a lease that ends: its regions lose their owner, its pins go */
+static void end_lease(struct mds *s, int round)
+{
+	int fd = 10 + round * 3;
+	struct mds_peer a = {fd, (uint64_t)fd * 7919, NULL, NULL};
+	char la[16], ia[16];
+
+	snprintf(la, sizeof(la), "lease-a%d", round);
+	snprintf(ia, sizeof(ia), "inst-a%d", round);
+	assert_int_equal(mds_heartbeat(s, S(ia), S(la), true, false, &a), 0);
+}
+
+static void recover_equal(struct mds *s, struct jr *j, struct jr_recovery *r)
+{
+	struct mds s2;
+	struct jr j2;
+	char *want, *got;
+
+	mds_journal_commit(s);
+	want = dump(s);
+	close_store(s, j);
+	open_store(&s2, &j2, r);
+	assert_true(r->found);
+	got = dump(&s2);
+	if (strcmp(want, got)) {
+		fprintf(stderr, "--- before\n%s--- recovered\n%s", want, got);
+		fail();
+	}
+	free(want);
+	free(got);
+	*s = s2;
+	*j = j2;
+	s->jr = j;
+}
+
+static void test_replay_equals_original(void **state)
+{
+	struct jr_recovery r;
+	struct mds s;
+	struct jr j;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	assert_false(r.found);
+	load(&s, 0);
+	recover_equal(&s, &j, &r);
+	assert_string_equal(s.server_id, "0123456789abcdef");
+	/* go on from the recovered state: more load, a lease ends */
+	load(&s, 1);
+	end_lease(&s, 1);
+	recover_equal(&s, &j, &r);
+	assert_int_equal(r.dropped, 0);
+	/* and a third time, with nothing new */
+	recover_equal(&s, &j, &r);
+	close_store(&s, &j);
+}
+
+static int count_segments(const char *suffix)
+{
+	struct dirent *d;
+	DIR *dp = opendir(DIR_);
+	int n = 0;
+
+	assert_non_null(dp);
+	while ((d = readdir(dp))) {
+		size_t l = strlen(d->d_name), sl = strlen(suffix);
+
+		if (!strncmp(d->d_name, "journal.", 8) &&
+		    (sl ? l > sl && !strcmp(d->d_name + l - sl, suffix)
+			: !strchr(d->d_name + 8, '.')))
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+static void test_snapshot(void **state)
+{
+	struct jr_recovery r;
+	uint64_t before;
+	struct mds s;
+	struct jr j;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	load(&s, 0);
+	load(&s, 1);
+	mds_journal_commit(&s);
+	before = j.total;
+	/* a whole snapshot: one segment left, no bigger than before */
+	mds_snapshot_all(&s);
+	assert_int_equal(count_segments(""), 1);
+	assert_int_equal(s.snaps, 1);
+	recover_equal(&s, &j, &r);
+	assert_true(j.total <= before);
+	/* a snapshot in steps, with requests between them */
+	s.cfg.snap_min = 4096;
+	j.base = 0;
+	mds_tick(&s, 2000); /* begins it, writes some */
+	assert_true(s.snap_on || s.snaps == 1);
+	load(&s, 2);
+	end_lease(&s, 2);
+	while (s.snap_on)
+		mds_tick(&s, 3000);
+	assert_int_equal(s.snaps, 1);
+	assert_int_equal(count_segments(""), 1);
+	recover_equal(&s, &j, &r);
+	/* a crash in the middle of one: old and new segments replay */
+	s.cfg.snap_min = 4096;
+	j.base = 0;
+	mds_tick(&s, 4000);
+	load(&s, 3);
+	if (s.snap_on)
+		assert_int_equal(count_segments(""), 2);
+	recover_equal(&s, &j, &r);
+	close_store(&s, &j);
+}
+
+static void write_corpus(const char *name)
+{
+	const char *out = getenv("MARU_WRITE_CORPUS");
+	char cmd[1024];
+
+	if (!out)
+		return;
+	snprintf(cmd, sizeof(cmd),
+		 "for f in '%s'/journal.*; do cp \"$f\" '%s'/%s-$(basename "
+		 "\"$f\"); done",
+		 DIR_, out, name);
+	assert_int_equal(system(cmd), 0);
+}
+
+/* the newest segment's path */
+static void last_segment(char *out, size_t len)
+{
+	struct dirent *d;
+	DIR *dp = opendir(DIR_);
+	char best[300] = "";
+
+	assert_non_null(dp);
+	while ((d = readdir(dp)))
+		if (!strncmp(d->d_name, "journal.", 8) &&
+		    !strchr(d->d_name + 8, '.') && strcmp(d->d_name, best) > 0)
+			snprintf(best, sizeof(best), "%s", d->d_name);
+	closedir(dp);
+	assert_true(best[0]);
+	snprintf(out, len, "%s/%s", DIR_, best);
+}
+
+static off_t file_size(const char *p)
+{
+	struct stat st;
+
+	assert_int_equal(stat(p, &st), 0);
+	return st.st_size;
+}
+
+static void test_torn_tail(void **state)
+{
+	struct jr_recovery r;
+	struct mds s;
+	struct jr j;
+	char seg[512];
+	off_t size, cut;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	load(&s, 0);
+	close_store(&s, &j);
+	write_corpus("load");
+	last_segment(seg, sizeof(seg));
+	size = file_size(seg);
+	/* cut in the middle of the last record, then of a header */
+	for (cut = 3; cut <= 13; cut += 10) {
+		assert_int_equal(truncate(seg, size - cut), 0);
+		open_store(&s, &j, &r);
+		assert_true(r.found);
+		assert_true(r.dropped > 0);
+		assert_non_null(strstr(r.why, "torn tail"));
+		assert_int_equal(mds_check(&s), 0);
+		close_store(&s, &j);
+		/* the torn bytes were cut (what the lost record said may be
+		 * written again: a FREE the recovered state still owes) and
+		 * the next start finds none */
+		size = file_size(seg);
+		open_store(&s, &j, &r);
+		assert_int_equal(r.dropped, 0);
+		close_store(&s, &j);
+	}
+	/* zeroes after the end (a preallocated or half-written page) */
+	{
+		int fd = open(seg, O_WRONLY | O_APPEND);
+		char z[100] = {0};
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, z, sizeof(z)), sizeof(z));
+		close(fd);
+	}
+	open_store(&s, &j, &r);
+	assert_int_equal(r.dropped, 100);
+	assert_int_equal(mds_check(&s), 0);
+	close_store(&s, &j);
+}
+
+static void test_flipped_bits(void **state)
+{
+	struct jr_recovery r;
+	struct mds s;
+	struct jr j;
+	char seg[512];
+	off_t size, at;
+	uint64_t full_keys;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	load(&s, 0);
+	load(&s, 1);
+	full_keys = s.kv.count;
+	close_store(&s, &j);
+	last_segment(seg, sizeof(seg));
+	size = file_size(seg);
+	/* one bit in the middle: everything from that record on goes */
+	at = size / 2;
+	{
+		int fd = open(seg, O_RDWR);
+		uint8_t c;
+
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, &c, 1, at), 1);
+		c ^= 0x10;
+		assert_int_equal(pwrite(fd, &c, 1, at), 1);
+		close(fd);
+	}
+	write_corpus("flipped");
+	open_store(&s, &j, &r);
+	assert_true(r.found);
+	/* from the record holding the flipped bit to the end */
+	assert_true(r.dropped >= (uint64_t)(size - at) &&
+		    r.dropped < (uint64_t)(size - at) + 4096);
+	assert_non_null(strstr(r.why, "bad checksum"));
+	assert_true(s.kv.count < full_keys);
+	assert_int_equal(mds_check(&s), 0);
+	close_store(&s, &j);
+	/* a header that is not ours: nothing recovered, all set aside */
+	last_segment(seg, sizeof(seg));
+	{
+		int fd = open(seg, O_RDWR);
+
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, "\xff\xff\xff\xff", 4, 0), 4);
+		close(fd);
+	}
+	open_store(&s, &j, &r);
+	assert_false(r.found);
+	assert_int_equal(s.kv.count, 0);
+	assert_true(count_segments(".bad") >= 1);
+	close_store(&s, &j);
+}
+
+static void test_frames(void **state)
+{
+	uint8_t b[64] = {0};
+	const uint8_t *pl;
+	struct jr_rec rec;
+	uint32_t plen;
+	size_t off = 0;
+
+	(void)state;
+	/* [8, 5] = FREED of region 5: 0x92 0x08 0x05 */
+	b[0] = 3;
+	b[4] = 0;
+	memcpy(b + 8, "\x92\x08\x05", 3);
+	{
+		uint32_t c = (uint32_t)crc32(0, b + 8, 3);
+
+		put_u32le(b + 4, c);
+	}
+	assert_int_equal(jr_next(b, 11, &off, &pl, &plen), 1);
+	assert_int_equal(off, 11);
+	assert_int_equal(jr_decode(pl, plen, &rec), 0);
+	assert_int_equal(rec.type, JR_FREED);
+	assert_int_equal(rec.u[0], 5);
+	assert_int_equal(jr_next(b, 11, &off, &pl, &plen), 0);
+	off = 0;
+	assert_int_equal(jr_next(b, 10, &off, &pl, &plen), -EAGAIN);
+	assert_int_equal(jr_next(b, 5, &off, &pl, &plen), -EAGAIN);
+	assert_int_equal(off, 0);
+	off = 11;
+	assert_int_equal(jr_next(b, 30, &off, &pl, &plen), -EAGAIN); /* 0s */
+	off = 0;
+	b[9] ^= 1;
+	assert_int_equal(jr_next(b, 11, &off, &pl, &plen), -EPROTO);
+	b[9] ^= 1;
+	/* wrong arity, unknown type, trailing bytes */
+	assert_int_equal(jr_decode((const uint8_t *)"\x91\x08", 2, &rec),
+			 -EPROTO);
+	assert_int_equal(jr_decode((const uint8_t *)"\x92\x0c\x05", 3, &rec),
+			 -EPROTO);
+	assert_int_equal(jr_decode((const uint8_t *)"\x92\x08\x05\x00", 4,
+				   &rec),
+			 -EPROTO);
+	assert_int_equal(jr_decode((const uint8_t *)"\x92\x08\xc0", 3, &rec),
+			 -EPROTO);
+}
+
+static void test_one_server_per_directory(void **state)
+{
+	struct jr j1, j2;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(jr_open(&j1, DIR_, false, false, err, sizeof(err)), 0);
+	assert_int_equal(jr_open(&j2, DIR_, false, false, err, sizeof(err)),
+			 -EWOULDBLOCK);
+	assert_non_null(strstr(err, "in use"));
+	jr_close(&j2);
+	jr_close(&j1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_frames, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_replay_equals_original,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_snapshot, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_torn_tail, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_flipped_bits, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_one_server_per_directory,
+						setup, teardown),
+	};
+
+	log_init("test_mds_journal", LOG_ERR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

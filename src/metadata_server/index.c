@@ -453,6 +453,17 @@ int ix_insert(struct ix *ix, const struct ix_key *k, uint64_t h,
 	return 1;
 }
 
+int ix_reserve(struct ix *ix, uint64_t n)
+{
+	uint64_t size = ix->min_size;
+
+	if (ix->count || ix->t[0].size)
+		return ix->count ? -EBUSY : 0;
+	while (size < n && size < IX_MAX_SIZE)
+		size *= 2;
+	return tbl_alloc(&ix->t[0], size);
+}
+
 void ix_delete(struct ix *ix, struct ix_entry *e)
 {
 	struct ix_entry **pp;

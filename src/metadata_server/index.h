@@ -122,6 +122,13 @@ int ix_insert(struct ix *ix, const struct ix_key *k, uint64_t h,
 	      struct ix_entry **out);
 
 /**
+ * ix_reserve - size an empty index for about @n entries at once (a
+ * replay that knows how much is coming skips every resize on the way)
+ * Return: 0, -EBUSY if @ix holds entries, -ENOMEM.
+ */
+int ix_reserve(struct ix *ix, uint64_t n);
+
+/**
  * ix_delete - unlink and free an entry found with ix_find()/ix_insert()
  * @e: taken; freed before return
  */

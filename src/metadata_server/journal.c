@@ -26,16 +26,24 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+
+#include <isa-l/crc.h>
 
 #include "log.h"
 #include "msgpk.h"
 
 /* ---- reading (pure) ---- */
 
+/*
+ * The frame checksum is zlib's crc32 (gzip's polynomial, reflected),
+ * computed by ISA-L: bit for bit the same value (the unit test checks it
+ * against zlib), ten times faster on the 50-100 byte frames the journal
+ * is made of (190 ns -> 20 ns a frame here: zlib's per-call set-up
+ * dominates at that size), which is a fifth of a replay.
+ */
 static uint32_t crc(const uint8_t *p, size_t n)
 {
-	return (uint32_t)crc32(0L, p, (uInt)n);
+	return crc32_gzip_refl(0, p, (uint64_t)n);
 }
 
 int jr_next(const uint8_t *p, size_t len, size_t *off,
@@ -509,12 +517,58 @@ static void mark_bad(struct jr *j, uint64_t seq)
 }
 
 /*
+ * Records decoded but not applied yet: @ahead sees each one JR_AHEAD
+ * records before @apply does (stage 0), and again half-way (stage 1), so
+ * the store can prefetch the index buckets and entries a record will
+ * touch -- a replay is one random memory access per key after another,
+ * and this overlaps them instead of paying them in turn.
+ */
+#define JR_AHEAD 16
+
+struct pend {
+	struct jr_rec rec;
+	size_t start, end; /* its frame's offsets */
+};
+
+struct replay {
+	int (*apply)(void *, const struct jr_rec *);
+	void (*ahead)(void *, const struct jr_rec *, int);
+	void *arg;
+	struct pend q[JR_AHEAD];
+	unsigned head, n;
+};
+
+/* Apply the oldest pending record. Return: 1, or 0 if @apply refused it */
+static int apply_oldest(struct replay *rp, const char *name,
+			struct jr_recovery *out, uint64_t *valid)
+{
+	struct pend *pd = &rp->q[rp->head];
+
+	if (rp->apply(rp->arg, &pd->rec) < 0) {
+		snprintf(out->why, sizeof(out->why),
+			 "%s at offset %zu: record type %u does not apply",
+			 name, pd->start, pd->rec.type);
+		rp->n = 0;
+		return 0;
+	}
+	out->records++;
+	*valid = pd->end;
+	rp->head = (rp->head + 1) % JR_AHEAD;
+	rp->n--;
+	if (rp->ahead && rp->n >= JR_AHEAD / 2)
+		rp->ahead(rp->arg,
+			  &rp->q[(rp->head + JR_AHEAD / 2 - 1) % JR_AHEAD].rec,
+			  1);
+	return 1;
+}
+
+/*
  * Replay one segment.  Return: 1 valid to its end, 0 stopped at a bad
  * frame (*@valid: bytes before it; @out->why says why), -errno (I/O).
  */
 static int replay_seg(struct jr *j, uint64_t seq, bool first,
-		      int (*apply)(void *, const struct jr_rec *), void *arg,
-		      struct jr_recovery *out, uint64_t *valid, uint64_t *size)
+		      struct replay *rp, struct jr_recovery *out,
+		      uint64_t *valid, uint64_t *size)
 {
 	char name[SEG_NAME_MAX];
 	const uint8_t *p = NULL, *pl;
@@ -527,6 +581,7 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 
 	seg_name(name, seq);
 	*valid = *size = 0;
+	rp->head = rp->n = 0;
 	fd = openat(j->dirfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -548,6 +603,8 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 	}
 	close(fd);
 	for (;;) {
+		struct pend *pd;
+
 		start = o;
 		r = jr_next(p, (size_t)st.st_size, &o, &pl, &plen);
 		if (r == 0)
@@ -596,26 +653,49 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 			rc = 0;
 			break;
 		}
-		if (apply(arg, &rec) < 0) {
-			snprintf(out->why, sizeof(out->why),
-				 "%s at offset %zu: record type %u does not "
-				 "apply",
-				 name, start, rec.type);
+		if (rp->n == JR_AHEAD && !apply_oldest(rp, name, out, valid)) {
 			rc = 0;
 			break;
 		}
-		out->records++;
-		*valid = o;
+		pd = &rp->q[(rp->head + rp->n++) % JR_AHEAD];
+		pd->rec = rec;
+		pd->start = start;
+		pd->end = o;
+		if (rp->ahead)
+			rp->ahead(rp->arg, &pd->rec, 0);
 	}
+	/* what was decoded before a stop is valid: apply it */
+	while (rp->n)
+		if (!apply_oldest(rp, name, out, valid))
+			rc = 0;
 	if (p)
 		munmap((void *)p, (size_t)st.st_size);
 	return rc;
 }
 
-int jr_recover(struct jr *j, bool readonly,
-	       int (*apply)(void *arg, const struct jr_rec *rec), void *arg,
-	       struct jr_recovery *out)
+uint64_t jr_disk_bytes(struct jr *j)
 {
+	char name[SEG_NAME_MAX];
+	uint64_t *seqs, sum = 0;
+	struct stat st;
+	int n, i;
+
+	n = list_segments(j, &seqs);
+	for (i = 0; i < n; i++) {
+		seg_name(name, seqs[i]);
+		if (fstatat(j->dirfd, name, &st, 0) == 0)
+			sum += (uint64_t)st.st_size;
+	}
+	free(seqs);
+	return sum;
+}
+
+int jr_recover(struct jr *j, bool readonly,
+	       int (*apply)(void *arg, const struct jr_rec *rec),
+	       void (*ahead)(void *arg, const struct jr_rec *rec, int stage),
+	       void *arg, struct jr_recovery *out)
+{
+	struct replay rp = {.apply = apply, .ahead = ahead, .arg = arg};
 	uint64_t *seqs, valid = 0, size = 0, last = 0, last_valid = 0;
 	int n, i, rc = 0, r;
 	bool stopped = false;
@@ -636,8 +716,7 @@ int jr_recover(struct jr *j, bool readonly,
 				mark_bad(j, seqs[i]);
 			continue;
 		}
-		r = replay_seg(j, seqs[i], i == 0, apply, arg, out, &valid,
-			       &size);
+		r = replay_seg(j, seqs[i], i == 0, &rp, out, &valid, &size);
 		if (r < 0) {
 			rc = r;
 			break;

@@ -135,17 +135,23 @@ struct jr_recovery {
 int jr_open(struct jr *j, const char *dir, bool sync, bool readonly,
 	    char *err, size_t errlen);
 
+/* jr_disk_bytes - the size of every segment together (0 if none) */
+uint64_t jr_disk_bytes(struct jr *j);
+
 /**
  * jr_recover - replay the segments through @apply, in order; stop at the
  * first bad frame or record (or one @apply refuses: < 0)
  * @readonly: leave the files as they are
+ * @ahead: NULL, or told of each record some records before @apply gets
+ *	   it (stage 0, then 1 closer to it): a hint to prefetch, no more
  * Then, unless @readonly, appends go on at the end of the valid prefix.
  * Return: 0 or -errno (I/O).  A journal that is not valid is not an
  * error: @out says what was found.
  */
 int jr_recover(struct jr *j, bool readonly,
-	       int (*apply)(void *arg, const struct jr_rec *rec), void *arg,
-	       struct jr_recovery *out);
+	       int (*apply)(void *arg, const struct jr_rec *rec),
+	       void (*ahead)(void *arg, const struct jr_rec *rec, int stage),
+	       void *arg, struct jr_recovery *out);
 
 /**
  * jr_start - begin appending: when recovery found nothing, a first

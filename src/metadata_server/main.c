@@ -769,8 +769,9 @@ static int recover(struct jr *jr, bool readonly, struct mds *s,
 	uint64_t t0 = now_ns();
 	int rc;
 
+	mds_replay_hint(s, jr_disk_bytes(jr));
 	s->replaying = true;
-	rc = jr_recover(jr, readonly, mds_apply, s, rec);
+	rc = jr_recover(jr, readonly, mds_apply, mds_ahead, s, rec);
 	s->replaying = false;
 	s->rec.found = rec->found;
 	s->rec.records = rec->records;

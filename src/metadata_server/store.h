@@ -580,12 +580,18 @@ uint64_t mds_active_clients(const struct mds *s);
 
 struct jr_rec;
 
+/* mds_replay_hint - a journal of @journal_bytes is about to be replayed */
+void mds_replay_hint(struct mds *s, uint64_t journal_bytes);
+
 /**
  * mds_apply - replay one journal record (s->replaying set, s->jr NULL)
  * Return: 0, or -EPROTO for a record that contradicts the state (the
  * recovery stops there).
  */
 int mds_apply(void *arg, const struct jr_rec *rec);
+
+/* mds_ahead - jr_recover()'s prefetch hint: the index slots of @rec's key */
+void mds_ahead(void *arg, const struct jr_rec *rec, int stage);
 
 /**
  * mds_recovered - replay is over: deadlines start now (@vnow), regions

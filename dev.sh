@@ -27,7 +27,7 @@ DEB_PACKAGES=(
 	clang libclang-rt-14-dev llvm
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
 	python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack
-	tmux redis-server libhiredis-dev ndctl daxctl util-linux procps
+	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
 	qemu-system-x86 busybox-static cpio kmod
 	python3-matplotlib
 )

@@ -27,3 +27,10 @@ target_link_libraries(msgpack-read PRIVATE mds_core maru_internal
 # LRU, register and lookup with and without it, CPU per eviction
 add_executable(mds-evict ${CMAKE_CURRENT_SOURCE_DIR}/mds_evict.c)
 target_link_libraries(mds-evict PRIVATE mds_core m)
+# journal-rival: maru-server's journal against LMDB on the same work, for
+# the choice of a format of our own (docs/architecture.md, "Dependencies")
+pkg_check_modules(LMDB IMPORTED_TARGET lmdb)
+if(LMDB_FOUND)
+	add_executable(journal-rival ${CMAKE_CURRENT_SOURCE_DIR}/journal_rival.c)
+	target_link_libraries(journal-rival PRIVATE mds_core PkgConfig::LMDB m)
+endif()

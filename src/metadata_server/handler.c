@@ -499,9 +499,11 @@ static void put_journal(const struct mds *s, struct mp_wr *w)
 	mp_put_key(w, "snapshots");
 	mp_put_uint(w, s->snaps);
 	mp_put_key(w, "recovery");
-	mp_put_map(w, 9);
+	mp_put_map(w, 10);
 	mp_put_key(w, "recovered");
 	mp_put_bool(w, r->found);
+	mp_put_key(w, "discarded");
+	mp_put_bool(w, r->discarded);
 	mp_put_key(w, "keys");
 	mp_put_uint(w, r->keys);
 	mp_put_key(w, "regions");

@@ -538,13 +538,20 @@ struct replay {
 	unsigned head, n;
 };
 
-/* Apply the oldest pending record. Return: 1, or 0 if @apply refused it */
+/*
+ * Apply the oldest pending record.  Return: 1, 0 if @apply refused it
+ * (the replay stops there), -ENOMEM (the start fails; nothing changes on
+ * disk: the record is not at fault).
+ */
 static int apply_oldest(struct replay *rp, const char *name,
 			struct jr_recovery *out, uint64_t *valid)
 {
 	struct pend *pd = &rp->q[rp->head];
+	int r = rp->apply(rp->arg, &pd->rec);
 
-	if (rp->apply(rp->arg, &pd->rec) < 0) {
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
 		snprintf(out->why, sizeof(out->why),
 			 "%s at offset %zu: record type %u does not apply",
 			 name, pd->start, pd->rec.type);
@@ -562,13 +569,31 @@ static int apply_oldest(struct replay *rp, const char *name,
 	return 1;
 }
 
+/* Does any valid frame begin after offset @o of @p[0..@len)? */
+static bool frame_after(const uint8_t *p, size_t len, size_t o)
+{
+	const uint8_t *pl;
+	uint32_t plen;
+	size_t x;
+
+	for (x = o + 1; x + JR_FRAME_HDR < len; x++) {
+		size_t y = x;
+
+		if (jr_next(p, len, &y, &pl, &plen) == 1)
+			return true;
+	}
+	return false;
+}
+
 /*
  * Replay one segment.  Return: 1 valid to its end, 0 stopped at a bad
- * frame (*@valid: bytes before it; @out->why says why), -errno (I/O).
+ * frame (*@valid: bytes before it; @out->why says why; *@tail: it was
+ * where a write was cut -- nothing valid after it), -errno (I/O, or
+ * -ENOMEM while applying).
  */
 static int replay_seg(struct jr *j, uint64_t seq, bool first,
 		      struct replay *rp, struct jr_recovery *out,
-		      uint64_t *valid, uint64_t *size)
+		      uint64_t *valid, uint64_t *size, bool *tail)
 {
 	char name[SEG_NAME_MAX];
 	const uint8_t *p = NULL, *pl;
@@ -581,6 +606,7 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 
 	seg_name(name, seq);
 	*valid = *size = 0;
+	*tail = false;
 	rp->head = rp->n = 0;
 	fd = openat(j->dirfd, name, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -607,13 +633,23 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 
 		start = o;
 		r = jr_next(p, (size_t)st.st_size, &o, &pl, &plen);
-		if (r == 0)
+		if (r == 0) {
+			if (!head) {
+				/* created, crashed before its HEAD */
+				snprintf(out->why, sizeof(out->why),
+					 "%s: empty", name);
+				*tail = true;
+				rc = 0;
+			}
 			break;
+		}
 		if (r < 0) {
+			/* a cut write, or damage with valid frames after */
+			*tail = !frame_after(p, (size_t)st.st_size, start);
 			snprintf(out->why, sizeof(out->why),
 				 "%s at offset %zu: %s", name, start,
-				 r == -EAGAIN ? "torn tail (an unfinished write)"
-					      : "bad checksum or length");
+				 *tail ? "torn tail (an unfinished write)"
+				       : "bad checksum or length");
 			rc = 0;
 			break;
 		}
@@ -653,10 +689,9 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 			rc = 0;
 			break;
 		}
-		if (rp->n == JR_AHEAD && !apply_oldest(rp, name, out, valid)) {
-			rc = 0;
+		if (rp->n == JR_AHEAD &&
+		    (rc = apply_oldest(rp, name, out, valid)) <= 0)
 			break;
-		}
 		pd = &rp->q[(rp->head + rp->n++) % JR_AHEAD];
 		pd->rec = rec;
 		pd->start = start;
@@ -665,9 +700,13 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 			rp->ahead(rp->arg, &pd->rec, 0);
 	}
 	/* what was decoded before a stop is valid: apply it */
-	while (rp->n)
-		if (!apply_oldest(rp, name, out, valid))
-			rc = 0;
+	while (rc >= 0 && rp->n) {
+		r = apply_oldest(rp, name, out, valid);
+		if (r <= 0) {
+			rc = r;
+			*tail = false;
+		}
+	}
 	if (p)
 		munmap((void *)p, (size_t)st.st_size);
 	return rc;
@@ -698,7 +737,7 @@ int jr_recover(struct jr *j, bool readonly,
 	struct replay rp = {.apply = apply, .ahead = ahead, .arg = arg};
 	uint64_t *seqs, valid = 0, size = 0, last = 0, last_valid = 0;
 	int n, i, rc = 0, r;
-	bool stopped = false;
+	bool stopped = false, tail = false;
 
 	memset(out, 0, sizeof(*out));
 	n = list_segments(j, &seqs);
@@ -710,13 +749,17 @@ int jr_recover(struct jr *j, bool readonly,
 			char name[SEG_NAME_MAX];
 
 			seg_name(name, seqs[i]);
-			if (fstatat(j->dirfd, name, &st, 0) == 0)
+			if (fstatat(j->dirfd, name, &st, 0) == 0 &&
+			    st.st_size > 0) {
 				out->dropped += (uint64_t)st.st_size;
+				out->lossy = true; /* written after the stop */
+			}
 			if (!readonly)
 				mark_bad(j, seqs[i]);
 			continue;
 		}
-		r = replay_seg(j, seqs[i], i == 0, &rp, out, &valid, &size);
+		r = replay_seg(j, seqs[i], i == 0, &rp, out, &valid, &size,
+			       &tail);
 		if (r < 0) {
 			rc = r;
 			break;
@@ -725,6 +768,9 @@ int jr_recover(struct jr *j, bool readonly,
 		out->bytes += valid;
 		if (r == 0) {
 			stopped = true;
+			/* found, then lost more than a write in flight */
+			if (out->found && !tail)
+				out->lossy = true;
 			out->dropped += size - valid;
 			if (!valid) {
 				/* not even a header: the segment goes */
@@ -741,8 +787,8 @@ int jr_recover(struct jr *j, bool readonly,
 	if (rc < 0 || readonly)
 		return rc;
 	j->total = j->base = out->bytes;
-	if (!out->found || !last)
-		return 0;
+	if (!out->found || !last || out->lossy)
+		return 0; /* jr_start() sets every segment aside */
 	rc = seg_append(j, last, last_valid, false);
 	if (rc < 0)
 		return rc;
@@ -792,8 +838,13 @@ int jr_rotate(struct jr *j)
 		j->failed = true;
 		return rc;
 	}
+	/*
+	 * The HEAD goes out now: records appended after it must never sit in
+	 * a segment a crash could leave without one (recovery would reject
+	 * the segment, and with it what they acknowledged).
+	 */
 	put_head(j);
-	return 0;
+	return jr_commit(j);
 }
 
 void jr_drop_before(struct jr *j)
@@ -865,23 +916,29 @@ int jr_commit(struct jr *j)
 	return 0;
 }
 
-void jr_remove(struct jr *j)
+int jr_remove(struct jr *j)
 {
 	uint64_t *seqs;
 	char name[SEG_NAME_MAX];
-	int n, i;
+	int n, i, rc = 0;
 
-	n = list_segments(j, &seqs);
-	for (i = 0; i < n; i++) {
-		seg_name(name, seqs[i]);
-		(void)unlinkat(j->dirfd, name, 0);
-	}
-	free(seqs);
-	sync_dir(j);
 	if (j->fd >= 0)
 		close(j->fd);
 	j->fd = -1;
 	j->out.len = 0;
+	n = list_segments(j, &seqs);
+	if (n < 0)
+		return n;
+	for (i = 0; i < n; i++) {
+		seg_name(name, seqs[i]);
+		if (unlinkat(j->dirfd, name, 0) < 0 && errno != ENOENT &&
+		    !rc)
+			rc = -errno;
+	}
+	free(seqs);
+	if (!rc && fsync(j->dirfd) < 0)
+		rc = -errno;
+	return rc;
 }
 
 void jr_close(struct jr *j)

@@ -123,6 +123,14 @@ struct jr_recovery {
 	uint64_t segments; /* read */
 	uint64_t bytes;	   /* valid bytes */
 	uint64_t dropped;  /* bytes after the first bad record */
+	/*
+	 * The stop was not where a write was cut off (a torn tail of the
+	 * newest segment, which nobody was told of): valid records follow
+	 * it, so acknowledged operations are lost and the prefix is a state
+	 * the pool's bytes have moved on from (a lost DELETE would bring
+	 * back a key whose pages were reused).  It must not be served.
+	 */
+	bool lossy;
 	char why[160];	   /* why they were dropped; "" */
 };
 
@@ -144,8 +152,10 @@ uint64_t jr_disk_bytes(struct jr *j);
  * @readonly: leave the files as they are
  * @ahead: NULL, or told of each record some records before @apply gets
  *	   it (stage 0, then 1 closer to it): a hint to prefetch, no more
- * Then, unless @readonly, appends go on at the end of the valid prefix.
- * Return: 0 or -errno (I/O).  A journal that is not valid is not an
+ * Then, unless @readonly, appends go on at the end of the valid prefix
+ * (nothing is truncated when @out->lossy: jr_start() sets it all aside).
+ * Return: 0, -ENOMEM (@apply ran out of memory: nothing on disk is
+ * changed), or -errno (I/O).  A journal that is not valid is not an
  * error: @out says what was found.
  */
 int jr_recover(struct jr *j, bool readonly,
@@ -183,8 +193,12 @@ static inline bool jr_dirty(const struct jr *j)
  */
 int jr_commit(struct jr *j);
 
-/* jr_remove - unlink every segment (a journal that cannot be trusted) */
-void jr_remove(struct jr *j);
+/*
+ * jr_remove - unlink every segment (a journal that cannot be trusted)
+ * Return: 0 once none is left and the directory is synced, or -errno
+ * (some may be left: the caller must not go on as if there were none).
+ */
+int jr_remove(struct jr *j);
 
 /* jr_close - commit, sync, close; the lock goes with it */
 void jr_close(struct jr *j);

@@ -837,7 +837,12 @@ static int verify_state(const struct config *c, const char *dir)
 		printf("replay           %llu ms\n",
 		       (unsigned long long)s.rec.ms);
 	}
-	if (rec.dropped || rec.why[0])
+	if (rec.lossy)
+		printf("damage           %s, with valid records after it: a "
+		       "restart serves none of it (starts empty, new server "
+		       "id)\n",
+		       rec.why);
+	else if (rec.dropped || rec.why[0])
 		printf("damage           %s; %llu byte(s) would be dropped\n",
 		       rec.why, (unsigned long long)rec.dropped);
 	printf("consistent       %s\n",
@@ -919,7 +924,8 @@ static int verify_regions(void *arg, struct rm_client *c)
 	if (mds_init(v->s, &mc, &rmsess_ops, v->rm, now_ns()) < 0)
 		return -ENOMEM;
 	v->s->rec.regions_lost = before;
-	jr_remove(v->jr);
+	if (jr_remove(v->jr) < 0)
+		return -EIO;
 	make_server_id(v->s->server_id, sizeof(v->s->server_id));
 	if (jr_start(v->jr, v->s->server_id) < 0)
 		return -EIO;
@@ -1032,6 +1038,23 @@ int main(int argc, char **argv)
 		if (rc < 0) {
 			log_err("journal %s: %s", dir, strerror(-rc));
 			goto out_mds;
+		}
+		if (rec.lossy) {
+			/* see jr_recovery.lossy: an empty store, a new id */
+			log_err("journal %s: damaged before its end (%s): what "
+				"was acknowledged after that is lost, so none "
+				"of it is served; starting empty under a new "
+				"server id (clients fence), the segments kept "
+				"as *.bad",
+				dir, rec.why);
+			mds_destroy(&s);
+			if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
+				log_err("out of memory");
+				goto out_mds;
+			}
+			s.rec.dropped_bytes = rec.bytes + rec.dropped;
+			s.rec.discarded = true;
+			rec.found = false;
 		}
 		if (rec.found)
 			memcpy(s.server_id, jr.server_id, sizeof(s.server_id));

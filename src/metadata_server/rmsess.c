@@ -924,12 +924,21 @@ int rmsess_start(struct rmsess *r)
 					 r->dax[i]);
 	}
 	free(sw.found);
-	/* recovered regions: does the RM still have them (and so re-pin
-	 * them to our client id)? */
-	if (r->verify && rm_client_connected(&r->c)) {
+	/*
+	 * Recovered regions: does the RM still have them (and so re-pin them
+	 * to our client id)?  Never skipped: a recovered location the RM
+	 * was not asked about must not be served, so the start fails when
+	 * the connection dropped and cannot be made again.
+	 */
+	if (r->verify) {
+		if (!rm_client_connected(&r->c) &&
+		    (rc = rm_client_connect(&r->c)) < 0)
+			return rc;
 		rc = r->verify(r->verify_arg, &r->c);
 		if (rc < 0)
 			return rc;
+		if (!rm_client_connected(&r->c))
+			return -ECONNRESET;
 	}
 	if (!rm_client_connected(&r->c)) {
 		/* the loop connects again */

@@ -2304,19 +2304,33 @@ static int apply_pin(struct mds *s, const struct jr_rec *rec)
 	}
 	hp = &s->insts[islot].pins;
 	pr = pin_find(s, e, hp);
-	cur = pr ? pr->off : 0;
-	while (cur < rec->u[1] && e->pins != UINT32_MAX) {
-		if (pin_add(s, e, hp) < 0)
-			return -ENOMEM;
-		cur++;
-	}
-	if (cur > rec->u[1] && (pr = pin_find(s, e, hp))) {
-		if (!rec->u[1]) {
+	if (!rec->u[1]) {
+		if (pr)
 			pin_put(s, hp, pr, true);
-		} else {
-			while (cur-- > rec->u[1])
-				pin_put(s, hp, pr, false);
-		}
+		return 0;
+	}
+	if (!pr) {
+		int rc = pin_add(s, e, hp);
+
+		if (rc < 0)
+			return rc == -ENOMEM ? rc : -EPROTO;
+		pr = pin_find(s, e, hp);
+		if (!pr)
+			return 0; /* the key's count is saturated */
+	}
+	/* the count set at once, not pin by pin (2^32 steps at worst) */
+	cur = pr->off;
+	if (rec->u[1] > cur) {
+		uint64_t add = rec->u[1] - cur;
+
+		if (add > (uint64_t)(UINT32_MAX - e->pins))
+			add = UINT32_MAX - e->pins;
+		pr->off += add;
+		e->pins += (uint32_t)add;
+	} else if (rec->u[1] < cur) {
+		/* e->pins >= pr->off: it stays >= 1 */
+		pr->off = rec->u[1];
+		e->pins -= (uint32_t)(cur - rec->u[1]);
 	}
 	return 0;
 }
@@ -2506,17 +2520,27 @@ void mds_recovered(struct mds *s, uint64_t vnow)
 		if (s->insts[i].id)
 			inst_deadline(s, &s->insts[i]);
 	}
-	/* owner done, no key left: what region_done() would have done (the
-	 * FREE goes out with the first tick) */
+	/*
+	 * Owner done, no key left: what region_done() would have done.  The
+	 * journal does not say whether an eviction emptied it just before
+	 * the crash, so each gets the eviction grace (a reader of an evicted
+	 * key may still be copying); mds_tick() frees it after.
+	 */
 	for (i = s->reg_head; i != IX_NO_SLOT; i = nx) {
-		struct rm_handle h = s->regions[i].h;
-
 		nx = s->regions[i].next;
 		if (s->regions[i].state == REG_LIVE || s->regions[i].refs)
 			continue;
-		region_forget(s, i);
-		queue_free(s, &h);
+		s->regions[i].quiet_at = vnow + s->cfg.evict_grace_ns;
+		region_done(s, i);
 	}
+	/*
+	 * No connection survives the restart: what mds_conn_close() does
+	 * for an instance with neither connection nor lease (its pins go)
+	 * happens for every such instance now -- else they stayed forever.
+	 */
+	for (i = 0; i < s->ninst_slots; i++)
+		if (s->insts[i].id && !s->insts[i].nleases)
+			pins_release(s, &s->insts[i].pins);
 	for (i = 0; i < s->ninst_slots; i++)
 		if (s->insts[i].id)
 			inst_maybe_gc(s, i);
@@ -2637,12 +2661,30 @@ int64_t mds_verify_regions(struct mds *s,
  * trusted any more, so it goes -- a restart then starts empty, under a
  * new identity, and clients fence as they would without a journal.
  */
+/*
+ * A write (or fdatasync) of the journal failed: the replies of this batch
+ * have not left.  Either the journal goes entirely -- a restart then
+ * starts empty under a new id, and clients fence -- and the server goes
+ * on without one, or, if even that fails, the server stops here (as
+ * Redis does when an appendfsync-always write fails): everything it ever
+ * acknowledged is in what was committed before, and a restart recovers
+ * it.  Going on with a stale journal behind it would not be safe: the
+ * next restart would serve the old prefix under the same identity.
+ */
 static void journal_failed(struct mds *s)
 {
-	log_err("journal %s: failed; removing it and going on without one "
-		"(a restart will start empty)",
+	int rc = jr_remove(s->jr);
+
+	if (rc < 0) {
+		log_err("journal %s: a write failed and the journal cannot be "
+			"removed (%s): stopping; a restart recovers what was "
+			"acknowledged",
+			s->jr->dir, strerror(-rc));
+		_exit(EXIT_FAILURE);
+	}
+	log_err("journal %s: a write failed; removed, going on without one "
+		"(a restart will start empty, under a new server id)",
 		s->jr->dir);
-	jr_remove(s->jr);
 	s->jr = NULL;
 	s->snap_on = false;
 }

@@ -150,6 +150,7 @@ struct mds_config {
 /* What the last start recovered (GET_STATS "recovery"). */
 struct mds_recovered {
 	bool found;	     /* a journal was there: identity kept */
+	bool discarded;	     /* ... damaged before its end: not served */
 	uint64_t keys, regions, leases, pins, records, bytes;
 	uint64_t dropped_bytes;	  /* after the first bad record */
 	uint64_t regions_lost;	  /* the RM no longer had them */

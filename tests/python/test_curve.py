@@ -267,10 +267,10 @@ class CurveRouter:
                 continue
             fr = self.sock.recv_multipart()
             h, _ = parse(fr[-1])
+            self.served += 1  # before the reply: the client may look at once
             self.sock.send_multipart(fr[:-1] + [frame(
                 resp_type(h.type), {"success": True, "echo": "x" * 70000},
                 seq=h.seq)])
-            self.served += 1
 
     def close(self):
         self.stop = True

@@ -467,6 +467,33 @@ def test_verify_state_and_stats(rm, start_mds):
     m.start()
     assert stats(m.url)["kv_manager"]["total_entries"] == 24
     assert "dropped" in m.log()
+    # damage in the middle, valid records after it: what was acknowledged
+    # after it is lost, so nothing is served -- empty, a new identity
+    # (clients fence), the damaged segment kept aside whole
+    sid = server_id(m.url)
+    c = ReqClient(m.url)
+    for i in range(25, 40):
+        c.call(REGISTER_KV, {"key": f"k{i}", "region_id": rid,
+                             "kv_offset": i * KV, "kv_length": KV})
+    c.close()
+    m.stop()
+    seg = sorted(f for f in os.listdir(m.state_dir)
+                 if f.startswith("journal.") and "." not in f[8:])[-1]
+    path = os.path.join(m.state_dir, seg)
+    with open(path, "r+b") as f:
+        data = f.read()
+        at = len(data) // 2
+        f.seek(at)
+        f.write(bytes([data[at] ^ 0x40]))
+    p = verify(m.state_dir)
+    assert p.returncode == 1 and "serves none" in p.stdout, p.stdout
+    m.start()
+    st = stats(m.url)
+    assert st["kv_manager"]["total_entries"] == 0
+    assert st["journal"]["recovery"]["discarded"]
+    assert server_id(m.url) != sid
+    assert os.path.getsize(path + ".bad") == len(data)
+    assert "damaged before its end" in m.log()
 
 
 def test_durability_host_and_none(rm, start_mds, tmp_path):

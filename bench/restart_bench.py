@@ -8,14 +8,17 @@ what it buys (issue 14; docs/performance.md "Restart").
      the exec to its first HANDSHAKE answer (serving every key), the
      replay time it reports (GET_STATS journal.recovery.ms), the journal's
      size on disk and per key, and a check that the key count came back.
-     N in SIZES (default 1000,100000,1000000,10000000).
+     N in SIZES (default 1000,100000,1000000,10000000); RESTARTS (default
+     3) kills and restarts on the same journal, medians reported.
   2. REGISTER_KV with and without the journal, side by side in one run:
      servers with --durability none, process and host, measured in turn
      by one mds-load process (100 ms rounds for SECS seconds, REPS times):
      a DEALER with 64 requests in flight (ops/s, and the median per-round
      ratio to the none server) and a REQ client in lock-step (p50, p99
      latency of a single REGISTER).
-  3. OUT/restart.csv, OUT/register.csv, OUT/results.md, OUT/restart.png.
+  3. The journal against LMDB on the same work (build/bench/journal-rival,
+     when LMDB was found at configure time).
+  4. OUT/restart.csv, OUT/register.csv, OUT/results.md, OUT/restart.png.
 
 Environment: SIZES, SECS (default 4), REPS (default 3), OUT (default
 BUILD_DIR/bench-restart), CPUS (default "0 1": server, client), STATE
@@ -46,6 +49,7 @@ SIZES = [int(x) for x in os.environ.get(
     "SIZES", "1000,100000,1000000,10000000").split(",") if x]
 SECS = float(os.environ.get("SECS", "4"))
 REPS = int(os.environ.get("REPS", "3"))
+RESTARTS = int(os.environ.get("RESTARTS", "3"))
 CPU_S, CPU_C = os.environ.get("CPUS", "0 1").split()
 RM_BIN = os.path.join(BUILD, "src", "resource_manager", "maru-resource-manager")
 MDS_BIN = os.path.join(BUILD, "src", "metadata_server", "maru-server")
@@ -162,21 +166,27 @@ def main():
             p.send_signal(signal.SIGKILL)
             p.wait()
             size = du(d)
-            p, port, d, t0 = server(f"r{n}", "process", port)
-            serve = handshake_after(url, 600)
-            st = stats(url)
-            back = st["kv_manager"]["total_entries"]
-            rec = st["journal"]["recovery"]
+            serves, replays = [], []
+            for _ in range(RESTARTS):
+                p, port, d, t0 = server(f"r{n}", "process", port)
+                serves.append(handshake_after(url, 600))
+                st = stats(url)
+                back = st["kv_manager"]["total_entries"]
+                replays.append(st["journal"]["recovery"]["ms"])
+                assert back == keys == n, (back, keys, n)
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+            serve = statistics.median(serves)
             row = dict(keys=n, recovered=back, serve_s=round(serve, 4),
-                       replay_ms=rec["ms"], journal_bytes=size,
+                       serve_min_s=round(min(serves), 4),
+                       serve_max_s=round(max(serves), 4),
+                       replay_ms=statistics.median(replays),
+                       journal_bytes=size,
                        bytes_per_key=round(size / max(n, 1), 1),
                        rss_bytes=rss,
                        s_per_million=round(serve / (n / 1e6), 3))
             print("restart", row, flush=True)
-            assert back == keys == n, (back, keys, n)
             restart_rows.append(row)
-            p.send_signal(signal.SIGTERM)
-            p.wait()
             shutil.rmtree(d, ignore_errors=True)
 
         # ---- 2. REGISTER with and without the journal ----
@@ -185,30 +195,35 @@ def main():
             p, port, d, _ = server(f"reg-{dur}", dur)
             wait_port(port)
             srv[dur] = f"tcp://127.0.0.1:{port}"
+        # each level paired with "none" in its own run (rounds of 100 ms
+        # taking turns): the fdatasync of "host" keeps the disk and the
+        # kernel's flusher busy, which must not land on the others' rounds
+        run = 0
         for mode in ("dealer", "req"):
             for rep in range(REPS):
-                targets = []
-                for dur in ("process", "none", "host"):
-                    targets += ["--target", f"url={srv[dur]},label={dur}"]
-                out = subprocess.run(
-                    ["taskset", "-c", CPU_C, LOAD, "bench", "--mode", mode,
-                     "--op", "register", "--inflight", "64", "--warmup",
-                     "0.3", "--seconds", str(SECS), "--run", str(rep + 10 *
-                                                             (mode == "req")),
-                     *targets], check=True, capture_output=True,
-                    text=True).stdout
-                for line in out.splitlines():
-                    f = kv(line)
-                    if "label" not in f:
-                        continue
-                    reg_rows.append(dict(mode=mode, rep=rep,
-                                         durability=f["label"],
-                                         ops_per_s=float(f["ops_per_s"]),
-                                         p50_us=float(f["p50_us"]),
-                                         p99_us=float(f["p99_us"]),
-                                         ratio_to_none=f.get(
-                                             "pair_ratio_median", "")))
-                    print("register", reg_rows[-1], flush=True)
+                for dur in ("process", "host"):
+                    run += 1
+                    out = subprocess.run(
+                        ["taskset", "-c", CPU_C, LOAD, "bench", "--mode",
+                         mode, "--op", "register", "--inflight", "64",
+                         "--warmup", "0.3", "--seconds", str(SECS),
+                         "--run", str(run % 100),
+                         "--target", f"url={srv[dur]},label={dur}",
+                         "--target", f"url={srv['none']},label=none"],
+                        check=True, capture_output=True, text=True).stdout
+                    for line in out.splitlines():
+                        f = kv(line)
+                        if "label" not in f:
+                            continue
+                        reg_rows.append(dict(
+                            mode=mode, rep=rep, pair=dur,
+                            durability=f["label"],
+                            ops_per_s=float(f["ops_per_s"]),
+                            p50_us=float(f["p50_us"]),
+                            p99_us=float(f["p99_us"]),
+                            ratio_to_none=float(f.get("pair_ratio_median",
+                                                      "nan"))))
+                        print("register", reg_rows[-1], flush=True)
     finally:
         for p in procs:
             if p.poll() is None:
@@ -234,42 +249,74 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(reg_rows[0]))
         w.writeheader()
         w.writerows(reg_rows)
-    report(restart_rows, reg_rows)
+    rival = None
+    exe = os.path.join(BUILD, "bench", "journal-rival")
+    if os.path.exists(exe):
+        out = subprocess.run(["taskset", "-c", CPU_C, exe, "--keys",
+                              "1000000", "--rounds", str(max(REPS, 3))],
+                             check=True, capture_output=True,
+                             text=True).stdout
+        rival = kv([x for x in out.splitlines()
+                    if x.startswith("median")][-1])
+        print("rival", rival, flush=True)
+    report(restart_rows, reg_rows, rival)
 
 
-def med(rows, mode, dur, field):
+def med(rows, mode, dur, field, pair=None):
     return statistics.median(r[field] for r in rows
-                             if r["mode"] == mode and r["durability"] == dur)
+                             if r["mode"] == mode and r["durability"] == dur
+                             and (pair is None or r["pair"] == pair))
 
 
-def report(restart_rows, reg_rows):
+def report(restart_rows, reg_rows, rival=None):
     lines = ["# maru-server restart and journal cost", "",
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"{os.cpu_count()} CPUs, server on CPU {CPU_S}, client on "
              f"CPU {CPU_C}", "",
              "## Restart to serving every key (kill -9, then start)", "",
-             "| keys | to first answer | replay | per million keys | "
+             f"| keys | to first answer (median [range] of {RESTARTS}) | "
+             "replay | per million keys | "
              "journal | bytes/key | server RSS |",
              "|---:|---:|---:|---:|---:|---:|---:|"]
     for r in restart_rows:
-        lines.append(f"| {r['keys']:,} | {r['serve_s'] * 1000:.0f} ms | "
-                     f"{r['replay_ms']} ms | "
-                     f"{(f'%.2f s' % r['s_per_million']) if r['keys'] >= 100000 else '-'} | "
+        per = (f"{r['s_per_million']:.2f} s" if r["keys"] >= 100000
+               else "-")
+        lines.append(f"| {r['keys']:,} | {r['serve_s'] * 1000:.0f} ms "
+                     f"[{r['serve_min_s'] * 1000:.0f}-"
+                     f"{r['serve_max_s'] * 1000:.0f}] | "
+                     f"{r['replay_ms']} ms | {per} | "
                      f"{r['journal_bytes'] / 2**20:.1f} MiB | "
                      f"{r['bytes_per_key']} | {r['rss_bytes'] / 2**20:.0f} MiB |")
-    lines += ["", f"## REGISTER_KV, {REPS} runs of {SECS:g} s, medians", "",
-              "| durability | DEALER 64 in flight | vs none | "
-              "REQ p50 | REQ p99 | p50 vs none |",
-              "|---|---:|---:|---:|---:|---:|"]
-    base_ops = med(reg_rows, "dealer", "none", "ops_per_s")
-    base_p50 = med(reg_rows, "req", "none", "p50_us")
-    for dur in ("none", "process", "host"):
+    lines += ["", f"## REGISTER_KV, each level paired with none, {REPS} "
+              f"runs of {SECS:g} s, medians", "",
+              "| durability | DEALER 64 in flight | none, same runs | "
+              "ratio (paired rounds) | REQ p50 | none p50 | p50 cost | "
+              "REQ p99 |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for dur in ("process", "host"):
         ops = med(reg_rows, "dealer", dur, "ops_per_s")
+        nops = med(reg_rows, "dealer", "none", "ops_per_s", dur)
+        ratio = med(reg_rows, "dealer", dur, "ratio_to_none")
         p50 = med(reg_rows, "req", dur, "p50_us")
+        np50 = med(reg_rows, "req", "none", "p50_us", dur)
         p99 = med(reg_rows, "req", dur, "p99_us")
-        lines.append(f"| {dur} | {ops:,.0f}/s | {ops / base_ops:.3f} | "
-                     f"{p50:.1f} µs | {p99:.1f} µs | "
-                     f"{p50 - base_p50:+.1f} µs |")
+        lines.append(f"| {dur} | {ops:,.0f}/s | {nops:,.0f}/s | "
+                     f"{ratio:.3f} | {p50:.1f} µs | {np50:.1f} µs | "
+                     f"{p50 - np50:+.1f} µs | {p99:.1f} µs |")
+    if rival:
+        lines += ["", "## The journal against LMDB (bench/journal_rival.c, "
+                  f"{int(rival['keys']):,} keys, commits of "
+                  f"{rival['batch']}, medians)", "",
+                  "| | journal | LMDB | LMDB / journal |",
+                  "|---|---:|---:|---:|",
+                  f"| write, ns per key | {rival['journal_write_ns']} | "
+                  f"{rival['lmdb_write_ns']} | {rival['write_ratio']} |",
+                  f"| rebuild the index, ns per key | "
+                  f"{rival['journal_rebuild_ns']} | "
+                  f"{rival['lmdb_rebuild_ns']} | {rival['rebuild_ratio']} |",
+                  f"| bytes on disk per key | "
+                  f"{rival['journal_bytes_per_key']} | "
+                  f"{rival['lmdb_bytes_per_key']} | |"]
     text = "\n".join(lines) + "\n"
     with open(os.path.join(OUT, "results.md"), "w") as f:
         f.write(text)
@@ -292,14 +339,21 @@ def report(restart_rows, reg_rows):
     a.set_ylabel("seconds")
     a.set_title("maru-server restart (kill -9)")
     a.legend()
-    durs = ["none", "process", "host"]
-    b.bar(durs, [med(reg_rows, "dealer", d, "ops_per_s") / 1000
-                 for d in durs], color=["grey", "tab:blue", "tab:orange"])
+    durs = ["none", "process", "host\n(fdatasync)"]
+    vals = [med(reg_rows, "dealer", "none", "ops_per_s", "process"),
+            med(reg_rows, "dealer", "process", "ops_per_s"),
+            med(reg_rows, "dealer", "host", "ops_per_s")]
+    p50s = [med(reg_rows, "req", "none", "p50_us", "process"),
+            med(reg_rows, "req", "process", "p50_us"),
+            med(reg_rows, "req", "host", "p50_us")]
+    b.bar(durs, [v / 1000 for v in vals],
+          color=["grey", "tab:blue", "tab:orange"])
     b.set_ylabel("thousand REGISTER_KV/s (DEALER, 64 in flight)")
     b.set_title("journal cost, side by side")
+    b.set_ylim(0, max(vals) / 1000 * 1.3)
     for i, d in enumerate(durs):
-        b.text(i, med(reg_rows, "dealer", d, "ops_per_s") / 1000,
-               f"p50 {med(reg_rows, 'req', d, 'p50_us'):.0f} µs\n(REQ)",
+        b.text(i, vals[i] / 1000 + max(vals) / 1000 * 0.02,
+               f"p50 {p50s[i]:.0f} µs\n(REQ)",
                ha="center", va="bottom", fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(OUT, "restart.png"), dpi=110)

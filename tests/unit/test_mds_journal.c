@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <msgpack.h>
 #include <zlib.h>
 
 #include "journal.h"
@@ -110,6 +111,9 @@ struct dump {
 	size_t n, cap;
 	struct mds *s;
 };
+
+static void add(struct dump *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 static void add(struct dump *d, const char *fmt, ...)
 {
@@ -783,7 +787,8 @@ static void test_frames(void **state)
 /*
  * The writer's checksum (ISA-L) is zlib's crc32, bit for bit: every
  * frame of a segment holding records of 0..600 byte keys checks out
- * against zlib as the reference.
+ * against zlib as the reference; and every payload is what msgpack-c's
+ * unpacker reads as [type, fields...], the fields our reader gives.
  */
 static void test_crc_is_zlibs(void **state)
 {
@@ -819,6 +824,34 @@ static void test_crc_is_zlibs(void **state)
 
 		assert_true(off + 8 + len <= (size_t)st.st_size);
 		assert_int_equal(c, (uint32_t)crc32(0, b + off + 8, len));
+		{
+			msgpack_unpacked u;
+			size_t used = 0;
+			struct jr_rec rec;
+			const msgpack_object *a;
+
+			msgpack_unpacked_init(&u);
+			assert_int_equal(msgpack_unpack_next(&u,
+							     (const char *)b +
+								     off + 8,
+							     len, &used),
+					 MSGPACK_UNPACK_SUCCESS);
+			assert_int_equal(used, len);
+			assert_int_equal(jr_decode(b + off + 8, len, &rec), 0);
+			assert_int_equal(u.data.type, MSGPACK_OBJECT_ARRAY);
+			a = u.data.via.array.ptr;
+			assert_int_equal(a[0].via.u64, rec.type);
+			if (rec.type == JR_KEY) {
+				assert_int_equal(u.data.via.array.size, 7);
+				assert_int_equal(a[2].via.bin.size,
+						 rec.s[0].len);
+				assert_memory_equal(a[2].via.bin.ptr, key,
+						    rec.s[0].len);
+				assert_int_equal(a[4].via.u64, rec.u[2]);
+				assert_int_equal(a[6].via.u64, rec.u[4]);
+			}
+			msgpack_unpacked_destroy(&u);
+		}
 		off += 8 + len;
 		n++;
 	}

@@ -11,12 +11,18 @@
 # bound, its stored chunk must stay readable, and deleting that last key
 # must free the region at the resource manager.  A second worker that owns
 # only an empty region is killed too: that region must go back at once.
+# Before B boots, A kills its maru-server with SIGKILL five times in the
+# middle of a store loop (issue 14): every acknowledged store must come back
+# in place with its bytes, every acknowledged delete stay deleted, and B
+# reads all those chunks after the last restart.
 TESTS_twohost=(
 	hw.two.a_stores
+	hw.two.mds_crash_cycles
 	hw.two.b_shared_is_dax1
 	hw.two.uuid_maps_to_local_path
 	hw.two.b_probe_reads_a
 	hw.two.b_example_retrieves_a
+	hw.two.b_reads_after_restart
 	hw.two.b_libmaru_retrieves_a
 	hw.two.b_stores
 	hw.two.a_retrieves_b

@@ -7,7 +7,7 @@
 . ./lib.sh
 URL=tcp://10.0.3.1:5555
 RMADDR=10.0.3.1:9850
-T="hw.two.b_shared_is_dax1 hw.two.uuid_maps_to_local_path hw.two.b_probe_reads_a
+T="hw.two.b_shared_is_dax1 hw.two.uuid_maps_to_local_path hw.two.b_probe_reads_a hw.two.b_reads_after_restart
    hw.two.b_example_retrieves_a hw.two.b_libmaru_retrieves_a hw.two.b_stores
    hw.two.killed_client_owner_gone hw.two.killed_client_data_kept
    hw.two.killed_client_region_freed hw.two.killed_client_empty_region_freed"
@@ -81,6 +81,24 @@ if [ "$HAVE_EX" = 1 ]; then
 	else
 		fail hw.two.b_example_retrieves_a "maru-example retrieve on B failed ($?)"
 	fi
+	# what A acknowledged across its maru-server crash cycles, read here
+	# after the last restart, through this host's own mapping
+	: >/tmp/acked
+	for i in $(seq 1 20); do
+		nc 10.0.3.1 7001 </dev/null >/tmp/acked 2>/dev/null && [ -s /tmp/acked ] && break
+		sleep 0.3
+	done
+	n=0 bad=""
+	while read -r k pat <&3; do
+		n=$((n + 1))
+		run_for 30 "$EX" retrieve --server $URL --key "$k" --size 65536 --pool-size 2M \
+			--pattern "$pat" >/dev/null 2>&1 || bad="$bad $k"
+	done 3</tmp/acked
+	if [ "$n" -gt 0 ] && [ -z "$bad" ]; then
+		pass hw.two.b_reads_after_restart "B verified all $n chunks A stored across 5 maru-server crashes"
+	else
+		fail hw.two.b_reads_after_restart "of $n acknowledged chunks, not verified on B:${bad:- (none listed)}"
+	fi
 	if run_for 60 "$EX" store --server $URL --key hw-two-b1 --size 65536 --pattern 23; then
 		pass hw.two.b_stores "B stored hw-two-b1 through its /dev/dax1.0"
 	else
@@ -88,6 +106,7 @@ if [ "$HAVE_EX" = 1 ]; then
 	fi
 else
 	skip hw.two.b_example_retrieves_a "$WHY_EX"
+	skip hw.two.b_reads_after_restart "$WHY_EX"
 	skip hw.two.b_stores "$WHY_EX"
 fi
 

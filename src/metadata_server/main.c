@@ -762,6 +762,23 @@ static void mds_config_from(const struct config *c, struct mds_config *mc)
 	mc->snap_min = c->snap_min;
 }
 
+/*
+ * An empty store for @c: at the start, and again when the recovered state
+ * cannot be served (damaged journal, re-created pool).  Its index is
+ * seeded at random every time (hash flooding).  Return: 0 or -ENOMEM.
+ */
+static int store_init(struct mds *s, const struct config *c,
+		      struct rmsess *rm)
+{
+	struct mds_config mc;
+	uint64_t seed;
+
+	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+		seed = now_ns() ^ ((uint64_t)getpid() << 32);
+	mds_config_from(c, &mc);
+	return mds_init(s, &mc, &rmsess_ops, rm, seed) < 0 ? -ENOMEM : 0;
+}
+
 /* the journal replayed into @s; Return: 0 or -errno (I/O) */
 static int recover(struct jr *jr, bool readonly, struct mds *s,
 		   struct jr_recovery *rec)
@@ -890,7 +907,6 @@ static void rm_client_id(char *out, size_t len, const char *server_id)
 static int verify_regions(void *arg, struct rm_client *c)
 {
 	struct verify *v = arg;
-	struct mds_config mc;
 	uint64_t before = v->s->nregions, t0 = now_ns();
 	int64_t kept;
 
@@ -920,8 +936,7 @@ static int verify_regions(void *arg, struct rm_client *c)
 		 "state lost): starting empty, under a new server id",
 		 (unsigned long long)before);
 	mds_destroy(v->s);
-	mds_config_from(v->c, &mc);
-	if (mds_init(v->s, &mc, &rmsess_ops, v->rm, now_ns()) < 0)
+	if (store_init(v->s, v->c, v->rm) < 0)
 		return -ENOMEM;
 	v->s->rec.regions_lost = before;
 	if (jr_remove(v->jr) < 0)
@@ -975,7 +990,6 @@ int main(int argc, char **argv)
 	struct zcurve_allow allow = {0};
 	struct zcurve_keys curve;
 	struct jr_recovery rec;
-	struct mds_config mc;
 	struct server_opts so;
 	struct config c;
 	struct verify ver;
@@ -985,7 +999,6 @@ int main(int argc, char **argv)
 	sigset_t set;
 	char dirbuf[4096], cid[RM_CLIENT_ID_MAX + 1];
 	const char *dir;
-	uint64_t seed = 0;
 	int rc, status = 1, have_jr;
 
 	config_defaults(&c);
@@ -1024,10 +1037,7 @@ int main(int argc, char **argv)
 	if (have_jr < 0)
 		goto out_dax;
 
-	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
-		seed = now_ns() ^ ((uint64_t)getpid() << 32);
-	mds_config_from(&c, &mc);
-	if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
+	if (store_init(&s, &c, &rm) < 0) {
 		log_err("out of memory");
 		goto out_mds;
 	}
@@ -1048,7 +1058,7 @@ int main(int argc, char **argv)
 				"as *.bad",
 				dir, rec.why);
 			mds_destroy(&s);
-			if (mds_init(&s, &mc, &rmsess_ops, &rm, seed) < 0) {
+			if (store_init(&s, &c, &rm) < 0) {
 				log_err("out of memory");
 				goto out_mds;
 			}

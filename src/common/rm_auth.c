@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+
+#include "statedir.h"
 
 static int hexval(char c)
 {
@@ -24,6 +27,16 @@ static int hexval(char c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+const char *rm_auth_key_default(char *buf, size_t len)
+{
+	char dir[4096];
+
+	snprintf(buf, len, "%s/" RM_AUTH_KEY_FILE,
+		 statedir_default(dir, sizeof(dir), STATEDIR_RM_ROOT,
+				  STATEDIR_RM_NAME));
+	return buf;
 }
 
 int rm_auth_key_load(const char *path, uint8_t key[RM_AUTH_KEY_LEN])

@@ -35,7 +35,6 @@
 
 #define RM_AUTH_KEY_LEN 32
 #define RM_AUTH_KEY_FILE "client.key" /* in the RM's state directory */
-#define RM_AUTH_KEY_DEFAULT "/var/lib/maru-resourced/client.key"
 /*
  * The reader key (<state_dir>/reader.key, derived from the client key):
  * it authenticates a connection for STATS and GET_ACCESS only, anonymous
@@ -44,6 +43,14 @@
  * (byte 1: 1 = reader); the proofs are the same MACs under that key.
  */
 #define RM_AUTH_READER_KEY_FILE "reader.key"
+
+/**
+ * rm_auth_key_default - where a client looks for the client key when it
+ * is not told: client.key in the resource manager's default state
+ * directory (statedir.h), /var/lib/maru-resourced/client.key for root
+ * Return: @buf.
+ */
+const char *rm_auth_key_default(char *buf, size_t len);
 /* how an ERROR_RESP -EACCES that asks for AUTH begins: rm_client then
  * authenticates and asks again (a bad token is -EACCES too) */
 #define RM_AUTH_REQUIRED "authentication required"

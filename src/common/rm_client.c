@@ -57,6 +57,7 @@ int rm_client_init(struct rm_client *c, const char *address,
 int rm_client_load_key(struct rm_client *c, const char *path)
 {
 	const char *reader = NULL;
+	char def[4200];
 	int rc;
 
 	if (!path)
@@ -64,7 +65,8 @@ int rm_client_load_key(struct rm_client *c, const char *path)
 	if (!path || !*path) {
 		/* a worker host gets only the reader key (--require-auth) */
 		reader = getenv("MARU_RM_READER_KEY_FILE");
-		path = reader && *reader ? reader : RM_AUTH_KEY_DEFAULT;
+		path = reader && *reader ? reader
+					 : rm_auth_key_default(def, sizeof(def));
 	}
 	c->reader = path == reader;
 	rm_client_disconnect(c); /* an authenticated connection is the old key's */

@@ -85,7 +85,7 @@ int rm_client_init(struct rm_client *c, const char *address,
 /**
  * rm_client_load_key - authenticate ALLOC and FREE with the key in @path
  * @path: NULL for $MARU_RM_KEY_FILE, else $MARU_RM_READER_KEY_FILE (a
- *        reader key: STATS and GET_ACCESS only), else RM_AUTH_KEY_DEFAULT
+ *        reader key: STATS and GET_ACCESS only), else rm_auth_key_default()
  * The first ALLOC or FREE of a client without a key calls it with NULL
  * (a failure ignored): a client that can read the default key file
  * authenticates without being told.

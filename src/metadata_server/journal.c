@@ -30,6 +30,7 @@
 #include <isa-l/crc.h>
 
 #include "log.h"
+#include "statedir.h"
 #include "msgpk.h"
 
 /* ---- reading (pure) ---- */
@@ -451,24 +452,9 @@ int jr_open(struct jr *j, const char *dir, bool sync, bool readonly,
 	}
 	if (readonly)
 		return 0;
-	j->lockfd = openat(j->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC,
-			   0640);
-	if (j->lockfd < 0) {
-		int e = errno;
-
-		snprintf(err, errlen, "cannot write in %s: %s", dir,
-			 strerror(e));
-		return -e;
-	}
-	if (flock(j->lockfd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno == EWOULDBLOCK ? EWOULDBLOCK : errno;
-
-		snprintf(err, errlen,
-			 e == EWOULDBLOCK ? "%s is in use by another maru-server"
-					  : "cannot lock %s: %s",
-			 dir, strerror(e));
-		return -e;
-	}
+	j->lockfd = statedir_lock(j->dirfd, dir, "maru-server", err, errlen);
+	if (j->lockfd < 0)
+		return j->lockfd;
 	return 0;
 }
 

@@ -25,6 +25,7 @@
 #include "handler.h"
 #include "journal.h"
 #include "log.h"
+#include "statedir.h"
 #include "rmsess.h"
 #include "server.h"
 #include "store.h"
@@ -39,6 +40,7 @@ struct config {
 	int port;		/* 5555: upstream's */
 	const char *log_level;	/* INFO: nothing per request */
 	const char *rm_address; /* 127.0.0.1:9850: the RM's default */
+	long rm_wait_s;		/* 10: both daemons started at once */
 	char **dax;		/* owns the array: none = any pool */
 	int ndax;
 	double lease_ttl;  /* 30 s: later-additions.md §1 */
@@ -74,6 +76,7 @@ static void config_defaults(struct config *c)
 	c->port = MDS_DEFAULT_PORT;
 	c->log_level = "INFO";
 	c->rm_address = "127.0.0.1:9850";
+	c->rm_wait_s = 10;
 	c->lease_ttl = 30;
 	c->peer_grace = 60;
 	c->max_conns = 4096;
@@ -90,46 +93,10 @@ static void config_defaults(struct config *c)
 
 #define STATE_DIR_ROOT "/var/lib/maru-server"
 
-/*
- * Where the journal lives without --state-dir: /var/lib/maru-server for
- * root (the resource manager's /var/lib/maru-resourced beside it), else
- * $XDG_STATE_HOME/maru/server (~/.local/state/maru/server).
- */
+/* without --state-dir: statedir.h */
 static const char *default_state_dir(char *buf, size_t len)
 {
-	const char *x = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-	struct passwd *pw;
-
-	if (geteuid() == 0)
-		return STATE_DIR_ROOT;
-	if (x && *x == '/') {
-		snprintf(buf, len, "%s/maru/server", x);
-		return buf;
-	}
-	if (!home || !*home) {
-		pw = getpwuid(geteuid());
-		home = pw ? pw->pw_dir : NULL;
-	}
-	if (!home)
-		return STATE_DIR_ROOT;
-	snprintf(buf, len, "%s/.local/state/maru/server", home);
-	return buf;
-}
-
-/* mkdir -p of @dir's parents (the last component is jr_open()'s) */
-static void make_parents(const char *dir)
-{
-	char p[4096];
-	size_t i;
-
-	snprintf(p, sizeof(p), "%s", dir);
-	for (i = 1; p[i]; i++) {
-		if (p[i] != '/')
-			continue;
-		p[i] = '\0';
-		(void)mkdir(p, 0750);
-		p[i] = '/';
-	}
+	return statedir_default(buf, len, STATE_DIR_ROOT, "server");
 }
 
 /* a fraction (0.95) or a percentage (95%) as per mille. Return: 0/-1 */
@@ -187,6 +154,12 @@ static void usage(FILE *f)
 		"  --rm-address HOST:PORT  resource manager; also told to "
 		"clients in\n"
 		"                          HANDSHAKE (default 127.0.0.1:9850)\n"
+		"  --rm-wait S             at start, wait this long for a "
+		"resource manager\n"
+		"                          that refuses connections (one "
+		"started at the\n"
+		"                          same time); default 10, 0: fail at "
+		"once\n"
 		"  --dax-path PATH         pool to allocate from; repeatable, "
 		"tried in\n"
 		"                          order (fill-first); default: any "
@@ -230,7 +203,12 @@ static void usage(FILE *f)
 		"to\n"
 		"                          authenticate ALLOC/FREE (default: "
 		"$MARU_RM_KEY_FILE,\n"
-		"                          else " RM_AUTH_KEY_DEFAULT ")\n"
+		"                          else client.key in the resource "
+		"manager's default\n"
+		"                          state directory: "
+		"/var/lib/maru-resourced as root,\n"
+		"                          else $XDG_STATE_HOME/maru/"
+		"resource-manager)\n"
 		"  --max-connections-per-address N\n"
 		"                          from one non-loopback address "
 		"(default 256;\n"
@@ -349,6 +327,7 @@ enum {
 	OPT_STATE_DIR,
 	OPT_DURABILITY,
 	OPT_VERIFY,
+	OPT_RM_WAIT,
 	OPT_SNAP
 };
 
@@ -359,6 +338,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"port", required_argument, NULL, 'p'},
 		{"log-level", required_argument, NULL, 'l'},
 		{"rm-address", required_argument, NULL, 'r'},
+		{"rm-wait", required_argument, NULL, OPT_RM_WAIT},
 		{"dax-path", required_argument, NULL, 'd'},
 		{"client-lease-ttl", required_argument, NULL, OPT_LEASE},
 		{"peer-grace", required_argument, NULL, OPT_GRACE},
@@ -522,6 +502,11 @@ static int parse_args(int argc, char **argv, struct config *c)
 			c->eviction = optarg;
 			break;
 		case OPT_EV_GRACE:
+		case OPT_RM_WAIT:
+			if (long_option("rm-wait", optarg, 0, 3600,
+					&c->rm_wait_s) < 0)
+				return -EINVAL;
+			break;
 		case OPT_EV_WAIT:
 			if (long_option(o == OPT_EV_GRACE ? "evict-grace-ms"
 							  : "evict-wait-ms",
@@ -966,7 +951,7 @@ static int open_journal(struct config *c, const char *dir, struct jr *jr)
 		return 0;
 	}
 	if (!c->state_dir)
-		make_parents(dir);
+		(void)statedir_mkdir_p(dir, 0750);
 	rc = jr_open(jr, dir, c->durability == JR_HOST, false, err,
 		     sizeof(err));
 	if (rc == 0)
@@ -983,6 +968,34 @@ static int open_journal(struct config *c, const char *dir, struct jr *jr)
 		 err);
 	c->durability = JR_NONE;
 	return 0;
+}
+
+/*
+ * A resource manager started together with us (`maru-resource-manager &
+ * maru-server &`, or units without ordering) is not listening yet: while
+ * it refuses connections, wait up to --rm-wait seconds for it, in steps
+ * of 100 ms that also take SIGINT/SIGTERM (blocked: the signalfd is not
+ * there yet).  Return: rm_probe()'s last answer, or -EINTR.
+ */
+static int wait_for_rm(const struct config *c, const sigset_t *sigs)
+{
+	const struct timespec step = {0, 100 * 1000000};
+	uint64_t end = now_ns() + (uint64_t)c->rm_wait_s * 1000000000ull;
+	bool said = false;
+	int rc;
+
+	for (;;) {
+		rc = rm_probe(c->rm_address, 2000);
+		if (rc != -ECONNREFUSED || now_ns() >= end)
+			return rc;
+		if (!said)
+			log_info("waiting up to %ld s for the resource manager "
+				 "at %s (--rm-wait)",
+				 c->rm_wait_s, c->rm_address);
+		said = true;
+		if (sigtimedwait(sigs, NULL, &step) > 0)
+			return -EINTR;
+	}
 }
 
 int main(int argc, char **argv)
@@ -1085,6 +1098,12 @@ int main(int argc, char **argv)
 		log_err("bad --rm-address %s", c.rm_address);
 		goto out_rm;
 	}
+	/* its key may be written only now, at its first start */
+	if (wait_for_rm(&c, &set) == -EINTR) {
+		log_info("stopped while waiting for the resource manager");
+		status = 0;
+		goto out_rm;
+	}
 	/* the given file, else $MARU_RM_KEY_FILE or the default: only a
 	 * given one must be there */
 	rc = rm_client_load_key(&rm.c, c.rm_key);
@@ -1094,12 +1113,16 @@ int main(int argc, char **argv)
 		goto out_rm;
 	}
 	rm.key_path = c.rm_key;
-	if (!rm.c.has_key)
+	if (!rm.c.has_key) {
+		char def[4200];
+
 		log_warn("no resource-manager key (--rm-key-file, "
-			 "$MARU_RM_KEY_FILE or " RM_AUTH_KEY_DEFAULT "): ALLOC "
+			 "$MARU_RM_KEY_FILE or %s): ALLOC "
 			 "and FREE are sent unauthenticated, and a resource "
 			 "manager that requires authentication (its default) "
-			 "refuses them; looked for again at each connection");
+			 "refuses them; looked for again at each connection",
+			 rm_auth_key_default(def, sizeof(def)));
+	}
 	/*
 	 * Fencing by time (issue 12): a libmaru client that has not renewed
 	 * its lease for TTL/2 fences its mappings, and checks at least every

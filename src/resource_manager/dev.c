@@ -35,6 +35,14 @@
  *            discovery never changes an id.
  * Two pools with the same id or path are refused.
  *
+ * One resource manager per pool: a pool is flock()ed (statedir.h) when it
+ * is added and stays locked until exit; a pool another resource manager
+ * holds is refused with its pid (fatal when configured, skipped when
+ * discovered).  Files we create (the emulated pool, FS_DAX region files in
+ * region.c) get --pool-mode and --pool-group (dev_file_perm), so that
+ * workers that are not root can map them; device nodes are udev's
+ * (docs/operations.md).
+ *
  * Ownership: @rm->pools owns every pool.  Context: event-loop thread.
  */
 #include "rm.h"
@@ -58,6 +66,7 @@
 #include <daxctl/libdaxctl.h>
 
 #include "devhdr.h"
+#include "statedir.h"
 #include "log.h"
 #include "util.h"
 
@@ -97,6 +106,7 @@ static struct pool *pool_new(enum pool_kind kind, const char *path)
 	if (!p)
 		return NULL;
 	p->kind = kind;
+	p->lockfd = -1;
 	p->path = strdup(path);
 	if (!p->path) {
 		free(p);
@@ -109,6 +119,8 @@ static void pool_destroy(struct pool *p)
 {
 	if (!p)
 		return;
+	if (p->lockfd >= 0)
+		close(p->lockfd);
 	pool_fini(p);
 	free(p);
 }
@@ -314,7 +326,25 @@ static int open_devdax_path(const char *path, struct pool **out)
  * An emulated pool: a regular file, created sparse with @size if it does
  * not exist.  From here on it is handled exactly like a DEV_DAX device.
  */
-static int open_emulated(const char *path, uint64_t size, struct pool **out)
+int dev_file_perm(const struct rm_config *c, int fd, const char *path)
+{
+	int rc = 0;
+
+	if (fchmod(fd, c->pool_mode) < 0) {
+		rc = -errno;
+		log_err("%s: cannot set mode %04o: %s", path,
+			(unsigned)c->pool_mode, strerror(errno));
+	} else if (c->pool_gid != (gid_t)-1 && fchown(fd, (uid_t)-1,
+						      c->pool_gid) < 0) {
+		rc = -errno;
+		log_err("%s: cannot give it to group %u: %s", path,
+			(unsigned)c->pool_gid, strerror(errno));
+	}
+	return rc;
+}
+
+static int open_emulated(const struct rm_config *c, const char *path,
+			 uint64_t size, struct pool **out)
 {
 	struct stat st;
 	struct pool *p;
@@ -346,6 +376,12 @@ static int open_emulated(const char *path, uint64_t size, struct pool **out)
 		rc = -EINVAL;
 		log_err("%s: not a regular file", path);
 		goto out_close;
+	}
+	/* new, or the operator asked: workers open it too */
+	if (created || c->pool_perm_set) {
+		rc = dev_file_perm(c, fd, path);
+		if (rc < 0)
+			goto out_unlink;
 	}
 	if (!created && (uint64_t)st.st_size != size)
 		log_info("%s: existing pool file of %" PRIu64 " bytes "
@@ -532,7 +568,7 @@ static int open_path(struct rm *rm, const char *arg, struct pool **out)
 		return open_devdax_path(path, out);
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return open_fsdax(path, true, out);
-	return open_emulated(path, rm->cfg.emulate_size, out);
+	return open_emulated(&rm->cfg, path, rm->cfg.emulate_size, out);
 }
 
 static bool pool_known(struct rm *rm, const struct pool *p, bool quiet)
@@ -552,10 +588,37 @@ static bool pool_known(struct rm *rm, const struct pool *p, bool quiet)
 	return false;
 }
 
+/* Take @p for this resource manager: see the opening comment. */
+static int pool_lock(struct pool *p)
+{
+	char err[PATH_MAX + 128];
+	int rc;
+
+	p->lockfd = open(p->path, O_RDONLY | O_CLOEXEC |
+				  (p->kind == POOL_FS_DAX ? O_DIRECTORY : 0));
+	if (p->lockfd < 0) {
+		rc = -errno;
+		log_err("pool %s: cannot open: %s", p->path, strerror(errno));
+		return rc;
+	}
+	rc = statedir_flock(p->lockfd, p->path, "maru-resource-manager", err,
+			    sizeof(err));
+	if (rc < 0)
+		log_err("pool %s", err);
+	return rc;
+}
+
 /* Append @p (taken) to the pool list.  Return: 0 or -errno. */
 static int pool_add(struct rm *rm, struct pool *p)
 {
 	struct pool **n;
+	int rc;
+
+	rc = pool_lock(p);
+	if (rc < 0) {
+		pool_destroy(p);
+		return rc;
+	}
 
 	n = realloc(rm->pools, (rm->npools + 1) * sizeof(*n));
 	if (!n) {
@@ -791,7 +854,8 @@ int dev_load_configured(struct rm *rm)
 	log_warn("no CXL/DAX devices found — serving an EMULATED pool at %s "
 		 "(%" PRIu64 " bytes of shared memory, NOT CXL memory)",
 		 RM_DEFAULT_POOL, rm->cfg.emulate_size);
-	if (open_emulated(RM_DEFAULT_POOL, rm->cfg.emulate_size, &p) == 0)
+	if (open_emulated(&rm->cfg, RM_DEFAULT_POOL, rm->cfg.emulate_size,
+			  &p) == 0)
 		return pool_add(rm, p);
 	log_warn("no CXL/DAX devices found — starting with empty pool");
 	return 0;

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "statedir.h"
 #include "util.h"
 
 /* Defaults, with the reason for each (memcached style). */
@@ -43,8 +45,15 @@ static void rm_config_defaults(struct rm_config *c)
 	c->host = "127.0.0.1";
 	/* upstream's port; clients and maru-server default to it */
 	c->port = RM_DEFAULT_PORT;
-	/* upstream's state dir, so an upstream install is adopted in place */
-	c->state_dir = RM_DEFAULT_STATE_DIR;
+	/* upstream's state dir for root, so an upstream install is adopted
+	 * in place; one the user can write otherwise (statedir.h) */
+	{
+		static char buf[4096];
+
+		c->state_dir = statedir_default(buf, sizeof(buf),
+						RM_DEFAULT_STATE_DIR,
+						STATEDIR_RM_NAME);
+	}
 	/* nothing per request at info level, so info is quiet enough */
 	c->log_level = LOG_INFO;
 	/* accepted for compatibility; one event-loop thread serves all */
@@ -65,6 +74,9 @@ static void rm_config_defaults(struct rm_config *c)
 	c->max_per_addr = 64;
 	/* covers maru-server's default hold (30 s TTL + 7.5 s) */
 	c->recovered_hold = 60;
+	/* our own until the operator names the workers' group */
+	c->pool_mode = 0600;
+	c->pool_gid = (gid_t)-1;
 }
 
 static void usage(FILE *f)
@@ -79,7 +91,9 @@ static void usage(FILE *f)
 		"(default 127.0.0.1)\n"
 		"  -p, --port PORT          listen port (default 9850)\n"
 		"  -d, --state-dir PATH     state directory (default "
-		"/var/lib/maru-resourced)\n"
+		"/var/lib/maru-resourced for root,\n"
+		"                           else $XDG_STATE_HOME/maru/"
+		"resource-manager)\n"
 		"  -l, --log-level LEVEL    debug, info, warn or error "
 		"(default info)\n"
 		"  -w, --num-workers N      accepted for compatibility "
@@ -96,6 +110,13 @@ static void usage(FILE *f)
 		"re-read on SIGHUP\n"
 		"      --emulate-size SIZE  size of a new emulated pool file "
 		"(default 4G)\n"
+		"      --pool-group GROUP   group of the pool files we create "
+		"(the emulated pool,\n"
+		"                           FS_DAX region files), so that "
+		"workers in it can map\n"
+		"                           them (default: ours; --pool-mode "
+		"then defaults to 0660)\n"
+		"      --pool-mode MODE     their mode, octal (default 0600)\n"
 		"      --msg-timeout SEC    drop a connection whose message "
 		"stays partial (default 30)\n"
 		"      --idle-timeout SEC   drop a connection that sends no "
@@ -148,7 +169,30 @@ enum {
 	OPT_QUOTA,
 	OPT_PER_ADDR,
 	OPT_RECOVERED_HOLD,
+	OPT_POOL_GROUP,
+	OPT_POOL_MODE,
 };
+
+/* --pool-group: a group name or number.  Return: 0 or -1 (said why) */
+static int group_option(const char *arg, gid_t *out)
+{
+	struct group *g = getgrnam(arg);
+	char *end;
+	unsigned long v;
+
+	if (g) {
+		*out = g->gr_gid;
+		return 0;
+	}
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (*arg && !*end && !errno && v < (gid_t)-1) {
+		*out = (gid_t)v;
+		return 0;
+	}
+	fprintf(stderr, "unknown group: %s\n", arg);
+	return -1;
+}
 
 /*
  * The integer option in optarg, parsed with atoi() as upstream does, must
@@ -187,9 +231,14 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"max-clients-per-address", required_argument, NULL,
 		 OPT_PER_ADDR},
 		{"insecure", no_argument, NULL, OPT_INSECURE},
+		{"pool-group", required_argument, NULL, OPT_POOL_GROUP},
+		{"pool-mode", required_argument, NULL, OPT_POOL_MODE},
 		{NULL, 0, NULL, 0},
 	};
 	const char **pools;
+	bool mode_set = false;
+	unsigned long m;
+	char *end;
 	int o, v;
 
 	while ((o = getopt_long(argc, argv, "H:p:d:l:w:g:m:h", opts, NULL)) !=
@@ -297,6 +346,27 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		case OPT_INSECURE:
 			c->insecure = true;
 			break;
+		case OPT_POOL_GROUP:
+			if (group_option(optarg, &c->pool_gid) < 0)
+				return -1;
+			c->pool_perm_set = true;
+			break;
+		case OPT_POOL_MODE:
+			errno = 0;
+			m = strtoul(optarg, &end, 8);
+			/* read and write bits only: nobody executes a pool */
+			if (!*optarg || *end || errno || (m & ~0666ul) ||
+			    !(m & 0600)) {
+				fprintf(stderr,
+					"invalid pool-mode: %s (octal, read "
+					"and write bits only, owner rw, e.g. "
+					"0660)\n",
+					optarg);
+				return -1;
+			}
+			c->pool_mode = (mode_t)m;
+			c->pool_perm_set = mode_set = true;
+			break;
 		default:
 			usage(stderr);
 			return -1;
@@ -314,6 +384,8 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 	}
 	if (!strcmp(c->host, "0.0.0.0"))
 		c->host = "";
+	if (c->pool_gid != (gid_t)-1 && !mode_set)
+		c->pool_mode = 0660; /* the point of naming a group */
 	return 0;
 }
 
@@ -344,7 +416,8 @@ static void banner(struct rm *rm)
 	char sz[32];
 	size_t i;
 
-	log_info("maru-resource-manager %s starting", MARU_VERSION);
+	log_info("maru-resource-manager %s starting (state dir %s)",
+		 MARU_VERSION, rm->cfg.state_dir);
 	log_info("  listen:        %s:%u",
 		 rm->cfg.host[0] ? rm->cfg.host : "0.0.0.0", rm->cfg.port);
 	log_info("  state dir:     %s", rm->cfg.state_dir);
@@ -370,6 +443,13 @@ static void banner(struct rm *rm)
 					: "required for ALLOC/FREE");
 	log_info("  emulate size:  %s",
 		 format_bytes(rm->cfg.emulate_size, sz, sizeof(sz)));
+	if (rm->cfg.pool_gid != (gid_t)-1)
+		log_info("  pool files:    mode %04o, group %u",
+			 (unsigned)rm->cfg.pool_mode,
+			 (unsigned)rm->cfg.pool_gid);
+	else
+		log_info("  pool files:    mode %04o",
+			 (unsigned)rm->cfg.pool_mode);
 	for (i = 0; i < rm->cfg.npools; i++)
 		log_info("  pool:          %s", rm->cfg.pools[i]);
 	if (rm->cfg.pools_from)

@@ -58,6 +58,8 @@ struct pool {
 	char uuid_str[37]; /* 8-4-4-4-12 lowercase hex, NUL-terminated */
 	bool fresh;	   /* header written or file created at this
 			    * start: recovered regions cannot be in it */
+	int lockfd;	   /* owns: @path opened and flock()ed while we
+			    * serve it (one resource manager per pool) */
 };
 
 /**

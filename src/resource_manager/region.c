@@ -88,10 +88,11 @@ void region_to_state(const struct region *r, struct state_alloc *a)
 }
 
 /*
- * FS_DAX: create the region's file exclusively, mode 0600, sized to the
- * aligned length (sparse: ftruncate allocates nothing).
+ * FS_DAX: create the region's file exclusively, --pool-mode/--pool-group
+ * (dev_file_perm), sized to the aligned length (sparse: ftruncate
+ * allocates nothing).
  */
-static int fsdax_create(const struct region *r)
+static int fsdax_create(const struct rm *rm, const struct region *r)
 {
 	char path[4200];
 	int fd, rc = 0;
@@ -104,7 +105,10 @@ static int fsdax_create(const struct region *r)
 			strerror(errno));
 		return rc;
 	}
-	if (ftruncate(fd, (off_t)r->length) < 0) {
+	rc = dev_file_perm(&rm->cfg, fd, path);
+	if (rc < 0) {
+		unlink(path);
+	} else if (ftruncate(fd, (off_t)r->length) < 0) {
 		rc = -errno;
 		log_err("region %" PRIu64 ": cannot size %s: %s", r->id, path,
 			strerror(errno));
@@ -164,7 +168,7 @@ int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
 	r->token = auth_token(rm, r->id, pool->kind == POOL_FS_DAX ? 0 : off,
 			      len, r->nonce, owner->id, owner->idlen);
 	if (pool->kind == POOL_FS_DAX) {
-		rc = fsdax_create(r);
+		rc = fsdax_create(rm, r);
 		if (rc < 0) {
 			rc = -ENOMEM; /* the status upstream clients know */
 			goto out_extent;

@@ -27,6 +27,7 @@
 void rm_init(struct rm *rm)
 {
 	rm->listen_fd = rm->spare_fd = rm->wal_fd = rm->state_dirfd = -1;
+	rm->state_lockfd = -1;
 	rm->next_region_id = 1;
 	if (gethostname(rm->hostname, sizeof(rm->hostname) - 1) < 0)
 		rm->hostname[0] = '\0';
@@ -48,6 +49,9 @@ int rm_open(struct rm *rm)
 	size_t bad = 0;
 	int rc;
 
+	rc = state_dir_open(rm);
+	if (rc < 0)
+		return rc;
 	rc = dev_load_configured(rm);
 	if (rc < 0)
 		return rc;

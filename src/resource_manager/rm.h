@@ -71,6 +71,10 @@ struct rm_config {
 	bool no_client_auth;   /* ALLOC/FREE without AUTH (upstream's) */
 	bool require_auth;     /* every request needs AUTH (networked) */
 	bool insecure;	       /* ... even on a non-loopback address */
+	mode_t pool_mode;      /* of pool files we create (--pool-mode) */
+	gid_t pool_gid;	       /* their group (--pool-group); -1: ours */
+	bool pool_perm_set;    /* either given: also applied to an
+				* existing emulated pool file */
 };
 
 /* One allocation. */
@@ -149,6 +153,7 @@ struct rm {
 	uint8_t reader_key[RM_AUTH_KEY_LEN]; /* <state_dir>/reader.key */
 
 	int state_dirfd;	 /* owns */
+	int state_lockfd;	 /* owns: flock of <state_dir>/lock */
 	int wal_fd;		 /* owns: append-only, -1 before recovery */
 	uint64_t wal_size;	 /* bytes in the WAL (to undo a torn append) */
 	bool wal_torn;		 /* a failed append could not be cut off:
@@ -307,8 +312,16 @@ bool auth_check(const struct rm *rm, const struct region *r,
 /* ---- state.c ---- */
 
 /**
- * state_open - create the state dir, adopt a legacy WAL name, recover
- * global.meta, pool_*.meta and the WAL into @rm, and open the WAL
+ * state_dir_open - create the state dir, open it and take its lock (one
+ * resource manager per directory, statedir.h); before the pools, so that a
+ * second daemon is refused before it touches a device.  Return: 0 or -errno.
+ */
+int state_dir_open(struct rm *rm);
+
+/**
+ * state_open - in the state dir (state_dir_open()): adopt a legacy WAL
+ * name, recover global.meta, pool_*.meta and the WAL into @rm, and open
+ * the WAL
  * Return: 0 or -errno; a refusal is logged as one clear line.
  */
 int state_open(struct rm *rm);
@@ -377,6 +390,12 @@ void dev_free_all(struct rm *rm);
  * (X * 1000 + Y) for Y > 0, or the hash of @path for any other name.
  */
 uint32_t dev_devdax_pool_id(const char *devname, const char *path);
+
+/**
+ * dev_file_perm - give pool file @fd (@path, for messages) --pool-mode and
+ * --pool-group, whatever the umask.  Return: 0 or -errno (logged).
+ */
+int dev_file_perm(const struct rm_config *c, int fd, const char *path);
 
 /* ---- reaper.c ---- */
 

@@ -55,26 +55,7 @@
 #include <unistd.h>
 
 #include "log.h"
-
-/* create @path and its parents with mode 0755 */
-static int mkdir_p(const char *path)
-{
-	char tmp[4096];
-	size_t i, n = strlen(path);
-
-	if (n == 0 || n >= sizeof(tmp))
-		return -ENAMETOOLONG;
-	memcpy(tmp, path, n + 1);
-	for (i = 1; i <= n; i++) {
-		if (tmp[i] != '/' && tmp[i] != '\0')
-			continue;
-		tmp[i] = '\0';
-		if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		tmp[i] = path[i];
-	}
-	return 0;
-}
+#include "statedir.h"
 
 /*
  * Read a whole file of the state dir.  Return: 0 (@out owns a malloc()ed
@@ -493,6 +474,7 @@ static void ensure_fsdax_file(struct rm *rm, struct region *r, void *arg)
 		return;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd >= 0) {
+		(void)dev_file_perm(&rm->cfg, fd, path);
 		if (ftruncate(fd, (off_t)r->length) < 0)
 			log_warn("%s: %s", path, strerror(errno));
 		close(fd);
@@ -501,14 +483,12 @@ static void ensure_fsdax_file(struct rm *rm, struct region *r, void *arg)
 		 path);
 }
 
-int state_open(struct rm *rm)
+int state_dir_open(struct rm *rm)
 {
-	struct recovery rec = {0};
-	struct stat st;
-	uint64_t keep = 0;
+	char err[512];
 	int rc;
 
-	rc = mkdir_p(rm->cfg.state_dir);
+	rc = statedir_mkdir_p(rm->cfg.state_dir, 0755);
 	if (rc < 0) {
 		log_err("state dir %s: %s", rm->cfg.state_dir, strerror(-rc));
 		return rc;
@@ -520,6 +500,24 @@ int state_open(struct rm *rm)
 		log_err("state dir %s: %s", rm->cfg.state_dir, strerror(errno));
 		return rc;
 	}
+	/* one resource manager per state directory */
+	rm->state_lockfd = statedir_lock(rm->state_dirfd, rm->cfg.state_dir,
+					 "maru-resource-manager", err,
+					 sizeof(err));
+	if (rm->state_lockfd < 0) {
+		log_err("%s: refusing to start", err);
+		return rm->state_lockfd;
+	}
+	return 0;
+}
+
+int state_open(struct rm *rm)
+{
+	struct recovery rec = {0};
+	struct stat st;
+	uint64_t keep = 0;
+	int rc;
+
 	/* adopt upstream's old WAL name */
 	if (fstatat(rm->state_dirfd, RM_WAL_NAME, &st, 0) < 0 &&
 	    fstatat(rm->state_dirfd, RM_WAL_LEGACY_NAME, &st, 0) == 0) {
@@ -736,6 +734,8 @@ void state_close(struct rm *rm)
 		close(rm->wal_fd);
 	if (rm->state_dirfd >= 0)
 		close(rm->state_dirfd);
-	rm->wal_fd = rm->state_dirfd = -1;
+	if (rm->state_lockfd >= 0)
+		close(rm->state_lockfd);
+	rm->wal_fd = rm->state_dirfd = rm->state_lockfd = -1;
 	buf_free(&rm->scratch);
 }

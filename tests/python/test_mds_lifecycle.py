@@ -348,11 +348,43 @@ def test_sigint_stops_cleanly(rm, mds):
 
 def test_no_rm_at_startup(tmp_path):
     port = free_port()
-    m = MetadataServer(str(tmp_path), f"127.0.0.1:{port}")
+    m = MetadataServer(str(tmp_path), f"127.0.0.1:{port}",
+                       extra=["--rm-wait", "0"])
     m.start(wait=False)
     assert m.proc.wait(10) == 1
     assert f"Resource manager is not running (address: 127.0.0.1:{port})" \
         in m.log()
+
+
+def test_rm_started_after_the_server(tmp_path):
+    """`maru-resource-manager & maru-server &`: the server waits for a
+    resource manager that refuses connections (--rm-wait, default 10 s),
+    then serves; and a stop signal ends the wait cleanly."""
+    from conftest import ResourceManager, wait_port
+    port = free_port()
+    # the key is read after the wait: it is written at the RM's first start
+    key = os.path.join(str(tmp_path), "rm-state", "client.key")
+    m = MetadataServer(str(tmp_path), f"127.0.0.1:{port}",
+                       extra=["--rm-key-file", key])
+    m.start(wait=False)
+    assert wait_until(lambda: "waiting up to 10 s for the resource manager"
+                      in m.log(), timeout=10), m.log()
+    r = ResourceManager(str(tmp_path), port=port)
+    try:
+        r.start()
+        wait_port(m.port, m.proc, log=m.log_path)
+        c = ReqClient(m.url)
+        _, resp = c.call(REQUEST_ALLOC, {"instance_id": "late", "size": MiB})
+        assert resp["success"], m.log()
+    finally:
+        m.stop()
+        r.cleanup()
+    m2 = MetadataServer(str(tmp_path), f"127.0.0.1:{free_port()}",
+                        state_dir=str(tmp_path / "m2"))
+    m2.start(wait=False)
+    assert wait_until(lambda: "waiting up to" in m2.log(), timeout=10)
+    m2.proc.send_signal(signal.SIGTERM)
+    assert m2.proc.wait(10) == 0, m2.log()
 
 
 def test_bad_command_line(tmp_path, rm):

@@ -345,6 +345,7 @@ def test_signals_during_start_up(start_rm):
             wait_port(r.port, r.proc, log=r.log_path)
             assert rm_wire.stats(r.address)
             assert "SIGHUP: rescanning pools" in r.log()
+            r.stop()  # one resource manager per state directory
         else:
             assert r.proc.wait(30) == 0, r.log()
             assert "checkpoint written" in r.log()
@@ -370,17 +371,24 @@ def test_command_line(start_rm, tmp_path):
     conf = open(os.path.join(r.state_dir, "rm.conf")).read()
     assert conf == f"host=127.0.0.1\nport={r.port}\nlog_level=info\n"
     assert "grace period:  7 s" in r.log()
-    # the port is taken: clear message, exit 1
-    busy = subprocess.run([exe, "--port", str(r.port), "--state-dir",
-                           str(tmp_path / "other"), "--pool", r.pool_path],
-                          capture_output=True, text=True, timeout=30)
-    assert busy.returncode == 1
-    assert f"port {r.port} is already in use" in busy.stderr
-    bad_host = subprocess.run([exe, "--host", "localhost", "--port", "1",
-                               "--state-dir", str(tmp_path / "o2"),
-                               "--pool", r.pool_path],
+    # the port is taken: clear message, exit 1 (a pool of its own: the
+    # running one's is locked, test_first_run.py)
+    other_pool = r.pool_path + "-other"
+    try:
+        busy = subprocess.run([exe, "--port", str(r.port), "--state-dir",
+                               str(tmp_path / "other"), "--pool", other_pool,
+                               "--emulate-size", "8M"],
                               capture_output=True, text=True, timeout=30)
-    assert bad_host.returncode == 1 and "numeric IPv4" in bad_host.stderr
+        assert busy.returncode == 1
+        assert f"port {r.port} is already in use" in busy.stderr
+        bad_host = subprocess.run([exe, "--host", "localhost", "--port", "1",
+                                   "--state-dir", str(tmp_path / "o2"),
+                                   "--pool", other_pool, "--emulate-size", "8M"],
+                                  capture_output=True, text=True, timeout=30)
+        assert bad_host.returncode == 1 and "numeric IPv4" in bad_host.stderr
+    finally:
+        if os.path.exists(other_pool):
+            os.unlink(other_pool)
 
 
 def test_connection_flood_leaves_nothing(start_rm):

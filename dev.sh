@@ -30,6 +30,7 @@ DEB_PACKAGES=(
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
 	qemu-system-x86 busybox-static cpio kmod
 	python3-matplotlib
+	help2man pandoc groff-base
 )
 
 say() { printf '\n==> %s\n' "$*"; }

@@ -7,11 +7,16 @@
  * package routes the sink into `logging`.  The priority is tested before
  * anything is formatted (the lerr/ldbg macros), so a disabled debug line
  * costs one relaxed load.  The default sink writes one line to stderr with
- * one write(2).
+ * one write(2), in the daemons' format (src/common/log.h: an ISO-8601
+ * timestamp and the level, "<N>" when stderr is the journal, or JSON, as
+ * MARU_LOG_FORMAT says), with "libmaru" as the ident.  The format is
+ * chosen once, at the first line.
  *
  * Context: any thread, including the background threads.
  */
 #include "private.h"
+
+#include "log.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -57,10 +62,14 @@ int maru__log_env_priority(void)
 void maru__log(const struct maru_handler *h, int prio, const char *file,
 	       int line, const char *func, const char *fmt, ...)
 {
+	/* -1 until the first line; a race only computes it twice */
+	static _Atomic int line_fmt = -1;
 	char msg[1024];
-	char out[1100];
+	char out[2048];
+	enum log_format f;
 	va_list ap;
-	int n;
+	size_t n;
+	int v;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -69,10 +78,15 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 		h->log_fn(h->log_arg, prio, file, line, func, msg);
 		return;
 	}
-	n = snprintf(out, sizeof(out), "libmaru: %s\n", msg);
-	if (n > (int)sizeof(out) - 1)
-		n = (int)sizeof(out) - 1;
-	if (write(STDERR_FILENO, out, (size_t)n) < 0) {
+	v = atomic_load_explicit(&line_fmt, memory_order_relaxed);
+	if (v < 0) {
+		(void)log_format_from_env(&f);	/* unknown: the default */
+		atomic_store_explicit(&line_fmt, (int)f, memory_order_relaxed);
+	} else {
+		f = (enum log_format)v;
+	}
+	n = log_format_line(out, sizeof(out), f, prio, "libmaru", msg);
+	if (write(STDERR_FILENO, out, n) < 0) {
 		/* nowhere left to report it */
 	}
 }

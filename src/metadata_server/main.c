@@ -7,6 +7,11 @@
  * a thread, so that they are only ever delivered through the loop's
  * signalfd; the resource manager is checked before the port is bound,
  * so that a missing RM fails fast with upstream's message.
+ *
+ * Exit status: 0 after a clean stop (and --help, --version), 1 on a
+ * runtime failure (logged), 2 on bad usage, said on stderr before
+ * anything is done.  The --help text is also the man page (help2man,
+ * docs/man/CMakeLists.txt).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -122,31 +127,12 @@ static int parse_fraction(const char *arg, long *pm)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: maru-server [--host HOST] [--port PORT]\n"
-		"                   [--log-level {DEBUG,INFO,WARNING,ERROR}]\n"
-		"                   [--rm-address HOST:PORT] [--dax-path "
-		"PATH]...\n"
-		"                   [--client-lease-ttl SECONDS] "
-		"[--peer-grace SECONDS]\n"
-		"                   [--busy-poll-us US] [--max-connections N]\n"
-		"                   [--max-key-bytes N] [--max-input-bytes SIZE]\n"
-		"                   [--owner-delete] [--rm-key-file PATH] "
-		"[--insecure]\n"
-		"                   [--curve-secret-key-file PATH "
-		"--curve-clients DIR]\n"
-		"                   [--max-connections-per-address N] "
-		"[--instance-quota SIZE]\n"
-		"                   [--eviction {lru,none}] [--evict-grace-ms MS] "
-		"[--evict-wait-ms MS]\n"
-		"                   [--evict-high FRACTION] [--evict-low "
-		"FRACTION]\n"
-		"                   [--state-dir DIR] [--durability "
-		"{none,process,host}]\n"
-		"                   [--verify-state]\n"
+		"Usage: maru-server [OPTIONS]\n"
 		"\n"
 		"Maru metadata server: KV index and region owner, ZeroMQ on "
 		"tcp://HOST:PORT.\n"
 		"\n"
+		"Options:\n"
 		"  --host HOST             bind address (default 127.0.0.1)\n"
 		"  --port PORT             port (default 5555)\n"
 		"  --log-level LEVEL       DEBUG, INFO, WARNING or ERROR "
@@ -268,7 +254,43 @@ static void usage(FILE *f)
 		"                          CURVE (then nothing is "
 		"authenticated)\n"
 		"  -h, --help              this text\n"
-		"  --version               print the version\n");
+		"  --version               print the version and exit\n"
+		"\n"
+		"Signals: SIGTERM/SIGINT stop cleanly.\n"
+		"\n"
+		"Exit status: 0 after a clean stop, 1 when it cannot start or "
+		"run (the log\n"
+		"says why; --verify-state: the journal is not readable to its "
+		"end), 2 on\n"
+		"bad usage (an unknown option or a bad value).\n"
+		"\n"
+		"Environment:\n"
+		"  MARU_LOG_FORMAT         log line format: plain (an ISO-8601 "
+		"UTC time and\n"
+		"                          the level first), journal (a <N> "
+		"priority prefix)\n"
+		"                          or json (one object a line); "
+		"default journal when\n"
+		"                          stderr is systemd's "
+		"JOURNAL_STREAM, else plain\n"
+		"  JOURNAL_STREAM          set by systemd: stderr's "
+		"device:inode\n"
+		"  MARU_RM_KEY_FILE        the resource manager's client.key "
+		"when\n"
+		"                          --rm-key-file is not given\n"
+		"  XDG_STATE_HOME, HOME    where the journal, and the resource "
+		"manager's key,\n"
+		"                          are when not root\n"
+		"\n"
+		"Files:\n"
+		"  " STATE_DIR_ROOT "    the state directory of root: "
+		"journal.* segments,\n"
+		"                          a lock file\n"
+		"  /var/lib/maru-resourced/client.key\n"
+		"                          the resource manager's key "
+		"(default of root;\n"
+		"                          others: $XDG_STATE_HOME/maru/"
+		"resource-manager/client.key)\n");
 }
 
 /* --@name @arg: a whole number in [@lo, @hi]; 0, or -EINVAL after a
@@ -412,8 +434,10 @@ static int parse_args(int argc, char **argv, struct config *c)
 			char **v2 = realloc(c->dax, (size_t)(c->ndax + 1) *
 							    sizeof(*v2));
 
-			if (!v2)
+			if (!v2) {
+				fprintf(stderr, "maru-server: out of memory\n");
 				return -ENOMEM;
+			}
 			c->dax = v2;
 			c->dax[c->ndax++] = optarg;
 			break;
@@ -571,8 +595,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 		case OPT_VERSION:
 			printf("maru-server %s\n", MARU_VERSION);
 			exit(0);
-		default:
-			usage(stderr);
+		default:	/* getopt said which */
+			fprintf(stderr, "Try 'maru-server --help'.\n");
 			return -EINVAL;
 		}
 	}
@@ -1015,9 +1039,10 @@ int main(int argc, char **argv)
 	int rc, status = 1, have_jr;
 
 	config_defaults(&c);
-	if (parse_args(argc, argv, &c) < 0) {
+	rc = parse_args(argc, argv, &c);
+	if (rc < 0) {
 		free(c.dax);
-		return 2;
+		return rc == -ENOMEM ? 1 : 2; /* bad usage: 2 */
 	}
 	dir = c.state_dir ? c.state_dir : default_state_dir(dirbuf, sizeof(dirbuf));
 	if (c.verify_state) {

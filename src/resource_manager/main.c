@@ -7,7 +7,11 @@
  * Signals are routed to the signalfd before all of it, so one that
  * arrives during start-up is handled once the loop runs.
  * Any step that cannot be completed safely ends the process with exit
- * code 1 and one clear log line, before the port is bound.
+ * code 1 and one clear log line, before the port is bound.  Bad usage (an
+ * unknown option, a bad value) exits 2 before anything is done; --help
+ * and --version print to stdout and exit 0.  The --help text is also the
+ * man page (docs/man/CMakeLists.txt, help2man): options, environment and
+ * files are all in it.
  *
  * Then one thread runs the event loop: connections (server.c), a 1 s cron
  * timer (reaper, slow-loris sweep, rescan while no pool exists), and a
@@ -87,6 +91,7 @@ static void usage(FILE *f)
 		"Serves CXL/DAX shared-memory pools to Maru clients (TCP "
 		"protocol v2).\n"
 		"\n"
+		"Options:\n"
 		"  -H, --host ADDR          listen address, numeric IPv4 "
 		"(default 127.0.0.1)\n"
 		"  -p, --port PORT          listen port (default 9850)\n"
@@ -125,7 +130,8 @@ static void usage(FILE *f)
 		"never)\n"
 		"      --client-quota SIZE  bytes one client id may own "
 		"(default 0: no limit)\n"
-		"      --recovered-hold SEC a dead owner recovered after a "
+		"      --recovered-hold SEC\n"
+		"                           a dead owner recovered after a "
 		"restart keeps its\n"
 		"                           regions this long (default 60: "
 		"its clients fence)\n"
@@ -148,13 +154,48 @@ static void usage(FILE *f)
 		"      --insecure           allow --no-client-auth on a "
 		"non-loopback address\n"
 		"  -h, --help               this text\n"
+		"      --version            print the version and exit\n"
 		"\n"
 		"Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
 		"discovered; if\n"
 		"there are none, an emulated pool is served at "
 		"/dev/shm/maru-pool.\n"
+		"\n"
 		"Signals: SIGTERM/SIGINT stop cleanly, SIGHUP rescans for new "
-		"pools.\n");
+		"pools.\n"
+		"\n"
+		"Exit status: 0 after a clean stop, 1 when it cannot start or "
+		"run (the log\n"
+		"says why), 2 on bad usage (an unknown option or a bad "
+		"value).\n"
+		"\n"
+		"Environment:\n"
+		"  XDG_STATE_HOME, HOME     where a user that is not root "
+		"keeps the state\n"
+		"                           directory: "
+		"$XDG_STATE_HOME/maru/resource-manager,\n"
+		"                           else "
+		"~/.local/state/maru/resource-manager\n"
+		"  MARU_LOG_FORMAT          log line format: plain (an "
+		"ISO-8601 UTC time and\n"
+		"                           the level first), journal (a "
+		"<N> priority prefix)\n"
+		"                           or json (one object a line); "
+		"default journal when\n"
+		"                           stderr is systemd's "
+		"JOURNAL_STREAM, else plain\n"
+		"  JOURNAL_STREAM           set by systemd: stderr's "
+		"device:inode\n"
+		"\n"
+		"Files:\n"
+		"  /var/lib/maru-resourced  the state directory of root "
+		"(--state-dir): WAL,\n"
+		"                           checkpoints, client.key, "
+		"reader.key, rm.conf, lock\n"
+		"                           (held while running: one "
+		"daemon per directory)\n"
+		"  /dev/shm/maru-pool       the emulated pool when no device "
+		"is found\n");
 }
 
 enum {
@@ -171,6 +212,7 @@ enum {
 	OPT_RECOVERED_HOLD,
 	OPT_POOL_GROUP,
 	OPT_POOL_MODE,
+	OPT_VERSION,
 };
 
 /* --pool-group: a group name or number.  Return: 0 or -1 (said why) */
@@ -207,7 +249,10 @@ static int int_option(const char *name, int min, int *out)
 	return -1;
 }
 
-/* Parse argv into @c.  Return: 0 to run, 1 to exit 0, -1 to exit 1. */
+/*
+ * Parse argv into @c.  Return: 0 to run, 1 to exit 0 (--help, --version),
+ * -ENOMEM to exit 1, any other negative value (bad usage) to exit 2.
+ */
 static int parse_args(int argc, char **argv, struct rm_config *c)
 {
 	static const struct option opts[] = {
@@ -219,6 +264,7 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 		{"grace-period", required_argument, NULL, 'g'},
 		{"max-clients", required_argument, NULL, 'm'},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
 		{"pool", required_argument, NULL, OPT_POOL},
 		{"pools-from", required_argument, NULL, OPT_POOLS_FROM},
 		{"emulate-size", required_argument, NULL, OPT_EMULATE_SIZE},
@@ -283,13 +329,16 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 				return -1;
 			break;
 		case 'h':
-			usage(stderr);
+			usage(stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("maru-resource-manager %s\n", MARU_VERSION);
 			return 1;
 		case OPT_POOL:
 			pools = realloc(c->pools,
 					(c->npools + 1) * sizeof(*pools));
 			if (!pools)
-				return -1;
+				return -ENOMEM;
 			c->pools = pools;
 			c->pools[c->npools++] = optarg;
 			break;
@@ -367,14 +416,15 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			c->pool_mode = (mode_t)m;
 			c->pool_perm_set = mode_set = true;
 			break;
-		default:
-			usage(stderr);
+		default:	/* getopt said which */
+			fprintf(stderr, "Try 'maru-resource-manager --help'.\n");
 			return -1;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "unexpected argument: %s\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "unexpected argument: %s\n"
+				"Try 'maru-resource-manager --help'.\n",
+			argv[optind]);
 		return -1;
 	}
 	if (c->require_auth && c->no_client_auth) {
@@ -539,7 +589,8 @@ int main(int argc, char **argv)
 	rc = parse_args(argc, argv, &rm.cfg);
 	if (rc != 0) {
 		free(rm.cfg.pools);
-		return rc > 0 ? 0 : 1;
+		/* 0: --help/--version; 1: out of memory; 2: bad usage */
+		return rc > 0 ? 0 : rc == -ENOMEM ? 1 : 2;
 	}
 	rm_init(&rm);
 	log_init("maru-resource-manager", rm.cfg.log_level);

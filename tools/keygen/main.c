@@ -5,6 +5,8 @@
  *   maru-keygen NAME        NAME.key (public, 0644) + NAME.key_secret (0600)
  *   maru-keygen --public FILE   print the Z85 public key of a certificate
  *
+ * Exit status: 0, 1 when a file cannot be read or written, 2 on bad usage.
+ *
  * The files are those of pyzmq's zmq.auth.create_certificates() and czmq's
  * zcert, so either side may make them (docs/operations.md "Security").
  * The server gets its NAME.key_secret (--curve-secret-key-file) and a
@@ -18,12 +20,22 @@
 
 static int usage(FILE *f, int rc)
 {
-	fprintf(f, "usage: maru-keygen NAME\n"
-		   "       maru-keygen --public CERT-FILE\n"
+	fprintf(f, "Usage: maru-keygen NAME\n"
+		   "  or:  maru-keygen --public CERT-FILE\n"
 		   "Writes NAME.key (the public key, to give to peers) and "
 		   "NAME.key_secret\n"
 		   "(mode 0600, to keep); --public prints a certificate's "
-		   "public key in Z85.\n");
+		   "public key in Z85.\n"
+		   "\n"
+		   "Options:\n"
+		   "      --public CERT-FILE  print the public key of a "
+		   "certificate\n"
+		   "  -h, --help              this text\n"
+		   "      --version           print the version and exit\n"
+		   "\n"
+		   "Exit status: 0 on success, 1 when a file cannot be read or "
+		   "written,\n"
+		   "2 on bad usage.\n");
 	return rc;
 }
 
@@ -34,6 +46,10 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")))
 		return usage(stdout, 0);
+	if (argc == 2 && !strcmp(argv[1], "--version")) {
+		printf("maru-keygen %s\n", MARU_VERSION);
+		return 0;
+	}
 	if (zcurve_sodium_init() < 0) {
 		fprintf(stderr, "maru-keygen: libsodium failed to initialise\n");
 		return 1;
@@ -47,8 +63,12 @@ int main(int argc, char **argv)
 		printf("%s\n", z85);
 		return 0;
 	}
-	if (argc != 2 || argv[1][0] == '-')
+	if (argc != 2 || argv[1][0] == '-') {
+		if (argc >= 2 && argv[1][0] == '-' && strcmp(argv[1], "--public"))
+			fprintf(stderr, "maru-keygen: unknown option %s\n",
+				argv[1]);
 		return usage(stderr, 2);
+	}
 	if (zcurve_write_cert(argv[1], why, sizeof(why)) < 0) {
 		fprintf(stderr, "maru-keygen: %s\n", why);
 		return 1;

@@ -87,13 +87,14 @@ static void usage(FILE *f)
 		"Show the resource manager's pools: used, free, total, delta, "
 		"usage bar.\n"
 		"\n"
+		"Options:\n"
 		"  -w, --watch SEC     refresh every SEC seconds (fractions "
 		"allowed);\n"
 		"                      0 (default) prints one snapshot and "
 		"exits\n"
 		"  -c, --count N       stop after N frames in watch mode (0 = "
 		"until Ctrl+C)\n"
-		"      --csv           CSV output: timestamp,dax_path,dax_type,"
+		"      --csv           print CSV: timestamp,dax_path,dax_type,"
 		"total_bytes,\n"
 		"                      free_bytes,used_bytes,usage_pct\n"
 		"      --scroll        append frames instead of redrawing the "
@@ -101,11 +102,26 @@ static void usage(FILE *f)
 		"      --address H:P   resource manager address (default "
 		"%s)\n"
 		"  -h, --help          this text\n"
+		"      --version       print the version and exit\n"
+		"\n"
+		"In watch mode on a terminal the screen is redrawn; q or Ctrl+C "
+		"quits.\n"
 		"\n"
 		"Exit status: 0 on success; 1 when the resource manager cannot "
 		"be\n"
 		"reached (one-shot) or never answered (watch); 2 on bad "
-		"options.\n",
+		"options.\n"
+		"\n"
+		"Environment:\n"
+		"  MARU_RM_KEY_FILE    the resource manager's client.key, for "
+		"one that\n"
+		"                      runs with --require-auth\n"
+		"  MARU_RM_READER_KEY_FILE\n"
+		"                      its reader.key (STATS only), when "
+		"MARU_RM_KEY_FILE\n"
+		"                      is not set\n"
+		"  TERM                dumb, or stdout not a terminal: plain "
+		"frames\n",
 		PM_DEFAULT_ADDRESS);
 }
 
@@ -117,10 +133,10 @@ static int bad_option(const char *what, const char *arg)
 	return -EINVAL;
 }
 
-/* Return: 0, 1 for --help (exit 0), or -EINVAL (exit 2). */
+/* Return: 0, 1 for --help, 2 for --version (exit 0), or -EINVAL (exit 2). */
 static int parse_opts(int argc, char **argv, struct pm_opts *o)
 {
-	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS };
+	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS, OPT_VERSION };
 	static const struct option longopts[] = {
 		{"watch", required_argument, NULL, 'w'},
 		{"count", required_argument, NULL, 'c'},
@@ -128,6 +144,7 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 		{"scroll", no_argument, NULL, OPT_SCROLL},
 		{"address", required_argument, NULL, OPT_ADDRESS},
 		{"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
 	};
 	char *end;
@@ -168,6 +185,8 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 			break;
 		case 'h':
 			return 1;
+		case OPT_VERSION:
+			return 2;
 		case ':':
 			return bad_option("option needs a value",
 					  argv[optind - 1]);
@@ -471,6 +490,10 @@ int main(int argc, char **argv)
 	rc = parse_opts(argc, argv, &o);
 	if (rc == 1) {
 		usage(stdout);
+		return 0;
+	}
+	if (rc == 2) {
+		printf("pool_monitor %s\n", MARU_VERSION);
 		return 0;
 	}
 	if (rc < 0)

@@ -69,7 +69,7 @@ refused() {
 	wait $pid
 	rc=$?
 	[ $rc != 0 ] || { WHY="$mode: exit 0"; return 1; }
-	[ -n "$why" ] || { WHY="$mode: exit $rc, but no log line names dax0.0 and says why (/$re/): $(grep -v '^maru-resource-manager:   ' $log | tail -3 | tr '\n' '|')"; return 1; }
+	[ -n "$why" ] || { WHY="$mode: exit $rc, but no log line names dax0.0 and says why (/$re/): $(grep -v 'maru-resource-manager:   ' $log | tail -3 | tr '\n' '|')"; return 1; }
 	MSG="$mode: exit $rc, '$why'"
 	return 0
 }

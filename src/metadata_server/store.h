@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store.h - the state of maru-server and its semantics
- * (metadata-protocol.md §6-7, later-additions.md §1)
+ * (docs/metadata-server.md)
  *
  *  - KV entries: key -> {region slot, kv_offset, kv_length, pins}, in the
  *    index (index.h).
@@ -9,7 +9,7 @@
  *    their owner instance, KV reference count and lifecycle state.
  *  - Instances (client-chosen instance_id strings) and the connections
  *    they were seen on, for dead-client detection without leases.
- *  - Leases (later-additions §1): renewed by HEARTBEAT, expiry marks the
+ *  - Leases (docs/metadata-server.md): renewed by HEARTBEAT, expiry marks the
  *    lease's regions owner-gone.
  *  - REPORT_STATS accumulators (stats.h).
  *  - Pins, each held by an instance (or by a connection that named
@@ -44,7 +44,7 @@
  * Time: the store uses a "virtual" monotonic clock (nanoseconds) set by
  * its caller through mds_tick(): the loop subtracts the time the process
  * was stalled, so deadlines do not fire because the server itself was
- * not running (later-additions §1, stall compensation).
+ * not running (docs/metadata-server.md, Dead clients: stall compensation).
  *
  * Context: single-threaded; the main loop owns the struct mds.
  */

@@ -261,7 +261,7 @@ struct mds_lease {
 	struct ix_entry *ie;
 };
 
-/* One TCP connection (by fd) as reported by the socket monitor. */
+/* One TCP connection (by fd) as the transport (server.c) reports it. */
 struct mds_conn {
 	uint32_t gen; /* bumped at every accept on this fd */
 	bool open;
@@ -386,12 +386,12 @@ struct mds {
  * mds_conn_check - remember the routing id of the first message seen on
  * @peer's connection, and tell whether @peer matches it
  * Return: true if it matches (or was just recorded) or fd is unknown;
- * false when the fd's connection has another routing id (the socket
- * monitor has not told us about a newer connection on that fd yet).
+ * false when the fd's connection has another routing id (the transport
+ * has not told us about a newer connection on that fd yet).
  */
 bool mds_conn_check(struct mds *s, struct mds_peer *peer);
 
-/* mds_conn_is_open - has the monitor reported @fd accepted (not closed)? */
+/* mds_conn_is_open - was @fd reported accepted (and not closed)? */
 static inline bool mds_conn_is_open(const struct mds *s, int fd)
 {
 	return fd >= 0 && fd < s->nconn_slots && s->conns[fd].open;
@@ -487,7 +487,7 @@ static inline uint64_t mds_pinned_bytes(const struct mds_inst *in)
 int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		  bool release, bool notices, struct mds_peer *peer);
 
-/* socket monitor events */
+/* connection events, from the transport (server.c accepts and closes) */
 void mds_conn_open(struct mds *s, int fd);
 void mds_conn_close(struct mds *s, int fd);
 

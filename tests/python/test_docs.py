@@ -234,3 +234,24 @@ def test_tree_paths_exist():
                 if not glob.glob(os.path.join(REPO, pat) + "*"):
                     bad.append(f"{rel(p)}: {path}")
     assert not bad, "\n".join(bad)
+
+
+def test_svg_images_are_well_formed():
+    import xml.etree.ElementTree as ET
+    svgs = glob.glob(os.path.join(REPO, "docs", "img", "*.svg"))
+    assert svgs
+    for f in svgs:
+        root = ET.parse(f).getroot()
+        assert root.tag.endswith("svg"), f
+
+
+def test_architecture_diagram_is_current():
+    """The diagram names what exists: maru-server speaks ZMTP itself (no
+    libzmq socket or socket monitor) and journals its index."""
+    svg = open(os.path.join(REPO, "docs", "img", "architecture.svg"), encoding="utf-8").read()
+    for gone in ("socket monitor", "ZeroMQ ROUTER"):
+        assert gone not in svg
+    for name in ("maru-server", "maru-resource-manager", "ZMTP", "journal", "libmaru"):
+        assert name in svg
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    assert "](docs/img/architecture.svg)" in readme

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # dev.sh - set up a Debian/Ubuntu machine for Maru, then run something.
 #
+#   ./dev.sh deps    only install the Debian packages (repairing an
+#                    interrupted dpkg first); stops, naming them, when
+#                    some are still missing
 #   ./dev.sh setup   install Debian packages, build, create .venv with the
 #                    Python package (no network beyond apt)
 #   ./dev.sh demo    setup, then the main job: both daemons on an emulated
@@ -35,55 +38,109 @@ DEB_PACKAGES=(
 
 say() { printf '\n==> %s\n' "$*"; }
 
+# Stop set-up here, whatever called it: a plain `exit`, because bash ignores
+# `set -e` inside a function called from `setup && ...`.
+die() {
+	printf 'dev.sh: %s\n' "$*" >&2
+	exit 1
+}
+
 as_root() {
 	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# apt's and dpkg's words for "another apt/dpkg holds the lock"
+LOCK_RE='could not get lock|unable to acquire the dpkg frontend lock'
+LOCK_RE+='|unable to lock|lock was locked by another process'
+LOCK_RE+='|is another process using it'
+
+# Run "$@" as root.  While it fails because another apt or dpkg (an
+# unattended upgrade on a fresh cloud image) holds the lock, wait 5 s and
+# run it again, up to MARU_LOCK_TRIES (60) times; any other failure returns
+# at once.  Its error output is shown once, at the end.
+root_with_lock_wait() {
+	local err rc i tries=${MARU_LOCK_TRIES:-60}
+	err=$(mktemp)
+	for ((i = 1; ; i++)); do
+		rc=0
+		as_root env DEBIAN_FRONTEND=noninteractive "$@" 2>"$err" || rc=$?
+		if [ $rc = 0 ] || [ $i -ge "$tries" ] ||
+			! grep -qiE "$LOCK_RE" "$err"; then
+			break
+		fi
+		[ $i = 1 ] && say "another apt/dpkg holds its lock; waiting" \
+			"(up to $((tries * 5)) s)"
+		sleep 5
+	done
+	cat "$err" >&2
+	rm -f "$err"
+	return $rc
+}
+
+# The DEB_PACKAGES dpkg does not list as installed, one a line.
+missing_packages() {
+	local p
+	for p in "${DEB_PACKAGES[@]}"; do
+		case "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" in
+		*" ok installed") ;;
+		*) printf '%s\n' "$p" ;;
+		esac
+	done
+}
+
+# Install what is missing, or stop set-up naming what still is.
 install_packages() {
-	local missing=() p i
+	local missing=() still=()
 	[ "${MARU_SKIP_APT:-0}" = 1 ] && return 0
+	command -v dpkg-query >/dev/null && command -v apt-get >/dev/null ||
+		die "no dpkg/apt-get: install the packages listed in DEB_PACKAGES" \
+			"of dev.sh yourself, then run with MARU_SKIP_APT=1"
+	if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null; then
+		die "not root and no sudo: run dev.sh as root, or install the" \
+			"DEB_PACKAGES of dev.sh and run with MARU_SKIP_APT=1"
+	fi
 	# A fresh machine may carry an interrupted dpkg run (half-configured
 	# packages): finish it first, or stop, never build on top of it.
 	if [ -n "$(dpkg --audit 2>/dev/null)" ]; then
 		say "dpkg reports an interrupted run: dpkg --configure -a"
-		if ! as_root env DEBIAN_FRONTEND=noninteractive \
-			dpkg --configure -a || [ -n "$(dpkg --audit 2>/dev/null)" ]; then
-			echo "dev.sh: dpkg is still in an interrupted state after" \
+		root_with_lock_wait dpkg --configure -a || true
+		[ -z "$(dpkg --audit 2>/dev/null)" ] ||
+			die "dpkg is still in an interrupted state after" \
 				"'dpkg --configure -a' (see 'dpkg --audit'); repair" \
-				"it, then run dev.sh again" >&2
-			return 1
-		fi
+				"it, then run dev.sh again"
 	fi
-	for p in "${DEB_PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
-			grep -q 'ok installed' || missing+=("$p")
-	done
+	mapfile -t missing < <(missing_packages)
 	[ ${#missing[@]} -eq 0 ] && return 0
 	say "installing Debian packages: ${missing[*]}"
-	# Another apt may hold the lock on a fresh machine: retry a while.
-	for i in $(seq 1 30); do
-		if as_root env DEBIAN_FRONTEND=noninteractive apt-get install \
-			-y -q --no-install-recommends "${missing[@]}"; then
-			return 0
-		fi
-		[ "$i" = 1 ] && as_root apt-get update -q || true
-		sleep 5
-	done
-	echo "dev.sh: apt-get install failed" >&2
-	return 1
+	if ! root_with_lock_wait apt-get install -y -q \
+		--no-install-recommends "${missing[@]}"; then
+		# the package lists of a fresh machine may be empty or stale
+		say "apt-get install failed; updating the package lists and" \
+			"trying once more"
+		root_with_lock_wait apt-get update -q || true
+		root_with_lock_wait apt-get install -y -q \
+			--no-install-recommends "${missing[@]}" || true
+	fi
+	# apt's exit status is not the whole truth: ask dpkg again
+	mapfile -t still < <(missing_packages)
+	[ ${#still[@]} -eq 0 ] ||
+		die "set-up stopped: Debian packages still not installed:" \
+			"${still[*]} (apt-get's message is above); install them," \
+			"then run dev.sh again"
 }
 
 build() {
 	say "building in $BUILD_DIR"
 	cmake -S "$TOP" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DMARU_WERROR=ON >/dev/null
+		-DMARU_WERROR=ON >/dev/null || return 1
 	cmake --build "$BUILD_DIR" -j"$JOBS"
 }
 
 setup_venv() {
 	if [ ! -x "$VENV/bin/python" ]; then
 		say "creating $VENV"
-		/usr/bin/python3 -m venv --system-site-packages "$VENV"
+		/usr/bin/python3 -m venv --system-site-packages "$VENV" ||
+			return 1
 	fi
 	if [ -f "$TOP/python/setup.py" ] || [ -f "$TOP/python/pyproject.toml" ]; then
 		say "installing the maru Python package into $VENV"
@@ -94,10 +151,11 @@ setup_venv() {
 	fi
 }
 
+# Each step stops set-up on failure (die exits), so no caller can carry on.
 setup() {
 	install_packages
-	build
-	setup_venv
+	build || die "set-up stopped: the build failed (see above)"
+	setup_venv || die "set-up stopped: creating $VENV failed (see above)"
 }
 
 run_ctest() {
@@ -142,11 +200,18 @@ test_all() {
 }
 
 case "${1:-}" in
+deps) install_packages ;;
 setup) setup ;;
-demo) setup && exec "$TOP/scripts/demo.sh" ;;
-test) setup && test_all ;;
+demo)
+	setup
+	exec "$TOP/scripts/demo.sh"
+	;;
+test)
+	setup
+	test_all
+	;;
 *)
-	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 	;;
 esac

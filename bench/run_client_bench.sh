@@ -215,42 +215,9 @@ if sc:
     for r in sc:
         print(f"{r['procs']:>5} {float(r['ops_per_s']):13.0f} {float(r['gbps']):10.2f}")
 if plot:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(1, 3, figsize=(15, 5.6))
-    x = range(len(sizes))
-    w = 0.14
-    bars = (("same", "store", "store, one core"), ("split", "store", "store, one core each"),
-            ("split-bp", "store", "store, one core each, busy poll"),
-            ("same", "batch_store", "batch_store 32, one core"), ("split", "batch_store", "batch_store 32, one core each"),
-            ("split-bp", "batch_store", "batch_store 32, one core each, busy poll"))
-    for i, (place, what, lab) in enumerate(bars):
-        ax[0].bar([j + (i - 2.5) * w for j in x], [get(place, what, s, "med_ratio") for s in sizes], w, label=lab)
-    for i, place in enumerate(("same", "split", "split-bp")):
-        ax[0].scatter([j + (i - 2.5) * w for j in x], [get(place, "store_floor", s, "med_ratio") for s in sizes],
-                      marker="_", s=120, color="k", zorder=3, label="floor: one bare TCP round trip" if i == 0 else None)
-    ax[0].axhline(0.9, color="k", ls=":", lw=1)
-    ax[0].axhline(0.8, color="grey", ls="--", lw=1)
-    ax[0].axhline(0.5, color="grey", ls=":", lw=1)
-    ax[0].set_xticks(list(x)); ax[0].set_xticklabels([name[s] for s in sizes])
-    ax[0].set_ylabel("store / memcpy (median over rounds)"); ax[0].set_title("store throughput vs memcpy, same process")
-    ax[0].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2)
-    for i, (what, lab) in enumerate((("raw_zmtp", "round trip, ZMTP by hand"), ("raw_dealer", "round trip, libzmq"),
-                                     ("retrieve", "maru retrieve"), ("retrieve_read", "retrieve + read"),
-                                     ("redis_get", "Redis GET"))):
-        ax[1].bar([j + (i - 2) * 0.16 for j in x], [get("split", what, s, "p50_us") for s in sizes], 0.16, label=lab)
-    ax[1].set_yscale("log"); ax[1].set_xticks(list(x)); ax[1].set_xticklabels([name[s] for s in sizes])
-    ax[1].set_ylabel("p50 latency (us, log)"); ax[1].set_title("cross-process retrieve (split placement)"); ax[1].legend(fontsize=8)
-    if sc:
-        ax[2].plot([int(r["procs"]) for r in sc], [float(r["gbps"]) for r in sc], "o-", label="GB/s read")
-        ax2 = ax[2].twinx()
-        ax2.plot([int(r["procs"]) for r in sc], [float(r["ops_per_s"]) for r in sc], "s--", color="C1", label="retrievals/s")
-        ax2.set_ylabel("retrievals/s")
-        ax[2].set_xlabel("reader processes"); ax[2].set_ylabel("GB/s"); ax[2].set_title("scaling, 1 MiB chunks")
-        h1, l1 = ax[2].get_legend_handles_labels(); h2, l2 = ax2.get_legend_handles_labels()
-        ax[2].legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8)
-    fig.tight_layout(); fig.savefig(plot, dpi=110)
-    print(f"\nplot: {plot}")
+    # the figure: bench/plot_client.py (also draws docs/img/perf-client.png
+    # from bench/results/perf-client.txt)
+    import subprocess
+    subprocess.run(["/usr/bin/python3", "bench/plot_client.py", plot, res], check=True)
 PY
 echo "raw results: $RES"

@@ -199,7 +199,7 @@ if [ -n "$INDEX_SIZES" ]; then
 fi
 
 # tables, targets and the plot, from the CSVs
-$PY - "$OUT" "$START" "$LOAD0" "$(nproc)" "$SECS" "$REPS" "$KEYS" "$SCALE_KEYS" "$PREFILL_S" <<'EOF'
+TOP=$TOP $PY - "$OUT" "$START" "$LOAD0" "$(nproc)" "$SECS" "$REPS" "$KEYS" "$SCALE_KEYS" "$PREFILL_S" <<'EOF'
 import csv, os, statistics as st, sys
 out, start, load0, ncpu, secs, reps, keys, scale_keys, prefill = sys.argv[1:10]
 raw = list(csv.DictReader(open(os.path.join(out, "raw.csv"))))
@@ -316,42 +316,16 @@ with open(os.path.join(out, "results.csv"), "w") as f:
         f.write(",".join(c) + f",{r['server']:.0f},{r['echo']:.0f},{r['echopc']:.0f},{r['ratio']:.3f},"
                 f"{r['ratio_pc']:.3f},{r['pmin']:.3f},{r['pmax']:.3f},{r['keys']:.0f}\n")
 
+# the figure: bench/plot_mds.py (also draws docs/img/perf-mds.png from
+# bench/results/perf-mds.csv)
 try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib  # noqa: F401
 except ImportError:
     print("(no plot: matplotlib missing)")
     sys.exit(0)
-cs = [(op, mode) for op in ("lookup", "exists", "register", "batch_lookup") for mode in ("req", "dealer")]
-fig, ax = plt.subplots(figsize=(12, 4.8))
-w = 0.38
-for j, (pl, color) in enumerate((("one-core", "#1f77b4"), ("two-cores", "#ff7f0e"))):
-    xs, ys, lo, hi = [], [], [], []
-    for i, c in enumerate(cs):
-        r = summary.get((pl,) + c)
-        if not r:
-            continue
-        x = i + (j - 0.5) * w
-        xs.append(x); ys.append(r["ratio"])
-        lo.append(max(0, r["ratio"] - r["pmin"])); hi.append(max(0, r["pmax"] - r["ratio"]))
-        v = r["keys"] if c[0] == "batch_lookup" else r["server"]
-        ax.text(x, r["pmax"] + 0.02, f"{v/1e3:.0f}k", ha="center", va="bottom", fontsize=6, rotation=90)
-    where = "CPU 0" if pl == "one-core" else "CPU 1"
-    ax.bar(xs, ys, w, yerr=[lo, hi], capsize=2, label=f"{pl} (server on CPU 0, client on {where})", color=color)
-ax.axhline(0.9, ls="--", color="gray", lw=1)
-ax.text(len(cs) - 0.5, 0.91, "REQ target 0.9", fontsize=7, ha="right")
-ax.axhline(0.5, ls=":", color="gray", lw=1)
-ax.text(len(cs) - 0.5, 0.51, "DEALER target 0.5", fontsize=7, ha="right")
-ax.set_xticks(range(len(cs)))
-ax.set_xticklabels([f"{op}\n{mode}" + ("\n(256 keys)" if op == "batch_lookup" else "") for op, mode in cs], fontsize=8)
-ax.set_ylabel("maru-server ops/s / libzmq echo ops/s")
-ax.set_ylim(0, 1.5)
-ax.set_title(f"maru-server vs a bare libzmq ROUTER echo (median of {reps} runs, targets interleaved every 100 ms; bars: range of "
-             "per-run round ratios; labels: server ops/s, keys/s for batches)", fontsize=9)
-ax.legend(fontsize=8, loc="upper left")
-fig.tight_layout()
-fig.savefig(os.path.join(out, "mds_bench.png"), dpi=110)
+import subprocess
+subprocess.run([sys.executable, os.path.join(os.environ["TOP"], "bench", "plot_mds.py"), os.path.join(out, "mds_bench.png"),
+                os.path.join(out, "results.csv"), reps], check=True)
 EOF
 echo
 cat "$OUT/results.md"

@@ -12,7 +12,7 @@
  * metadata crosses the network; the bytes are never copied.
  *
  * The semantics are those of upstream Maru's Python MaruHandler
- * (docs/python-api.md; upstream python-api.md §4-5); the Python package
+ * (docs/python-api.md); the Python package
  * is a thin wrapper over this API.  See docs/c-api.md for a tutorial and the full reference.
  *
  * Conventions (docs/c-api.md, "Conventions"):
@@ -47,7 +47,7 @@
  *              does not answer now)
  *  -ESTALE     a page of a region this handler no longer owns (fenced)
  *
- * Thread safety (python-api.md §4.4): "write" operations (page alloc/free,
+ * Thread safety (docs/python-api.md): "write" operations (page alloc/free,
  * store, batch store, delete) are serialised by one handler-wide lock.
  * "Read" operations (retrieve, exists, pin, unpin, their batch forms,
  * healthcheck, stats, the accessors) take no handler lock and run
@@ -221,7 +221,7 @@ void maru_config_free(struct maru_config *cfg);
 /**
  * maru_config_apply_env - apply MARU_EAGER_MAP and MARU_STAT overrides
  * @cfg: borrowed
- * @why: if not NULL and the call fails, receives the spec's message, e.g.
+ * @why: if not NULL and the call fails, receives upstream's message, e.g.
  *       "MARU_STAT must be one of: 1/0, true/false, yes/no, on/off (got 'x')"
  * @whylen: size of @why
  *
@@ -236,7 +236,7 @@ int maru_config_apply_env(struct maru_config *cfg, char *why, size_t whylen);
 /**
  * maru_config_validate - check the cross-field rules of MaruConfig
  * @cfg: borrowed
- * @why: if not NULL and the call fails, receives the spec's ValueError
+ * @why: if not NULL and the call fails, receives upstream's ValueError
  *       message, e.g. "pool_size (P) must be >= chunk_size_bytes (C)"
  * @whylen: size of @why
  *

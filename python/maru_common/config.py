@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""MaruConfig: the handler's configuration (python-api.md §3).
+"""MaruConfig: the handler's configuration (docs/python-api.md).
 
 Field order is part of the contract (positional construction).  Two
 environment variables override fields at every construction, even when the

@@ -2,7 +2,7 @@
 """Metadata server protocol: header, message codes, payload dataclasses.
 
 Every body frame is a 16-byte big-endian header followed by a MessagePack
-map (metadata-protocol.md §2-6).  The dataclasses below describe the
+map (docs/protocol.md §2).  The dataclasses below describe the
 payloads; maru_common.serializer turns them into bytes and back.
 """
 

@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
-"""MaruHandler: upstream's handler API over libmaru (python-api.md §4).
+"""MaruHandler: upstream's handler API over libmaru (docs/python-api.md).
 
 Every operation is one call into the extension maru_handler._maru, which
-releases the GIL around libmaru and raises the spec's state errors
+releases the GIL around libmaru and raises upstream's state errors
 ("Handler is closing", "Not connected. Call connect() first.").  This module
-adds what is Python-only: MaruConfig -> libmaru config, errno -> the spec's
+adds what is Python-only: MaruConfig -> libmaru config, errno -> upstream's
 exception messages, get_stats() assembly, and read-only facades
 (allocator, owned_region_manager, mapper) that present libmaru's state with
 upstream's classes.
@@ -96,7 +96,7 @@ class MaruHandler:
     """Client of one metadata server; owns regions of the shared pool.
 
     Construction does no I/O; connect() (or ``with`` when auto_connect)
-    connects.  See python-api.md §4 for every method's semantics.
+    connects.  See docs/python-api.md for every method's semantics.
     """
 
     def __init__(self, config: MaruConfig | None = None):
@@ -360,7 +360,7 @@ def errno_message(e: int) -> str:
 
 
 def _alloc_error(e: int | None, size: int, chunk: int) -> Exception:
-    """The spec's exception for a failed maru_page_alloc()."""
+    """Upstream's exception for a failed maru_page_alloc()."""
     if e == errno.EINVAL:
         if size > chunk:
             return ValueError(f"Requested size {size} exceeds chunk_size {chunk}")

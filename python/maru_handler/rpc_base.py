@@ -8,7 +8,7 @@ What is Python here is upstream's surface: the request builders, the
 parsers and the synthetic reply.  _send_request(msg_type, data) blocks for
 the reply and returns its payload map; on a timeout or a transport error it
 returns {"error": "timeout", "success": False} instead of raising
-(metadata-protocol.md §5).  Parsing follows upstream: every key is read with
+(docs/protocol.md §2).  Parsing follows upstream: every key is read with
 a default, so a missing key reads as failure.
 """
 
@@ -350,7 +350,7 @@ class RpcClientBase:
         return self._call("heartbeat")
 
     def renew_lease(self, instance_id: str, lease_id: str, release: bool = False) -> dict:
-        """HEARTBEAT naming a lease (later-additions.md §1); raw reply."""
+        """HEARTBEAT naming a lease (docs/metadata-server.md); raw reply."""
         return self._call("renew_lease", instance_id, lease_id, release)
 
     def handshake(self) -> dict:

@@ -2,7 +2,7 @@
 """RpcClient: lock-step client of the metadata server (libmaru's REQ mode).
 
 One request at a time on one connection; callers in several threads queue
-(upstream asked them to serialise, python-api.md §4.4).  A request without
+(upstream asked them to serialise, docs/python-api.md).  A request without
 a reply within timeout_ms closes the connection, as upstream's REQ reset
 did, and returns the synthetic reply {"error": "timeout", "success": False};
 a late reply goes with the old connection.  See rpc_base.py.

@@ -6,7 +6,7 @@ KV tensors straight into them (they live in the shared pool), and registers
 them with MaruHandler.store(); a reader retrieves the key and asks the
 adapter for the MemoryObj at (region, page).  No byte is copied.
 
-Design (python-api.md §7):
+Design (docs/python-api.md):
   * One TensorMemoryObj per page, created once per region over the page's
     zero-copy view (torch.frombuffer) and reused: pools are built from the
     handler's region-added callback (replayed for existing regions at

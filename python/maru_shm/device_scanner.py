@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Local DEV_DAX devices and their MARUDEV headers (RM spec §8.2), over libmaru.
+"""Local DEV_DAX devices and their MARUDEV headers, over libmaru.
+
+The header: docs/hardware.md.
 
 The first 32 bytes of a device hold "MARUDEV\\0", version u32 (1), a 16-byte
 UUID and a reserved u32.  A handler scans its own devices at connect to build

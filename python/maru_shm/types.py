@@ -59,7 +59,7 @@ class MaruHandle:
 
     @classmethod
     def from_dict(cls, d: dict) -> "MaruHandle":
-        """Build from the metadata-protocol map; every key is mandatory."""
+        """Build from the metadata protocol's handle map; every key is mandatory."""
         return cls(
             region_id=int(d["region_id"]),
             offset=int(d["offset"]),

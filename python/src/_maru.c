@@ -11,7 +11,7 @@
  *  - Handler owns one struct maru_handler.  Every libmaru call runs with
  *    the GIL released (network waits, and libmaru's background threads log
  *    through a sink that needs the GIL: holding it across a libmaru call
- *    could deadlock).  State errors are raised here with the spec's
+ *    could deadlock).  State errors are raised here with upstream's
  *    messages ("Handler is closing", "Not connected. Call connect() first.").
  *  - Zero copy: a Mapping object exports one mapped region through the
  *    buffer protocol; every view handed out (AllocHandle.buf,
@@ -22,7 +22,7 @@
  *    address (MAP_FIXED_NOREPLACE), so a view used after close reads zeros
  *    instead of crashing, and the placeholder is unmapped when the last
  *    export goes away.  (Views are invalid after close(): python-api.md
- *    §4.4; this only turns a crash into garbage.)
+ *    docs/python-api.md; this only turns a crash into garbage.)
  *  - libmaru may map a region anew at another address: after a loss of
  *    ownership it fences the old mapping (docs/c-api.md) and a retrieve of
  *    a key still stored there maps the region again.  Every view is built
@@ -194,7 +194,7 @@ static PyObject *raise_errno(int neg_errno)
 	return PyErr_SetFromErrno(PyExc_OSError);
 }
 
-/* Raise the spec's RuntimeError unless @self may run an operation. */
+/* Raise upstream's RuntimeError unless @self may run an operation. */
 static int check_state(HandlerObject *self)
 {
 	if (self->closing) {
@@ -702,7 +702,7 @@ static PyObject *handler_close(PyObject *obj, PyObject *unused)
 {
 	HandlerObject *self = (HandlerObject *)obj;
 
-	/* a no-op unless connected (python-api.md §4.1) */
+	/* a no-op unless connected (docs/python-api.md) */
 	if (!self->h || !self->connected || self->closing)
 		Py_RETURN_NONE;
 	self->closing = 1;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * devhdr.h - the MARUDEV device header (resource-manager-protocol.md §8.2)
+ * devhdr.h - the MARUDEV device header (docs/hardware.md)
  *
  * The first 32 bytes of a DEV_DAX device (and of an emulated pool file):
  *

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mds_proto.h - metadata server framing: the 16-byte big-endian header and
- * the message codes (docs/protocol.md §2; upstream metadata-protocol.md §2-3)
+ * the message codes (docs/protocol.md §2)
  *
  * The MessagePack payloads are built and parsed by each side with msgpack-c;
  * this header only fixes the envelope both sides share.

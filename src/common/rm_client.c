@@ -260,7 +260,7 @@ static int exchange(struct rm_client *c, uint16_t *type, bool auth)
  * Return: 0 with c->rx holding a response of type @want; the status of an
  * ERROR_RESP; or a transport error (the connection is then closed).
  */
-/* ALLOC and FREE ids: from 1, unique in the process (RM spec §5) */
+/* ALLOC and FREE ids: from 1, unique in the process (docs/protocol.md §1) */
 static _Atomic uint64_t request_ids = 1;
 
 static uint64_t next_request_id(void)

@@ -65,7 +65,7 @@ static void put_handle(uint8_t *p, const struct rm_handle *h)
 }
 
 /*
- * Parse an optional client_id field at @off.  The spec's acceptance rule:
+ * Parse an optional client_id field at @off.  Upstream's acceptance rule:
  * present only if >= 3 bytes remain, 1 <= id_len < 128, the bytes fit and
  * hold no NUL.  Return: the offset just past the field, or 0 if absent.
  */

@@ -2,8 +2,8 @@
 /*
  * rm_proto.h - resource manager wire protocol v2 (TCP, little-endian)
  *
- * Byte layouts: docs/protocol.md §1 (upstream resource-manager-protocol.md
- * §1-4).  Every message is a 12-byte header plus a payload.
+ * Byte layouts: docs/protocol.md §1 (upstream's resource manager protocol).
+ * Every message is a 12-byte header plus a payload.
  *
  * Encoders append one whole message (header + payload) to a struct buf.
  * Decoders are pure and bounded: they read only [p, p + len), never
@@ -163,8 +163,8 @@ void rm_hdr_put(uint8_t *p, uint16_t type, uint32_t payload_len);
 
 /*
  * Request decoders (server side).  @p/@len is the payload only.
- * Return: 0, or -EPROTO with *why set to the spec's error message text.
- * client_id follows the acceptance rule of the spec (§3): when it is not
+ * Return: 0, or -EPROTO with *why set to upstream's error message text.
+ * client_id follows the acceptance rule of docs/protocol.md §1: when it is not
  * well-formed (a length that does not fit, a NUL, not valid UTF-8) it is
  * reported as absent (len 0), not as an error.
  */

@@ -25,7 +25,7 @@ int parse_size(const char *s, uint64_t *out);
 
 /**
  * format_bytes - human form with binary units and one decimal: "0B",
- * "512.0K", "1.5G" (the tools' format, cli-and-tools.md §4)
+ * "512.0K", "1.5G" (the tools' format, docs/pool-monitor.md)
  * Return: @out
  */
 char *format_bytes(uint64_t v, char *out, size_t outlen);

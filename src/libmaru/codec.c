@@ -470,7 +470,7 @@ static int dec_uints(struct mp_rd *r, const char *const *names,
 }
 
 /*
- * A MaruHandle map: all four keys are mandatory unsigned ints (§4.1).
+ * A MaruHandle map: all four keys are mandatory unsigned ints (protocol.md §2).
  * Return: 1 decoded, 0 nil (no handle), -EPROTO.
  */
 static int mp_handle(struct mp_rd *r, struct maru_region_handle *h, int depth)
@@ -736,5 +736,5 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 }
 
 /* ------------------------------------------------------------------------ */
-/* MARUDEV device header (resource-manager-protocol.md §8.2)                 */
+/* MARUDEV device header (docs/hardware.md)                                 */
 

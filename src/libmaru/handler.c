@@ -2,7 +2,7 @@
 /*
  * handler.c - struct maru_handler: upstream's MaruHandler in C
  *
- * Semantics: python-api.md §4 (connect, close, alloc/free, store, retrieve,
+ * Semantics: docs/python-api.md (connect, close, alloc/free, store, retrieve,
  * exists, pin/unpin, delete, batch forms, healthcheck, stats, accessors),
  * with two deliberate differences, both invisible to well-behaved callers:
  * store sends one REGISTER_KV (no EXISTS_KV first: REGISTER already answers

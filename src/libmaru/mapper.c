@@ -13,7 +13,7 @@
  *
  * Multi-host: every host may name the same CXL device differently.  At
  * connect we read the MARUDEV header of each local /dev/daxX.Y (first
- * alignment unit, resource-manager-protocol.md §8.2) and keep uuid -> local
+ * alignment unit, docs/hardware.md) and keep uuid -> local
  * path; when GET_ACCESS reports a UUID we know, we open our own path
  * instead of the server's.
  *

@@ -5,7 +5,7 @@
  * Two halves of one concept, leases and fencing, which call each other
  * (a renewal is a verification; a recovery starts a new lease).
  *
- * Leases (later-additions.md §1).  At connect, after HANDSHAKE, the
+ * Leases (docs/metadata-server.md).  At connect, after HANDSHAKE, the
  * handler picks a random lease_id and sends HEARTBEAT {instance_id,
  * lease_id}.  If the reply carries lease_ttl > 0 the server tracks the
  * lease: every REQUEST_ALLOC names it, and a background thread renews it

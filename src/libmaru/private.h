@@ -17,7 +17,7 @@
  *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
  *              or DEALER pipelined
  *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
- *   ownership.c  leases (later-additions.md §1) and loss of ownership:
+ *   ownership.c  leases (docs/metadata-server.md) and loss of ownership:
  *              verification, fencing, recovery
  *              of stale mappings, recovery on the next write
  *   stats.c    per-op stats buffer and the REPORT_STATS thread

@@ -2,7 +2,7 @@
 /*
  * rpc.c - the metadata-server client: ZMTP over TCP in the calling thread
  *
- * Wire: metadata-protocol.md §1-2.  Every request is one body frame (16-byte
+ * Wire: docs/protocol.md §2.  Every request is one body frame (16-byte
  * big-endian header + msgpack payload) after an empty delimiter frame; the
  * reply is matched by the header's sequence number.  The transport is
  * ZeroMQ's own protocol, ZMTP 3.1 (src/common/zmtp.h), spoken on a plain

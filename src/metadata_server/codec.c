@@ -8,7 +8,8 @@
  * and records it; unknown keys are skipped whole.  Batch lists are
  * validated element by element right there and kept as a byte range.
  *
- * Type rules (spec §4): uint fields take any non-negative integer
+ * Type rules (docs/metadata-server.md, The codec): uint fields take any
+ * non-negative integer
  * encoding; keys are str, bin or integer; optional fields accept nil as
  * "absent"; floats accept integers.  Text that is kept or echoed (ids,
  * REPORT_STATS strings, the str keys REGISTER stores) must be valid UTF-8,

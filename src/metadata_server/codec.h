@@ -2,8 +2,8 @@
 /*
  * codec.h - metadata protocol requests: strict decoding of one body frame
  * (16-byte header + MessagePack map) into struct mds_req, and the error
- * reply (docs/protocol.md §2; upstream metadata-protocol.md §2-6,
- * later-additions.md §1)
+ * reply (docs/protocol.md §2, with its
+ * additions)
  *
  * mds_decode() checks everything a request can get wrong before the
  * server acts on it: header magic/version/length, that the payload is one

@@ -4,7 +4,7 @@
  *
  * mds_handle() is everything between the ZeroMQ envelope and the state:
  * decode (codec.h), act (store.h), encode the response with the exact
- * keys and types of metadata-protocol.md §6.  It never fails silently:
+ * keys and types of docs/protocol.md §2.  It never fails silently:
  * every body gets exactly one reply, an `{"error": ...}` map when the
  * request cannot be served, echoing the request's type, flags and
  * sequence whenever its 16-byte header could be read.

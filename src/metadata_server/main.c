@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c - maru-server command line (cli-and-tools.md §2 plus our
+ * main.c - maru-server command line (docs/metadata-server.md plus our
  * additions) and process setup
  *
  * Order matters: SIGINT/SIGTERM are blocked before anything could start
@@ -48,7 +48,7 @@ struct config {
 	long rm_wait_s;		/* 10: both daemons started at once */
 	char **dax;		/* owns the array: none = any pool */
 	int ndax;
-	double lease_ttl;  /* 30 s: later-additions.md §1 */
+	double lease_ttl;  /* 30 s: docs/metadata-server.md, Dead clients */
 	double peer_grace; /* 60 s: outlives reconnects of a live client */
 	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
 	long max_conns;	   /* 4096, within the fd limit; 0: none */

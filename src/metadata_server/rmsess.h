@@ -6,7 +6,7 @@
  * ("<hostname>:<pid>"; with a journal, "maru-server/<hostname>/<server
  * id>", which a restart keeps) and keeps one persistent connection: the RM
  * starts a reap timer for a client id whose connection closes
- * (resource-manager-protocol.md §7).  The session is one more
+ * (docs/resource-manager.md, The reaper).  The session is one more
  * non-blocking connection in the server's loop: it never blocks the loop,
  * whatever the RM does (stopped, slow, gone).
  *

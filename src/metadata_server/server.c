@@ -4,7 +4,7 @@
  *
  * One thread owns the listening socket, every connection, the store and
  * the RM session, so nothing is locked and every request observes one
- * total order (the spec's "one server-wide lock").  It runs the project's
+ * total order (upstream's "one server-wide lock").  It runs the project's
  * event loop (src/common/evloop.h, level-triggered epoll), one
  * evloop_run_once() at a time so that it can look without sleeping while
  * it has work (see below), and sleeps on:

@@ -2,8 +2,8 @@
 /*
  * stats.h - the stats_manager of maru-server: REPORT_STATS accumulators
  * per (client id, operation) plus an "_all" aggregate per operation, with
- * cumulative and per-interval latency figures (metadata-protocol.md §6.15
- * and §6.17)
+ * cumulative and per-interval latency figures (docs/metadata-server.md,
+ * Statistics)
  *
  * Bounded: at most STATS_MAX_ITEMS accumulators and STATS_MAX_NAME bytes
  * per client id or op name; entries beyond either are counted in

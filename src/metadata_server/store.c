@@ -3,7 +3,7 @@
  * store.c - regions, instances, leases, connections and the KV semantics
  * of maru-server (see store.h)
  *
- * Region lifecycle (metadata-protocol.md §7 plus our detection):
+ * Region lifecycle (docs/metadata-server.md, with our detection):
  *
  *	REQUEST_ALLOC --> LIVE --RETURN_ALLOC------------> RETURNED
  *	                   |                                  |

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store.h - the state of maru-server and its semantics
- * (metadata-protocol.md §6-7, later-additions.md §1)
+ * (docs/metadata-server.md)
  *
  *  - KV entries: key -> {region slot, kv_offset, kv_length, pins}, in the
  *    index (index.h).
@@ -9,7 +9,7 @@
  *    their owner instance, KV reference count and lifecycle state.
  *  - Instances (client-chosen instance_id strings) and the connections
  *    they were seen on, for dead-client detection without leases.
- *  - Leases (later-additions §1): renewed by HEARTBEAT, expiry marks the
+ *  - Leases (docs/metadata-server.md): renewed by HEARTBEAT, expiry marks the
  *    lease's regions owner-gone.
  *  - REPORT_STATS accumulators (stats.h).
  *  - Pins, each held by an instance (or by a connection that named
@@ -44,7 +44,7 @@
  * Time: the store uses a "virtual" monotonic clock (nanoseconds) set by
  * its caller through mds_tick(): the loop subtracts the time the process
  * was stalled, so deadlines do not fire because the server itself was
- * not running (later-additions §1, stall compensation).
+ * not running (docs/metadata-server.md, Dead clients: stall compensation).
  *
  * Context: single-threaded; the main loop owns the struct mds.
  */
@@ -261,7 +261,7 @@ struct mds_lease {
 	struct ix_entry *ie;
 };
 
-/* One TCP connection (by fd) as reported by the socket monitor. */
+/* One TCP connection (by fd) as the transport (server.c) reports it. */
 struct mds_conn {
 	uint32_t gen; /* bumped at every accept on this fd */
 	bool open;
@@ -386,12 +386,12 @@ struct mds {
  * mds_conn_check - remember the routing id of the first message seen on
  * @peer's connection, and tell whether @peer matches it
  * Return: true if it matches (or was just recorded) or fd is unknown;
- * false when the fd's connection has another routing id (the socket
- * monitor has not told us about a newer connection on that fd yet).
+ * false when the fd's connection has another routing id (the transport
+ * has not told us about a newer connection on that fd yet).
  */
 bool mds_conn_check(struct mds *s, struct mds_peer *peer);
 
-/* mds_conn_is_open - has the monitor reported @fd accepted (not closed)? */
+/* mds_conn_is_open - was @fd reported accepted (and not closed)? */
 static inline bool mds_conn_is_open(const struct mds *s, int fd)
 {
 	return fd >= 0 && fd < s->nconn_slots && s->conns[fd].open;
@@ -487,7 +487,7 @@ static inline uint64_t mds_pinned_bytes(const struct mds_inst *in)
 int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		  bool release, bool notices, struct mds_peer *peer);
 
-/* socket monitor events */
+/* connection events, from the transport (server.c accepts and closes) */
 void mds_conn_open(struct mds *s, int fd);
 void mds_conn_close(struct mds *s, int fd);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * auth.c - the server secret and auth tokens (protocol spec §6)
+ * auth.c - the server secret and auth tokens (docs/protocol.md §1, auth token)
  *
  * token = first 8 bytes, read as a little-endian u64, of
  *   HMAC-SHA256(secret, region_id || offset || length || nonce || owner)

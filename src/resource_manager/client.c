@@ -8,7 +8,7 @@
  * for client_ids of this host ("<hostname>:<pid>"), the pid and the
  * process start time seen at its first allocation (the pid-reuse rule).
  *
- * Upstream quirk fixed here (protocol spec §7): the grace timer starts
+ * Upstream quirk fixed here (docs/resource-manager.md): the grace timer starts
  * only when the *last* connection with that client_id closes, not when any
  * of them does.
  *

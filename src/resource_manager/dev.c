@@ -715,7 +715,7 @@ static void found_fsdax(void *arg, const char *src, const char *mnt)
 
 /*
  * Discovery: DEV_DAX pools sorted by id, then FS_DAX pools sorted by id
- * (the order of the STATS records, spec §4.5).  *@refused counts devices
+ * (the order of the STATS records, protocol.md §1).  *@refused counts devices
  * that were found but cannot be served (each already logged why).
  * Return: pools added.
  */

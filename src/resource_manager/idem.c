@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * idem.c - the idempotency cache for ALLOC and FREE (protocol spec §5)
+ * idem.c - the idempotency cache for ALLOC and FREE (docs/protocol.md §1)
  *
  * Key "<client_id>:<request_id>" (request_id 0 = not cached), value the
  * outcome (status, and an ALLOC's region id); a retry gets the answer

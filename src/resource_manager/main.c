@@ -2,7 +2,7 @@
 /*
  * main.c - maru-resource-manager: options, start-up, signals, shutdown
  *
- * Start-up order (cli-and-tools.md §1): state dir and rm.conf, banner,
+ * Start-up order (docs/resource-manager.md): state dir and rm.conf, banner,
  * pools, recovered state, secret, listening socket, reaper, "ready".
  * Signals are routed to the signalfd before all of it, so one that
  * arrives during start-up is handled once the loop runs.
@@ -548,7 +548,7 @@ static int64_t on_cron(struct evloop *el, uint64_t id, void *arg)
 
 	reaper_tick(rm);
 	server_cron(rm);
-	/* no pool yet: look again every 10 s (spec §8.1) */
+	/* no pool yet: look again every 10 s (docs/resource-manager.md) */
 	if (rm->npools == 0 && now - last_rescan >= RM_RESCAN_MS) {
 		last_rescan = now;
 		dev_rescan(rm);

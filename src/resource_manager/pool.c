@@ -4,7 +4,7 @@
  *
  * Design: the free extents of a pool live in one array sorted by offset;
  * no two of them touch (they are merged as soon as they would).  Allocation
- * is first fit with alignment (resource-manager-protocol.md §8.3): for each
+ * is first fit with alignment (docs/resource-manager.md, Allocation): for each
  * extent, start = round_up(offset, align); the first extent where
  * start + aligned fits wins.  The leading fragment [offset, start) and the
  * trailing fragment stay free, so one allocation can turn one extent into

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * reaper.c - clients that are gone lose their regions (protocol spec §7)
+ * reaper.c - clients that are gone lose their regions
+ *            (docs/resource-manager.md, The reaper)
  *
  * Runs once a second from the cron timer (Redis serverCron).  A client_id
  * that owns regions loses all of them, each freed exactly as a FREE would

@@ -8,7 +8,7 @@
  *   PAYLOAD  reading payload_len bytes (at most RM_MAX_PAYLOAD)
  *   WRITE    the response did not fit in the socket buffer; wait for
  *            EPOLLOUT and read nothing meanwhile (strictly one request at a
- *            time per connection, protocol spec §1)
+ *            time per connection, docs/protocol.md §1)
  *   DRAIN    an error reply was sent and the connection must close: we
  *            shut down our side and discard input for a moment, so that
  *            the peer reads the error instead of a reset
@@ -19,10 +19,10 @@
  * wakes us again.  At most RM_REQ_BUDGET requests are served per
  * connection per wake-up so that one busy client cannot starve others.
  *
- * Input errors follow the spec exactly: bad magic/version -> ERROR_RESP
+ * Input errors follow upstream exactly: bad magic/version -> ERROR_RESP
  * -EPROTO "bad header" and close; payload_len > 8192 -> -EMSGSIZE and
- * close; unknown type -> -ENOSYS and close; per-message checks (§4) keep or
- * close the connection as listed there.  EOF (including a liveness probe
+ * close; unknown type -> -ENOSYS and close; per-message checks
+ * (docs/protocol.md §1) keep or close the connection as listed there.  EOF (including a liveness probe
  * that connects and closes) closes silently.  A message that stays partial
  * for --msg-timeout seconds (slow loris) is dropped by server_cron().
  * A connection that has not sent one request in --idle-timeout seconds
@@ -186,7 +186,7 @@ static void reply_error(struct conn *c, int32_t status, const char *msg,
 }
 
 /*
- * Pin the request's client_id to the connection (spec §5).
+ * Pin the request's client_id to the connection (docs/protocol.md §1).
  * Return: 0, or -EPERM if the connection already carries another id, or
  * -ENOMEM.
  */
@@ -362,7 +362,7 @@ static void handle_free(struct conn *c, const uint8_t *p, size_t len)
 	if (!r) {
 		status = -ENOENT;
 	} else if (!auth_check(c->rm, r, &req.handle)) {
-		/* not a FREE_RESP, and never cached (spec §4.4, §5) */
+		/* not a FREE_RESP, and never cached (docs/protocol.md §1) */
 		reply_error(c, -EACCES, "invalid authToken", false);
 		return;
 	} else if (r->owner != c->client) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * statefmt.h - byte layouts of the state directory (protocol spec §9)
+ * statefmt.h - byte layouts of the state directory (docs/resource-manager.md)
  *
  * Upstream's binary formats, little-endian, so that an upstream state
  * directory can be adopted:

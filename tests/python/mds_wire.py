@@ -1,10 +1,10 @@
 """mds_wire - an independent raw-frame client of the metadata protocol
-(metadata-protocol.md, later-additions.md), for tests.
+(docs/protocol.md §2, with its additions), for tests.
 
 Frames are built by hand: the 16-byte big-endian header with `struct`,
 payloads with python3-msgpack, sockets with python3-zmq.  Nothing here
 shares code with the C server or with our client library, so the tests
-check the wire format against a second reading of the spec.
+check the wire format against a second reading of docs/protocol.md §2.
 
     c = ReqClient(mds.url)
     h, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": 1 << 20})

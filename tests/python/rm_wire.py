@@ -1,9 +1,9 @@
 """rm_wire - a small, independent pure-Python client of the resource
-manager's TCP protocol v2 (resource-manager-protocol.md), written with
+manager's TCP protocol v2 (docs/protocol.md §1), written with
 `struct` only, for tests.
 
 It does not share code with the C codec on purpose: the tests check the
-daemon against a second implementation of the spec.
+daemon against a second implementation of docs/protocol.md §1.
 
     with RmConn("127.0.0.1:9850", client_id="host:123") as c:
         r = c.alloc(4 << 20)            # AllocResp

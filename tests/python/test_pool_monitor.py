@@ -1,6 +1,6 @@
 """pool_monitor end to end: the real resource manager, the real binary.
 
-What is checked (cli-and-tools.md §4.1):
+What is checked (docs/pool-monitor.md):
   * --csv rows equal the daemon's own STATS before and after allocations
     and a free (exact header, one row per pool, two-decimal usage_pct);
   * the one-shot table: title, header, a row per pool with human units

@@ -1,4 +1,4 @@
-"""MaruConfig, logging setup and the import surface (python-api.md §1-3).
+"""MaruConfig, logging setup and the import surface (docs/python-api.md).
 
 Pure Python: no daemon needed.
 """

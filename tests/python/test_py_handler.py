@@ -1,7 +1,7 @@
 """MaruHandler end to end: real maru-resource-manager + maru-server (conftest
 fixtures), the installed `maru` package over libmaru.
 
-Covers every member of python-api.md §4 and the issue-4 scenarios: sharing
+Covers every member of docs/python-api.md and the issue-4 scenarios: sharing
 between processes (zero copy both ways), expansion, delete/reuse, first
 writer wins, pins, batches, eager vs lazy mapping, timeouts, threads, close
 returning regions, a SIGKILLed worker's regions being reclaimed.

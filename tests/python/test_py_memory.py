@@ -1,5 +1,5 @@
 """Standalone memory classes: PagedMemoryAllocator, OwnedRegionManager,
-MappedRegion, AllocHandle/MemoryInfo (python-api.md §5; no daemon)."""
+MappedRegion, AllocHandle/MemoryInfo (docs/python-api.md; no daemon)."""
 import dataclasses
 
 import pytest

@@ -30,7 +30,7 @@ def test_constants():
 
 
 def test_worked_example_exists_kv():
-    # metadata-protocol.md §2: EXISTS_KV for "k1", sequence 1
+    # docs/protocol.md §2: EXISTS_KV for "k1", sequence 1
     s = create_serializer()
     req = s.encode(MessageType.EXISTS_KV, {"key": "k1"})
     assert req.hex() == "cf000112000000000000000100000008" + "81a36b6579a26b31"

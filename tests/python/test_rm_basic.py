@@ -90,8 +90,8 @@ sys.stdout.buffer.write(m[:4096] + m[-7:])
 
 
 def test_token_is_upstream_hmac(rm):
-    """spec §6: HMAC-SHA256(secret, region_id|offset|length|nonce|owner);
-    the nonce is secret, so check the structure through global.meta."""
+    """docs/protocol.md §1: HMAC-SHA256(secret,
+    region_id|offset|length|nonce|owner); the nonce is secret, so check the structure through global.meta."""
     with RmConn(rm.address) as c:
         r = c.alloc(1)
     rm.stop()                                   # SIGTERM writes a checkpoint

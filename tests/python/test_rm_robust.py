@@ -118,8 +118,8 @@ BAD_IDS = [
 
 @pytest.mark.parametrize("name,cid", BAD_IDS, ids=[b[0] for b in BAD_IDS])
 def test_bad_client_id_is_absent(rm, bystander, name, cid):
-    """spec §3: a malformed client_id is treated as absent: ALLOC and FREE
-    answer -EINVAL and keep the connection; GET_ACCESS does not need one."""
+    """docs/protocol.md §1: a malformed client_id is treated as absent:
+    ALLOC and FREE answer -EINVAL and keep the connection; GET_ACCESS does not need one."""
     with RmConn(rm.address) as c:
         c.auth()
         c.send_raw(msg(rm_wire.ALLOC_REQ, struct.pack("<QII", MiB, 0, 0) + cid))

@@ -3,7 +3,7 @@
  * test_libmaru_codec.c - libmaru's metadata payload codec (codec.c) and
  * configuration (config.c)
  *
- * Requests are checked byte for byte against the spec's worked example and
+ * Requests are checked byte for byte against upstream's worked example and
  * against msgpack-c's own unpacker (keys keep their kind, u64 >= 2^63 goes
  * out as 0xCF).  Replies are built with msgpack-c's packer and decoded with
  * our bounded reader, then malformed variants must give -EPROTO.

@@ -3,7 +3,7 @@
  * test_pool_monitor.c - pool_monitor's output format and its STATS query
  *
  * The render tests compare whole frames byte for byte with the format of
- * cli-and-tools.md §4.1 (title, header, rows sorted by path, Delta, bar,
+ * docs/pool-monitor.md (title, header, rows sorted by path, Delta, bar,
  * CSV).  The fetch tests run pm_fetch() against a fake resource manager on
  * a loopback port (a thread that answers every request with one canned
  * reply), to check the snapshot and the one-line error messages.

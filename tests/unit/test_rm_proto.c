@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_rm_proto.c - resource manager codec: byte layouts from the spec,
+ * test_rm_proto.c - resource manager codec: byte layouts of protocol.md §1,
  * round trips of every message, and rejection of malformed input
  */
 #include <setjmp.h>
@@ -201,7 +201,7 @@ static void test_alloc_resp(void **state)
 
 	buf_reset(&b);
 	assert_int_equal(rm_encode_alloc_resp(&b, &fail), 0);
-	assert_int_equal(b.len, 12 + 54); /* the spec's failure size */
+	assert_int_equal(b.len, 12 + 54); /* upstream's failure size */
 	assert_int_equal(rm_decode_alloc_resp(b.data + 12, 54, &out), 0);
 	assert_int_equal(out.status, -ENOMEM);
 	assert_int_equal(out.path.len, 0);

@@ -44,7 +44,7 @@ static void test_alloc_record_layout(void **state)
 	sample(&a, 3);
 	memset(rec, 0xee, sizeof(rec));
 	state_alloc_put(rec, &a);
-	/* upstream offsets (spec §9) */
+	/* upstream offsets (docs/resource-manager.md, State directory) */
 	assert_int_equal(get_u64le(rec), 3);
 	assert_int_equal(get_u64le(rec + 24), a.handle.auth_token);
 	assert_string_equal((char *)rec + 32, "host-3:1003");

@@ -5,7 +5,7 @@
  * pool_monitor is split in three so that the formatting can be unit tested
  * without a daemon or a terminal:
  *   render.c  pure functions: a snapshot (+ the previous one) -> text, for
- *             the table (cli-and-tools.md §4.1) and for CSV
+ *             the table (docs/pool-monitor.md) and for CSV
  *   stats.c   asks the resource manager for STATS (through rm_client, the
  *             shared blocking client) and turns the reply into a sorted
  *             snapshot with a one-line error message on failure

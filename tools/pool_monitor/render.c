@@ -3,7 +3,7 @@
  * render.c - pool_monitor's text: the pool table and the CSV rows
  *
  * Everything here is a pure function from snapshots to text appended to a
- * struct buf, so the exact format (cli-and-tools.md §4.1) is unit tested
+ * struct buf, so the exact format (docs/pool-monitor.md) is unit tested
  * in tests/unit/test_pool_monitor.c and shared by every output mode: the
  * one-shot print, --scroll, the ANSI-cleared watch and the ncurses screen
  * all draw the same lines.

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Data types of the handler's memory layer (python-api.md §5)."""
+"""Data types of the handler's memory layer (docs/python-api.md)."""
 
 import logging
 from dataclasses import dataclass, field

@@ -300,7 +300,7 @@ static int cmd_header(const char *path, const char *offs)
 	return print_header(path, hdr);
 }
 
-/* the client side of the spec's multi-host mapping, done independently */
+/* the client side of upstream's multi-host mapping, done independently */
 static int cmd_uuidmap(const char *want)
 {
 	struct daxctl_region *region;

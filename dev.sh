@@ -31,6 +31,7 @@ DEB_PACKAGES=(
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
 	python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
+	iproute2 passwd
 	qemu-system-x86 busybox-static cpio kmod
 	python3-matplotlib
 	help2man pandoc groff-base

@@ -41,6 +41,7 @@ from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 REPO = os.path.dirname(HERE)
+VERSION = "0.1.0"
 SYSTEM_LIB_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
 
 
@@ -64,19 +65,21 @@ def _build_tree(build_dir):
 
 
 def _pkg_config():
-    """An installed libmaru, as `pkg-config libmaru` describes it, or None."""
+    """An installed libmaru (this version or newer), as `pkg-config libmaru`
+    describes it, or None."""
     def ask(*args):
         return subprocess.run(["pkg-config", *args, "libmaru"], check=True,
                               capture_output=True, text=True).stdout.split()
 
     try:
+        ask(f"--atleast-version={VERSION}")
         cflags = ask("--cflags")
         libs = ask("--libs")
         libdir = ask("--variable=libdir")
     except (OSError, subprocess.CalledProcessError):
         return None
     lib_dirs = [f[2:] for f in libs if f.startswith("-L")]
-    rpath = [d for d in libdir if not _system_lib_dir(d)]
+    rpath = [os.path.realpath(d) for d in libdir if not _system_lib_dir(d)]
     return {"where": f"pkg-config ({' '.join(libdir)})",
             "include_dirs": [f[2:] for f in cflags if f.startswith("-I")],
             "extra_compile_args": [f for f in cflags if not f.startswith("-I")],
@@ -97,14 +100,23 @@ LIBMARU = _find_libmaru()
 
 class BuildExtCopyingLibmaru(build_ext):
     """build_ext that also copies libmaru.so.* next to the extension (only
-    when linking a build tree's libmaru)."""
+    when linking a build tree's libmaru).
+
+    The extension is always rebuilt and earlier copies removed: setuptools'
+    build/ may hold the output of an install against another libmaru (a
+    build tree's, with its $ORIGIN copy), which its timestamps would reuse."""
 
     def run(self):
+        self.force = True
+        dest_dirs = {os.path.dirname(self.get_ext_fullpath(ext.name))
+                     for ext in self.extensions}
+        for d in dest_dirs:
+            for old in glob.glob(os.path.join(d, "libmaru.so*")):
+                os.unlink(old)
         super().run()
         if not LIBMARU or not LIBMARU["copy_from"]:
             return
-        for ext in self.extensions:
-            dest_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
+        for dest_dir in dest_dirs:
             os.makedirs(dest_dir, exist_ok=True)
             for src in glob.glob(os.path.join(LIBMARU["copy_from"], "libmaru.so.*")):
                 dst = os.path.join(dest_dir, os.path.basename(src))
@@ -139,7 +151,7 @@ else:
 
 setup(
     name="maru",
-    version="0.1.0",
+    version=VERSION,
     description="Maru: KV-cache storage on CXL shared memory (Python API over libmaru)",
     license="Apache-2.0",
     python_requires=">=3.11",

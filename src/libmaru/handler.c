@@ -455,14 +455,20 @@ void maru__log_capture(const struct maru_handler *h, int prio,
 {
 	/* a handler is never const-defined: only its users see it const */
 	char *err = (char *)h->conn_err;
-	char msg[sizeof(h->conn_err)];
+	char msg[1024]; /* as maru__log()'s */
 	va_list ap;
+	size_t n;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (pthread_equal(pthread_self(), h->capture_thread) && !err[0])
-		memcpy(err, msg, sizeof(msg));
+	if (pthread_equal(pthread_self(), h->capture_thread) && !err[0]) {
+		n = strlen(msg);
+		if (n >= sizeof(h->conn_err))
+			n = sizeof(h->conn_err) - 1; /* cut: one line still */
+		memcpy(err, msg, n);
+		err[n] = '\0';
+	}
 	if (prio <= atomic_load_explicit(&h->log_priority, memory_order_relaxed))
 		maru__log(h, prio, file, line, func, "%s", msg);
 }
@@ -498,12 +504,17 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	int rc;
 
 	pthread_mutex_lock(&h->wlock);
-	capture_start(h);
 	rc = state_check(h);
-	if (rc == -ESHUTDOWN)
+	if (rc == 0) {
+		pthread_mutex_unlock(&h->wlock); /* connected: nothing to do */
+		return 0;
+	}
+	/* no background thread runs now (NEW, or closed): the cause is ours */
+	capture_start(h);
+	if (rc == -ESHUTDOWN) {
 		lerr(h, "connect: the handler was closed and cannot be reused");
-	if (rc != -ENOTCONN)
-		goto out_unlock; /* 0 (connected) or -ESHUTDOWN */
+		goto out_unlock;
+	}
 
 	rc = maru__rpc_open(&h->rpc, h, h->cfg.server_url,
 			    h->cfg.timeout_ms, h->cfg.use_async_rpc,

@@ -738,7 +738,7 @@ struct maru_handler {
 	bool prefault;
 	/* maru_handler_connect_error(): the first error line of the last
 	 * connect, written by @capture_thread while @capturing */
-	char conn_err[256];
+	char conn_err[512];
 	_Atomic bool capturing;
 	pthread_t capture_thread;
 

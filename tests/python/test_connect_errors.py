@@ -30,7 +30,8 @@ MiB = 1 << 20
 def _env():
     """The user's default: no log level from the environment."""
     env = dict(os.environ)
-    for k in ("MARU_LOG_LEVEL", "LMCACHE_LOG_LEVEL", "MARU_LOG"):
+    for k in ("MARU_LOG_LEVEL", "LMCACHE_LOG_LEVEL", "MARU_LOG",
+              "MARU_CURVE_SERVER_KEY", "MARU_CURVE_SECRET_KEY_FILE"):
         env.pop(k, None)
     return env
 
@@ -360,3 +361,21 @@ def test_resource_manager_address_is_not_one(fake_server, mds):
     assert out is False
     one_line(lines, f"resource manager {rm_addr}",
              "does not speak the Maru resource-manager protocol")
+
+
+# ---------------------------------------------------------------------------
+# a CURVE maru-server and a worker without its key
+# ---------------------------------------------------------------------------
+def test_curve_server_without_a_key(rm, start_mds, tmp_path):
+    pytest.importorskip("zmq")
+    from test_curve import KEYGEN, curve_args
+    from conftest import binary
+    d = tmp_path / "keys"
+    (d / "clients").mkdir(parents=True)
+    subprocess.run([binary(*KEYGEN), str(d / "server")], check=True,
+                   capture_output=True)
+    m = start_mds(rm.address, extra=curve_args({"dir": d, "clients": d / "clients"}))
+    out, _, cause, lines = connect_in_child(m.url, timeout_ms=3000)
+    assert out is False
+    one_line(lines, m.url, "speaks ZMTP with the CURVE mechanism, not NULL",
+             "curve_server_key")

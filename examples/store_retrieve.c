@@ -269,8 +269,9 @@ int main(int argc, char **argv)
 	}
 	rc = maru_handler_connect(h);
 	if (rc < 0) {
-		fprintf(stderr, "maru-example: cannot connect to %s: %s\n",
-			o.server, strerror(-rc));
+		/* the cause in one line, e.g. "tcp://...: connection refused" */
+		fprintf(stderr, "maru-example: %s\n",
+			maru_handler_connect_error(h));
 		goto out;
 	}
 

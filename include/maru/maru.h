@@ -392,15 +392,40 @@ int maru_handler_get_log_priority(const struct maru_handler *h);
  * pre-faulted); with enable_stats start the 1 s REPORT_STATS thread.  The
  * region-added callback is not fired for this first region.
  *
+ * The TCP connection to the server is made once, at once: nothing
+ * listening there fails with -ECONNREFUSED without waiting (later calls,
+ * after a dropped connection, retry a refused server until timeout_ms, as
+ * libzmq reconnects).  A peer that does not speak ZMTP fails with -EPROTO
+ * (bytes that are not a ZMTP greeting), -ECONNRESET (closed at once) or
+ * -ETIMEDOUT (no greeting within timeout_ms).
+ *
  * Return: 0 (also when already connected), -ESHUTDOWN after close, or
- * -errno of the step that failed (-ETIMEDOUT, -EREMOTEIO, -ENOSPC when the
- * server could not allocate, -ECONNREFUSED/-EHOSTUNREACH/... from the
- * resource manager, -errno of open/mmap).  On failure everything obtained so
- * far is released (the region is returned with RETURN_ALLOC) and the handler
+ * -errno of the step that failed (-ECONNREFUSED, -EHOSTUNREACH, -EPROTO,
+ * -ECONNRESET, -ETIMEDOUT, -EACCES (CURVE key refused), -EREMOTEIO,
+ * -ENOSPC when the server could not allocate, -ECONNREFUSED/-EPROTO/... from
+ * the resource manager, -errno of open/mmap).  maru_handler_connect_error()
+ * then tells the cause in one line.  On failure everything obtained so far
+ * is released (the region is returned with RETURN_ALLOC) and the handler
  * may be connected again.
  * Context: not concurrently with other calls on @h.
  */
 int maru_handler_connect(struct maru_handler *h);
+
+/**
+ * maru_handler_connect_error - why the last maru_handler_connect() failed
+ *
+ * One line that names the address and the cause, the first error the
+ * connect met, e.g. "tcp://127.0.0.1:5555: connection refused (is
+ * maru-server running there?)" or "tcp://127.0.0.1:9850 does not speak the
+ * Maru metadata protocol (ZMTP greeting expected): it answered as
+ * maru-resource-manager does".  It is kept whatever the log priority (the
+ * same line is logged at LOG_ERR when the priority lets it through).
+ *
+ * Return: borrowed, valid until the next connect or free of @h; "" before
+ * the first connect and after a successful one.  (Since LIBMARU_0.5.)
+ * Context: after maru_handler_connect() returned, not concurrently with it.
+ */
+const char *maru_handler_connect_error(const struct maru_handler *h);
 
 /**
  * maru_handler_close - return every owned region and unmap everything

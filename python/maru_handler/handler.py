@@ -106,6 +106,7 @@ class MaruHandler:
         self._chunk_size = int(c.chunk_size_bytes)
         self._orm: _OwnedRegionManagerView | None = None
         self._mapper_view: _HandlerMapperView | None = None
+        self._connect_error = ""
 
     # ------------------------------------------------------------------
     # lifecycle
@@ -115,18 +116,29 @@ class MaruHandler:
         return self._config
 
     def connect(self) -> bool:
-        """Connect and obtain the first region; False on any failure."""
+        """Connect and obtain the first region; False on any failure.
+
+        The cause of a failure is one error line of logger
+        maru_handler.libmaru (e.g. "tcp://127.0.0.1:5555: connection refused
+        (is maru-server running there?)"), kept in :attr:`connect_error`.
+        """
         if self._h.connected:
             return True
         if self._h.closing:
-            logger.error("connect: the handler was closed and cannot be reused")
+            self._connect_error = "the handler was closed and cannot be reused"
+            logger.error("connect: %s", self._connect_error)
             return False
         self._h.set_log_level(_libmaru_logger.getEffectiveLevel())
         rc = self._h.connect()
         if rc < 0:
-            logger.error("connect to %s failed: %s (%s)", self._config.server_url,
+            # libmaru logged the cause (one line); the errno only at debug
+            self._connect_error = (self._h.connect_error or
+                                   f"connect to {self._config.server_url} failed: "
+                                   f"{errno_message(-rc)}")
+            logger.debug("connect to %s failed: %s (%s)", self._config.server_url,
                          _errno_name(-rc), errno_message(-rc))
             return False
+        self._connect_error = ""
         self._orm = _OwnedRegionManagerView(self)
         self._mapper_view = _HandlerMapperView(self)
         logger.debug("connected to %s as %s (chunk %d bytes, regions %s)",
@@ -142,9 +154,17 @@ class MaruHandler:
         self._orm = None
         self._mapper_view = None
 
+    @property
+    def connect_error(self) -> str:
+        """Why the last connect() failed, one line; "" if it did not."""
+        return self._connect_error
+
     def __enter__(self) -> "MaruHandler":
-        if self._config.auto_connect:
-            self.connect()
+        # a with-block never runs unconnected: the cause is raised here,
+        # not as "Not connected" at the first call (connect() itself still
+        # returns False, as upstream's)
+        if self._config.auto_connect and not self.connect():
+            raise ConnectionError(self._connect_error)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

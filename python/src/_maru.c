@@ -762,6 +762,14 @@ static PyObject *handler_connect(PyObject *obj, PyObject *unused)
 
 /* ---------------------------- accessors --------------------------------- */
 
+static PyObject *handler_get_connect_error(PyObject *obj, void *closure)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+	const char *e = self->h ? maru_handler_connect_error(self->h) : "";
+
+	return PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+}
+
 static PyObject *handler_get_connected(PyObject *obj, void *closure)
 {
 	HandlerObject *self = (HandlerObject *)obj;
@@ -1586,6 +1594,8 @@ static PyGetSetDef handler_getset[] = {
 	{"connected", handler_get_connected, NULL, "connected, not closing",
 	 NULL},
 	{"closing", handler_get_closing, NULL, "close() was called", NULL},
+	{"connect_error", handler_get_connect_error, NULL,
+	 "why the last connect() failed, one line ('' if it did not)", NULL},
 	{"instance_id", handler_get_instance_id, NULL, "owner id", NULL},
 	{"chunk_size", handler_get_chunk_size, NULL, "page size", NULL},
 	{"lease_ttl_ms", handler_get_lease_ttl_ms, NULL,

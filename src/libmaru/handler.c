@@ -43,6 +43,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -339,7 +341,8 @@ static int handshake(struct maru_handler *h)
 		rc = maru__rpc_call(&h->rpc, &m, &rr);
 	maru__msg_release(&m);
 	if (rc == -ETIMEDOUT) {
-		lerr(h, "%s: no answer to HANDSHAKE within %d ms",
+		lerr(h, "%s: no answer to HANDSHAKE within %d ms (a ZMTP "
+		     "peer, but a busy or a different server)",
 		     h->cfg.server_url, h->cfg.timeout_ms);
 		return rc;
 	}
@@ -446,6 +449,55 @@ static void teardown(struct maru_handler *h)
 	h->rpc_open = false;
 }
 
+void maru__log_capture(const struct maru_handler *h, int prio,
+		       const char *file, int line, const char *func,
+		       const char *fmt, ...)
+{
+	/* a handler is never const-defined: only its users see it const */
+	char *err = (char *)h->conn_err;
+	char msg[1024]; /* as maru__log()'s */
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (pthread_equal(pthread_self(), h->capture_thread) && !err[0]) {
+		n = strlen(msg);
+		if (n >= sizeof(h->conn_err))
+			n = sizeof(h->conn_err) - 1; /* cut: one line still */
+		memcpy(err, msg, n);
+		err[n] = '\0';
+	}
+	if (prio <= atomic_load_explicit(&h->log_priority, memory_order_relaxed))
+		maru__log(h, prio, file, line, func, "%s", msg);
+}
+
+/* from now on until capture_end(), the connecting thread's first error is
+ * the connect's cause */
+static void capture_start(struct maru_handler *h)
+{
+	h->conn_err[0] = '\0';
+	h->capture_thread = pthread_self();
+	atomic_store_explicit(&h->capturing, true, memory_order_release);
+}
+
+/* the connect returns @rc: a failure always has a cause, one line */
+static void capture_end(struct maru_handler *h, int rc)
+{
+	if (rc < 0 && !h->conn_err[0])
+		lerr(h, "%s: connect failed: %s", h->cfg.server_url,
+		     strerror(-rc));
+	atomic_store_explicit(&h->capturing, false, memory_order_relaxed);
+	if (rc == 0)
+		h->conn_err[0] = '\0';
+}
+
+MARU_EXPORT const char *maru_handler_connect_error(const struct maru_handler *h)
+{
+	return h->conn_err;
+}
+
 MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 {
 	struct maru_region_handle hd;
@@ -453,8 +505,16 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 
 	pthread_mutex_lock(&h->wlock);
 	rc = state_check(h);
-	if (rc != -ENOTCONN)
-		goto out_unlock; /* 0 (connected) or -ESHUTDOWN */
+	if (rc == 0) {
+		pthread_mutex_unlock(&h->wlock); /* connected: nothing to do */
+		return 0;
+	}
+	/* no background thread runs now (NEW, or closed): the cause is ours */
+	capture_start(h);
+	if (rc == -ESHUTDOWN) {
+		lerr(h, "connect: the handler was closed and cannot be reused");
+		goto out_unlock;
+	}
 
 	rc = maru__rpc_open(&h->rpc, h, h->cfg.server_url,
 			    h->cfg.timeout_ms, h->cfg.use_async_rpc,
@@ -476,6 +536,9 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	h->mapper_ready = true;
 	maru__mapper_scan_devices(&h->mapper);
 
+	rc = maru__rpc_connect(&h->rpc); /* no retry: the cause at once */
+	if (rc < 0)
+		goto out_teardown;
 	rc = handshake(h);
 	if (rc < 0)
 		goto out_teardown;
@@ -509,6 +572,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	      " pages of %" PRIu64 " bytes",
 	      h->cfg.server_url, h->instance_id, hd.region_id,
 	      hd.length / h->cfg.chunk_size, h->cfg.chunk_size);
+	capture_end(h, 0);
 	pthread_mutex_unlock(&h->wlock);
 	return 0;
 
@@ -518,6 +582,7 @@ out_teardown:
 	pthread_mutex_unlock(&h->olock);
 	teardown(h);
 out_unlock:
+	capture_end(h, rc);
 	pthread_mutex_unlock(&h->wlock);
 	return rc;
 }

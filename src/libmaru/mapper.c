@@ -85,6 +85,43 @@ int maru__mapper_set_rm(struct maru__mapper *mp, const char *address,
 	return rc;
 }
 
+/*
+ * a GET_ACCESS that failed with @rc, in one line: the resource manager's
+ * own answer, or what the transport says about its address (@mp->lock)
+ */
+static void rm_failed(struct maru__mapper *mp, uint64_t rid, int rc)
+{
+	const struct rm_client *c = &mp->rm;
+	const char *why;
+
+	if (c->answered || c->error[0]) {
+		lerr(mp->h, "region %" PRIu64 ": GET_ACCESS failed: %s%s%s", rid,
+		     strerror(-rc), c->error[0] ? ": " : "", c->error);
+		return;
+	}
+	switch (rc) {
+	case -ECONNREFUSED:
+		why = "connection refused (is maru-resource-manager running "
+		      "there?)";
+		break;
+	case -EPROTO:
+		why = "it does not speak the Maru resource-manager protocol";
+		break;
+	case -ECONNRESET:
+	case -EPIPE:
+		why = "it closed the connection without an answer (not a "
+		      "resource manager?)";
+		break;
+	case -ETIMEDOUT:
+		why = "no answer within the timeout";
+		break;
+	default:
+		why = strerror(-rc);
+	}
+	lerr(mp->h, "region %" PRIu64 ": GET_ACCESS at resource manager %s:%u: "
+	     "%s", rid, c->host, c->port, why);
+}
+
 /* daxdev_scan() callback: one device with a header into the table */
 static int add_device(const char *dev, const struct devhdr *hdr, void *arg)
 {
@@ -207,9 +244,7 @@ int maru__mapper_map(struct maru__mapper *mp,
 				hd->auth_token};
 	rc = rm_client_get_access(&mp->rm, &rh, &acc);
 	if (rc < 0) {
-		lerr(mp->h, "region %" PRIu64 ": GET_ACCESS failed: %s%s%s",
-		     hd->region_id, strerror(-rc), mp->rm.error[0] ? ": " : "",
-		     mp->rm.error);
+		rm_failed(mp, hd->region_id, rc);
 		goto out_unlock;
 	}
 	path = local_path_locked(mp, acc.uuid);

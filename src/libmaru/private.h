@@ -91,11 +91,27 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 	       int line, const char *func, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
 
-/* the priority test happens before any formatting */
+/*
+ * maru__log_capture - an error while maru_handler_connect() runs: kept as
+ * its cause (the first one, by the connecting thread only) whatever the
+ * priority, and logged as maru__log() would (handler.c)
+ */
+void maru__log_capture(const struct maru_handler *h, int prio,
+		       const char *file, int line, const char *func,
+		       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* the priority test happens before any formatting (but a connect's
+ * error is always formatted: it is the cause maru_handler_connect_error()
+ * tells) */
 #define maru__logp(h, prio, ...)                                               \
 	do {                                                                   \
-		if ((prio) <= atomic_load_explicit(&(h)->log_priority,         \
-						   memory_order_relaxed))      \
+		if ((prio) <= LOG_ERR &&                                       \
+		    atomic_load_explicit(&(h)->capturing,                      \
+					 memory_order_acquire))                \
+			maru__log_capture((h), (prio), __FILE__, __LINE__,     \
+					  __func__, __VA_ARGS__);              \
+		else if ((prio) <= atomic_load_explicit(&(h)->log_priority,    \
+							memory_order_relaxed)) \
 			maru__log((h), (prio), __FILE__, __LINE__, __func__,   \
 				  __VA_ARGS__);                                \
 	} while (0)
@@ -363,6 +379,8 @@ struct maru__rpc {
 	bool in_sweep;	     /* the watch thread reads it (its lock held) */
 	uint64_t last_io_ns; /* last read or write */
 	uint32_t next_seq;   /* from 1 */
+	int warned;	     /* the reconnect failure last logged (-errno), 0
+			      * once a connection is made again */
 	/* DEALER only */
 	bool connecting;     /* a caller dials with @lock dropped */
 	pthread_cond_t conn_cv; /* @connecting ended */
@@ -394,6 +412,17 @@ int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
 		   const char *url, int timeout_ms, bool async,
 		   int max_inflight);
 void maru__rpc_close(struct maru__rpc *r);
+/**
+ * maru__rpc_connect - connect and handshake now, once (maru_handler_connect):
+ * no retry of a refused connection, and the cause of a failure logged as
+ * one error line that names the address (and so kept as the connect's
+ * cause, see maru__log_capture()).  Nothing to do when connected.
+ * Return: 0; -ECONNREFUSED, -EHOSTUNREACH, -ETIMEDOUT (no TCP connection,
+ * or no ZMTP greeting/READY within timeout_ms), -EPROTO (the peer does not
+ * speak ZMTP, or not as a server of ours), -ECONNRESET (it closed during
+ * the handshake), -EACCES (CURVE key refused), -ENOMEM or another -errno.
+ */
+int maru__rpc_connect(struct maru__rpc *r);
 /**
  * maru__rpc_call - send @m and wait for its reply
  * @out: on success gives the reply; release with maru__rpc_reply_release()
@@ -707,6 +736,11 @@ struct maru_handler {
 	void *log_arg;		  /* borrows */
 	_Atomic int state;	  /* enum maru__state */
 	bool prefault;
+	/* maru_handler_connect_error(): the first error line of the last
+	 * connect, written by @capture_thread while @capturing */
+	char conn_err[512];
+	_Atomic bool capturing;
+	pthread_t capture_thread;
 
 	pthread_mutex_t wlock; /* writes: alloc, free, store, delete, close */
 	pthread_mutex_t olock; /* @owned contents, for concurrent readers */

@@ -15,9 +15,16 @@
  * Connection: made by the first call that needs one, never at open.
  * "tcp://host:port" (a name through getaddrinfo, IPv4 addresses tried
  * first; "[::1]" for IPv6 literals); nonblocking connect bounded by the
- * call's deadline; TCP_NODELAY.  A server that is not listening yet is
- * retried every few ms, growing to 100 ms, until the call's deadline, like
- * libzmq's reconnect; then -ETIMEDOUT.  Handshake: our whole greeting and
+ * call's deadline (its error read with SO_ERROR once the socket is
+ * writable); TCP_NODELAY.  A server that is not listening yet is retried
+ * every few ms, growing to 100 ms, until the call's deadline, like libzmq's
+ * reconnect; then -ETIMEDOUT, and the last cause is logged once ("connection
+ * refused (retried for 2000 ms)") until a connection is made again.
+ * maru_handler_connect() dials through maru__rpc_connect() instead: once,
+ * no retry, and every failure is one error line naming the address and the
+ * cause (describe(): refused, no route, a peer that sent no greeting, closed
+ * at once, or sent bytes that are not ZMTP -- the resource manager's port
+ * recognised by its reply).  Handshake: our whole greeting and
  * READY (Socket-Type REQ, or DEALER with an 8-byte random Identity kept
  * across reconnects) at once, then the peer's greeting (checked byte by
  * byte as it arrives, so a peer that is not ZMTP fails with -EPROTO at its
@@ -218,7 +225,7 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
  */
 static int handshake_curve(const struct maru__rpc *r, int fd,
 			   uint64_t deadline, struct zmtp_conn *z,
-			   struct zcurve *cz)
+			   struct zcurve *cz, char *why, size_t whyn)
 {
 	const char *type = r->async ? "DEALER" : "REQ";
 	struct buf out = {0}, raw = {0}, plain = {0};
@@ -253,8 +260,8 @@ static int handshake_curve(const struct maru__rpc *r, int fd,
 		rc = -EPROTO; /* nothing can come before a request */
 	if (zrc < 0) {
 		/* the peer's bytes were wrong (or libsodium failed): no retry */
-		lerr(r->h, "%s: CURVE: %s", r->url,
-		     cz->why ? cz->why : strerror(-zrc));
+		snprintf(why, whyn, "%s: CURVE: %s", r->url,
+			 cz->why ? cz->why : strerror(-zrc));
 		if (zrc != -EACCES && zrc != -ENOMEM)
 			rc = -EPROTO;
 	}
@@ -270,16 +277,24 @@ static int handshake_curve(const struct maru__rpc *r, int fd,
 	return 0;
 }
 
+/* what a failed handshake got from the peer, for describe() */
+struct hs_seen {
+	uint8_t st;	  /* ZMTP_ST_* reached */
+	size_t len;	  /* bytes received */
+	uint8_t head[32]; /* the first of them (a greeting's mechanism ends
+			   * at byte 32) */
+};
+
 /*
  * the ZMTP handshake on a fresh connection: send ours, check theirs with
  * @z (src/common/zmtp.h), reading no further than the peer's READY, so
  * that whatever follows is read into the receive buffer.  A peer that is
- * not ZMTP fails at its first wrong byte.
+ * not ZMTP fails at its first wrong byte.  @seen: what the peer sent.
  * Return: 0 with @z open, -EPROTO (not a ZMTP peer we can talk to),
  * -ETIMEDOUT, -ECONNRESET or another -errno.
  */
 static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
-		     struct zmtp_conn *z)
+		     struct zmtp_conn *z, struct hs_seen *seen)
 {
 	const char *type = r->async ? "DEALER" : "REQ";
 	uint8_t out[ZMTP_GREETING_LEN + 64];
@@ -295,11 +310,16 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		       r->async ? sizeof(r->ident) : 0);
 	if (k < 0)
 		return (int)k;
+	memset(seen, 0, sizeof(*seen));
 	rc = net_send_all(fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
 	if (rc < 0)
 		return rc;
 	zmtp_conn_init(z, type, READY_MAX, MSG_MAX);
 	for (;;) {
+		seen->st = z->st;
+		seen->len = len;
+		memcpy(seen->head, in,
+		       len < sizeof(seen->head) ? len : sizeof(seen->head));
 		/* no message can come before READY: 1 is an error too */
 		if (zmtp_conn_next(z, in, len, &m) != 0)
 			return -EPROTO;
@@ -315,23 +335,114 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 	return 0;
 }
 
+/* @n bytes of @p for a message, up to a line end: printable ASCII kept,
+ * the rest as '.' */
+static void quote(char *out, size_t cap, const uint8_t *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i + 1 < cap && (!i || p[i] != '\r') &&
+		    (!i || p[i] != '\n');
+	     i++)
+		out[i] = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '"' ? (char)p[i]
+								    : '.';
+	out[i] = '\0';
+}
+
 /*
- * dial - connect and handshake, retrying a server that is not there
- * (refused, or closed during the handshake) until @deadline.  Touches no
- * state of @r but the constants (host, port, ident, async), so it runs
- * without @lock.  Return: 0 with *@fdp (gives) and *@z, -ETIMEDOUT,
- * -EPROTO (a peer that is not ZMTP: no retry) or -ENOMEM.
+ * describe - one line on why connecting to @r failed with @rc, naming the
+ * address: @seen is the handshake's view (NULL: the TCP connect failed)
+ */
+static void describe(const struct maru__rpc *r, int rc,
+		     const struct hs_seen *seen, char *why, size_t n)
+{
+	const char *u = r->url;
+	char got[20], mech[21];
+
+	if (!seen) {
+		if (rc == -ECONNREFUSED)
+			snprintf(why, n, "%s: connection refused (is maru-server "
+				 "running there?)", u);
+		else if (rc == -EHOSTUNREACH)
+			snprintf(why, n, "%s: host unreachable or unknown", u);
+		else if (rc == -ETIMEDOUT)
+			snprintf(why, n, "%s: no TCP connection within %d ms", u,
+				 r->timeout_ms);
+		else
+			snprintf(why, n, "%s: connect: %s", u, strerror(-rc));
+		return;
+	}
+	if (rc == -EPROTO && seen->st == ZMTP_ST_GREETING) {
+		if (seen->len >= 4 && !memcmp(seen->head, "URAM", 4)) {
+			snprintf(why, n, "%s does not speak the Maru metadata "
+				 "protocol (ZMTP greeting expected): it answered "
+				 "as maru-resource-manager does", u);
+		} else if (seen->len >= 32 && seen->head[0] == 0xff &&
+			   seen->head[9] == 0x7f) {
+			quote(mech, sizeof(mech), seen->head + 12, 20);
+			mech[strcspn(mech, ".")] = '\0';
+			snprintf(why, n, "%s speaks ZMTP with the %s mechanism, "
+				 "not NULL (a CURVE server: set "
+				 "curve_server_key)", u, mech);
+		} else {
+			quote(got, sizeof(got), seen->head,
+			      seen->len < 16 ? seen->len : 16);
+			snprintf(why, n, "%s does not speak the Maru metadata "
+				 "protocol (ZMTP greeting expected, got \"%s\")",
+				 u, got);
+		}
+	} else if (rc == -EPROTO) {
+		snprintf(why, n, "%s speaks ZMTP but is not a Maru metadata "
+			 "server (its READY does not take a %s peer)", u,
+			 r->async ? "DEALER" : "REQ");
+	} else if ((rc == -ECONNRESET || rc == -EPIPE) && !seen->len) {
+		snprintf(why, n, "%s closed the connection without a ZMTP "
+			 "greeting: it does not speak the Maru metadata "
+			 "protocol", u);
+	} else if (rc == -ETIMEDOUT && !seen->len) {
+		snprintf(why, n, "%s sent no ZMTP greeting within %d ms: it "
+			 "does not speak the Maru metadata protocol (or it is "
+			 "stalled)", u, r->timeout_ms);
+	} else if (rc == -ECONNRESET || rc == -EPIPE) {
+		snprintf(why, n, "%s closed the connection during the ZMTP "
+			 "handshake", u);
+	} else if (rc == -ETIMEDOUT) {
+		snprintf(why, n, "%s: ZMTP handshake not finished within %d ms",
+			 u, r->timeout_ms);
+	} else {
+		snprintf(why, n, "%s: ZMTP handshake: %s", u, strerror(-rc));
+	}
+}
+
+/*
+ * dial - connect and handshake.  @once (maru__rpc_connect): one attempt.
+ * Else a server that is not there (refused, or closed during the
+ * handshake) is retried until @deadline.  @why: the cause of a failure,
+ * one line (empty when there is none to tell).  Touches no state of @r
+ * but the constants (host, port, ident, async), so it runs without @lock.
+ * Return: 0 with *@fdp (gives) and *@z; -ETIMEDOUT (the deadline passed;
+ * with @once the connect's or the handshake's own error instead), -EPROTO
+ * (a peer that is not ZMTP: no retry), -EACCES (CURVE key refused) or
+ * -ENOMEM.
  */
 static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
-		struct zmtp_conn *z, struct zcurve *cz)
+		struct zmtp_conn *z, struct zcurve *cz, bool once, char *why,
+		size_t whyn)
 {
 	int backoff = RETRY_MIN_MS, fd, rc, left;
+	uint64_t t0 = maru__now_ns();
+	struct hs_seen seen;
 
+	why[0] = '\0';
 	for (;;) {
 		fd = rc = net_dial(r->host, r->port, deadline);
-		if (fd >= 0) {
-			rc = r->curve ? handshake_curve(r, fd, deadline, z, cz)
-				      : handshake(r, fd, deadline, z);
+		if (fd < 0) {
+			describe(r, rc, NULL, why, whyn);
+		} else {
+			why[0] = '\0';
+			rc = r->curve ? handshake_curve(r, fd, deadline, z, cz,
+							why, whyn)
+				      : handshake(r, fd, deadline, z, &seen);
 			if (rc == 0) {
 				*fdp = fd;
 				return 0;
@@ -339,25 +450,47 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 			close(fd);
 			if (r->curve)
 				zcurve_wipe(cz);
-			if (r->curve && (rc == -EPROTO || rc == -EACCES))
-				return rc; /* handshake_curve() said why */
-			if (rc == -EPROTO || rc == -ENOMEM) {
-				lerr(r->h, "%s: %s", r->url,
-				     rc == -EPROTO ? "not a ZMTP 3 peer of a "
-						     "matching socket type"
-						   : strerror(-rc));
-				return rc;
-			}
+			if (!why[0] && r->curve)
+				snprintf(why, whyn, "%s: CURVE handshake: %s",
+					 r->url, strerror(-rc));
+			else if (!why[0])
+				describe(r, rc, &seen, why, whyn);
+			if (rc == -EPROTO || rc == -EACCES || rc == -ENOMEM)
+				return rc; /* nothing a retry would change */
 		}
+		if (once)
+			return rc;
 		if (rc == -ETIMEDOUT)
 			return rc;
 		left = net_ms_left(deadline);
 		if (left <= 0)
-			return -ETIMEDOUT;
+			break;
 		usleep((useconds_t)(backoff < left ? backoff : left) * 1000);
 		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
 						     : backoff * 2;
 	}
+	left = (int)((maru__now_ns() - t0) / 1000000);
+	rc = (int)strlen(why);
+	if (rc && (size_t)rc < whyn)
+		snprintf(why + rc, whyn - (size_t)rc, " (retried for %d ms)",
+			 left);
+	return -ETIMEDOUT;
+}
+
+/*
+ * a reconnect failed (@lock held): its cause logged once, until it
+ * changes or a connection is made again (calls fail every timeout_ms
+ * while a server is away: one line, not one per call)
+ */
+static void dial_failed(struct maru__rpc *r, int rc, const char *why)
+{
+	if (!why[0] || rc == r->warned)
+		return;
+	r->warned = rc;
+	if (rc == -EPROTO || rc == -EACCES)
+		lerr(r->h, "%s", why);
+	else
+		lwarn(r->h, "%s", why);
 }
 
 /* take @fd as the connection (@lock held) */
@@ -373,6 +506,9 @@ static void conn_install(struct maru__rpc *r, int fd,
 	r->rb.len = 0;
 	r->raw.len = 0;
 	r->last_io_ns = maru__now_ns();
+	if (r->warned)
+		linfo(r->h, "%s: connected again", r->url);
+	r->warned = 0;
 	if (r->watch)
 		watch_attach(r->watch, r, fd);
 }
@@ -969,6 +1105,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 {
 	uint64_t deadline = call_deadline(r);
 	const uint8_t *body;
+	char why[256];
 	struct pollfd p;
 	uint32_t seq, rseq;
 	uint8_t *copy;
@@ -987,9 +1124,11 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	}
 	check_idle(r);
 	if (r->fd < 0) {
-		rc = dial(r, deadline, &fd, &z, &cz);
-		if (rc < 0)
+		rc = dial(r, deadline, &fd, &z, &cz, false, why, sizeof(why));
+		if (rc < 0) {
+			dial_failed(r, rc, why);
 			goto out_unlock;
+		}
 		conn_install(r, fd, &z, &cz);
 	}
 	seq = take_seq(r);
@@ -1124,6 +1263,7 @@ static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 	struct timespec ts;
 	struct zmtp_conn z;
 	struct zcurve cz;
+	char why[256];
 	int rc, fd;
 
 	check_idle(r);
@@ -1137,12 +1277,14 @@ static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 		}
 		r->connecting = true;
 		pthread_mutex_unlock(&r->lock);
-		rc = dial(r, deadline, &fd, &z, &cz);
+		rc = dial(r, deadline, &fd, &z, &cz, false, why, sizeof(why));
 		pthread_mutex_lock(&r->lock);
 		r->connecting = false;
 		pthread_cond_broadcast(&r->conn_cv);
-		if (rc < 0)
+		if (rc < 0) {
+			dial_failed(r, rc, why);
 			return rc;
+		}
 		conn_install(r, fd, &z, &cz);
 	}
 	return 0;
@@ -1197,6 +1339,27 @@ out_unlock:
 	if (rc < 0)
 		return rc;
 	return reply_take(out, buf, len, NULL);
+}
+
+int maru__rpc_connect(struct maru__rpc *r)
+{
+	uint64_t deadline = call_deadline(r);
+	struct zmtp_conn z;
+	struct zcurve cz;
+	char why[256];
+	int rc = 0, fd;
+
+	/* connect is not concurrent with calls: dial with @lock held */
+	pthread_mutex_lock(&r->lock);
+	if (r->fd < 0) {
+		rc = dial(r, deadline, &fd, &z, &cz, true, why, sizeof(why));
+		if (rc == 0)
+			conn_install(r, fd, &z, &cz);
+		else if (why[0])
+			lerr(r->h, "%s", why);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }
 
 int maru__rpc_call(struct maru__rpc *r, struct maru__msg *m,

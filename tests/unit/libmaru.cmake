@@ -3,6 +3,7 @@
 #    library sources are compiled in with a fault-injecting allocator
 #  - test_libmaru_codec: request encoders, reply decoders, config
 #  - test_libmaru_header: the public header compiles alone (C and C++ style)
+#  - test_libmaru_connect: connect's failures name their cause
 set(LIBMARU_SRC ${PROJECT_SOURCE_DIR}/src/libmaru)
 
 maru_add_unit_test(test_libmaru_alloc
@@ -23,6 +24,12 @@ maru_add_unit_test(test_libmaru_codec
 maru_add_unit_test(test_libmaru_header
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_header.c
 	LIBS maru)
+
+# test_libmaru_connect: connect failures and maru_handler_connect_error()
+# against real sockets (refused, an HTTP peer, a silent one); public API
+maru_add_unit_test(test_libmaru_connect
+	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_connect.c
+	LIBS maru Threads::Threads)
 
 # test_libmaru_e2e: scenario driver for tests/python/test_libmaru_e2e.py
 # (needs the real daemons, so it is not registered with ctest)

@@ -29,7 +29,7 @@ DEB_PACKAGES=(
 	python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
 	qemu-system-x86 busybox-static cpio kmod
-	python3-matplotlib
+	python3-matplotlib python3-seccomp
 )
 
 say() { printf '\n==> %s\n' "$*"; }

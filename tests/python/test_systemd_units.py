@@ -102,6 +102,7 @@ def test_units_run_unprivileged(installed):
     mds = open(unit_path(installed, UNITS[1])).read()
     assert "User=maru\n" in rm and "Group=maru\n" in rm
     assert "StateDirectory=maru-resourced\n" in rm
+    assert "StateDirectoryMode=0700\n" in rm      # client.key stays private
     assert "--state-dir %S/maru-resourced" in rm
     assert "DevicePolicy=closed\n" in rm and "DeviceAllow=char-dax rw\n" in rm
     assert "DynamicUser=yes\n" in mds and "PrivateDevices=yes\n" in mds

@@ -7,7 +7,12 @@ STOPPING=1 when SIGTERM stops them.
 The analysis runs offline (no systemd as PID 1 is needed); a machine
 without systemd-analyze or systemd-sysusers skips those tests.  Readiness
 is tested without systemd: the test binds the AF_UNIX datagram socket
-that $NOTIFY_SOCKET names, as systemd does, and reads what arrives.
+that $NOTIFY_SOCKET names, as systemd does, and reads what arrives.  The
+units' system-call filter is applied with libseccomp to both daemons
+through a store and a lookup.  With MARU_SYSTEMD_BOOT=1 (root), the units
+also run under this machine's systemd, booted as PID 1 of private
+namespaces (systemd_boot.sh): ordering by readiness, users, a worker
+through both, an RM restart that leaves maru-server alone.
 """
 import os
 import re
@@ -23,7 +28,7 @@ import pytest
 
 import mds_wire
 import rm_wire
-from conftest import BUILD_DIR, MetadataServer, ResourceManager
+from conftest import BUILD_DIR, REPO, MetadataServer, ResourceManager, wait_until
 
 UNITS = ("maru-resource-manager.service", "maru-server.service")
 # issue 15's targets: maru-server has no device access, the RM needs DAX
@@ -380,3 +385,206 @@ def test_daemons_run_in_the_units_sandbox(installed, tmp_path):
             m.stop()
         r.cleanup()
         notify.close()
+
+
+# --- opt-in: the units under a real systemd -------------------------------
+#
+# MARU_SYSTEMD_BOOT=1 boots this machine's systemd as PID 1 of private
+# namespaces on an overlay of / (systemd_boot.sh says what is isolated and
+# how) and runs the installed units there: sysusers creates maru at boot,
+# maru-server starts only once the RM is ready, both run as their users,
+# a worker stores and reads a chunk through them, and neither a restart
+# nor a stop of the RM touches maru-server.  Opt-in, since it needs root,
+# overlayfs, cgroup2 and a systemd that tolerates a container.
+
+WORKER = r"""
+import sys
+from maru import MaruConfig, MaruHandler
+key, mode = int(sys.argv[1]), sys.argv[2]
+data = bytes([key % 256]) * (1 << 20)
+with MaruHandler(MaruConfig(server_url="tcp://127.0.0.1:5555",
+                            pool_size=8 << 20)) as h:
+    if mode == "store":
+        handle = h.alloc(size=len(data))
+        handle.buf[:] = data
+        h.store(key=key, handle=handle)
+    else:
+        info = h.retrieve(key=key)
+        assert info is not None and bytes(info.view) == data
+print(mode, "ok")
+"""
+
+# LoadCredential= probe: some containers cannot give a credential to a
+# unit's user at all (any unit); there maru-server gets the key another way
+CRED_PROBE = """[Service]
+Type=oneshot
+DynamicUser=yes
+LoadCredential=k:/etc/hostname
+ExecStart=/bin/cat %d/k
+"""
+CRED_WORKAROUND = """[Service]
+LoadCredential=
+ExecStartPre=+/usr/bin/install -m 0400 -o maru-server \
+/var/lib/maru-resourced/client.key /run/maru-test-rm-key
+ExecStart=
+ExecStart=/usr/local/bin/maru-server --rm-key-file /run/maru-test-rm-key \
+--state-dir %S/maru-server
+"""
+
+
+def cgroup2_dir():
+    """This process's cgroup in the cgroup2 hierarchy, or None."""
+    mnt = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            a, b = line.split(" - ", 1)
+            if b.split()[0] == "cgroup2":
+                mnt = a.split()[4]
+                break
+    with open("/proc/self/cgroup") as f:
+        rel = next((line.split(":", 2)[2].strip() for line in f
+                    if line.startswith("0::")), None)
+    if not mnt or rel is None:
+        return None
+    return os.path.join(mnt, rel.lstrip("/"))
+
+
+class Booted:
+    def __init__(self, init):
+        self.init = init
+
+    def run(self, *argv, check=True, stdin=None):
+        r = subprocess.run(["nsenter", "-t", str(self.init), "-a", "-r",
+                            "-w", *argv], capture_output=True, text=True,
+                           input=stdin, timeout=120)
+        if check:
+            assert r.returncode == 0, (argv, r.stdout, r.stderr)
+        return r
+
+    def write(self, path, text):
+        self.run("sh", "-c", f"mkdir -p $(dirname {path}) && cat > {path}",
+                 stdin=text)
+
+    def prop(self, unit, name):
+        return self.run("systemctl", "show", "-p", name, "--value",
+                        unit).stdout.strip()
+
+
+def remove_cgroup(path):
+    for top, dirs, _ in os.walk(path, topdown=False):
+        for d in dirs:
+            os.rmdir(os.path.join(top, d))
+    os.rmdir(path)
+
+
+@pytest.fixture
+def booted(tmp_path):
+    if os.environ.get("MARU_SYSTEMD_BOOT") != "1":
+        pytest.skip("boots systemd in namespaces: set MARU_SYSTEMD_BOOT=1")
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    for t in ("unshare", "nsenter", "pivot_root", "/lib/systemd/systemd"):
+        if not shutil.which(t):
+            pytest.skip(f"{t} is missing")
+    base = cgroup2_dir()
+    if not base or not os.path.isdir(base):
+        pytest.skip("no cgroup2 hierarchy")
+    cg = os.path.join(base, f"maru-boot-{os.getpid()}")
+    os.mkdir(cg)
+    w = tmp_path / "boot"
+    w.mkdir()
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                          "systemd_boot.sh")
+    log = open(tmp_path / "boot.log", "wb")
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private",
+                             script, BUILD_DIR, REPO, str(w), cg],
+                            stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    log.close()
+    init = None
+    try:
+        def children():
+            try:
+                with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                    return [int(p) for p in f.read().split()]
+            except OSError:
+                return []
+
+        def systemd_up():
+            nonlocal init
+            if proc.poll() is not None:
+                return True
+            kids = children()
+            if not kids:
+                return False
+            init = kids[0]
+            try:
+                comm = open(f"/proc/{init}/comm").read().strip()
+            except OSError:
+                return False
+            if comm != "systemd":
+                return False
+            r = Booted(init).run("systemctl", "is-system-running",
+                                 check=False)
+            return r.stdout.strip() in ("running", "degraded")
+
+        assert wait_until(systemd_up, timeout=120, step=0.2), \
+            open(tmp_path / "boot.log").read()
+        assert proc.poll() is None, open(tmp_path / "boot.log").read()
+        yield Booted(init)
+    finally:
+        if init:
+            try:
+                os.kill(init, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None and not init:
+            proc.kill()
+        proc.wait(60)
+        wait_until(lambda: not open(os.path.join(cg, "cgroup.procs")).read(),
+                   timeout=30)
+        remove_cgroup(cg)
+
+
+def test_units_under_systemd(booted):
+    b = booted
+    assert b.run("getent", "passwd", "maru").stdout.startswith("maru:")
+    b.write("/etc/systemd/system/maru-credprobe.service", CRED_PROBE)
+    b.run("systemctl", "daemon-reload")
+    if b.run("systemctl", "start", "maru-credprobe", check=False).returncode:
+        b.write("/etc/systemd/system/maru-server.service.d/test.conf",
+                CRED_WORKAROUND)
+        b.run("systemctl", "daemon-reload")
+
+    # starting maru-server starts the RM first and waits for its READY=1
+    b.run("systemctl", "start", "maru-server")
+    rm_ready = int(b.prop("maru-resource-manager.service",
+                          "ActiveEnterTimestampMonotonic"))
+    mds_began = int(b.prop("maru-server.service",
+                           "InactiveExitTimestampMonotonic"))
+    assert 0 < rm_ready <= mds_began, (rm_ready, mds_began)
+    for unit in UNITS:
+        assert b.prop(unit, "ActiveState") == "active", unit
+        assert b.prop(unit, "StatusText").startswith("listening on"), unit
+    users = {u: b.run("ps", "-o", "user=", "-p",
+                      b.prop(u, "MainPID")).stdout.strip() for u in UNITS}
+    assert users == {"maru-resource-manager.service": "maru",
+                     "maru-server.service": "maru-server"}, users
+    assert b.run("stat", "-c", "%U %a",
+                 "/var/lib/maru-resourced").stdout.split() == ["maru", "700"]
+
+    python = os.path.join(os.path.dirname(sys.executable), "python")
+    assert "store ok" in b.run(python, "-c", WORKER, "7", "store").stdout
+    # an RM restart (and a stop) leaves maru-server and its index alone
+    pid = b.prop("maru-server.service", "MainPID")
+    b.run("systemctl", "restart", "maru-resource-manager")
+    assert b.prop("maru-server.service", "MainPID") == pid
+    assert "retrieve ok" in b.run(python, "-c", WORKER, "7",
+                                  "retrieve").stdout
+    b.run("systemctl", "stop", "maru-resource-manager")
+    assert b.prop("maru-server.service", "ActiveState") == "active"
+    assert b.prop("maru-server.service", "MainPID") == pid
+    # a clean stop through STOPPING=1: inactive, not failed
+    b.run("systemctl", "stop", "maru-server")
+    assert b.prop("maru-server.service", "ActiveState") == "inactive"
+    assert b.prop("maru-server.service", "Result") == "success"

@@ -26,14 +26,14 @@ JOBS=$(nproc)
 DEB_PACKAGES=(
 	build-essential cmake pkg-config git
 	libzmq3-dev libmsgpack-dev libdaxctl-dev libcmocka-dev
-	libssl-dev libsodium-dev zlib1g-dev libisal-dev libncurses-dev
+	libssl-dev libsodium-dev zlib1g-dev libisal-dev libncurses-dev libsystemd-dev
 	clang libclang-rt-14-dev llvm
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
 	python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
 	iproute2 passwd
 	qemu-system-x86 busybox-static cpio kmod
-	python3-matplotlib
+	python3-matplotlib python3-seccomp
 	help2man pandoc groff-base
 )
 

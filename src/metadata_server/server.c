@@ -117,6 +117,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "evloop.h"
 #include "handler.h"
 #include "log.h"
@@ -1531,6 +1532,8 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	sv->stall_min = lim;
 	sv->last_wake = now_ns();
 	s->vnow = sv->last_wake;
+	/* recovered, the RM checked, the port listens: tell systemd */
+	daemon_ready("listening on tcp://%s:%d", o->host, o->port);
 
 	while (!sv->stop) {
 		/*
@@ -1561,6 +1564,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 	}
 	if (sv->stop)
 		rc = 0;
+	daemon_stopping("stopping");
 	log_info("served %llu requests (%llu errors), %llu leases expired, "
 		 "%llu dead instances, %llu regions freed",
 		 (unsigned long long)s->ctr.requests,

@@ -3,7 +3,8 @@
  * main.c - maru-resource-manager: options, start-up, signals, shutdown
  *
  * Start-up order (docs/resource-manager.md): state dir and rm.conf, banner,
- * pools, recovered state, secret, listening socket, reaper, "ready".
+ * pools, recovered state, secret, listening socket, reaper, "ready"
+ * (logged, and READY=1 to systemd through daemon.h).
  * Signals are routed to the signalfd before all of it, so one that
  * arrives during start-up is handled once the loop runs.
  * Any step that cannot be completed safely ends the process with exit
@@ -37,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "log.h"
 #include "statedir.h"
 #include "util.h"
@@ -631,8 +633,12 @@ int main(int argc, char **argv)
 	evloop_set_before_sleep(rm.el, before_sleep, &rm);
 	log_info("ready — listening on %s:%u",
 		 rm.cfg.host[0] ? rm.cfg.host : "0.0.0.0", rm.cfg.port);
+	daemon_ready("listening on %s:%u, %zu pool(s)",
+		     rm.cfg.host[0] ? rm.cfg.host : "0.0.0.0", rm.cfg.port,
+		     rm.npools);
 
 	rc = evloop_run(rm.el);
+	daemon_stopping("stopping: writing a checkpoint");
 	if (rc < 0)
 		log_err("event loop: %s", strerror(-rc));
 	/* clean stop: no more requests, then a checkpoint empties the WAL */

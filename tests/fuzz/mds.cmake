@@ -24,7 +24,7 @@ maru_add_fuzz_target(fuzz_mds_conn
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
 		${MDS_SRC}/handler.c ${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
-	LIBS maru_common PkgConfig::MSGPACK PkgConfig::ISAL m)
+	LIBS maru_common maru_daemon PkgConfig::MSGPACK PkgConfig::ISAL m)
 foreach(t fuzz_mds_conn_replay fuzz_mds_conn)
 	if(TARGET ${t})
 		target_include_directories(${t} PRIVATE ${MDS_SRC}

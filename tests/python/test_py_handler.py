@@ -621,9 +621,10 @@ def test_views_after_close_and_close_under_load(make):
     assert h.get_buffer_view(a.region_id, 0, 10) is None
 
 
-def test_expansion_failure_message(rm, start_mds, start_rm):
+def test_expansion_failure_message(rm, start_mds, start_rm, tmp_path):
     """The pool itself runs out: expansion is attempted and fails."""
-    small = start_rm(emulate_size="16M")          # 14 MiB usable after the header unit
+    small = start_rm(emulate_size="16M",          # 14 MiB usable after the header unit
+                     state_dir=str(tmp_path / "small-state"))  # not rm's: one RM per dir
     mds = start_mds(small.address)
     h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=4 * MiB,
                                chunk_size_bytes=MiB, auto_connect=False))

@@ -14,7 +14,8 @@
 #
 # Environment: BUILD_DIR (default build), MARU_SKIP_APT=1 (trust that the
 # packages are there), MARU_SKIP_HW=1 (skip the QEMU tests),
-# FUZZ_SECONDS (default 20 per target).
+# MARU_SYSTEMD_BOOT=0 (skip booting systemd in namespaces for the units'
+# test), FUZZ_SECONDS (default 20 per target).
 set -euo pipefail
 cd "$(dirname "$0")"
 TOP=$PWD
@@ -212,7 +213,7 @@ test)
 	test_all
 	;;
 *)
-	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 	;;
 esac

@@ -9,8 +9,8 @@ without systemd-analyze or systemd-sysusers skips those tests.  Readiness
 is tested without systemd: the test binds the AF_UNIX datagram socket
 that $NOTIFY_SOCKET names, as systemd does, and reads what arrives.  The
 units' system-call filter is applied with libseccomp to both daemons
-through a store and a lookup.  With MARU_SYSTEMD_BOOT=1 (root), the units
-also run under this machine's systemd, booted as PID 1 of private
+through a store and a lookup.  As root (MARU_SYSTEMD_BOOT=0 turns it off),
+the units also run under this machine's systemd, booted as PID 1 of private
 namespaces (systemd_boot.sh): ordering by readiness, users, a worker
 through both, an RM restart that leaves maru-server alone.
 """
@@ -389,13 +389,14 @@ def test_daemons_run_in_the_units_sandbox(installed, tmp_path):
 
 # --- opt-in: the units under a real systemd -------------------------------
 #
-# MARU_SYSTEMD_BOOT=1 boots this machine's systemd as PID 1 of private
+# As root, this boots this machine's systemd as PID 1 of private
 # namespaces on an overlay of / (systemd_boot.sh says what is isolated and
 # how) and runs the installed units there: sysusers creates maru at boot,
 # maru-server starts only once the RM is ready, both run as their users,
 # a worker stores and reads a chunk through them, and neither a restart
-# nor a stop of the RM touches maru-server.  Opt-in, since it needs root,
-# overlayfs, cgroup2 and a systemd that tolerates a container.
+# nor a stop of the RM touches maru-server.  It needs root, overlayfs,
+# cgroup2 and a systemd that tolerates a container (skipped without them);
+# MARU_SYSTEMD_BOOT=0 skips it.
 
 WORKER = r"""
 import sys
@@ -479,8 +480,8 @@ def remove_cgroup(path):
 
 @pytest.fixture
 def booted(tmp_path):
-    if os.environ.get("MARU_SYSTEMD_BOOT") != "1":
-        pytest.skip("boots systemd in namespaces: set MARU_SYSTEMD_BOOT=1")
+    if os.environ.get("MARU_SYSTEMD_BOOT") == "0":
+        pytest.skip("MARU_SYSTEMD_BOOT=0")
     if os.geteuid() != 0:
         pytest.skip("needs root")
     for t in ("unshare", "nsenter", "pivot_root", "/lib/systemd/systemd"):

@@ -186,7 +186,7 @@ size_t log_format_line(char *out, size_t len, enum log_format fmt, int prio,
 		       const char *ident, const char *msg)
 {
 	char ts[32];
-	size_t n;
+	size_t n, i;
 	int m;
 
 	if (fmt == LOG_FMT_JOURNAL) {
@@ -218,6 +218,12 @@ size_t log_format_line(char *out, size_t len, enum log_format fmt, int prio,
 	n = (size_t)m;
 	if (n > len - 2)
 		n = len - 2;	/* truncated: keep the newline */
+	/* one message, one line: a newline in a client's string (an
+	 * instance id) must not forge a line, or a journal priority */
+	for (i = 0; i < n; i++)
+		if (((unsigned char)out[i] < 0x20 && out[i] != '\t') ||
+		    out[i] == 0x7f)
+			out[i] = '?';
 	out[n++] = '\n';
 	return n;
 }

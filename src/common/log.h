@@ -80,6 +80,8 @@ int log_format_from_env(enum log_format *out);
  * @len: room in @out, at least 128; a longer line is cut (the JSON object
  *	 stays whole)
  * @ident: e.g. "maru-server"; @msg: the text, borrowed
+ * Control characters other than tab become '?' in plain and journal
+ * lines and escapes in JSON: one message is always one line.
  * Return: the line's length in bytes (< @len; no NUL counted).
  * Context: any thread (reads the clock).
  */

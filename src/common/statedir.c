@@ -89,9 +89,32 @@ static long flock_holder(int fd)
 	return found;
 }
 
+/* the program @pid runs (basename of its argv[0]), else @dflt */
+static const char *program_of(long pid, const char *dflt, char *buf,
+			      size_t len)
+{
+	char path[64], *base;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return dflt;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return dflt;
+	buf[n] = '\0';	/* argv[0] ends at its own NUL */
+	base = strrchr(buf, '/');
+	base = base ? base + 1 : buf;
+	return *base ? base : dflt;
+}
+
 int statedir_flock(int fd, const char *what, const char *who, char *err,
 		   size_t errlen)
 {
+	char name[256];
 	long pid;
 	int e;
 
@@ -105,7 +128,7 @@ int statedir_flock(int fd, const char *what, const char *who, char *err,
 	pid = flock_holder(fd);
 	if (pid > 0)
 		snprintf(err, errlen, "%s is in use by another %s (pid %ld)",
-			 what, who, pid);
+			 what, program_of(pid, who, name, sizeof(name)), pid);
 	else
 		snprintf(err, errlen, "%s is in use by another %s", what, who);
 	return -EWOULDBLOCK;

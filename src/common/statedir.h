@@ -46,8 +46,9 @@ int statedir_mkdir_p(const char *dir, unsigned mode);
 /**
  * statedir_flock - take @fd (the file @what, for messages) for this
  * process: an exclusive flock(), not waiting
- * @who: the kind of daemon that may hold it ("maru-server")
- * Return: 0, -EWOULDBLOCK (@err: "@what is in use by another @who
+ * @who: the kind of daemon that may hold it ("maru-server"), named when
+ * the holder's program cannot be read from /proc
+ * Return: 0, -EWOULDBLOCK (@err: "@what is in use by another <program>
  * (pid N)"), or -errno (@err says).
  */
 int statedir_flock(int fd, const char *what, const char *who, char *err,

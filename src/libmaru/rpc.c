@@ -304,13 +304,13 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 	ssize_t k;
 	int rc;
 
+	memset(seen, 0, sizeof(*seen));
 	zmtp_greeting(out, false);
 	k = zmtp_ready(out + ZMTP_GREETING_LEN, sizeof(out) - ZMTP_GREETING_LEN,
 		       type, r->async ? r->ident : NULL,
 		       r->async ? sizeof(r->ident) : 0);
 	if (k < 0)
 		return (int)k;
-	memset(seen, 0, sizeof(*seen));
 	rc = net_send_all(fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
 	if (rc < 0)
 		return rc;

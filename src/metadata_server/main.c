@@ -525,12 +525,12 @@ static int parse_args(int argc, char **argv, struct config *c)
 			}
 			c->eviction = optarg;
 			break;
-		case OPT_EV_GRACE:
 		case OPT_RM_WAIT:
 			if (long_option("rm-wait", optarg, 0, 3600,
 					&c->rm_wait_s) < 0)
 				return -EINVAL;
 			break;
+		case OPT_EV_GRACE:
 		case OPT_EV_WAIT:
 			if (long_option(o == OPT_EV_GRACE ? "evict-grace-ms"
 							  : "evict-wait-ms",
@@ -718,13 +718,14 @@ static void log_config(const struct config *c)
 	int i;
 
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
-		 "rm-address=%s client-lease-ttl=%gs peer-grace=%gs "
+		 "rm-address=%s rm-wait=%lds client-lease-ttl=%gs "
+		 "peer-grace=%gs "
 		 "busy-poll=%ldus max-connections=%ld max-key-bytes=%ld "
 		 "max-input-bytes=%llu max-connections-per-address=%ld "
 		 "instance-quota=%llu eviction=%s evict-grace=%ldms "
 		 "evict-wait=%ldms evict-high=%.3f evict-low=%.3f%s",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
-		 c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
+		 c->rm_wait_s, c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
 		 c->max_key, (unsigned long long)c->max_input, c->max_per_addr,
 		 (unsigned long long)c->inst_quota, c->eviction,
 		 c->evict_grace_ms, c->evict_wait_ms, c->evict_high_pm / 1000.0,

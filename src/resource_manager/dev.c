@@ -35,10 +35,12 @@
  *            discovery never changes an id.
  * Two pools with the same id or path are refused.
  *
- * One resource manager per pool: a pool is flock()ed (statedir.h) when it
- * is added and stays locked until exit; a pool another resource manager
- * holds is refused with its pid (fatal when configured, skipped when
- * discovered).  Files we create (the emulated pool, FS_DAX region files in
+ * One resource manager per pool: a pool is flock()ed (statedir.h) as soon
+ * as it is opened, before its header or mode is touched, and stays locked
+ * until exit; a pool another resource manager holds is refused with its
+ * pid (fatal when configured; when discovered, counted as a device that
+ * cannot be served, so that it never turns into an emulated pool).  Known
+ * pools are never opened again (discovery skips their paths).  Files we create (the emulated pool, FS_DAX region files in
  * region.c) get --pool-mode and --pool-group (dev_file_perm), so that
  * workers that are not root can map them; device nodes are udev's
  * (docs/operations.md).
@@ -238,6 +240,29 @@ static struct daxctl_dev *devdax_find(struct daxctl_ctx *ctx,
 	return NULL;
 }
 
+/*
+ * Take @p for this resource manager (the opening comment): before anything
+ * is written to it, so that a refused second daemon changes nothing.
+ */
+static int pool_lock(struct pool *p)
+{
+	char err[PATH_MAX + 128];
+	int rc;
+
+	p->lockfd = open(p->path, O_RDONLY | O_CLOEXEC |
+				  (p->kind == POOL_FS_DAX ? O_DIRECTORY : 0));
+	if (p->lockfd < 0) {
+		rc = -errno;
+		log_err("pool %s: cannot open: %s", p->path, strerror(errno));
+		return rc;
+	}
+	rc = statedir_flock(p->lockfd, p->path, "maru-resource-manager", err,
+			    sizeof(err));
+	if (rc < 0)
+		log_err("pool %s", err);
+	return rc;
+}
+
 /* A DEV_DAX pool for /dev/<devname>, measured by libdaxctl. */
 static int open_devdax(struct daxctl_dev *dev, const char *path,
 		       struct pool **out)
@@ -275,6 +300,9 @@ static int open_devdax(struct daxctl_dev *dev, const char *path,
 		return -ENOMEM;
 	p->id = dev_devdax_pool_id(devname, path);
 	rc = pool_setup(p, size, align);
+	if (rc < 0)
+		goto out_free;
+	rc = pool_lock(p);
 	if (rc < 0)
 		goto out_free;
 	fd = open(path, O_RDWR | O_CLOEXEC);
@@ -377,6 +405,9 @@ static int open_emulated(const struct rm_config *c, const char *path,
 		log_err("%s: not a regular file", path);
 		goto out_close;
 	}
+	rc = pool_lock(p);
+	if (rc < 0)
+		goto out_close; /* never unlink what another daemon serves */
 	/* new, or the operator asked: workers open it too */
 	if (created || c->pool_perm_set) {
 		rc = dev_file_perm(c, fd, path);
@@ -520,6 +551,8 @@ static int open_fsdax(const char *dir, bool explicit, struct pool **out)
 		return -ENOMEM;
 	p->id = id_from_path(dir);
 	rc = pool_setup(p, size, align);
+	if (rc == 0)
+		rc = pool_lock(p);
 	if (rc < 0) {
 		pool_destroy(p);
 		return rc;
@@ -588,37 +621,10 @@ static bool pool_known(struct rm *rm, const struct pool *p, bool quiet)
 	return false;
 }
 
-/* Take @p for this resource manager: see the opening comment. */
-static int pool_lock(struct pool *p)
-{
-	char err[PATH_MAX + 128];
-	int rc;
-
-	p->lockfd = open(p->path, O_RDONLY | O_CLOEXEC |
-				  (p->kind == POOL_FS_DAX ? O_DIRECTORY : 0));
-	if (p->lockfd < 0) {
-		rc = -errno;
-		log_err("pool %s: cannot open: %s", p->path, strerror(errno));
-		return rc;
-	}
-	rc = statedir_flock(p->lockfd, p->path, "maru-resource-manager", err,
-			    sizeof(err));
-	if (rc < 0)
-		log_err("pool %s", err);
-	return rc;
-}
-
 /* Append @p (taken) to the pool list.  Return: 0 or -errno. */
 static int pool_add(struct rm *rm, struct pool *p)
 {
 	struct pool **n;
-	int rc;
-
-	rc = pool_lock(p);
-	if (rc < 0) {
-		pool_destroy(p);
-		return rc;
-	}
 
 	n = realloc(rm->pools, (rm->npools + 1) * sizeof(*n));
 	if (!n) {

@@ -31,6 +31,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,7 +218,26 @@ enum {
 	OPT_VERSION,
 };
 
-/* --pool-group: a group name or number.  Return: 0 or -1 (said why) */
+/* may we give files to @gid?  root, or a member (chown(2)) */
+static bool group_ours(gid_t gid)
+{
+	gid_t g[NGROUPS_MAX + 1];
+	int i, n;
+
+	if (geteuid() == 0 || getegid() == gid)
+		return true;
+	n = getgroups(NGROUPS_MAX + 1, g);
+	for (i = 0; i < n; i++)
+		if (g[i] == gid)
+			return true;
+	return false;
+}
+
+/*
+ * --pool-group: a group name or number that we may give files to, checked
+ * now rather than at the first FS_DAX allocation.  Return: 0 or -1 (said
+ * why)
+ */
 static int group_option(const char *arg, gid_t *out)
 {
 	struct group *g = getgrnam(arg);
@@ -226,16 +246,23 @@ static int group_option(const char *arg, gid_t *out)
 
 	if (g) {
 		*out = g->gr_gid;
-		return 0;
-	}
-	errno = 0;
-	v = strtoul(arg, &end, 10);
-	if (*arg && !*end && !errno && v < (gid_t)-1) {
+	} else {
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (!*arg || *end || errno || v >= (gid_t)-1) {
+			fprintf(stderr, "unknown group: %s\n", arg);
+			return -1;
+		}
 		*out = (gid_t)v;
-		return 0;
 	}
-	fprintf(stderr, "unknown group: %s\n", arg);
-	return -1;
+	if (!group_ours(*out)) {
+		fprintf(stderr,
+			"--pool-group %s: not root and not a member: cannot "
+			"give files to it\n",
+			arg);
+		return -1;
+	}
+	return 0;
 }
 
 /*
@@ -407,7 +434,7 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			m = strtoul(optarg, &end, 8);
 			/* read and write bits only: nobody executes a pool */
 			if (!*optarg || *end || errno || (m & ~0666ul) ||
-			    !(m & 0600)) {
+			    (m & 0600) != 0600) {
 				fprintf(stderr,
 					"invalid pool-mode: %s (octal, read "
 					"and write bits only, owner rw, e.g. "

@@ -170,10 +170,10 @@ def test_readme_as_user(tmp_path, user):
     assert st.st_uid == pwd.getpwnam(name).pw_uid
 
 
-def run_rm(port, state_dir, pool):
+def run_rm(port, state_dir, pool, *extra):
     return subprocess.run([binary(*RM_BIN), "--port", str(port), "--state-dir",
-                           state_dir, "--pool", pool, "--emulate-size", "64M"],
-                          capture_output=True, text=True, timeout=60)
+                           state_dir, "--pool", pool, "--emulate-size", "64M",
+                           *extra], capture_output=True, text=True, timeout=60)
 
 
 def test_second_rm_on_a_held_state_dir(rm):
@@ -188,11 +188,16 @@ def test_second_rm_on_a_held_state_dir(rm):
 
 
 def test_second_rm_on_a_held_pool(rm, tmp_path):
-    r = run_rm(free_port(), str(tmp_path / "other-state"), rm.pool_path)
+    before = os.stat(rm.pool_path)
+    r = run_rm(free_port(), str(tmp_path / "other-state"), rm.pool_path,
+               "--pool-mode", "0640")
     assert r.returncode == 1, r.stderr
     assert (f"pool {rm.pool_path} is in use by another maru-resource-manager "
             f"(pid {rm.pid})") in r.stderr, r.stderr
     assert rm.running()
+    # refused before it touched the pool: mode and owner as they were
+    after = os.stat(rm.pool_path)
+    assert (after.st_mode, after.st_gid) == (before.st_mode, before.st_gid)
 
 
 def test_held_state_dir_is_free_after_a_crash(start_rm):
@@ -284,8 +289,23 @@ def test_worker_without_pool_group_is_refused(rm, mds, user, worker_dir):
 
 def test_pool_mode_and_group_are_checked(tmp_path):
     for bad in (["--pool-mode", "0755"], ["--pool-mode", "0066"],
-                ["--pool-mode", "nine"], ["--pool-group", "no-such-group-x"]):
+                ["--pool-mode", "0400"], ["--pool-mode", "nine"],
+                ["--pool-group", "no-such-group-x"]):
         r = subprocess.run([binary(*RM_BIN), "--state-dir", str(tmp_path),
                             *bad], capture_output=True, text=True, timeout=30)
-        assert r.returncode != 0 and r.stderr, (bad, r.stderr)
+        assert r.returncode == 2 and r.stderr, (bad, r.stderr)
         assert not os.path.exists(tmp_path / "lock"), bad
+
+
+@needs_root
+def test_pool_group_of_others_is_refused(user, worker_dir):
+    # a user may give files only to a group it is in (chown(2)): said at
+    # start, not at the first FS_DAX allocation
+    name, _ = user
+    if not can_reach_tree(name):
+        pytest.skip(f"{name} cannot reach {REPO} (a directory only root enters)")
+    r = as_user(name, [binary(*RM_BIN), "--state-dir",
+                       os.path.join(worker_dir, "s"), "--pool-group", "root"],
+                timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "not root and not a member" in r.stderr, r.stderr

@@ -356,6 +356,15 @@ def test_no_rm_at_startup(tmp_path):
         in m.log()
 
 
+def test_options_reach_the_config(rm, start_mds):
+    # each option its own field (a case label once fell through to another)
+    m = start_mds(rm.address, extra=["--evict-grace-ms", "7",
+                                     "--evict-wait-ms", "9", "--rm-wait", "3"])
+    log = m.log()
+    assert "evict-grace=7ms" in log and "evict-wait=9ms" in log, log
+    assert "rm-wait=3s" in log, log
+
+
 def test_rm_started_after_the_server(tmp_path):
     """`maru-resource-manager & maru-server &`: the server waits for a
     resource manager that refuses connections (--rm-wait, default 10 s),

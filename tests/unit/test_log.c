@@ -120,6 +120,27 @@ static void test_json(void **state)
 				     "\\ufffd|\\ufffd|\\ufffd\\ufffd\"}\n"));
 }
 
+/* a client's string with a newline cannot forge a line or a priority */
+static void test_no_forged_lines(void **state)
+{
+	static const enum log_format fmts[] = {LOG_FMT_PLAIN, LOG_FMT_JOURNAL,
+					       LOG_FMT_JSON};
+	char line[512];
+	size_t n, i;
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		n = log_format_line(line, sizeof(line), fmts[i], LOG_INFO,
+				    "maru-server",
+				    "instance x\n<0>maru-server: forged\r\x7f");
+		assert_true(n > 0 && line[n - 1] == '\n');
+		line[n - 1] = '\0';
+		assert_null(strchr(line, '\n'));
+		assert_null(strchr(line, '\r'));
+		assert_null(strchr(line, 0x7f));
+	}
+}
+
 static void test_cut_lines_stay_whole(void **state)
 {
 	char big[4000], line[2048], msg[2048];
@@ -200,6 +221,7 @@ int main(void)
 		cmocka_unit_test(test_plain),
 		cmocka_unit_test(test_journal),
 		cmocka_unit_test(test_json),
+		cmocka_unit_test(test_no_forged_lines),
 		cmocka_unit_test(test_cut_lines_stay_whole),
 		cmocka_unit_test(test_format_from_env),
 	};

@@ -3,7 +3,7 @@
 # labelled NVDIMM, two devdax namespaces (the second created after the
 # resource manager started, then SIGHUP).
 . ./lib.sh
-A=$(printf 'hw.discovery.%s ' found_by_libdaxctl stats_size_align pool_monitor_csv \
+A=$(printf 'hw.discovery.%s ' found_by_libdaxctl second_rm_refused stats_size_align pool_monitor_csv \
 	header_written alloc_alignment mmap_at_offsets sighup_adds_pool clean_stop)
 if [ "$HAVE_RM" != 1 ]; then
 	for t in $A; do skip "$t" "$WHY_RM"; done
@@ -42,6 +42,25 @@ if [ -n "$L" ] && [ "$(field type "$L")" = 0 ] && [ "$NPOOLS" = 1 ]; then
 	pass hw.discovery.found_by_libdaxctl "$L"
 else
 	fail hw.discovery.found_by_libdaxctl "want exactly one DEV_DAX pool /dev/dax0.0, got $NPOOLS: $L"
+fi
+
+# a second resource manager (its own state dir, discovery mode) finds the
+# device held: it refuses to start, and does not fall back to an emulated
+# pool that other hosts could not share
+mkdir -p /tmp/rm2
+"$RM" --port 9851 --state-dir /tmp/rm2 >/tmp/rm2.log 2>&1 &
+R2=$!
+i=0
+while kill -0 $R2 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+if kill -0 $R2 2>/dev/null; then
+	kill $R2
+	wait $R2
+	fail hw.discovery.second_rm_refused "a second resource manager runs on the held device: $(tr '\n' '|' </tmp/rm2.log)"
+elif grep -q "/dev/dax0.0 is in use by another maru-resource-manager (pid $RM_PID)" /tmp/rm2.log &&
+	! grep -q EMULATED /tmp/rm2.log && [ ! -e /dev/shm/maru-pool ]; then
+	pass hw.discovery.second_rm_refused "$(grep 'in use' /tmp/rm2.log | sed 's/.*maru-resource-manager: //')"
+else
+	fail hw.discovery.second_rm_refused "$(tr '\n' '|' </tmp/rm2.log)"
 fi
 
 T=$(field total "$L") F=$(field free "$L") AL=$(field align "$L")

@@ -293,6 +293,32 @@ struct hs_seen {
  * Return: 0 with @z open, -EPROTO (not a ZMTP peer we can talk to),
  * -ETIMEDOUT, -ECONNRESET or another -errno.
  */
+/*
+ * A greeting was refused at its first wrong byte, perhaps after a few
+ * bytes only: read what else the peer sends at once (up to the 32 bytes
+ * describe() looks at, 50 ms at most) so that the message says what it
+ * is whatever the split of its first packets.
+ */
+static void more_of_greeting(int fd, uint8_t *in, size_t *len,
+			     uint64_t deadline, struct hs_seen *seen)
+{
+	uint64_t until = maru__now_ns() + 50 * 1000000ull;
+	ssize_t k;
+
+	if (until > deadline)
+		until = deadline;
+	while (*len < sizeof(seen->head)) {
+		k = net_recv_some(fd, in + *len, sizeof(seen->head) - *len,
+				  until);
+		if (k <= 0)
+			break;
+		*len += (size_t)k;
+	}
+	seen->len = *len;
+	memcpy(seen->head, in,
+	       *len < sizeof(seen->head) ? *len : sizeof(seen->head));
+}
+
 static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		     struct zmtp_conn *z, struct hs_seen *seen)
 {
@@ -321,8 +347,11 @@ static int handshake(const struct maru__rpc *r, int fd, uint64_t deadline,
 		memcpy(seen->head, in,
 		       len < sizeof(seen->head) ? len : sizeof(seen->head));
 		/* no message can come before READY: 1 is an error too */
-		if (zmtp_conn_next(z, in, len, &m) != 0)
+		if (zmtp_conn_next(z, in, len, &m) != 0) {
+			if (z->st == ZMTP_ST_GREETING)
+				more_of_greeting(fd, in, &len, deadline, seen);
 			return -EPROTO;
+		}
 		if (z->st == ZMTP_ST_OPEN)
 			break;
 		k = net_recv_some(fd, in + len, z->rd + z->need - len,
@@ -377,6 +406,11 @@ static void describe(const struct maru__rpc *r, int rc,
 			snprintf(why, n, "%s does not speak the Maru metadata "
 				 "protocol (ZMTP greeting expected): it answered "
 				 "as maru-resource-manager does", u);
+		} else if (seen->len >= 11 && seen->head[0] == 0xff &&
+			   seen->head[9] == 0x7f && seen->head[10] < 3) {
+			snprintf(why, n, "%s speaks ZMTP %u, not 3 (an old "
+				 "ZeroMQ peer, not a Maru metadata server)",
+				 u, seen->head[10]);
 		} else if (seen->len >= 32 && seen->head[0] == 0xff &&
 			   seen->head[9] == 0x7f) {
 			quote(mech, sizeof(mech), seen->head + 12, 20);

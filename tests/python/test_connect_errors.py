@@ -97,6 +97,16 @@ class Peer:
                 c.close()
             elif self.mode == "close":
                 c.close()
+            elif self.mode == "split-uram":
+                # the resource manager's answer, its first bytes apart
+                c.sendall(b"UR")
+                time.sleep(0.02)
+                c.sendall(b"AM" + bytes(28))
+                self.held.append(c)
+            elif self.mode == "zmtp2":
+                # an old ZeroMQ peer: signature, then version 1
+                c.sendall(b"\xff" + bytes(8) + b"\x7f\x01\x05")
+                self.held.append(c)
             else:
                 self.held.append(c)
 
@@ -180,6 +190,21 @@ def test_http_server(peer, use_async_rpc):
     one_line(lines, p.url, "does not speak the Maru metadata protocol",
              'got "HTTP/1.0 200 OK"')
     assert p.accepted == 1              # no retry of a peer that is not ZMTP
+
+
+def test_greeting_in_pieces_is_still_recognised(peer):
+    # classified on what the peer sends at once, not on its first packet
+    p = peer("split-uram")
+    out, _, cause, lines = connect_in_child(p.url)
+    assert out is False
+    one_line(lines, p.url, "answered as maru-resource-manager does")
+
+
+def test_old_zmtp_peer(peer):
+    p = peer("zmtp2")
+    out, _, cause, lines = connect_in_child(p.url)
+    assert out is False
+    one_line(lines, p.url, "speaks ZMTP 1, not 3")
 
 
 def test_peer_that_closes_at_once(peer):

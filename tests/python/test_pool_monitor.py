@@ -37,10 +37,24 @@ from rm_wire import DEV_DAX, FS_DAX, RmConn
 MiB = 1 << 20
 TITLE_RE = re.compile(
     r"^  Maru Pool Monitor  \u2014  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d  \(Ctrl\+C to quit\)$")
-HEADER = ("  Device            Type          Used      Free     Total     Delta"
-          "  Usage")
-DASHES = ("  ----------------  --------  --------  --------  --------  --------"
-          "  -----")
+LIVE_TITLE_RE = re.compile(
+    r"^  Maru Pool Monitor  \u2014  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d  "
+    r"\(q to quit, \? for help\)$")
+
+
+def header(dev=16):
+    """The header of a table whose Device column is @dev wide (the longest
+    path, at least 16)."""
+    return (f"  {'Device':<{dev}}  Type          Used      Free     Total     Delta"
+            "  Usage")
+
+
+def dashes(dev=16):
+    return "  " + "-" * dev + "  --------  --------  --------  --------  --------  -----"
+
+
+def dev_width(*paths):
+    return max(16, *(len(p) for p in paths))
 CSV_HEADER = "timestamp,dax_path,dax_type,total_bytes,free_bytes,used_bytes,usage_pct"
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
 
@@ -120,9 +134,10 @@ def check_csv_against(rows, stats):
         assert re.fullmatch(r"\d+\.\d\d", r["usage_pct"])
 
 
-def table_row(path, dtype, total, free, delta=""):
+def table_row(path, dtype, total, free, delta="", dev=None):
     used = total - free
-    return (f"  {path:<16}  {dtype:<8}  {human(used):>8}  {human(free):>8}  "
+    dev = dev or dev_width(path)
+    return (f"  {path:<{dev}}  {dtype:<8}  {human(used):>8}  {human(free):>8}  "
             f"{human(total):>8}  {delta:>8}  {bar(used, total)}")
 
 
@@ -180,8 +195,8 @@ def test_table_one_shot(rm, wire):
     lines = res.stdout.splitlines()
     assert TITLE_RE.match(lines[0]), lines[0]
     assert lines[1] == ""
-    assert lines[2] == HEADER
-    assert lines[3] == DASHES
+    assert lines[2] == header(dev_width(rm.pool_path))
+    assert lines[3] == dashes(dev_width(rm.pool_path))
     st = wire.stats()[rm.pool_path]
     assert lines[4] == table_row(rm.pool_path, "DEV_DAX", st.total_size, st.free_size)
     assert lines[4].endswith("[------------------------------] 0.0%")
@@ -267,7 +282,8 @@ def test_watch_count_scroll(rm):
     frames = split_frames(res.stdout)
     assert len(frames) == 3
     for f in frames:
-        assert f[1:4] == ["", HEADER, DASHES]
+        assert f[1:4] == ["", header(dev_width(rm.pool_path)),
+                          dashes(dev_width(rm.pool_path))]
         assert f[4].startswith("  " + rm.pool_path + "  DEV_DAX ")
         assert f[5:] == [""], "frames are separated by one blank line"
 
@@ -294,7 +310,8 @@ def test_watch_scroll_delta(rm, wire):
     total = wire.stats()[rm.pool_path].total_size
     prev_used, deltas = None, []
     for f in frames:
-        assert f[1:4] == ["", HEADER, DASHES]
+        assert f[1:4] == ["", header(dev_width(rm.pool_path)),
+                          dashes(dev_width(rm.pool_path))]
         assert f[5:] == [""]
         row = f[4]
         assert row.startswith("  " + rm.pool_path + "  DEV_DAX ")
@@ -433,10 +450,11 @@ def test_tui_under_tmux(rm, wire, tmp_path):
         screen = tmux.wait_for(re.escape(rm.pool_path) + r".*\] 12\.\d%")
         lines = screen.splitlines()
         # full-screen ncurses: the frame starts at the top-left corner
-        assert TITLE_RE.match(lines[0]), lines[0]
+        # the live title names its keys
+        assert LIVE_TITLE_RE.match(lines[0]), lines[0]
         assert lines[1] == ""
-        assert lines[2] == HEADER
-        assert lines[3] == DASHES
+        assert lines[2] == header(dev_width(rm.pool_path))
+        assert lines[3] == dashes(dev_width(rm.pool_path))
         st = wire.stats()[rm.pool_path]
         assert lines[4].rstrip() == table_row(rm.pool_path, "DEV_DAX", st.total_size,
                                               st.free_size)

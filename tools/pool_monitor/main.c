@@ -367,19 +367,19 @@ static void draw_line(int y, const char *line, size_t len, bool utf8)
 }
 
 /*
- * The help box, centred over the table and cut to the window.  Drawn in
- * a window of its own that is deleted at once: the next frame's erase()
- * of stdscr repaints what it covered.
+ * The help box: below the @used lines of the table when it fits there,
+ * else centred over it; cut to the window.  Drawn in a window of its own
+ * that is deleted at once: the next frame's erase() of stdscr repaints
+ * what it covered.
  */
-static void draw_help(const struct pm_screen *s)
+static void draw_help(const struct pm_screen *s, int used)
 {
 	char lines[8][64];
 	WINDOW *w;
 	int n = 0, h, wd = 0, i, len;
 
 	snprintf(lines[n++], sizeof(lines[0]), "q, Q      quit");
-	snprintf(lines[n++], sizeof(lines[0]),
-		 "Ctrl+C    quit, print Stopped.");
+	snprintf(lines[n++], sizeof(lines[0]), "Ctrl+C    quit as well");
 	snprintf(lines[n++], sizeof(lines[0]),
 		 "?         show or hide this help");
 	snprintf(lines[n++], sizeof(lines[0]), "Esc       hide this help");
@@ -402,7 +402,8 @@ static void draw_help(const struct pm_screen *s)
 		wd = COLS;
 	if (h < 3 || wd < 5)
 		return;
-	w = newwin(h, wd, (LINES - h) / 2, (COLS - wd) / 2);
+	w = newwin(h, wd, used + 1 + h <= LINES ? used + 1 : (LINES - h) / 2,
+		   (COLS - wd) / 2);
 	if (!w)
 		return;
 	werase(w);
@@ -434,7 +435,7 @@ static void draw_frame(const struct pm_screen *s, const struct buf *b)
 	}
 	wnoutrefresh(stdscr);
 	if (s->help)
-		draw_help(s);
+		draw_help(s, y);
 	doupdate();
 }
 

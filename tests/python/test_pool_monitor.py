@@ -31,7 +31,7 @@ import uuid
 
 import pytest
 
-from conftest import POOL_MONITOR_BIN, binary, free_port
+from conftest import POOL_MONITOR_BIN, binary, free_port, wait_until
 from rm_wire import DEV_DAX, FS_DAX, RmConn
 
 MiB = 1 << 20
@@ -650,8 +650,9 @@ def test_tui_fits_window(long_rm, long_mds, long_wire, tmp_path, first, then):
         screen = tmux.wait_for(re.escape(HELP_LINE))
         assert "q, Q      quit" in screen and "Keys" in screen
         tmux.run("send-keys", "-t", tmux.name, "?")
+        assert wait_until(lambda: HELP_LINE not in tmux.capture(), timeout=15), \
+            "the help box stayed:\n" + tmux.capture()
         wait_frame(tmux, wire, first[0])
-        assert HELP_LINE not in tmux.capture() or pytest.fail("help stayed")
 
         # the window changes size: the next layout comes without a key
         tmux.run("resize-window", "-t", tmux.name, "-x", str(then[0]),

@@ -111,10 +111,8 @@ static void usage(FILE *f)
 		"  -h, --help          this text\n"
 		"      --version       print the version and exit\n"
 		"\n"
-		"In watch mode on a terminal the screen is redrawn and fitted "
-		"to "
-		"the\n"
-		"window; q or Ctrl+C quits, ? shows the keys.\n"
+		"In watch mode on a terminal the screen is redrawn and fitted\n"
+		"to the window; q or Ctrl+C quits, ? shows the keys.\n"
 		"\n"
 		"Exit status: 0 on success; 1 when the resource manager cannot "
 		"be\n"
@@ -374,22 +372,24 @@ static void draw_line(int y, const char *line, size_t len, bool utf8)
  */
 static void draw_help(const struct pm_screen *s, int used)
 {
-	char lines[8][64];
+	static const char *const keys[] = {
+		"q, Q      quit",
+		"Ctrl+C    quit as well",
+		"?         show or hide this help",
+		"Esc       hide this help",
+		"",
+		NULL, /* the refresh interval */
+		"A narrow window hides columns;",
+		"widen it to see them all.",
+	};
+	const char *lines[ARRAY_SIZE(keys)];
+	char refresh[64];
 	WINDOW *w;
-	int n = 0, h, wd = 0, i, len;
+	int n = (int)ARRAY_SIZE(keys), h, wd = 0, i, len;
 
-	snprintf(lines[n++], sizeof(lines[0]), "q, Q      quit");
-	snprintf(lines[n++], sizeof(lines[0]), "Ctrl+C    quit as well");
-	snprintf(lines[n++], sizeof(lines[0]),
-		 "?         show or hide this help");
-	snprintf(lines[n++], sizeof(lines[0]), "Esc       hide this help");
-	snprintf(lines[n++], sizeof(lines[0]), "%s", "");
-	snprintf(lines[n++], sizeof(lines[0]), "Refresh every %g s.",
-		 s->interval);
-	snprintf(lines[n++], sizeof(lines[0]),
-		 "A narrow window hides columns;");
-	snprintf(lines[n++], sizeof(lines[0]), "widen it to see them all.");
+	snprintf(refresh, sizeof(refresh), "Refresh every %g s.", s->interval);
 	for (i = 0; i < n; i++) {
+		lines[i] = keys[i] ? keys[i] : refresh;
 		len = (int)strlen(lines[i]);
 		if (len > wd)
 			wd = len;

@@ -362,8 +362,8 @@ struct pm_row {
 
 /*
  * The steps of narrowing, tried in order until the table fits (the list
- * in docs/pool-monitor.md, "Fitting the window").  Each step keeps what
- * the previous one dropped dropped.
+ * in docs/pool-monitor.md, "Fitting the window").  Each step gives up
+ * one more thing; what an earlier step gave up stays given up.
  */
 static const struct pm_step {
 	bool pad; /* Device >= 16, Type and numbers >= 8 (upstream) */
@@ -371,15 +371,15 @@ static const struct pm_step {
 	bool type, delta, fre; /* columns still shown */
 	size_t dev_floor;      /* elide Device down to this; 0 = never elide */
 } steps[] = {
-	{true, PM_BAR_WIDTH, true, true, true, 0},
-	{false, PM_BAR_WIDTH, true, true, true, 0},
-	{false, 10, true, true, true, 0},
-	{false, 10, true, true, true, 24},
-	{false, 10, false, true, true, 24},
-	{false, 10, false, false, true, 24},
-	{false, 0, false, false, true, 24},
-	{false, 0, false, false, false, 24},
-	{false, 0, false, false, false, 8},
+	{true, PM_BAR_WIDTH, true, true, true, 0},  /* as upstream */
+	{false, PM_BAR_WIDTH, true, true, true, 0}, /* 1. no padding */
+	{false, 10, true, true, true, 0},	    /* 2. short bar */
+	{false, 10, true, true, true, 24},	    /* 3. elide paths */
+	{false, 10, false, true, true, 24},	    /* 4. no Type */
+	{false, 10, false, false, true, 24},	    /* 5. no Delta */
+	{false, 0, false, false, true, 24},	    /* 6. no bar */
+	{false, 0, false, false, false, 24},	    /* 7. no Free */
+	{false, 0, false, false, false, 8},	    /* 8. paths to 8 */
 };
 
 /* One chosen layout: which columns, how wide. */

@@ -31,16 +31,30 @@ import uuid
 
 import pytest
 
-from conftest import POOL_MONITOR_BIN, binary, free_port
+from conftest import POOL_MONITOR_BIN, binary, free_port, wait_until
 from rm_wire import DEV_DAX, FS_DAX, RmConn
 
 MiB = 1 << 20
 TITLE_RE = re.compile(
     r"^  Maru Pool Monitor  \u2014  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d  \(Ctrl\+C to quit\)$")
-HEADER = ("  Device            Type          Used      Free     Total     Delta"
-          "  Usage")
-DASHES = ("  ----------------  --------  --------  --------  --------  --------"
-          "  -----")
+LIVE_TITLE_RE = re.compile(
+    r"^  Maru Pool Monitor  \u2014  \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d  "
+    r"\(q to quit, \? for help\)$")
+
+
+def header(dev=16):
+    """The header of a table whose Device column is @dev wide (the longest
+    path, at least 16)."""
+    return (f"  {'Device':<{dev}}  Type          Used      Free     Total     Delta"
+            "  Usage")
+
+
+def dashes(dev=16):
+    return "  " + "-" * dev + "  --------  --------  --------  --------  --------  -----"
+
+
+def dev_width(*paths):
+    return max(16, *(len(p) for p in paths))
 CSV_HEADER = "timestamp,dax_path,dax_type,total_bytes,free_bytes,used_bytes,usage_pct"
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$")
 
@@ -120,9 +134,10 @@ def check_csv_against(rows, stats):
         assert re.fullmatch(r"\d+\.\d\d", r["usage_pct"])
 
 
-def table_row(path, dtype, total, free, delta=""):
+def table_row(path, dtype, total, free, delta="", dev=None):
     used = total - free
-    return (f"  {path:<16}  {dtype:<8}  {human(used):>8}  {human(free):>8}  "
+    dev = dev or dev_width(path)
+    return (f"  {path:<{dev}}  {dtype:<8}  {human(used):>8}  {human(free):>8}  "
             f"{human(total):>8}  {delta:>8}  {bar(used, total)}")
 
 
@@ -180,8 +195,8 @@ def test_table_one_shot(rm, wire):
     lines = res.stdout.splitlines()
     assert TITLE_RE.match(lines[0]), lines[0]
     assert lines[1] == ""
-    assert lines[2] == HEADER
-    assert lines[3] == DASHES
+    assert lines[2] == header(dev_width(rm.pool_path))
+    assert lines[3] == dashes(dev_width(rm.pool_path))
     st = wire.stats()[rm.pool_path]
     assert lines[4] == table_row(rm.pool_path, "DEV_DAX", st.total_size, st.free_size)
     assert lines[4].endswith("[------------------------------] 0.0%")
@@ -267,7 +282,8 @@ def test_watch_count_scroll(rm):
     frames = split_frames(res.stdout)
     assert len(frames) == 3
     for f in frames:
-        assert f[1:4] == ["", HEADER, DASHES]
+        assert f[1:4] == ["", header(dev_width(rm.pool_path)),
+                          dashes(dev_width(rm.pool_path))]
         assert f[4].startswith("  " + rm.pool_path + "  DEV_DAX ")
         assert f[5:] == [""], "frames are separated by one blank line"
 
@@ -294,7 +310,8 @@ def test_watch_scroll_delta(rm, wire):
     total = wire.stats()[rm.pool_path].total_size
     prev_used, deltas = None, []
     for f in frames:
-        assert f[1:4] == ["", HEADER, DASHES]
+        assert f[1:4] == ["", header(dev_width(rm.pool_path)),
+                          dashes(dev_width(rm.pool_path))]
         assert f[5:] == [""]
         row = f[4]
         assert row.startswith("  " + rm.pool_path + "  DEV_DAX ")
@@ -433,10 +450,11 @@ def test_tui_under_tmux(rm, wire, tmp_path):
         screen = tmux.wait_for(re.escape(rm.pool_path) + r".*\] 12\.\d%")
         lines = screen.splitlines()
         # full-screen ncurses: the frame starts at the top-left corner
-        assert TITLE_RE.match(lines[0]), lines[0]
+        # the live title names its keys
+        assert LIVE_TITLE_RE.match(lines[0]), lines[0]
         assert lines[1] == ""
-        assert lines[2] == HEADER
-        assert lines[3] == DASHES
+        assert lines[2] == header(dev_width(rm.pool_path))
+        assert lines[3] == dashes(dev_width(rm.pool_path))
         st = wire.stats()[rm.pool_path]
         assert lines[4].rstrip() == table_row(rm.pool_path, "DEV_DAX", st.total_size,
                                               st.free_size)
@@ -453,3 +471,222 @@ def test_tui_under_tmux(rm, wire, tmp_path):
         tmux.wait_for(r"pool_monitor exited with 0")
     finally:
         tmux.kill()
+
+
+# ---------------------------------------------------------------- fitting the window
+# A pool path longer than any window's share for it: at 60 columns it must be
+# elided in the middle, at 160 shown whole.
+LONG_POOL = f"/dev/shm/maru-test-{uuid.uuid4()}"
+
+
+@pytest.fixture
+def long_rm(start_rm):
+    """conftest's rm, with two pools, one of them with a long path."""
+    short = f"/dev/shm/maru-t-{uuid.uuid4().hex[:8]}"
+    try:
+        yield start_rm(pool=LONG_POOL, extra=["--pool", short])
+    finally:
+        if os.path.exists(short):
+            os.unlink(short)
+
+
+@pytest.fixture
+def long_mds(long_rm, start_mds):
+    """conftest's mds, on long_rm."""
+    return start_mds(long_rm.address)
+
+
+@pytest.fixture
+def long_wire(long_rm):
+    w = Wire(long_rm.address)
+    yield w
+    w.close()
+
+
+def parse_screen(screen):
+    """A captured live frame -> (title, header words, {device: {col: text}}).
+
+    Cells are found where the header says they are: Device, Type and the
+    bar start under their heading, numbers end under theirs.  A cell that
+    is not where it should be is None; text outside every cell is listed
+    in row["_extra"].  So a misaligned or cut row does not parse."""
+    lines = screen.splitlines()
+    head = next((ln for ln in lines if ln.startswith("  Device")), None)
+    if head is None:
+        return lines[0] if lines else "", [], {}
+    hcols = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+", head)]
+    rows = {}
+    for ln in lines:
+        if not ln.startswith("  /"):
+            continue
+        toks = [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+", ln)]
+        row, taken = {}, set()
+        for name, hs, he in hcols:
+            if name == "Usage" and ln[hs:hs + 1] == "[":
+                row[name] = ln[hs:].strip()       # the bar and the percentage
+                taken |= {t for t in toks if t[0] >= hs}
+                continue
+            left = name in ("Device", "Type")
+            hit = [t for t in toks if (t[0] == hs if left else t[1] == he)]
+            row[name] = hit[0][2] if hit else ("" if name == "Delta" else None)
+            taken |= set(hit)
+        row["_extra"] = [t[2] for t in toks if t not in taken]
+        rows[row["Device"] or ln] = row
+    return lines[0], [c[0] for c in hcols], rows
+
+
+def expected_cells(st):
+    used, total = st.total_size - st.free_size, st.total_size
+    return {"Type": {DEV_DAX: "DEV_DAX", FS_DAX: "FS_DAX"}[st.dax_type],
+            "Used": human(used), "Free": human(st.free_size), "Total": human(total),
+            "Delta": "", "pct": f"{used / total * 100:.1f}%", "bar": bar(used, total)}
+
+
+def shown_path(shown, path):
+    """@shown is @path, or its head and tail around one '…'."""
+    if shown == path:
+        return True
+    if shown.count("\u2026") != 1:
+        return False
+    head, tail = shown.split("\u2026")
+    return (path.startswith(head) and path.endswith(tail) and len(head) >= 4
+            and len(tail) >= 4 and len(shown) < len(path))
+
+
+def frame_problems(screen, stats, width, live=True):
+    """What is wrong with @screen for a @width-column window, [] if nothing.
+    Every value shown must be the one STATS gives, whole."""
+    title, cols, rows = parse_screen(screen)
+    probs = []
+    if live and not re.search(r"\(q (to )?quit, \? (for )?help\)$", title):
+        probs.append(f"title does not name q and ?: {title!r}")
+    if not live and not title.startswith("  Maru Pool Monitor  \u2014  "):
+        probs.append(f"not the plain title: {title!r}")
+    for ln in screen.splitlines():
+        if len(ln) > width:
+            probs.append(f"line wider than {width}: {ln!r}")
+    wanted = (["Device", "Type", "Used", "Free", "Total", "Delta", "Usage"]
+              if width >= 160 else ["Device", "Used", "Free", "Total", "Usage"])
+    if cols != wanted:
+        probs.append(f"columns {cols} != {wanted}")
+        return probs
+    by_path = {}
+    for shown, row in rows.items():
+        match = [p for p in stats if shown_path(shown, p)]
+        if len(match) != 1:
+            probs.append(f"row {shown!r} is none of {sorted(stats)}")
+            continue
+        by_path[match[0]] = row
+    if sorted(by_path) != sorted(stats):
+        probs.append(f"pools shown {sorted(by_path)} != {sorted(stats)}")
+    for path, row in by_path.items():
+        exp = expected_cells(stats[path])
+        for c in cols[1:]:
+            want = (exp["bar"] if width >= 160 else exp["pct"]) if c == "Usage" else exp[c]
+            if row[c] != want:
+                probs.append(f"{path}: {c} shows {row[c]!r}, STATS says {want!r}")
+        if row["_extra"]:
+            probs.append(f"{path}: unexpected {row['_extra']}")
+    long_row = next((r for p, r in by_path.items() if p == LONG_POOL), None)
+    if long_row is not None:
+        if width >= 160 and long_row["Device"] != LONG_POOL:
+            probs.append(f"long path not whole at {width}: {long_row['Device']!r}")
+        if width < 160 and "\u2026" not in long_row["Device"]:
+            probs.append(f"long path not elided at {width}: {long_row['Device']!r}")
+    return probs
+
+
+def wait_frame(tmux, wire, width, timeout=20.0):
+    """Poll the pane until it shows a correct @width frame; return it."""
+    deadline = time.monotonic() + timeout
+    probs, screen = ["never captured"], ""
+    while time.monotonic() < deadline:
+        screen = tmux.capture()
+        probs = frame_problems(screen, wire.stats(), width)
+        if not probs:
+            return screen
+        time.sleep(0.1)
+    pytest.fail("\n".join(probs) + "\nscreen:\n" + screen)
+
+
+HELP_LINE = "?         show or hide this help"
+
+
+def use_the_pool(mds):
+    """A real client through the metadata server: it takes a region from
+    the resource manager and stores a key in it."""
+    from maru import MaruConfig, MaruHandler
+    h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=24 * MiB,
+                               chunk_size_bytes=MiB, timeout_ms=10000,
+                               auto_connect=False))
+    assert h.connect(), "connect failed"
+    data = bytes(range(256)) * 16
+    ah = h.alloc(size=len(data))
+    ah.buf[:] = data
+    assert h.store(key="pool-monitor", handle=ah)
+    assert bytes(h.retrieve("pool-monitor").view) == data
+    return h
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.parametrize("first,then", [((160, 40), (60, 20)), ((60, 20), (160, 40))])
+def test_tui_fits_window(long_rm, long_mds, long_wire, tmp_path, first, then):
+    rm, wire = long_rm, long_wire
+    handler = use_the_pool(long_mds)
+    held = wire.alloc(40 * MiB)
+    stats = wire.stats()
+    assert sorted(stats) == sorted([LONG_POOL, *(p for p in stats if p != LONG_POOL)])
+    assert any(st.free_size < st.total_size for st in stats.values())
+    tmux = Tmux(tmp_path)
+    try:
+        argv = [binary(*POOL_MONITOR_BIN), "-w", "0.5", "--address", rm.address]
+        tmux.start(shlex.join(argv) + '; echo "pool_monitor exited with $?"',
+                   cols=first[0], rows=first[1])
+        screen = wait_frame(tmux, wire, first[0])
+        assert HELP_LINE not in screen
+
+        # ? shows the keys over the table, ? again hides them
+        tmux.run("send-keys", "-t", tmux.name, "?")
+        screen = tmux.wait_for(re.escape(HELP_LINE))
+        assert "q, Q      quit" in screen and "Keys" in screen
+        tmux.run("send-keys", "-t", tmux.name, "?")
+        assert wait_until(lambda: HELP_LINE not in tmux.capture(), timeout=15), \
+            "the help box stayed:\n" + tmux.capture()
+        wait_frame(tmux, wire, first[0])
+
+        # the window changes size: the next layout comes without a key
+        tmux.run("resize-window", "-t", tmux.name, "-x", str(then[0]),
+                 "-y", str(then[1]))
+        wait_frame(tmux, wire, then[0])
+
+        # a new allocation is seen, and still every number is STATS's
+        wire.alloc(16 * MiB)
+        wait_frame(tmux, wire, then[0])
+
+        tmux.run("send-keys", "-t", tmux.name, "?")
+        tmux.wait_for(re.escape(HELP_LINE))
+        tmux.run("send-keys", "-t", tmux.name, "q")
+        tmux.wait_for(r"pool_monitor exited with 0")
+    finally:
+        tmux.kill()
+        handler.close()
+    assert held.length >= 40 * MiB
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_one_shot_fits_terminal(long_rm, long_wire, tmp_path):
+    """A one-shot table printed on a 60-column terminal is narrowed like the
+    live view (a pipe gets the full table: test_table_one_shot)."""
+    rm, wire = long_rm, long_wire
+    wire.alloc(40 * MiB)
+    tmux = Tmux(tmp_path)
+    try:
+        argv = [binary(*POOL_MONITOR_BIN), "--address", rm.address]
+        # the shell waits for a line that never comes: the pane stays
+        tmux.start(shlex.join(argv) + '; echo "pool_monitor exited with $?"; read -r _',
+                   cols=60, rows=20)
+        screen = tmux.wait_for(r"pool_monitor exited with 0")
+    finally:
+        tmux.kill()
+    table = screen[:screen.index("pool_monitor exited")]
+    assert frame_problems(table, wire.stats(), 60, live=False) == [], table

@@ -27,17 +27,12 @@
 #include "pm.h"
 #include "rm_client.h"
 #include "rm_proto.h"
+#include "util.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
 #define TS "2026-03-11T14:30:05"
 #define TITLE "  Maru Pool Monitor  \xe2\x80\x94  " TS "  (Ctrl+C to quit)\n\n"
-#define HEADER                                                                 \
-	"  Device            Type          Used      Free     Total     Delta" \
-	"  Usage\n"                                                            \
-	"  ----------------  --------  --------  --------  --------  --------" \
-	"  -----\n"
-
 static void add_pool(struct pm_snap *s, const char *path, uint32_t type,
 		     uint64_t total, uint64_t free_bytes)
 {
@@ -100,16 +95,151 @@ static void test_table(void **state)
 	add_pool(&s, "/dev/dax0.0", RM_DEV_DAX, 256 * MiB, 256 * MiB);
 	pm_snap_sort(&s);
 	assert_int_equal(pm_render_table(&b, TS, &s, NULL), 0);
+	/* the Device column is as wide as the longest path */
 	assert_string_equal(
-		text(&b), TITLE HEADER
-		"  /dev/dax0.0       DEV_DAX         0B    256.0M    256.0M"
+		text(&b), TITLE
+		"  Device              Type          Used      Free     Total"
+		"     Delta  Usage\n"
+		"  ------------------  --------  --------  --------  --------"
+		"  --------  -----\n"
+		"  /dev/dax0.0         DEV_DAX         0B    256.0M    256.0M"
 		"            [------------------------------] 0.0%\n"
 		"  /dev/shm/maru-pool  DEV_DAX       1.0G      3.0G      4.0G"
 		"            [#######-----------------------] 25.0%\n"
-		"  /mnt/pmem0        FS_DAX          0B        0B        0B"
+		"  /mnt/pmem0          FS_DAX          0B        0B        0B"
 		"            [??????????????????????????????]\n");
 	buf_free(&b);
 	pm_snap_free(&s);
+}
+
+/* Columns of one line (one per UTF-8 character). */
+static size_t cols(const char *s, size_t len)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++) {
+		if (((unsigned char)s[i] & 0xc0) != 0x80)
+			n++;
+	}
+	return n;
+}
+
+/* Every line of @t fits @width columns. */
+static void assert_lines_fit(const char *t, size_t width)
+{
+	const char *nl;
+
+	for (; *t; t = nl + 1) {
+		nl = strchr(t, '\n');
+		assert_non_null(nl);
+		if (cols(t, (size_t)(nl - t)) > width)
+			fail_msg("line wider than %zu: %.*s", width,
+				 (int)(nl - t), t);
+	}
+}
+
+/* @t contains @sub; on failure the whole frame is shown */
+static void assert_has(const char *t, const char *sub)
+{
+	if (!strstr(t, sub))
+		fail_msg("missing %s\nin:\n%s", sub, t);
+}
+
+#define LONG_PATH "/dev/shm/maru-test-0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
+
+/*
+ * Every word after the Device column of every row is one of the values
+ * the two pools of test_fit_window have: nothing shown was cut.
+ */
+static void assert_rows_whole(const char *t)
+{
+	static const char *const ok[] = {
+		"DEV_DAX", "FS_DAX", "96.0M", "158.0M", "254.0M", "+96.0M",
+		"1.0G",	   "3.0G",   "4.0G",  "25.0%",	"37.8%",
+	};
+	char *copy = strdup(t), *line, *word, *save1, *save2;
+	size_t i;
+
+	assert_non_null(copy);
+	for (line = strtok_r(copy, "\n", &save1); line;
+	     line = strtok_r(NULL, "\n", &save1)) {
+		if (strncmp(line, "  /", 3) != 0)
+			continue;
+		word = strtok_r(line, " ", &save2); /* the path */
+		while ((word = strtok_r(NULL, " ", &save2))) {
+			if (word[0] == '[' && strlen(word) >= 12)
+				continue; /* a whole bar: [ + 10 or 30 + ] */
+			for (i = 0; i < ARRAY_SIZE(ok); i++) {
+				if (strcmp(word, ok[i]) == 0)
+					break;
+			}
+			if (i == ARRAY_SIZE(ok))
+				fail_msg("cut or unknown value '%s' in\n%s",
+					 word, t);
+		}
+	}
+	free(copy);
+}
+
+static void test_fit_window(void **state)
+{
+	struct pm_snap prev = {0}, s = {0};
+	struct pm_view v = {.width = 160, .live = true};
+	struct buf b = BUF_INIT;
+	size_t w;
+	const char *t;
+
+	add_pool(&prev, LONG_PATH, RM_DEV_DAX, 254 * MiB, 254 * MiB);
+	add_pool(&s, LONG_PATH, RM_DEV_DAX, 254 * MiB, 158 * MiB);
+	add_pool(&s, "/dev/dax0.0", RM_FS_DAX, 4 * GiB, 3 * GiB);
+	pm_snap_sort(&s);
+
+	/* 160 columns: everything, the path whole, q in the title */
+	assert_int_equal(pm_render_view(&b, TS, &s, &prev, &v), 0);
+	t = text(&b);
+	assert_lines_fit(t, 160);
+	assert_has(t, "  Maru Pool Monitor  \xe2\x80\x94  " TS
+		      "  (q to quit, ? for help)\n");
+	assert_has(t, "  " LONG_PATH "  DEV_DAX      96.0M"
+		      "    158.0M    254.0M    +96.0M  [###########"
+		      "-------------------] 37.8%\n");
+	assert_has(t, "  /dev/dax0.0" /* padded to the path */
+		      "                                         "
+		      "     FS_DAX");
+
+	/* 60 columns: Type, Delta and the bar go, the path is elided */
+	buf_reset(&b);
+	v.width = 60;
+	assert_int_equal(pm_render_view(&b, TS, &s, &prev, &v), 0);
+	t = text(&b);
+	assert_lines_fit(t, 60);
+	assert_null(strstr(t, "Type"));
+	assert_null(strstr(t, "Delta"));
+	assert_null(strstr(t, "[#"));
+	assert_has(t, "(q quit, ? help)");
+	assert_has(t, "  Pool Monitor  " TS "  (q quit, ? help)\n\n"
+		      "  Device                         Used    Free   Total"
+		      "  Usage\n"
+		      "  ----------------------------  -----  ------  ------"
+		      "  -----\n"
+		      "  /dev/dax0.0                    1.0G    3.0G    4.0G"
+		      "  25.0%\n"
+		      "  /dev/shm/maru\xe2\x80\xa6"
+		      "0-6f5e4d3c2b1a  96.0M  158.0M  254.0M  37.8%\n");
+
+	/* any width: no line too wide, numbers whole or absent */
+	for (w = 1; w <= 200; w++) {
+		buf_reset(&b);
+		v.width = w;
+		v.live = w & 1;
+		assert_int_equal(pm_render_view(&b, TS, &s, &prev, &v), 0);
+		t = text(&b);
+		assert_lines_fit(t, w < 21 ? 21 : w); /* the shortest title */
+		assert_rows_whole(t);
+	}
+	buf_free(&b);
+	pm_snap_free(&s);
+	pm_snap_free(&prev);
 }
 
 static void test_no_pools(void **state)
@@ -362,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_usage_bar),
 		cmocka_unit_test(test_timestamp),
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_fit_window),
 		cmocka_unit_test(test_no_pools),
 		cmocka_unit_test(test_delta),
 		cmocka_unit_test(test_csv),

@@ -13,15 +13,21 @@
  *   one-shot   table or CSV to stdout; no curses at all.  An unreachable
  *              daemon is one line on stderr and exit status 1.
  *   watch      stdout a terminal, no --scroll/--csv: ncurses full screen,
- *              redrawn each frame, 'q' or Ctrl-C quits, window resizes are
- *              redrawn at once.  Otherwise plain frames: CSV rows, frames
+ *              redrawn each frame and fitted to the window (render.c), 'q'
+ *              or Ctrl-C quits, '?' shows the keys over the table.  A
+ *              resize (KEY_RESIZE: ncurses catches SIGWINCH) lays the
+ *              frame out again at once from the snapshots it was made of
+ *              (struct pm_frame), without asking the daemon.  Otherwise
+ *              plain frames: CSV rows, frames
  *              separated by a blank line (--scroll, TERM=dumb), or
  *              ESC[2J ESC[H before each frame (the upstream tool's
  *              behaviour when stdout is not a terminal curses can
  *              drive).  While the daemon is
  *              unreachable the frame shows the error (CSV: stderr) and the
  *              next frame tries again.
- * Ctrl-C (or SIGTERM) ends watch mode with "Stopped." on stdout.
+ * Ctrl-C (or SIGTERM) ends watch mode with "Stopped." on stdout.  Plain
+ * tables written to a terminal are fitted to its width (TIOCGWINSZ); to a
+ * pipe they are never narrowed.
  *
  * Signals in watch mode: SIGINT/SIGTERM only set a flag (installed without
  * SA_RESTART, so a sleep returns early); every wait is cut into slices of
@@ -47,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -104,8 +111,8 @@ static void usage(FILE *f)
 		"  -h, --help          this text\n"
 		"      --version       print the version and exit\n"
 		"\n"
-		"In watch mode on a terminal the screen is redrawn; q or Ctrl+C "
-		"quits.\n"
+		"In watch mode on a terminal the screen is redrawn and fitted\n"
+		"to the window; q or Ctrl+C quits, ? shows the keys.\n"
 		"\n"
 		"Exit status: 0 on success; 1 when the resource manager cannot "
 		"be\n"
@@ -223,8 +230,20 @@ static int put_stdout(const struct buf *b)
 	return 0;
 }
 
+/* Columns of the terminal on stdout; 0 (no limit) for a pipe or a file. */
+static size_t stdout_width(void)
+{
+	struct winsize ws;
+
+	if (!isatty(STDOUT_FILENO) ||
+	    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0)
+		return 0;
+	return ws.ws_col;
+}
+
 static int one_shot(struct rm_client *c, const struct pm_opts *o)
 {
+	struct pm_view view = {0};
 	struct pm_snap snap = {0};
 	struct buf b = BUF_INIT;
 	char ts[PM_TS_LEN], err[PM_ERR_LEN];
@@ -241,7 +260,8 @@ static int one_shot(struct rm_client *c, const struct pm_opts *o)
 		if (rc == 0)
 			rc = pm_render_csv(&b, ts, &snap);
 	} else {
-		rc = pm_render_table(&b, ts, &snap, NULL);
+		view.width = stdout_width();
+		rc = pm_render_view(&b, ts, &snap, NULL, &view);
 	}
 	if (rc == 0)
 		rc = put_stdout(&b);
@@ -261,7 +281,42 @@ struct pm_screen {
 	bool utf8;	  /* locale can show the title's em dash */
 	bool clear;	  /* plain mode: ESC[2J ESC[H before a frame */
 	bool blank_after; /* plain mode: blank line after a frame */
+	bool help;	  /* curses: the help box is shown over the table */
+	double interval;  /* -w, for the help box */
 };
+
+/*
+ * What the current frame was made of, so that it can be laid out again for
+ * a new window size (or with the help box) without a new STATS.
+ */
+struct pm_frame {
+	struct pm_snap shown; /* owns: the pools on screen */
+	struct pm_snap base;  /* owns: the frame before, for Delta */
+	bool have_shown, have_base;
+	bool error; /* the last fetch failed: show err */
+	char err[PM_ERR_LEN];
+	char ts[PM_TS_LEN];
+	struct buf text; /* owns: the frame as last rendered */
+};
+
+/* Render @f into f->text for @width columns (0: no limit). */
+static int frame_render(struct pm_frame *f, size_t width, bool live)
+{
+	struct pm_view v = {.width = width, .live = live};
+
+	buf_reset(&f->text);
+	if (f->error)
+		return pm_render_error_view(&f->text, f->ts, f->err, &v);
+	return pm_render_view(&f->text, f->ts, &f->shown,
+			      f->have_base ? &f->base : NULL, &v);
+}
+
+static void frame_free(struct pm_frame *f)
+{
+	pm_snap_free(&f->shown);
+	pm_snap_free(&f->base);
+	buf_free(&f->text);
+}
 
 /* Bytes in the UTF-8 sequence that starts with @ch (1 for ASCII). */
 static size_t utf8_len(unsigned char ch)
@@ -275,10 +330,21 @@ static size_t utf8_len(unsigned char ch)
 	return 1;
 }
 
+/* What to draw for a non-ASCII character without a UTF-8 locale. */
+static char ascii_for(const char *ch, size_t n)
+{
+	if (n == 3 && memcmp(ch, "\xe2\x80\x94", 3) == 0)
+		return '-'; /* the title's em dash */
+	if (n == 3 && memcmp(ch, "\xe2\x80\xa6", 3) == 0)
+		return '~'; /* the ellipsis of a shortened path */
+	return '?';
+}
+
 /*
  * Draw one line of a frame at row @y, cut at the window width (one column
- * per character: the frame has no double-width text).  Without a UTF-8
- * locale curses cannot show the title's em dash: non-ASCII becomes '-'.
+ * per character: the frame has no double-width text; render.c already
+ * fitted it, this only guards).  Without a UTF-8 locale curses cannot show
+ * non-ASCII: ascii_for() stands in.
  */
 static void draw_line(int y, const char *line, size_t len, bool utf8)
 {
@@ -290,12 +356,63 @@ static void draw_line(int y, const char *line, size_t len, bool utf8)
 		if (n > len - i)
 			n = len - i;
 		if (n > 1 && !utf8)
-			addch('-');
+			addch((chtype)(unsigned char)ascii_for(line + i, n));
 		else
 			addnstr(line + i, (int)n);
 		i += n;
 		cols++;
 	}
+}
+
+/*
+ * The help box: below the @used lines of the table when it fits there,
+ * else centred over it; cut to the window.  Drawn in a window of its own
+ * that is deleted at once: the next frame's erase() of stdscr repaints
+ * what it covered.
+ */
+static void draw_help(const struct pm_screen *s, int used)
+{
+	static const char *const keys[] = {
+		"q, Q      quit",
+		"Ctrl+C    quit as well",
+		"?         show or hide this help",
+		"Esc       hide this help",
+		"",
+		NULL, /* the refresh interval */
+		"A narrow window hides columns;",
+		"widen it to see them all.",
+	};
+	const char *lines[ARRAY_SIZE(keys)];
+	char refresh[64];
+	WINDOW *w;
+	int n = (int)ARRAY_SIZE(keys), h, wd = 0, i, len;
+
+	snprintf(refresh, sizeof(refresh), "Refresh every %g s.", s->interval);
+	for (i = 0; i < n; i++) {
+		lines[i] = keys[i] ? keys[i] : refresh;
+		len = (int)strlen(lines[i]);
+		if (len > wd)
+			wd = len;
+	}
+	h = n + 2;
+	wd += 4;
+	if (h > LINES)
+		h = LINES;
+	if (wd > COLS)
+		wd = COLS;
+	if (h < 3 || wd < 5)
+		return;
+	w = newwin(h, wd, used + 1 + h <= LINES ? used + 1 : (LINES - h) / 2,
+		   (COLS - wd) / 2);
+	if (!w)
+		return;
+	werase(w);
+	box(w, 0, 0);
+	mvwaddnstr(w, 0, 2, " Keys ", wd - 4);
+	for (i = 0; i < n && i + 1 < h - 1; i++)
+		mvwaddnstr(w, i + 1, 2, lines[i], wd - 4);
+	wnoutrefresh(w);
+	delwin(w);
 }
 
 /* Replace the whole screen with frame @b; the title line is bold. */
@@ -316,20 +433,33 @@ static void draw_frame(const struct pm_screen *s, const struct buf *b)
 		y++;
 		p = nl ? nl + 1 : NULL;
 	}
-	refresh();
+	wnoutrefresh(stdscr);
+	if (s->help)
+		draw_help(s, y);
+	doupdate();
 }
 
-static int show_frame(const struct pm_screen *s, const struct buf *b)
+/*
+ * Lay frame @f out for the terminal and show it: in curses mode for the
+ * window's width, plain to a terminal for its width, plain to a pipe
+ * unchanged.
+ */
+static int show_frame(const struct pm_screen *s, struct pm_frame *f)
 {
 	int rc;
 
 	if (s->scr) {
-		draw_frame(s, b);
-		return 0;
+		rc = frame_render(f, COLS > 0 ? (size_t)COLS : 80, true);
+		if (rc == 0)
+			draw_frame(s, &f->text);
+		return rc;
 	}
+	rc = frame_render(f, stdout_width(), false);
+	if (rc < 0)
+		return rc;
 	if (s->clear)
 		fputs("\033[2J\033[H", stdout);
-	rc = put_stdout(b);
+	rc = put_stdout(&f->text);
 	if (rc == 0 && s->blank_after)
 		rc = fputs("\n", stdout) == EOF ? -EIO : 0;
 	return rc;
@@ -337,11 +467,12 @@ static int show_frame(const struct pm_screen *s, const struct buf *b)
 
 /*
  * Sleep until @deadline (now_ns() clock) or until asked to stop.  In curses
- * mode keys are read meanwhile: 'q' stops, a resize redraws @b.
+ * mode keys are read meanwhile: 'q' stops, '?' and Esc show or hide the
+ * help, a resize lays @f out again for the new size.
  * Return: true to go on, false to stop.
  */
-static bool wait_until(const struct pm_screen *s, uint64_t deadline,
-		       const struct buf *b)
+static bool wait_until(struct pm_screen *s, uint64_t deadline,
+		       struct pm_frame *f)
 {
 	struct timespec ts;
 	uint64_t now, ms;
@@ -361,8 +492,14 @@ static bool wait_until(const struct pm_screen *s, uint64_t deadline,
 		ch = getch();
 		if (ch == 'q' || ch == 'Q')
 			return false;
-		if (ch == KEY_RESIZE)
-			draw_frame(s, b);
+		if (ch == '?')
+			s->help = !s->help;
+		else if (ch == 27 /* Esc */ && s->help)
+			s->help = false;
+		else if (ch != KEY_RESIZE)
+			continue;
+		/* out of memory only: the old frame stays on the screen */
+		show_frame(s, f);
 	}
 	return !stop_signal;
 }
@@ -371,11 +508,10 @@ static bool wait_until(const struct pm_screen *s, uint64_t deadline,
 static int watch(struct rm_client *c, const struct pm_opts *o,
 		 struct pm_screen *s)
 {
-	struct pm_snap prev = {0}, cur;
-	struct buf b = BUF_INIT, head = BUF_INIT;
-	char ts[PM_TS_LEN], err[PM_ERR_LEN];
+	struct pm_frame f = {.text = BUF_INIT};
+	struct buf head = BUF_INIT;
+	struct pm_snap cur;
 	uint64_t interval = (uint64_t)(o->watch * 1e9), next;
-	bool have_prev = false;
 	enum pm_end end = PM_END_COUNT;
 	long frame, ok = 0;
 	int rc;
@@ -392,28 +528,30 @@ static int watch(struct rm_client *c, const struct pm_opts *o,
 	next = now_ns();
 	for (frame = 0; !o->count || frame < o->count; frame++) {
 		next += interval;
-		pm_timestamp(time(NULL), ts, sizeof(ts));
-		buf_reset(&b);
-		rc = pm_fetch(c, &cur, err, sizeof(err));
+		pm_timestamp(time(NULL), f.ts, sizeof(f.ts));
+		rc = pm_fetch(c, &cur, f.err, sizeof(f.err));
+		f.error = rc < 0;
 		if (rc == 0) {
 			ok++;
-			if (o->csv)
-				rc = pm_render_csv(&b, ts, &cur);
-			else
-				rc = pm_render_table(&b, ts, &cur,
-						     have_prev ? &prev : NULL);
 			/* Delta is against the last frame that had data */
-			pm_snap_free(&prev);
-			prev = cur;
-			have_prev = true;
-		} else if (o->csv) {
-			fprintf(stderr, "pool_monitor: %s\n", err);
-			rc = 0;
-		} else {
-			rc = pm_render_error(&b, ts, err);
+			pm_snap_free(&f.base);
+			f.base = f.shown;
+			f.have_base = f.have_shown;
+			f.shown = cur;
+			f.have_shown = true;
 		}
-		if (rc == 0)
-			rc = show_frame(s, &b);
+		if (o->csv) {
+			buf_reset(&f.text);
+			if (rc == 0)
+				rc = pm_render_csv(&f.text, f.ts, &f.shown);
+			else
+				fprintf(stderr, "pool_monitor: %s\n", f.err);
+			rc = rc < 0 && !f.error ? rc : 0;
+			if (rc == 0)
+				rc = put_stdout(&f.text);
+		} else {
+			rc = show_frame(s, &f);
+		}
 		if (rc < 0) {
 			end = PM_END_OUTPUT;
 			break;
@@ -423,7 +561,7 @@ static int watch(struct rm_client *c, const struct pm_opts *o,
 		/* a frame slower than the interval: start the next one now */
 		if (next < now_ns())
 			next = now_ns();
-		if (!wait_until(s, next, &b)) {
+		if (!wait_until(s, next, &f)) {
 			end = PM_END_STOPPED;
 			break;
 		}
@@ -435,16 +573,17 @@ out:
 		endwin();
 		delscreen(s->scr);
 		s->scr = NULL;
-		/* leave the last frame on the terminal, as `top -n` does */
+		/* leave the last frame on the terminal, as `top -n` does;
+		 * the live title (it names q) fits the window it was made for
+		 */
 		if (end == PM_END_COUNT)
-			put_stdout(&b);
+			put_stdout(&f.text);
 	}
 	if (end == PM_END_STOPPED)
 		fputs("\nStopped.\n", stdout);
 	fflush(stdout);
-	buf_free(&b);
+	frame_free(&f);
 	buf_free(&head);
-	pm_snap_free(&prev);
 	if (end == PM_END_OUTPUT)
 		return 0;
 	return ok ? 0 : 1;
@@ -458,6 +597,7 @@ static void screen_open(struct pm_screen *s, const struct pm_opts *o)
 	memset(s, 0, sizeof(*s));
 	s->utf8 = cs && strcmp(cs, "UTF-8") == 0;
 	s->blank_after = o->scroll && !o->csv;
+	s->interval = o->watch;
 	if (o->csv || o->scroll)
 		return;
 	/* a dumb terminal can neither clear nor address: append frames */

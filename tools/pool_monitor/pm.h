@@ -17,6 +17,7 @@
 #ifndef MARU_POOL_MONITOR_PM_H
 #define MARU_POOL_MONITOR_PM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -74,27 +75,47 @@ void pm_timestamp(time_t t, char *out, size_t outlen);
  */
 char *pm_usage_bar(uint64_t used, uint64_t total, char *out, size_t outlen);
 
+/* How a table is laid out (docs/pool-monitor.md, "Fitting the window"). */
+struct pm_view {
+	size_t width; /* columns of the window; 0 = no limit (a pipe) */
+	bool live;    /* the ncurses view: the title names q and ? */
+};
+
 /**
- * pm_render_table - append one table frame to @b
+ * pm_render_view - append one table frame to @b, fitted to @v->width
  * @ts: borrowed, timestamp text for the title
  * @cur: borrowed, the pools to show
  * @prev: borrowed, the previous frame's pools for the Delta column, or NULL
  *        (then Delta is blank everywhere)
+ * @v: borrowed, or NULL for no width limit and the plain title
+ *
+ * Column widths follow the content.  When the table is wider than
+ * @v->width, the steps of render.c's steps[] are applied in order (number
+ * padding, shorter bar, Device paths elided in the middle with U+2026,
+ * Type, Delta, the bar and Free dropped) until it fits; a number is never
+ * cut.  Every line is at most @v->width columns (one per character).
  *
  * Lines: title, blank, header, dashes, one row per pool; or title, blank,
  * "  (no pools found)".  Every line ends in '\n'.
  * Return: 0 or -ENOMEM.
  */
+int pm_render_view(struct buf *b, const char *ts, const struct pm_snap *cur,
+		   const struct pm_snap *prev, const struct pm_view *v);
+
+/* pm_render_table - pm_render_view() without a width limit, plain title */
 int pm_render_table(struct buf *b, const char *ts, const struct pm_snap *cur,
 		    const struct pm_snap *prev);
 
 /**
- * pm_render_error - append a frame that shows @msg instead of the pools
- * (watch mode, while the daemon is unreachable)
+ * pm_render_error_view - append a frame that shows @msg instead of the
+ * pools (watch mode, while the daemon is unreachable); @v as above
  * Return: 0 or -ENOMEM.
  */
-int pm_render_error(struct buf *b, const char *ts, const char *msg);
+int pm_render_error_view(struct buf *b, const char *ts, const char *msg,
+			 const struct pm_view *v);
 
+/* pm_render_error - pm_render_error_view() with no width limit */
+int pm_render_error(struct buf *b, const char *ts, const char *msg);
 /* pm_render_csv_header - append the CSV header line. Return: 0 or -ENOMEM */
 int pm_render_csv_header(struct buf *b);
 

@@ -42,9 +42,11 @@ from __future__ import annotations
 import re
 import time
 
+from prometheus_client.utils import floatToGoString
+
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    InfoMetricFamily, SummaryMetricFamily,
-                                    UnknownMetricFamily)
+                                    HistogramMetricFamily, InfoMetricFamily,
+                                    SummaryMetricFamily, UnknownMetricFamily)
 
 from maru_shm.types import DaxType, MaruPoolInfo
 
@@ -255,11 +257,12 @@ class MaruCollector:
             if v is not None:
                 out.add("gauge", name, doc, *T, v / 1000.0 if key == "ms" else v)
         self._operations(out, url, st.get("stats_manager") or {})
+        self._requests(out, url, st.get("requests") or {})
         # everything else, generically
         done = set(SERVER_STATS) | {("eviction", k) for k in EVICTION_OWN}
         done |= {("journal", "recovery", k) for k in RECOVERY}
         for sec, body in st.items():
-            if sec == "stats_manager":
+            if sec in ("stats_manager", "requests"):
                 continue
             self._generic(out, url, [sec], body, done)
 
@@ -277,6 +280,35 @@ class MaruCollector:
         if n is not None:
             out.add("untyped", metric_name("maru_server", *path),
                     f"GET_STATS {'.'.join(path)}", ["target"], [url], n)
+
+    def _requests(self, out, url, rq):
+        """GET_STATS "requests" (the server's own count): requests by type
+        and outcome, and the latency histogram (bounds in microseconds,
+        cumulative buckets ending with +Inf)."""
+        bounds = [float(b) / 1e6 for b in rq.get("latency_bounds_us") or []]
+        hist = None
+        for typ, t in sorted((rq.get("by_type") or {}).items()):
+            if not isinstance(t, dict):
+                continue
+            for outcome, n in sorted(t.items()):
+                if outcome.startswith("latency_") or _num(n) is None:
+                    continue
+                out.add(C, "maru_requests_total",
+                        "Requests the server handled, by type and outcome",
+                        ["target", "type", "outcome"], [url, str(typ), outcome], n)
+            b = t.get("latency_buckets") or []
+            if len(b) != len(bounds) + 1:
+                continue
+            if hist is None:
+                hist = HistogramMetricFamily(
+                    "maru_request_duration_seconds",
+                    "Latency of requests in the server (parked time included)",
+                    labels=["target", "type"])
+                out.put(hist)
+            hist.add_metric([url, str(typ)],
+                            [(floatToGoString(le), int(c)) for le, c in zip(bounds, b)]
+                            + [("+Inf", int(b[-1]))],
+                            sum_value=float(t.get("latency_sum_us", 0.0)) / 1e6)
 
     def _operations(self, out, url, sm):
         """stats_manager's "_all" operations (what clients with

@@ -159,6 +159,23 @@ def test_scrape(rm, mds, workload):
         assert value(s, "maru_client_operation_latency_seconds_sum", op="store", **T) > 0
         assert fams["maru_client_operation_latency_seconds"].type == "summary"
         assert value(s, "maru_client_operation_bytes_total", op="store", **T) >= STORES * 4096
+        # -- requests by type and outcome, as the server counted them ------
+        rq = "maru_requests_total"
+        assert value(s, rq, type="REGISTER_KV", outcome="ok", **T) >= STORES
+        assert value(s, rq, type="LOOKUP_KV", outcome="ok", **T) >= HITS + MISSES
+        assert value(s, rq, type="GET_STATS", outcome="ok", **T) >= 1
+        h = fams["maru_request_duration_seconds"]
+        assert h.type == "histogram"
+        for typ in {dict(l)["type"] for (n, l) in s if n == rq}:
+            n = sum(v for (m, l), v in s.items()
+                    if m == rq and dict(l)["type"] == typ)
+            b = sorted(((float(dict(l)["le"]), v) for (m, l), v in s.items()
+                        if m == "maru_request_duration_seconds_bucket"
+                        and dict(l)["type"] == typ))
+            assert [v for _, v in b] == sorted(v for _, v in b), (typ, b)
+            assert b[-1] == (float("inf"), n), (typ, b, n)
+            assert value(s, "maru_request_duration_seconds_count", type=typ, **T) == n
+            assert value(s, "maru_request_duration_seconds_sum", type=typ, **T) > 0
         # evictions by reason, all zero here; recovery of a fresh start
         for why in ("lru", "owner_gone", "region", "quota"):
             assert value(s, "maru_evictions_total", reason=why, **T) == 0
@@ -224,6 +241,7 @@ def check_dashboard(fams):
                     bad.append(f"{p['title']}: {m}")
     assert not bad, "not produced by the exporter: " + ", ".join(bad)
     for want in ("maru_pool_used_bytes", "maru_client_operations_total",
+                 "maru_requests_total", "maru_request_duration_seconds_bucket",
                  "maru_client_operation_latency_seconds_sum",
                  "maru_evictions_total", "maru_keys"):
         assert want in used, want

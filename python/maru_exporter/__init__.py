@@ -40,6 +40,8 @@ call makes its own clients, so concurrent scrapes share nothing.
 from __future__ import annotations
 
 import re
+import sys
+import threading
 import time
 
 from prometheus_client.utils import floatToGoString
@@ -157,6 +159,8 @@ class MaruCollector:
         self.rms = list(rms)
         self.servers = list(servers)
         self.timeout_ms = int(timeout_ms)
+        self._lock = threading.Lock()  # @_up
+        self._up = {}  # (daemon, address) -> last maru_up, for the log
 
     def describe(self):
         return []  # unchecked collector: the families depend on the replies
@@ -177,11 +181,13 @@ class MaruCollector:
         else for @address (what it collected so far is dropped)."""
         part = _Families()
         t0 = time.monotonic()
+        why = ""
         try:
             poll(part, address)
             up = 1.0
-        except Exception:  # noqa: BLE001 - a down daemon never fails the scrape
-            up = 0.0
+        except Exception as e:  # noqa: BLE001 - a down daemon never fails the scrape
+            up, why = 0.0, str(e) or type(e).__name__
+        self._note(daemon, address, up, why)
         lbl = (["daemon", "target"], [daemon, address])
         out.add("gauge", "maru_up", "1 when the daemon answered this scrape", *lbl, up)
         out.add("gauge", "maru_scrape_duration_seconds",
@@ -194,6 +200,16 @@ class MaruCollector:
                     out.put(f)
                 else:
                     have.samples.extend(f.samples)
+
+    def _note(self, daemon, address, up, why):
+        """One stderr line when a daemon goes down or comes back."""
+        with self._lock:
+            was = self._up.get((daemon, address))
+            self._up[(daemon, address)] = up
+        if was == up or (was is None and up):
+            return
+        state = "up" if up else f"down: {why}"
+        print(f"maru-exporter: {daemon} {address}: {state}", file=sys.stderr, flush=True)
 
     # -- resource manager: STATS ----------------------------------------
     def _rm(self, out, address):

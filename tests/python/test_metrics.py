@@ -199,6 +199,12 @@ def test_scrape(rm, mds, workload):
         fams, s = e.scrape()
         assert value(s, "maru_up", daemon="server", target=mds.url) == 0
         assert not [k for k in s if k[0] == "maru_keys"]
+        e.scrape()
+        # one line per change of state, not per scrape
+        assert e.stop() == 0
+        log = e.p.stderr.read().splitlines()
+        assert [l for l in log if f"resource_manager {rm.address}: down" in l], log
+        assert len([l for l in log if f"server {mds.url}: down" in l]) == 1, log
     finally:
         assert e.stop() == 0
 

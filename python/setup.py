@@ -23,7 +23,8 @@ Two ways to find libmaru, for the extension maru_handler._maru:
   When neither is there, <repo>/build is tried as before.
 
 Packages: maru, maru_common, maru_handler (+ memory), maru_shm,
-maru_lmcache.
+maru_lmcache, maru_exporter (the maru-exporter command; needs
+prometheus_client, Debian's python3-prometheus-client).
 
 When libmaru is not found, the pure-Python parts are installed alone
 (with a warning) and MaruHandler raises ImportError; MARU_REQUIRE_EXTENSION=1
@@ -162,9 +163,13 @@ setup(
         "maru_handler.memory",
         "maru_shm",
         "maru_lmcache",
+        "maru_exporter",
     ],
     install_requires=["pyzmq>=24", "msgpack>=1.0"],
-    extras_require={"lmcache": ["torch"]},
+    extras_require={"lmcache": ["torch"], "exporter": ["prometheus_client"]},
+    entry_points={"console_scripts": [
+        "maru-exporter = maru_exporter.__main__:main",
+    ]},
     ext_modules=ext_modules,
     cmdclass={"build_ext": BuildExtCopyingLibmaru},
     zip_safe=False,

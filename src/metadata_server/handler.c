@@ -17,6 +17,7 @@
 
 #include "journal.h"
 #include "log.h"
+#include "util.h"
 
 static void put_handle(struct mp_wr *w, const struct rm_handle *h)
 {
@@ -525,7 +526,7 @@ static void put_journal(const struct mds *s, struct mp_wr *w)
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
-	mp_put_map(w, 6);
+	mp_put_map(w, 7);
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
 	mp_put_key(w, "total_entries");
@@ -550,6 +551,9 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_uint(w, avail);
 	put_eviction(s, w);
 	put_journal(s, w);
+	/* an addition (issue 17): the server's own request counts */
+	mp_put_key(w, "requests");
+	reqstats_encode(&s->req, w);
 }
 
 struct usage {
@@ -802,8 +806,8 @@ void mds_prefetch_next(struct mds *s, uint64_t h)
 	ix_prefetch_next(&s->kv, h);
 }
 
-int mds_handle(struct mds *s, const uint8_t *body, size_t len,
-	       struct mds_peer *peer, struct buf *out, struct mds_wait **wp)
+static int handle(struct mds *s, const uint8_t *body, size_t len,
+		  struct mds_peer *peer, struct buf *out, struct mds_wait **wp)
 {
 	struct mp_wr w = {out, 0};
 	char whybuf[128];
@@ -848,7 +852,29 @@ int mds_handle(struct mds *s, const uint8_t *body, size_t len,
 	return 0;
 }
 
-int mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
+/*
+ * handle() timed and counted by type and outcome (GET_STATS "requests");
+ * a parked request keeps its start, for mds_resume() / mds_wait_abandon()
+ */
+int mds_handle(struct mds *s, const uint8_t *body, size_t len,
+	       struct mds_peer *peer, struct buf *out, struct mds_wait **wp)
+{
+	uint64_t t0 = now_ns(), errors = s->ctr.errors;
+	/* the header's type byte; 0 ("invalid") when there is no header */
+	uint8_t type = len >= MDS_HDR_SIZE ? body[3] : 0;
+	int rc = handle(s, body, len, peer, out, wp);
+
+	if (rc == 1) {
+		(*wp)->t0_ns = t0;
+		return 1;
+	}
+	reqstats_record(&s->req, type,
+			s->ctr.errors != errors ? RQ_ERROR : RQ_OK,
+			now_ns() - t0);
+	return rc;
+}
+
+static int resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 {
 	struct mds_peer peer = {wt->peer_fd, wt->peer_rid, NULL, NULL};
 	struct mds_hdr hdr = wt->hdr;
@@ -898,9 +924,28 @@ int mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 	return 0;
 }
 
+/* resume() counted as mds_handle() counts (a request that waits again
+ * is counted when it is answered) */
+int mds_resume(struct mds *s, struct mds_wait *wt, struct buf *out)
+{
+	uint64_t t0 = wt->t0_ns, errors = s->ctr.errors;
+	uint8_t type = wt->hdr.msg_type;
+	int rc = resume(s, wt, out); /* frees @wt unless it returns 1 */
+
+	if (rc != 1 && t0)
+		reqstats_record(&s->req, type,
+				s->ctr.errors != errors ? RQ_ERROR : RQ_OK,
+				now_ns() - t0);
+	return rc;
+}
+
 void mds_wait_abandon(struct mds *s, struct mds_wait *w)
 {
 	struct rm_handle h;
+
+	if (w->t0_ns)
+		reqstats_record(&s->req, w->hdr.msg_type, RQ_ABANDONED,
+				now_ns() - w->t0_ns);
 
 	if (w->kind == MDS_REQUEST_ALLOC)
 		mds_alloc_finish(s, w, NULL, &h);

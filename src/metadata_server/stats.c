@@ -9,6 +9,10 @@
  *
  * GET_STATS sorts pointers to the items (clients, then ops, by byte
  * order), emits them grouped, and resets the interval figures.
+ *
+ * reqstats: a slot per message type (rq_slot(), a switch), a fixed
+ * histogram of latencies in 1-2.5-5 steps from 1 us to 100 ms; a
+ * request costs one linear search of 16 bounds and a few additions.
  */
 #include "stats.h"
 
@@ -16,6 +20,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "mds_proto.h"
 
 void stats_init(struct mds_stats *st, uint64_t seed)
 {
@@ -325,4 +331,112 @@ int stats_encode(struct mds_stats *st, struct mp_wr *w)
 		st->items[i].a.imax = 0;
 	}
 	return 0;
+}
+
+/* ---- requests by type (reqstats) ---- */
+
+static const uint64_t rq_bounds_ns[RQ_NBOUNDS] = {
+	1000,	  2500,	    5000,     10000,	 25000,	  50000,
+	100000,	  250000,   500000,   1000000,	 2500000, 5000000,
+	10000000, 25000000, 50000000, 100000000,
+};
+
+/* slot -> name as upstream's MessageType spells it */
+static const char *const rq_names[RQ_NTYPES] = {
+	"REQUEST_ALLOC",     "RETURN_ALLOC",	"LIST_ALLOCATIONS",
+	"REGISTER_KV",	     "LOOKUP_KV",	"EXISTS_KV",
+	"DELETE_KV",	     "PIN_KV",		"UNPIN_KV",
+	"BATCH_REGISTER_KV", "BATCH_LOOKUP_KV", "BATCH_EXISTS_KV",
+	"BATCH_PIN_KV",	     "BATCH_UNPIN_KV",	"GET_STATS",
+	"HEARTBEAT",	     "REPORT_STATS",	"GET_USAGE",
+	"HANDSHAKE",	     "SHUTDOWN",	"invalid",
+};
+
+static unsigned int rq_slot(uint8_t type)
+{
+	switch (type) {
+	case MDS_REQUEST_ALLOC:
+		return 0;
+	case MDS_RETURN_ALLOC:
+		return 1;
+	case MDS_LIST_ALLOCATIONS:
+		return 2;
+	case MDS_REGISTER_KV:
+	case MDS_LOOKUP_KV:
+	case MDS_EXISTS_KV:
+	case MDS_DELETE_KV:
+	case MDS_PIN_KV:
+	case MDS_UNPIN_KV:
+		return 3 + (type - MDS_REGISTER_KV);
+	case MDS_BATCH_REGISTER_KV:
+	case MDS_BATCH_LOOKUP_KV:
+	case MDS_BATCH_EXISTS_KV:
+	case MDS_BATCH_PIN_KV:
+	case MDS_BATCH_UNPIN_KV:
+		return 9 + (type - MDS_BATCH_REGISTER_KV);
+	case MDS_GET_STATS:
+	case MDS_HEARTBEAT:
+	case MDS_REPORT_STATS:
+	case MDS_GET_USAGE:
+		return 14 + (type - MDS_GET_STATS);
+	case MDS_HANDSHAKE:
+		return 18;
+	case MDS_SHUTDOWN:
+		return 19;
+	default:
+		return RQ_NTYPES - 1;
+	}
+}
+
+void reqstats_record(struct mds_reqstats *r, uint8_t type, enum rq_outcome out,
+		     uint64_t ns)
+{
+	struct rq_type *t = &r->t[rq_slot(type)];
+	unsigned int b = 0;
+
+	while (b < RQ_NBOUNDS && ns > rq_bounds_ns[b])
+		b++;
+	t->n[out]++;
+	t->sum_ns += ns;
+	t->bucket[b]++;
+}
+
+void reqstats_encode(const struct mds_reqstats *r, struct mp_wr *w)
+{
+	const struct rq_type *t;
+	uint32_t i, b, used = 0;
+	uint64_t cum;
+
+	for (i = 0; i < RQ_NTYPES; i++)
+		used += r->t[i].n[RQ_OK] + r->t[i].n[RQ_ERROR] +
+				r->t[i].n[RQ_ABANDONED] >
+			0;
+	mp_put_map(w, 2);
+	mp_put_key(w, "latency_bounds_us");
+	mp_put_array(w, RQ_NBOUNDS);
+	for (b = 0; b < RQ_NBOUNDS; b++)
+		mp_put_float(w, (double)rq_bounds_ns[b] / 1000.0);
+	mp_put_key(w, "by_type");
+	mp_put_map(w, used);
+	for (i = 0; i < RQ_NTYPES; i++) {
+		t = &r->t[i];
+		if (!(t->n[RQ_OK] + t->n[RQ_ERROR] + t->n[RQ_ABANDONED]))
+			continue;
+		mp_put_str(w, rq_names[i], (uint32_t)strlen(rq_names[i]));
+		mp_put_map(w, 5);
+		mp_put_key(w, "ok");
+		mp_put_uint(w, t->n[RQ_OK]);
+		mp_put_key(w, "error");
+		mp_put_uint(w, t->n[RQ_ERROR]);
+		mp_put_key(w, "abandoned");
+		mp_put_uint(w, t->n[RQ_ABANDONED]);
+		mp_put_key(w, "latency_sum_us");
+		mp_put_float(w, (double)t->sum_ns / 1000.0);
+		mp_put_key(w, "latency_buckets");
+		mp_put_array(w, RQ_NBOUNDS + 1);
+		for (b = 0, cum = 0; b <= RQ_NBOUNDS; b++) {
+			cum += t->bucket[b];
+			mp_put_uint(w, cum);
+		}
+	}
 }

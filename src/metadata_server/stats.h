@@ -12,6 +12,10 @@
  * the instance of that id leaves (stats_forget(), from store.c); those of
  * ids that never were an instance stay, within the bound.
  *
+ * Also here: mds_reqstats, the server's own count of the requests it
+ * handled, per message type and outcome, with a histogram of their service
+ * time (GET_STATS "requests"; for maru-exporter).
+ *
  * Context: single-threaded (the server's main thread).
  */
 #ifndef MARU_MDS_STATS_H
@@ -74,5 +78,46 @@ void stats_forget(struct mds_stats *st, const char *client, uint32_t clen);
  * Return: 0 or -ENOMEM (the writer's error is set as well).
  */
 int stats_encode(struct mds_stats *st, struct mp_wr *w);
+
+/*
+ * Requests by type and outcome, and their latency in the server: from
+ * mds_handle() taking the request to its reply being built, time parked
+ * waiting for the RM or for capacity included (time queued in the socket
+ * before is not).  A request is counted once, when it is answered or
+ * abandoned (its connection went away while it was parked).  Fixed size,
+ * no allocation: every type the decoder knows has its slot, "invalid"
+ * takes the rest (undecodable or unknown types).
+ */
+#define RQ_NBOUNDS 16 /* histogram upper bounds (rq_bounds_ns) + "+Inf" */
+#define RQ_NTYPES 21  /* mds_msg_type's codes + "invalid" */
+
+enum rq_outcome {
+	RQ_OK,	      /* answered */
+	RQ_ERROR,     /* answered with an error reply */
+	RQ_ABANDONED, /* parked, and its connection went away */
+	RQ_NOUT
+};
+
+struct rq_type {
+	uint64_t n[RQ_NOUT];
+	uint64_t sum_ns;		 /* service time, all outcomes */
+	uint64_t bucket[RQ_NBOUNDS + 1]; /* not cumulative; last = +Inf */
+};
+
+struct mds_reqstats {
+	struct rq_type t[RQ_NTYPES];
+};
+
+/* reqstats_record - account one request of header type @type */
+void reqstats_record(struct mds_reqstats *r, uint8_t type, enum rq_outcome out,
+		     uint64_t ns);
+
+/**
+ * reqstats_encode - append the value of GET_STATS "requests" (a map): the
+ * bounds in microseconds, and per type seen, its counts by outcome, the
+ * sum of service times in microseconds and cumulative bucket counts
+ * (Prometheus' "le" convention; the last is the +Inf bucket = the count)
+ */
+void reqstats_encode(const struct mds_reqstats *r, struct mp_wr *w);
 
 #endif

@@ -91,6 +91,7 @@ struct mds_wait {
 	uint64_t cap_deadline; /* vclock: waiting for capacity until then */
 	uint64_t cap_told;     /* its instance's "told" when it began */
 	bool cap_quota;	       /* waits for its own pages (at its quota) */
+	uint64_t t0_ns; /* now_ns() when mds_handle() took it; 0: not there */
 };
 
 /*
@@ -357,6 +358,7 @@ struct mds {
 
 	struct mds_stats stats;
 	struct mds_counters ctr;
+	struct mds_reqstats req; /* requests by type and outcome (stats.h) */
 
 	/*
 	 * This process's instance id, sent as "server_id" in HANDSHAKE and

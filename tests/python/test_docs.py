@@ -170,8 +170,10 @@ def test_no_names_of_things_that_do_not_exist():
 
 
 def programs():
-    """Every executable the CMake tree builds (add_executable names)."""
-    names = set()
+    """Every executable the CMake tree builds (add_executable names), and
+    the Python package's commands (console_scripts of python/setup.py)."""
+    names = set(re.findall(r'"([\w.+-]+) = [\w.]+:\w+"',
+                           open(os.path.join(REPO, "python", "setup.py")).read()))
     for f in glob.glob(os.path.join(REPO, "**", "CMakeLists.txt"), recursive=True) + \
             glob.glob(os.path.join(REPO, "**", "*.cmake"), recursive=True):
         if "/build" in rel(f) or rel(f).startswith(("build", ".venv")):

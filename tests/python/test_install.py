@@ -10,7 +10,8 @@ One `cmake --install $MARU_BUILD_DIR --prefix <tmp>` per module, then:
     installed as source (share/doc/maru/examples), not as a program;
   - Python: `pip install` of python/ (offline) into a fresh venv, libmaru
     found through pkg-config with no MARU_BUILD_DIR; the installed package
-    connects to real daemons and stores/retrieves;
+    connects to real daemons and stores/retrieves, and its command
+    maru-exporter runs;
   - Debian: `cpack -G DEB` from the build dir; the package holds exactly
     the files `cmake --install` installs (under /usr), Depends from
     dpkg-shlibdeps, maintainer scripts, units whose ExecStart names the
@@ -238,6 +239,10 @@ def test_pip_install(prefix, mds, tmp_path):
     assert lines["libmaru"].startswith(os.path.realpath(lib_dir(prefix))), out
     assert not glob.glob(os.path.join(os.path.dirname(lines["ext"]), "libmaru.so*"))
     assert out.splitlines()[-1] == "ok"
+    # the package's command (console entry point), runnable from the venv
+    out = run([os.path.join(venv, "bin", "maru-exporter"), "--version"], env=env,
+              cwd=str(tmp_path), timeout=60)
+    assert out.startswith("maru-exporter "), out
 
 
 @pytest.fixture(scope="module")

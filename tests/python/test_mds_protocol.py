@@ -524,3 +524,39 @@ def test_key_size_is_bounded(rm, mds):
     grown = usage(mds.pid)[0] - base
     assert grown < max(base // 10, 8 * 1024), (base, grown)   # KiB
     c.close()
+
+
+def test_get_stats_requests_by_type(mds):
+    """GET_STATS "requests" (an addition, issue 17): the server's own count
+    of the requests it handled, by type and outcome, with a cumulative
+    histogram of their service time."""
+    c = ReqClient(mds.url)
+    try:
+        r0 = c.call(GET_STATS, {})[1]["requests"]
+        bounds = r0["latency_bounds_us"]
+        assert bounds == sorted(bounds) and bounds[0] == 1.0 and len(bounds) == 16
+        h = alloc(c)
+        for i in range(7):
+            register(c, f"rq{i}", h["region_id"])
+        for i in range(3):
+            assert c.call(LOOKUP_KV, {"key": f"rq{i}"})[1]["found"] is True
+        assert c.call(LOOKUP_KV, {"key": "absent"})[1]["found"] is False
+        # errors: a malformed REGISTER_KV and an unknown type
+        _, bad = parse(c.call_raw(frame(REGISTER_KV, {"key": "x"})))
+        assert "error" in bad
+        _, bad = parse(c.call_raw(frame(0x7E, {})))
+        assert "error" in bad
+        r = c.call(GET_STATS, {})[1]["requests"]["by_type"]
+    finally:
+        c.close()
+    assert r["REQUEST_ALLOC"]["ok"] == 1
+    assert r["REGISTER_KV"] == {**r["REGISTER_KV"], "ok": 7, "error": 1, "abandoned": 0}
+    assert r["LOOKUP_KV"]["ok"] == 4 and r["LOOKUP_KV"]["error"] == 0
+    assert r["invalid"]["error"] == 1
+    # this GET_STATS is counted after its reply is built: the first one is in
+    assert r["GET_STATS"]["ok"] == 1
+    for name, t in r.items():
+        n = t["ok"] + t["error"] + t["abandoned"]
+        b = t["latency_buckets"]
+        assert len(b) == 17 and b == sorted(b) and b[-1] == n, (name, t)
+        assert t["latency_sum_us"] > 0, (name, t)

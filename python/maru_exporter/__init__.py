@@ -1,0 +1,396 @@
+# SPDX-License-Identifier: Apache-2.0
+"""maru-exporter: both daemons' figures for Prometheus (issue 17).
+
+Design.  A Prometheus exporter in the "one scrape = one poll" style of the
+Redis and memcached exporters: nothing is cached or sampled in between.
+On every GET /metrics, MaruCollector.collect() asks
+
+  * each resource manager (--rm host:port) for STATS, through the maru
+    package's RM client (the extension's RmClient, libmaru's maru_rm_*
+    with its authentication: $MARU_RM_KEY_FILE; not MaruShmClient, whose
+    timeout is fixed at 10 s);
+  * each metadata server (--server tcp://host:port) for GET_STATS and
+    GET_USAGE, through the package's RpcClient (libmaru's ZMTP client).
+    The raw reply maps are used (RpcClient._send_request, the documented
+    seam of rpc_base.py): the parsed GetStatsResponse keeps upstream's
+    four sections only, and the exporter wants every addition.
+
+and turns the answers into metric families of prometheus_client (Debian's
+python3-prometheus-client), whose HTTP server serves them.  No daemon
+change is needed, and a daemon that is down costs its targets' figures and
+sets maru_up{...} 0, never the scrape.
+
+Names follow Prometheus conventions: maru_ prefix, base units (bytes,
+seconds), counters end in _total.  What the exporter knows is mapped by
+hand (the tables below); every other numeric leaf of GET_STATS, and every
+other numeric field of a GET_USAGE instance, is exported generically as an
+untyped metric (maru_server_<section>_<key>, maru_instance_<key>), so that
+keys added to the servers later show up without a change here.
+
+Every metric of a daemon carries its address as label `target` (several
+daemons may be polled by one exporter; `instance` is Prometheus's own).
+
+Side effect: a GET_STATS starts a new *interval* of the server's
+stats_manager (interval_* figures); the exporter reads cumulative figures
+only, but other tools reading interval_* see shorter intervals.
+
+Context: collect() runs in prometheus_client's HTTP server threads; each
+call makes its own clients, so concurrent scrapes share nothing.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+
+from prometheus_client.utils import floatToGoString
+
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily, InfoMetricFamily,
+                                    SummaryMetricFamily, UnknownMetricFamily)
+
+from maru_shm.types import DaxType, MaruPoolInfo
+
+VERSION = "0.1.0"
+DEFAULT_LISTEN = "127.0.0.1:9851"
+DEFAULT_RM = "127.0.0.1:9850"
+DEFAULT_SERVER = "tcp://127.0.0.1:5555"
+DEFAULT_TIMEOUT_MS = 3000
+
+# GET_STATS: (section, key) -> (metric, type, help, scale); consumed here,
+# the rest of every section is exported generically
+G, C = "gauge", "counter"
+SERVER_STATS = {
+    ("kv_manager", "total_entries"): ("maru_keys", G, "Keys in the index", 1),
+    ("kv_manager", "total_size"): ("maru_key_bytes", G, "Sum of the keys' value lengths", 1),
+    ("allocation_manager", "num_allocations"): ("maru_regions", G, "Regions the server tracks", 1),
+    ("allocation_manager", "total_allocated"): ("maru_allocated_bytes", G, "Bytes of the regions the server tracks", 1),
+    ("allocation_manager", "active_clients"): ("maru_clients", G, "Instances with a live connection or lease", 1),
+    ("cxl_pool", "total_size"): ("maru_server_pool_size_bytes", G, "Pool size as the server sees it (RM STATS)", 1),
+    ("cxl_pool", "free_size"): ("maru_server_pool_free_bytes", G, "Free pool bytes as the server sees it (RM STATS)", 1),
+    ("eviction", "pinned_bytes"): ("maru_pinned_bytes", G, "Bytes of keys with at least one pin", 1),
+    ("eviction", "evictable_entries"): ("maru_evictable_keys", G, "Unpinned keys the eviction policy may take", 1),
+    ("eviction", "alloc_waits"): ("maru_alloc_waits_total", C, "REQUEST_ALLOCs that waited for capacity", 1),
+    ("eviction", "alloc_wait_failures"): ("maru_alloc_wait_failures_total", C, "REQUEST_ALLOCs that found no capacity in --evict-wait-ms", 1),
+    ("eviction", "pages_told"): ("maru_eviction_notices_total", C, "Evicted pages told to their owners", 1),
+    ("eviction", "regions_released"): ("maru_regions_released_total", C, "Regions owners gave back when asked", 1),
+    ("eviction", "grace_ms"): ("maru_eviction_grace_seconds", G, "--evict-grace-ms", 1e-3),
+    ("journal", "enabled"): ("maru_journal_enabled", G, "1 when the server keeps a journal", 1),
+    ("journal", "bytes"): ("maru_journal_bytes", G, "Bytes in the journal", 1),
+    ("journal", "commits"): ("maru_journal_commits_total", C, "Journal commits", 1),
+    ("journal", "syncs"): ("maru_journal_syncs_total", C, "Journal fsyncs", 1),
+    ("journal", "snapshots"): ("maru_journal_snapshots_total", C, "Journal snapshots completed", 1),
+}
+RECOVERY = {
+    "recovered": ("maru_recovery_recovered", "1 when the last start recovered a journal"),
+    "discarded": ("maru_recovery_discarded", "1 when the last start discarded the journal"),
+    "ms": ("maru_recovery_duration_seconds", "Time the last start spent recovering"),
+    "keys": ("maru_recovery_keys", "Keys recovered at the last start"),
+    "regions": ("maru_recovery_regions", "Regions recovered at the last start"),
+    "leases": ("maru_recovery_leases", "Leases recovered at the last start"),
+    "pins": ("maru_recovery_pins", "Pins recovered at the last start"),
+    "dropped_bytes": ("maru_recovery_dropped_bytes", "Journal bytes dropped (torn or damaged) at the last start"),
+    "regions_lost": ("maru_recovery_regions_lost", "Regions the RM no longer had at the last start"),
+    "keys_lost": ("maru_recovery_keys_lost", "Keys lost with those regions"),
+}
+# eviction keys read by hand besides SERVER_STATS
+EVICTION_OWN = {"policy", "evictions", "evicted_bytes", "by_reason"}
+# GET_USAGE instance fields -> metric
+INSTANCE = {
+    "regions": ("maru_instance_regions", "Regions the instance owns"),
+    "allocated": ("maru_instance_allocated_bytes", "Bytes of the regions the instance owns"),
+    "used": ("maru_instance_used_bytes", "Bytes of its regions' keys"),
+    "pinned": ("maru_instance_pinned_bytes", "Bytes of the keys it holds pins on"),
+}
+
+_BAD = re.compile(r"[^a-zA-Z0-9_]+")
+
+
+def metric_name(*parts: str) -> str:
+    """A legal metric name from @parts (other characters become _)."""
+    return _BAD.sub("_", "_".join(parts)).strip("_").lower()
+
+
+def _num(v):
+    """@v as a float if it is a number (bools count), else None."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def _dax_type(t) -> str:
+    try:
+        return DaxType(t).name.lower()
+    except ValueError:
+        return str(t)
+
+
+class _Families:
+    """Metric families by name, made at first use, with the target label."""
+
+    def __init__(self):
+        self.fam = {}
+
+    def add(self, kind, name, doc, labels, values, value):
+        f = self.fam.get(name)
+        if f is None:
+            cls = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily,
+                   "untyped": UnknownMetricFamily}[kind]
+            # CounterMetricFamily adds _total itself
+            fname = name[:-6] if kind == "counter" and name.endswith("_total") else name
+            f = self.fam[name] = cls(fname, doc, labels=list(labels))
+        f.add_metric(list(values), value)
+
+    def put(self, f):
+        self.fam[f.name] = f
+
+    def __iter__(self):
+        return iter(self.fam.values())
+
+
+class MaruCollector:
+    """A prometheus_client collector polling @rms and @servers per scrape."""
+
+    def __init__(self, rms=(DEFAULT_RM,), servers=(DEFAULT_SERVER,),
+                 timeout_ms=DEFAULT_TIMEOUT_MS):
+        self.rms = list(rms)
+        self.servers = list(servers)
+        self.timeout_ms = int(timeout_ms)
+        self._lock = threading.Lock()  # @_up
+        self._up = {}  # (daemon, address) -> last maru_up, for the log
+
+    def describe(self):
+        return []  # unchecked collector: the families depend on the replies
+
+    def collect(self):
+        out = _Families()
+        info = InfoMetricFamily("maru_exporter", "The exporter's version")
+        info.add_metric([], {"version": VERSION})
+        out.put(info)
+        for a in self.rms:
+            self._target(out, "resource_manager", a, self._rm)
+        for a in self.servers:
+            self._target(out, "server", a, self._server)
+        return iter(out)
+
+    def _target(self, out, daemon, address, poll):
+        """maru_up and the poll's duration; a failed poll exports nothing
+        else for @address (what it collected so far is dropped)."""
+        part = _Families()
+        t0 = time.monotonic()
+        why = ""
+        try:
+            poll(part, address)
+            up = 1.0
+        except Exception as e:  # noqa: BLE001 - a down daemon never fails the scrape
+            up, why = 0.0, str(e) or type(e).__name__
+        self._note(daemon, address, up, why)
+        lbl = (["daemon", "target"], [daemon, address])
+        out.add("gauge", "maru_up", "1 when the daemon answered this scrape", *lbl, up)
+        out.add("gauge", "maru_scrape_duration_seconds",
+                "Time the exporter spent polling the daemon", *lbl,
+                time.monotonic() - t0)
+        if up:
+            for f in part:
+                have = out.fam.get(f.name)
+                if have is None:
+                    out.put(f)
+                else:
+                    have.samples.extend(f.samples)
+
+    def _note(self, daemon, address, up, why):
+        """One stderr line when a daemon goes down or comes back."""
+        with self._lock:
+            was = self._up.get((daemon, address))
+            self._up[(daemon, address)] = up
+        if was == up or (was is None and up):
+            return
+        state = "up" if up else f"down: {why}"
+        print(f"maru-exporter: {daemon} {address}: {state}", file=sys.stderr, flush=True)
+
+    # -- resource manager: STATS ----------------------------------------
+    def _rm(self, out, address):
+        from maru_handler import _maru
+
+        c = _maru.RmClient(address, self.timeout_ms)
+        try:
+            pools = [MaruPoolInfo(*p) for p in c.stats()]
+        finally:
+            c.close()
+        out.add("gauge", "maru_rm_pools", "Pools the resource manager owns",
+                ["target"], [address], len(pools))
+        for p in pools:
+            lbl = (["target", "dax_path", "type"],
+                   [address, p.dax_path, _dax_type(p.dax_type)])
+            out.add("gauge", "maru_pool_size_bytes", "Pool size", *lbl, p.total_size)
+            out.add("gauge", "maru_pool_free_bytes", "Free bytes of the pool", *lbl, p.free_size)
+            out.add("gauge", "maru_pool_used_bytes", "Allocated bytes of the pool", *lbl,
+                    p.total_size - p.free_size)
+            out.add("gauge", "maru_pool_align_bytes", "Allocation alignment of the pool",
+                    *lbl, p.align_bytes)
+
+    # -- metadata server: GET_STATS, GET_USAGE ---------------------------
+    def _server(self, out, url):
+        from maru_common.protocol import MessageType
+        from maru_handler.rpc_client import RpcClient
+
+        c = RpcClient(url, timeout_ms=self.timeout_ms)
+        try:
+            st = c._send_request(MessageType.GET_STATS, {})
+            if "error" in st:
+                raise ConnectionError(st["error"])
+            us = c._send_request(MessageType.GET_USAGE, {})
+            if "error" in us:
+                raise ConnectionError(us["error"])
+        finally:
+            c.close()
+        self._stats(out, url, st)
+        self._usage(out, url, us)
+
+    def _stats(self, out, url, st):
+        T = (["target"], [url])
+        for (sec, key), (name, kind, doc, scale) in SERVER_STATS.items():
+            v = _num((st.get(sec) or {}).get(key))
+            if v is not None:
+                out.add(kind, name, doc, *T, v * scale)
+        ev = st.get("eviction") or {}
+        if isinstance(ev.get("policy"), str):
+            out.add("gauge", "maru_eviction_policy_info", "The server's --eviction policy",
+                    ["target", "policy"], [url, ev["policy"]], 1)
+        for why, d in sorted((ev.get("by_reason") or {}).items()):
+            lbl = (["target", "reason"], [url, str(why)])
+            if _num(d.get("count")) is not None:
+                out.add(C, "maru_evictions_total", "Keys evicted, by reason", *lbl, d["count"])
+            if _num(d.get("bytes")) is not None:
+                out.add(C, "maru_evicted_bytes_total", "Bytes evicted, by reason", *lbl,
+                        d["bytes"])
+        rec = (st.get("journal") or {}).get("recovery") or {}
+        for key, (name, doc) in RECOVERY.items():
+            v = _num(rec.get(key))
+            if v is not None:
+                out.add("gauge", name, doc, *T, v / 1000.0 if key == "ms" else v)
+        self._operations(out, url, st.get("stats_manager") or {})
+        self._requests(out, url, st.get("requests") or {})
+        # everything else, generically
+        done = set(SERVER_STATS) | {("eviction", k) for k in EVICTION_OWN}
+        done |= {("journal", "recovery", k) for k in RECOVERY}
+        for sec, body in st.items():
+            if sec in ("stats_manager", "requests"):
+                continue
+            self._generic(out, url, [sec], body, done)
+
+    def _generic(self, out, url, path, v, done):
+        """Every numeric leaf under @path not in @done, as untyped
+        maru_server_<path>; maps are walked (bools count as 0/1)."""
+        if tuple(path) in done:
+            return
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(k, str):
+                    self._generic(out, url, path + [k], x, done)
+            return
+        n = _num(v)
+        if n is not None:
+            out.add("untyped", metric_name("maru_server", *path),
+                    f"GET_STATS {'.'.join(path)}", ["target"], [url], n)
+
+    def _requests(self, out, url, rq):
+        """GET_STATS "requests" (the server's own count): requests by type
+        and outcome, and the latency histogram (bounds in microseconds,
+        cumulative buckets ending with +Inf)."""
+        bounds = [float(b) / 1e6 for b in rq.get("latency_bounds_us") or []]
+        hist = None
+        for typ, t in sorted((rq.get("by_type") or {}).items()):
+            if not isinstance(t, dict):
+                continue
+            for outcome, n in sorted(t.items()):
+                if outcome.startswith("latency_") or _num(n) is None:
+                    continue
+                out.add(C, "maru_requests_total",
+                        "Requests the server handled, by type and outcome",
+                        ["target", "type", "outcome"], [url, str(typ), outcome], n)
+            b = t.get("latency_buckets") or []
+            if len(b) != len(bounds) + 1:
+                continue
+            if hist is None:
+                hist = HistogramMetricFamily(
+                    "maru_request_duration_seconds",
+                    "Latency of requests in the server (parked time included)",
+                    labels=["target", "type"])
+                out.put(hist)
+            hist.add_metric([url, str(typ)],
+                            [(floatToGoString(le), int(c)) for le, c in zip(bounds, b)]
+                            + [("+Inf", int(b[-1]))],
+                            sum_value=float(t.get("latency_sum_us", 0.0)) / 1e6)
+
+    def _operations(self, out, url, sm):
+        """stats_manager's "_all" operations (what clients with
+        enable_stats report): counts by outcome, bytes, latency summary."""
+        ops = (((sm.get("clients") or {}).get("_all") or {}).get("operations")) or {}
+        for op, a in sorted(ops.items()):
+            count = int(a.get("count", 0))
+            hit, miss = int(a.get("hit_count", 0)), int(a.get("miss_count", 0))
+            for result, n in (("hit", hit), ("miss", miss),
+                              ("other", max(0, count - hit - miss))):
+                out.add(C, "maru_client_operations_total",
+                        "Operations clients reported (REPORT_STATS), by outcome",
+                        ["target", "op", "result"], [url, str(op), result], n)
+            out.add(C, "maru_client_operation_bytes_total",
+                    "Bytes of the operations clients reported",
+                    ["target", "op"], [url, str(op)], max(0, int(a.get("total_bytes", 0))))
+            name = "maru_client_operation_latency_seconds"
+            f = out.fam.get(name)
+            if f is None:
+                f = SummaryMetricFamily(name, "Latency clients reported per operation",
+                                        labels=["target", "op"])
+                out.put(f)
+            f.add_metric([url, str(op)], count_value=count,
+                         sum_value=float(a.get("latency_sum_us", 0.0)) / 1e6)
+            for k in ("min_latency_us", "max_latency_us"):
+                out.add("gauge", f"maru_client_operation_{k[:3]}_latency_seconds",
+                        f"{k[:3].capitalize()}imum latency clients reported per operation",
+                        ["target", "op"], [url, str(op)], float(a.get(k, 0.0)) / 1e6)
+
+    def _usage(self, out, url, us):
+        insts = us.get("instances") or []
+        out.add("gauge", "maru_instances", "Instances that own regions or hold pins",
+                ["target"], [url], len(insts))
+        for i in insts:
+            iid = str(i.get("instance_id", ""))
+            lbl = (["target", "instance_id"], [url, iid])
+            for k, v in i.items():
+                n = _num(v)
+                if k in INSTANCE and n is not None:
+                    out.add("gauge", INSTANCE[k][0], INSTANCE[k][1], *lbl, n)
+                elif n is not None:
+                    out.add("untyped", metric_name("maru_instance", k),
+                            f"GET_USAGE instances[].{k}", *lbl, n)
+                elif k == "devices":
+                    self._devices(out, url, iid, v)
+
+    def _devices(self, out, url, iid, devs):
+        """Upstream's InstanceUsage.devices: bytes per dax_path (a list of
+        maps, or a map dax_path -> bytes or -> map)."""
+        rows = []
+        if isinstance(devs, dict):
+            for path, d in devs.items():
+                rows.append(dict(d, dax_path=path) if isinstance(d, dict)
+                            else {"dax_path": path, "bytes": d})
+        elif isinstance(devs, list):
+            rows = [d for d in devs if isinstance(d, dict)]
+        for d in rows:
+            path = str(d.get("dax_path", d.get("path", "")))
+            for k, v in d.items():
+                n = _num(v)
+                if n is None or k in ("dax_path", "path"):
+                    continue
+                # "bytes" -> maru_instance_device_bytes, "used" ->
+                # maru_instance_device_used_bytes, counts stay as they are
+                name = metric_name("maru_instance_device", k)
+                if k in ("allocated", "used", "size", "pinned"):
+                    name += "_bytes"
+                out.add("gauge", name, f"GET_USAGE instances[].devices[].{k}",
+                        ["target", "instance_id", "dax_path"], [url, iid, path], n)

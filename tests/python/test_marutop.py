@@ -161,6 +161,41 @@ def test_once_csv_json_match(instances, mds):
         ["top-c", "top-b", "top-a"]
 
 
+def test_rates_from_successive_samples(instances, mds):
+    """store_rate is the stores between two samples over the time between
+    them (elapsed_s); work done while marutop runs shows up in it."""
+    hs, _ = instances
+    p = subprocess.Popen([binary(*MARUTOP_BIN), "--json", "-w", "0.3",
+                          "--server", mds.url], stdout=subprocess.PIPE,
+                         text=True)
+    recs = []
+    try:
+        first = json.loads(p.stdout.readline())
+        assert first["elapsed_s"] is None and first["store_rate"] is None
+        recs.append(first)
+        for i in range(6):
+            a = hs["top-a"].alloc(4096)
+            assert hs["top-a"].store(f"top-a-more{i}", a)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = json.loads(p.stdout.readline())
+            recs.append(r)
+            if r["instance_id"] == "top-a" and r["stores"] == 2 + 6:
+                break
+        else:
+            pytest.fail("the 6 stores never showed up")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    a = [r for r in recs if r["instance_id"] == "top-a"]
+    assert a[-1]["keys"] == 8
+    for prev, cur in zip(a, a[1:]):
+        assert cur["elapsed_s"] > 0
+        want = (cur["stores"] - prev["stores"]) / cur["elapsed_s"]
+        assert abs(cur["store_rate"] - want) <= 0.02 + want * 0.01, (prev, cur)
+    assert max(r["store_rate"] for r in a[1:]) > 0
+
+
 def test_unreachable_and_bad_options():
     p = marutop("--once", "--server", f"tcp://127.0.0.1:{free_port()}")
     assert p.returncode == 1
@@ -238,7 +273,8 @@ def test_upstream_server_fields_missing():
         assert row[5:] == ["-"] * 7        # pinned, lease, rates, counts
         assert "evictions - (-/s)" in p.stdout
         assert "recovered keys -" in p.stdout
-        assert "up-1: /dev/dax0.0=8388608" in p.stdout   # upstream's devices
+        # upstream's devices, a line each
+        assert "\nDEVICES\nup-1:\n  /dev/dax0.0  8.0M\n" in p.stdout
         p = marutop("--json", "--once", "--server", url)
         o = [json.loads(l) for l in p.stdout.splitlines()]
         assert o[0]["keys"] is None and o[0]["pinned_bytes"] is None

@@ -189,14 +189,14 @@ void mt_snap_free(struct mt_snap *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static void snap_na(struct mt_snap *s)
+void mt_snap_init(struct mt_snap *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->pool_total = s->pool_free = MT_NA;
 	s->entries = s->kv_bytes = MT_NA;
 	s->nalloc = s->total_alloc = s->active_clients = MT_NA;
 	s->evictions = s->evicted_bytes = s->recovered_keys = MT_NA;
-	s->eviction_rate = -1;
+	s->eviction_rate = s->elapsed = -1;
 }
 
 int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen)
@@ -207,7 +207,7 @@ int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen)
 	const char *what = "GET_USAGE";
 	int rc;
 
-	snap_na(&s);
+	mt_snap_init(&s);
 	s.t_ns = now_ns();
 	s.wall = (long long)time(NULL);
 	rc = call(c, MDS_GET_USAGE, &reply, deadline);
@@ -495,7 +495,9 @@ int mt_decode_usage(struct mt_snap *s, const uint8_t *p, size_t n)
 					return -ENOMEM;
 				rc = decode_inst(&r, &s->v[s->n]);
 				if (s->v[s->n].id)
-					s->n++;
+					s->n++; /* kept, even half decoded */
+				else
+					free(s->v[s->n].devices);
 			}
 		} else {
 			rc = mp_skip_rest(&r, &k);

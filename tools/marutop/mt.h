@@ -74,8 +74,11 @@ struct mt_snap {
 	struct mt_op ops[MT_MAX_OPS]; /* _all operations */
 	size_t nops;
 	double eviction_rate; /* per second; < 0 unknown */
+	double elapsed;	      /* seconds since the previous sample; < 0 */
 };
 
+/* mt_snap_init - an empty sample, every figure MT_NA (unknown) */
+void mt_snap_init(struct mt_snap *s);
 void mt_snap_free(struct mt_snap *s);
 
 /* mt_rates - fill the rates of @cur from @prev (NULL: all unknown) */

@@ -23,7 +23,7 @@
 
 #include "util.h"
 
-#define MT_ID_MIN 8 /* the shortest instance id shown */
+#define MT_ID_MIN 8 /* the shortest instance id shown ("INSTANCE") */
 #define MT_CELL 48  /* the longest number cell */
 
 static const char *const col_names[MT_NCOLS] = {
@@ -68,7 +68,7 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 	double dt;
 	size_t i, j;
 
-	cur->eviction_rate = -1;
+	cur->eviction_rate = cur->elapsed = -1;
 	for (i = 0; i < cur->n; i++)
 		cur->v[i].store_rate = cur->v[i].retrieve_rate = -1;
 	for (i = 0; i < cur->nops; i++)
@@ -76,6 +76,7 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 	if (!prev || cur->t_ns <= prev->t_ns)
 		return;
 	dt = (double)(cur->t_ns - prev->t_ns) / 1e9;
+	cur->elapsed = dt;
 	for (i = 0; i < cur->n; i++) {
 		struct mt_inst *c = &cur->v[i];
 		const struct mt_inst *p = NULL;
@@ -358,7 +359,7 @@ void mt_layout(const struct mt_snap *s, int width, int sort,
 	       size_t wid[MT_NCOLS], bool show[MT_NCOLS])
 {
 	char tmp[MT_CELL];
-	size_t total, i, len;
+	size_t total, i, len, idmin;
 	int c, d;
 
 	for (c = 0; c < MT_NCOLS; c++) {
@@ -377,6 +378,7 @@ void mt_layout(const struct mt_snap *s, int width, int sort,
 				wid[c] = len;
 		}
 	}
+	idmin = MT_ID_MIN + (sort == MT_C_ID); /* "INSTANCEv" */
 	/* drop columns, then shorten the id, then drop the last ones */
 	for (d = 0;;) {
 		total = 0;
@@ -387,11 +389,11 @@ void mt_layout(const struct mt_snap *s, int width, int sort,
 			break;
 		if (d < MT_NDROP - 4) {
 			show[drop_order[d++]] = false;
-		} else if (wid[MT_C_ID] > MT_ID_MIN) {
+		} else if (wid[MT_C_ID] > idmin) {
 			len = total - (size_t)width;
-			wid[MT_C_ID] = wid[MT_C_ID] - MT_ID_MIN > len
+			wid[MT_C_ID] = wid[MT_C_ID] - idmin > len
 					       ? wid[MT_C_ID] - len
-					       : MT_ID_MIN;
+					       : idmin;
 		} else if (d < MT_NDROP) {
 			show[drop_order[d++]] = false;
 		} else {
@@ -400,9 +402,40 @@ void mt_layout(const struct mt_snap *s, int width, int sort,
 	}
 }
 
+/* "id:" and "  PATH  BYTES" for each of in->devices ("path=bytes ...") */
+static int render_devices(struct buf *b, const struct mt_inst *in, bool *hdr)
+{
+	char tok[320], nb[MT_CELL], *eq;
+	const char *p = in->devices, *sp;
+	uint64_t v;
+	int rc = 0;
+
+	if (!*hdr)
+		rc = bprintf(b, "\nDEVICES\n");
+	*hdr = true;
+	rc = rc ? rc : bprintf(b, "%s:\n", in->id);
+	while (rc == 0 && *p) {
+		sp = strchr(p, ' ');
+		snprintf(tok, sizeof(tok), "%.*s",
+			 (int)(sp ? (size_t)(sp - p) : strlen(p)), p);
+		eq = strrchr(tok, '=');
+		if (eq) {
+			*eq++ = '\0';
+			v = strcmp(eq, "-") ? strtoull(eq, NULL, 10) : MT_NA;
+			rc = bprintf(b, "  %s  %s\n", tok,
+				     fmt_b(v, nb, sizeof(nb)));
+		} else {
+			rc = bprintf(b, "  %s\n", tok);
+		}
+		p = sp ? sp + 1 : p + strlen(p);
+	}
+	return rc;
+}
+
 int mt_render_table(struct buf *b, const char *title, const struct mt_snap *s,
 		    int width, int sort, bool rev)
 {
+	bool dev = false;
 	size_t wid[MT_NCOLS], i;
 	bool show[MT_NCOLS];
 	char tmp[MT_CELL], idb[512];
@@ -450,12 +483,10 @@ int mt_render_table(struct buf *b, const char *title, const struct mt_snap *s,
 			b->len--;
 		rc = rc ? rc : buf_put(b, "\n", 1);
 	}
-	/* upstream's devices map, when a server sends it */
+	/* upstream's devices map, when a server sends it: a line each */
 	for (i = 0; i < s->n && rc == 0; i++)
 		if (s->v[i].devices)
-			rc = bprintf(b, "%s%s: %s\n",
-				     i == 0 ? "\nDEVICES\n" : "", s->v[i].id,
-				     s->v[i].devices);
+			rc = render_devices(b, &s->v[i], &dev);
 	return rc;
 }
 
@@ -490,7 +521,7 @@ int mt_render_help(struct buf *b)
 #define CSV_HEADER                                                             \
 	"timestamp,instance_id,regions,allocated_bytes,used_bytes,keys,"       \
 	"pinned_bytes,leases,connections,lease_state,stores,retrieves,hits,"   \
-	"misses,store_rate,retrieve_rate,hit_ratio,devices\n"
+	"misses,store_rate,retrieve_rate,hit_ratio,elapsed_s,devices\n"
 
 int mt_render_csv_header(struct buf *b)
 {
@@ -549,6 +580,7 @@ int mt_render_csv(struct buf *b, const char *ts, const struct mt_snap *s)
 		rc = rc ? rc : csv_d(b, in->store_rate, 2);
 		rc = rc ? rc : csv_d(b, in->retrieve_rate, 2);
 		rc = rc ? rc : csv_d(b, hit_ratio(in), 4);
+		rc = rc ? rc : csv_d(b, s->elapsed, 3);
 		rc = rc ? rc : buf_put(b, ",", 1);
 		if (in->devices)
 			rc = rc ? rc : csv_str(b, in->devices);
@@ -619,6 +651,7 @@ int mt_render_json(struct buf *b, const char *ts, const struct mt_snap *s)
 		rc = rc ? rc : json_d(b, "store_rate", in->store_rate, 2);
 		rc = rc ? rc : json_d(b, "retrieve_rate", in->retrieve_rate, 2);
 		rc = rc ? rc : json_d(b, "hit_ratio", hit_ratio(in), 4);
+		rc = rc ? rc : json_d(b, "elapsed_s", s->elapsed, 3);
 		rc = rc ? rc : bprintf(b, ", \"devices\": ");
 		if (rc == 0 && in->devices)
 			rc = json_str(b, in->devices);

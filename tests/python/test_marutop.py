@@ -367,6 +367,12 @@ def test_screen_under_tmux(instances, mds, tmp_path, cols):
         assert "q        quit" in screen and "r        reverse" in screen
         tmux.keys("x")           # any key leaves the help
         tmux.wait_for(r"^INSTANCE")
+        if cols == 160:
+            # a resize redraws at once, fitted to the new width
+            tmux.run("resize-window", "-t", tmux.name, "-x", "60")
+            screen = tmux.wait_for(r"^INSTANCE +ALLOCv? +USED +KEYS +LEASE")
+            assert "RETRIEVES" not in screen
+            assert all(len(l) <= 60 for l in screen.splitlines())
         tmux.keys("q")
         tmux.wait_for(r"marutop exited with 0")
     finally:

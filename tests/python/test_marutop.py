@@ -70,10 +70,16 @@ def instances(mds):
         # the reports reach the server within about a second
         c = ReqClient(mds.url)
 
+        def count(ops, op):
+            return ops.get(op, {}).get("count", 0)
+
         def reported():
+            # every op of the script: a report may split them
             cl = c.call(GET_STATS, {})[1]["stats_manager"]["clients"]
             return all(n in cl and
-                       cl[n]["operations"].get("store", {}).get("count") == s[0]
+                       count(cl[n]["operations"], "store") == s[0] and
+                       count(cl[n]["operations"], "retrieve") == s[1] + s[2] and
+                       count(cl[n]["operations"], "pin") == s[3]
                        for n, s in SCRIPT.items())
         assert wait_until(reported), c.call(GET_STATS, {})[1]["stats_manager"]
         usage = {u["instance_id"]: u

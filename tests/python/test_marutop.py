@@ -25,6 +25,7 @@ import time
 import msgpack
 import pytest
 
+import mds_wire
 from conftest import binary, free_port, wait_until
 from mds_wire import GET_STATS, GET_USAGE, ReqClient
 
@@ -383,3 +384,50 @@ def test_screen_under_tmux(instances, mds, tmp_path, cols):
         tmux.wait_for(r"marutop exited with 0")
     finally:
         tmux.kill()
+
+
+# ------------------------------------------------------------ CURVE
+def test_curve(rm, start_mds, tmp_path):
+    """A server started with --curve-secret-key-file: marutop with our
+    certificate (in --curve-clients) sees it; a stranger's key or none
+    gets exit status 1 and a reason."""
+    zmq = pytest.importorskip("zmq")
+    import zmq.auth
+    d = tmp_path / "keys"
+    d.mkdir()
+    keygen = binary("tools", "keygen", "maru-keygen")
+    for name in ("server", "client", "stranger"):
+        subprocess.run([keygen, str(d / name)], check=True, capture_output=True)
+    (d / "clients").mkdir()
+    shutil.copy(d / "client.key", d / "clients")
+    m = start_mds(rm.address, extra=["--curve-secret-key-file",
+                                     str(d / "server.key_secret"),
+                                     "--curve-clients", str(d / "clients")])
+    spub, _ = zmq.auth.load_certificate(str(d / "server.key"))
+    cpub, csec = zmq.auth.load_certificate(str(d / "client.key_secret"))
+    c = ReqClient(m.url, curve=(spub, cpub, csec))
+    _, r = c.call(mds_wire.REQUEST_ALLOC, {"instance_id": "curve-top",
+                                           "size": 4 * MiB})
+    assert r["success"], r
+    p = marutop("--json", "--once", "--server", m.url, "--curve-server-key",
+                str(d / "server.key"), "--curve-secret-key-file",
+                str(d / "client.key_secret"))
+    assert p.returncode == 0, p.stderr
+    o = [json.loads(l) for l in p.stdout.splitlines()]
+    assert [(x["instance_id"], x["regions"], x["allocated_bytes"]) for x in o] \
+        == [("curve-top", 1, 4 * MiB)]
+    # the server key as 40 Z85 characters, the certificate from the env
+    env = dict(os.environ, MARU_CURVE_SERVER_KEY=spub.decode(),
+               MARU_CURVE_SECRET_KEY_FILE=str(d / "client.key_secret"))
+    p = subprocess.run([binary(*MARUTOP_BIN), "--once", "--server", m.url],
+                       capture_output=True, text=True, timeout=30, env=env)
+    assert p.returncode == 0 and "curve-top" in p.stdout, p.stderr
+    p = marutop("--once", "--server", m.url, "--curve-server-key",
+                str(d / "server.key"), "--curve-secret-key-file",
+                str(d / "stranger.key_secret"))
+    assert p.returncode == 1 and "CURVE" in p.stderr, p.stderr
+    p = marutop("--once", "--server", m.url)
+    assert p.returncode == 1 and "--curve-server-key" in p.stderr, p.stderr
+    p = marutop("--once", "--curve-server-key", str(d / "server.key"))
+    assert p.returncode == 2 and "CURVE needs both keys" in p.stderr
+    c.close()

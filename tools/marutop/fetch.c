@@ -56,12 +56,76 @@ void mt_conn_close(struct mt_conn *c)
 		close(c->fd);
 	c->fd = -1;
 	buf_free(&c->in);
+	buf_free(&c->raw);
+	buf_free(&c->sb);
+	if (c->curve)
+		zcurve_wipe(&c->cz);
+}
+
+int mt_conn_curve(struct mt_conn *c, const char *server_key,
+		  const char *secret_file, char *why, size_t whylen)
+{
+	int rc;
+
+	if (zcurve_sodium_init() < 0) {
+		snprintf(why, whylen, "CURVE: libsodium failed to initialise");
+		return -EIO;
+	}
+	rc = zcurve_load_cert(secret_file, c->me.pub, c->me.sec, why, whylen);
+	if (rc == 0)
+		rc = zcurve_load_public(server_key, c->server, why, whylen);
+	c->curve = rc == 0;
+	return rc;
+}
+
+/* Write plaintext ZMTP frames @p, sealed when CURVE is on. */
+static int xsend(struct mt_conn *c, const uint8_t *p, size_t n,
+		 uint64_t deadline)
+{
+	int rc;
+
+	if (!c->curve)
+		return net_send_all(c->fd, p, n, deadline);
+	buf_reset(&c->sb);
+	rc = zcurve_seal(&c->cz, p, n, &c->sb);
+	return rc ? rc : net_send_all(c->fd, c->sb.data, c->sb.len, deadline);
+}
+
+/*
+ * Read once from the server: plaintext into c->in, at least @want bytes of
+ * room (CURVE: the raw bytes are opened into c->in, possibly none yet).
+ * Return: 0 or -errno.
+ */
+static int xrecv(struct mt_conn *c, size_t want, uint64_t deadline)
+{
+	struct buf *b = c->curve ? &c->raw : &c->in;
+	ssize_t k;
+	int rc;
+
+	if (c->curve)
+		want = c->raw.len + 4096 + c->cz.need;
+	rc = buf_reserve(b, want - b->len);
+	if (rc < 0)
+		return rc;
+	k = net_recv_some(c->fd, b->data + b->len, want - b->len, deadline);
+	if (k < 0)
+		return (int)k;
+	b->len += (size_t)k;
+	if (!c->curve)
+		return 0;
+	buf_reset(&c->sb);
+	rc = zcurve_input(&c->cz, c->raw.data, c->raw.len, &c->in, &c->sb);
+	if (rc < 0)
+		return rc;
+	memmove(c->raw.data, c->raw.data + c->cz.rd, c->raw.len - c->cz.rd);
+	c->raw.len -= c->cz.rd;
+	zcurve_shift(&c->cz, c->cz.rd);
+	return 0;
 }
 
 /* Read until @c->z has a whole message.  Return: 1, or -errno. */
 static int next_msg(struct mt_conn *c, struct zmtp_msg *m, uint64_t deadline)
 {
-	ssize_t k;
 	size_t want;
 	int rc;
 
@@ -70,8 +134,7 @@ static int next_msg(struct mt_conn *c, struct zmtp_msg *m, uint64_t deadline)
 		if (rc != 0)
 			return rc;
 		if (c->z.pong_len) {
-			rc = net_send_all(c->fd, c->z.pong, c->z.pong_len,
-					  deadline);
+			rc = xsend(c, c->z.pong, c->z.pong_len, deadline);
 			c->z.pong_len = 0;
 			if (rc < 0)
 				return rc;
@@ -79,15 +142,43 @@ static int next_msg(struct mt_conn *c, struct zmtp_msg *m, uint64_t deadline)
 		want = c->z.rd + c->z.need;
 		if (want < c->in.len + 4096)
 			want = c->in.len + 4096;
-		rc = buf_reserve(&c->in, want - c->in.len);
+		rc = xrecv(c, want, deadline);
 		if (rc < 0)
 			return rc;
-		k = net_recv_some(c->fd, c->in.data + c->in.len,
-				  want - c->in.len, deadline);
-		if (k < 0)
-			return (int)k;
-		c->in.len += (size_t)k;
 	}
+}
+
+/*
+ * The CURVE handshake: greeting and HELLO, WELCOME, INITIATE, READY (as
+ * libmaru's rpc.c does it); then @c->z starts open.  Return: 0 or -errno
+ * (-EACCES: the server refused our key).
+ */
+static int dial_curve(struct mt_conn *c, uint64_t deadline)
+{
+	int rc;
+
+	buf_reset(&c->sb);
+	buf_reset(&c->raw);
+	rc = zcurve_client(&c->cz, &c->me, c->server, "REQ", NULL, 0,
+			   MT_MSG_MAX, &c->sb);
+	while (rc == 0) {
+		if (c->sb.len) {
+			rc = net_send_all(c->fd, c->sb.data, c->sb.len,
+					  deadline);
+			buf_reset(&c->sb);
+			if (rc < 0)
+				break;
+		}
+		if (zcurve_open(&c->cz))
+			break;
+		rc = xrecv(c, 0, deadline);
+	}
+	if (rc < 0)
+		return rc;
+	zmtp_conn_init(&c->z, "REQ", MT_READY_MAX, MT_MSG_MAX);
+	c->z.st = ZMTP_ST_OPEN;
+	c->z.minor = c->cz.minor;
+	return 0;
 }
 
 /* Dial and do the NULL handshake.  Return: 0 or -errno. */
@@ -103,6 +194,8 @@ static int dial(struct mt_conn *c, uint64_t deadline)
 		return rc;
 	c->fd = rc;
 	buf_reset(&c->in);
+	if (c->curve)
+		return dial_curve(c, deadline);
 	zmtp_greeting(out, false);
 	k = zmtp_ready(out + ZMTP_GREETING_LEN, sizeof(out) - ZMTP_GREETING_LEN,
 		       "REQ", NULL, 0);
@@ -146,13 +239,14 @@ static int call(struct mt_conn *c, uint8_t type, struct buf *reply,
 
 	if (c->fd < 0) {
 		rc = dial(c, deadline);
+		c->hs_failed = rc == -EPROTO;
 		if (rc < 0)
 			return rc;
 	}
 	n = 2 + zmtp_hdr(req + 2, 0, MDS_HDR_SIZE + 1);
 	mds_hdr_put(req + n, type, 0, seq, 1);
 	req[n + MDS_HDR_SIZE] = 0x80; /* {} */
-	rc = net_send_all(c->fd, req, n + MDS_HDR_SIZE + 1, deadline);
+	rc = xsend(c, req, n + MDS_HDR_SIZE + 1, deadline);
 	if (rc < 0)
 		return rc;
 	for (;;) {
@@ -221,7 +315,21 @@ int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen)
 		rc = mt_decode_stats(&s, reply.data, reply.len);
 	buf_free(&reply);
 	if (rc < 0) {
-		if (rc == -EPROTO)
+		if (rc == -EPROTO && c->curve && c->cz.why)
+			snprintf(err, errlen, "%s: CURVE: %s", c->url,
+				 c->cz.why);
+		else if (rc == -EACCES)
+			snprintf(err, errlen,
+				 "%s: CURVE: the server refused our key",
+				 c->url);
+		else if (rc == -EPROTO && c->hs_failed)
+			snprintf(err, errlen,
+				 "%s: the ZMTP handshake failed: not a "
+				 "maru-server, or one with CURVE (then give "
+				 "--curve-server-key and "
+				 "--curve-secret-key-file)",
+				 c->url);
+		else if (rc == -EPROTO)
 			snprintf(err, errlen, "%s: %s: not a valid reply",
 				 c->url, what);
 		else

@@ -63,7 +63,9 @@ struct mt_opts {
 	enum mt_mode mode;
 	int sort;
 	bool rev;
-	const char *server; /* borrows: argv or the default */
+	const char *server;	  /* borrows: argv or the default */
+	const char *curve_server; /* borrows: argv or the environment */
+	const char *curve_secret;
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -99,6 +101,14 @@ static void usage(FILE *f)
 		"                      default INSTANCE)\n"
 		"  -r, --reverse       reverse the sort order\n"
 		"      --server URL    maru-server to watch (default %s)\n"
+		"      --curve-server-key KEY\n"
+		"                      CURVE: the server's public key (40 Z85 "
+		"characters or\n"
+		"                      its .key file); with "
+		"--curve-secret-key-file\n"
+		"      --curve-secret-key-file FILE\n"
+		"                      CURVE: our certificate (maru-keygen "
+		"NAME.key_secret)\n"
 		"  -h, --help          this text\n"
 		"      --version       print the version and exit\n"
 		"\n"
@@ -111,7 +121,12 @@ static void usage(FILE *f)
 		"Exit status: 0 on success; 1 when the server cannot be "
 		"reached "
 		"(--once)\n"
-		"or never answered; 2 on bad options.\n",
+		"or never answered; 2 on bad options.\n"
+		"\n"
+		"Environment:\n"
+		"  MARU_CURVE_SERVER_KEY, MARU_CURVE_SECRET_KEY_FILE\n"
+		"                      defaults of the two CURVE options (as "
+		"libmaru)\n",
 		MT_DEFAULT_WATCH, MT_DEFAULT_SERVER);
 }
 
@@ -134,7 +149,15 @@ static int col_by_name(const char *s)
 /* Return: 0, 1 for --help, 2 for --version, or -EINVAL. */
 static int parse_opts(int argc, char **argv, struct mt_opts *o)
 {
-	enum { OPT_ONCE = 256, OPT_CSV, OPT_JSON, OPT_SERVER, OPT_VERSION };
+	enum {
+		OPT_ONCE = 256,
+		OPT_CSV,
+		OPT_JSON,
+		OPT_SERVER,
+		OPT_CURVE_SERVER,
+		OPT_CURVE_SECRET,
+		OPT_VERSION,
+	};
 	static const struct option longopts[] = {
 		{"interval", required_argument, NULL, 'w'},
 		{"count", required_argument, NULL, 'n'},
@@ -144,6 +167,9 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 		{"sort", required_argument, NULL, 's'},
 		{"reverse", no_argument, NULL, 'r'},
 		{"server", required_argument, NULL, OPT_SERVER},
+		{"curve-server-key", required_argument, NULL, OPT_CURVE_SERVER},
+		{"curve-secret-key-file", required_argument, NULL,
+		 OPT_CURVE_SECRET},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -155,6 +181,8 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 	o->watch = MT_DEFAULT_WATCH;
 	o->mode = MT_SCREEN;
 	o->server = MT_DEFAULT_SERVER;
+	o->curve_server = getenv("MARU_CURVE_SERVER_KEY");
+	o->curve_secret = getenv("MARU_CURVE_SECRET_KEY_FILE");
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":w:n:s:rh", longopts, NULL)) !=
 	       -1) {
@@ -193,6 +221,12 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 		case OPT_SERVER:
 			o->server = optarg;
 			break;
+		case OPT_CURVE_SERVER:
+			o->curve_server = optarg;
+			break;
+		case OPT_CURVE_SECRET:
+			o->curve_secret = optarg;
+			break;
 		case 'h':
 			return 1;
 		case OPT_VERSION:
@@ -206,6 +240,14 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 	}
 	if (optind < argc)
 		return bad_option("unexpected argument", argv[optind]);
+	if (o->curve_server && !*o->curve_server)
+		o->curve_server = NULL;
+	if (o->curve_secret && !*o->curve_secret)
+		o->curve_secret = NULL;
+	if (!o->curve_server != !o->curve_secret)
+		return bad_option("CURVE needs both keys",
+				  o->curve_server ? "--curve-secret-key-file"
+						  : "--curve-server-key");
 	if (o->once)
 		o->count = 1;
 	return 0;
@@ -528,6 +570,15 @@ int main(int argc, char **argv)
 			   o.server);
 		return 2;
 	}
+	if (o.curve_secret) {
+		char why[512];
+
+		if (mt_conn_curve(&c, o.curve_server, o.curve_secret, why,
+				  sizeof(why)) < 0) {
+			fprintf(stderr, "marutop: %s\n", why);
+			return 1;
+		}
+	}
 	signal(SIGPIPE, SIG_IGN);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -560,5 +611,6 @@ int main(int argc, char **argv)
 	mt_snap_free(&st.cur);
 	buf_free(&st.frame);
 	mt_conn_close(&c);
+	explicit_bzero(&c.me, sizeof(c.me));
 	return rc;
 }

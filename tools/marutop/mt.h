@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "zcurve.h"
 #include "zmtp.h"
 
 #define MT_NA UINT64_MAX /* a field the server did not send */
@@ -94,7 +95,15 @@ struct mt_conn {
 	int timeout_ms;
 	uint32_t seq;
 	struct zmtp_conn z;
-	struct buf in; /* owns: received, not yet consumed */
+	struct buf in; /* owns: received plaintext, not yet consumed */
+	/* CURVE (mt_conn_curve): the raw bytes go through @cz */
+	bool curve;
+	bool hs_failed;		    /* the last dial failed in the handshake */
+	struct zcurve_keys me;	    /* our certificate */
+	uint8_t server[ZCURVE_KEY]; /* the server's public key */
+	struct zcurve cz;
+	struct buf raw; /* owns: received ciphertext, not yet consumed */
+	struct buf sb;	/* owns: sealed output */
 };
 
 /**
@@ -103,6 +112,17 @@ struct mt_conn {
  */
 int mt_conn_init(struct mt_conn *c, const char *url, int timeout_ms);
 void mt_conn_close(struct mt_conn *c);
+
+/**
+ * mt_conn_curve - talk CURVE to a server started with
+ * --curve-secret-key-file
+ * @server_key: its public key, 40 Z85 characters or its .key file
+ * @secret_file: our certificate (maru-keygen NAME: NAME.key_secret),
+ *               whose public key is in the server's --curve-clients
+ * Return: 0, or -errno / -EINVAL with @why naming the file.
+ */
+int mt_conn_curve(struct mt_conn *c, const char *server_key,
+		  const char *secret_file, char *why, size_t whylen);
 
 /**
  * mt_fetch - one sample: GET_USAGE and GET_STATS

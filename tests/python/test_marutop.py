@@ -203,6 +203,38 @@ def test_rates_from_successive_samples(instances, mds):
     assert max(r["store_rate"] for r in a[1:]) > 0
 
 
+def test_survives_a_server_restart(rm, mds):
+    """While the server is down the errors go to stderr; once it is back
+    the records resume on a fresh connection."""
+    c = ReqClient(mds.url)
+    c.call(mds_wire.REQUEST_ALLOC, {"instance_id": "restart-top", "size": MiB})
+    c.close()
+    p = subprocess.Popen([binary(*MARUTOP_BIN), "--json", "-w", "0.2",
+                          "--server", mds.url], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(p.stdout.readline())["instance_id"] == "restart-top"
+        mds.stop()
+        assert p.stderr.readline().startswith(
+            f"marutop: cannot reach maru-server at {mds.url}")
+        mds.start()
+        # an instance only the restarted server has: records of before the
+        # stop may still be in the pipe
+        c = ReqClient(mds.url)
+        c.call(mds_wire.REQUEST_ALLOC, {"instance_id": "restart-new",
+                                        "size": MiB})
+        c.close()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            o = json.loads(p.stdout.readline())
+            if o["instance_id"] == "restart-new":
+                break
+        assert o["instance_id"] == "restart-new" and o["regions"] == 1
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
 def test_unreachable_and_bad_options():
     p = marutop("--once", "--server", f"tcp://127.0.0.1:{free_port()}")
     assert p.returncode == 1

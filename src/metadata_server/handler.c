@@ -561,6 +561,7 @@ struct usage {
 	uint32_t regions;
 	uint64_t allocated;
 	uint64_t used;
+	uint64_t keys; /* KV entries in its regions */
 	const struct mds_inst *in;
 };
 
@@ -605,6 +606,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		u[pos[r->owner]].regions++;
 		u[pos[r->owner]].allocated += r->h.length;
 		u[pos[r->owner]].used += r->used;
+		u[pos[r->owner]].keys += r->refs;
 	}
 	/* readers that own nothing but hold pins are listed too */
 	for (i = 0; i < s->ninst_slots; i++)
@@ -620,7 +622,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_key(w, "instances");
 	mp_put_array(w, n);
 	for (i = 0; i < n; i++) {
-		mp_put_map(w, 5);
+		mp_put_map(w, 8);
 		mp_put_key(w, "instance_id");
 		mp_put_str(w, u[i].in->id, u[i].in->id_len);
 		mp_put_key(w, "regions");
@@ -632,6 +634,16 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		/* an addition: bytes of the keys it holds pins on */
 		mp_put_key(w, "pinned");
 		mp_put_uint(w, mds_pinned_bytes(u[i].in));
+		/*
+		 * additions for marutop (issue 17): the keys stored in its
+		 * regions, its active leases and open connections
+		 */
+		mp_put_key(w, "keys");
+		mp_put_uint(w, u[i].keys);
+		mp_put_key(w, "leases");
+		mp_put_uint(w, u[i].in->nleases);
+		mp_put_key(w, "connections");
+		mp_put_uint(w, u[i].in->nconns);
 	}
 	mp_put_key(w, "pool_total");
 	mp_put_uint(w, total);

@@ -23,11 +23,13 @@ from conftest import (BUILD_DIR, MDS_BIN, POOL_MONITOR_BIN, REPO, RM_BIN,
                       ResourceManager, binary, free_port, wait_until)
 
 KEYGEN_BIN = ("tools", "keygen", "maru-keygen")
+MARUTOP_BIN = ("tools", "marutop", "marutop")
 EXAMPLE_BIN = ("examples", "maru-example")
 PROGRAMS = {
     "maru-resource-manager": RM_BIN,
     "maru-server": MDS_BIN,
     "pool_monitor": POOL_MONITOR_BIN,
+    "marutop": MARUTOP_BIN,
     "maru-keygen": KEYGEN_BIN,
 }
 # the man pages cmake --install puts under <prefix>/share/man
@@ -35,6 +37,7 @@ MAN_PAGES = {
     "man8/maru-resource-manager.8": "MARU-RESOURCE-MANAGER",
     "man8/maru-server.8": "MARU-SERVER",
     "man1/pool_monitor.1": "POOL_MONITOR",
+    "man1/marutop.1": "MARUTOP",
     "man1/maru-keygen.1": "MARU-KEYGEN",
     "man3/libmaru.3": "LIBMARU",
 }
@@ -91,6 +94,10 @@ BAD_USAGE = [
     ("pool_monitor", ["--watch"], "needs a value"),
     ("pool_monitor", ["--count", "-1"], "invalid count"),
     ("pool_monitor", ["--address", "nocolon"], "invalid address"),
+    ("marutop", ["--bogus"], "unknown option"),
+    ("marutop", ["-w"], "needs a value"),
+    ("marutop", ["--count", "-1"], "invalid count"),
+    ("marutop", ["--server", "nocolon"], "invalid server"),
     ("maru-keygen", ["--bogus"], "unknown option"),
     ("maru-keygen", [], "Usage"),
 ]
@@ -127,6 +134,10 @@ def test_runtime_failure_exits_1(tmp_path):
     # pool_monitor against nothing
     p = run([binary(*POOL_MONITOR_BIN), "--address", f"127.0.0.1:{free_port()}"])
     assert p.returncode == 1 and p.stderr.startswith("pool_monitor: ")
+    # marutop against nothing
+    p = run([binary(*MARUTOP_BIN), "--once", "--server",
+             f"tcp://127.0.0.1:{free_port()}"])
+    assert p.returncode == 1 and p.stderr.startswith("marutop: ")
     # maru-keygen on a certificate that is not there
     p = run([binary(*KEYGEN_BIN), "--public", str(tmp_path / "none.key")])
     assert p.returncode == 1 and p.stderr.startswith("maru-keygen: ")

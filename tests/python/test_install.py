@@ -38,7 +38,8 @@ from conftest import BUILD_DIR, REPO, MetadataServer, ResourceManager
 MiB = 1 << 20
 BUILD = os.path.realpath(BUILD_DIR)
 UNITS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(REPO, "systemd", "*.service")))
-BINARIES = ["maru-resource-manager", "maru-server", "pool_monitor", "maru-keygen"]
+BINARIES = ["maru-resource-manager", "maru-server", "pool_monitor", "marutop",
+            "maru-keygen"]
 WARN = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
 
 

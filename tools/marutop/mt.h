@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mt.h - marutop internals: samples of maru-server, rendering, the RPCs
+ *
+ * marutop is split in three, like pool_monitor:
+ *   fetch.c   one blocking REQ connection to maru-server (src/common's
+ *             net.c for TCP, zmtp.c for ZeroMQ's framing, mds_proto.h for
+ *             the 16-byte header, msgpk.c for MessagePack): GET_USAGE and
+ *             GET_STATS, decoded leniently into a struct mt_snap (a field
+ *             the server does not send stays MT_NA, shown as '-')
+ *   render.c  pure functions: two samples -> rates; a sample -> the table
+ *             (columns fitted to a width), CSV rows or JSON lines
+ *   main.c    options, the watch loop, ncurses, keys, signals
+ *
+ * A snapshot owns its strings; nothing here keeps global state.
+ * Context: single-threaded tool.
+ */
+#ifndef MARU_MARUTOP_MT_H
+#define MARU_MARUTOP_MT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "zcurve.h"
+#include "zmtp.h"
+
+#define MT_NA UINT64_MAX /* a field the server did not send */
+#define MT_ERR_LEN 512
+
+/* One instance as GET_USAGE (and stats_manager.clients) shows it. */
+struct mt_inst {
+	char *id;	    /* owns: NUL-terminated, control bytes as '?' */
+	uint64_t regions;   /* regions it owns */
+	uint64_t allocated; /* their bytes */
+	uint64_t used;	    /* bytes of the KV entries in them */
+	uint64_t pinned;    /* bytes of keys it pins (addition) */
+	uint64_t keys;	    /* KV entries in its regions (addition) */
+	uint64_t leases;    /* active leases (addition) */
+	uint64_t conns;	    /* open connections (addition) */
+	/* from REPORT_STATS, client_id == instance id (MT_NA: never
+	 * reported) */
+	uint64_t stores;    /* "store" + "batch_store" operations */
+	uint64_t retrieves; /* "retrieve" + "batch_retrieve" operations */
+	uint64_t hits;	    /* ... of those that found their keys */
+	uint64_t misses;
+	char *devices; /* owns: "path=bytes ..." or NULL (upstream's
+			* InstanceUsage.devices, when sent) */
+	/* rates from the previous sample (mt_rates); < 0: unknown */
+	double store_rate, retrieve_rate;
+};
+
+/* Operations counted in stats_manager.clients._all, for the totals line */
+#define MT_MAX_OPS 16
+struct mt_op {
+	char name[24];
+	uint64_t count;
+	double lat_sum_us; /* cumulative latency_sum_us */
+	double rate;	   /* per second since the previous sample; < 0 */
+	double lat_us;	   /* mean latency since the previous sample; < 0 */
+};
+
+/* One sample: GET_USAGE + GET_STATS at @t_ns. Starts zeroed. */
+struct mt_snap {
+	uint64_t t_ns;	   /* now_ns() when taken */
+	long long wall;	   /* time(NULL) when taken */
+	struct mt_inst *v; /* owns: array of n, sorted by id */
+	size_t n, cap;
+	uint64_t pool_total, pool_free;		      /* GET_USAGE */
+	uint64_t entries, kv_bytes;		      /* kv_manager */
+	uint64_t nalloc, total_alloc, active_clients; /* allocation_manager */
+	uint64_t evictions, evicted_bytes;	      /* eviction (addition) */
+	uint64_t recovered_keys;      /* journal.recovery.keys */
+	struct mt_op ops[MT_MAX_OPS]; /* _all operations */
+	size_t nops;
+	double eviction_rate; /* per second; < 0 unknown */
+	double elapsed;	      /* seconds since the previous sample; < 0 */
+};
+
+/* mt_snap_init - an empty sample, every figure MT_NA (unknown) */
+void mt_snap_init(struct mt_snap *s);
+void mt_snap_free(struct mt_snap *s);
+
+/* mt_rates - fill the rates of @cur from @prev (NULL: all unknown) */
+void mt_rates(struct mt_snap *cur, const struct mt_snap *prev);
+
+/* ---- the connection (fetch.c) ---- */
+
+struct mt_conn {
+	char host[256];
+	char port[8];
+	char url[300]; /* for messages */
+	int fd;	       /* -1: not connected */
+	int timeout_ms;
+	uint32_t seq;
+	struct zmtp_conn z;
+	struct buf in; /* owns: received plaintext, not yet consumed */
+	/* CURVE (mt_conn_curve): the raw bytes go through @cz */
+	bool curve;
+	bool hs_failed;		    /* the last dial failed in the handshake */
+	struct zcurve_keys me;	    /* our certificate */
+	uint8_t server[ZCURVE_KEY]; /* the server's public key */
+	struct zcurve cz;
+	struct buf raw; /* owns: received ciphertext, not yet consumed */
+	struct buf sb;	/* owns: sealed output */
+};
+
+/**
+ * mt_conn_init - parse @url ("tcp://host:port" or "host:port")
+ * Return: 0 or -EINVAL.  Nothing is connected yet.
+ */
+int mt_conn_init(struct mt_conn *c, const char *url, int timeout_ms);
+void mt_conn_close(struct mt_conn *c);
+
+/**
+ * mt_conn_curve - talk CURVE to a server started with
+ * --curve-secret-key-file
+ * @server_key: its public key, 40 Z85 characters or its .key file
+ * @secret_file: our certificate (maru-keygen NAME: NAME.key_secret),
+ *               whose public key is in the server's --curve-clients
+ * Return: 0, or -errno / -EINVAL with @why naming the file.
+ */
+int mt_conn_curve(struct mt_conn *c, const char *server_key,
+		  const char *secret_file, char *why, size_t whylen);
+
+/**
+ * mt_fetch - one sample: GET_USAGE and GET_STATS
+ * @out: on success filled (release with mt_snap_free)
+ * @err: one line on failure ("cannot reach maru-server at ...: ...")
+ * Return: 0 or -errno; the connection is dropped after an error and
+ * made again by the next call.
+ */
+int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen);
+
+/**
+ * mt_decode_usage / mt_decode_stats - fill @s from a reply payload
+ * Unknown keys are skipped, missing ones stay MT_NA.
+ * Return: 0, -EPROTO (not a map, an "error" reply) or -ENOMEM.
+ */
+int mt_decode_usage(struct mt_snap *s, const uint8_t *p, size_t n);
+int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n);
+
+/* ---- rendering (render.c) ---- */
+
+enum mt_col {
+	MT_C_ID,
+	MT_C_REGIONS,
+	MT_C_ALLOC,
+	MT_C_USED,
+	MT_C_KEYS,
+	MT_C_PINNED,
+	MT_C_LEASE,
+	MT_C_STORE_RATE,
+	MT_C_RETR_RATE,
+	MT_C_HIT,
+	MT_C_STORES,
+	MT_C_RETRIEVES,
+	MT_NCOLS,
+};
+
+/* the header text of column @c ("INSTANCE", "REGNS", ...) */
+const char *mt_col_name(int c);
+
+/* the lease state shown: "lease", "conn", "gone" or "-" (not sent) */
+const char *mt_lease_state(const struct mt_inst *in);
+
+/* sort @s->v by column @col (ties: by id), descending if @rev */
+void mt_sort(struct mt_snap *s, int col, bool rev);
+
+/**
+ * mt_render_table - append the screen: a title, the server totals, the
+ * header and one row per instance, fitted to @width columns: columns are
+ * dropped (the least important first) and the instance id shortened
+ * (with '~') until a row fits; numbers are never cut.
+ * @ts: borrowed timestamp text; @sort_col/@rev: marked in the header
+ * Return: 0 or -ENOMEM.
+ */
+int mt_render_table(struct buf *b, const char *ts, const struct mt_snap *s,
+		    int width, int sort_col, bool rev);
+
+/**
+ * mt_layout - the table's columns at @width: @show[c] whether column c is
+ * shown, @wid[c] its width (the id's possibly shortened)
+ */
+void mt_layout(const struct mt_snap *s, int width, int sort,
+	       size_t wid[MT_NCOLS], bool show[MT_NCOLS]);
+
+/* mt_render_error - a frame with @msg instead of data */
+int mt_render_error(struct buf *b, const char *ts, const char *msg);
+
+/* mt_render_help - the keys, for '?' */
+int mt_render_help(struct buf *b);
+
+/* CSV: a header line, then one row per instance per sample; a missing
+ * field is an empty cell */
+int mt_render_csv_header(struct buf *b);
+int mt_render_csv(struct buf *b, const char *ts, const struct mt_snap *s);
+
+/* JSON lines: one object per instance per sample; a missing field is
+ * null */
+int mt_render_json(struct buf *b, const char *ts, const struct mt_snap *s);
+
+#endif

@@ -463,3 +463,30 @@ def test_curve(rm, start_mds, tmp_path):
     p = marutop("--once", "--curve-server-key", str(d / "server.key"))
     assert p.returncode == 2 and "CURVE needs both keys" in p.stderr
     c.close()
+
+
+def test_server_request_rates_and_percentiles(rm, mds):
+    """With maru-server's own request counts (GET_STATS "requests"), the
+    totals line shows requests/s by type and p50/p99 from its latency
+    histogram, also for workers that report nothing."""
+    import threading
+    from mds_wire import EXISTS_KV
+    stop = threading.Event()
+
+    def load():
+        c = ReqClient(mds.url)
+        while not stop.is_set():
+            c.call(EXISTS_KV, {"key": "nobody"})
+        c.close()
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    try:
+        p = marutop("-n", "3", "-w", "0.4", "--server", mds.url)
+    finally:
+        stop.set()
+        t.join(10)
+    assert p.returncode == 0, p.stderr
+    m = re.search(r"EXISTS_KV ([0-9.]+)(k?)/s", p.stdout)
+    assert m and float(m.group(1)) > 0, p.stdout
+    assert re.search(r"p50 <=[0-9.]+(us|ms) p99 <=[0-9.]+(us|ms)", p.stdout), p.stdout

@@ -291,6 +291,7 @@ void mt_snap_init(struct mt_snap *s)
 	s->nalloc = s->total_alloc = s->active_clients = MT_NA;
 	s->evictions = s->evicted_bytes = s->recovered_keys = MT_NA;
 	s->eviction_rate = s->elapsed = -1;
+	s->p50_us = s->p99_us = -1;
 }
 
 int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen)
@@ -821,6 +822,112 @@ static int decode_journal(struct mp_rd *r, struct mt_snap *s)
 	return rc;
 }
 
+/* an array of up to @cap numbers into @out; Return: how many, or -errno */
+static int decode_numbers(struct mp_rd *r, double *out, size_t cap)
+{
+	struct mp_val v;
+	uint32_t i, n;
+	size_t got = 0;
+	double d;
+	int rc;
+
+	if (mp_read(r, &v) < 0)
+		return -EPROTO;
+	if (v.type != MP_ARRAY)
+		return mp_skip_rest(r, &v) < 0 ? -EPROTO : 0;
+	n = v.n;
+	for (i = 0; i < n; i++) {
+		d = -1;
+		rc = get_double(r, &d);
+		if (rc < 0)
+			return rc;
+		if (got < cap)
+			out[got++] = d;
+	}
+	return (int)got;
+}
+
+/* one type of "requests".by_type: {ok, error, abandoned, latency_buckets} */
+static int decode_req(struct mp_rd *r, struct mt_req *q)
+{
+	double b[MT_LAT_BUCKETS];
+	uint64_t v;
+	struct mp_val k;
+	int n, i, j, m, rc = 0;
+
+	n = read_map(r);
+	if (n < 0)
+		return n == -ENOENT ? 0 : n;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (mp_read(r, &k) < 0)
+			return -EPROTO;
+		if (key_is(&k, "ok") || key_is(&k, "error") ||
+		    key_is(&k, "abandoned")) {
+			rc = get_uint(r, &v);
+			if (rc == 0 && v != MT_NA)
+				q->count += v;
+		} else if (key_is(&k, "latency_buckets")) {
+			m = decode_numbers(r, b, MT_LAT_BUCKETS);
+			rc = m < 0 ? m : 0;
+			for (j = 0; j < m; j++)
+				q->buckets[j] = b[j] >= 0 ? (uint64_t)b[j] : 0;
+		} else if ((rc = mp_skip_rest(r, &k)) == 0) {
+			rc = mp_skip(r);
+		}
+	}
+	return rc;
+}
+
+/* requests: {latency_bounds_us: [...], by_type: {TYPE: {...}}} */
+static int decode_requests(struct mp_rd *r, struct mt_snap *s)
+{
+	struct mp_val k, t;
+	struct mt_req skip;
+	int n, i, m, j, rc = 0;
+
+	n = read_map(r);
+	if (n < 0)
+		return n == -ENOENT ? 0 : n;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (mp_read(r, &k) < 0)
+			return -EPROTO;
+		if (key_is(&k, "latency_bounds_us")) {
+			m = decode_numbers(r, s->lat_bounds_us,
+					   MT_LAT_BUCKETS - 1);
+			rc = m < 0 ? m : 0;
+			s->nbounds = m < 0 ? 0 : (size_t)m;
+		} else if (key_is(&k, "by_type")) {
+			m = read_map(r);
+			if (m < 0) {
+				rc = m == -ENOENT ? 0 : m;
+				continue;
+			}
+			for (j = 0; j < m && rc == 0; j++) {
+				struct mt_req *q = &skip;
+
+				if (mp_read(r, &t) < 0 || t.type != MP_STR)
+					return -EPROTO;
+				if (s->nreqs < MT_MAX_REQS)
+					q = &s->reqs[s->nreqs++];
+				memset(q, 0, sizeof(*q));
+				snprintf(q->name, sizeof(q->name), "%.*s",
+					 (int)(t.len < sizeof(q->name) - 1
+						       ? t.len
+						       : sizeof(q->name) - 1),
+					 (const char *)t.ptr);
+				for (char *c = q->name; *c; c++)
+					if ((unsigned char)*c < 0x20 ||
+					    *c == 0x7f)
+						*c = '?';
+				rc = decode_req(r, q);
+			}
+		} else if ((rc = mp_skip_rest(r, &k)) == 0) {
+			rc = mp_skip(r);
+		}
+	}
+	return rc;
+}
+
 int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 {
 	static const char *const kvn[] = {"total_entries", "total_size"};
@@ -853,6 +960,8 @@ int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 			rc = decode_journal(&r, s);
 		else if (key_is(&k, "stats_manager"))
 			rc = decode_clients(&r, s);
+		else if (key_is(&k, "requests"))
+			rc = decode_requests(&r, s);
 		else if ((rc = mp_skip_rest(&r, &k)) == 0)
 			rc = mp_skip(&r);
 	}

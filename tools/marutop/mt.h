@@ -61,6 +61,20 @@ struct mt_op {
 	double lat_us;	   /* mean latency since the previous sample; < 0 */
 };
 
+/*
+ * The server's own count of one message type (GET_STATS "requests", a
+ * maru-server addition): every outcome, and the cumulative latency
+ * histogram over the bounds in mt_snap.lat_bounds_us (+Inf last)
+ */
+#define MT_MAX_REQS 40
+#define MT_LAT_BUCKETS 17
+struct mt_req {
+	char name[24];
+	uint64_t count; /* ok + error + abandoned */
+	uint64_t buckets[MT_LAT_BUCKETS];
+	double rate; /* per second since the previous sample; < 0 */
+};
+
 /* One sample: GET_USAGE + GET_STATS at @t_ns. Starts zeroed. */
 struct mt_snap {
 	uint64_t t_ns;	   /* now_ns() when taken */
@@ -74,6 +88,14 @@ struct mt_snap {
 	uint64_t recovered_keys;      /* journal.recovery.keys */
 	struct mt_op ops[MT_MAX_OPS]; /* _all operations */
 	size_t nops;
+	struct mt_req reqs[MT_MAX_REQS]; /* "requests" (none: nreqs 0) */
+	size_t nreqs;
+	double lat_bounds_us[MT_LAT_BUCKETS - 1];
+	size_t nbounds;
+	/* the server's latency over the interval, from the histograms:
+	 * the bucket bound that holds the 50th / 99th percentile; < 0
+	 * unknown, INFINITY above the last bound */
+	double p50_us, p99_us;
 	double eviction_rate; /* per second; < 0 unknown */
 	double elapsed;	      /* seconds since the previous sample; < 0 */
 };

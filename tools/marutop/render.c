@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,50 @@ static double hit_ratio(const struct mt_inst *in)
 	return (double)in->hits / (double)(in->hits + in->misses);
 }
 
+/*
+ * The server's request rates, and its latency percentiles over the
+ * interval: the interval's histogram is the difference of the cumulative
+ * ones, summed over the types; a percentile is the bound of the first
+ * bucket that holds it (INFINITY past the last bound).
+ */
+static double percentile(const uint64_t *h, const double *bounds,
+			 size_t nbounds, double q)
+{
+	uint64_t total = h[MT_LAT_BUCKETS - 1];
+	size_t i;
+
+	if (!total)
+		return -1;
+	for (i = 0; i < nbounds && i < MT_LAT_BUCKETS - 1; i++)
+		if ((double)h[i] >= q * (double)total)
+			return bounds[i];
+	return INFINITY;
+}
+
+static void req_rates(struct mt_snap *cur, const struct mt_snap *prev,
+		      double dt)
+{
+	uint64_t h[MT_LAT_BUCKETS] = {0};
+	size_t i, j, b;
+
+	for (i = 0; i < cur->nreqs; i++) {
+		struct mt_req *o = &cur->reqs[i];
+		const struct mt_req *q = NULL;
+
+		for (j = 0; j < prev->nreqs && !q; j++)
+			if (!strcmp(prev->reqs[j].name, o->name))
+				q = &prev->reqs[j];
+		if (q && q->count > o->count)
+			continue; /* a restarted server: no rate */
+		o->rate = (double)(o->count - (q ? q->count : 0)) / dt;
+		for (b = 0; b < MT_LAT_BUCKETS; b++)
+			if (!q || o->buckets[b] >= q->buckets[b])
+				h[b] += o->buckets[b] - (q ? q->buckets[b] : 0);
+	}
+	cur->p50_us = percentile(h, cur->lat_bounds_us, cur->nbounds, 0.50);
+	cur->p99_us = percentile(h, cur->lat_bounds_us, cur->nbounds, 0.99);
+}
+
 void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 {
 	double dt;
@@ -73,6 +118,9 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 		cur->v[i].store_rate = cur->v[i].retrieve_rate = -1;
 	for (i = 0; i < cur->nops; i++)
 		cur->ops[i].rate = cur->ops[i].lat_us = -1;
+	for (i = 0; i < cur->nreqs; i++)
+		cur->reqs[i].rate = -1;
+	cur->p50_us = cur->p99_us = -1;
 	if (!prev || cur->t_ns <= prev->t_ns)
 		return;
 	dt = (double)(cur->t_ns - prev->t_ns) / 1e9;
@@ -116,6 +164,7 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 	    cur->evictions >= prev->evictions)
 		cur->eviction_rate =
 			(double)(cur->evictions - prev->evictions) / dt;
+	req_rates(cur, prev, dt);
 }
 
 /* ---- sorting ---- */
@@ -287,6 +336,20 @@ static int seg(struct buf *b, size_t *line0, int width, const char *text)
 	return rc ? rc : buf_put(b, text, n);
 }
 
+/* a percentile bound for the totals line: "<=25us", ">100ms", "-" */
+static const char *fmt_lat(double us, char *out, size_t n)
+{
+	if (us < 0)
+		snprintf(out, n, "-");
+	else if (isinf(us))
+		snprintf(out, n, ">last");
+	else if (us >= 1000)
+		snprintf(out, n, "<=%gms", us / 1000);
+	else
+		snprintf(out, n, "<=%gus", us);
+	return out;
+}
+
 static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 {
 	char t[256], x[MT_CELL], y[MT_CELL], z[MT_CELL];
@@ -310,13 +373,21 @@ static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 	rc = rc ? rc : seg(b, &line0, width, t);
 	rc = rc ? rc : buf_put(b, "\n", 1);
 	line0 = b->len;
-	/* requests/s by type, as the clients reported them */
-	for (i = 0; i < s->nops && rc == 0; i++) {
+	/* requests/s by type: the server's own count (maru-server), else
+	 * what the clients reported */
+	for (i = 0; i < s->nreqs && rc == 0; i++) {
+		if (s->reqs[i].rate == 0)
+			continue; /* idle types: the line stays short */
+		snprintf(t, sizeof(t), "%s %s/s", s->reqs[i].name,
+			 fmt_rate(s->reqs[i].rate, x, sizeof(x)));
+		rc = seg(b, &line0, width, t);
+	}
+	for (i = 0; !s->nreqs && i < s->nops && rc == 0; i++) {
 		snprintf(t, sizeof(t), "%s %s/s", s->ops[i].name,
 			 fmt_rate(s->ops[i].rate, x, sizeof(x)));
 		rc = seg(b, &line0, width, t);
 	}
-	if (!s->nops)
+	if (!s->nops && !s->nreqs)
 		rc = rc ? rc : seg(b, &line0, width, "ops/s -");
 	/* mean latency since the previous sample, weighted by op rates */
 	for (i = 0; i < s->nops; i++)
@@ -328,8 +399,10 @@ static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 		snprintf(z, sizeof(z), "%.1fus", dl / w);
 	else
 		snprintf(z, sizeof(z), "-");
-	/* the server measures no percentiles: p50/p99 are not known */
-	snprintf(t, sizeof(t), "latency avg %s p50 - p99 -", z);
+	/* percentiles: the server's histogram (a bucket bound, "<=") */
+	snprintf(t, sizeof(t), "latency avg %s p50 %s p99 %s", z,
+		 fmt_lat(s->p50_us, x, sizeof(x)),
+		 fmt_lat(s->p99_us, y, sizeof(y)));
 	rc = rc ? rc : seg(b, &line0, width, t);
 	snprintf(t, sizeof(t), "evictions %s (%s/s)",
 		 fmt_u(s->evictions, x, sizeof(x)),

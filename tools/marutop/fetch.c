@@ -364,8 +364,8 @@ static int get_uint(struct mp_rd *r, uint64_t *out)
 		return rc;
 	if (v.type == MP_UINT)
 		*out = v.u;
-	else if (v.type == MP_FLOAT && v.f >= 0)
-		*out = (uint64_t)v.f;
+	else if (v.type == MP_FLOAT && v.f >= 0 && v.f < 0x1p64)
+		*out = (uint64_t)v.f; /* in range: the cast is defined */
 	else
 		*out = MT_NA;
 	return mp_skip_rest(r, &v);
@@ -870,7 +870,9 @@ static int decode_req(struct mp_rd *r, struct mt_req *q)
 			m = decode_numbers(r, b, MT_LAT_BUCKETS);
 			rc = m < 0 ? m : 0;
 			for (j = 0; j < m; j++)
-				q->buckets[j] = b[j] >= 0 ? (uint64_t)b[j] : 0;
+				q->buckets[j] = b[j] >= 0 && b[j] < 0x1p64
+							? (uint64_t)b[j]
+							: 0;
 		} else if ((rc = mp_skip_rest(r, &k)) == 0) {
 			rc = mp_skip(r);
 		}

@@ -833,6 +833,12 @@ int maru_rm_get_access(struct maru_rm *rm, const struct maru_region_handle *h,
 int maru_rm_stats(struct maru_rm *rm,
 		  int (*fn)(const struct maru_pool_info *p, void *arg),
 		  void *arg, struct maru_rm_status *st);
+/* @fn once per counter of the resource manager (COUNTERS, an addition:
+ * regions, clients, allocs, frees, reaped_*, checkpoints, ...; names are
+ * ASCII, the set may grow); -ENOTSUP from a resource manager without it */
+int maru_rm_counters(struct maru_rm *rm,
+		     int (*fn)(const char *name, uint64_t value, void *arg),
+		     void *arg, struct maru_rm_status *st);
 
 /**
  * maru_device_header_read - the MARUDEV header at the start of @path (a

@@ -39,6 +39,7 @@ call makes its own clients, so concurrent scrapes share nothing.
 """
 from __future__ import annotations
 
+import errno
 import re
 import sys
 import threading
@@ -97,6 +98,26 @@ RECOVERY = {
 # eviction keys read by hand besides SERVER_STATS
 EVICTION_OWN = {"policy", "evictions", "evicted_bytes", "by_reason"}
 # GET_USAGE instance fields -> metric
+# the resource manager's COUNTERS (docs/resource-manager.md); others are
+# exported untyped as maru_rm_<name>
+RM_COUNTERS = {
+    "regions": ("gauge", "maru_rm_regions", "Regions the resource manager has handed out"),
+    "clients": ("gauge", "maru_rm_clients", "Client ids the resource manager knows"),
+    "connections": ("gauge", "maru_rm_connections", "Open connections to the resource manager"),
+    "pools": ("gauge", "maru_rm_pools_served", "Pools the resource manager serves"),
+    "allocs": ("counter", "maru_rm_allocs_total", "Regions allocated since start"),
+    "alloc_failures": ("counter", "maru_rm_alloc_failures_total",
+                       "ALLOC requests answered with an error"),
+    "frees": ("counter", "maru_rm_frees_total", "Regions freed (FREE or the reaper)"),
+    "reaped_clients": ("counter", "maru_rm_reaper_clients_total",
+                       "Dead or departed clients whose regions the reaper freed"),
+    "reaped_regions": ("counter", "maru_rm_reaper_regions_total", "Regions the reaper freed"),
+    "reaped_bytes": ("counter", "maru_rm_reaper_bytes_total", "Bytes of the regions the reaper freed"),
+    "checkpoints": ("counter", "maru_rm_checkpoints_total", "Checkpoints written"),
+    "wal_bytes": ("gauge", "maru_rm_wal_bytes", "Bytes in the write-ahead log"),
+    "uptime_seconds": ("gauge", "maru_rm_uptime_seconds", "Seconds since the resource manager started"),
+}
+
 INSTANCE = {
     "regions": ("maru_instance_regions", "Regions the instance owns"),
     "allocated": ("maru_instance_allocated_bytes", "Bytes of the regions the instance owns"),
@@ -218,8 +239,18 @@ class MaruCollector:
         c = _maru.RmClient(address, self.timeout_ms)
         try:
             pools = [MaruPoolInfo(*p) for p in c.stats()]
+            try:
+                counters = c.counters()
+            except OSError as e:  # an RM without COUNTERS (upstream's)
+                if e.errno != errno.ENOTSUP:
+                    raise
+                counters = {}
         finally:
             c.close()
+        for name, v in sorted(counters.items()):
+            kind, mname, doc = RM_COUNTERS.get(name, (
+                "untyped", metric_name("maru_rm", name), f"resource manager {name}"))
+            out.add(kind, mname, doc, ["target"], [address], v)
         out.add("gauge", "maru_rm_pools", "Pools the resource manager owns",
                 ["target"], [address], len(pools))
         for p in pools:

@@ -1865,6 +1865,59 @@ static PyObject *rm_stats(PyObject *obj, PyObject *unused)
 	return list;
 }
 
+/* COUNTERS, copied with the GIL released, as pool_one */
+#define RM_MAX_COUNTERS 64
+struct counters {
+	char name[RM_MAX_COUNTERS][64];
+	uint64_t v[RM_MAX_COUNTERS];
+	size_t n;
+};
+
+static int counter_one(const char *name, uint64_t value, void *arg)
+{
+	struct counters *cs = arg;
+
+	if (cs->n == RM_MAX_COUNTERS)
+		return 0; /* more than we know of: the rest is dropped */
+	snprintf(cs->name[cs->n], sizeof(cs->name[0]), "%s", name);
+	cs->v[cs->n++] = value;
+	return 0;
+}
+
+static PyObject *rm_counters(PyObject *obj, PyObject *unused)
+{
+	struct maru_rm *rm = rm_of((RmObject *)obj);
+	struct counters *cs;
+	struct maru_rm_status st;
+	PyObject *d = NULL, *v;
+	size_t i;
+	int rc;
+
+	(void)unused;
+	if (!rm)
+		return NULL;
+	cs = calloc(1, sizeof(*cs));
+	if (!cs)
+		return PyErr_NoMemory();
+	Py_BEGIN_ALLOW_THREADS
+	rc = maru_rm_counters(rm, counter_one, cs, &st);
+	Py_END_ALLOW_THREADS
+	if (rc < 0)
+		rm_raise(rc, &st);
+	else if ((d = PyDict_New()))
+		for (i = 0; i < cs->n; i++) {
+			v = PyLong_FromUnsignedLongLong(cs->v[i]);
+			if (!v || PyDict_SetItemString(d, cs->name[i], v) < 0) {
+				Py_XDECREF(v);
+				Py_CLEAR(d);
+				break;
+			}
+			Py_DECREF(v);
+		}
+	free(cs);
+	return d;
+}
+
 static PyObject *rm_close(PyObject *obj, PyObject *unused)
 {
 	RmObject *self = (RmObject *)obj;
@@ -1894,6 +1947,9 @@ static PyMethodDef rm_methods[] = {
 	 "length, uuid)"},
 	{"stats", rm_stats, METH_NOARGS,
 	 "stats() -> [(dax_path, dax_type, total, free, align)]"},
+	{"counters", rm_counters, METH_NOARGS,
+	 "counters() -> {name: value}: the resource manager's counters "
+	 "(OSError ENOTSUP from one without them)"},
 	{"close", rm_close, METH_NOARGS, "close the connection"},
 	{NULL},
 };

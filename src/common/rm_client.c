@@ -463,3 +463,32 @@ int rm_client_stats(struct rm_client *c,
 	}
 	return 0;
 }
+
+int rm_client_counters(struct rm_client *c,
+		       int (*fn)(const struct rm_counter *k, void *arg),
+		       void *arg)
+{
+	struct rm_counters_resp resp;
+	struct rm_counter k;
+	size_t cur = 0;
+	uint32_t i;
+	int rc;
+
+	rc = rm_transact(c, rm_encode_counters_req(tx(c)), RM_COUNTERS_RESP,
+			 false);
+	if (rc == -ENOSYS || rc == -EPROTO || rc == -EINVAL)
+		return -ENOTSUP; /* an older resource manager: unknown type */
+	if (rc < 0)
+		return rc;
+	if (rm_decode_counters_resp(c->rx.data, c->rx.len, &resp) < 0)
+		return -EPROTO;
+	for (i = 0; i < resp.num; i++) {
+		rc = rm_counters_next(&resp, &cur, &k);
+		if (rc <= 0)
+			return -EPROTO;
+		rc = fn(&k, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

@@ -156,4 +156,13 @@ int rm_client_stats(struct rm_client *c,
 		    int (*fn)(const struct rm_pool_stat *s, void *arg),
 		    void *arg);
 
+/**
+ * rm_client_counters - COUNTERS_REQ (an addition); @fn once per counter,
+ * as rm_client_stats().  A resource manager without it answers an
+ * ERROR_RESP: Return: -ENOTSUP then.
+ */
+int rm_client_counters(struct rm_client *c,
+		       int (*fn)(const struct rm_counter *k, void *arg),
+		       void *arg);
+
 #endif

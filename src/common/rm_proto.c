@@ -270,6 +270,36 @@ int rm_stats_next(const struct rm_stats_resp *s, size_t *cursor,
 	return 1;
 }
 
+int rm_decode_counters_resp(const uint8_t *p, size_t len,
+			    struct rm_counters_resp *m)
+{
+	if (len < 4)
+		return -EPROTO;
+	m->num = get_u32le(p);
+	m->records = p + 4;
+	m->records_len = len - 4;
+	return 0;
+}
+
+int rm_counters_next(const struct rm_counters_resp *s, size_t *cursor,
+		     struct rm_counter *out)
+{
+	const uint8_t *p = s->records + *cursor;
+	size_t left = s->records_len - *cursor;
+	uint8_t n;
+
+	if (*cursor >= s->records_len)
+		return 0;
+	n = p[0];
+	if (n == 0 || n > RM_COUNTER_NAME_MAX || left < 1 + (size_t)n + 8)
+		return -EPROTO;
+	out->name.ptr = (const char *)p + 1;
+	out->name.len = n;
+	out->value = get_u64le(p + 1 + n);
+	*cursor += 1 + (size_t)n + 8;
+	return 1;
+}
+
 int rm_decode_error_resp(const uint8_t *p, size_t len, struct rm_error_resp *m)
 {
 	size_t off = 4;
@@ -515,6 +545,40 @@ void rm_encode_stats_end(struct buf *b, size_t start, uint32_t num_pools)
 
 	put_u32le(p + 8, (uint32_t)(b->len - start - RM_HDR_SIZE));
 	put_u32le(p + RM_HDR_SIZE, num_pools);
+}
+
+int rm_encode_counters_req(struct buf *b)
+{
+	return msg_begin(b, RM_COUNTERS_REQ, 0) ? 0 : -ENOMEM;
+}
+
+int rm_encode_counters_resp(struct buf *b, const char *const *names,
+			    const uint64_t *values, size_t n)
+{
+	size_t size = 4, i, k;
+	uint8_t *p;
+
+	for (i = 0; i < n; i++) {
+		k = strlen(names[i]);
+		if (k == 0 || k > RM_COUNTER_NAME_MAX)
+			return -EINVAL;
+		size += 1 + k + 8;
+	}
+	if (size > RM_MAX_PAYLOAD)
+		return -EINVAL;
+	p = msg_begin(b, RM_COUNTERS_RESP, size);
+	if (!p)
+		return -ENOMEM;
+	put_u32le(p, (uint32_t)n);
+	p += 4;
+	for (i = 0; i < n; i++) {
+		k = strlen(names[i]);
+		*p = (uint8_t)k;
+		memcpy(p + 1, names[i], k);
+		put_u64le(p + 1 + k, values[i]);
+		p += 1 + k + 8;
+	}
+	return 0;
 }
 
 int rm_encode_error_resp(struct buf *b, int32_t status, const char *msg)

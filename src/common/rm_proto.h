@@ -45,6 +45,8 @@ enum rm_msg_type {
 	RM_GET_ACCESS_RESP = 10,
 	RM_AUTH_REQ = 11,  /* an addition: rm_auth.h */
 	RM_AUTH_RESP = 12,
+	RM_COUNTERS_REQ = 13,  /* an addition: the daemon's counters */
+	RM_COUNTERS_RESP = 14,
 	RM_ERROR_RESP = 255,
 };
 
@@ -141,6 +143,24 @@ struct rm_stats_resp {
 	size_t records_len;
 };
 
+/*
+ * COUNTERS_RESP (an addition, docs/protocol.md): u32 count, then per
+ * counter u8 name_len (1..RM_COUNTER_NAME_MAX), the name (ASCII), u64
+ * value.  Walked with rm_counters_next(); names a client does not know
+ * are skipped, so the set can grow.
+ */
+#define RM_COUNTER_NAME_MAX 63
+struct rm_counters_resp {
+	uint32_t num;
+	const uint8_t *records; /* borrows */
+	size_t records_len;
+};
+
+struct rm_counter {
+	struct rm_str name; /* borrows */
+	uint64_t value;
+};
+
 struct rm_error_resp {
 	int32_t status;
 	struct rm_str msg;
@@ -186,6 +206,8 @@ int rm_decode_get_access_resp(const uint8_t *p, size_t len,
 			      struct rm_get_access_resp *m);
 int rm_decode_stats_resp(const uint8_t *p, size_t len, struct rm_stats_resp *m);
 int rm_decode_error_resp(const uint8_t *p, size_t len, struct rm_error_resp *m);
+int rm_decode_counters_resp(const uint8_t *p, size_t len,
+			    struct rm_counters_resp *m);
 int rm_decode_auth_resp(const uint8_t *p, size_t len, struct rm_auth_resp *m);
 
 /**
@@ -195,6 +217,10 @@ int rm_decode_auth_resp(const uint8_t *p, size_t len, struct rm_auth_resp *m);
  */
 int rm_stats_next(const struct rm_stats_resp *s, size_t *cursor,
 		  struct rm_pool_stat *out);
+
+/* rm_counters_next - as rm_stats_next(), one counter */
+int rm_counters_next(const struct rm_counters_resp *s, size_t *cursor,
+		     struct rm_counter *out);
 
 /*
  * Encoders: append one complete message (header + payload) to @b.
@@ -213,6 +239,10 @@ int rm_encode_stats_begin(struct buf *b, size_t *start);
 int rm_encode_stats_add(struct buf *b, const struct rm_pool_stat *s);
 void rm_encode_stats_end(struct buf *b, size_t start, uint32_t num_pools);
 int rm_encode_error_resp(struct buf *b, int32_t status, const char *msg);
+/* COUNTERS: the request; the response from @n name/value pairs */
+int rm_encode_counters_req(struct buf *b);
+int rm_encode_counters_resp(struct buf *b, const char *const *names,
+			    const uint64_t *values, size_t n);
 int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m);
 int rm_encode_auth_resp(struct buf *b, const struct rm_auth_resp *m);
 

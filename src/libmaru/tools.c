@@ -165,6 +165,31 @@ MARU_EXPORT int maru_rm_stats(struct maru_rm *rm,
 	return done(rm, rm_client_stats(&rm->c, stats_one, &w), st);
 }
 
+struct counters_walk {
+	int (*fn)(const char *name, uint64_t value, void *arg);
+	void *arg;
+};
+
+static int counter_one(const struct rm_counter *k, void *arg)
+{
+	struct counters_walk *w = arg;
+	char name[RM_COUNTER_NAME_MAX + 1];
+
+	snprintf(name, sizeof(name), "%.*s", (int)k->name.len, k->name.ptr);
+	return w->fn(name, k->value, w->arg);
+}
+
+MARU_EXPORT int maru_rm_counters(struct maru_rm *rm,
+				 int (*fn)(const char *name, uint64_t value,
+					   void *arg),
+				 void *arg, struct maru_rm_status *st)
+{
+	struct counters_walk w = {fn, arg};
+
+	pthread_mutex_lock(&rm->lock);
+	return done(rm, rm_client_counters(&rm->c, counter_one, &w), st);
+}
+
 MARU_EXPORT int maru_device_header_read(const char *path, char uuid[37],
 					uint32_t *version)
 {

@@ -122,10 +122,15 @@ static void reap(struct rm *rm, struct client *c, const char *why)
 		return; /* try again at the next tick */
 	region_for_each(rm, pick_owned, &vs);
 	log_info("client %s: %s, freeing %zu region(s)", c->id, why, vs.n);
+	rm->ctr.reaped_clients++;
 	for (i = 0; i < vs.n; i++) {
+		uint64_t len = vs.v[i]->length;
+
 		/* WAL trouble: the rest waits for the next tick */
 		if (region_free(rm, vs.v[i], 0, why) < 0)
 			break;
+		rm->ctr.reaped_regions++;
+		rm->ctr.reaped_bytes += len;
 	}
 	free(vs.v);
 }

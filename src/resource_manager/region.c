@@ -188,6 +188,7 @@ int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
 	log_dbg("region %" PRIu64 ": %" PRIu64 " bytes at %" PRIu64
 		" in pool %u for %s",
 		r->id, len, off, pool->id, owner->id);
+	rm->ctr.allocs++;
 	*out = r;
 	return 0;
 
@@ -225,6 +226,7 @@ int region_free(struct rm *rm, struct region *r, uint64_t request_id,
 	if (rc < 0)
 		return rc;
 	log_dbg("region %" PRIu64 ": freed (%s)", r->id, why);
+	rm->ctr.frees++;
 	region_destroy(rm, r);
 	return 0;
 }

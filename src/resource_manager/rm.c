@@ -29,6 +29,7 @@ void rm_init(struct rm *rm)
 	rm->listen_fd = rm->spare_fd = rm->wal_fd = rm->state_dirfd = -1;
 	rm->state_lockfd = -1;
 	rm->next_region_id = 1;
+	rm->started_ms = evloop_now_ms();
 	if (gethostname(rm->hostname, sizeof(rm->hostname) - 1) < 0)
 		rm->hostname[0] = '\0';
 }

@@ -130,6 +130,17 @@ struct idem {
 
 struct conn;
 
+/* Counters since start (COUNTERS_RESP; docs/resource-manager.md) */
+struct rm_counters {
+	uint64_t allocs;	 /* regions handed out */
+	uint64_t alloc_failures; /* ALLOC answered with an error */
+	uint64_t frees;		 /* regions freed, by FREE or the reaper */
+	uint64_t reaped_clients; /* clients whose regions the reaper freed */
+	uint64_t reaped_regions; /* ... and those regions */
+	uint64_t reaped_bytes;
+	uint64_t checkpoints;	 /* checkpoints written */
+};
+
 struct rm {
 	struct rm_config cfg;
 	struct evloop *el;  /* owns */
@@ -169,6 +180,8 @@ struct rm {
 	uint64_t rescan_timer; /* 0 = not armed */
 	bool stopping;
 	int exit_code;
+	struct rm_counters ctr;
+	uint64_t started_ms; /* evloop clock at start, for uptime */
 };
 
 /* ---- rm.c ---- */
@@ -419,6 +432,9 @@ void server_close_all(struct rm *rm);
 
 /* server_stats_encode - a STATS_RESP message for the current pools */
 int server_stats_encode(struct rm *rm, struct buf *out);
+
+/* server_counters_encode - COUNTERS_RESP for @rm.  Return: 0 or -errno */
+int server_counters_encode(struct rm *rm, struct buf *out);
 
 /* server_encode_alloc_ok - the successful ALLOC_RESP for @r */
 int server_encode_alloc_ok(struct rm *rm, struct buf *out,

@@ -338,6 +338,7 @@ static void handle_alloc(struct conn *c, const uint8_t *p, size_t len)
 	} else {
 		log_dbg("conn %s: alloc of %" PRIu64 " bytes failed: %s",
 			c->peer, req.size, strerror(-rc));
+		c->rm->ctr.alloc_failures++;
 		idem_store(c->rm, RM_ALLOC_REQ, c->client->id, req.request_id,
 			   rc, 0, 0);
 		fail.status = rc;
@@ -520,6 +521,38 @@ int server_stats_encode(struct rm *rm, struct buf *out)
 	return 0;
 }
 
+int server_counters_encode(struct rm *rm, struct buf *out)
+{
+	static const char *const names[] = {
+		"regions",	  "clients",	    "connections",
+		"pools",	  "allocs",	    "alloc_failures",
+		"frees",	  "reaped_clients", "reaped_regions",
+		"reaped_bytes",	  "checkpoints",    "wal_bytes",
+		"uptime_seconds",
+	};
+	const uint64_t v[] = {
+		rm->nregions,
+		rm->nclients,
+		rm->nconns,
+		rm->npools,
+		rm->ctr.allocs,
+		rm->ctr.alloc_failures,
+		rm->ctr.frees,
+		rm->ctr.reaped_clients,
+		rm->ctr.reaped_regions,
+		rm->ctr.reaped_bytes,
+		rm->ctr.checkpoints,
+		rm->wal_size,
+		(evloop_now_ms() - rm->started_ms) / 1000,
+	};
+
+	_Static_assert(sizeof(names) / sizeof(names[0]) ==
+			       sizeof(v) / sizeof(v[0]),
+		       "a value per name");
+	return rm_encode_counters_resp(out, names, v,
+				       sizeof(v) / sizeof(v[0]));
+}
+
 /* One complete request is in c->in: answer it into c->out. */
 static void conn_process(struct conn *c)
 {
@@ -549,6 +582,12 @@ static void conn_process(struct conn *c)
 		if (server_stats_encode(c->rm, &c->out) < 0)
 			c->close_after_write = true;
 		break;
+	case RM_COUNTERS_REQ:
+		/* like STATS: no owner, any (or, --require-auth, an
+		 * authenticated) connection */
+		if (server_counters_encode(c->rm, &c->out) < 0)
+			c->close_after_write = true;
+		break;
 	case RM_GET_ACCESS_REQ:
 		handle_get_access(c, p, len);
 		break;
@@ -562,7 +601,7 @@ static bool known_request(uint16_t type)
 {
 	return type == RM_ALLOC_REQ || type == RM_FREE_REQ ||
 	       type == RM_STATS_REQ || type == RM_GET_ACCESS_REQ ||
-	       type == RM_AUTH_REQ;
+	       type == RM_AUTH_REQ || type == RM_COUNTERS_REQ;
 }
 
 /*

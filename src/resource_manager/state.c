@@ -709,6 +709,7 @@ int state_checkpoint(struct rm *rm)
 		rm->wal_torn = false;
 	}
 	rm->ops_since_ckpt = 0;
+	rm->ctr.checkpoints++;
 	log_dbg("checkpoint: %zu region(s), %zu pool(s)", c.n, rm->npools);
 out:
 	if (rc < 0)

@@ -91,6 +91,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rm_alloc_resp ar;
 	struct rm_get_access_resp gar;
 	struct rm_stats_resp sr;
+	struct rm_counters_resp kr;
+	struct rm_counter kv;
 	struct rm_pool_stat ps;
 	struct rm_error_resp er;
 	struct rm_hdr h;
@@ -130,10 +132,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			touch(gar.uuid);
 		}
 		break;
-	case 7:
+	case 7: /* the two walked responses see the same bytes */
 		if (rm_decode_stats_resp(data + 1, size - 1, &sr) == 0)
 			while (rm_stats_next(&sr, &cur, &ps) == 1)
 				touch(ps.path);
+		cur = 0;
+		if (rm_decode_counters_resp(data + 1, size - 1, &kr) == 0)
+			while (rm_counters_next(&kr, &cur, &kv) == 1) {
+				CHECK(kv.name.len >= 1 &&
+				      kv.name.len <= RM_COUNTER_NAME_MAX);
+				touch(kv.name);
+			}
 		break;
 	case 8:
 		if (rm_decode_error_resp(data + 1, size - 1, &er) == 0)

@@ -37,6 +37,7 @@ HDR = struct.Struct("<IHHI")
 ALLOC_REQ, ALLOC_RESP = 1, 2
 FREE_REQ, FREE_RESP = 3, 4
 STATS_REQ, STATS_RESP = 5, 6
+COUNTERS_REQ, COUNTERS_RESP = 13, 14  # an addition
 GET_ACCESS_REQ, GET_ACCESS_RESP = 9, 10
 AUTH_REQ, AUTH_RESP = 11, 12
 ERROR_RESP = 255
@@ -193,6 +194,20 @@ def decode_stats_resp(p):
     return pools
 
 
+def decode_counters_resp(p):
+    """{name: value} of COUNTERS_RESP: u32 n, then u8 len, name, u64."""
+    (n,) = struct.unpack_from("<I", p)
+    off, out = 4, {}
+    for _ in range(n):
+        k = p[off]
+        assert 1 <= k <= 63, k
+        name = p[off + 1:off + 1 + k].decode("ascii")
+        (out[name],) = struct.unpack_from("<Q", p, off + 1 + k)
+        off += 1 + k + 8
+    assert off == len(p), "COUNTERS_RESP has trailing bytes"
+    return out
+
+
 def decode_error(p):
     status, n = struct.unpack_from("<iI", p)
     return status, p[8:8 + n].decode(errors="replace")
@@ -326,6 +341,9 @@ class RmConn:
 
     def stats(self):
         return decode_stats_resp(self.call(STATS_REQ, b"", STATS_RESP))
+
+    def counters(self):
+        return decode_counters_resp(self.call(COUNTERS_REQ, b"", COUNTERS_RESP))
 
 
 def stats(address):

@@ -134,6 +134,15 @@ def test_scrape(rm, mds, workload):
         assert value(s, "maru_pool_size_bytes", **lbl) == p.total_size > 0
         assert value(s, "maru_pool_free_bytes", **lbl) == p.free_size
         assert value(s, "maru_pool_used_bytes", **lbl) == p.total_size - p.free_size > 0
+        # -- the RM's counters (COUNTERS), as the independent client reads
+        import rm_wire
+        with rm_wire.RmConn(rm.address) as c:
+            k = c.counters()
+        R = dict(target=rm.address)
+        assert value(s, "maru_rm_allocs_total", **R) == k["allocs"] > 0
+        assert value(s, "maru_rm_regions", **R) == k["regions"] > 0
+        assert value(s, "maru_rm_reaper_regions_total", **R) == k["reaped_regions"]
+        assert fams["maru_rm_allocs"].type == "counter"
         # -- the server's index, as GET_STATS / GET_USAGE say -------------
         with RpcClient(mds.url) as c:
             st, us = c.get_stats(), c.get_usage()

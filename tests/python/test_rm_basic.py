@@ -134,6 +134,18 @@ def test_alloc_statuses(rm):
         assert len(hs) == 3                     # 254 MiB - 2 MiB in use
         assert c.free(hs[1]) == 0
         assert c.alloc(64 * MiB).status == 0
+        # COUNTERS (an addition) saw all of it; libmaru reads the same
+        k = c.counters()
+        assert k["allocs"] == 5 and k["frees"] == 1, k
+        assert k["alloc_failures"] == 5, k   # 3 refused above, ENOENT, ENOMEM
+        assert k["regions"] == 4 and k["pools"] == 1, k
+        assert k["connections"] >= 1 and k["uptime_seconds"] >= 0, k
+    from maru_handler import _maru
+    lib = _maru.RmClient(rm.address, 5000)
+    try:
+        assert lib.counters()["allocs"] == 5
+    finally:
+        lib.close()
 
 
 def test_free_and_get_access_rules(rm):

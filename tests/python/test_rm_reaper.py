@@ -59,6 +59,12 @@ def test_dead_process_is_reaped(start_rm):
     # for a loaded machine)
     wait_used(r, 0, 60)
     assert "process gone" in r.log()
+    # the reaper's work, counted (COUNTERS)
+    with rm_wire.RmConn(r.address) as c:
+        k = c.counters()
+    assert (k["reaped_clients"], k["reaped_regions"]) == (1, 1), k
+    assert k["reaped_bytes"] == 4 * MiB and k["frees"] == 1, k  # 2M-aligned
+    assert k["allocs"] == 1 and k["regions"] == 0, k
 
 
 def test_killed_process_is_reaped_even_as_zombie(start_rm):

@@ -4,12 +4,15 @@
  *
  * Design.  The store calls ev_stored()/ev_removed()/ev_cleared() as it
  * changes the index; each appends one event to the batch being built
- * (msgpack-c's packer into a msgpack_sbuffer: a memcpy-sized cost per
- * event, nothing else).  The loop calls ev_flush() once per iteration,
- * before it sleeps: the batch becomes one message (a header packed in
- * front of the events) and goes to the socket with ZMQ_DONTWAIT.  A
- * batch that reaches EV_BATCH_MAX events or EV_BATCH_BYTES is sealed at
- * once (an eviction burst of 50000 keys becomes ~50 messages).
+ * with the server's own MessagePack writer (msgpk.h: inline, into a
+ * struct buf; msgpack-c's packer calls its write callback once per item,
+ * about 20 times per event, and cost 9 % of the server's time at 220 k
+ * REGISTER_KV/s, docs/performance.md).  The loop calls ev_flush() once per
+ * iteration, before it sleeps: the batch becomes one message (a header packed
+ * in front of the events, both copied once into the zmq_msg) and goes to the
+ * socket with ZMQ_DONTWAIT.  A batch that reaches EV_BATCH_MAX events or
+ * EV_BATCH_BYTES is sealed at once (an eviction burst of 50000 keys becomes ~50
+ * messages).
  *
  * The socket is an XPUB (a PUB to every SUB; it also hands us the
  * subscriptions) with ZMQ_SNDHWM EV_SNDHWM and lossy delivery: libzmq
@@ -39,15 +42,15 @@
 #include <time.h>
 #include <sys/random.h>
 
-#include <msgpack.h>
 #include <zmq.h>
 
+#include "buf.h"
 #include "index.h"
 #include "log.h"
 
 struct ev_msg {
 	uint64_t seq;
-	msgpack_sbuffer body; /* owns: the payload */
+	struct buf body; /* owns: the payload */
 };
 
 struct mds_events {
@@ -55,8 +58,8 @@ struct mds_events {
 	void *sock;	       /* owns: the XPUB socket */
 	const char *server_id; /* borrows */
 	uint64_t stream;       /* random, new at each start (a restart) */
-	msgpack_sbuffer evs;   /* owns: the events of the open batch */
-	msgpack_packer pk;     /* packs into @evs */
+	struct buf evs;	       /* owns: the events of the open batch */
+	struct mp_wr w;	       /* writes into @evs */
 	uint32_t n;	       /* events in @evs */
 	struct ev_msg held[EV_HOLD_MAX]; /* owns: before a subscriber */
 	uint32_t nheld;
@@ -69,14 +72,6 @@ static const char *const reason_name[EVR_N] = {
 	[EVR_OWNER_GONE] = "owner_gone",
 	[EVR_EXPIRED] = "expired",
 };
-
-static void pack_str(msgpack_packer *pk, const char *s, size_t n)
-{
-	msgpack_pack_str(pk, n);
-	msgpack_pack_str_body(pk, s, n);
-}
-
-#define PACK_LIT(pk, lit) pack_str(pk, lit, sizeof(lit) - 1)
 
 int ev_open(struct mds_events **out, const char *endpoint,
 	    const char *server_id)
@@ -91,8 +86,7 @@ int ev_open(struct mds_events **out, const char *endpoint,
 	if (getrandom(&ev->stream, sizeof(ev->stream), 0) !=
 	    (ssize_t)sizeof(ev->stream))
 		ev->stream = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	msgpack_sbuffer_init(&ev->evs);
-	msgpack_packer_init(&ev->pk, &ev->evs, msgpack_sbuffer_write);
+	ev->w.b = &ev->evs;
 	ev->ctx = zmq_ctx_new();
 	if (!ev->ctx)
 		goto out_free;
@@ -118,7 +112,6 @@ out_sock:
 out_ctx:
 	zmq_ctx_term(ev->ctx);
 out_free:
-	msgpack_sbuffer_destroy(&ev->evs);
 	free(ev);
 	return rc;
 }
@@ -131,53 +124,64 @@ void ev_close(struct mds_events *ev)
 		return;
 	ev_flush(ev);
 	for (i = 0; i < ev->nheld; i++)
-		msgpack_sbuffer_destroy(&ev->held[i].body);
+		buf_free(&ev->held[i].body);
 	zmq_close(ev->sock);
 	zmq_ctx_term(ev->ctx);
-	msgpack_sbuffer_destroy(&ev->evs);
+	buf_free(&ev->evs);
 	free(ev);
 }
 
 /* the key as the client sent it: str, bin or an integer */
-static void pack_key(msgpack_packer *pk, uint8_t tag, const uint8_t *key,
-		     uint32_t klen)
+static void put_key(struct mp_wr *w, uint8_t tag, const uint8_t *key,
+		    uint32_t klen)
 {
 	uint64_t v = 0;
 
 	switch (tag) {
 	case IX_STR:
-		pack_str(pk, (const char *)key, klen);
+		mp_put_str(w, key, klen);
 		break;
 	case IX_BIN:
-		msgpack_pack_bin(pk, klen);
-		msgpack_pack_bin_body(pk, key, klen);
+		mp_put_bin(w, key, klen);
 		break;
 	default:
 		memcpy(&v, key, klen < 8 ? klen : 8); /* little-endian */
 		if (tag == IX_NINT)
-			msgpack_pack_int64(pk, (int64_t)v);
+			mp_put_int(w, (int64_t)v);
 		else
-			msgpack_pack_uint64(pk, v);
+			mp_put_uint(w, v);
 		break;
 	}
 }
 
-static void send_msg(struct mds_events *ev, struct ev_msg *m)
+/* [topic, seq, @hdr + @evs]: the payload copied once, into the zmq_msg */
+static void send_parts(struct mds_events *ev, uint64_t seq, const void *hdr,
+		       size_t hlen, const void *evs, size_t elen)
 {
-	uint8_t seq[8];
+	uint8_t be[8];
+	zmq_msg_t m;
 	int i;
 
 	for (i = 0; i < 8; i++)
-		seq[i] = (uint8_t)(m->seq >> (56 - 8 * i));
+		be[i] = (uint8_t)(seq >> (56 - 8 * i));
+	if (zmq_msg_init_size(&m, hlen + elen) < 0) {
+		ev->c.dropped++;
+		return;
+	}
+	memcpy(zmq_msg_data(&m), hdr, hlen);
+	if (elen)
+		memcpy((uint8_t *)zmq_msg_data(&m) + hlen, evs, elen);
 	/* lossy XPUB: only a failure inside libzmq refuses a frame */
 	if (zmq_send(ev->sock, EV_TOPIC, sizeof(EV_TOPIC) - 1,
 		     ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-	    zmq_send(ev->sock, seq, sizeof(seq), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
+	    zmq_send(ev->sock, be, sizeof(be), ZMQ_SNDMORE | ZMQ_DONTWAIT) <
 		    0 ||
-	    zmq_send(ev->sock, m->body.data, m->body.size, ZMQ_DONTWAIT) < 0)
+	    zmq_msg_send(&m, ev->sock, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&m);
 		ev->c.dropped++;
-	else
-		ev->c.messages++;
+		return;
+	}
+	ev->c.messages++;
 }
 
 /* read the subscription messages libzmq has for us */
@@ -192,8 +196,9 @@ static void read_subs(struct mds_events *ev)
 	if (!ev->c.subscribed || !ev->nheld)
 		return;
 	for (i = 0; i < ev->nheld; i++) {
-		send_msg(ev, &ev->held[i]);
-		msgpack_sbuffer_destroy(&ev->held[i].body);
+		send_parts(ev, ev->held[i].seq, ev->held[i].body.data,
+			   ev->held[i].body.len, NULL, 0);
+		buf_free(&ev->held[i].body);
 	}
 	ev->nheld = 0;
 	ev->c.held = 0;
@@ -202,51 +207,51 @@ static void read_subs(struct mds_events *ev)
 /* the open batch becomes a message: sent, or held */
 static void seal(struct mds_events *ev)
 {
-	struct ev_msg m;
+	struct ev_msg m = {0};
 	struct timespec ts;
-	msgpack_packer hp;
+	struct buf hdr = {0};
+	struct mp_wr hw = {&hdr, 0};
 
 	if (!ev->n)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	m.seq = ++ev->c.seq;
-	msgpack_sbuffer_init(&m.body);
-	msgpack_packer_init(&hp, &m.body, msgpack_sbuffer_write);
-	msgpack_pack_map(&hp, 5);
-	PACK_LIT(&hp, "server_id");
-	pack_str(&hp, ev->server_id, strlen(ev->server_id));
-	PACK_LIT(&hp, "stream");
-	msgpack_pack_uint64(&hp, ev->stream);
-	PACK_LIT(&hp, "seq");
-	msgpack_pack_uint64(&hp, m.seq);
-	PACK_LIT(&hp, "ts");
-	msgpack_pack_double(&hp, (double)ts.tv_sec + ts.tv_nsec / 1e9);
-	PACK_LIT(&hp, "events");
-	msgpack_pack_array(&hp, ev->n);
-	msgpack_sbuffer_write(&m.body, ev->evs.data, ev->evs.size);
+	mp_put_map(&hw, 5);
+	mp_put_key(&hw, "server_id");
+	mp_put_str(&hw, ev->server_id, (uint32_t)strlen(ev->server_id));
+	mp_put_key(&hw, "stream");
+	mp_put_uint(&hw, ev->stream);
+	mp_put_key(&hw, "seq");
+	mp_put_uint(&hw, m.seq);
+	mp_put_key(&hw, "ts");
+	mp_put_float(&hw, (double)ts.tv_sec + ts.tv_nsec / 1e9);
+	mp_put_key(&hw, "events");
+	mp_put_array(&hw, ev->n);
 	ev->n = 0;
-	ev->evs.size = 0; /* keep its memory for the next batch */
-	if (!m.body.data) {
+	if (hw.err || ev->w.err) {
 		ev->c.dropped++; /* out of memory */
-		return;
-	}
-	if (ev->c.subscribed) {
-		send_msg(ev, &m);
-		msgpack_sbuffer_destroy(&m.body);
-	} else if (ev->nheld < EV_HOLD_MAX) {
+	} else if (ev->c.subscribed) {
+		send_parts(ev, m.seq, hdr.data, hdr.len, ev->evs.data,
+			   ev->evs.len);
+	} else if (ev->nheld < EV_HOLD_MAX &&
+		   buf_put(&hdr, ev->evs.data, ev->evs.len) == 0) {
+		m.body = hdr; /* gives */
+		hdr = (struct buf){0};
 		ev->held[ev->nheld++] = m;
 		ev->c.held = ev->nheld;
 	} else {
 		ev->c.dropped++;
-		msgpack_sbuffer_destroy(&m.body);
 	}
+	buf_free(&hdr);
+	buf_reset(&ev->evs); /* keeps its memory for the next batch */
+	ev->w.err = 0;
 }
 
 /* one more event is in @evs */
 static void added(struct mds_events *ev)
 {
 	ev->c.events++;
-	if (++ev->n >= EV_BATCH_MAX || ev->evs.size >= EV_BATCH_BYTES)
+	if (++ev->n >= EV_BATCH_MAX || ev->evs.len >= EV_BATCH_BYTES)
 		seal(ev);
 }
 
@@ -254,45 +259,45 @@ void ev_stored(struct mds_events *ev, uint8_t tag, const uint8_t *key,
 	       uint32_t klen, const char *inst, uint32_t inst_len,
 	       uint64_t region, uint64_t offset, uint64_t length)
 {
-	msgpack_packer *pk;
+	struct mp_wr *w;
 
 	if (!ev)
 		return;
-	pk = &ev->pk;
-	msgpack_pack_map(pk, 6);
-	PACK_LIT(pk, "type");
-	PACK_LIT(pk, "stored");
-	PACK_LIT(pk, "key");
-	pack_key(pk, tag, key, klen);
-	PACK_LIT(pk, "instance");
+	w = &ev->w;
+	mp_put_map(w, 6);
+	mp_put_key(w, "type");
+	mp_put_key(w, "stored");
+	mp_put_key(w, "key");
+	put_key(w, tag, key, klen);
+	mp_put_key(w, "instance");
 	if (inst)
-		pack_str(pk, inst, inst_len);
+		mp_put_str(w, inst, inst_len);
 	else
-		msgpack_pack_nil(pk);
-	PACK_LIT(pk, "region");
-	msgpack_pack_uint64(pk, region);
-	PACK_LIT(pk, "offset");
-	msgpack_pack_uint64(pk, offset);
-	PACK_LIT(pk, "length");
-	msgpack_pack_uint64(pk, length);
+		mp_put_nil(w);
+	mp_put_key(w, "region");
+	mp_put_uint(w, region);
+	mp_put_key(w, "offset");
+	mp_put_uint(w, offset);
+	mp_put_key(w, "length");
+	mp_put_uint(w, length);
 	added(ev);
 }
 
 void ev_removed(struct mds_events *ev, uint8_t tag, const uint8_t *key,
 		uint32_t klen, enum ev_reason why)
 {
-	msgpack_packer *pk;
+	struct mp_wr *w;
 
 	if (!ev)
 		return;
-	pk = &ev->pk;
-	msgpack_pack_map(pk, 3);
-	PACK_LIT(pk, "type");
-	PACK_LIT(pk, "removed");
-	PACK_LIT(pk, "key");
-	pack_key(pk, tag, key, klen);
-	PACK_LIT(pk, "reason");
-	pack_str(pk, reason_name[why], strlen(reason_name[why]));
+	w = &ev->w;
+	mp_put_map(w, 3);
+	mp_put_key(w, "type");
+	mp_put_key(w, "removed");
+	mp_put_key(w, "key");
+	put_key(w, tag, key, klen);
+	mp_put_key(w, "reason");
+	mp_put_str(w, reason_name[why], (uint32_t)strlen(reason_name[why]));
 	added(ev);
 }
 
@@ -300,9 +305,9 @@ void ev_cleared(struct mds_events *ev)
 {
 	if (!ev)
 		return;
-	msgpack_pack_map(&ev->pk, 1);
-	PACK_LIT(&ev->pk, "type");
-	PACK_LIT(&ev->pk, "cleared");
+	mp_put_map(&ev->w, 1);
+	mp_put_key(&ev->w, "type");
+	mp_put_key(&ev->w, "cleared");
 	added(ev);
 }
 

@@ -42,7 +42,7 @@ maru_add_fuzz_target(fuzz_mds_journal
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
 		${MDS_SRC}/events.c
-	LIBS maru_common PkgConfig::MSGPACK PkgConfig::ISAL PkgConfig::ZMQ m)
+	LIBS maru_common PkgConfig::ISAL PkgConfig::ZMQ m)
 foreach(t fuzz_mds_journal_replay fuzz_mds_journal)
 	if(TARGET ${t})
 		target_include_directories(${t} PRIVATE ${MDS_SRC})

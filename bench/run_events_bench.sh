@@ -14,7 +14,8 @@
 #   2. for REQ (lock-step: one event message per request, the worst case)
 #      and DEALER (64 in flight), one mds-load on CPU B measures the three
 #      in turn, 100 ms each, for SECS (mds-load bench --target ...: paired
-#      rounds, each target sees the same machine), REPS times;
+#      rounds, each target sees the same machine), REPS times; off comes
+#      first in every round, on-0 and stalled swap places from run to run;
 #   3. per run the median over rounds of on-0/off and stalled/off
 #      (ratio_to_first_median), and their median over the REPS runs, in
 #      OUT/events.csv and on stdout.
@@ -91,15 +92,21 @@ CSV=$OUT/events.csv
 echo "mode,rep,off_ops_per_s,on0_ops_per_s,stalled_ops_per_s,on0_over_off,stalled_over_off" >"$CSV"
 for mode in $MODES; do
 	for rep in $(seq 1 "$REPS"); do
+		# off first (the baseline of the ratios); the other two swap
+		# places every run, so that neither always follows it
+		if [ $((rep % 2)) = 1 ]; then
+			two=("url=$URL_on0,label=on0" "url=$URL_stalled,label=stalled")
+		else
+			two=("url=$URL_stalled,label=stalled" "url=$URL_on0,label=on0")
+		fi
 		lines=$(taskset -c "$CPU_B" "$LOAD" bench --mode "$mode" \
 			--op register --inflight 64 --warmup 0.3 \
 			--seconds "$SECS" --run "$rep" \
 			--target "url=$URL_off,label=off" \
-			--target "url=$URL_on0,label=on0" \
-			--target "url=$URL_stalled,label=stalled")
-		off=$(sed -n 1p <<<"$lines")
-		on0=$(sed -n 2p <<<"$lines")
-		st=$(sed -n 3p <<<"$lines")
+			--target "${two[0]}" --target "${two[1]}")
+		off=$(grep '^label=off ' <<<"$lines")
+		on0=$(grep '^label=on0 ' <<<"$lines")
+		st=$(grep '^label=stalled ' <<<"$lines")
 		echo "$mode,$rep,$(field block_median_ops_per_s "$off"),$(field block_median_ops_per_s "$on0"),$(field block_median_ops_per_s "$st"),$(field ratio_to_first_median "$on0"),$(field ratio_to_first_median "$st")" >>"$CSV"
 	done
 done

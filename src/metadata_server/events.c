@@ -20,7 +20,7 @@
  * fit, so a subscriber that stalls loses messages (it sees the gap in the
  * sequence numbers) and the server never waits.  The socket is never in
  * the loop's epoll set: subscription messages are read with ZMQ_DONTWAIT
- * from the tick (and from ev_flush() while messages are held).
+ * from the tick only (every SERVER_TICK_MS), not once per loop turn.
  *
  * Held messages.  A PUB sends nothing to subscribers that have not joined
  * yet, so the first messages of a server (its "cleared") would reach
@@ -313,11 +313,8 @@ void ev_cleared(struct mds_events *ev)
 
 void ev_flush(struct mds_events *ev)
 {
-	if (!ev)
-		return;
-	if (!ev->c.subscribed)
-		read_subs(ev);
-	seal(ev);
+	if (ev)
+		seal(ev); /* subscriptions: from the tick (no recv per turn) */
 }
 
 void ev_tick(struct mds_events *ev)

@@ -76,8 +76,8 @@ void ev_removed(struct mds_events *ev, uint8_t tag, const uint8_t *key,
 void ev_cleared(struct mds_events *ev);
 
 /*
- * ev_flush - send what the loop iteration collected (before it sleeps);
- * also looks for a first subscriber while messages are held
+ * ev_flush - send (or hold) what the loop iteration collected, before it
+ * sleeps
  */
 void ev_flush(struct mds_events *ev);
 /* from the loop's tick: reads subscription messages, sends held ones */

@@ -9,7 +9,11 @@ to keys on a ZeroMQ PUB socket (docs/protocol.md "KV events").
   - a subscriber that never reads (RCVHWM 1) loses messages -- it sees
     the gap -- while the server keeps answering every request;
   - tools/maru-events prints the events (text and --json);
-  - GET_STATS carries "operator_events" and "events".
+  - GET_STATS carries "operator_events" and "events";
+  - a restart without state publishes a cleared under a new server id;
+  - the operator log lines (instance joined/left, lease expired, region
+    reclaimed) appear once each with their ids, counted in GET_STATS,
+    and nothing per request at INFO.
 
 The subscriber here is pyzmq + msgpack, written from docs/protocol.md,
 sharing nothing with the server.
@@ -344,3 +348,57 @@ def test_maru_events_tool(start_rm, start_mds):
     assert js[0]["instance"] == "inst-t" and js[0]["key"].startswith("t")
     assert js[0]["seq"] > 3 and js[1]["seq"] == js[0]["seq"] + 1
     assert js[0]["length"] == 64
+
+
+def test_restart_without_state_gives_cleared(start_rm, start_mds, subs):
+    """--durability none: a restart starts empty under a new server id,
+    and says so with a cleared."""
+    rm = start_rm()
+    ev = events_url()
+    m = start_mds(rm.address, extra=["--events-bind", ev,
+                                     "--durability", "none"])
+    s1 = subs(ev)
+    assert s1.wait(lambda: s1.events() == [{"type": "cleared"}])
+    m.stop()
+    m.start()
+    s2 = subs(ev)
+    assert s2.wait(lambda: s2.events() == [{"type": "cleared"}])
+    assert s2.msgs[0]["seq"] == 1
+    assert s2.msgs[0]["server_id"] != s1.msgs[0]["server_id"]
+
+
+def test_operator_log_lines_and_counters(start_rm, start_mds):
+    """At INFO: an instance joining, its lease expiring, its region
+    reclaimed, the instance leaving -- one line each, with its id, and
+    counted in GET_STATS; nothing per request."""
+    rm = start_rm()
+    m = start_mds(rm.address, extra=["--client-lease-ttl", "0.5",
+                                     "--log-level", "INFO"])
+    owner = ReqClient(m.url)
+    _, r = owner.call(HEARTBEAT, {"instance_id": "inst-l", "lease_id": "L1"})
+    _, r = owner.call(REQUEST_ALLOC, {"instance_id": "inst-l", "size": MiB,
+                                      "lease_id": "L1"})
+    assert r["success"] is True, r
+    rid = handle_of(r)["region_id"]
+    for i in range(200):
+        assert register(owner, f"req-line-{i}", rid, i * 64, 64)
+    owner.close()                        # no renewal: the lease expires
+    c = ReqClient(m.url)
+    try:
+        assert wait_until(lambda: "lease L1: expired" in m.log())
+        for i in range(200):
+            assert c.call(DELETE_KV, {"key": f"req-line-{i}"})[1] == \
+                {"success": True}
+        assert wait_until(lambda: "instance inst-l: left" in m.log())
+        ops = stats(c)["operator_events"]
+    finally:
+        c.close()
+    log = m.log()
+    assert "instance inst-l: joined" in log
+    assert re.search(rf"region {rid}: reclaimed from instance inst-l "
+                     r"\(lease ended\), \d+ bytes freed", log), log
+    assert "req-line-" not in log        # nothing per request at INFO
+    assert ops["instances_joined"] == 1
+    assert ops["leases_expired"] == 1
+    assert ops["regions_reclaimed"] == 1
+    assert ops["instances_left"] == 1

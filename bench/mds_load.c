@@ -16,7 +16,10 @@
  *	100) for --seconds in all, each on its own socket: every target sees
  *	the same machine, which on a noisy VM is the only fair comparison.
  *	The first target's line adds the median of its per-round ratio to
- *	the second target (pair_ratio_median).
+ *	the second target (pair_ratio_median); every other target's line
+ *	adds the median of its per-round ratio to the first one
+ *	(ratio_to_first_median: with three or more targets, each against
+ *	the same baseline).
  *   mds-load echo --port P --reply-size N
  *	a bare libzmq ROUTER that answers every request with a reply of N
  *	bytes carrying the request's sequence: the floor, same socket
@@ -612,14 +615,27 @@ static int cmd_bench(const struct opts *o)
 		if (k == 0 && n > 1)
 			printf(" pair_ratio_median=%.3f pairs=%zu",
 			       median_dbl(pair, npair), npair);
+		if (k > 0) {
+			size_t r, m = 0;
+
+			/* round r measured block r of every target */
+			for (r = 0; r < t->nblk && r < tg[0].nblk &&
+				    m < (1 << 16);
+			     r++)
+				if (tg[0].blk[r] > 0)
+					pair[m++] = t->blk[r] / tg[0].blk[r];
+			printf(" ratio_to_first_median=%.3f",
+			       median_dbl(pair, m));
+		}
 		printf("\n");
 		zmq_close(t->s);
 		for (uint32_t j = 0; j < t->rg->n; j++)
 			buf_free(&t->rg->b[j]);
 		free(t->rg);
 		free(t->lat.v);
-		free(t->blk);
 	}
+	for (k = 0; k < n; k++)
+		free(tg[k].blk); /* the later targets' ratios read tg[0]'s */
 	(void)nrounds;
 	free(tg);
 	free(pair);

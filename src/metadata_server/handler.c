@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events.h"
 #include "journal.h"
 #include "log.h"
 #include "util.h"
@@ -523,10 +524,37 @@ static void put_journal(const struct mds *s, struct mp_wr *w)
 	mp_put_uint(w, r->keys_lost);
 }
 
+/*
+ * GET_STATS "operator_events" and "events" (issue 17): the events the
+ * operator's log lines report, counted for metrics, and the KV event
+ * stream's counters (docs/metadata-server.md "Watching it").
+ */
+static void put_operator_events(const struct mds *s, struct mp_wr *w)
+{
+	mp_put_key(w, "operator_events");
+	mp_put_map(w, 7);
+	mp_put_key(w, "instances_joined");
+	mp_put_uint(w, s->ctr.inst_joined);
+	mp_put_key(w, "instances_left");
+	mp_put_uint(w, s->ctr.inst_left);
+	mp_put_key(w, "leases_expired");
+	mp_put_uint(w, s->ctr.lease_expired);
+	mp_put_key(w, "instances_dead");
+	mp_put_uint(w, s->ctr.peer_dead);
+	mp_put_key(w, "regions_reclaimed");
+	mp_put_uint(w, s->ctr.regions_reclaimed);
+	mp_put_key(w, "eviction_bursts");
+	mp_put_uint(w, s->ctr.evict_burst_lines);
+	mp_put_key(w, "recoveries");
+	mp_put_uint(w, s->ctr.recoveries);
+	mp_put_key(w, "events");
+	ev_encode(s->ev, w);
+}
+
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
-	mp_put_map(w, 7);
+	mp_put_map(w, 7 + 2); /* + put_operator_events() */
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
 	mp_put_key(w, "total_entries");
@@ -554,6 +582,7 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	/* an addition (issue 17): the server's own request counts */
 	mp_put_key(w, "requests");
 	reqstats_encode(&s->req, w);
+	put_operator_events(s, w);
 }
 
 struct usage {

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "handler.h"
 #include "journal.h"
 #include "log.h"
@@ -72,6 +73,7 @@ struct config {
 				* /dev/shm does; host costs an fdatasync */
 	bool verify_state;     /* --verify-state: check, print, exit */
 	uint64_t snap_min;     /* 0: MDS_SNAP_MIN */
+	const char *events_bind; /* NULL: no KV event stream (issue 17) */
 };
 
 static void config_defaults(struct config *c)
@@ -235,6 +237,12 @@ static void usage(FILE *f)
 		"                          host: also fdatasync, survives "
 		"the host\n"
 		"                          (default process)\n"
+		"  --events-bind ENDPOINT  publish KV events (stored, "
+		"removed, cleared)\n"
+		"                          on a ZeroMQ PUB socket bound "
+		"there, e.g.\n"
+		"                          tcp://127.0.0.1:5556 (default: "
+		"off)\n"
 		"  --verify-state          read the journal, print what a "
 		"restart would\n"
 		"                          recover, exit (0: readable to the "
@@ -350,7 +358,8 @@ enum {
 	OPT_DURABILITY,
 	OPT_VERIFY,
 	OPT_RM_WAIT,
-	OPT_SNAP
+	OPT_SNAP,
+	OPT_EVENTS
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -386,6 +395,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"durability", required_argument, NULL, OPT_DURABILITY},
 		{"verify-state", no_argument, NULL, OPT_VERIFY},
 		{"journal-snapshot-bytes", required_argument, NULL, OPT_SNAP},
+		{"events-bind", required_argument, NULL, OPT_EVENTS},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -553,6 +563,14 @@ static int parse_args(int argc, char **argv, struct config *c)
 					optarg);
 				return -EINVAL;
 			}
+			break;
+		case OPT_EVENTS:
+			if (!*optarg) {
+				fprintf(stderr,
+					"maru-server: empty --events-bind\n");
+				return -EINVAL;
+			}
+			c->events_bind = optarg;
 			break;
 		case OPT_STATE_DIR:
 			if (!*optarg) {
@@ -735,6 +753,7 @@ static void log_config(const struct config *c)
 		 : c->durability == JR_PROCESS ? "process"
 					       : "host",
 		 c->state_dir ? c->state_dir : "(default)");
+	log_info("events-bind=%s", c->events_bind ? c->events_bind : "off");
 	for (i = 0; i < c->ndax; i++)
 		log_info("dax-path[%d]=%s", i, c->dax[i]);
 }
@@ -917,6 +936,7 @@ static void rm_client_id(char *out, size_t len, const char *server_id)
 static int verify_regions(void *arg, struct rm_client *c)
 {
 	struct verify *v = arg;
+	struct mds_events *ev;
 	uint64_t before = v->s->nregions, t0 = now_ns();
 	int64_t kept;
 
@@ -945,9 +965,11 @@ static int verify_regions(void *arg, struct rm_client *c)
 		 "region(s) of the journal (the pool was re-created, or its "
 		 "state lost): starting empty, under a new server id",
 		 (unsigned long long)before);
+	ev = v->s->ev; /* the event stream stays: "cleared" follows */
 	mds_destroy(v->s);
 	if (store_init(v->s, v->c, v->rm) < 0)
 		return -ENOMEM;
+	v->s->ev = ev;
 	v->s->rec.regions_lost = before;
 	if (jr_remove(v->jr) < 0)
 		return -EIO;
@@ -1037,6 +1059,7 @@ int main(int argc, char **argv)
 	sigset_t set;
 	char dirbuf[4096], cid[RM_CLIENT_ID_MAX + 1];
 	const char *dir;
+	struct mds_events *ev = NULL;
 	int rc, status = 1, have_jr;
 
 	config_defaults(&c);
@@ -1110,6 +1133,13 @@ int main(int argc, char **argv)
 	}
 	if (!s.server_id[0])
 		make_server_id(s.server_id, sizeof(s.server_id));
+	/* before the RM's check of recovered regions: its drops are events */
+	if (c.events_bind) {
+		if (ev_open(&ev, c.events_bind, s.server_id) < 0)
+			goto out_mds;
+		s.ev = ev;
+		log_info("KV events on %s", c.events_bind);
+	}
 	if (have_jr) {
 		if (jr_start(&jr, s.server_id) < 0) {
 			log_err("journal %s: cannot write: %s", dir,
@@ -1199,6 +1229,9 @@ int main(int argc, char **argv)
 			 ver.reset ? "started anew (pool re-created)"
 				   : "none to recover, started anew");
 	}
+	/* a subscriber learns that this server starts from nothing */
+	if (!s.kv.count)
+		ev_cleared(ev);
 	mds_journal_commit(&s);
 	log_info("server id %s", s.server_id);
 	so.host = c.host;
@@ -1218,6 +1251,7 @@ out_mds:
 	if (s.jr)
 		mds_journal_commit(&s);
 	mds_destroy(&s);
+	ev_close(ev);
 	if (have_jr > 0)
 		jr_close(&jr);
 out_dax:

@@ -118,6 +118,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "events.h"
 #include "evloop.h"
 #include "handler.h"
 #include "log.h"
@@ -1202,6 +1203,7 @@ static void on_tick(struct evloop *el, int fd, unsigned events, void *arg)
 	mds_tick(sv->s, sv->s->vnow);
 	rmsess_tick(sv->rm);
 	heartbeat(sv);
+	ev_tick(sv->s->ev);
 	if (sv->lfd_off &&
 	    evloop_mod_fd(sv->el, sv->lfd, EVLOOP_READ) == 0)
 		sv->lfd_off = false;
@@ -1561,6 +1563,8 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		if (sv->nqueued)
 			run_backlog(sv);
 		free_dead(sv);
+		/* this iteration's KV events, one message (never waits) */
+		ev_flush(s->ev);
 	}
 	if (sv->stop)
 		rc = 0;

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "journal.h"
 #include "log.h"
 #include "util.h"
@@ -268,6 +269,10 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->pins.owner1 = slot + 1;
 	in->ie = e;
 	e->slot = slot;
+	if (!s->replaying) {
+		s->ctr.inst_joined++;
+		log_info("instance %s: joined", in->id);
+	}
 	return slot;
 }
 
@@ -283,6 +288,12 @@ static void inst_maybe_gc(struct mds *s, uint32_t slot)
 	    in->pending)
 		return;
 	pins_release(s, &in->pins);
+	if (!s->replaying) {
+		s->ctr.inst_left++;
+		log_info("instance %s: left (no region, lease or connection "
+			 "of it remains)",
+			 in->id);
+	}
 	free(in->pins.rec);
 	free(in->nq);
 	ix_delete(&s->inst_map, in->ie);
@@ -755,8 +766,18 @@ static void region_forget(struct mds *s, uint32_t slot)
  */
 static void region_release(struct mds *s, uint32_t slot)
 {
-	struct rm_handle h = s->regions[slot].h;
+	struct mds_region *r = &s->regions[slot];
+	struct rm_handle h = r->h;
 
+	if (r->state == REG_GONE) {
+		s->ctr.regions_reclaimed++;
+		log_info("region %llu: reclaimed from instance %s (%s), %llu "
+			 "bytes freed",
+			 (unsigned long long)h.region_id, s->insts[r->owner].id,
+			 r->gone_why == GONE_LEASE ? "lease ended"
+						   : "no connection left",
+			 (unsigned long long)h.length);
+	}
 	region_forget(s, slot);
 	queue_free(s, &h);
 	s->cap_freed = true; /* capacity for whoever waits (tick) */
@@ -1077,6 +1098,8 @@ static void evict_why(struct mds *s, struct ix_entry *e, int why)
 	if (r->state == REG_LIVE && in->notices)
 		(void)notice_push(s, in, r->h.region_id, e->off, e->gen);
 	log_del(s, e);
+	ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
+		   why == EV_OWNER_GONE ? EVR_OWNER_GONE : EVR_EVICTED);
 	ix_delete(&s->kv, e);
 	if (r->refs == 0 && r->state != REG_LIVE)
 		region_done(s, slot);
@@ -1606,6 +1629,7 @@ static void evict_tick(struct mds *s)
 	if (s->ncap)
 		cap_serve(s);
 	if (s->burst_keys && s->vnow - s->burst_last >= EVICT_LOG_NS) {
+		s->ctr.evict_burst_lines++;
 		log_info("evicted %llu key(s), %llu bytes (pinned: %llu bytes, "
 			 "keys left: %llu)",
 			 (unsigned long long)s->burst_keys,
@@ -1882,6 +1906,10 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
 	log_key(s, e);
+	ev_stored(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
+		  r ? s->insts[r->owner].id : NULL,
+		  r ? s->insts[r->owner].id_len : 0, reg->region_id, e->off,
+		  e->len);
 	return 1;
 }
 
@@ -1937,6 +1965,8 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 	}
 	pol_remove(&s->pol, e);
 	log_del(s, e);
+	ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
+		   EVR_DELETED);
 	ix_delete(&s->kv, e);
 	if (slot != IX_NO_SLOT && s->regions[slot].refs == 0 &&
 	    s->regions[slot].state != REG_LIVE)
@@ -2512,6 +2542,7 @@ void mds_recovered(struct mds *s, uint64_t vnow)
 
 	s->replaying = false;
 	s->vnow = vnow;
+	s->ctr.recoveries++;
 	for (i = 0; i < s->nlease_slots; i++)
 		if (s->leases[i].id)
 			s->leases[i].deadline = vnow + s->cfg.lease_ttl_ns;
@@ -2625,6 +2656,8 @@ int64_t mds_verify_regions(struct mds *s,
 		}
 		for (k = 0; k < kp.n; k++) {
 			log_del(s, kp.v[k]);
+			ev_removed(s->ev, ix_entry_tag(kp.v[k]), kp.v[k]->key,
+				   ix_entry_klen(kp.v[k]), EVR_EXPIRED);
 			key_remove(s, kp.v[k]);
 		}
 		s->rec.keys_lost += kp.n;

@@ -301,6 +301,16 @@ struct mds_counters {
 	uint64_t cap_fails;	  /* ... and found none in --evict-wait */
 	uint64_t notices_sent;	  /* evicted pages told to their owners */
 	uint64_t released;	  /* regions owners gave back when asked */
+	/*
+	 * Operator events (issue 17): each is one INFO log line, counted
+	 * here for metrics (GET_STATS "operator_events", with
+	 * lease_expired and peer_dead above).  Add new ones here.
+	 */
+	uint64_t inst_joined;	    /* instance ids seen for the first time */
+	uint64_t inst_left;	    /* ... forgotten: nothing of theirs left */
+	uint64_t regions_reclaimed; /* regions of gone owners freed */
+	uint64_t evict_burst_lines; /* eviction bursts (summary lines) */
+	uint64_t recoveries;	    /* starts that recovered a journal */
 };
 
 struct mds {
@@ -366,6 +376,13 @@ struct mds {
 	 * regions, and so theirs, are gone).  Set by main(); "" = not sent.
 	 */
 	char server_id[17];
+
+	/*
+	 * The KV event stream (events.h), NULL without --events-bind:
+	 * every key stored or removed is reported to it.  Borrowed from
+	 * main().
+	 */
+	struct mds_events *ev;
 
 	/*
 	 * The journal (journal.h), NULL with --durability none: every

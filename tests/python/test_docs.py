@@ -170,15 +170,18 @@ def test_no_names_of_things_that_do_not_exist():
 
 
 def programs():
-    """Every executable the CMake tree builds (add_executable names), and
-    the Python package's commands (console_scripts of python/setup.py)."""
+    """Every executable the CMake tree builds (add_executable names) or
+    installs as a script (install(PROGRAMS name ...)), and the Python
+    package's commands (console_scripts of python/setup.py)."""
     names = set(re.findall(r'"([\w.+-]+) = [\w.]+:\w+"',
                            open(os.path.join(REPO, "python", "setup.py")).read()))
     for f in glob.glob(os.path.join(REPO, "**", "CMakeLists.txt"), recursive=True) + \
             glob.glob(os.path.join(REPO, "**", "*.cmake"), recursive=True):
         if "/build" in rel(f) or rel(f).startswith(("build", ".venv")):
             continue
-        names.update(re.findall(r"add_executable\(\s*([\w.+-]+)", open(f).read()))
+        text = open(f).read()
+        names.update(re.findall(r"add_executable\(\s*([\w.+-]+)", text))
+        names.update(re.findall(r"install\(\s*PROGRAMS\s+([\w.+-]+)", text))
     return names
 
 

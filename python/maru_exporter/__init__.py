@@ -82,6 +82,19 @@ SERVER_STATS = {
     ("journal", "commits"): ("maru_journal_commits_total", C, "Journal commits", 1),
     ("journal", "syncs"): ("maru_journal_syncs_total", C, "Journal fsyncs", 1),
     ("journal", "snapshots"): ("maru_journal_snapshots_total", C, "Journal snapshots completed", 1),
+    # the events the server logs at INFO (docs/metadata-server.md)
+    ("operator_events", "instances_joined"): ("maru_instances_joined_total", C, "Instance ids seen for the first time", 1),
+    ("operator_events", "instances_left"): ("maru_instances_left_total", C, "Instances the server forgot", 1),
+    ("operator_events", "leases_expired"): ("maru_leases_expired_total", C, "Leases not renewed within their TTL", 1),
+    ("operator_events", "instances_dead"): ("maru_instances_dead_total", C, "Lease-less instances whose connections stayed closed for --peer-grace", 1),
+    ("operator_events", "regions_reclaimed"): ("maru_regions_reclaimed_total", C, "Regions of gone owners given back to the resource manager", 1),
+    ("operator_events", "eviction_bursts"): ("maru_eviction_bursts_total", C, "Eviction bursts (one log line each)", 1),
+    ("operator_events", "recoveries"): ("maru_recoveries_total", C, "Starts that recovered the journal", 1),
+    # the KV event stream (--events-bind)
+    ("events", "enabled"): ("maru_events_enabled", G, "1 when the server publishes KV events", 1),
+    ("events", "events"): ("maru_events_total", C, "KV events made", 1),
+    ("events", "messages"): ("maru_event_messages_total", C, "KV event messages handed to libzmq", 1),
+    ("events", "dropped"): ("maru_event_messages_dropped_total", C, "KV event messages lost before libzmq took them", 1),
 }
 RECOVERY = {
     "recovered": ("maru_recovery_recovered", "1 when the last start recovered a journal"),

@@ -153,6 +153,14 @@ def test_scrape(rm, mds, workload):
         assert value(s, "maru_allocated_bytes", **T) == st.allocation_manager.total_allocated
         assert value(s, "maru_clients", **T) == st.allocation_manager.active_clients >= 1
         assert value(s, "maru_pinned_bytes", **T) == 0
+        # the operator events, counted as the server logs them
+        import mds_wire
+        rc = mds_wire.ReqClient(mds.url)
+        raw = rc.call(mds_wire.GET_STATS, {})[1]
+        rc.close()
+        assert value(s, "maru_instances_joined_total", **T) == \
+            raw["operator_events"]["instances_joined"] >= 1
+        assert value(s, "maru_events_enabled", **T) == 0  # no --events-bind
         assert value(s, "maru_instances", **T) == len(us.instances) == 1
         iid = us.instances[0].instance_id
         assert value(s, "maru_instance_used_bytes", instance_id=iid, **T) == us.instances[0].used

@@ -70,6 +70,8 @@ static void wait_subscribed(struct mds_events *ev)
 	fail_msg("no subscription seen");
 }
 
+static char *payload; /* the last message's bytes (recv_msg) */
+
 /* one message: its seq and its unpacked payload in @up */
 static uint64_t recv_msg(msgpack_unpacked *up)
 {
@@ -88,9 +90,15 @@ static uint64_t recv_msg(msgpack_unpacked *up)
 	assert_int_equal(more, 0);
 	for (i = 0; i < 8; i++)
 		s = s << 8 | seq[i];
+	/* strings of @up point into the bytes: keep a copy until the next
+	 * message (the zmq_msg is gone after this function) */
+	free(payload);
+	payload = malloc(zmq_msg_size(&m) + 1);
+	assert_non_null(payload);
+	memcpy(payload, zmq_msg_data(&m), zmq_msg_size(&m));
 	msgpack_unpacked_init(up);
-	assert_int_equal(msgpack_unpack_next(up, zmq_msg_data(&m),
-					     zmq_msg_size(&m), NULL),
+	assert_int_equal(msgpack_unpack_next(up, payload, zmq_msg_size(&m),
+					     NULL),
 			 MSGPACK_UNPACK_SUCCESS);
 	zmq_msg_close(&m);
 	assert_int_equal(up->data.type, MSGPACK_OBJECT_MAP);

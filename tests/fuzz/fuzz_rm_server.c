@@ -119,8 +119,22 @@ static void check_responses(const uint8_t *p, size_t len)
 		      RM_HDR_SIZE);
 		CHECK(h.type == RM_ALLOC_RESP || h.type == RM_FREE_RESP ||
 		      h.type == RM_STATS_RESP || h.type == RM_GET_ACCESS_RESP ||
-		      h.type == RM_AUTH_RESP || h.type == RM_ERROR_RESP);
+		      h.type == RM_AUTH_RESP || h.type == RM_ERROR_RESP ||
+		      h.type == RM_COUNTERS_RESP);
 		CHECK(h.payload_len <= len - off - RM_HDR_SIZE);
+		if (h.type == RM_COUNTERS_RESP) {
+			/* what the daemon says, its own decoder reads whole */
+			struct rm_counters_resp kr;
+			struct rm_counter kv;
+			size_t cur = 0;
+			uint32_t n = 0;
+
+			CHECK(rm_decode_counters_resp(p + off + RM_HDR_SIZE,
+						      h.payload_len, &kr) == 0);
+			while (rm_counters_next(&kr, &cur, &kv) == 1)
+				n++;
+			CHECK(n == kr.num && cur == kr.records_len);
+		}
 		off += RM_HDR_SIZE + h.payload_len;
 	}
 }

@@ -39,6 +39,13 @@ void mds_prefetch_entry(struct mds *s, uint64_t h);
  * (loaded by now) is another key */
 void mds_prefetch_next(struct mds *s, uint64_t h);
 
+/* mds_turn_done - the loop is about to wait: the next request's time
+ * starts at its own arrival (mds_handle) */
+static inline void mds_turn_done(struct mds *s)
+{
+	s->req_t = 0;
+}
+
 /**
  * mds_handle - serve one request
  * @body, @len: the body frame (borrowed for the call)

@@ -1565,6 +1565,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		free_dead(sv);
 		/* this iteration's KV events, one message (never waits) */
 		ev_flush(s->ev);
+		mds_turn_done(s);
 	}
 	if (sv->stop)
 		rc = 0;

@@ -369,6 +369,8 @@ struct mds {
 	struct mds_stats stats;
 	struct mds_counters ctr;
 	struct mds_reqstats req; /* requests by type and outcome (stats.h) */
+	uint64_t req_t; /* when the last request of this loop turn ended; 0:
+			 * none yet (mds_handle, mds_turn_done) */
 
 	/*
 	 * This process's instance id, sent as "server_id" in HANDSHAKE and

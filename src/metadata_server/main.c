@@ -242,7 +242,9 @@ static void usage(FILE *f)
 		"                          on a ZeroMQ PUB socket bound "
 		"there, e.g.\n"
 		"                          tcp://127.0.0.1:5556 (default: "
-		"off)\n"
+		"off); not\n"
+		"                          authenticated: another host's "
+		"address needs --insecure\n"
 		"  --verify-state          read the journal, print what a "
 		"restart would\n"
 		"                          recover, exit (0: readable to the "
@@ -637,16 +639,51 @@ static int parse_args(int argc, char **argv, struct config *c)
  * CURVE or --insecure.
  * Return: true to go on.
  */
-static bool insecure_ok(const struct config *c)
+static bool is_loopback(const char *host)
 {
 	struct in_addr a;
 
-	if (c->curve_secret)
+	return !strcmp(host, "localhost") ||
+	       (inet_pton(AF_INET, host, &a) == 1 &&
+		(ntohl(a.s_addr) >> 24) == 127) ||
+	       !strcmp(host, "::1") || !strcmp(host, "[::1]");
+}
+
+/*
+ * The KV event stream has no authentication at all (a PUB socket; CURVE
+ * covers the request port only), and it names every key and instance: a
+ * tcp:// endpoint other hosts can reach needs --insecure too.
+ */
+static bool events_ok(const struct config *c)
+{
+	char host[256];
+	const char *h, *colon;
+
+	if (!c->events_bind || strncmp(c->events_bind, "tcp://", 6))
+		return true; /* off, or ipc:// and the like: this host */
+	h = c->events_bind + 6;
+	colon = strrchr(h, ':');
+	snprintf(host, sizeof(host), "%.*s",
+		 (int)(colon ? (size_t)(colon - h) : strlen(h)), h);
+	if (is_loopback(host))
 		return true;
-	if (!strcmp(c->host, "localhost") ||
-	    (inet_pton(AF_INET, c->host, &a) == 1 &&
-	     (ntohl(a.s_addr) >> 24) == 127) ||
-	    !strcmp(c->host, "::1") || !strcmp(c->host, "[::1]"))
+	if (!c->insecure) {
+		log_err("refusing to publish KV events on %s: the stream is "
+			"not authenticated and names every key; bind it to "
+			"loopback, or add --insecure on a private network",
+			c->events_bind);
+		return false;
+	}
+	log_warn("KV events on %s without authentication (--insecure)",
+		 c->events_bind);
+	return true;
+}
+
+static bool insecure_ok(const struct config *c)
+{
+	if (!events_ok(c))
+		return false;
+	if (c->curve_secret || is_loopback(c->host))
 		return true;
 	if (!c->insecure) {
 		log_err("refusing to listen on %s without authentication: "

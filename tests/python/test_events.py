@@ -402,3 +402,25 @@ def test_operator_log_lines_and_counters(start_rm, start_mds):
     assert ops["leases_expired"] == 1
     assert ops["regions_reclaimed"] == 1
     assert ops["instances_left"] == 1
+
+
+def test_events_on_a_reachable_address_need_insecure(rm, tmp_path):
+    """The stream is not authenticated and names every key: like the
+    request port, an address other hosts can reach needs --insecure (even
+    with CURVE, which covers the request port only)."""
+    import subprocess
+    from conftest import MDS_BIN, MetadataServer, binary
+    base = [binary(*MDS_BIN), "--port", str(free_port()), "--rm-address",
+            rm.address, "--rm-key-file", rm.key_file, "--durability", "none",
+            "--events-bind", f"tcp://0.0.0.0:{free_port()}"]
+    r = subprocess.run(base, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert "refusing to publish KV events on tcp://0.0.0.0:" in r.stderr
+    m = MetadataServer(str(tmp_path), rm.address,
+                       extra=["--events-bind", f"tcp://0.0.0.0:{free_port()}",
+                              "--insecure"])
+    try:
+        m.start()
+        assert "without authentication (--insecure)" in m.log()
+    finally:
+        m.stop()

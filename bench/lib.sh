@@ -31,6 +31,6 @@ bench_cleanup() {
 }
 
 state_arg() {
-	"$1" --help 2>/dev/null | grep -q -- --state-dir && echo "--state-dir $2"
+	"$1" --help 2>&1 | grep -q -- --state-dir && echo "--state-dir $2"
 	return 0
 }

@@ -24,6 +24,10 @@ mount -t tmpfs -o size=4G tmpfs "$W"
 mkdir "$W/upper" "$W/work" "$W/root"
 R=$W/root
 mount -t overlay overlay -o "lowerdir=/,upperdir=$W/upper,workdir=$W/work" "$R"
+# a first boot: whatever state of ours the host has stays out (removed in
+# the overlay only; the host's directories are untouched)
+rm -rf "$R"/var/lib/maru-server "$R"/var/lib/private/maru-server \
+	"$R"/var/lib/maru-resourced "$R"/var/lib/private/maru-resourced
 DESTDIR=$R cmake --install "$BUILD" --prefix /usr/local >/dev/null
 # the tree (its .venv and the test scripts), wherever it is mounted
 mkdir -p "$R$REPO"

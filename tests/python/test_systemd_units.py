@@ -471,6 +471,13 @@ class Booted:
         r = subprocess.run(["nsenter", "-t", str(self.init), "-a", "-r",
                             "-w", *argv], capture_output=True, text=True,
                            input=stdin, timeout=120)
+        if check and r.returncode and argv[:2] == ("systemctl", "start"):
+            j = subprocess.run(["nsenter", "-t", str(self.init), "-a", "-r",
+                                "-w", "journalctl", "--no-pager", "-n", "40",
+                                "-u", argv[2]], capture_output=True, text=True,
+                               timeout=60)
+            print(j.stdout, file=sys.stderr)
+            assert r.returncode == 0, (argv, r.stderr, j.stdout)
         if check:
             assert r.returncode == 0, (argv, r.stdout, r.stderr)
         return r

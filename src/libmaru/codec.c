@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <msgpack.h>
 
@@ -134,6 +135,26 @@ int maru__enc_empty(struct maru__msg *m)
 	return pack_rc(msgpack_pack_map(&pk, 0), m);
 }
 
+static char host_name[65];
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+static void host_init(void)
+{
+	if (gethostname(host_name, sizeof(host_name) - 1) < 0)
+		host_name[0] = '\0';
+}
+
+/*
+ * "host" and "pid" (2 map entries; additions maru-server shows in
+ * GET_USAGE, other servers skip unknown keys): where this client runs
+ */
+static int pack_whereabouts(msgpack_packer *pk)
+{
+	pthread_once(&host_once, host_init);
+	return pack_cstr(pk, "host") | pack_cstr(pk, host_name) |
+	       pack_cstr(pk, "pid") | msgpack_pack_uint32(pk, (uint32_t)getpid());
+}
+
 int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
 			    uint64_t size, const char *lease_id, uint64_t ack)
 {
@@ -141,8 +162,9 @@ int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
 	int rc;
 
 	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 2 + (lease_id != NULL) + (ack != 0));
+	rc = msgpack_pack_map(&pk, 4 + (lease_id != NULL) + (ack != 0));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
+	rc |= pack_whereabouts(&pk);
 	rc |= pack_cstr(&pk, "size") | msgpack_pack_uint64(&pk, size);
 	if (lease_id)
 		rc |= pack_cstr(&pk, "lease_id") | pack_cstr(&pk, lease_id);
@@ -262,8 +284,10 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 	msgpack_packer_init(&pk, m, msg_write);
 	if (!instance_id)
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
-	rc = msgpack_pack_map(&pk, 3 + release + (ack != 0));
+	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
+	if (!release)
+		rc |= pack_whereabouts(&pk);
 	rc |= pack_cstr(&pk, "lease_id") |
 	      pack_cstr(&pk, lease_id ? lease_id : "");
 	/* we apply eviction notices (issue 13): maru-server may evict our

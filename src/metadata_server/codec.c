@@ -57,6 +57,8 @@ enum fid {
 	F_OP_TYPE,
 	F_RESULT,
 	F_LATENCY,
+	F_HOST,
+	F_PID,
 	F_COUNT
 };
 
@@ -110,6 +112,9 @@ static const struct field alloc_fields[] = {
 	FLD("size", FK_UINT, F_SIZE, true),
 	FLD("lease_id", FK_STR, F_LEASE_ID, false),
 	FLD("evicted_ack", FK_UINT, F_ACK, false),
+	/* additions: where the client runs (informative, GET_USAGE) */
+	FLD("host", FK_SOFTSTR, F_HOST, false),
+	FLD("pid", FK_UINT, F_PID, false),
 };
 static const struct field return_fields[] = {
 	FLD("instance_id", FK_STR, F_INSTANCE_ID, true),
@@ -141,6 +146,8 @@ static const struct field heartbeat_fields[] = {
 	FLD("evicted_ack", FK_UINT, F_ACK, false),
 	/* keys the client used without asking (a shared index): uses */
 	FLD("touched", FK_KEYS, F_LIST, false),
+	FLD("host", FK_SOFTSTR, F_HOST, false),
+	FLD("pid", FK_UINT, F_PID, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),
@@ -499,6 +506,9 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	req->notices = (v.seen & (1u << F_NOTICES)) && v.u[F_NOTICES];
 	if (v.seen & (1u << F_ACK))
 		req->ack = v.u[F_ACK];
+	req->host = opt_str(&v, F_HOST);
+	if (v.seen & (1u << F_PID))
+		req->pid = v.u[F_PID];
 	return 0;
 }
 

@@ -95,6 +95,8 @@ struct mds_req {
 	bool lease_release;	    /* HEARTBEAT */
 	bool notices;		    /* HEARTBEAT: takes "evicted" (issue 13) */
 	uint64_t ack;		    /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
+	struct mds_str host;	    /* HEARTBEAT, REQUEST_ALLOC: additions */
+	uint64_t pid;
 };
 
 /* Result of mds_decode besides 0. */

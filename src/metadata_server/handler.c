@@ -12,6 +12,7 @@
  */
 #include "handler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,6 +184,7 @@ void mds_wait_free(struct mds_wait *w)
 		return;
 	free((char *)w->inst.ptr);
 	free((char *)w->lease.ptr);
+	free(w->path);
 	free(w);
 }
 
@@ -217,6 +219,9 @@ static struct mds_wait *wait_new(const struct mds_req *q,
 	w->peer_fd = peer ? peer->fd : -1;
 	w->peer_rid = peer ? peer->rid_hash : 0;
 	w->no_peer = !peer;
+	snprintf(w->host, sizeof(w->host), "%.*s", (int)q->host.len,
+		 q->host.ptr ? q->host.ptr : "");
+	w->pid = q->pid <= UINT32_MAX ? (uint32_t)q->pid : 0;
 	if (w->kind == MDS_REQUEST_ALLOC &&
 	    (dup_str(&w->inst, q->instance_id) < 0 ||
 	     dup_str(&w->lease, q->lease_id) < 0)) {
@@ -244,6 +249,8 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 		return 1;
 	}
 	mds_wait_free(wt);
+	if (rc == 0)
+		mds_inst_label(s, q->instance_id, q->host, q->pid);
 	put_alloc(s, w, rc, &h,
 		  rc == -EPERM ? IX_NO_SLOT
 			       : mds_inst_for(s, q->instance_id, peer));
@@ -594,6 +601,14 @@ struct usage {
 	const struct mds_inst *in;
 };
 
+/* an instance's regions in one pool (GET_USAGE "devices") */
+struct usage_dev {
+	uint32_t pos; /* in the sorted usage array */
+	uint16_t dev;
+	uint32_t regions;
+	uint64_t bytes;
+};
+
 static int cmp_usage(const void *a, const void *b)
 {
 	const struct mds_inst *x = ((const struct usage *)a)->in;
@@ -606,13 +621,66 @@ static int cmp_usage(const void *a, const void *b)
 	return x->id_len < y->id_len ? -1 : x->id_len > y->id_len;
 }
 
+static int cmp_usage_dev(const void *a, const void *b)
+{
+	const struct usage_dev *x = a, *y = b;
+
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? -1 : 1;
+	return (x->dev > y->dev) - (x->dev < y->dev);
+}
+
+/*
+ * The regions of known pool in (instance, pool) order, one element per
+ * pair, into *@out (NULL when there is none).  @pos: an instance slot's
+ * place in the sorted usage array.  Return: elements, or -ENOMEM.
+ */
+static int64_t usage_devs(const struct mds *s, const uint32_t *pos,
+			  struct usage_dev **out)
+{
+	const struct mds_region *r;
+	struct usage_dev *d;
+	uint64_t n = 0, i, k;
+
+	*out = NULL;
+	if (!s->ndevs || !s->nregions)
+		return 0;
+	d = calloc(s->nregions, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	for (r = mds_first_region(s); r && n < s->nregions;
+	     r = mds_next_region(s, r)) {
+		if (!r->dev)
+			continue;
+		d[n].pos = pos[r->owner];
+		d[n].dev = r->dev;
+		d[n].regions = 1;
+		d[n++].bytes = r->h.length;
+	}
+	qsort(d, n, sizeof(*d), cmp_usage_dev);
+	for (i = k = 0; i < n; i++) {
+		if (k && d[k - 1].pos == d[i].pos && d[k - 1].dev == d[i].dev) {
+			d[k - 1].regions++;
+			d[k - 1].bytes += d[i].bytes;
+		} else {
+			d[k++] = d[i];
+		}
+	}
+	*out = d;
+	return (int64_t)k;
+}
+
 /* Return: 0 or -ENOMEM. */
 static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		    struct mp_wr *w)
 {
 	const struct mds_region *r;
+	const struct mds_inst *in;
 	struct usage *u = NULL;
-	uint32_t *pos = NULL, n = 0, i;
+	struct usage_dev *d = NULL;
+	uint32_t *pos = NULL, n = 0, i, nd;
+	int64_t ndev;
+	size_t k = 0, j;
 
 	if (s->ninst_slots) {
 		u = calloc(s->ninst_slots, sizeof(*u));
@@ -647,13 +715,26 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		}
 	if (n)
 		qsort(u, n, sizeof(*u), cmp_usage);
+	for (i = 0; i < n; i++)
+		pos[u[i].slot] = i;
+	ndev = usage_devs(s, pos, &d);
+	if (ndev < 0) {
+		free(u);
+		free(pos);
+		return -ENOMEM;
+	}
 	mp_put_map(w, 3);
 	mp_put_key(w, "instances");
 	mp_put_array(w, n);
 	for (i = 0; i < n; i++) {
-		mp_put_map(w, 8);
+		in = u[i].in;
+		for (j = k; j < (size_t)ndev && d[j].pos == i; j++)
+			;
+		nd = (uint32_t)(j - k);
+		mp_put_map(w, 8 + (in->host[0] != '\0') + (in->pid != 0) +
+				      (nd != 0));
 		mp_put_key(w, "instance_id");
-		mp_put_str(w, u[i].in->id, u[i].in->id_len);
+		mp_put_str(w, in->id, in->id_len);
 		mp_put_key(w, "regions");
 		mp_put_uint(w, u[i].regions);
 		mp_put_key(w, "allocated");
@@ -662,7 +743,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		mp_put_uint(w, u[i].used);
 		/* an addition: bytes of the keys it holds pins on */
 		mp_put_key(w, "pinned");
-		mp_put_uint(w, mds_pinned_bytes(u[i].in));
+		mp_put_uint(w, mds_pinned_bytes(in));
 		/*
 		 * additions for marutop (issue 17): the keys stored in its
 		 * regions, its active leases and open connections
@@ -670,14 +751,41 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		mp_put_key(w, "keys");
 		mp_put_uint(w, u[i].keys);
 		mp_put_key(w, "leases");
-		mp_put_uint(w, u[i].in->nleases);
+		mp_put_uint(w, in->nleases);
 		mp_put_key(w, "connections");
-		mp_put_uint(w, u[i].in->nconns);
+		mp_put_uint(w, in->nconns);
+		/* where it runs, as its client said */
+		if (in->host[0]) {
+			mp_put_key(w, "host");
+			mp_put_str(w, in->host, (uint32_t)strlen(in->host));
+		}
+		if (in->pid) {
+			mp_put_key(w, "pid");
+			mp_put_uint(w, in->pid);
+		}
+		/* upstream's later InstanceUsage.devices: its regions' bytes
+		 * per pool (a list of {dax_path, bytes, regions}) */
+		if (nd) {
+			mp_put_key(w, "devices");
+			mp_put_array(w, nd);
+		}
+		for (; k < j; k++) {
+			const char *p = s->devs[d[k].dev - 1];
+
+			mp_put_map(w, 3);
+			mp_put_key(w, "dax_path");
+			mp_put_str(w, p, (uint32_t)strlen(p));
+			mp_put_key(w, "bytes");
+			mp_put_uint(w, d[k].bytes);
+			mp_put_key(w, "regions");
+			mp_put_uint(w, d[k].regions);
+		}
 	}
 	mp_put_key(w, "pool_total");
 	mp_put_uint(w, total);
 	mp_put_key(w, "pool_free");
 	mp_put_uint(w, avail);
+	free(d);
 	free(u);
 	free(pos);
 	return 0;
@@ -709,6 +817,8 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	if (q->ack && rc == 0)
 		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
 				q->ack);
+	if (rc == 0 && !q->lease_release)
+		mds_inst_label(s, q->instance_id, q->host, q->pid);
 	if (q->list.n) {
 		/* "touched": uses the client made without a request (lookups
 		 * in a shared index, issue 16): the policy sees them too */

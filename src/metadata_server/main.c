@@ -946,14 +946,23 @@ struct verify {
 	bool reset; /* none was there any more: started empty */
 };
 
-static int check_region(void *arg, const struct rm_handle *h)
+struct check_arg {
+	struct rm_client *c;
+	const struct rmsess *rm; /* its pools: a region's device */
+};
+
+static int check_region(void *arg, const struct rm_handle *h, char *path,
+			size_t pathlen)
 {
-	struct rm_client *c = arg;
+	const struct check_arg *ca = arg;
+	struct rm_client *c = ca->c;
 	struct rm_access_result out;
 	int rc = rm_client_get_access(c, h, &out);
 
 	if (rc == 0 && (out.offset != h->offset || out.length != h->length))
 		return -ESTALE;
+	if (rc == 0)
+		snprintf(path, pathlen, "%s", rmsess_pool_of(ca->rm, out.path));
 	if (rc == -ENOENT || rc == -EACCES || rc == -EPERM)
 		return rc;
 	return rc < 0 && c->answered ? -ESTALE : rc;
@@ -973,13 +982,14 @@ static void rm_client_id(char *out, size_t len, const char *server_id)
 static int verify_regions(void *arg, struct rm_client *c)
 {
 	struct verify *v = arg;
+	struct check_arg ca = {c, v->rm};
 	struct mds_events *ev;
 	uint64_t before = v->s->nregions, t0 = now_ns();
 	int64_t kept;
 
 	if (!before)
 		return 0;
-	kept = mds_verify_regions(v->s, check_region, c);
+	kept = mds_verify_regions(v->s, check_region, &ca);
 	if (kept < 0)
 		return (int)kept;
 	v->s->rec.ms += (now_ns() - t0) / 1000000;

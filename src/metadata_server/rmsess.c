@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -523,8 +524,27 @@ static int dax_index(const struct rmsess *r, struct rm_str path)
 	return -1;
 }
 
+static void forget_pools(struct rmsess *r)
+{
+	while (r->npools)
+		free(r->pools[--r->npools]);
+	free(r->pools);
+	r->pools = NULL;
+}
+
 static int stat_cb(const struct rm_pool_stat *s, struct rmsess *r)
 {
+	char **v, *p;
+
+	/* the pools' paths, for rmsess_pool_of(); a failure only means
+	 * regions of that pool show no device */
+	v = realloc(r->pools, ((size_t)r->npools + 1) * sizeof(*v));
+	if (v) {
+		r->pools = v;
+		p = strndup(s->path.ptr ? s->path.ptr : "", s->path.len);
+		if (p)
+			v[r->npools++] = p;
+	}
 	r->total_all += s->total_size;
 	r->free_all += s->free_size;
 	if (dax_index(r, s->path) >= 0) {
@@ -544,6 +564,7 @@ static int take_stats(struct rmsess *r, const uint8_t *p, size_t n)
 	if (rm_decode_stats_resp(p, n, &resp) < 0)
 		return -EPROTO;
 	r->total_all = r->free_all = r->total_dax = r->free_dax = 0;
+	forget_pools(r);
 	for (i = 0; i < resp.num_pools; i++) {
 		if (rm_stats_next(&resp, &cur, &s) <= 0)
 			return -EPROTO; /* fewer records than announced */
@@ -554,17 +575,39 @@ static int take_stats(struct rmsess *r, const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* an ALLOC's answer: 0 or the RM's status; -EPROTO for garbage */
-static int alloc_status(uint16_t type, const uint8_t *p, size_t n,
-			struct rm_handle *h)
+const char *rmsess_pool_of(const struct rmsess *r, const char *path)
+{
+	size_t n;
+	int i;
+
+	for (i = 0; i < r->npools; i++) {
+		n = strlen(r->pools[i]);
+		if (n && !strncmp(path, r->pools[i], n) &&
+		    (path[n] == '\0' || path[n] == '/'))
+			return r->pools[i];
+	}
+	return path;
+}
+
+/*
+ * an ALLOC's answer: 0 or the RM's status; -EPROTO for garbage.  @pool
+ * (RM_PATH_MAX + 1 bytes) gets the region's pool.
+ */
+static int alloc_status(const struct rmsess *r, uint16_t type,
+			const uint8_t *p, size_t n, struct rm_handle *h,
+			char *pool)
 {
 	struct rm_alloc_resp a;
+	char path[RM_PATH_MAX + 1];
 
 	if (type != RM_ALLOC_RESP || rm_decode_alloc_resp(p, n, &a) < 0)
 		return -EPROTO;
 	if (a.status > 0)
 		return -EPROTO;
 	*h = a.handle;
+	snprintf(path, sizeof(path), "%.*s", (int)a.path.len,
+		 a.path.ptr ? a.path.ptr : "");
+	snprintf(pool, RM_PATH_MAX + 1, "%s", rmsess_pool_of(r, path));
 	return a.status;
 }
 
@@ -581,6 +624,7 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 	struct rm_error_resp e;
 	struct rm_get_access_resp a;
 	struct rm_handle h;
+	char pool[RM_PATH_MAX + 1] = "";
 	int32_t st = 0;
 	int rc = 0;
 
@@ -601,7 +645,7 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 		return rc;
 	case OP_ALLOC:
 		if (!st)
-			st = alloc_status(type, p, n, &h);
+			st = alloc_status(r, type, p, n, &h, pool);
 		if (st == -EPROTO && type != RM_ERROR_RESP)
 			return -EPROTO;
 		if (st == -EACCES && !r->told_no_key) {
@@ -623,8 +667,11 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 		}
 		pop(r);
 		if (op->w) {
-			if (!st)
+			if (!st) {
 				op->w->h = h;
+				free(op->w->path);
+				op->w->path = pool[0] ? strdup(pool) : NULL;
+			}
 			wait_done(op->w, st);
 		} else if (!st) {
 			log_info("region %llu: allocated for a requester that "
@@ -909,6 +956,7 @@ int rmsess_start(struct rmsess *r)
 		return -ENOMEM;
 	/* the pool figures, and --dax-path checked against them */
 	r->total_all = r->free_all = r->total_dax = r->free_dax = 0;
+	forget_pools(r);
 	rc = rm_client_stats(&r->c, start_stats_cb, &sw);
 	if (rc < 0) {
 		log_warn("resource manager %s: STATS failed (%d); cannot "
@@ -995,6 +1043,7 @@ void rmsess_destroy(struct rmsess *r)
 		close(r->fd);
 	r->fd = -1;
 	buf_free(&r->rx);
+	forget_pools(r);
 	rm_client_destroy(&r->c);
 }
 

@@ -83,6 +83,8 @@ struct rmsess {
 	bool cache_ever; /* the figures were fetched once */
 	uint64_t cache_at;
 	uint64_t total_all, free_all, total_dax, free_dax;
+	char **pools;	 /* owns: the pools' paths of the last STATS */
+	int npools;
 	bool stats_queued;	   /* a STATS op is in the FIFO */
 	bool access_queued;	   /* the re-pinning GET_ACCESS is */
 	struct mds_wait *stat_waits; /* borrows: waiting for it, by ->next */
@@ -117,6 +119,15 @@ int rmsess_init(struct rmsess *r, const char *address, const char *client_id,
  * Return: 0, or -errno when the RM cannot be reached (or @verify's).
  */
 int rmsess_start(struct rmsess *r);
+
+/**
+ * rmsess_pool_of - the pool (of the last STATS) that holds @path, a
+ * region's location as ALLOC or GET_ACCESS gave it: the pool's own path
+ * (DEV_DAX, an emulated pool) or its directory (FS_DAX region files)
+ * Return: the pool's path (borrowed until the next STATS), or @path
+ * itself when no pool matches.
+ */
+const char *rmsess_pool_of(const struct rmsess *r, const char *path);
 
 /**
  * rmsess_attach - from now on the loop drives the session: @watch is

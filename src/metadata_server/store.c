@@ -170,7 +170,26 @@ void mds_destroy(struct mds *s)
 	ix_destroy(&s->lease_map);
 	ix_destroy(&s->ended);
 	stats_destroy(&s->stats);
+	while (s->ndevs)
+		free(s->devs[--s->ndevs]);
 	memset(s, 0, sizeof(*s));
+}
+
+uint16_t mds_dev_intern(struct mds *s, const char *path, size_t len)
+{
+	uint32_t i;
+
+	if (!path || !len)
+		return 0;
+	for (i = 0; i < s->ndevs; i++)
+		if (strlen(s->devs[i]) == len && !memcmp(s->devs[i], path, len))
+			return (uint16_t)(i + 1);
+	if (s->ndevs == MDS_MAX_DEVS)
+		return 0;
+	s->devs[s->ndevs] = strndup(path, len);
+	if (!s->devs[s->ndevs])
+		return 0;
+	return (uint16_t)++s->ndevs;
 }
 
 /* ---- journal records, as changes are made (see "Journal") ---- */
@@ -265,6 +284,8 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->bytes = in->pending = 0;
 	in->dead_at = 0;
 	in->last_fd = -1;
+	in->host[0] = '\0';
+	in->pid = 0;
 	in->pins.uid = ++s->next_uid;
 	in->pins.owner1 = slot + 1;
 	in->ie = e;
@@ -278,6 +299,28 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 
 static void pins_release(struct mds *s, struct mds_pins *hp);
 static void snap_tick(struct mds *s, uint64_t ns);
+
+void mds_inst_label(struct mds *s, struct mds_str inst, struct mds_str host,
+		    uint64_t pid)
+{
+	uint32_t slot = inst_find(s, inst);
+	struct mds_inst *in;
+	size_t n;
+
+	if (slot == IX_NO_SLOT || (!host.len && !pid))
+		return;
+	in = &s->insts[slot];
+	if (host.len) {
+		/* UTF-8 checked by the codec; cut at a character start */
+		n = host.len < MDS_HOST_MAX ? host.len : MDS_HOST_MAX;
+		while (n && n < host.len && (host.ptr[n] & 0xc0) == 0x80)
+			n--;
+		memcpy(in->host, host.ptr, n);
+		in->host[n] = '\0';
+	}
+	if (pid && pid <= UINT32_MAX)
+		in->pid = (uint32_t)pid;
+}
 
 /* Forget an instance nobody refers to any more. */
 static void inst_maybe_gc(struct mds *s, uint32_t slot)
@@ -1779,6 +1822,15 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	return alloc_track(s, &h, islot, lslot, out);
 }
 
+void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
+			size_t len)
+{
+	struct mds_region *r = region_find(s, region_id, NULL);
+
+	if (r)
+		r->dev = mds_dev_intern(s, path, len);
+}
+
 int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		     struct mds_peer *peer, struct rm_handle *out)
 {
@@ -1831,7 +1883,16 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		flush_pending(s);
 		return rc;
 	}
-	return alloc_track(s, &w->h, islot, lslot, out);
+	rc = alloc_track(s, &w->h, islot, lslot, out);
+	if (rc == 0) {
+		if (w->path)
+			mds_region_set_dev(s, w->h.region_id, w->path,
+					   strlen(w->path));
+		mds_inst_label(s, w->inst,
+			       (struct mds_str){w->host, strlen(w->host)},
+			       w->pid);
+	}
+	return rc;
 }
 
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
@@ -2614,9 +2675,11 @@ static void pick_keys(struct ix_entry *e, void *arg)
 }
 
 int64_t mds_verify_regions(struct mds *s,
-			   int (*check)(void *arg, const struct rm_handle *h),
+			   int (*check)(void *arg, const struct rm_handle *h,
+					char *path, size_t pathlen),
 			   void *arg)
 {
+	char path[RM_PATH_MAX + 1];
 	struct key_pick kp = {NULL, NULL, 0, 0, false};
 	uint8_t *drop;
 	uint64_t cur = 0;
@@ -2629,7 +2692,8 @@ int64_t mds_verify_regions(struct mds *s,
 	if (!drop)
 		return -ENOMEM;
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
-		rc = check(arg, &s->regions[i].h);
+		path[0] = '\0';
+		rc = check(arg, &s->regions[i].h, path, sizeof(path));
 		if (rc == -ENOENT || rc == -EACCES || rc == -EPERM ||
 		    rc == -ESTALE) {
 			drop[i] = 1;
@@ -2640,6 +2704,7 @@ int64_t mds_verify_regions(struct mds *s,
 			free(drop);
 			return rc;
 		}
+		s->regions[i].dev = mds_dev_intern(s, path, strlen(path));
 		kept++;
 	}
 	if (ndrop) {

@@ -72,6 +72,9 @@
  * set.  @done gives it back to the loop, which answers (mds_resume) or,
  * when @conn went away meanwhile, undoes (mds_wait_abandon); both free it.
  */
+#define MDS_HOST_MAX 64  /* a client's host name, as it reports it */
+#define MDS_MAX_DEVS 256 /* pools told apart in GET_USAGE */
+
 struct mds_wait {
 	void (*done)(struct mds_wait *w); /* set by the loop */
 	void *arg;			  /* for @done: the loop */
@@ -92,6 +95,10 @@ struct mds_wait {
 	uint64_t cap_told;     /* its instance's "told" when it began */
 	bool cap_quota;	       /* waits for its own pages (at its quota) */
 	uint64_t t0_ns; /* now_ns() when mds_handle() took it; 0: not there */
+	/* REQUEST_ALLOC: where the client says it runs (GET_USAGE) */
+	char host[MDS_HOST_MAX + 1];
+	uint32_t pid;
+	char *path; /* owns: the RM's pool of the region (NULL: unknown) */
 };
 
 /*
@@ -198,6 +205,7 @@ struct mds_region {
 	uint8_t evicted;     /* an eviction emptied pages of it */
 	uint8_t deferred;    /* owner done, refs 0: FREE once quiet */
 	uint8_t hit_len;
+	uint16_t dev;	     /* its pool: mds.devs[dev - 1]; 0 unknown */
 	uint64_t quiet_at;   /* vclock: its last eviction + grace */
 	/* a LOOKUP hit's bytes up to kv_offset (h encoded once) */
 	uint8_t hit[MDS_HIT_PREFIX_MAX];
@@ -247,6 +255,10 @@ struct mds_inst {
 	uint32_t nq_head, nq_n, nq_cap, nq_sent;
 	uint64_t nq_seq0, sent_at;
 	uint64_t told; /* replies that told it pages (any connection) */
+	/* where it runs, as its client said (REQUEST_ALLOC, HEARTBEAT):
+	 * informative only (GET_USAGE), "" / 0 unknown */
+	char host[MDS_HOST_MAX + 1];
+	uint32_t pid;
 };
 
 struct mds_lease {
@@ -336,6 +348,11 @@ struct mds {
 	uint64_t reg_bytes;   /* bytes registered since reg_rate was updated */
 	uint64_t reg_rate;    /* ... per second, smoothed (headroom) */
 	uint64_t burst_keys, burst_bytes, burst_last; /* for the log line */
+
+	/* the pools regions come from (GET_USAGE "devices"): paths as the
+	 * RM names them, owned, interned by mds_dev_intern() */
+	char *devs[MDS_MAX_DEVS];
+	uint32_t ndevs;
 
 	struct ix region_map;	       /* region_id -> slot */
 	struct mds_region *regions;    /* owns: nreg_slots */
@@ -489,6 +506,24 @@ bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
 /* mds_unpin - UNPIN_KV: false unless @peer holds a pin on @k */
 bool mds_unpin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
 
+/**
+ * mds_dev_intern - the number of pool @path (@len bytes) in mds.devs,
+ * added if new
+ * Return: 1..MDS_MAX_DEVS, or 0 (no path, no room, or -ENOMEM).
+ */
+uint16_t mds_dev_intern(struct mds *s, const char *path, size_t len);
+
+/* mds_region_set_dev - region @region_id lives in pool @path (if tracked) */
+void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
+			size_t len);
+
+/*
+ * mds_inst_label - remember where instance @inst runs, as its client said
+ * in a request the instance was just claimed by (informative: GET_USAGE)
+ */
+void mds_inst_label(struct mds *s, struct mds_str inst, struct mds_str host,
+		    uint64_t pid);
+
 /* mds_pinned_bytes - kv_length of the keys the instance holds pins on */
 static inline uint64_t mds_pinned_bytes(const struct mds_inst *in)
 {
@@ -625,11 +660,13 @@ void mds_recovered(struct mds *s, uint64_t vnow);
 /**
  * mds_verify_regions - ask @check (the RM's GET_ACCESS) about every
  * region: those it no longer has (-ENOENT, -EACCES, another location:
- * the pool was re-created, or the RM's state lost) go, with their keys
+ * the pool was re-created, or the RM's state lost) go, with their keys;
+ * the others learn their pool from the path @check fills ("" unknown)
  * Return: regions kept, or -errno from @check for a transport failure.
  */
 int64_t mds_verify_regions(struct mds *s,
-			   int (*check)(void *arg, const struct rm_handle *h),
+			   int (*check)(void *arg, const struct rm_handle *h,
+					char *path, size_t pathlen),
 			   void *arg);
 
 /* mds_journal_commit - write what the journal buffered (before replies) */

@@ -9,7 +9,9 @@
   number cut, `?` shows the keys, `q` quits;
 * a stand-in server speaking upstream's GET_USAGE/GET_STATS without the
   additions: the missing figures are shown as '-' (CSV: empty, JSON: null),
-  and upstream's `devices` list is shown when sent.
+  and upstream's `devices` list is shown when sent;
+* maru-server's own `devices` (bytes per pool) and the host:pid libmaru
+  reports, in GET_USAGE and in every marutop mode.
 """
 import csv
 import io
@@ -18,6 +20,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -92,7 +95,7 @@ def instances(mds):
             h.close()
 
 
-def test_get_usage_additions(instances):
+def test_get_usage_additions(instances, rm):
     """maru-server's additions to GET_USAGE (issue 17): keys, leases,
     connections per instance, read with the wire client."""
     _, usage = instances
@@ -102,9 +105,15 @@ def test_get_usage_additions(instances):
         assert u["pinned"] == npin * 4096 or npin == 0 and u["pinned"] == 0
         assert u["leases"] == 1          # the handler's lease
         assert u["connections"] >= 1
+        # where it runs, as libmaru says; its regions' bytes per pool
+        assert u["host"] == socket.gethostname()[:64]
+        assert u["pid"] == os.getpid()
+        assert u["devices"] == [{"dax_path": rm.pool_path,
+                                 "bytes": u["allocated"],
+                                 "regions": u["regions"]}]
 
 
-def test_once_csv_json_match(instances, mds):
+def test_once_csv_json_match(instances, mds, rm):
     _, usage = instances
     # --once: the table
     p = marutop("--once", "--server", mds.url)
@@ -114,8 +123,11 @@ def test_once_csv_json_match(instances, mds):
     hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
     cols = lines[hdr].split()
     assert cols == ["INSTANCEv", "REGIONS", "ALLOC", "USED", "KEYS", "PINNED",
-                    "LEASE", "STORE/s", "RETR/s", "HIT%", "STORES", "RETRIEVES"]
-    rows = {l.split()[0]: dict(zip(cols, l.split())) for l in lines[hdr + 1:]
+                    "LEASE", "STORE/s", "RETR/s", "HIT%", "STORES", "RETRIEVES",
+                    "HOST"]
+    me = f"{socket.gethostname()[:64]}:{os.getpid()}"
+    table = lines[hdr + 1:lines.index("DEVICES")]
+    rows = {l.split()[0]: dict(zip(cols, l.split())) for l in table
             if l.strip()}
     assert set(rows) == set(SCRIPT)
     for name, (nstore, nret, nmiss, _) in SCRIPT.items():
@@ -127,7 +139,11 @@ def test_once_csv_json_match(instances, mds):
         assert r["LEASE"] == "lease"
         assert r["HIT%"] == f"{100.0 * nret / (nret + nmiss):.1f}"
         assert r["STORE/s"] == "-"      # one sample: no rate yet
+        assert r["HOST"] == me
     assert re.search(r"keys 10 \(", p.stdout), p.stdout
+    # maru-server's devices: a line per instance and pool
+    for name in SCRIPT:
+        assert f"\n{name}:\n  {rm.pool_path}  " in p.stdout, p.stdout
 
     # --csv: two samples, rates in the second
     p = marutop("--csv", "-n", "2", "-w", "0.2", "--server", mds.url)
@@ -146,6 +162,9 @@ def test_once_csv_json_match(instances, mds):
         assert int(r["used_bytes"]) == u["used"]
         assert int(r["pinned_bytes"]) == u["pinned"]
         assert r["lease_state"] == "lease"
+        assert r["devices"] == f"{rm.pool_path}={u['allocated']}"
+        assert r["host"] == socket.gethostname()[:64]
+        assert int(r["pid"]) == os.getpid()
     assert all(r["store_rate"] == "" for r in recs[:3])
     assert all(float(r["store_rate"]) == 0.0 for r in recs[3:])
 
@@ -160,7 +179,10 @@ def test_once_csv_json_match(instances, mds):
         assert (o["keys"], o["stores"], o["retrieves"], o["hits"]) == \
             (nstore, nstore, nret + nmiss, nret)
         assert o["used_bytes"] == u["used"] and o["allocated_bytes"] == u["allocated"]
-        assert o["store_rate"] is None and o["devices"] is None
+        assert o["store_rate"] is None
+        assert o["devices"] == f"{rm.pool_path}={u['allocated']}"
+        assert o["host"] == socket.gethostname()[:64]
+        assert o["pid"] == os.getpid()
 
     # sorted by KEYS: the biggest first; -r reverses
     p = marutop("--once", "-s", "keys", "--server", mds.url, "--json")
@@ -309,7 +331,8 @@ def test_upstream_server_fields_missing():
         hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
         row = lines[hdr + 1].split()
         assert row[:5] == ["up-1", "2", "8.0M", "4.9K", "-"]   # no "keys"
-        assert row[5:] == ["-"] * 7        # pinned, lease, rates, counts
+        assert row[5:] == ["-"] * 8        # pinned, lease, rates, counts,
+                                           # host
         assert "evictions - (-/s)" in p.stdout
         assert "recovered keys -" in p.stdout
         # upstream's devices, a line each
@@ -319,6 +342,7 @@ def test_upstream_server_fields_missing():
         assert o[0]["keys"] is None and o[0]["pinned_bytes"] is None
         assert o[0]["lease_state"] is None and o[0]["used_bytes"] == 5000
         assert o[0]["devices"] == "/dev/dax0.0=8388608"
+        assert o[0]["host"] is None and o[0]["pid"] is None
         p = marutop("--csv", "--once", "--server", url)
         r = list(csv.DictReader(io.StringIO(p.stdout)))
         assert r[1]["instance_id"] == "up-2" and r[1]["keys"] == ""
@@ -387,10 +411,13 @@ def test_screen_under_tmux(instances, mds, tmp_path, cols):
         if cols == 160:
             assert cols_shown == ["INSTANCEv", "REGIONS", "ALLOC", "USED",
                                   "KEYS", "PINNED", "LEASE", "STORE/s",
-                                  "RETR/s", "HIT%", "STORES", "RETRIEVES"]
+                                  "RETR/s", "HIT%", "STORES", "RETRIEVES",
+                                  "HOST"]
         else:
-            # narrow: the cumulative counts go first, the rates stay
+            # narrow: host and the cumulative counts go first, the rates
+            # stay
             assert "RETRIEVES" not in cols_shown and "STORES" not in cols_shown
+            assert "HOST" not in cols_shown
             for c in ("INSTANCEv", "ALLOC", "KEYS", "STORE/s", "RETR/s", "HIT%"):
                 assert c in cols_shown, hdr
         row = next(l for l in lines if l.startswith("top-b")).split()

@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+import mds_wire
+
 from conftest import binary, pool_free, wait_until
 from mds_wire import (BATCH_REGISTER_KV, DELETE_KV, GET_STATS, HANDSHAKE,
                       HEARTBEAT, LOOKUP_KV, BATCH_LOOKUP_KV, PIN_KV,
@@ -494,6 +496,41 @@ def test_verify_state_and_stats(rm, start_mds):
     assert server_id(m.url) != sid
     assert os.path.getsize(path + ".bad") == len(data)
     assert "damaged before its end" in m.log()
+
+
+def test_usage_devices_and_host_after_restart(rm, start_mds):
+    """GET_USAGE's per-instance devices (bytes per pool, issue 17) come
+    from the RM's ALLOC answer and, after a restart, from its GET_ACCESS
+    answers; the host/pid a client said come back with its next request."""
+    m = start_mds(rm.address)
+    c = ReqClient(m.url)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "dv", "size": MiB,
+                                  "host": "worker-7", "pid": 4242})
+    length = handle_of(r)["length"]
+
+    def usage():
+        _, u = c.call(mds_wire.GET_USAGE, {})
+        return {i["instance_id"]: i for i in u["instances"]}["dv"]
+    u = usage()
+    assert u["devices"] == [{"dax_path": rm.pool_path, "bytes": length,
+                             "regions": 1}]
+    assert (u["host"], u["pid"]) == ("worker-7", 4242)
+    c.close()
+    m.kill()
+    m.start()
+    c = ReqClient(m.url)
+    u = usage()
+    assert u["devices"] == [{"dax_path": rm.pool_path, "bytes": length,
+                             "regions": 1}]
+    assert "host" not in u and "pid" not in u      # not journaled
+    _, r = c.call(HEARTBEAT, {"instance_id": "dv", "host": "worker-7",
+                              "pid": 4242})
+    assert (usage()["host"], usage()["pid"]) == ("worker-7", 4242)
+    # a host name that is not text is ignored, not an error
+    _, r = c.call(HEARTBEAT, {"instance_id": "dv", "host": b"\xff",
+                              "pid": 1})
+    assert "error" not in r and usage()["host"] == "worker-7"
+    c.close()
 
 
 def test_durability_host_and_none(rm, start_mds, tmp_path):

@@ -278,6 +278,7 @@ void mt_snap_free(struct mt_snap *s)
 	for (i = 0; i < s->n; i++) {
 		free(s->v[i].id);
 		free(s->v[i].devices);
+		free(s->v[i].host);
 	}
 	free(s->v);
 	memset(s, 0, sizeof(*s));
@@ -511,6 +512,7 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 	in->keys = in->leases = in->conns = MT_NA;
 	in->stores = in->retrieves = in->hits = in->misses = MT_NA;
 	in->store_rate = in->retrieve_rate = -1;
+	in->pid = MT_NA;
 	n = read_map(r);
 	if (n < 0)
 		return n == -ENOENT ? 0 : n;
@@ -542,6 +544,17 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 			rc = get_uint(r, &in->conns);
 		} else if (key_is(&k, "devices")) {
 			rc = decode_devices(r, in);
+		} else if (key_is(&k, "host")) {
+			if (mp_read(r, &v) < 0)
+				return -EPROTO;
+			if (v.type == MP_STR && v.len && !in->host) {
+				in->host = dup_clean(v.ptr, v.len);
+				if (!in->host)
+					return -ENOMEM;
+			}
+			rc = mp_skip_rest(r, &v);
+		} else if (key_is(&k, "pid")) {
+			rc = get_uint(r, &in->pid);
 		} else {
 			rc = mp_skip_rest(r, &k);
 			if (rc == 0)
@@ -605,8 +618,10 @@ int mt_decode_usage(struct mt_snap *s, const uint8_t *p, size_t n)
 				rc = decode_inst(&r, &s->v[s->n]);
 				if (s->v[s->n].id)
 					s->n++; /* kept, even half decoded */
-				else
+				else {
 					free(s->v[s->n].devices);
+					free(s->v[s->n].host);
+				}
 			}
 		} else {
 			rc = mp_skip_rest(&r, &k);

@@ -47,6 +47,8 @@ struct mt_inst {
 	uint64_t misses;
 	char *devices; /* owns: "path=bytes ..." or NULL (upstream's
 			* InstanceUsage.devices, when sent) */
+	char *host;    /* owns: where it runs, as its client said; NULL */
+	uint64_t pid;  /* ... its process id (MT_NA: not said) */
 	/* rates from the previous sample (mt_rates); < 0: unknown */
 	double store_rate, retrieve_rate;
 };
@@ -99,6 +101,9 @@ struct mt_snap {
 	double eviction_rate; /* per second; < 0 unknown */
 	double elapsed;	      /* seconds since the previous sample; < 0 */
 };
+
+/* mt_host - "host:pid" (or what of it is known, "-") of @in into @out */
+const char *mt_host(const struct mt_inst *in, char *out, size_t n);
 
 /* mt_snap_init - an empty sample, every figure MT_NA (unknown) */
 void mt_snap_init(struct mt_snap *s);
@@ -178,6 +183,7 @@ enum mt_col {
 	MT_C_HIT,
 	MT_C_STORES,
 	MT_C_RETRIEVES,
+	MT_C_HOST,
 	MT_NCOLS,
 };
 

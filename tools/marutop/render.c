@@ -25,16 +25,17 @@
 #include "util.h"
 
 #define MT_ID_MIN 8 /* the shortest instance id shown ("INSTANCE") */
-#define MT_CELL 48  /* the longest number cell */
+#define MT_CELL 96  /* the longest cell but the id (a host:pid) */
 
 static const char *const col_names[MT_NCOLS] = {
 	"INSTANCE", "REGIONS", "ALLOC",	 "USED", "KEYS",   "PINNED",
 	"LEASE",    "STORE/s", "RETR/s", "HIT%", "STORES", "RETRIEVES",
+	"HOST",
 };
 
 /* the order in which columns go when the screen is narrow */
 static const int drop_order[] = {
-	MT_C_RETRIEVES, MT_C_STORES, MT_C_REGIONS,   MT_C_PINNED,     MT_C_USED,
+	MT_C_HOST,	MT_C_RETRIEVES, MT_C_STORES, MT_C_REGIONS,   MT_C_PINNED,     MT_C_USED,
 	MT_C_LEASE,	MT_C_HIT,    MT_C_RETR_RATE, MT_C_STORE_RATE, MT_C_KEYS,
 };
 #define MT_NDROP ((int)(sizeof(drop_order) / sizeof(drop_order[0])))
@@ -53,6 +54,19 @@ const char *mt_lease_state(const struct mt_inst *in)
 	if (in->conns != MT_NA && in->conns)
 		return "conn";
 	return "gone";
+}
+
+const char *mt_host(const struct mt_inst *in, char *out, size_t n)
+{
+	if (in->host && in->pid != MT_NA)
+		snprintf(out, n, "%s:%" PRIu64, in->host, in->pid);
+	else if (in->host)
+		snprintf(out, n, "%s", in->host);
+	else if (in->pid != MT_NA)
+		snprintf(out, n, ":%" PRIu64, in->pid);
+	else
+		snprintf(out, n, "-");
+	return out;
 }
 
 /* hit ratio in [0, 1], or < 0 when unknown */
@@ -222,7 +236,11 @@ static int cmp_inst(const void *a, const void *b, void *arg)
 	double dx, dy;
 	int c = 0;
 
-	if (by->col != MT_C_ID) {
+	if (by->col == MT_C_HOST) {
+		char hx[MT_CELL], hy[MT_CELL];
+
+		c = strcmp(mt_host(x, hx, sizeof(hx)), mt_host(y, hy, sizeof(hy)));
+	} else if (by->col != MT_C_ID) {
 		dx = sort_val(x, by->col);
 		dy = sort_val(y, by->col);
 		c = dx < dy ? 1 : dx > dy ? -1 : 0;
@@ -316,6 +334,8 @@ static const char *cell(const struct mt_inst *in, int c, char *out, size_t n)
 		return fmt_u(in->stores, out, n);
 	case MT_C_RETRIEVES:
 		return fmt_u(in->retrieves, out, n);
+	case MT_C_HOST:
+		return mt_host(in, out, n);
 	default:
 		return "";
 	}
@@ -530,12 +550,14 @@ int mt_render_table(struct buf *b, const char *title, const struct mt_snap *s,
 			continue;
 		snprintf(h, sizeof(h), "%s%s", col_names[c],
 			 c == sort ? (rev ? "^" : "v") : "");
-		if (c == MT_C_ID || c == MT_C_LEASE)
+		if (c == MT_C_ID || c == MT_C_LEASE || c == MT_C_HOST)
 			rc = bprintf(b, "%s%-*s", c ? "  " : "", (int)wid[c],
 				     h);
 		else
 			rc = bprintf(b, "  %*s", (int)wid[c], h);
 	}
+	while (rc == 0 && b->len && b->data[b->len - 1] == ' ')
+		b->len--;
 	rc = rc ? rc : buf_put(b, "\n", 1);
 	if (!s->n)
 		rc = rc ? rc : bprintf(b, "  (no instances)\n");
@@ -546,7 +568,7 @@ int mt_render_table(struct buf *b, const char *title, const struct mt_snap *s,
 			if (!show[c])
 				continue;
 			txt = cell(&s->v[i], c, tmp, sizeof(tmp));
-			if (c == MT_C_LEASE)
+			if (c == MT_C_LEASE || c == MT_C_HOST)
 				rc = bprintf(b, "  %-*s", (int)wid[c], txt);
 			else
 				rc = bprintf(b, "  %*s", (int)wid[c], txt);
@@ -583,7 +605,8 @@ int mt_render_help(struct buf *b)
 		"Columns: INSTANCE id, REGIONS owned, ALLOC bytes of them,\n"
 		"USED bytes of its keys, KEYS stored in its regions, PINNED\n"
 		"bytes it pins, LEASE lease|conn|gone, STORE/s RETR/s rates,\n"
-		"HIT% of retrieves, STORES RETRIEVES since it started.\n"
+		"HIT% of retrieves, STORES RETRIEVES since it started,\n"
+		"HOST:pid where its client says it runs.\n"
 		"'-': the server does not send it (docs/marutop.md).\n";
 
 	return buf_put(b, text, sizeof(text) - 1);
@@ -594,7 +617,8 @@ int mt_render_help(struct buf *b)
 #define CSV_HEADER                                                             \
 	"timestamp,instance_id,regions,allocated_bytes,used_bytes,keys,"       \
 	"pinned_bytes,leases,connections,lease_state,stores,retrieves,hits,"   \
-	"misses,store_rate,retrieve_rate,hit_ratio,elapsed_s,devices\n"
+	"misses,store_rate,retrieve_rate,hit_ratio,elapsed_s,devices,host,"    \
+	"pid\n"
 
 int mt_render_csv_header(struct buf *b)
 {
@@ -657,6 +681,10 @@ int mt_render_csv(struct buf *b, const char *ts, const struct mt_snap *s)
 		rc = rc ? rc : buf_put(b, ",", 1);
 		if (in->devices)
 			rc = rc ? rc : csv_str(b, in->devices);
+		rc = rc ? rc : buf_put(b, ",", 1);
+		if (in->host)
+			rc = rc ? rc : csv_str(b, in->host);
+		rc = rc ? rc : csv_u(b, in->pid);
 		rc = rc ? rc : buf_put(b, "\n", 1);
 	}
 	return rc;
@@ -730,6 +758,12 @@ int mt_render_json(struct buf *b, const char *ts, const struct mt_snap *s)
 			rc = json_str(b, in->devices);
 		else if (rc == 0)
 			rc = bprintf(b, "null");
+		rc = rc ? rc : bprintf(b, ", \"host\": ");
+		if (rc == 0 && in->host)
+			rc = json_str(b, in->host);
+		else if (rc == 0)
+			rc = bprintf(b, "null");
+		rc = rc ? rc : json_u(b, "pid", in->pid);
 		rc = rc ? rc : buf_put(b, "}\n", 2);
 	}
 	return rc;

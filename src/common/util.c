@@ -48,7 +48,7 @@ int parse_size(const char *s, uint64_t *out)
 
 char *format_bytes(uint64_t v, char *out, size_t outlen)
 {
-	static const char units[] = "KMGT";
+	static const char units[] = "KMGTPE"; /* 2^64 is 16.0E */
 	double d = (double)v;
 	int i = -1;
 
@@ -56,7 +56,7 @@ char *format_bytes(uint64_t v, char *out, size_t outlen)
 		snprintf(out, outlen, "%lluB", (unsigned long long)v);
 		return out;
 	}
-	while (d >= 1024.0 && i < 3) {
+	while (d >= 1024.0 && i < 5) {
 		d /= 1024.0;
 		i++;
 	}

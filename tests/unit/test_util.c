@@ -39,6 +39,9 @@ static void test_format_bytes(void **state)
 	assert_string_equal(format_bytes(1536, s, sizeof(s)), "1.5K");
 	assert_string_equal(format_bytes(4ull << 30, s, sizeof(s)), "4.0G");
 	assert_string_equal(format_bytes(3ull << 40, s, sizeof(s)), "3.0T");
+	/* every uint64 fits a few characters (a cell of the tools) */
+	assert_string_equal(format_bytes(5ull << 50, s, sizeof(s)), "5.0P");
+	assert_string_equal(format_bytes(UINT64_MAX, s, sizeof(s)), "16.0E");
 }
 
 static void test_host_port(void **state)

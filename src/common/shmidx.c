@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * shmidx.c - the shared index's line protocol (see shmidx.h)
+ *
+ * Lines are written with a seqlock: word 0 goes odd, the other words are
+ * stored, word 0 goes even with the new sequence; x86 keeps stores in
+ * program order, so any copy of the line a reader takes -- from its
+ * cache, or in SI_FLUSH mode from memory in one 64-byte fill -- is an
+ * older stable version, an odd one, or the new one, and the check word
+ * rejects a line torn any other way (a platform that broke 64-byte
+ * atomicity, a half-copied line in SI_SIMULATE).
+ *
+ * The digest is SHA-256 through OpenSSL's one-shot low-level functions:
+ * 62 ns for a key of up to 51 bytes here, where EVP (deprecation's
+ * replacement) takes 124 ns with a prefetched digest and 300 ns without
+ * (docs/shm-index.md "Digest").
+ */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#include "shmidx.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <openssl/sha.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+/* ---- coherence ---- */
+
+#if defined(__x86_64__)
+static int have_clwb = -1, have_clflushopt;
+
+static void cpu_probe(void)
+{
+	unsigned a, b, c, d;
+
+	have_clflushopt = 0;
+	have_clwb = 0;
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+		have_clflushopt = !!(b & (1u << 23));
+		have_clwb = !!(b & (1u << 24));
+	}
+}
+
+static inline void line_wb(const void *p)
+{
+	if (have_clwb)
+		__asm__ volatile("clwb %0" : "+m"(*(volatile char *)p));
+	else if (have_clflushopt)
+		__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)p));
+	else
+		__asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
+}
+
+static inline void line_inv(const void *p)
+{
+	if (have_clflushopt)
+		__asm__ volatile("clflushopt %0" : "+m"(*(volatile char *)p));
+	else
+		__asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
+}
+
+static inline void fence_s(void)
+{
+	__asm__ volatile("sfence" ::: "memory");
+}
+
+static inline void fence_m(void)
+{
+	__asm__ volatile("mfence" ::: "memory");
+}
+#endif
+
+static const char *const coh_names[] = {"none", "flush", "simulate"};
+
+const char *si_coh_name(int coh)
+{
+	return coh >= 0 && coh <= SI_SIMULATE ? coh_names[coh] : "?";
+}
+
+int si_coh_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; i <= SI_SIMULATE; i++)
+		if (!strcmp(s, coh_names[i]))
+			return i;
+	return -EINVAL;
+}
+
+int si_map_init(struct si_map *m, void *mem, size_t len, int coh,
+		bool writer)
+{
+	memset(m, 0, sizeof(*m));
+	m->mem = mem;
+	m->base = mem;
+	m->len = len;
+	m->coh = coh;
+	if (coh == SI_FLUSH) {
+#if defined(__x86_64__)
+		if (have_clwb < 0)
+			cpu_probe();
+#else
+		return -ENOTSUP;
+#endif
+	}
+	if (coh == SI_SIMULATE) {
+		/* anonymous memory: untouched pages cost nothing */
+		m->base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m->base == MAP_FAILED) {
+			m->base = NULL;
+			return -ENOMEM;
+		}
+		if (writer)
+			memcpy(m->base, mem, len);
+	}
+	return 0;
+}
+
+void si_map_destroy(struct si_map *m)
+{
+	if (m->coh == SI_SIMULATE && m->base)
+		munmap(m->base, m->len);
+	memset(m, 0, sizeof(*m));
+}
+
+static inline size_t line_of(const struct si_map *m, const void *p)
+{
+	return ((size_t)((const uint8_t *)p - m->base)) & ~(size_t)(SI_LINE - 1);
+}
+
+/* a line from the private copy to the shared memory, or back */
+static void sim_copy(uint8_t *dst, const uint8_t *src)
+{
+	volatile uint64_t *d = (volatile uint64_t *)dst;
+	const volatile uint64_t *s = (const volatile uint64_t *)src;
+	int i;
+
+	/* word by word, word 0 last as the writer does: a reader may copy
+	 * the line in the middle (a torn line, rejected by its check) */
+	for (i = 1; i < 8; i++)
+		d[i] = s[i];
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	d[0] = s[0];
+}
+
+static bool line_filled(const uint8_t *p)
+{
+	const uint64_t *w = (const uint64_t *)p;
+	int i;
+
+	for (i = 0; i < 8; i++)
+		if (w[i])
+			return true;
+	return false;
+}
+
+static void wb(const struct si_map *m, const void *p, bool removal)
+{
+	size_t o;
+
+	switch (m->coh) {
+#if defined(__x86_64__)
+	case SI_FLUSH:
+		line_wb(p);
+		break;
+#endif
+	case SI_SIMULATE:
+		if (removal && (m->fault & SI_FAULT_NO_WB_DEL))
+			break;
+		o = line_of(m, p);
+		sim_copy(m->mem + o, m->base + o);
+		break;
+	default:
+		break;
+	}
+}
+
+void si_wb(const struct si_map *m, const void *p)
+{
+	wb(m, p, false);
+}
+
+void si_wb_fence(const struct si_map *m)
+{
+#if defined(__x86_64__)
+	if (m->coh == SI_FLUSH) {
+		fence_s();
+		return;
+	}
+#endif
+	if (m->coh == SI_SIMULATE)
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void si_inv(const struct si_map *m, const void *p)
+{
+	size_t o;
+
+	switch (m->coh) {
+#if defined(__x86_64__)
+	case SI_FLUSH:
+		line_inv(p);
+		break;
+#endif
+	case SI_SIMULATE:
+		o = line_of(m, p);
+		/* the fault: a line once read is kept forever, as a cache
+		 * that is never invalidated (filled at its first read) */
+		if ((m->fault & SI_FAULT_NO_INV) && line_filled(m->base + o))
+			break;
+		sim_copy(m->base + o, m->mem + o);
+		break;
+	default:
+		break;
+	}
+}
+
+/* the reader's fence between invalidations and loads (SI_FLUSH) */
+static inline void inv_fence(const struct si_map *m)
+{
+#if defined(__x86_64__)
+	if (m->coh == SI_FLUSH) {
+		fence_m();
+		return;
+	}
+#endif
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* ---- keys and checks ---- */
+
+void si_digest(uint8_t tag, const void *key, size_t len,
+	       uint8_t out[SI_DIGEST])
+{
+	const uint8_t pre[4] = {'M', 'K', '1', tag};
+	uint8_t md[SHA256_DIGEST_LENGTH];
+	SHA256_CTX c;
+
+	SHA256_Init(&c);
+	SHA256_Update(&c, pre, sizeof(pre));
+	SHA256_Update(&c, key, len);
+	SHA256_Final(md, &c);
+	memcpy(out, md, SI_DIGEST);
+}
+
+uint64_t si_check(const void *line)
+{
+	uint64_t w[7], h = 0x9e3779b97f4a7c15ull;
+	int i;
+
+	memcpy(w, line, sizeof(w)); /* any type's bytes (no aliasing) */
+	for (i = 0; i < 7; i++) {
+		h ^= w[i];
+		h *= 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+/* ---- readers ---- */
+
+/*
+ * Copy the line at @src into @w and say whether the copy is a stable,
+ * self-consistent version: word 0 the same before and after (its bit 0
+ * clear) and the check right.
+ */
+static bool snap(const void *src, uint64_t w[8])
+{
+	const volatile uint64_t *s = src;
+	uint64_t a, b;
+	int i;
+
+	a = __atomic_load_n((const uint64_t *)src, __ATOMIC_ACQUIRE);
+	for (i = 0; i < 8; i++)
+		w[i] = s[i];
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	b = __atomic_load_n((const uint64_t *)src, __ATOMIC_RELAXED);
+	return a == b && w[0] == a && !(a & 1) && w[7] == si_check(w);
+}
+
+int si_super_read(const struct si_map *m, struct si_super *out,
+		  struct si_layout *lay)
+{
+	uint64_t w[8], end;
+
+	si_inv(m, m->base);
+	if (m->coh != SI_COHERENT)
+		inv_fence(m);
+	if (!snap(m->base, w))
+		return -EAGAIN;
+	memcpy(out, w, sizeof(*out));
+	if (out->magic != SI_MAGIC || out->layout != SI_LAYOUT)
+		return -EBADF;
+	/* a table inside the mapping, or nothing to read */
+	if (out->table_off < SI_HDR || out->table_off % SI_LINE ||
+	    !out->n_groups || out->n_groups > m->len / SI_GROUP_BYTES)
+		return -EBADF;
+	end = out->table_off + si_table_bytes(out->n_groups);
+	if (end < out->table_off || end > m->len)
+		return -EBADF;
+	lay->state = out->state;
+	lay->table_off = out->table_off;
+	lay->n_groups = out->n_groups;
+	return 0;
+}
+
+void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
+	       uint64_t *g2)
+{
+	uint64_t a, b;
+
+	memcpy(&a, d, 8);
+	memcpy(&b, d + 8, 8);
+	*g1 = (uint64_t)(((unsigned __int128)a * n) >> 64);
+	*g2 = (uint64_t)(((unsigned __int128)b * n) >> 64);
+	if (*g2 == *g1)
+		*g2 = (*g1 + 1) % n;
+}
+
+static inline void pause_cpu(void)
+{
+#if defined(__x86_64__)
+	__builtin_ia32_pause();
+#endif
+}
+
+int si_lookup(const struct si_map *m, struct si_layout *lay,
+	      const uint8_t d[SI_DIGEST], bool after_use, struct si_hit *out,
+	      struct si_rstats *st)
+{
+	const struct si_entry *grp[2];
+	struct si_super sb;
+	struct si_layout now;
+	union {
+		uint64_t w[8];
+		struct si_entry e;
+	} u;
+	const struct si_entry *c = &u.e;
+	uint64_t g1, g2, s2;
+	int attempt, k, j, rc, unstable, ovf, hit;
+
+	for (attempt = 0; attempt <= SI_RETRIES; attempt++) {
+		if (attempt)
+			pause_cpu();
+		if (!lay->state) {
+			/* no layout yet: the superblock says where */
+			rc = si_super_read(m, &sb, lay);
+			if (rc == -EBADF)
+				return SI_ASK;
+			if (rc < 0) {
+				lay->state = 0;
+				st->unstable++;
+				continue;
+			}
+		}
+		si_groups(d, lay->n_groups, &g1, &g2);
+		grp[0] = (const struct si_entry *)(m->base + lay->table_off) +
+			 g1 * SI_GROUP;
+		grp[1] = (const struct si_entry *)(m->base + lay->table_off) +
+			 g2 * SI_GROUP;
+		if (m->coh != SI_COHERENT) {
+			/* the caller's reads of a hit are done before any
+			 * line is dropped (a refill is then no older) */
+			if (after_use)
+				inv_fence(m);
+			for (k = 0; k < 2; k++)
+				for (j = 0; j < SI_GROUP; j++)
+					si_inv(m, &grp[k][j]);
+		} else if (after_use) {
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		}
+		/* the superblock with the entries: still this table? */
+		rc = si_super_read(m, &sb, &now);
+		if (rc == -EBADF)
+			return SI_ASK;
+		if (rc < 0) {
+			st->unstable++;
+			continue;
+		}
+		if (now.state != lay->state) {
+			*lay = now;
+			st->restarts++;
+			continue;
+		}
+		unstable = ovf = hit = 0;
+		for (k = 0; k < 2 && !hit; k++) {
+			for (j = 0; j < SI_GROUP; j++) {
+				if (!snap(&grp[k][j], u.w)) {
+					unstable = 1;
+					st->unstable++;
+					continue;
+				}
+				ovf |= c->flags & SI_F_OVF;
+				if ((c->flags & SI_F_LIVE) &&
+				    !memcmp(c->digest, d, SI_DIGEST)) {
+					out->region_id = c->region_id;
+					out->kv_offset = c->kv_offset;
+					out->kv_length = c->kv_length;
+					out->gen = c->gen;
+					hit = 1;
+					break;
+				}
+			}
+		}
+		/* and after: the table was current while they were read */
+		if (m->coh != SI_COHERENT) {
+			inv_fence(m);
+			si_inv(m, m->base);
+			inv_fence(m);
+		} else {
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		}
+		s2 = __atomic_load_n((const uint64_t *)m->base,
+				     __ATOMIC_ACQUIRE);
+		if (s2 != now.state) {
+			st->restarts++;
+			continue;
+		}
+		if (hit)
+			return SI_HIT;
+		if (unstable)
+			continue;
+		return ovf ? SI_ASK : SI_MISS;
+	}
+	return SI_ASK;
+}
+
+/* ---- the writer ---- */
+
+static inline struct si_entry *slot_at(const struct si_map *m,
+				       const struct si_table *t, uint64_t g,
+				       int j)
+{
+	return (struct si_entry *)(m->base + t->off) + g * SI_GROUP + j;
+}
+
+/* seqlock-write @line over the line @dst (word 0 last), then write it back */
+static void write_line(const struct si_map *m, void *dst, const void *line,
+		       bool removal)
+{
+	volatile uint64_t *d = dst;
+	uint64_t w0 = d[0], v[8];
+	int i;
+
+	memcpy(v, line, sizeof(v));
+	/* odd, keeping the rest of word 0 */
+	__atomic_store_n((uint64_t *)dst, w0 | 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (i = 1; i < 8; i++)
+		d[i] = v[i];
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n((uint64_t *)dst, v[0], __ATOMIC_RELAXED);
+	wb(m, dst, removal);
+}
+
+/* write entry @e (its seq the slot's next even one, check computed) */
+static void put_entry(const struct si_map *m, struct si_entry *slot,
+		      struct si_entry *e, bool removal)
+{
+	e->seq = (slot->seq | 1) + 1;
+	e->rsvd0 = 0;
+	e->rsvd1 = 0;
+	e->check = si_check(e);
+	write_line(m, slot, e, removal);
+}
+
+void si_format(const struct si_map *m, const struct si_table *t)
+{
+	uint64_t i, n = t->n_groups * SI_GROUP;
+	struct si_entry *e = (struct si_entry *)(m->base + t->off);
+
+	for (i = 0; i < n; i++) {
+		memset(&e[i], 0, sizeof(e[i]));
+		e[i].check = si_check(&e[i]);
+		wb(m, &e[i], false);
+	}
+}
+
+static int count_live(const struct si_map *m, const struct si_table *t,
+		      uint64_t g)
+{
+	int j, n = 0;
+
+	for (j = 0; j < SI_GROUP; j++)
+		n += !!(slot_at(m, t, g, j)->flags & SI_F_LIVE);
+	return n;
+}
+
+const struct si_entry *si_live(const struct si_map *m,
+			       const struct si_table *t,
+			       const uint8_t d[SI_DIGEST])
+{
+	uint64_t g[2];
+	const struct si_entry *e;
+	int k, j;
+
+	si_groups(d, t->n_groups, &g[0], &g[1]);
+	for (k = 0; k < 2; k++)
+		for (j = 0; j < SI_GROUP; j++) {
+			e = slot_at(m, t, g[k], j);
+			if ((e->flags & SI_F_LIVE) &&
+			    !memcmp(e->digest, d, SI_DIGEST))
+				return e;
+		}
+	return NULL;
+}
+
+static void set_ovf(const struct si_map *m, const struct si_table *t,
+		    uint64_t g)
+{
+	struct si_entry *s0 = slot_at(m, t, g, 0), v;
+
+	if (s0->flags & SI_F_OVF)
+		return;
+	v = *s0;
+	v.flags |= SI_F_OVF;
+	put_entry(m, s0, &v, false);
+}
+
+void si_mark_ovf(const struct si_map *m, const struct si_table *t,
+		 const uint8_t d[SI_DIGEST])
+{
+	uint64_t g1, g2;
+
+	si_groups(d, t->n_groups, &g1, &g2);
+	set_ovf(m, t, g1);
+	set_ovf(m, t, g2);
+}
+
+int si_insert(const struct si_map *m, const struct si_table *t,
+	      const struct si_entry *v)
+{
+	struct si_entry *slot, e;
+	uint64_t g1, g2, g;
+	int n1, n2, j;
+
+	if (si_live(m, t, v->digest))
+		return -EEXIST;
+	si_groups(v->digest, t->n_groups, &g1, &g2);
+	n1 = count_live(m, t, g1);
+	n2 = count_live(m, t, g2);
+	if (n1 == SI_GROUP && n2 == SI_GROUP) {
+		set_ovf(m, t, g1);
+		set_ovf(m, t, g2);
+		return 0;
+	}
+	g = n2 < n1 ? g2 : g1;
+	for (j = 0; j < SI_GROUP; j++) {
+		slot = slot_at(m, t, g, j);
+		if (!(slot->flags & SI_F_LIVE))
+			break;
+	}
+	e = *v;
+	/* the group's mark lives in slot 0 and stays */
+	e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
+	put_entry(m, slot, &e, false);
+	return 1;
+}
+
+int si_remove(const struct si_map *m, const struct si_table *t,
+	      const uint8_t d[SI_DIGEST])
+{
+	struct si_entry *slot = (struct si_entry *)si_live(m, t, d), e;
+
+	if (!slot)
+		return 0;
+	memset(&e, 0, sizeof(e));
+	e.flags = slot->flags & SI_F_OVF;
+	put_entry(m, slot, &e, true);
+	return 1;
+}
+
+void si_super_write(const struct si_map *m, const struct si_super *sb)
+{
+	struct si_super *dst = (struct si_super *)m->base, v = *sb;
+	uint64_t cur = dst->state;
+
+	v.check = si_check(&v);
+	if (!(cur & 1)) {
+		/* readers stop trusting the old layout first */
+		__atomic_store_n(&dst->state, cur | 1, __ATOMIC_RELAXED);
+		wb(m, dst, false);
+		si_wb_fence(m);
+	}
+	write_line(m, dst, &v, false);
+	/* the new layout is in memory before anything of the old changes */
+	si_wb_fence(m);
+}

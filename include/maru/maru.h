@@ -637,8 +637,12 @@ int maru_kv_store(struct maru_handler *h, const struct maru_key *key,
  * maru_kv_retrieve - find @key and map its region if needed
  * @out: on a hit, the view of the stored bytes; on a miss ptr NULL, len 0
  *
- * One LOOKUP_KV round trip; a region neither owned nor mapped yet is mapped
- * (GET_ACCESS + mmap + pre-fault) on first use.
+ * When maru-server publishes its shared index (docs/shm-index.md), the key
+ * is looked up in it with no request: a hit in a region this handler has
+ * mapped, or a miss the index proves, is answered at once; anything else
+ * (and every lookup with MARU_SHM_INDEX=0) is one LOOKUP_KV round trip.
+ * A region neither owned nor mapped yet is mapped (GET_ACCESS + mmap +
+ * pre-fault) on first use.
  * Return: 1 found, 0 not found, or -errno (RPC failure, or the region could
  * not be mapped; Python maps every failure to None).
  * Context: any thread (read).
@@ -688,6 +692,24 @@ int maru_kv_recheck(struct maru_handler *h, const struct maru_key *key,
  * Return: 1 exists, 0 absent, -errno.  Context: any thread (read).
  */
 int maru_kv_exists(struct maru_handler *h, const struct maru_key *key);
+
+/*
+ * What a handler answered from maru-server's shared index (issue 16,
+ * docs/shm-index.md) since it was made.
+ */
+struct maru_index_stats {
+	bool attached;		 /* an index is mapped and in use now */
+	uint64_t local_hits;	 /* lookups it answered: found */
+	uint64_t local_misses;	 /* ... not there (a miss it proves) */
+	uint64_t fallbacks;	 /* lookups it could not answer: requests */
+};
+
+/**
+ * maru_handler_index_stats - the counters above
+ * Return: 0.  Context: any thread (lock-free).
+ */
+int maru_handler_index_stats(struct maru_handler *h,
+			     struct maru_index_stats *out);
 
 /**
  * maru_kv_pin - PIN_KV: pin @key (a pinned key cannot be deleted)

@@ -95,7 +95,18 @@ SERVER_STATS = {
     ("events", "events"): ("maru_events_total", C, "KV events made", 1),
     ("events", "messages"): ("maru_event_messages_total", C, "KV event messages handed to libzmq", 1),
     ("events", "dropped"): ("maru_event_messages_dropped_total", C, "KV event messages lost before libzmq took them", 1),
+    # the shared index (issue 16, docs/shm-index.md)
+    ("shm_index", "enabled"): ("maru_shm_index_enabled", G, "1 when the server publishes its index in shared memory", 1),
+    ("shm_index", "published"): ("maru_shm_index_keys", G, "Keys clients can look up with no request", 1),
+    ("shm_index", "rpc_only"): ("maru_shm_index_rpc_only_keys", G, "Keys only the server answers (overflowed groups, untracked regions)", 1),
+    ("shm_index", "slots"): ("maru_shm_index_slots", G, "Entries the current table holds", 1),
+    ("shm_index", "table_bytes"): ("maru_shm_index_table_bytes", G, "Bytes of the current table", 1),
+    ("shm_index", "area_bytes"): ("maru_shm_index_area_bytes", G, "Bytes of the index's area (file or region)", 1),
+    ("shm_index", "rebuilds"): ("maru_shm_index_rebuilds_total", C, "Tables replaced while serving (growth)", 1),
+    ("shm_index", "build_ms"): ("maru_shm_index_build_seconds", G, "Time the start took to publish the recovered keys", 1e-3),
 }
+# the clients' reports of what they answered from the shared index
+SHM_LOCAL = {"local_hits": "hit", "local_misses": "miss", "fallbacks": "fallback"}
 RECOVERY = {
     "recovered": ("maru_recovery_recovered", "1 when the last start recovered a journal"),
     "discarded": ("maru_recovery_discarded", "1 when the last start discarded the journal"),
@@ -316,10 +327,19 @@ class MaruCollector:
             v = _num(rec.get(key))
             if v is not None:
                 out.add("gauge", name, doc, *T, v / 1000.0 if key == "ms" else v)
+        cl = (st.get("shm_index") or {}).get("clients") or {}
+        for key, result in SHM_LOCAL.items():
+            v = _num(cl.get(key))
+            if v is not None:
+                out.add(C, "maru_shm_index_lookups_total",
+                        "Lookups clients answered from the shared index (hit, miss) "
+                        "or could not (fallback: a request), as they reported",
+                        ["target", "result"], [url, result], v)
         self._operations(out, url, st.get("stats_manager") or {})
         self._requests(out, url, st.get("requests") or {})
         # everything else, generically
         done = set(SERVER_STATS) | {("eviction", k) for k in EVICTION_OWN}
+        done |= {("shm_index", "clients")}
         done |= {("journal", "recovery", k) for k in RECOVERY}
         for sec, body in st.items():
             if sec in ("stats_manager", "requests"):

@@ -361,12 +361,24 @@ class MaruHandler:
         }
         if "cxl_pool" in raw:
             stats["cxl_pool"] = raw["cxl_pool"]
+        # the shared index (an addition, issue 16): the server's side, and
+        # what this handler answered from it without a request
+        if "shm_index" in raw:
+            stats["shm_index"] = raw["shm_index"]
+        stats["shm_index_local"] = self.index_stats()
         if self._orm is not None:
             store = self._orm.get_stats()
             stats["store_regions"] = store
             if store["regions"]:
                 stats["allocator"] = store["regions"][0]
         return stats
+
+    def index_stats(self) -> dict:
+        """What this handler answered from maru-server's shared index
+        (docs/shm-index.md): attached, local_hits, local_misses, fallbacks
+        (lookups it could not answer, sent to the server).  An addition
+        to upstream's API."""
+        return self._h.index_stats()
 
     def __repr__(self) -> str:
         return (f"MaruHandler(server_url={self._config.server_url!r}, "

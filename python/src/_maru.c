@@ -971,6 +971,22 @@ static PyObject *handler_region_is_owned(PyObject *obj, PyObject *arg)
 	return PyBool_FromLong(owned);
 }
 
+static PyObject *handler_index_stats(PyObject *obj, PyObject *unused)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+	struct maru_index_stats st;
+
+	(void)unused;
+	maru_handler_index_stats(self->h, &st);
+	/* clang-format off */
+	return Py_BuildValue("{sOsKsKsK}",
+		"attached", st.attached ? Py_True : Py_False,
+		"local_hits", (unsigned long long)st.local_hits,
+		"local_misses", (unsigned long long)st.local_misses,
+		"fallbacks", (unsigned long long)st.fallbacks);
+	/* clang-format on */
+}
+
 static PyObject *handler_set_on_region_added(PyObject *obj, PyObject *cb)
 {
 	HandlerObject *self = (HandlerObject *)obj;
@@ -1552,6 +1568,8 @@ static PyMethodDef handler_methods[] = {
 	 "None"},
 	{"region_is_owned", handler_region_is_owned, METH_O,
 	 "region_is_owned(region_id) -> bool"},
+	{"index_stats", handler_index_stats, METH_NOARGS,
+	 "index_stats() -> dict: the shared index's local answers"},
 	{"set_on_region_added", handler_set_on_region_added, METH_O,
 	 "set_on_region_added(callable(region_id, page_count) | None)"},
 	{"healthcheck", handler_healthcheck, METH_NOARGS,

@@ -268,10 +268,12 @@ uint64_t si_check(const void *line)
 
 /*
  * Copy the line at @src into @w and say whether the copy is a stable,
- * self-consistent version: word 0 the same before and after (its bit 0
- * clear) and the check right.
+ * self-consistent version: word 0 the same before and after and the check
+ * right.  An entry must also have an even word 0 (an odd one with a good
+ * check cannot be written); a superblock's odd state says "being
+ * changed" (si_super_read).
  */
-static bool snap(const void *src, uint64_t w[8])
+static bool snap_any(const void *src, uint64_t w[8])
 {
 	const volatile uint64_t *s = src;
 	uint64_t a, b;
@@ -282,7 +284,12 @@ static bool snap(const void *src, uint64_t w[8])
 		w[i] = s[i];
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	b = __atomic_load_n((const uint64_t *)src, __ATOMIC_RELAXED);
-	return a == b && w[0] == a && !(a & 1) && w[7] == si_check(w);
+	return a == b && w[0] == a && w[7] == si_check(w);
+}
+
+static bool snap(const void *src, uint64_t w[8])
+{
+	return snap_any(src, w) && !(w[0] & 1);
 }
 
 int si_super_read(const struct si_map *m, struct si_super *out,
@@ -293,11 +300,13 @@ int si_super_read(const struct si_map *m, struct si_super *out,
 	si_inv(m, m->base);
 	if (m->coh != SI_COHERENT)
 		inv_fence(m);
-	if (!snap(m->base, w))
+	if (!snap_any(m->base, w))
 		return -EAGAIN;
 	memcpy(out, w, sizeof(*out));
 	if (out->magic != SI_MAGIC || out->layout != SI_LAYOUT)
 		return -EBADF;
+	if (out->state & 1)
+		return -EBUSY; /* a start or a stop: ask the server */
 	/* a table inside the mapping, or nothing to read */
 	if (out->table_off < SI_HDR || out->table_off % SI_LINE ||
 	    !out->n_groups || out->n_groups > m->len / SI_GROUP_BYTES)
@@ -352,7 +361,7 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 		if (!lay->state) {
 			/* no layout yet: the superblock says where */
 			rc = si_super_read(m, &sb, lay);
-			if (rc == -EBADF)
+			if (rc == -EBADF || rc == -EBUSY)
 				return SI_ASK;
 			if (rc < 0) {
 				lay->state = 0;
@@ -378,7 +387,7 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 		}
 		/* the superblock with the entries: still this table? */
 		rc = si_super_read(m, &sb, &now);
-		if (rc == -EBADF)
+		if (rc == -EBADF || rc == -EBUSY)
 			return SI_ASK;
 		if (rc < 0) {
 			st->unstable++;

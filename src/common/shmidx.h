@@ -187,9 +187,9 @@ struct si_rstats {
 /**
  * si_super_read - a consistent snapshot of the superblock (invalidated
  * first in SI_FLUSH mode)
- * Return: 0 with *@lay (state even), -EAGAIN (being changed: odd state or
- * a torn line), -EBADF (not an index of this layout, or a table outside
- * the mapping).
+ * Return: 0 with *@lay (state even), -EBUSY (the writer marked it "being
+ * changed": a start, a stop), -EAGAIN (a torn line: try again), -EBADF
+ * (not an index of this layout, or a table outside the mapping).
  */
 int si_super_read(const struct si_map *m, struct si_super *out,
 		  struct si_layout *lay);

@@ -276,15 +276,21 @@ int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 }
 
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
-			const char *lease_id, bool release, uint64_t ack)
+			const char *lease_id, bool release, uint64_t ack,
+			const struct maru__hb_report *rep)
 {
+	static const char *const idx_names[3] = {
+		"index_hits", "index_misses", "index_fallbacks"};
 	msgpack_packer pk;
-	int rc;
+	int rc, i, nidx = 0;
 
 	msgpack_packer_init(&pk, m, msg_write);
 	if (!instance_id)
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
-	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0));
+	for (i = 0; rep && i < 3; i++)
+		nidx += rep->idx[i] != 0;
+	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0) +
+					   (rep && rep->ntouched) + nidx);
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	if (!release)
 		rc |= pack_whereabouts(&pk);
@@ -298,6 +304,17 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		      msgpack_pack_uint64(&pk, ack);
 	if (release)
 		rc |= pack_cstr(&pk, "lease_release") | msgpack_pack_true(&pk);
+	/* the shared index (issue 16): keys used with no request, for the
+	 * server's eviction policy, and what was answered locally */
+	if (rep && rep->ntouched) {
+		rc |= pack_cstr(&pk, "touched") |
+		      msgpack_pack_array(&pk, rep->ntouched);
+		rc |= maru__enc_raw(m, rep->touched, rep->touched_len);
+	}
+	for (i = 0; rep && i < 3; i++)
+		if (rep->idx[i])
+			rc |= pack_cstr(&pk, idx_names[i]) |
+			      msgpack_pack_uint64(&pk, rep->idx[i]);
 	return pack_rc(rc, m);
 }
 
@@ -563,6 +580,60 @@ static int mp_array_header(struct mp_rd *r, uint32_t *n, bool *nil)
 	return 0;
 }
 
+/* HANDSHAKE's "shm_index" descriptor (issue 16) */
+static int mp_idx_desc(struct mp_rd *r, struct maru__idx_desc *d, int depth)
+{
+	struct mp_val it, k;
+	const char *s = NULL;
+	uint32_t i, n = 0;
+	uint64_t layout = 0;
+	bool digest_ok = false;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	rc = map_open(r, &it, depth);
+	if (rc <= 0)
+		return rc;
+	d->present = true;
+	for (i = 0; i < it.n; i++) {
+		if (mp_read(r, &k))
+			return -EPROTO;
+		if (key_is(&k, "layout")) {
+			rc = mp_uint(r, &layout);
+		} else if (key_is(&k, "digest")) {
+			s = NULL;
+			rc = mp_opt_str(r, &s, &n);
+			digest_ok = s && n == 14 &&
+				    !memcmp(s, "sha256-128-mk1", 14);
+		} else if (key_is(&k, "area_id")) {
+			rc = mp_uint(r, &d->area_id);
+		} else if (key_is(&k, "length")) {
+			rc = mp_uint(r, &d->length);
+		} else if (key_is(&k, "noncoherent")) {
+			rc = mp_truth(r, &d->noncoherent, depth + 1);
+		} else if (key_is(&k, "simulate")) {
+			rc = mp_truth(r, &d->simulate, depth + 1);
+		} else if (key_is(&k, "kind")) {
+			s = NULL;
+			rc = mp_opt_str(r, &s, &n);
+			d->pool = s && n == 4 && !memcmp(s, "pool", 4);
+		} else if (key_is(&k, "region")) {
+			rc = mp_handle(r, &d->region, depth + 1);
+			rc = rc < 0 ? rc : 0;
+		} else if (key_is(&k, "path")) {
+			rc = mp_opt_str(r, &d->path, &d->path_len);
+		} else {
+			rc = mp_skip_rest(r, &k) || mp_skip(r);
+		}
+		if (rc)
+			return -EPROTO;
+	}
+	d->usable = layout == 1 && digest_ok && d->area_id && d->length &&
+		    (d->pool ? d->region.length >= d->length
+			     : d->path_len > 0);
+	return 0;
+}
+
 /* the lists a reply may carry */
 enum { L_RESULTS, L_ENTRIES, L_HANDLES };
 
@@ -629,6 +700,9 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	rep->results_len = rep->entries_len = rep->handles_len = 0;
 	rep->kv_gen = rep->kv_gen_first = 0;
 	rep->renew_ms = 0;
+	memset(&rep->idx, 0, sizeof(rep->idx));
+	rep->has_idx_id = false;
+	rep->idx_id = 0;
 	rep->evicted_first = rep->evicted_last = 0;
 	memset(&rep->evicted, 0, sizeof(rep->evicted));
 	memset(&rep->release, 0, sizeof(rep->release));
@@ -700,6 +774,11 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 				rc = 0;
 			else
 				rc = -EPROTO;
+		} else if (key_is(&k, "shm_index")) {
+			rc = mp_idx_desc(&r, &rep->idx, 1);
+		} else if (key_is(&k, "shm_index_id")) {
+			rc = mp_uint(&r, &rep->idx_id);
+			rep->has_idx_id = true;
 		} else if (key_is(&k, "results")) {
 			rc = dec_list(&r, rep, L_RESULTS, 1);
 		} else if (key_is(&k, "entries")) {

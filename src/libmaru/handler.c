@@ -127,6 +127,7 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	pthread_mutex_init(&h->inbox.lock, NULL);
 	maru__fence_init(h);
 	maru__rpc_watch_init(&h->watch);
+	maru__idx_init(h);
 	*out = h;
 	return 0;
 
@@ -150,6 +151,7 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	maru__keymap_destroy(&h->keys);
 	maru__owned_destroy(&h->owned);
 	maru__rpc_watch_destroy(&h->watch);
+	maru__idx_destroy(h);
 	maru__fence_destroy(h);
 	maru__lease_destroy(h);
 	pthread_mutex_destroy(&h->olock);
@@ -364,6 +366,14 @@ static int handshake(struct maru_handler *h)
 	/* which server process: a later reply from another means a restart */
 	if (rc == 0 && !r.error)
 		maru__fence_set_server(h, &r);
+	/* the shared index (issue 16): a file now; a region of the pool
+	 * once the resource manager's address is known (connect) */
+	if (rc == 0 && !r.error && r.idx.present) {
+		if (r.idx.pool)
+			atomic_store(&h->idx.stale, true);
+		else
+			(void)maru__idx_attach(h, &r.idx);
+	}
 	maru__rpc_reply_release(&rr);
 	ldbg(h, "resource manager at %s", h->rm_address);
 	return 0;
@@ -547,6 +557,7 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		lerr(h, "bad resource manager address '%s'", h->rm_address);
 		goto out_teardown;
 	}
+	maru__idx_refresh(h, &h->rpc); /* an index in the pool: map it */
 	rc = maru__lease_start(h, false);
 	if (rc < 0)
 		goto out_teardown;
@@ -1469,6 +1480,53 @@ static int resolve(struct maru_handler *h, const struct maru__lookup *l,
 	return 1;
 }
 
+/*
+ * The view of a shared-index hit (issue 16), when the region is mapped
+ * here (the lookup is lock-free; a region not mapped yet, or fenced, is
+ * left to the server's answer, which maps it).  Return: 1, or 0: ask.
+ */
+static int local_view(struct maru_handler *h, const struct si_hit *hit,
+		      struct maru_view *out)
+{
+	struct maru__mapping *m = maru__mapper_find(&h->mapper, hit->region_id);
+
+	if (!m || hit->kv_offset > m->len ||
+	    hit->kv_length > m->len - hit->kv_offset)
+		return 0;
+	out->ptr = m->addr + hit->kv_offset;
+	out->len = (size_t)hit->kv_length;
+	out->region_id = hit->region_id;
+	out->offset = hit->kv_offset;
+	out->page_index = hit->kv_offset / h->cfg.chunk_size;
+	return 1;
+}
+
+/*
+ * Answer a retrieve from the shared index: 1 hit (*@out, *@gen), 0 a
+ * final miss, -1 ask the server.  Counted either way.
+ */
+static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
+			struct maru_view *out, uint64_t *gen)
+{
+	struct si_hit hit;
+	int r = maru__idx_lookup(h, key, false, &hit);
+
+	if (r == MARU_IDX_NONE)
+		return -1;
+	if (r == SI_MISS) {
+		maru__idx_count(h, SI_MISS);
+		return 0;
+	}
+	if (r == SI_HIT && local_view(h, &hit, out)) {
+		maru__idx_count(h, SI_HIT);
+		maru__idx_touch(h, key);
+		*gen = hit.gen;
+		return 1;
+	}
+	maru__idx_count(h, SI_ASK);
+	return -1;
+}
+
 MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
 				 const struct maru_key *key,
 				 struct maru_view *out)
@@ -1485,12 +1543,24 @@ MARU_EXPORT int maru_kv_retrieve_ticket(struct maru_handler *h,
 	struct maru__msg m;
 	int rc;
 
+	uint64_t gen = 0;
+
 	if (ticket)
 		*ticket = 0;
 	memset(out, 0, sizeof(*out));
 	rc = state_check(h);
 	if (rc < 0)
 		return rc;
+	if (!key)
+		return -EINVAL;
+	rc = idx_retrieve(h, key, out, &gen);
+	if (rc >= 0) {
+		if (rc == 1 && ticket)
+			*ticket = gen;
+		maru__stats_record(h, "retrieve", rc ? "hit" : "miss",
+				   out->len, t0);
+		return rc;
+	}
 	reply_init(&r);
 	maru__msg_init(&m, MDS_LOOKUP_KV);
 	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
@@ -1510,6 +1580,7 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 {
 	struct maru__reply r;
 	struct maru__msg m;
+	struct si_hit hit;
 	int rc;
 
 	if (!key || !v)
@@ -1519,6 +1590,17 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 		return rc;
 	if (!v->ptr || !maru_view_valid(h, v))
 		return 0; /* a miss, or a fenced mapping: not the pool's bytes */
+	/* the shared index: the entry read, still there? */
+	rc = maru__idx_lookup(h, key, true, &hit);
+	if (rc == SI_HIT || rc == SI_MISS) {
+		maru__idx_count(h, rc);
+		return rc == SI_HIT && hit.region_id == v->region_id &&
+		       hit.kv_offset == v->offset &&
+		       hit.kv_length == v->len &&
+		       (ticket == 0 || hit.gen == ticket);
+	}
+	if (rc == SI_ASK)
+		maru__idx_count(h, SI_ASK);
 	reply_init(&r);
 	maru__msg_init(&m, MDS_LOOKUP_KV);
 	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
@@ -1546,6 +1628,22 @@ static int key_op(struct maru_handler *h, uint8_t type,
 		return rc;
 	if (!key)
 		return -EINVAL;
+	if (type == MDS_EXISTS_KV) {
+		/* the shared index knows, wherever the region is */
+		struct si_hit hit;
+		int ir = maru__idx_lookup(h, key, false, &hit);
+
+		if (ir == SI_HIT || ir == SI_MISS) {
+			maru__idx_count(h, ir);
+			if (ir == SI_HIT)
+				maru__idx_touch(h, key);
+			maru__stats_record(h, op, ir == SI_HIT ? "hit" : "miss",
+					   0, t0);
+			return ir == SI_HIT;
+		}
+		if (ir == SI_ASK)
+			maru__idx_count(h, SI_ASK);
+	}
 	reply_init(&r);
 	maru__msg_init(&m, type);
 	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
@@ -1636,47 +1734,169 @@ MARU_EXPORT int maru_kv_batch_retrieve(struct maru_handler *h,
 	return maru_kv_batch_retrieve_tickets(h, keys, n, views, NULL);
 }
 
+/*
+ * The keys of a batch the shared index could not answer (issue 16): their
+ * indices into the caller's arrays, and a copy of the keys to ask about.
+ * Return: how many, or -ENOMEM (then *@idx and *@ask are NULL).
+ */
+static ssize_t batch_asks(const struct maru_key *keys, size_t n,
+			  const bool *known, size_t **idx,
+			  struct maru_key **ask)
+{
+	size_t i, k = 0;
+
+	*idx = NULL;
+	*ask = NULL;
+	for (i = 0; i < n; i++)
+		k += !known[i];
+	if (!k)
+		return 0;
+	*idx = malloc(k * sizeof(**idx));
+	*ask = malloc(k * sizeof(**ask));
+	if (!*idx || !*ask) {
+		free(*idx);
+		free(*ask);
+		*idx = NULL;
+		*ask = NULL;
+		return -ENOMEM;
+	}
+	for (i = k = 0; i < n; i++)
+		if (!known[i]) {
+			(*idx)[k] = i;
+			(*ask)[k++] = keys[i];
+		}
+	return (ssize_t)k;
+}
+
 MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 					       const struct maru_key *keys,
 					       size_t n,
 					       struct maru_view *views,
 					       uint64_t *tickets)
 {
-	uint64_t t0 = maru__now_ns();
+	uint64_t t0 = maru__now_ns(), gen;
 	struct maru__lookup *ents = NULL;
+	struct maru_key *ask = NULL;
 	struct maru__reply r;
 	struct maru__msg m;
-	size_t i, hits = 0;
+	size_t i, j, hits = 0, *idx = NULL;
+	bool *known = NULL;
+	ssize_t k;
 	int rc;
 
 	if (n && (!keys || !views))
 		return -EINVAL;
 	memset(views, 0, n * sizeof(*views));
+	if (tickets)
+		memset(tickets, 0, n * sizeof(*tickets));
 	rc = state_check(h);
 	if (rc < 0 || !n)
 		return rc;
-	ents = calloc(n, sizeof(*ents));
-	if (!ents)
+	/* the shared index first; what it cannot answer, in one request */
+	known = calloc(n, sizeof(*known));
+	if (!known)
 		return -ENOMEM;
-	reply_init(&r);
-	r.entries = ents;
-	r.nentries = n;
-	maru__msg_init(&m, MDS_BATCH_LOOKUP_KV);
-	rc = send_msg(h, &m, maru__enc_batch_keys(&m, keys, n), &r);
-	if (rc == 0) {
-		for (i = 0; i < n && i < r.entries_len; i++) {
+	for (i = 0; i < n; i++) {
+		rc = idx_retrieve(h, &keys[i], &views[i], &gen);
+		if (rc < 0)
+			continue;
+		known[i] = true;
+		hits += rc;
+		if (rc && tickets)
+			tickets[i] = gen;
+	}
+	k = batch_asks(keys, n, known, &idx, &ask);
+	rc = k < 0 ? (int)k : 0;
+	if (k > 0) {
+		ents = calloc((size_t)k, sizeof(*ents));
+		rc = ents ? 0 : -ENOMEM;
+	}
+	if (k > 0 && rc == 0) {
+		reply_init(&r);
+		r.entries = ents;
+		r.nentries = (size_t)k;
+		maru__msg_init(&m, MDS_BATCH_LOOKUP_KV);
+		rc = send_msg(h, &m,
+			      maru__enc_batch_keys(&m, ask, (size_t)k), &r);
+		for (j = 0; rc == 0 && j < (size_t)k && j < r.entries_len;
+		     j++) {
+			i = idx[j];
 			/* a region that cannot be mapped is a miss */
-			if (resolve(h, &ents[i], &views[i]) == 1)
+			if (resolve(h, &ents[j], &views[i]) == 1)
 				hits++;
 			else
 				memset(&views[i], 0, sizeof(views[i]));
 			if (tickets)
-				tickets[i] = views[i].ptr ? ents[i].kv_gen : 0;
+				tickets[i] = views[i].ptr ? ents[j].kv_gen : 0;
 		}
+	}
+	if (rc == 0)
 		maru__stats_record(h, "batch_retrieve", hit_result(hits, n), 0,
 				   t0);
-	}
 	free(ents);
+	free(idx);
+	free(ask);
+	free(known);
+	return rc < 0 ? rc : (int)hits;
+}
+
+/* BATCH_EXISTS_KV: the shared index first, the rest in one request */
+static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
+			size_t n, bool *results, uint64_t t0)
+{
+	struct maru_key *ask = NULL;
+	struct maru__reply r;
+	struct maru__msg m;
+	struct si_hit hit;
+	size_t i, j, hits = 0, *idx = NULL;
+	bool *known, *res = NULL;
+	ssize_t k;
+	int rc, ir;
+
+	known = calloc(n, sizeof(*known));
+	if (!known)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		ir = maru__idx_lookup(h, &keys[i], false, &hit);
+		if (ir == MARU_IDX_NONE)
+			continue;
+		maru__idx_count(h, ir);
+		if (ir == SI_ASK)
+			continue;
+		known[i] = true;
+		results[i] = ir == SI_HIT;
+		if (ir == SI_HIT)
+			maru__idx_touch(h, &keys[i]);
+	}
+	k = batch_asks(keys, n, known, &idx, &ask);
+	rc = k < 0 ? (int)k : 0;
+	if (k > 0) {
+		res = calloc((size_t)k, sizeof(*res));
+		rc = res ? 0 : -ENOMEM;
+	}
+	if (k > 0 && rc == 0) {
+		reply_init(&r);
+		r.results = res;
+		r.nresults = (size_t)k;
+		maru__msg_init(&m, MDS_BATCH_EXISTS_KV);
+		rc = send_msg(h, &m,
+			      maru__enc_batch_keys(&m, ask, (size_t)k), &r);
+		for (j = 0; rc == 0 && j < (size_t)k; j++)
+			results[idx[j]] = res[j];
+	}
+	if (rc < 0) {
+		for (i = 0; i < n; i++)
+			results[i] = false;
+	} else {
+		for (i = 0; i < n; i++)
+			hits += results[i];
+		maru__stats_record(h, "batch_exists", hit_result(hits, n), 0,
+				   t0);
+	}
+	free(res);
+	free(idx);
+	free(ask);
+	free(known);
 	return rc < 0 ? rc : (int)hits;
 }
 
@@ -1700,6 +1920,8 @@ static int batch_bool(struct maru_handler *h, uint8_t type,
 		return rc;
 	if (type == MDS_BATCH_UNPIN_KV)
 		rejoin(h);
+	if (type == MDS_BATCH_EXISTS_KV)
+		return batch_exists(h, keys, n, results, t0);
 	reply_init(&r);
 	r.results = results;
 	r.nresults = n;

@@ -299,6 +299,53 @@ out_unlock:
 	return rc;
 }
 
+int maru__mapper_map_ro(struct maru__mapper *mp,
+			const struct maru_region_handle *hd, void **out)
+{
+	struct rm_access_result acc;
+	struct rm_handle rh;
+	const char *path;
+	void *addr;
+	int fd, rc;
+
+	if (!hd->length || hd->length > SIZE_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&mp->lock);
+	rc = -ENOTCONN;
+	if (!mp->rm_ready)
+		goto out_unlock;
+	rh = (struct rm_handle){hd->region_id, hd->offset, hd->length,
+				hd->auth_token};
+	rc = rm_client_get_access(&mp->rm, &rh, &acc);
+	if (rc < 0) {
+		rm_failed(mp, hd->region_id, rc);
+		goto out_unlock;
+	}
+	path = local_path_locked(mp, acc.uuid);
+	if (!path)
+		path = acc.path;
+	/* read-only from the descriptor on: mprotect cannot add writing */
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		ldbg(mp->h, "region %" PRIu64 ": open %s: %s", hd->region_id,
+		     path, strerror(errno));
+		goto out_unlock;
+	}
+	addr = mmap(NULL, (size_t)hd->length, PROT_READ, MAP_SHARED, fd,
+		    (off_t)hd->offset);
+	close(fd);
+	if (addr == MAP_FAILED) {
+		rc = -errno;
+		goto out_unlock;
+	}
+	*out = addr;
+	rc = 0;
+out_unlock:
+	pthread_mutex_unlock(&mp->lock);
+	return rc;
+}
+
 void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id)
 {
 	_Atomic(struct maru__mapping *) *pp;

@@ -135,14 +135,24 @@ void maru__fence_set_server(struct maru_handler *h, const struct maru__reply *r)
 int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		    const char *lease_id, bool release, struct maru__hb *out)
 {
+	struct maru__hb_report hr = {0};
 	struct maru__rpc_reply rr;
 	struct maru__reply rep;
+	struct buf keys = BUF_INIT;
 	struct maru__msg m;
 	int rc;
 
+	/* the shared index's report (issue 16): lost with a failed call
+	 * (hints and statistics, nothing a client depends on) */
+	if (!release) {
+		maru__idx_take_report(h, &keys, &hr.ntouched, hr.idx);
+		hr.touched = keys.data;
+		hr.touched_len = keys.len;
+	}
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
-				 atomic_load(&h->inbox.ack));
+				 atomic_load(&h->inbox.ack), &hr);
+	buf_free(&keys);
 	if (rc == 0)
 		rc = maru__rpc_call(rpc, &m, &rr);
 	maru__msg_release(&m);
@@ -154,6 +164,9 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		maru__evict_note(h, &rep); /* applied under wlock, later */
 		/* every heartbeat reply says it: its absence ends a request */
 		atomic_store(&h->inbox.renew_ms, rep.renew_ms);
+		/* which shared index the server publishes (or none) */
+		if (!rep.error)
+			maru__idx_heard(h, rep.has_idx_id, rep.idx_id);
 	}
 	if (rc == 0 && rep.error)
 		rc = -EREMOTEIO;
@@ -388,6 +401,9 @@ void maru__fence_lost(void *arg)
 	while (!atomic_compare_exchange_weak(
 		&h->fence.alarm, &a, (a + MARU_ALARM_GEN) | MARU_ALARM_SUSPECT))
 		;
+	/* and ask the server, not the shared index, until it says which
+	 * index it publishes now (a restart may have changed it) */
+	maru__idx_suspend(h);
 }
 
 int maru__fence_tick(void *arg)
@@ -396,8 +412,12 @@ int maru__fence_tick(void *arg)
 	struct maru__fence *f = &h->fence;
 	int rc;
 
+	/* another shared index to attach (issue 16): a HANDSHAKE */
+	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
+		maru__idx_refresh(h, &h->rpc);
 	if (!(atomic_load(&f->alarm) & MARU_ALARM_SUSPECT))
-		return -1;
+		return atomic_load(&h->idx.stale) ? (int)(RETRY_NS / 1000000)
+						   : -1;
 	/* find out now, not at the next write or renewal */
 	if (f->bg_verify && atomic_load(&h->state) == MARU_ST_CONNECTED &&
 	    maru__now_ns() >= f->retry_at) {
@@ -497,6 +517,8 @@ static void *lease_thread(void *arg)
 		/* evicted pages of ours: free them now if no writer is busy
 		 * (a writer applies them at its next allocation otherwise) */
 		maru__evict_apply_try(h);
+		/* the server publishes another shared index: attach it */
+		maru__idx_refresh(h, &l->rpc);
 		renew = (uint64_t)atomic_load(&h->inbox.renew_ms) * 1000000ull;
 		next = sent + (renew && renew < period ? renew : period);
 		pthread_mutex_lock(&l->lock);

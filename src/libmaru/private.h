@@ -38,6 +38,7 @@
 
 #include "htab.h"
 #include "rm_client.h"
+#include "shmidx.h"
 #include "zcurve.h"
 #include "zmtp.h"
 
@@ -173,8 +174,16 @@ int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
 			     size_t n);
 int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 			 size_t n);
+/* what a HEARTBEAT reports besides the lease (the shared index's) */
+struct maru__hb_report {
+	const uint8_t *touched; /* msgpack keys, concatenated */
+	size_t touched_len;
+	uint32_t ntouched;
+	uint64_t idx[3]; /* local hits, misses, fallbacks since the last */
+};
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
-			const char *lease_id, bool release, uint64_t ack);
+			const char *lease_id, bool release, uint64_t ack,
+			const struct maru__hb_report *rep);
 int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
 			   const struct maru__stat_entry *e, size_t n);
 
@@ -186,6 +195,24 @@ struct maru__lookup {
 	uint64_t kv_offset;
 	uint64_t kv_length;
 	uint64_t kv_gen; /* the hit's ticket (0: a server without one) */
+};
+
+/*
+ * HANDSHAKE's "shm_index" (issue 16, docs/shm-index.md): where the
+ * server's shared index is.  @usable when its layout and digest are ones
+ * this library reads.
+ */
+struct maru__idx_desc {
+	bool present;
+	bool usable;
+	bool pool;	   /* a region of the pool ("kind": "pool") */
+	bool noncoherent; /* readers invalidate lines (SI_FLUSH) */
+	bool simulate;	   /* the tests' non-coherence injector */
+	uint64_t area_id;
+	uint64_t length;
+	struct maru_region_handle region; /* pool */
+	const char *path;		  /* file: borrows from the reply */
+	uint32_t path_len;
 };
 
 /*
@@ -219,6 +246,9 @@ struct maru__reply {
 	/* eviction (issue 13): REGISTER's number, BATCH_REGISTER's first */
 	uint64_t kv_gen, kv_gen_first;
 	uint32_t renew_ms; /* heartbeat again within this (0: absent) */
+	struct maru__idx_desc idx; /* HANDSHAKE: the shared index */
+	bool has_idx_id;	   /* HEARTBEAT: "shm_index_id" was there */
+	uint64_t idx_id;	   /* ... the area the server publishes */
 	uint64_t evicted_first, evicted_last; /* "evicted_seq" (0: absent) */
 	/* "evicted" (region, offset, gen triples) and "release" (region
 	 * ids): checked arrays of unsigned integers, borrowed from the
@@ -548,6 +578,13 @@ struct maru__mapping *maru__mapper_find(struct maru__mapper *mp,
 int maru__mapper_map(struct maru__mapper *mp,
 		     const struct maru_region_handle *hd, bool owned,
 		     bool prefault, struct maru__mapping **out);
+/*
+ * maru__mapper_map_ro - map a region read-only (O_RDONLY, PROT_READ), not
+ * cached: the shared index's area (the caller unmaps it, length
+ * hd->length).  Return: 0 with *out, or -errno.
+ */
+int maru__mapper_map_ro(struct maru__mapper *mp,
+			const struct maru_region_handle *hd, void **out);
 /* unmap one region now (only while no other thread can look it up) */
 void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id);
 /* unmap everything and close the RM connection */
@@ -692,6 +729,77 @@ int maru__fence_tick(void *arg);
 int maru__gate_slow(struct maru_handler *h);
 
 /* ------------------------------------------------------------------------ */
+/* shmindex.c: the shared index, read with no RPC (issue 16)               */
+
+/* One attached area.  Never unmapped before the handler is freed: a
+ * lookup may stand on it while another thread detaches it. */
+struct maru__idx_area {
+	struct si_map map;
+	uint8_t *mem; /* owns: the read-only mapping */
+	size_t len;
+	uint64_t area_id;
+	struct maru__idx_area *next; /* maru__idx.all */
+};
+
+#define MARU_TOUCH_MAX 4096 /* keys a HEARTBEAT reports at most */
+
+struct maru__idx {
+	/* what lookups use: NULL none, or suspended (a dropped connection,
+	 * until the server says which area it publishes) */
+	_Atomic(struct maru__idx_area *) area;
+	pthread_mutex_t lock;	     /* below */
+	struct maru__idx_area *cur;  /* attached (maybe suspended) */
+	struct maru__idx_area *all;  /* owns: every area ever attached */
+	_Atomic bool stale;	     /* the server publishes another area */
+	bool off;		     /* MARU_SHM_INDEX=0 */
+	int fault;		     /* MARU_SHM_INDEX_FAULT (tests) */
+	/* what it answered: local hits, local misses, fallbacks to RPC */
+	_Atomic uint64_t n[3];
+	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */
+	/* keys answered locally, for the eviction policy ("touched") */
+	pthread_mutex_t tlock;
+	struct buf touched; /* msgpack keys, concatenated */
+	_Atomic uint32_t ntouched;
+};
+
+void maru__idx_init(struct maru_handler *h);
+/* unmap every area (close, free: no other thread uses the handler) */
+void maru__idx_destroy(struct maru_handler *h);
+/**
+ * maru__idx_attach - map the area a HANDSHAKE described and use it
+ * Return: 0, or -errno (the index is not used; lookups ask the server).
+ */
+int maru__idx_attach(struct maru_handler *h, const struct maru__idx_desc *d);
+/* a connection dropped: ask the server until it says which area (any
+ * thread, flags only) */
+void maru__idx_suspend(struct maru_handler *h);
+/* a HEARTBEAT reply said which area (or none) the server publishes */
+void maru__idx_heard(struct maru_handler *h, bool has, uint64_t area_id);
+/* re-attach after maru__idx_heard() found another area: a HANDSHAKE on
+ * @rpc (the lease or watch thread, no lock held) */
+void maru__idx_refresh(struct maru_handler *h, struct maru__rpc *rpc);
+/**
+ * maru__idx_lookup - look @key up in the shared index
+ * @after_use: a re-check of a hit whose bytes were read
+ * Return: SI_HIT (*@out), SI_MISS (final), SI_ASK (ask the server:
+ * unstable lines, an overflowed group, a key type it cannot name), or
+ * MARU_IDX_NONE (no index attached, or suspended).
+ */
+int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
+		     bool after_use, struct si_hit *out);
+#define MARU_IDX_NONE (-1) /* maru__idx_lookup(): no index attached */
+/* count an answer (SI_HIT, SI_MISS, SI_ASK: a fallback) */
+void maru__idx_count(struct maru_handler *h, int what);
+/* @key was used with no request: tell the server's policy (HEARTBEAT) */
+void maru__idx_touch(struct maru_handler *h, const struct maru_key *key);
+/*
+ * what the next HEARTBEAT carries: the touched keys (taken: *@keys owns
+ * the bytes, *@n of them) and the counters since the last one
+ */
+void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
+			   uint32_t *n, uint64_t delta[3]);
+
+/* ------------------------------------------------------------------------ */
 /* handler.c                                                                */
 
 enum maru__state {
@@ -764,6 +872,7 @@ struct maru_handler {
 	struct maru__fence fence;
 	struct maru__rpc_watch watch; /* watches h->rpc and the lease's */
 	struct maru__inbox inbox;     /* eviction notices */
+	struct maru__idx idx;	      /* the shared index (issue 16) */
 };
 
 /* copy @r's eviction notices into the inbox (any thread) */

@@ -59,6 +59,9 @@ enum fid {
 	F_LATENCY,
 	F_HOST,
 	F_PID,
+	F_IDX_HITS,
+	F_IDX_MISSES,
+	F_IDX_FALLBACKS,
 	F_COUNT
 };
 
@@ -148,6 +151,10 @@ static const struct field heartbeat_fields[] = {
 	FLD("touched", FK_KEYS, F_LIST, false),
 	FLD("host", FK_SOFTSTR, F_HOST, false),
 	FLD("pid", FK_UINT, F_PID, false),
+	/* what it answered from the shared index since it last said */
+	FLD("index_hits", FK_UINT, F_IDX_HITS, false),
+	FLD("index_misses", FK_UINT, F_IDX_MISSES, false),
+	FLD("index_fallbacks", FK_UINT, F_IDX_FALLBACKS, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),
@@ -509,6 +516,12 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	req->host = opt_str(&v, F_HOST);
 	if (v.seen & (1u << F_PID))
 		req->pid = v.u[F_PID];
+	if (v.seen & (1u << F_IDX_HITS))
+		req->idx[0] = v.u[F_IDX_HITS];
+	if (v.seen & (1u << F_IDX_MISSES))
+		req->idx[1] = v.u[F_IDX_MISSES];
+	if (v.seen & (1u << F_IDX_FALLBACKS))
+		req->idx[2] = v.u[F_IDX_FALLBACKS];
 	return 0;
 }
 

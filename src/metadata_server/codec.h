@@ -97,6 +97,7 @@ struct mds_req {
 	uint64_t ack;		    /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
 	struct mds_str host;	    /* HEARTBEAT, REQUEST_ALLOC: additions */
 	uint64_t pid;
+	uint64_t idx[3]; /* HEARTBEAT: shared-index hits, misses, fallbacks */
 };
 
 /* Result of mds_decode besides 0. */

@@ -18,6 +18,7 @@
 
 #include "events.h"
 #include "journal.h"
+#include "pubidx.h"
 #include "log.h"
 #include "util.h"
 
@@ -561,7 +562,7 @@ static void put_operator_events(const struct mds *s, struct mp_wr *w)
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
-	mp_put_map(w, 7 + 2); /* + put_operator_events() */
+	mp_put_map(w, 7 + 2 + (s->pub != NULL)); /* + put_operator_events() */
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
 	mp_put_key(w, "total_entries");
@@ -590,6 +591,11 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_key(w, "requests");
 	reqstats_encode(&s->req, w);
 	put_operator_events(s, w);
+	/* an addition (issue 16): the shared index */
+	if (s->pub) {
+		mp_put_key(w, "shm_index");
+		pub_encode_stats(s->pub, w, s->idx_clients);
+	}
 }
 
 struct usage {
@@ -819,6 +825,12 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 				q->ack);
 	if (rc == 0 && !q->lease_release)
 		mds_inst_label(s, q->instance_id, q->host, q->pid);
+	/* what the client answered from the shared index since it last
+	 * said (additions of counters: a repeat after a lost reply counts
+	 * twice, statistics only) */
+	s->idx_clients[0] += q->idx[0];
+	s->idx_clients[1] += q->idx[1];
+	s->idx_clients[2] += q->idx[2];
 	if (q->list.n) {
 		/* "touched": uses the client made without a request (lookups
 		 * in a shared index, issue 16): the policy sees them too */
@@ -834,7 +846,14 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			     ? IX_NO_SLOT
 			     : mds_inst_for(s, q->instance_id, peer),
 		     true, &nt);
-	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt));
+	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt) +
+			      (s->pub != NULL));
+	/* the shared index the client should use (issue 16): a client
+	 * whose area differs (re)attaches (HANDSHAKE) */
+	if (s->pub) {
+		mp_put_key(w, "shm_index_id");
+		mp_put_uint(w, pub_area_id(s->pub));
+	}
 	mp_put_key(w, "lease_ttl");
 	mp_put_float(w, (double)s->cfg.lease_ttl_ns / 1e9);
 	mp_put_key(w, "lease_expired");
@@ -847,8 +866,17 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 static void do_handshake(struct mds *s, struct mp_wr *w)
 {
 	const char *a = s->cfg.rm_address ? s->cfg.rm_address : "";
+	bool idx = s->pub && s->pub->cur.n_groups;
 
-	mp_put_map(w, 4 + (s->server_id[0] != '\0'));
+	mp_put_map(w, 4 + (s->server_id[0] != '\0') + 2 * idx);
+	/* additions (issue 16): lookups need no request, where to map */
+	if (idx) {
+		mp_put_key(w, "capabilities");
+		mp_put_array(w, 1);
+		mp_put_str(w, "shm_index_v1", 12);
+		mp_put_key(w, "shm_index");
+		pub_encode_descriptor(s->pub, w);
+	}
 	mp_put_key(w, "success");
 	mp_put_bool(w, true);
 	mp_put_key(w, "rm_address");

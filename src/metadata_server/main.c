@@ -14,6 +14,7 @@
  * docs/man/CMakeLists.txt).
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -24,6 +25,7 @@
 #include <sys/random.h>
 #include <pwd.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 #include "handler.h"
 #include "journal.h"
 #include "log.h"
+#include "pubidx.h"
 #include "statedir.h"
 #include "rmsess.h"
 #include "server.h"
@@ -74,7 +77,14 @@ struct config {
 	bool verify_state;     /* --verify-state: check, print, exit */
 	uint64_t snap_min;     /* 0: MDS_SNAP_MIN */
 	const char *events_bind; /* NULL: no KV event stream (issue 17) */
+	/* the shared index (issue 16; docs/shm-index.md) */
+	int shm_mode;		 /* SHM_AUTO or enum pub_mode */
+	const char *shm_path;	 /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
+	uint64_t shm_size;	 /* 0: the mode's default */
+	int coherence;		 /* -1: auto, else enum si_coh */
 };
+
+#define SHM_AUTO (-1)
 
 static void config_defaults(struct config *c)
 {
@@ -96,6 +106,8 @@ static void config_defaults(struct config *c)
 	c->evict_high_pm = 950;
 	c->evict_low_pm = 900;
 	c->durability = JR_PROCESS;
+	c->shm_mode = SHM_AUTO;
+	c->coherence = -1;
 }
 
 #define STATE_DIR_ROOT "/var/lib/maru-server"
@@ -245,6 +257,31 @@ static void usage(FILE *f)
 		"off); not\n"
 		"                          authenticated: another host's "
 		"address needs --insecure\n"
+		"  --shm-index MODE        publish the key index in shared "
+		"memory, so that\n"
+		"                          clients look keys up with no "
+		"request: file (a\n"
+		"                          file, this host's clients), pool "
+		"(a region of\n"
+		"                          the pool, every host's), off, or "
+		"auto (pool when\n"
+		"                          a pool is device-DAX, else file; "
+		"the default)\n"
+		"  --shm-index-path PATH   the file (default "
+		"$RUNTIME_DIRECTORY/shm-index,\n"
+		"                          else /dev/shm/maru-index-PORT)\n"
+		"  --shm-index-size SIZE   its bytes (default 1G for a file: "
+		"sparse, only\n"
+		"                          tables use memory; 64M of the "
+		"pool)\n"
+		"  --coherence MODE        none: one host, or hardware "
+		"coherence; flush:\n"
+		"                          write lines back and have readers "
+		"invalidate\n"
+		"                          them (hosts sharing CXL memory); "
+		"default flush\n"
+		"                          for the pool mode on device-DAX, "
+		"else none\n"
 		"  --verify-state          read the journal, print what a "
 		"restart would\n"
 		"                          recover, exit (0: readable to the "
@@ -361,7 +398,11 @@ enum {
 	OPT_VERIFY,
 	OPT_RM_WAIT,
 	OPT_SNAP,
-	OPT_EVENTS
+	OPT_EVENTS,
+	OPT_SHM,
+	OPT_SHM_PATH,
+	OPT_SHM_SIZE,
+	OPT_COHERENCE
 };
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -398,6 +439,10 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"verify-state", no_argument, NULL, OPT_VERIFY},
 		{"journal-snapshot-bytes", required_argument, NULL, OPT_SNAP},
 		{"events-bind", required_argument, NULL, OPT_EVENTS},
+		{"shm-index", required_argument, NULL, OPT_SHM},
+		{"shm-index-path", required_argument, NULL, OPT_SHM_PATH},
+		{"shm-index-size", required_argument, NULL, OPT_SHM_SIZE},
+		{"coherence", required_argument, NULL, OPT_COHERENCE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -573,6 +618,53 @@ static int parse_args(int argc, char **argv, struct config *c)
 				return -EINVAL;
 			}
 			c->events_bind = optarg;
+			break;
+		case OPT_SHM:
+			if (!strcmp(optarg, "auto")) {
+				c->shm_mode = SHM_AUTO;
+			} else if (!strcmp(optarg, "off")) {
+				c->shm_mode = PUB_OFF;
+			} else if (!strcmp(optarg, "file")) {
+				c->shm_mode = PUB_FILE;
+			} else if (!strcmp(optarg, "pool")) {
+				c->shm_mode = PUB_POOL;
+			} else {
+				fprintf(stderr,
+					"maru-server: bad --shm-index %s (auto, "
+					"file, pool or off)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_SHM_PATH:
+			if (!*optarg) {
+				fprintf(stderr,
+					"maru-server: empty --shm-index-path\n");
+				return -EINVAL;
+			}
+			c->shm_path = optarg;
+			break;
+		case OPT_SHM_SIZE:
+			if (parse_size(optarg, &c->shm_size) < 0 ||
+			    c->shm_size < (1u << 20)) {
+				fprintf(stderr,
+					"maru-server: bad --shm-index-size %s (a "
+					"size of at least 1M)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_COHERENCE:
+			/* "simulate" is the tests' non-coherence injector */
+			if (!strcmp(optarg, "auto")) {
+				c->coherence = -1;
+			} else if ((c->coherence = si_coh_parse(optarg)) < 0) {
+				fprintf(stderr,
+					"maru-server: bad --coherence %s (auto, "
+					"none or flush)\n",
+					optarg);
+				return -EINVAL;
+			}
 			break;
 		case OPT_STATE_DIR:
 			if (!*optarg) {
@@ -938,12 +1030,26 @@ static int verify_state(const struct config *c, const char *dir)
 }
 
 /* Checking the recovered regions at the RM (rmsess.h, verify). */
+/* The shared index at start (issue 16): where its area is. */
+struct idx_start {
+	const struct config *c;
+	const char *dir;   /* the state directory; NULL: no journal */
+	int mode;	   /* enum pub_mode, auto resolved */
+	int coh;	   /* enum si_coh, auto resolved */
+	struct rm_handle h; /* PUB_POOL: the region */
+	void *mem;	   /* PUB_POOL: mapped read-write (owns) */
+	size_t len;
+	char path[4096];   /* PUB_FILE */
+};
+
 struct verify {
 	struct mds *s;
 	struct jr *jr;
 	const struct config *c;
 	struct rmsess *rm;
 	bool reset; /* none was there any more: started empty */
+	bool recovered; /* a journal was recovered: check its regions */
+	struct idx_start *idx;
 };
 
 struct check_arg {
@@ -977,6 +1083,24 @@ static void rm_client_id(char *out, size_t len, const char *server_id)
 		snprintf(host, sizeof(host), "localhost");
 	host[sizeof(host) - 1] = '\0';
 	snprintf(out, len, "maru-server/%.80s/%.16s", host, server_id);
+}
+
+static int verify_regions(void *arg, struct rm_client *c);
+static int idx_prepare(struct idx_start *x, struct rm_client *c,
+		       const struct rmsess *rm);
+
+/* rmsess_start()'s hook, on its blocking connection: recovered regions,
+ * then the shared index's region */
+static int start_hook(void *arg, struct rm_client *c)
+{
+	struct verify *v = arg;
+	int rc = 0;
+
+	if (v->recovered)
+		rc = verify_regions(v, c);
+	if (rc == 0 && v->idx->c->shm_mode != PUB_OFF)
+		rc = idx_prepare(v->idx, c, v->rm);
+	return rc;
 }
 
 static int verify_regions(void *arg, struct rm_client *c)
@@ -1027,6 +1151,217 @@ static int verify_regions(void *arg, struct rm_client *c)
 	rm_client_id(c->client_id, sizeof(c->client_id), v->s->server_id);
 	v->reset = true;
 	return 0;
+}
+
+/* ---- the shared index at start (issue 16; docs/shm-index.md) ---- */
+
+#define IDX_REGION_FILE "shm-index.region"
+
+/* the region of an earlier start (the state directory), if any */
+static bool idx_saved(const struct idx_start *x, struct rm_handle *h)
+{
+	unsigned long long v[4];
+	char path[4200];
+	FILE *f;
+	int n;
+
+	if (!x->dir)
+		return false;
+	snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE, x->dir);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fscanf(f, "%llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]);
+	fclose(f);
+	if (n != 4)
+		return false;
+	*h = (struct rm_handle){v[0], v[1], v[2], v[3]};
+	return true;
+}
+
+static void idx_save(const struct idx_start *x)
+{
+	char path[4200], tmp[4210];
+	FILE *f;
+
+	if (!x->dir)
+		return;
+	snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE, x->dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (!f)
+		return;
+	fprintf(f, "%llu %llu %llu %llu\n",
+		(unsigned long long)x->h.region_id,
+		(unsigned long long)x->h.offset,
+		(unsigned long long)x->h.length,
+		(unsigned long long)x->h.auth_token);
+	if (fclose(f) == 0)
+		(void)rename(tmp, path);
+}
+
+/*
+ * PUB_POOL: the region of an earlier start if the RM still has it (its
+ * readers stay attached), else a new one; mapped read-write.
+ * Return: 0 or -errno (said).
+ */
+static int idx_pool_region(struct idx_start *x, struct rm_client *c,
+			   const struct rmsess *rm)
+{
+	uint64_t size = x->c->shm_size ? x->c->shm_size
+				       : PUB_DEFAULT_POOL_SIZE;
+	struct rm_access_result acc;
+	struct rm_alloc_result ar;
+	const char *path = NULL;
+	void *mem;
+	int fd, rc;
+
+	if (idx_saved(x, &x->h) &&
+	    rm_client_get_access(c, &x->h, &acc) == 0 &&
+	    acc.offset == x->h.offset && acc.length == x->h.length) {
+		path = acc.path;
+	} else {
+		rc = rm_client_alloc(c, size, rm->ndax ? rm->dax[0] : NULL,
+				     &ar);
+		if (rc < 0) {
+			log_err("shared index: ALLOC of %llu bytes at the "
+				"resource manager: %s",
+				(unsigned long long)size, strerror(-rc));
+			return rc;
+		}
+		x->h = ar.handle;
+		snprintf(acc.path, sizeof(acc.path), "%s", ar.path);
+		path = acc.path;
+		idx_save(x);
+	}
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		log_err("shared index: open %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	mem = mmap(NULL, (size_t)x->h.length, PROT_READ | PROT_WRITE,
+		   MAP_SHARED, fd, (off_t)x->h.offset);
+	close(fd);
+	if (mem == MAP_FAILED) {
+		log_err("shared index: mmap %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	x->mem = mem;
+	x->len = (size_t)x->h.length;
+	return 0;
+}
+
+/* auto resolved, and the pool's region taken (the RM's blocking start) */
+static int idx_prepare(struct idx_start *x, struct rm_client *c,
+		       const struct rmsess *rm)
+{
+	const char *rd = getenv("RUNTIME_DIRECTORY");
+	int rc;
+
+	x->mode = x->c->shm_mode;
+	if (x->mode == SHM_AUTO)
+		x->mode = rm->any_devdax ? PUB_POOL : PUB_FILE;
+	x->coh = x->c->coherence;
+	if (x->coh < 0)
+		x->coh = x->mode == PUB_POOL && rm->any_devdax ? SI_FLUSH
+							       : SI_COHERENT;
+	if (x->mode == PUB_FILE) {
+		/* a unit's RuntimeDirectory= (readable by its clients),
+		 * else /dev/shm, one file per server port */
+		if (x->c->shm_path)
+			snprintf(x->path, sizeof(x->path), "%s",
+				 x->c->shm_path);
+		else if (rd && *rd)
+			snprintf(x->path, sizeof(x->path), "%.*s/shm-index",
+				 (int)strcspn(rd, ":"), rd);
+		else
+			snprintf(x->path, sizeof(x->path),
+				 "/dev/shm/maru-index-%d", x->c->port);
+	}
+	if (x->mode != PUB_POOL) {
+		struct rm_handle old;
+		char path[4200];
+
+		/* an earlier start's region of the pool: not used any more */
+		if (idx_saved(x, &old) && rm_client_free(c, &old) == 0)
+			log_info("shared index: region %llu of an earlier start "
+				 "freed",
+				 (unsigned long long)old.region_id);
+		if (x->dir) {
+			snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE,
+				 x->dir);
+			(void)unlink(path);
+		}
+		return 0;
+	}
+	rc = idx_pool_region(x, c, rm);
+	if (rc < 0 && x->c->shm_mode == SHM_AUTO) {
+		log_warn("shared index: no region of the pool; a file "
+			 "instead (this host's clients only)");
+		x->mode = PUB_FILE;
+		x->coh = x->c->coherence < 0 ? SI_COHERENT : x->c->coherence;
+		snprintf(x->path, sizeof(x->path), "/dev/shm/maru-index-%d",
+			 x->c->port);
+		return 0;
+	}
+	return rc;
+}
+
+/*
+ * Open and build the index (after recovery, before the loop).  Return:
+ * the publisher, or NULL: none (off, or auto and not possible: said);
+ * *@fatal when the asked-for mode failed.
+ */
+static struct pub *idx_open(struct idx_start *x, struct mds *s, bool *fatal)
+{
+	struct pub_config pc = {0};
+	const char *f = getenv("MARU_SHM_INDEX_FAULT");
+	struct pub *p = NULL;
+	char err[512] = "";
+	int rc;
+
+	*fatal = false;
+	if (x->mode == PUB_OFF) {
+		log_info("shared index: off (--shm-index off)");
+		return NULL;
+	}
+	pc.mode = x->mode;
+	pc.path = x->path;
+	pc.coh = x->coh;
+	/* the tests' fault injector (with --coherence simulate) */
+	pc.fault = f && !strcmp(f, "no-wb-del") ? SI_FAULT_NO_WB_DEL : 0;
+	if (x->mode == PUB_POOL) {
+		pc.pool_mem = x->mem;
+		pc.size = x->len;
+		pc.region_id = x->h.region_id;
+		pc.region_off = x->h.offset;
+		pc.region_len = x->h.length;
+		pc.region_token = x->h.auth_token;
+	} else {
+		pc.size = x->c->shm_size ? x->c->shm_size
+					 : PUB_DEFAULT_FILE_SIZE;
+	}
+	rc = pub_open(&p, &pc, err, sizeof(err));
+	if (rc == 0)
+		rc = pub_build(p, &s->kv, mds_entry_region_id, s);
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, sizeof(err), "%s", strerror(-rc));
+		pub_close(p);
+		if (x->c->shm_mode != SHM_AUTO) {
+			log_err("shared index: %s", err);
+			*fatal = true;
+		} else {
+			log_warn("shared index: %s: clients look keys up with "
+				 "requests only",
+				 err);
+		}
+		return NULL;
+	}
+	log_info("shared index: %s, coherence %s",
+		 x->mode == PUB_POOL ? "a region of the pool" : x->path,
+		 si_coh_name(x->coh));
+	return p;
 }
 
 /*
@@ -1100,6 +1435,9 @@ int main(int argc, char **argv)
 	struct server_opts so;
 	struct config c;
 	struct verify ver;
+	struct idx_start idx = {0};
+	struct pub *pub = NULL;
+	bool fatal;
 	struct rmsess rm;
 	struct mds s;
 	struct jr jr;
@@ -1244,11 +1582,11 @@ int main(int argc, char **argv)
 				 c.lease_ttl, hold);
 		rm.hold_ms = (uint32_t)llround(fmin(hold, 600000));
 	}
-	ver = (struct verify){&s, &jr, &c, &rm, false};
-	if (have_jr && rec.found) {
-		rm.verify = verify_regions;
-		rm.verify_arg = &ver;
-	}
+	idx = (struct idx_start){.c = &c, .dir = have_jr ? dir : NULL};
+	ver = (struct verify){&s, &jr, &c, &rm, false,
+			      have_jr && rec.found, &idx};
+	rm.verify = start_hook;
+	rm.verify_arg = &ver;
 	rc = rmsess_start(&rm);
 	if (rc < 0) {
 		log_err("Resource manager is not running (address: %s): %s",
@@ -1276,6 +1614,11 @@ int main(int argc, char **argv)
 			 ver.reset ? "started anew (pool re-created)"
 				   : "none to recover, started anew");
 	}
+	/* readers look keys up themselves from now on */
+	pub = idx_open(&idx, &s, &fatal);
+	if (fatal)
+		goto out_rm;
+	s.pub = pub;
 	/* a subscriber learns that this server starts from nothing */
 	if (!s.kv.count)
 		ev_cleared(ev);
@@ -1293,6 +1636,10 @@ int main(int argc, char **argv)
 	if (rc == 0)
 		status = 0;
 out_rm:
+	s.pub = NULL;
+	pub_close(pub);
+	if (idx.mem)
+		munmap(idx.mem, idx.len);
 	rmsess_destroy(&rm);
 out_mds:
 	if (s.jr)

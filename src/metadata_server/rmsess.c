@@ -526,6 +526,7 @@ static int dax_index(const struct rmsess *r, struct rm_str path)
 
 static void forget_pools(struct rmsess *r)
 {
+	r->any_devdax = false;
 	while (r->npools)
 		free(r->pools[--r->npools]);
 	free(r->pools);
@@ -545,6 +546,11 @@ static int stat_cb(const struct rm_pool_stat *s, struct rmsess *r)
 		if (p)
 			v[r->npools++] = p;
 	}
+	/* a real device (an emulated pool, a file, also says DEV_DAX) */
+	if (s->dax_type == RM_DEV_DAX && s->path.len > 8 &&
+	    !memcmp(s->path.ptr, "/dev/dax", 8) &&
+	    (!r->ndax || dax_index(r, s->path) >= 0))
+		r->any_devdax = true;
 	r->total_all += s->total_size;
 	r->free_all += s->free_size;
 	if (dax_index(r, s->path) >= 0) {

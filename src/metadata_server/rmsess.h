@@ -85,6 +85,7 @@ struct rmsess {
 	uint64_t total_all, free_all, total_dax, free_dax;
 	char **pools;	 /* owns: the pools' paths of the last STATS */
 	int npools;
+	bool any_devdax; /* ... one we allocate from is a /dev/dax device */
 	bool stats_queued;	   /* a STATS op is in the FIFO */
 	bool access_queued;	   /* the re-pinning GET_ACCESS is */
 	struct mds_wait *stat_waits; /* borrows: waiting for it, by ->next */

@@ -122,6 +122,7 @@
 #include "evloop.h"
 #include "handler.h"
 #include "log.h"
+#include "pubidx.h"
 #include "util.h"
 #include "zcurve.h"
 #include "zmtp.h"
@@ -357,6 +358,8 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 	/* what a reply tells is in the journal before it leaves (group
 	 * commit: one write for the batch of replies of a drain) */
 	mds_journal_commit(sv->s);
+	/* and the shared index's lines are in memory (issue 16) */
+	pub_fence(sv->s->pub);
 	if (c->fd < 0) {
 		/* server_feed(): the peer reads everything */
 		if (nextra && buf_put(&c->out, extra, nextra) < 0)
@@ -1213,6 +1216,8 @@ static void on_tick(struct evloop *el, int fd, unsigned events, void *arg)
 	 * VMs), for when the loop is never idle (then it does it itself).
 	 */
 	ix_release_for(&sv->s->kv, 200000);
+	/* a rebuild of the shared index moves on, a little every tick */
+	pub_tick(sv->s->pub, 200000);
 	/*
 	 * malloc keeps what it freed (malloc_keep_freed(): no mmap churn
 	 * for large replies); after many connections went, give their
@@ -1543,7 +1548,8 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		 * go on; the index has a resize to finish: look, and when
 		 * nothing waits, move buckets for a slice
 		 */
-		idle = !sv->nqueued && ix_busy(&s->kv);
+		idle = !sv->nqueued &&
+		       (ix_busy(&s->kv) || pub_busy(s->pub));
 		spin = sv->busy_ns && now_ns() < sv->spin_until;
 		n = evloop_run_once(sv->el,
 				    sv->nqueued || idle || spin ? 0 : -1);
@@ -1554,6 +1560,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		}
 		if (n == 0 && idle) {
 			ix_rehash_for(&s->kv, SERVER_IDLE_SLICE_NS);
+			pub_tick(s->pub, SERVER_IDLE_SLICE_NS);
 			continue;
 		}
 		if (n == 0 && spin) {

@@ -50,6 +50,7 @@
 
 #include "events.h"
 #include "journal.h"
+#include "pubidx.h"
 #include "log.h"
 #include "util.h"
 
@@ -1143,6 +1144,7 @@ static void evict_why(struct mds *s, struct ix_entry *e, int why)
 	log_del(s, e);
 	ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		   why == EV_OWNER_GONE ? EVR_OWNER_GONE : EVR_EVICTED);
+	pub_del(s->pub, e);
 	ix_delete(&s->kv, e);
 	if (r->refs == 0 && r->state != REG_LIVE)
 		region_done(s, slot);
@@ -1967,6 +1969,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
 	log_key(s, e);
+	pub_put(s->pub, e, r ? r->h.region_id : 0);
 	ev_stored(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		  r ? s->insts[r->owner].id : NULL,
 		  r ? s->insts[r->owner].id_len : 0, reg->region_id, e->off,
@@ -2028,6 +2031,7 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 	log_del(s, e);
 	ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		   EVR_DELETED);
+	pub_del(s->pub, e);
 	ix_delete(&s->kv, e);
 	if (slot != IX_NO_SLOT && s->regions[slot].refs == 0 &&
 	    s->regions[slot].state != REG_LIVE)
@@ -2284,6 +2288,13 @@ static uint32_t inst_get(struct mds *s, struct mds_str id)
 	return slot != IX_NO_SLOT ? slot : inst_create(s, id);
 }
 
+uint64_t mds_entry_region_id(void *arg, const struct ix_entry *e)
+{
+	const struct mds *s = arg;
+
+	return e->slot == IX_NO_SLOT ? 0 : s->regions[e->slot].h.region_id;
+}
+
 /* take a key out of the index (its region's counts, the policy's order) */
 static void key_remove(struct mds *s, struct ix_entry *e)
 {
@@ -2305,6 +2316,7 @@ static void key_remove(struct mds *s, struct ix_entry *e)
 		s->regions[slot].used -= e->len;
 	}
 	pol_remove(&s->pol, e);
+	pub_del(s->pub, e); /* recovery's drops come before the index */
 	ix_delete(&s->kv, e);
 }
 

@@ -404,6 +404,16 @@ struct mds {
 	struct mds_events *ev;
 
 	/*
+	 * The shared index (pubidx.h), NULL without one (--shm-index off,
+	 * or until it is built at start): every key stored or removed is
+	 * published to it before the reply.  Borrowed from main().  The
+	 * clients' reports of what they answered from it (HEARTBEAT
+	 * "index_stats"): local hits, local misses, fallbacks.
+	 */
+	struct pub *pub;
+	uint64_t idx_clients[3];
+
+	/*
 	 * The journal (journal.h), NULL with --durability none: every
 	 * change is appended to it as it is made (store.c, "Journal");
 	 * the loop commits before replies leave.  Borrowed from main().
@@ -523,6 +533,10 @@ void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
  */
 void mds_inst_label(struct mds *s, struct mds_str inst, struct mds_str host,
 		    uint64_t pid);
+
+/* mds_entry_region_id - the region id of @e's region, 0 if untracked
+ * (pubidx's question; @arg: the store) */
+uint64_t mds_entry_region_id(void *arg, const struct ix_entry *e);
 
 /* mds_pinned_bytes - kv_length of the keys the instance holds pins on */
 static inline uint64_t mds_pinned_bytes(const struct mds_inst *in)

@@ -218,9 +218,14 @@ class MetadataServer(Daemon):
         self.state_dir = state_dir or os.path.join(tmp, f"mds-state-{self.port}")
         journal = [] if {"--state-dir", "--durability"} & set(extra) \
             else ["--state-dir", self.state_dir]
+        # the shared index's file: one of its own (kept across restarts,
+        # removed with the test), not the default /dev/shm/maru-index-PORT
+        self.index_path = f"/dev/shm/maru-test-idx-{uuid.uuid4().hex[:12]}"
+        index = [] if {"--shm-index", "--shm-index-path"} & set(extra) \
+            else ["--shm-index-path", self.index_path]
         argv = [binary(*MDS_BIN), "--host", "127.0.0.1", "--port", str(self.port),
                 "--rm-address", rm_address, "--log-level", "DEBUG", *key,
-                *journal, *extra]
+                *journal, *index, *extra]
         # the key is given (or not) on purpose, never inherited
         env = {k: v for k, v in os.environ.items() if k != "MARU_RM_KEY_FILE"}
         super().__init__(argv, self.port,
@@ -264,6 +269,10 @@ def start_mds(tmp_path):
     yield start
     for m in made:
         m.stop()
+        try:
+            os.unlink(m.index_path)
+        except OSError:
+            pass
 
 
 @pytest.fixture

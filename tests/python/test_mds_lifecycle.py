@@ -114,6 +114,7 @@ def test_dead_client_with_lease_is_reclaimed(rm, start_mds):
     assert r == {"success": False, "is_new": False}
     _, r = c.call(HEARTBEAT, {"instance_id": "leased", "lease_id": "lease-1"})
     r.pop("server_id")                  # an addition (docs/protocol.md §2)
+    assert r.pop("shm_index_id")        # the shared index's (issue 16)
     assert r == {"lease_ttl": 2.0, "lease_expired": True}
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "leased", "size": MiB,
                                   "lease_id": "lease-1"})
@@ -129,6 +130,7 @@ def test_clean_close_with_lease_release(rm, start_mds):
     c = ReqClient(mds.url)
     _, r = c.call(HEARTBEAT, {"instance_id": "i", "lease_id": "L"})
     r.pop("server_id")                  # an addition (docs/protocol.md §2)
+    assert r.pop("shm_index_id")        # the shared index's (issue 16)
     assert r == {"lease_ttl": 5.0, "lease_expired": False}
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": MiB,
                                   "lease_id": "L"})

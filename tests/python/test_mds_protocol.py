@@ -7,6 +7,7 @@ message type, batches with mixed hits and misses, first writer wins,
 pins, deferred free seen at the RM, full-range handles, and malformed
 input of every kind answered with an error that echoes the sequence.
 """
+import os
 import struct
 
 import pytest
@@ -50,6 +51,12 @@ def test_every_message_type(client, rm, mds):
     h, r = client.call(HANDSHAKE, {})
     server_id = r.pop("server_id")      # an addition: 16 hex digits
     assert len(server_id) == 16 and int(server_id, 16) >= 0
+    # additions (issue 16): the shared index, where to map it
+    assert r.pop("capabilities") == ["shm_index_v1"]
+    desc = r.pop("shm_index")
+    assert desc["kind"] == "file" and desc["layout"] == 1
+    assert desc["digest"] == "sha256-128-mk1" and desc["area_id"] > 0
+    assert os.stat(desc["path"]).st_size == desc["length"]
     assert r == {"success": True, "rm_address": rm.address,
                  "server_version": 1, "lease_ttl": 30.0}
     assert h.flags == 0 and h.length > 0
@@ -127,6 +134,7 @@ def test_every_message_type(client, rm, mds):
     _, r = client.call(HEARTBEAT, {})
     assert "error" not in r and r["lease_expired"] is False
     assert r["server_id"] == server_id
+    assert r["shm_index_id"] == desc["area_id"]
 
     h, r = client.call(SHUTDOWN, {})
     assert r == {"error": "Unknown message type: 255"}

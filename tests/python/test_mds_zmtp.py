@@ -75,13 +75,14 @@ class Raw:
         return out
 
     def frame(self):
-        """(flags, body) of the next frame."""
+        """(flags, body) of the next frame (flags without LONG: that bit
+        only says how the size is written)."""
         flags = self.take(1)[0]
         if flags & LONG:
             n = struct.unpack(">Q", self.take(8))[0]
         else:
             n = self.take(1)[0]
-        return flags, self.take(n)
+        return flags & ~LONG, self.take(n)
 
     def handshake(self, socket_type=b"DEALER", minor=1):
         self.send(greeting(minor) + ready(socket_type))

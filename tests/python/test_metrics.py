@@ -28,6 +28,7 @@ import urllib.request
 import pytest
 
 from conftest import REPO, free_port, wait_until
+from mds_wire import GET_STATS, ReqClient
 
 parser = pytest.importorskip("prometheus_client.parser",
                              reason="python3-prometheus-client is not installed")
@@ -111,10 +112,14 @@ def workload(rm, mds):
     assert h.delete("m0")
 
     def reported():
-        ops = RpcClient(mds.url).get_stats().stats_manager["clients"]["_all"]["operations"]
+        st = RpcClient(mds.url).get_stats()
+        ops = st.stats_manager["clients"]["_all"]["operations"]
+        # the shared index's local answers come with the lease's renewal
+        local = ReqClient(mds.url).call(GET_STATS, {})[1]["shm_index"]["clients"]
         return (ops.get("store", {}).get("count", 0) >= STORES and
                 ops.get("retrieve", {}).get("count", 0) >= HITS + MISSES and
-                ops.get("delete", {}).get("count", 0) >= 1)
+                ops.get("delete", {}).get("count", 0) >= 1 and
+                local["local_hits"] >= HITS)
 
     assert wait_until(reported, timeout=30), "libmaru's reports did not arrive"
     yield h
@@ -179,7 +184,15 @@ def test_scrape(rm, mds, workload):
         # -- requests by type and outcome, as the server counted them ------
         rq = "maru_requests_total"
         assert value(s, rq, type="REGISTER_KV", outcome="ok", **T) >= STORES
-        assert value(s, rq, type="LOOKUP_KV", outcome="ok", **T) >= HITS + MISSES
+        # lookups: requests, or answered from the shared index (issue 16)
+        local = "maru_shm_index_lookups_total"
+        lookups = sum(v for (n, l), v in s.items() if n == rq and
+                      dict(l).get("type") == "LOOKUP_KV")   # maybe none
+        assert lookups + value(s, local, result="hit", **T) + \
+            value(s, local, result="miss", **T) >= HITS + MISSES
+        assert value(s, local, result="hit", **T) >= HITS
+        assert value(s, "maru_shm_index_enabled", **T) == 1
+        assert value(s, "maru_shm_index_keys", **T) == STORES - 1
         assert value(s, rq, type="GET_STATS", outcome="ok", **T) >= 1
         h = fams["maru_request_duration_seconds"]
         assert h.type == "histogram"

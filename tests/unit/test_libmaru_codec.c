@@ -163,7 +163,7 @@ static void test_enc_requests(void **state)
 	maru__msg_release(&m);
 
 	maru__msg_init(&m, MDS_HEARTBEAT);
-	assert_int_equal(maru__enc_heartbeat(&m, "i", "L", true, 0), 0);
+	assert_int_equal(maru__enc_heartbeat(&m, "i", "L", true, 0, NULL), 0);
 	o = unpack(&m, &u);
 	assert_true(map_get(&o, "lease_release")->via.boolean);
 	assert_true(map_get(&o, "evict_notices")->via.boolean);

@@ -209,6 +209,7 @@ static void test_superblock_states(void **state)
 	sb = cur;
 	sb.state = 3;
 	si_super_write(&m, &sb);
+	assert_int_equal(si_super_read(&m, &cur, &lay), -EBUSY);
 	assert_int_equal(si_lookup(&m, &lay, d, false, &h, &st), SI_ASK);
 	/* a new table elsewhere: a reader holding the old layout follows */
 	t2.off = SI_HDR + si_table_bytes(16);

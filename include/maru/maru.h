@@ -699,6 +699,8 @@ int maru_kv_exists(struct maru_handler *h, const struct maru_key *key);
  */
 struct maru_index_stats {
 	bool attached;		 /* an index is mapped and in use now */
+	bool noncoherent;	 /* ... and its lines are invalidated before
+				  * every read (hosts sharing CXL memory) */
 	uint64_t local_hits;	 /* lookups it answered: found */
 	uint64_t local_misses;	 /* ... not there (a miss it proves) */
 	uint64_t fallbacks;	 /* lookups it could not answer: requests */

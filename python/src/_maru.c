@@ -979,8 +979,9 @@ static PyObject *handler_index_stats(PyObject *obj, PyObject *unused)
 	(void)unused;
 	maru_handler_index_stats(self->h, &st);
 	/* clang-format off */
-	return Py_BuildValue("{sOsKsKsK}",
+	return Py_BuildValue("{sOsOsKsKsK}",
 		"attached", st.attached ? Py_True : Py_False,
+		"noncoherent", st.noncoherent ? Py_True : Py_False,
 		"local_hits", (unsigned long long)st.local_hits,
 		"local_misses", (unsigned long long)st.local_misses,
 		"fallbacks", (unsigned long long)st.fallbacks);

@@ -356,7 +356,10 @@ void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 MARU_EXPORT int maru_handler_index_stats(struct maru_handler *h,
 					 struct maru_index_stats *out)
 {
-	out->attached = atomic_load(&h->idx.area) != NULL;
+	const struct maru__idx_area *a = atomic_load(&h->idx.area);
+
+	out->attached = a != NULL;
+	out->noncoherent = a && a->map.coh != SI_COHERENT;
 	out->local_hits = atomic_load(&h->idx.n[SI_HIT]);
 	out->local_misses = atomic_load(&h->idx.n[SI_MISS]);
 	out->fallbacks = atomic_load(&h->idx.n[SI_ASK]);

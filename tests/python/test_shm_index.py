@@ -124,8 +124,9 @@ def test_disabled_by_env(mds, monkeypatch):
         n0 = lookups_served(mds.url)
         assert h.retrieve("x") is not None and h.exists("x")
         assert lookups_served(mds.url) == n0 + 2
-        assert h.index_stats() == {"attached": False, "local_hits": 0,
-                                   "local_misses": 0, "fallbacks": 0}
+        assert h.index_stats() == {"attached": False, "noncoherent": False,
+                                   "local_hits": 0, "local_misses": 0,
+                                   "fallbacks": 0}
     finally:
         h.close()
 

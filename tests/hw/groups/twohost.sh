@@ -14,7 +14,10 @@
 # Before B boots, A kills its maru-server with SIGKILL five times in the
 # middle of a store loop (issue 14): every acknowledged store must come back
 # in place with its bytes, every acknowledged delete stay deleted, and B
-# reads all those chunks after the last restart.
+# reads all those chunks after the last restart.  B also reads A's chunk
+# through the shared index (issue 16) that A's maru-server keeps in a
+# region of the pool with --coherence flush (the default on device-DAX),
+# with no request, and sees a delete there at once.
 TESTS_twohost=(
 	hw.two.a_stores
 	hw.two.mds_crash_cycles
@@ -24,6 +27,8 @@ TESTS_twohost=(
 	hw.two.b_example_retrieves_a
 	hw.two.b_reads_after_restart
 	hw.two.b_libmaru_retrieves_a
+	hw.two.b_index_reads_a
+	hw.two.b_index_sees_delete
 	hw.two.b_stores
 	hw.two.a_retrieves_b
 	hw.two.killed_client_owner_gone

@@ -9,6 +9,7 @@ URL=tcp://10.0.3.1:5555
 RMADDR=10.0.3.1:9850
 T="hw.two.b_shared_is_dax1 hw.two.uuid_maps_to_local_path hw.two.b_probe_reads_a hw.two.b_reads_after_restart
    hw.two.b_example_retrieves_a hw.two.b_libmaru_retrieves_a hw.two.b_stores
+   hw.two.b_index_reads_a hw.two.b_index_sees_delete
    hw.two.killed_client_owner_gone hw.two.killed_client_data_kept
    hw.two.killed_client_region_freed hw.two.killed_client_empty_region_freed"
 done_to_a() {	# tell A that B is finished (A waits on port 7000)
@@ -111,7 +112,8 @@ else
 fi
 
 if [ "$HAVE_HOLD" != 1 ]; then
-	for t in hw.two.b_libmaru_retrieves_a hw.two.killed_client_owner_gone \
+	for t in hw.two.b_libmaru_retrieves_a hw.two.b_index_reads_a \
+		hw.two.b_index_sees_delete hw.two.killed_client_owner_gone \
 		hw.two.killed_client_data_kept hw.two.killed_client_region_freed \
 		hw.two.killed_client_empty_region_freed; do
 		skip "$t" "$WHY_HOLD"
@@ -122,6 +124,31 @@ if run_for 60 /test/maru-hwhold --server $URL retrieve hw-two-a2 300000 22; then
 	pass hw.two.b_libmaru_retrieves_a "libmaru on B verified A's chunk byte for byte"
 else
 	fail hw.two.b_libmaru_retrieves_a "maru-hwhold retrieve on B failed ($?)"
+fi
+
+# issue 16: A's maru-server publishes its index in a region of the shared
+# pool (coherence flush); B maps it read-only through the UUID mapping and
+# answers retrieves of A's chunk with no request
+out=$(run_for 60 /test/maru-hwhold --server $URL index-check hw-two-a2 300000 22)
+echo "$out"
+if echo "$out" | grep -q 'index attached=1 noncoherent=1 .*result=ok'; then
+	pass hw.two.b_index_reads_a "$(echo "$out" | grep '^index')"
+else
+	fail hw.two.b_index_reads_a "A's chunk not read through the index: $(echo "$out" | tail -1)"
+fi
+# a key B stores, read from the index, deleted through A's server: the
+# index itself says it is gone (A wrote the line back, B invalidated it)
+if run_for 60 /test/maru-hwhold --server $URL store hw-two-idx 4096 31 >/dev/null &&
+	run_for 60 /test/maru-hwhold --server $URL index-check hw-two-idx 4096 31 >/dev/null &&
+	$P mds-delete $URL hw-two-idx >/dev/null; then
+	out=$(run_for 60 /test/maru-hwhold --server $URL index-gone hw-two-idx)
+	if echo "$out" | grep -q 'result=ok'; then
+		pass hw.two.b_index_sees_delete "$out"
+	else
+		fail hw.two.b_index_sees_delete "$out"
+	fi
+else
+	fail hw.two.b_index_sees_delete "could not store, read and delete hw-two-idx"
 fi
 
 # a worker on B stores a chunk, holds its region, and is killed (SIGKILL)

@@ -12,6 +12,8 @@
  *               store KEY SIZE SEED [--hold]
  *   maru-hwhold [--server URL] retrieve KEY SIZE SEED
  *   maru-hwhold [--server URL] [--pool-size B] [--instance ID] idle
+ *   maru-hwhold [--server URL] index-check KEY SIZE SEED
+ *   maru-hwhold [--server URL] index-gone KEY
  *
  * store prints "stored key=K region=R page=P offset=O instance=I
  * lease_ttl_ms=T"; with --hold it then prints "holding pid=N" and waits
@@ -19,8 +21,11 @@
  * "retrieved key=K region=R offset=O length=L result=ok" when the bytes
  * match.  idle connects (so the handler owns one empty region), prints
  * "idle instance=I region=R lease_ttl_ms=T" and "holding pid=N", and waits
- * like store --hold.  Exit: 0 ok, 1 failure, 2 usage, 3 key not found or
- * bytes differ.
+ * like store --hold.  index-check retrieves ten times and prints "index
+ * attached=A noncoherent=N local_hits=H local_misses=M fallbacks=F
+ * result=ok" when the shared index answered (issue 16); index-gone says
+ * whether the index itself reports KEY absent.  Exit: 0 ok, 1 failure, 2
+ * usage, 3 key not found, bytes differ, or not answered by the index.
  */
 #include <errno.h>
 #include <signal.h>
@@ -40,7 +45,9 @@ static int usage(void)
 		"usage: maru-hwhold [--server URL] [--pool-size B] [--chunk-size B]\n"
 		"                   [--instance ID] store KEY SIZE SEED [--hold]\n"
 		"       maru-hwhold [--server URL] retrieve KEY SIZE SEED\n"
-		"       maru-hwhold [--server URL] [--pool-size B] [--instance ID] idle\n");
+		"       maru-hwhold [--server URL] [--pool-size B] [--instance ID] idle\n"
+		"       maru-hwhold [--server URL] index-check KEY SIZE SEED\n"
+		"       maru-hwhold [--server URL] index-gone KEY\n");
 	return 2;
 }
 
@@ -153,6 +160,55 @@ static int do_retrieve(struct maru_handler *h, const char *key, size_t size,
 	return 0;
 }
 
+static void print_index(struct maru_handler *h, const char *result)
+{
+	struct maru_index_stats st;
+
+	maru_handler_index_stats(h, &st);
+	printf("index attached=%d noncoherent=%d local_hits=%llu "
+	       "local_misses=%llu fallbacks=%llu result=%s\n",
+	       st.attached, st.noncoherent,
+	       (unsigned long long)st.local_hits,
+	       (unsigned long long)st.local_misses,
+	       (unsigned long long)st.fallbacks, result);
+}
+
+/*
+ * index-check (issue 16): the chunk is found and verified through the
+ * shared index with no request -- the first retrieve may ask the server
+ * (the region is not mapped yet), the next ones must not.  Exit 0 when
+ * attached, every read verified, and some answered locally.
+ */
+static int do_index_check(struct maru_handler *h, const char *key,
+			  size_t size, uint64_t seed)
+{
+	struct maru_index_stats st;
+	int i, rc;
+
+	for (i = 0; i < 10; i++) {
+		rc = do_retrieve(h, key, size, seed);
+		if (rc)
+			return rc;
+	}
+	maru_handler_index_stats(h, &st);
+	print_index(h, st.attached && st.local_hits >= 9 ? "ok" : "no-index");
+	return st.attached && st.local_hits >= 9 ? 0 : 3;
+}
+
+/* index-gone: the key is absent, and the index says so itself */
+static int do_index_gone(struct maru_handler *h, const char *key)
+{
+	struct maru_key k = maru_key_str(key, strlen(key));
+	struct maru_index_stats st;
+	struct maru_view v;
+	int rc;
+
+	rc = maru_kv_retrieve(h, &k, &v);
+	maru_handler_index_stats(h, &st);
+	print_index(h, rc == 0 && st.local_misses ? "ok" : "not-a-local-miss");
+	return rc == 0 && st.local_misses ? 0 : 3;
+}
+
 int main(int argc, char **argv)
 {
 	struct maru_config *cfg = NULL;
@@ -181,10 +237,12 @@ int main(int argc, char **argv)
 		if (rc < 0)
 			goto out_usage;
 	}
-	if (argc - i < 1 || (strcmp(argv[i], "idle") && argc - i < 4))
+	if (argc - i < 1 || (strcmp(argv[i], "idle") &&
+			     strcmp(argv[i], "index-gone") && argc - i < 4) ||
+	    (!strcmp(argv[i], "index-gone") && argc - i < 2))
 		goto out_usage;
 	cmd = argv[i];
-	key = argc - i >= 4 ? argv[i + 1] : "";
+	key = argc - i >= 2 ? argv[i + 1] : "";
 	size = argc - i >= 4 ? strtoull(argv[i + 2], NULL, 0) : 0;
 	seed = argc - i >= 4 ? strtoull(argv[i + 3], NULL, 0) : 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -207,6 +265,10 @@ int main(int argc, char **argv)
 			      argc - i > 4 && !strcmp(argv[i + 4], "--hold"));
 	else if (!strcmp(cmd, "retrieve"))
 		rc = do_retrieve(h, key, size, seed);
+	else if (!strcmp(cmd, "index-check"))
+		rc = do_index_check(h, key, size, seed);
+	else if (!strcmp(cmd, "index-gone"))
+		rc = do_index_gone(h, key);
 	else if (!strcmp(cmd, "idle"))
 		rc = do_idle(h);
 	else

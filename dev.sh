@@ -34,7 +34,7 @@ DEB_PACKAGES=(
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
 	iproute2 passwd
 	qemu-system-x86 busybox-static cpio kmod
-	python3-matplotlib python3-seccomp python3-prometheus-client
+	python3-matplotlib python3-seccomp python3-prometheus-client python3-redis
 	help2man pandoc groff-base
 )
 

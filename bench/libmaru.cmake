@@ -8,3 +8,8 @@ if(HIREDIS_FOUND)
 else()
 	message(WARNING "hiredis not found: maru-client-bench is not built")
 endif()
+
+# shm-index-bench: lookups through the shared index against requests
+# (issue 16); bench/run_shm_index_bench.sh runs it
+add_executable(shm-index-bench ${CMAKE_CURRENT_SOURCE_DIR}/shm_index_bench.c)
+target_link_libraries(shm-index-bench PRIVATE maru Threads::Threads)

@@ -287,11 +287,6 @@ static bool snap_any(const void *src, uint64_t w[8])
 	return a == b && w[0] == a && w[7] == si_check(w);
 }
 
-static bool snap(const void *src, uint64_t w[8])
-{
-	return snap_any(src, w) && !(w[0] & 1);
-}
-
 int si_super_read(const struct si_map *m, struct si_super *out,
 		  struct si_layout *lay)
 {
@@ -340,20 +335,146 @@ static inline void pause_cpu(void)
 #endif
 }
 
+/*
+ * The current layout: the state word only, when it still names @lay
+ * (states are never reused, so the rest of the line is as it was); a whole
+ * snapshot when it moved on.  SI_FLUSH: the caller invalidated the line.
+ * Return: 0 (*@s1), 1 @lay refreshed (look again), -EBUSY, -EBADF, -EAGAIN.
+ */
+static int super_now(const struct si_map *m, struct si_layout *lay,
+		     uint64_t *s1)
+{
+	struct si_super sb;
+	struct si_layout now;
+	uint64_t s = __atomic_load_n((const uint64_t *)m->base,
+				     __ATOMIC_ACQUIRE);
+	int rc;
+
+	if (s == lay->state && !(s & 1)) {
+		*s1 = s;
+		return 0;
+	}
+	rc = si_super_read(m, &sb, &now);
+	if (rc < 0)
+		return rc;
+	*lay = now;
+	return 1;
+}
+
+/*
+ * Read the entry at @e as far as a lookup of digest (@d0, @d1) needs it.
+ * Coherent: the seqlock alone (word 0 the same, even, around the reads),
+ * and only the digest unless it is ours.  Non-coherent (or simulated):
+ * the whole line and its check (a line torn any other way is rejected).
+ * Return: -1 unstable, 0 stable and not ours (*@flags), 1 ours (*@out).
+ */
+static int probe_entry(const struct si_map *m, const struct si_entry *e,
+		       uint64_t d0, uint64_t d1, uint16_t *flags,
+		       struct si_hit *out)
+{
+	const volatile uint64_t *s = (const volatile uint64_t *)e;
+	uint64_t w[8], a, b;
+	int i;
+
+	a = __atomic_load_n((const uint64_t *)e, __ATOMIC_ACQUIRE);
+	w[0] = a;
+	if (m->coh != SI_COHERENT) {
+		for (i = 1; i < 8; i++)
+			w[i] = s[i];
+	} else {
+		w[1] = s[1];
+		w[2] = s[2];
+		if (((a >> 32) & SI_F_LIVE) && w[1] == d0 && w[2] == d1)
+			for (i = 3; i < 7; i++)
+				w[i] = s[i];
+	}
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	b = __atomic_load_n((const uint64_t *)e, __ATOMIC_RELAXED);
+	if (a != b || (a & 1))
+		return -1;
+	if (m->coh != SI_COHERENT && w[7] != si_check(w))
+		return -1;
+	*flags = (uint16_t)(a >> 32);
+	if (!(*flags & SI_F_LIVE) || w[1] != d0 || w[2] != d1)
+		return 0;
+	out->region_id = w[3];
+	out->kv_offset = w[4];
+	out->kv_length = (uint32_t)w[5];
+	out->gen = w[6];
+	return 1;
+}
+
+/* the 8 lines of digest @d's groups */
+static void lines_of(const struct si_map *m, const struct si_layout *lay,
+		     const uint8_t d[SI_DIGEST], const struct si_entry *grp[2])
+{
+	uint64_t g1, g2;
+
+	si_groups(d, lay->n_groups, &g1, &g2);
+	grp[0] = (const struct si_entry *)(m->base + lay->table_off) +
+		 g1 * SI_GROUP;
+	grp[1] = (const struct si_entry *)(m->base + lay->table_off) +
+		 g2 * SI_GROUP;
+}
+
+/* probe both groups: SI_HIT (*@out), SI_MISS, SI_ASK (an OVF mark), or
+ * -1 (an unstable line, and no hit) */
+static int probe(const struct si_map *m, const struct si_entry *grp[2],
+		 const uint8_t d[SI_DIGEST], struct si_hit *out,
+		 struct si_rstats *st)
+{
+	uint64_t d0, d1;
+	uint16_t fl, ovf = 0;
+	int k, j, r, unstable = 0;
+
+	memcpy(&d0, d, 8);
+	memcpy(&d1, d + 8, 8);
+	for (k = 0; k < 2; k++)
+		for (j = 0; j < SI_GROUP; j++) {
+			r = probe_entry(m, &grp[k][j], d0, d1, &fl, out);
+			if (r == 1)
+				return SI_HIT;
+			if (r < 0) {
+				unstable = 1;
+				st->unstable++;
+			} else {
+				ovf |= fl & SI_F_OVF;
+			}
+		}
+	return unstable ? -1 : ovf ? SI_ASK : SI_MISS;
+}
+
+/* invalidate the lines a lookup reads (SI_FLUSH, SI_SIMULATE) */
+static void inv_lines(const struct si_map *m, const struct si_entry *grp[2])
+{
+	int k, j;
+
+	for (k = 0; k < 2; k++)
+		for (j = 0; j < SI_GROUP; j++)
+			si_inv(m, &grp[k][j]);
+}
+
+/* the state after the entries were read (SI_FLUSH: from memory) */
+static uint64_t super_after(const struct si_map *m)
+{
+	if (m->coh != SI_COHERENT) {
+		inv_fence(m);
+		si_inv(m, m->base);
+		inv_fence(m);
+	} else {
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	}
+	return __atomic_load_n((const uint64_t *)m->base, __ATOMIC_ACQUIRE);
+}
+
 int si_lookup(const struct si_map *m, struct si_layout *lay,
 	      const uint8_t d[SI_DIGEST], bool after_use, struct si_hit *out,
 	      struct si_rstats *st)
 {
 	const struct si_entry *grp[2];
 	struct si_super sb;
-	struct si_layout now;
-	union {
-		uint64_t w[8];
-		struct si_entry e;
-	} u;
-	const struct si_entry *c = &u.e;
-	uint64_t g1, g2, s2;
-	int attempt, k, j, rc, unstable, ovf, hit;
+	uint64_t s1;
+	int attempt, rc;
 
 	for (attempt = 0; attempt <= SI_RETRIES; attempt++) {
 		if (attempt)
@@ -369,76 +490,106 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 				continue;
 			}
 		}
-		si_groups(d, lay->n_groups, &g1, &g2);
-		grp[0] = (const struct si_entry *)(m->base + lay->table_off) +
-			 g1 * SI_GROUP;
-		grp[1] = (const struct si_entry *)(m->base + lay->table_off) +
-			 g2 * SI_GROUP;
+		lines_of(m, lay, d, grp);
 		if (m->coh != SI_COHERENT) {
 			/* the caller's reads of a hit are done before any
 			 * line is dropped (a refill is then no older) */
 			if (after_use)
 				inv_fence(m);
-			for (k = 0; k < 2; k++)
-				for (j = 0; j < SI_GROUP; j++)
-					si_inv(m, &grp[k][j]);
+			inv_lines(m, grp);
+			si_inv(m, m->base);
+			inv_fence(m);
 		} else if (after_use) {
 			__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		}
 		/* the superblock with the entries: still this table? */
-		rc = si_super_read(m, &sb, &now);
+		rc = super_now(m, lay, &s1);
 		if (rc == -EBADF || rc == -EBUSY)
 			return SI_ASK;
-		if (rc < 0) {
-			st->unstable++;
+		if (rc) {
+			if (rc < 0)
+				st->unstable++;
+			else
+				st->restarts++;
 			continue;
 		}
-		if (now.state != lay->state) {
-			*lay = now;
-			st->restarts++;
-			continue;
-		}
-		unstable = ovf = hit = 0;
-		for (k = 0; k < 2 && !hit; k++) {
-			for (j = 0; j < SI_GROUP; j++) {
-				if (!snap(&grp[k][j], u.w)) {
-					unstable = 1;
-					st->unstable++;
-					continue;
-				}
-				ovf |= c->flags & SI_F_OVF;
-				if ((c->flags & SI_F_LIVE) &&
-				    !memcmp(c->digest, d, SI_DIGEST)) {
-					out->region_id = c->region_id;
-					out->kv_offset = c->kv_offset;
-					out->kv_length = c->kv_length;
-					out->gen = c->gen;
-					hit = 1;
-					break;
-				}
-			}
-		}
+		rc = probe(m, grp, d, out, st);
 		/* and after: the table was current while they were read */
-		if (m->coh != SI_COHERENT) {
-			inv_fence(m);
-			si_inv(m, m->base);
-			inv_fence(m);
-		} else {
-			__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		}
-		s2 = __atomic_load_n((const uint64_t *)m->base,
-				     __ATOMIC_ACQUIRE);
-		if (s2 != now.state) {
+		if (super_after(m) != s1) {
 			st->restarts++;
 			continue;
 		}
-		if (hit)
-			return SI_HIT;
-		if (unstable)
-			continue;
-		return ovf ? SI_ASK : SI_MISS;
+		if (rc >= 0)
+			return rc;
 	}
 	return SI_ASK;
+}
+
+void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
+		     size_t n, const uint8_t (*d)[SI_DIGEST], int *res,
+		     struct si_hit *out, struct si_rstats *st)
+{
+	enum { AHEAD = 6, CHUNK = 32 };
+	const struct si_entry *grp[CHUNK][2];
+	struct si_super sb;
+	size_t at, k, len;
+	uint64_t s1;
+	int attempt, rc;
+
+	for (at = 0; at < n; at += len) {
+		len = n - at < CHUNK ? n - at : CHUNK;
+		for (attempt = 0;; attempt++) {
+			if (attempt > SI_RETRIES) {
+				for (k = 0; k < len; k++)
+					res[at + k] = SI_ASK;
+				break;
+			}
+			if (!lay->state) {
+				rc = si_super_read(m, &sb, lay);
+				if (rc < 0) {
+					lay->state = 0;
+					if (rc == -EBADF || rc == -EBUSY)
+						attempt = SI_RETRIES;
+					continue;
+				}
+			}
+			for (k = 0; k < len; k++)
+				lines_of(m, lay, d[at + k], grp[k]);
+			if (m->coh != SI_COHERENT) {
+				/* the chunk's lines from memory: one fence */
+				for (k = 0; k < len; k++)
+					inv_lines(m, grp[k]);
+				si_inv(m, m->base);
+				inv_fence(m);
+			}
+			rc = super_now(m, lay, &s1);
+			if (rc == -EBADF || rc == -EBUSY) {
+				attempt = SI_RETRIES;
+				continue;
+			}
+			if (rc)
+				continue;
+			for (k = 0; k < len; k++) {
+				if (k + AHEAD < len) {
+					/* the groups a few keys ahead */
+					__builtin_prefetch(grp[k + AHEAD][0]);
+					__builtin_prefetch(grp[k + AHEAD][1]);
+				}
+				res[at + k] = probe(m, grp[k], d[at + k],
+						    &out[at + k], st);
+			}
+			if (super_after(m) != s1) {
+				st->restarts++;
+				continue;
+			}
+			break;
+		}
+		/* a line was being written: that key alone, again */
+		for (k = 0; k < len; k++)
+			if (res[at + k] < 0)
+				res[at + k] = si_lookup(m, lay, d[at + k], false,
+							&out[at + k], st);
+	}
 }
 
 /* ---- the writer ---- */

@@ -68,7 +68,10 @@ enum {
 	SI_F_OVF = 0x0100,  /* slot 0 only: the group overflowed */
 };
 
-enum { SI_SB_NONCOHERENT = 1 }; /* readers must invalidate (SI_FLUSH) */
+enum {
+	SI_SB_NONCOHERENT = 1, /* readers must invalidate (SI_FLUSH) */
+	SI_SB_SIMULATE = 2,    /* ... in the tests' simulation */
+};
 
 /* One entry, one cache line.  Words 0..6 are covered by @check. */
 struct si_entry {
@@ -205,6 +208,15 @@ int si_super_read(const struct si_map *m, struct si_super *out,
 int si_lookup(const struct si_map *m, struct si_layout *lay,
 	      const uint8_t d[SI_DIGEST], bool after_use, struct si_hit *out,
 	      struct si_rstats *st);
+
+/**
+ * si_lookup_batch - si_lookup() of @n digests, the superblock read once
+ * per 32 keys and the next groups prefetched while one is probed
+ * @res: out: one enum si_result per digest; @out: the hits
+ */
+void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
+		     size_t n, const uint8_t (*d)[SI_DIGEST], int *res,
+		     struct si_hit *out, struct si_rstats *st);
 
 /* the two groups of digest @d in a table of @n groups */
 void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,

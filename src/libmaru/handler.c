@@ -1505,26 +1505,33 @@ static int local_view(struct maru_handler *h, const struct si_hit *hit,
  * Answer a retrieve from the shared index: 1 hit (*@out, *@gen), 0 a
  * final miss, -1 ask the server.  Counted either way.
  */
-static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
-			struct maru_view *out, uint64_t *gen)
+static int idx_answer(struct maru_handler *h, const struct maru_key *key,
+		      int r, const struct si_hit *hit, struct maru_view *out,
+		      uint64_t *gen)
 {
-	struct si_hit hit;
-	int r = maru__idx_lookup(h, key, false, &hit);
-
 	if (r == MARU_IDX_NONE)
 		return -1;
 	if (r == SI_MISS) {
 		maru__idx_count(h, SI_MISS);
 		return 0;
 	}
-	if (r == SI_HIT && local_view(h, &hit, out)) {
+	if (r == SI_HIT && local_view(h, hit, out)) {
 		maru__idx_count(h, SI_HIT);
 		maru__idx_touch(h, key);
-		*gen = hit.gen;
+		*gen = hit->gen;
 		return 1;
 	}
 	maru__idx_count(h, SI_ASK);
 	return -1;
+}
+
+static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
+			struct maru_view *out, uint64_t *gen)
+{
+	struct si_hit hit;
+	int r = maru__idx_lookup(h, key, false, &hit);
+
+	return idx_answer(h, key, r, &hit, out, gen);
 }
 
 MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
@@ -1593,14 +1600,12 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 	/* the shared index: the entry read, still there? */
 	rc = maru__idx_lookup(h, key, true, &hit);
 	if (rc == SI_HIT || rc == SI_MISS) {
-		maru__idx_count(h, rc);
+		/* not counted: the retrieve it checks was */
 		return rc == SI_HIT && hit.region_id == v->region_id &&
 		       hit.kv_offset == v->offset &&
 		       hit.kv_length == v->len &&
 		       (ticket == 0 || hit.gen == ticket);
 	}
-	if (rc == SI_ASK)
-		maru__idx_count(h, SI_ASK);
 	reply_init(&r);
 	maru__msg_init(&m, MDS_LOOKUP_KV);
 	rc = send_msg(h, &m, maru__enc_key(&m, key), &r);
@@ -1777,12 +1782,13 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 	uint64_t t0 = maru__now_ns(), gen;
 	struct maru__lookup *ents = NULL;
 	struct maru_key *ask = NULL;
+	struct si_hit *ih;
 	struct maru__reply r;
 	struct maru__msg m;
 	size_t i, j, hits = 0, *idx = NULL;
 	bool *known = NULL;
 	ssize_t k;
-	int rc;
+	int rc, *ir;
 
 	if (n && (!keys || !views))
 		return -EINVAL;
@@ -1794,17 +1800,28 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 		return rc;
 	/* the shared index first; what it cannot answer, in one request */
 	known = calloc(n, sizeof(*known));
-	if (!known)
+	ir = malloc(n * sizeof(*ir));
+	ih = malloc(n * sizeof(*ih));
+	if (!known || !ir || !ih) {
+		free(known);
+		free(ir);
+		free(ih);
 		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		rc = idx_retrieve(h, &keys[i], &views[i], &gen);
-		if (rc < 0)
-			continue;
-		known[i] = true;
-		hits += rc;
-		if (rc && tickets)
-			tickets[i] = gen;
 	}
+	if (maru__idx_lookup_batch(h, keys, n, ir, ih) == 0) {
+		for (i = 0; i < n; i++) {
+			rc = idx_answer(h, &keys[i], ir[i], &ih[i], &views[i],
+					&gen);
+			if (rc < 0)
+				continue;
+			known[i] = true;
+			hits += rc;
+			if (rc && tickets)
+				tickets[i] = gen;
+		}
+	}
+	free(ir);
+	free(ih);
 	k = batch_asks(keys, n, known, &idx, &ask);
 	rc = k < 0 ? (int)k : 0;
 	if (k > 0) {
@@ -1847,27 +1864,34 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 	struct maru_key *ask = NULL;
 	struct maru__reply r;
 	struct maru__msg m;
-	struct si_hit hit;
+	struct si_hit *hit;
 	size_t i, j, hits = 0, *idx = NULL;
 	bool *known, *res = NULL;
 	ssize_t k;
-	int rc, ir;
+	int rc, *ir;
 
 	known = calloc(n, sizeof(*known));
-	if (!known)
+	ir = malloc(n * sizeof(*ir));
+	hit = malloc(n * sizeof(*hit));
+	if (!known || !ir || !hit) {
+		free(known);
+		free(ir);
+		free(hit);
 		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		ir = maru__idx_lookup(h, &keys[i], false, &hit);
-		if (ir == MARU_IDX_NONE)
-			continue;
-		maru__idx_count(h, ir);
-		if (ir == SI_ASK)
-			continue;
-		known[i] = true;
-		results[i] = ir == SI_HIT;
-		if (ir == SI_HIT)
-			maru__idx_touch(h, &keys[i]);
 	}
+	if (maru__idx_lookup_batch(h, keys, n, ir, hit) == 0) {
+		for (i = 0; i < n; i++) {
+			maru__idx_count(h, ir[i]);
+			if (ir[i] == SI_ASK)
+				continue;
+			known[i] = true;
+			results[i] = ir[i] == SI_HIT;
+			if (ir[i] == SI_HIT)
+				maru__idx_touch(h, &keys[i]);
+		}
+	}
+	free(ir);
+	free(hit);
 	k = batch_asks(keys, n, known, &idx, &ask);
 	rc = k < 0 ? (int)k : 0;
 	if (k > 0) {

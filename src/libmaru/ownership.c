@@ -137,6 +137,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 {
 	struct maru__hb_report hr = {0};
 	struct maru__rpc_reply rr;
+	uint64_t gen;
 	struct maru__reply rep;
 	struct buf keys = BUF_INIT;
 	struct maru__msg m;
@@ -149,6 +150,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		hr.touched = keys.data;
 		hr.touched_len = keys.len;
 	}
+	gen = maru__idx_susp_gen(h);
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
 				 atomic_load(&h->inbox.ack), &hr);
@@ -166,7 +168,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		atomic_store(&h->inbox.renew_ms, rep.renew_ms);
 		/* which shared index the server publishes (or none) */
 		if (!rep.error)
-			maru__idx_heard(h, rep.has_idx_id, rep.idx_id);
+			maru__idx_heard(h, rep.has_idx_id, rep.idx_id, gen);
 	}
 	if (rc == 0 && rep.error)
 		rc = -EREMOTEIO;

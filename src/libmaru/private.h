@@ -734,14 +734,33 @@ int maru__gate_slow(struct maru_handler *h);
 /* One attached area.  Never unmapped before the handler is freed: a
  * lookup may stand on it while another thread detaches it. */
 struct maru__idx_area {
-	struct si_map map;
-	uint8_t *mem; /* owns: the read-only mapping */
-	size_t len;
+	struct si_map map;   /* map.len: the area's length */
+	uint8_t *mem;	     /* owns: the read-only mapping */
+	size_t maplen;	     /* ... its length (a pool region's, >= map.len) */
 	uint64_t area_id;
+	uint64_t serial;     /* unique per attach in the process */
 	struct maru__idx_area *next; /* maru__idx.all */
 };
 
 #define MARU_TOUCH_MAX 4096 /* keys a HEARTBEAT reports at most */
+#define MARU_TOUCH_SET 8192 /* ... each once: a set of their hashes */
+#define MARU_IDX_RETRY_NS (30ull * 1000000000) /* a failed attach */
+
+/*
+ * The digests of keys looked up before: a direct-mapped table, each slot
+ * under its own seqlock (a torn slot is a miss).  A worker looks the same
+ * keys up again and again (LMCache asks contains, then retrieves).
+ */
+#define MARU_MEMO_SLOTS 16384
+#define MARU_MEMO_KEY 104
+struct maru__memo {
+	_Atomic uint32_t seq; /* odd while written */
+	uint16_t len;
+	uint8_t tag;
+	uint8_t rsvd;
+	uint8_t digest[SI_DIGEST];
+	uint8_t key[MARU_MEMO_KEY];
+};
 
 struct maru__idx {
 	/* what lookups use: NULL none, or suspended (a dropped connection,
@@ -751,6 +770,9 @@ struct maru__idx {
 	struct maru__idx_area *cur;  /* attached (maybe suspended) */
 	struct maru__idx_area *all;  /* owns: every area ever attached */
 	_Atomic bool stale;	     /* the server publishes another area */
+	_Atomic uint64_t susp;	     /* suspensions so far (a generation) */
+	uint64_t failed_id, failed_at; /* the area that could not be used */
+	_Atomic(struct maru__memo *) memo; /* owns: MARU_MEMO_SLOTS, or NULL */
 	bool off;		     /* MARU_SHM_INDEX=0 */
 	int fault;		     /* MARU_SHM_INDEX_FAULT (tests) */
 	/* what it answered: local hits, local misses, fallbacks to RPC */
@@ -760,6 +782,7 @@ struct maru__idx {
 	pthread_mutex_t tlock;
 	struct buf touched; /* msgpack keys, concatenated */
 	_Atomic uint32_t ntouched;
+	_Atomic uint64_t *tseen; /* owns: MARU_TOUCH_SET hashes this period */
 };
 
 void maru__idx_init(struct maru_handler *h);
@@ -773,8 +796,12 @@ int maru__idx_attach(struct maru_handler *h, const struct maru__idx_desc *d);
 /* a connection dropped: ask the server until it says which area (any
  * thread, flags only) */
 void maru__idx_suspend(struct maru_handler *h);
-/* a HEARTBEAT reply said which area (or none) the server publishes */
-void maru__idx_heard(struct maru_handler *h, bool has, uint64_t area_id);
+/* the suspension generation, read before a HEARTBEAT is sent */
+uint64_t maru__idx_susp_gen(struct maru_handler *h);
+/* a HEARTBEAT reply said which area (or none) the server publishes; @gen:
+ * maru__idx_susp_gen() before it was sent (a drop since then wins) */
+void maru__idx_heard(struct maru_handler *h, bool has, uint64_t area_id,
+		     uint64_t gen);
 /* re-attach after maru__idx_heard() found another area: a HANDSHAKE on
  * @rpc (the lease or watch thread, no lock held) */
 void maru__idx_refresh(struct maru_handler *h, struct maru__rpc *rpc);
@@ -788,6 +815,13 @@ void maru__idx_refresh(struct maru_handler *h, struct maru__rpc *rpc);
 int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
 		     bool after_use, struct si_hit *out);
 #define MARU_IDX_NONE (-1) /* maru__idx_lookup(): no index attached */
+/**
+ * maru__idx_lookup_batch - maru__idx_lookup() of @n keys at once
+ * @res: out: per key as maru__idx_lookup(); @out: the hits
+ * Return: 0, or MARU_IDX_NONE (no index: @res untouched).
+ */
+int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
+			   size_t n, int *res, struct si_hit *out);
 /* count an answer (SI_HIT, SI_MISS, SI_ASK: a fallback) */
 void maru__idx_count(struct maru_handler *h, int what);
 /* @key was used with no request: tell the server's policy (HEARTBEAT) */

@@ -59,6 +59,8 @@ void maru__idx_init(struct maru_handler *h)
 	x->fault = f && !strcmp(f, "no-inv") ? SI_FAULT_NO_INV : 0;
 }
 
+static void area_free(struct maru__idx_area *a);
+
 void maru__idx_destroy(struct maru_handler *h)
 {
 	struct maru__idx *x = &h->idx;
@@ -67,26 +69,30 @@ void maru__idx_destroy(struct maru_handler *h)
 	atomic_store(&x->area, NULL);
 	for (a = x->all; a; a = n) {
 		n = a->next;
-		si_map_destroy(&a->map);
-		munmap(a->mem, a->len);
-		free(a);
+		area_free(a);
 	}
 	x->all = x->cur = NULL;
+	free(x->tseen);
+	x->tseen = NULL;
+	free(atomic_load(&x->memo));
+	atomic_store(&x->memo, NULL);
 	buf_free(&x->touched);
 	atomic_store(&x->ntouched, 0);
 }
 
-/* map the file or region @d names, read-only */
+/* map the file or region @d names, read-only; *@len: the mapping's */
 static int map_area(struct maru_handler *h, const struct maru__idx_desc *d,
-		    void **mem)
+		    void **mem, size_t *len)
 {
 	char path[4096];
 	struct stat st;
 	void *p;
 	int fd;
 
-	if (d->pool)
+	if (d->pool) {
+		*len = (size_t)d->region.length;
 		return maru__mapper_map_ro(&h->mapper, &d->region, mem);
+	}
 	if (d->path_len >= sizeof(path) || d->length > SIZE_MAX)
 		return -EINVAL;
 	memcpy(path, d->path, d->path_len);
@@ -103,17 +109,73 @@ static int map_area(struct maru_handler *h, const struct maru__idx_desc *d,
 	if (p == MAP_FAILED)
 		return -errno;
 	*mem = p;
+	*len = (size_t)d->length;
+	return 0;
+}
+
+static void area_free(struct maru__idx_area *a)
+{
+	si_map_destroy(&a->map);
+	munmap(a->mem, a->maplen);
+	free(a);
+}
+
+/* a new area, mapped and checked against @d (no lock held: this may wait
+ * on the resource manager).  Return: 0 with *@out, or -errno. */
+static int area_new(struct maru_handler *h, const struct maru__idx_desc *d,
+		    struct maru__idx_area **out)
+{
+	static _Atomic uint64_t serials;
+	struct maru__idx_area *a;
+	struct si_layout lay;
+	struct si_super sb;
+	uint32_t want;
+	size_t maplen = 0;
+	void *mem = NULL;
+	int rc, coh;
+
+	rc = map_area(h, d, &mem, &maplen);
+	if (rc < 0)
+		return rc;
+	a = calloc(1, sizeof(*a));
+	if (!a) {
+		munmap(mem, maplen);
+		return -ENOMEM;
+	}
+	a->mem = mem;
+	a->maplen = maplen;
+	a->area_id = d->area_id;
+	a->serial = atomic_fetch_add(&serials, 1) + 1;
+	coh = d->simulate ? SI_SIMULATE
+	      : d->noncoherent ? SI_FLUSH
+			       : SI_COHERENT;
+	rc = si_map_init(&a->map, mem, (size_t)d->length, coh, false);
+	if (rc < 0) {
+		free(a);
+		munmap(mem, maplen);
+		return rc;
+	}
+	a->map.fault = h->idx.fault;
+	/* the area the server described, read the way it writes it */
+	want = (coh != SI_COHERENT ? SI_SB_NONCOHERENT : 0) |
+	       (coh == SI_SIMULATE ? SI_SB_SIMULATE : 0);
+	rc = si_super_read(&a->map, &sb, &lay);
+	if ((rc == 0 || rc == -EBUSY) &&
+	    (sb.area_id != d->area_id || sb.flags != want))
+		rc = -ESTALE;
+	if (rc < 0 && rc != -EBUSY) {
+		area_free(a);
+		return rc;
+	}
+	*out = a;
 	return 0;
 }
 
 int maru__idx_attach(struct maru_handler *h, const struct maru__idx_desc *d)
 {
 	struct maru__idx *x = &h->idx;
-	struct maru__idx_area *a;
-	struct si_super sb;
-	struct si_layout lay;
-	void *mem = NULL;
-	int rc, coh;
+	struct maru__idx_area *a = NULL;
+	int rc;
 
 	if (x->off || !d->present)
 		return 0;
@@ -130,78 +192,70 @@ int maru__idx_attach(struct maru_handler *h, const struct maru__idx_desc *d)
 		pthread_mutex_unlock(&x->lock);
 		return 0;
 	}
-	rc = map_area(h, d, &mem);
+	pthread_mutex_unlock(&x->lock);
+	rc = area_new(h, d, &a);
+	pthread_mutex_lock(&x->lock);
 	if (rc < 0) {
+		/* not again for a while (a file on another host stays so) */
+		x->failed_id = d->area_id;
+		x->failed_at = maru__now_ns();
 		pthread_mutex_unlock(&x->lock);
-		ldbg(h, "shared index: cannot map it (%s): lookups ask the "
+		ldbg(h, "shared index: cannot use it (%s): lookups ask the "
 			"server",
 		     strerror(-rc));
 		return rc;
 	}
-	rc = -ENOMEM;
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		goto out_unmap;
-	a->mem = mem;
-	a->len = (size_t)d->length;
-	a->area_id = d->area_id;
-	coh = d->simulate ? SI_SIMULATE
-	      : d->noncoherent ? SI_FLUSH
-			       : SI_COHERENT;
-	rc = si_map_init(&a->map, mem, a->len, coh, false);
-	if (rc < 0)
-		goto out_free;
-	a->map.fault = x->fault;
-	/* the area the server described, or not one to trust */
-	rc = si_super_read(&a->map, &sb, &lay);
-	if ((rc == 0 || rc == -EBUSY) && sb.area_id != d->area_id)
-		rc = -ESTALE;
-	if (rc < 0 && rc != -EBUSY) {
-		ldbg(h, "shared index: its superblock does not match (%s)",
-		     strerror(-rc));
-		goto out_map;
-	}
+	if (!atomic_load(&x->memo))
+		atomic_store(&x->memo, calloc(MARU_MEMO_SLOTS,
+					      sizeof(struct maru__memo)));
+	if (!x->tseen)
+		x->tseen = calloc(MARU_TOUCH_SET, sizeof(*x->tseen));
 	a->next = x->all;
 	x->all = a;
 	x->cur = a;
+	x->failed_id = 0;
 	atomic_store(&x->stale, false);
 	atomic_store_explicit(&x->area, a, memory_order_release);
 	pthread_mutex_unlock(&x->lock);
 	ldbg(h, "shared index: attached (%s, %zu bytes, %s)",
-	     d->pool ? "a region of the pool" : "a file", a->len,
-	     si_coh_name(coh));
+	     d->pool ? "a region of the pool" : "a file", a->map.len,
+	     si_coh_name(a->map.coh));
 	return 0;
-
-out_map:
-	si_map_destroy(&a->map);
-out_free:
-	free(a);
-out_unmap:
-	munmap(mem, (size_t)d->length);
-	pthread_mutex_unlock(&x->lock);
-	return rc;
 }
 
 void maru__idx_suspend(struct maru_handler *h)
 {
+	/* a HEARTBEAT already on its way must not resume it (its reply may
+	 * predate the drop): they compare this generation */
+	atomic_fetch_add(&h->idx.susp, 1);
 	atomic_store_explicit(&h->idx.area, NULL, memory_order_release);
 }
 
-void maru__idx_heard(struct maru_handler *h, bool has, uint64_t area_id)
+uint64_t maru__idx_susp_gen(struct maru_handler *h)
+{
+	return atomic_load(&h->idx.susp);
+}
+
+void maru__idx_heard(struct maru_handler *h, bool has, uint64_t area_id,
+		     uint64_t gen)
 {
 	struct maru__idx *x = &h->idx;
 
 	if (x->off)
 		return;
 	pthread_mutex_lock(&x->lock);
-	if (!has) {
+	if (atomic_load(&x->susp) != gen) {
+		/* a drop since this HEARTBEAT was sent: the next one says */
+	} else if (!has) {
 		/* a server that publishes none (any more) */
 		atomic_store_explicit(&x->area, NULL, memory_order_release);
 	} else if (x->cur && x->cur->area_id == area_id) {
 		atomic_store_explicit(&x->area, x->cur, memory_order_release);
 	} else {
 		atomic_store_explicit(&x->area, NULL, memory_order_release);
-		atomic_store(&x->stale, true);
+		if (area_id != x->failed_id ||
+		    maru__now_ns() - x->failed_at > MARU_IDX_RETRY_NS)
+			atomic_store(&x->stale, true);
 	}
 	pthread_mutex_unlock(&x->lock);
 }
@@ -255,10 +309,83 @@ static void key_form(const struct maru_key *k, uint8_t *tag, const void **p,
 	}
 }
 
+/* a quick hash of the key (the memo's slot), 8 bytes a step */
+static uint64_t memo_hash(uint8_t tag, const uint8_t *p, size_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (n << 8) ^ tag, w;
+
+	for (; n >= 8; n -= 8, p += 8) {
+		memcpy(&w, p, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 29;
+	}
+	if (n) {
+		w = 0;
+		memcpy(&w, p, n);
+		h = (h ^ w) * 0xff51afd7ed558ccdull;
+		h ^= h >> 29;
+	}
+	return h;
+}
+
+/* the memo's slot of a key (NULL: none, or a key too long for it) */
+static struct maru__memo *memo_slot(struct maru__idx *x, uint8_t tag,
+				    const void *p, size_t n)
+{
+	struct maru__memo *memo = atomic_load_explicit(&x->memo,
+						       memory_order_acquire);
+
+	if (!memo || n > MARU_MEMO_KEY)
+		return NULL;
+	return &memo[memo_hash(tag, p, n) & (MARU_MEMO_SLOTS - 1)];
+}
+
+/* the digest of a key: from its memo slot @e, or SHA-256 (then kept) */
+static void digest_key(struct maru__memo *e, uint8_t tag, const void *p,
+		       size_t n, uint8_t d[SI_DIGEST])
+{
+	uint32_t s;
+
+	if (!e) {
+		si_digest(tag, p, n, d);
+		return;
+	}
+	s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (!(s & 1) && s && e->len == n && e->tag == tag &&
+	    !memcmp(e->key, p, n)) {
+		memcpy(d, e->digest, SI_DIGEST);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s)
+			return;
+	}
+	si_digest(tag, p, n, d);
+	/* keep it, unless another thread is writing that slot */
+	if ((s & 1) || !atomic_compare_exchange_strong(&e->seq, &s, s + 1))
+		return;
+	e->len = (uint16_t)n;
+	e->tag = tag;
+	memcpy(e->key, p, n);
+	memcpy(e->digest, d, SI_DIGEST);
+	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+}
+
+static bool key_ok(const struct maru_key *key)
+{
+	switch (key->type) {
+	case MARU_KEY_STR:
+	case MARU_KEY_BIN:
+		return key->str || !key->len;
+	case MARU_KEY_INT:
+	case MARU_KEY_UINT:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* the layout this thread last used, per area (lookups of one thread) */
 static __thread struct {
-	const struct maru__idx_area *a;
-	uint64_t area_id;
+	uint64_t serial; /* of the area (unique per attach in the process) */
 	struct si_layout lay;
 } tl;
 
@@ -274,19 +401,80 @@ int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
 
 	if (!a)
 		return MARU_IDX_NONE;
-	if ((key->type != MARU_KEY_STR && key->type != MARU_KEY_BIN &&
-		   key->type != MARU_KEY_INT && key->type != MARU_KEY_UINT) ||
-	    ((key->type == MARU_KEY_STR || key->type == MARU_KEY_BIN) &&
-	     !key->str && key->len))
+	if (!key_ok(key))
 		return SI_ASK;
 	key_form(key, &tag, &p, &n, ib);
-	si_digest(tag, p, n, d);
-	if (tl.a != a || tl.area_id != a->area_id) {
-		tl.a = a;
-		tl.area_id = a->area_id;
+	digest_key(memo_slot(&h->idx, tag, p, n), tag, p, n, d);
+	if (tl.serial != a->serial) {
+		tl.serial = a->serial;
 		tl.lay.state = 0;
 	}
 	return si_lookup(&a->map, &tl.lay, d, after_use, out, &st);
+}
+
+int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
+			   size_t n, int *res, struct si_hit *out)
+{
+	const struct maru__idx_area *a =
+		atomic_load_explicit(&h->idx.area, memory_order_acquire);
+	uint8_t (*d)[SI_DIGEST], stack[64][SI_DIGEST], tag, ib[8];
+	struct si_rstats st = {0};
+	const void *p;
+	size_t i, k, len;
+
+	if (!a)
+		return MARU_IDX_NONE;
+	if (tl.serial != a->serial) {
+		tl.serial = a->serial;
+		tl.lay.state = 0;
+	}
+	/* 64 digests at a time (their memo slots fetched together first),
+	 * then their lookups */
+	d = stack;
+	for (i = 0; i < n; i += 64) {
+		size_t m = n - i < 64 ? n - i : 64, j = 0;
+		struct maru__memo *slot[64];
+		size_t idx[64];
+
+		for (k = 0; k < m; k++) {
+			slot[k] = NULL;
+			if (!key_ok(&keys[i + k]))
+				continue;
+			key_form(&keys[i + k], &tag, &p, &len, ib);
+			slot[k] = memo_slot(&h->idx, tag, p, len);
+			if (slot[k])
+				__builtin_prefetch(slot[k]);
+		}
+		for (k = 0; k < m; k++) {
+			if (!key_ok(&keys[i + k])) {
+				res[i + k] = SI_ASK;
+				continue;
+			}
+			key_form(&keys[i + k], &tag, &p, &len, ib);
+			digest_key(slot[k], tag, p, len, d[j]);
+			idx[j++] = i + k;
+		}
+		if (j == m) {
+			si_lookup_batch(&a->map, &tl.lay, m,
+					(const uint8_t (*)[SI_DIGEST])d,
+					res + i, out + i, &st);
+			continue;
+		}
+		/* keys the index cannot name among them: the others */
+		{
+			int r2[64];
+			struct si_hit o2[64];
+
+			si_lookup_batch(&a->map, &tl.lay, j,
+					(const uint8_t (*)[SI_DIGEST])d, r2,
+					o2, &st);
+			for (k = 0; k < j; k++) {
+				res[idx[k]] = r2[k];
+				out[idx[k]] = o2[k];
+			}
+		}
+	}
+	return 0;
 }
 
 void maru__idx_count(struct maru_handler *h, int what)
@@ -298,14 +486,43 @@ void maru__idx_touch(struct maru_handler *h, const struct maru_key *key)
 {
 	struct maru__idx *x = &h->idx;
 	struct mp_wr w = {&x->touched, 0};
-	size_t len0;
+	_Atomic uint64_t *set = x->tseen;
+	uint8_t tag, ib[8];
+	const void *p;
+	uint64_t hk, v;
+	size_t n, len0, i, at;
 
 	/* past the cap the report is full: the rest of the period's uses
 	 * are not told (the policy sees the hottest keys anyway) */
 	if (atomic_load_explicit(&x->ntouched, memory_order_relaxed) >=
 	    MARU_TOUCH_MAX)
 		return;
+	/* once a period per key is enough for the policy (LRU): a set of
+	 * key hashes, lock-free to read */
+	key_form(key, &tag, &p, &n, ib);
+	hk = memo_hash(tag, p, n) | 1;
+	at = hk & (MARU_TOUCH_SET - 1);
+	for (i = 0; set && i < 4; i++) {
+		v = atomic_load_explicit(&set[(at + i) & (MARU_TOUCH_SET - 1)],
+					 memory_order_relaxed);
+		if (v == hk)
+			return;
+		if (!v)
+			break;
+	}
 	pthread_mutex_lock(&x->tlock);
+	for (i = 0; set && i < 4; i++) {
+		uint64_t zero = 0;
+		_Atomic uint64_t *slot = &set[(at + i) & (MARU_TOUCH_SET - 1)];
+
+		v = atomic_load_explicit(slot, memory_order_relaxed);
+		if (v == hk) {
+			pthread_mutex_unlock(&x->tlock);
+			return;
+		}
+		if (!v && atomic_compare_exchange_strong(slot, &zero, hk))
+			break;
+	}
 	if (atomic_load_explicit(&x->ntouched, memory_order_relaxed) <
 	    MARU_TOUCH_MAX) {
 		len0 = x->touched.len;
@@ -343,6 +560,8 @@ void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 	*n = atomic_load(&x->ntouched);
 	memset(&x->touched, 0, sizeof(x->touched));
 	atomic_store(&x->ntouched, 0);
+	for (i = 0; x->tseen && i < MARU_TOUCH_SET; i++)
+		atomic_store_explicit(&x->tseen[i], 0, memory_order_relaxed);
 	pthread_mutex_unlock(&x->tlock);
 	pthread_mutex_lock(&x->lock);
 	for (i = 0; i < 3; i++) {

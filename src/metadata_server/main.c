@@ -1265,19 +1265,16 @@ static int idx_prepare(struct idx_start *x, struct rm_client *c,
 	if (x->coh < 0)
 		x->coh = x->mode == PUB_POOL && rm->any_devdax ? SI_FLUSH
 							       : SI_COHERENT;
-	if (x->mode == PUB_FILE) {
-		/* a unit's RuntimeDirectory= (readable by its clients),
-		 * else /dev/shm, one file per server port */
-		if (x->c->shm_path)
-			snprintf(x->path, sizeof(x->path), "%s",
-				 x->c->shm_path);
-		else if (rd && *rd)
-			snprintf(x->path, sizeof(x->path), "%.*s/shm-index",
-				 (int)strcspn(rd, ":"), rd);
-		else
-			snprintf(x->path, sizeof(x->path),
-				 "/dev/shm/maru-index-%d", x->c->port);
-	}
+	/* a file: --shm-index-path, a unit's RuntimeDirectory= (readable by
+	 * its clients), else /dev/shm, one file per server port */
+	if (x->c->shm_path)
+		snprintf(x->path, sizeof(x->path), "%s", x->c->shm_path);
+	else if (rd && *rd)
+		snprintf(x->path, sizeof(x->path), "%.*s/shm-index",
+			 (int)strcspn(rd, ":"), rd);
+	else
+		snprintf(x->path, sizeof(x->path), "/dev/shm/maru-index-%d",
+			 x->c->port);
 	if (x->mode != PUB_POOL) {
 		struct rm_handle old;
 		char path[4200];
@@ -1300,8 +1297,6 @@ static int idx_prepare(struct idx_start *x, struct rm_client *c,
 			 "instead (this host's clients only)");
 		x->mode = PUB_FILE;
 		x->coh = x->c->coherence < 0 ? SI_COHERENT : x->c->coherence;
-		snprintf(x->path, sizeof(x->path), "/dev/shm/maru-index-%d",
-			 x->c->port);
 		return 0;
 	}
 	return rc;

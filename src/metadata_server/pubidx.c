@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -86,12 +87,18 @@ static void release(struct pub *p, uint64_t off, uint64_t len)
 			(off_t)off, (off_t)len);
 }
 
+static uint32_t sb_flags(int coh)
+{
+	return (coh != SI_COHERENT ? SI_SB_NONCOHERENT : 0) |
+	       (coh == SI_SIMULATE ? SI_SB_SIMULATE : 0);
+}
+
 static void super_init(struct pub *p, const struct si_super *old, bool ok)
 {
 	memset(&p->sb, 0, sizeof(p->sb));
 	p->sb.magic = SI_MAGIC;
 	p->sb.layout = SI_LAYOUT;
-	p->sb.flags = p->cfg.coh != SI_COHERENT ? SI_SB_NONCOHERENT : 0;
+	p->sb.flags = sb_flags(p->cfg.coh);
 	if (ok) {
 		/* the same area: readers that map it stay attached */
 		p->sb.area_id = old->area_id;
@@ -120,18 +127,38 @@ static int open_file(struct pub *p, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: %s", p->cfg.path, strerror(errno));
 		return -errno;
 	}
+	/* one writer: another maru-server on the same file would overwrite
+	 * our tables and we theirs */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		snprintf(err, errlen,
+			 "%s: in use by another maru-server (give each its own "
+			 "--shm-index-path)",
+			 p->cfg.path);
+		close(fd);
+		return -EBUSY;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid()) {
+		/* a file another user made could be changed under clients */
+		snprintf(err, errlen, "%s: not a regular file of this user",
+			 p->cfg.path);
+		close(fd);
+		return -EPERM;
+	}
 	/* readers of any user map it read-only, whatever the umask */
-	if (fchmod(fd, 0644) < 0 || fstat(fd, &st) < 0) {
+	if (fchmod(fd, 0644) < 0) {
 		snprintf(err, errlen, "%s: %s", p->cfg.path, strerror(errno));
 		close(fd);
 		return -EIO;
 	}
 	/* never shrink: a reader may map the whole of an earlier, larger
-	 * area (a shrunk file would fault it) */
+	 * area (a shrunk file would fault it); a grown one is a new area
+	 * (its readers map it again) */
 	p->len = (size_t)p->cfg.size;
 	if ((uint64_t)st.st_size > p->cfg.size)
 		p->len = (size_t)st.st_size;
-	else if (ftruncate(fd, (off_t)p->len) < 0) {
+	else if ((uint64_t)st.st_size < p->cfg.size && (p->grew = true) &&
+		 ftruncate(fd, (off_t)p->len) < 0) {
 		snprintf(err, errlen, "%s: %s", p->cfg.path, strerror(errno));
 		close(fd);
 		return -EIO;
@@ -191,10 +218,13 @@ int pub_open(struct pub **out, const struct pub_config *cfg, char *err,
 		return rc;
 	}
 	p->map.fault = cfg->fault;
-	/* an area we wrote before keeps its id: its readers stay */
+	/* an area we wrote before keeps its id, so its readers stay --
+	 * unless they would map or read it differently now (its length, its
+	 * coherence): then it is a new area, which they attach afresh */
 	memcpy(&old, p->map.base, sizeof(old));
 	ok = old.magic == SI_MAGIC && old.layout == SI_LAYOUT &&
-	     old.check == si_check(&old) && old.area_id;
+	     old.check == si_check(&old) && old.area_id && !p->grew &&
+	     old.flags == sb_flags(cfg->coh);
 	super_init(p, &old, ok);
 	si_super_write(&p->map, &p->sb);
 	*out = p;
@@ -203,20 +233,34 @@ int pub_open(struct pub **out, const struct pub_config *cfg, char *err,
 
 /* ---- keys into tables ---- */
 
+/* was digest @d found on two keys?  (then never published, any table) */
+static bool collided(const struct pub *p, const uint8_t *d)
+{
+	size_t i;
+
+	for (i = 0; i < p->ncoll; i++)
+		if (!memcmp(p->coll[i], d, SI_DIGEST))
+			return true;
+	return false;
+}
+
 /*
  * Publish @e into @t (@rid: its region, 0 for none).  Return: 1 it is
- * there now, 0 it was already, -1 it is RPC-only there (OVF marked).
+ * there now, 0 it was already, -1 no room (its groups are OVF), -2 a
+ * collision took the other key out, -3 a key the index does not carry
+ * (no tracked region, longer than 4 GiB, a collided digest: OVF too).
  */
 static int put_in(struct pub *p, const struct si_table *t,
 		  const struct ix_entry *e, uint64_t rid, const uint8_t *d)
 {
 	const struct si_entry *x;
 	struct si_entry v;
+	void *nc;
 	int rc;
 
-	if (!rid || e->len > UINT32_MAX) {
+	if (!rid || e->len > UINT32_MAX || (p->ncoll && collided(p, d))) {
 		si_mark_ovf(&p->map, t, d);
-		return -1;
+		return -3;
 	}
 	memset(&v, 0, sizeof(v));
 	memcpy(v.digest, d, SI_DIGEST);
@@ -235,11 +279,18 @@ static int put_in(struct pub *p, const struct si_table *t,
 		return 0; /* the copy meets a key a change already put */
 	/*
 	 * Two keys with one digest (2^-128 a pair, or 2^64 work for who
-	 * makes them): neither is published, both ask the server
+	 * makes them): neither is published, both ask the server, and the
+	 * digest stays unpublished for good (a delete and a new register of
+	 * one of them must not bring it back while the other is there)
 	 */
 	si_remove(&p->map, t, d);
 	si_mark_ovf(&p->map, t, d);
 	p->st.collisions++;
+	if (!collided(p, d) && (nc = realloc(p->coll, (p->ncoll + 1) *
+						       sizeof(*p->coll)))) {
+		p->coll = nc;
+		memcpy(p->coll[p->ncoll++], d, SI_DIGEST);
+	}
 	return -2;
 }
 
@@ -248,6 +299,8 @@ static void digest_of(const struct ix_entry *e, uint8_t d[SI_DIGEST])
 	si_digest(ix_entry_tag(e), e->key, ix_entry_klen(e), d);
 }
 
+/* @ovf counts only keys that found no room: a larger table helps them;
+ * keys the index never carries would otherwise rebuild it forever */
 static void count_put(uint64_t *keys, uint64_t *ovf, int rc)
 {
 	if (rc == 1)
@@ -380,7 +433,10 @@ static uint64_t rebuild_groups(struct pub *p)
 
 	if (keys * 2 > slots)
 		n = groups_for(p, keys);
-	else if (p->ovf_since * 32 > p->cur.n_groups + 32)
+	else if (p->ovf_since * 32 > p->cur.n_groups + 32 &&
+		 now_ns() - p->rebuilt_at > PUB_REBUILD_GAP_NS)
+		/* full groups: their marks go with a new table (at most once
+		 * in PUB_REBUILD_GAP_NS when it stays the same size) */
 		n = keys * 8 > slots * 3 ? groups_for(p, keys) : n;
 	else
 		return 0;
@@ -468,6 +524,7 @@ bool pub_tick(struct pub *p, uint64_t ns)
 		memset(&p->next, 0, sizeof(p->next));
 		p->phase = PH_IDLE;
 		p->st.rebuilds++;
+		p->rebuilt_at = now_ns();
 		p->said_full = false;
 		release(p, old_off, old_len);
 		log_info("shared index: rebuilt as %llu groups (%llu keys)",
@@ -493,6 +550,7 @@ void pub_close(struct pub *p)
 		munmap(p->mem, p->len);
 	if (p->fd >= 0)
 		close(p->fd);
+	free(p->coll);
 	free(p->path);
 	free(p);
 }

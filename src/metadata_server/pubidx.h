@@ -48,6 +48,7 @@ enum pub_mode {
 #define PUB_DEFAULT_FILE_SIZE (1ull << 30) /* sparse: tables only */
 #define PUB_DEFAULT_POOL_SIZE (64ull << 20)
 #define PUB_MIN_GROUPS 1024
+#define PUB_REBUILD_GAP_NS (10ull * 1000000000) /* same-size rebuilds */
 
 struct pub_config {
 	int mode;	  /* enum pub_mode */
@@ -90,6 +91,10 @@ struct pub {
 	uint64_t next_ovf;     /* ... and marked OVF in next */
 	bool need_fence;
 	bool said_full;
+	bool grew;	       /* the file was made larger at open */
+	uint64_t rebuilt_at;   /* now_ns() of the last rebuild */
+	uint8_t (*coll)[SI_DIGEST]; /* owns: digests two keys shared */
+	size_t ncoll;
 	struct pub_stats st;
 	/* the store's: the index, and the region id of an entry (0: none) */
 	struct ix *kv;

@@ -1570,7 +1570,10 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		if (sv->nqueued)
 			run_backlog(sv);
 		free_dead(sv);
-		/* this iteration's KV events, one message (never waits) */
+		/* what timers changed in the shared index is in memory (the
+		 * replies fenced their own), then this iteration's KV events,
+		 * one message (never waits) */
+		pub_fence(s->pub);
 		ev_flush(s->ev);
 		mds_turn_done(s);
 	}

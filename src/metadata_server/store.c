@@ -714,6 +714,9 @@ static void queue_free(struct mds *s, const struct rm_handle *h)
 {
 	uint64_t hv[4] = {h->region_id, h->offset, h->length, h->auth_token};
 
+	/* the shared index's removals of its keys are in memory before the
+	 * region can go to anyone else */
+	pub_fence(s->pub);
 	if (s->jr)
 		jr_put_free(s->jr, hv);
 	if (s->npending == s->pending_cap) {

@@ -23,7 +23,10 @@
 # below the request in the same run; <= 2 us with --coherence flush;
 # batch_exists of 1000 keys >= 20 M keys/s; REGISTER loss <= 10 %.
 # Environment: KEYS (10000), ITERS (200000), ROUNDS (5), SECS (4), REPS (3),
-# CPUS ("0 1"), OUT (BUILD_DIR/bench-shm-index), PY (the venv's python).
+# CPUS ("0 1"), OUT (BUILD_DIR/bench-shm-index), PY (the venv's python),
+# PARTS ("c py scale register": which parts run), IDX_DIR (/dev/shm: where
+# the servers keep their index files; a tmpfs mounted huge=always gives
+# them 2 MiB pages, as a DAX device does).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-${MARU_BUILD_DIR:-$TOP/build}}" && pwd)
@@ -34,6 +37,9 @@ ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-4}
 REPS=${REPS:-3}
 PY=${PY:-$TOP/.venv/bin/python}
+PARTS=${PARTS:-c py scale register}
+IDX_DIR=${IDX_DIR:-/dev/shm}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 read -r CPU_A CPU_B <<<"${CPUS:-0 1}"
 RM_BIN=$BUILD/src/resource_manager/maru-resource-manager
 MDS_BIN=$BUILD/src/metadata_server/maru-server
@@ -48,7 +54,7 @@ WORK=$(mktemp -d)
 POOL=/dev/shm/maru-bench-idx-$$
 PIDS=()
 . "$TOP/bench/lib.sh"
-trap 'bench_cleanup; rm -f /dev/shm/maru-bench-idx-$$-*' EXIT
+trap 'bench_cleanup; rm -f /dev/shm/maru-bench-idx-$$-* "$IDX_DIR"/maru-bench-idx-$$-*' EXIT
 export MARU_LOG=-1
 
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
@@ -68,7 +74,7 @@ start_server() {
 	port=$(free_port)
 	taskset -c "$CPU_B" "$MDS_BIN" --host 127.0.0.1 --port "$port" \
 		--rm-address "127.0.0.1:$RM_PORT" --log-level ERROR \
-		--durability none --shm-index-path "$POOL-$name" "$@" \
+		--durability none --shm-index-path "$IDX_DIR/${POOL##*/}-$name" "$@" \
 		>>"$WORK/mds-$name.log" 2>&1 &
 	PIDS+=($!)
 	wait_port "$port"
@@ -78,6 +84,9 @@ start_server() {
 start_server none --shm-index file
 start_server flush --shm-index file --coherence flush
 start_server off --shm-index off
+# REGISTER in steady state: a table sized for what the runs register
+# (no rebuild on the way); "none" above grows its own, as by default
+part register && start_server sized --shm-index file --shm-index-keys 4M
 
 REPORT=$OUT/report.txt
 : >"$REPORT"
@@ -86,12 +95,23 @@ say "shm-index bench, $(date -u +%FT%TZ), keys=$KEYS, reader on CPU $CPU_A, serv
 
 for s in none flush; do
 	url=URL_$s
+	part c || part py || part scale || continue
 	"$IDX" store --server "${!url}" --keys "$KEYS" >/dev/null
-	say "== coherence $s: C (shm-index-bench read)"
+	part c || continue
+	say "== coherence $s: C (shm-index-bench read, one thread on CPU $CPU_A)"
 	taskset -c "$CPU_A" "$IDX" read --server "${!url}" --keys "$KEYS" \
-		--iters "$ITERS" --rounds "$ROUNDS" | tee -a "$REPORT"
+		--iters "$ITERS" --rounds "$ROUNDS" --threads "" | tee -a "$REPORT"
 done
-if [ -x "$PY" ]; then
+if part scale; then
+	# threads of one process on both CPUs (lookups need no server)
+	say "== coherence none: reader threads on CPUs $CPU_A,$CPU_B"
+	taskset -c "$CPU_A,$CPU_B" "$IDX" read --server "$URL_none" \
+		--keys "$KEYS" --iters 20000 --rounds "$ROUNDS" \
+		--threads "1 2 4 8" | grep -E '^(tput|scale)' | tee -a "$REPORT"
+fi
+if ! part py; then
+	:
+elif [ -x "$PY" ]; then
 	say "== coherence none: Python (MaruHandler)"
 	taskset -c "$CPU_A" "$PY" "$TOP/bench/shm_index_py.py" "$URL_none" \
 		"$KEYS" 50000 2>/dev/null | tee -a "$REPORT"
@@ -99,32 +119,38 @@ else
 	say "(no $PY: the Python part skipped)"
 fi
 
-say "== REGISTER_KV ops/s, index on (file) against off, DEALER x64"
+part register || { echo "report: $REPORT"; exit 0; }
+say "== REGISTER_KV ops/s against --shm-index off, DEALER x64 (each round"
+say "   registers new keys: 'grows' rebuilds its table on the way, 'sized'"
+say "   started with one for 4M keys)"
 CSV=$OUT/register.csv
-echo "rep,off_ops_per_s,index_ops_per_s,index_over_off" >"$CSV"
+echo "rep,off_ops_per_s,grows_ops_per_s,sized_ops_per_s,grows_over_off,sized_over_off" >"$CSV"
 for rep in $(seq 1 "$REPS"); do
+	# off first in every round (the baseline); the other two swap places
 	if [ $((rep % 2)) = 1 ]; then
-		a="url=$URL_off,label=off" b="url=$URL_none,label=index"
+		two=("url=$URL_none,label=grows" "url=$URL_sized,label=sized")
 	else
-		a="url=$URL_none,label=index" b="url=$URL_off,label=off"
+		two=("url=$URL_sized,label=sized" "url=$URL_none,label=grows")
 	fi
 	lines=$(taskset -c "$CPU_A" "$LOAD" bench --mode dealer --op register \
 		--inflight 64 --warmup 0.3 --seconds "$SECS" --run "$rep" \
-		--target "$a" --target "$b")
+		--target "url=$URL_off,label=off" --target "${two[0]}" \
+		--target "${two[1]}")
 	off=$(grep '^label=off ' <<<"$lines")
-	on=$(grep '^label=index ' <<<"$lines")
-	o=$(field block_median_ops_per_s "$off")
-	i=$(field block_median_ops_per_s "$on")
-	echo "$rep,$o,$i,$(/usr/bin/python3 -c "print(f'{$i/$o:.3f}')")" >>"$CSV"
+	gr=$(grep '^label=grows ' <<<"$lines")
+	sz=$(grep '^label=sized ' <<<"$lines")
+	echo "$rep,$(field block_median_ops_per_s "$off"),$(field block_median_ops_per_s "$gr"),$(field block_median_ops_per_s "$sz"),$(field ratio_to_first_median "$gr"),$(field ratio_to_first_median "$sz")" >>"$CSV"
 done
 /usr/bin/python3 - "$CSV" <<'PYEOF' | tee -a "$REPORT"
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-r = [float(x["index_over_off"]) for x in rows]
-o = statistics.median(float(x["off_ops_per_s"]) for x in rows)
-i = statistics.median(float(x["index_ops_per_s"]) for x in rows)
-print(f"register off {o:.0f}/s  index {i:.0f}/s  ratio median "
-      f"{statistics.median(r):.3f} [{min(r):.3f}-{max(r):.3f}] over "
-      f"{len(r)} runs")
+def med(k):
+    v = [float(x[k]) for x in rows]
+    return statistics.median(v), min(v), max(v)
+o, g, s = med("off_ops_per_s"), med("grows_ops_per_s"), med("sized_ops_per_s")
+a, b = med("grows_over_off"), med("sized_over_off")
+print(f"register off {o[0]:.0f}/s | index, sized {s[0]:.0f}/s ratio "
+      f"{b[0]:.3f} [{b[1]:.3f}-{b[2]:.3f}] | index, growing {g[0]:.0f}/s "
+      f"ratio {a[0]:.3f} [{a[1]:.3f}-{a[2]:.3f}] ({len(rows)} runs)")
 PYEOF
 echo "report: $REPORT"

@@ -52,11 +52,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 rows = list(csv.DictReader(open(sys.argv[1])))
-fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+fig, (a, b, l) = plt.subplots(1, 3, figsize=(15, 4))
 style = {"recompute": ("tab:gray", "o"), "maru": ("tab:blue", "s"),
          "maru-rpc": ("tab:cyan", "^"), "redis": ("tab:red", "v")}
 label = {"recompute": "recompute (no cache)", "maru": "Maru, shared index",
-         "maru-rpc": "Maru, a request per lookup", "redis": "Redis (MGET)"}
+         "maru-rpc": "Maru, a request per lookup", "redis": "Redis (EXISTS, MGET)"}
 for mode, (c, m) in style.items():
     rs = [r for r in rows if r["mode"] == mode]
     x = [int(r["tokens"]) for r in rs]
@@ -64,12 +64,21 @@ for mode, (c, m) in style.items():
     a.plot(x, y, color=c, marker=m, label=label[mode])
     if mode != "recompute":
         b.plot(x, y, color=c, marker=m, label=label[mode])
+        l.plot(x, [float(r["lookup_us"]) for r in rs], color=c, marker=m,
+               label=label[mode])
 for ax, t in ((a, "all"), (b, "with the prefix cached")):
     ax.set_xlabel("prompt tokens (the last 16 computed)")
     ax.set_ylabel("time to first token, ms (median)")
     ax.set_title(f"TTFT, {t}")
     ax.grid(alpha=0.3)
+l.set_xlabel("prompt tokens")
+l.set_ylabel("µs (median)")
+l.set_title("of which: finding and fetching the chunks")
+l.set_yscale("log")
+l.grid(alpha=0.3)
+l.legend(fontsize=8)
 a.set_yscale("log")
+a.legend(fontsize=8)
 b.legend(fontsize=8)
 fig.suptitle("A 4-layer GPT (d=256) on one CPU core; KV chunks of 256 tokens",
              fontsize=10)

@@ -14,15 +14,17 @@ seed: nothing is downloaded) serves a prompt in two processes:
   consumer  a fresh process that serves the same prompt: the first token
             from
               recompute  the whole prompt's forward pass,
-              maru       the chunks' keys, MaruHandler.batch_retrieve ->
+              maru       the chunks' keys, exists() for each (LMCache's
+                         lookup), MaruHandler.batch_retrieve ->
                          zero-copy views -> torch.frombuffer as the past
                          KV, the forward pass of the tail only,
               maru-rpc   the same with MARU_SHM_INDEX=0 (every lookup a
                          request),
-              redis      the chunks fetched with one MGET (copied), the
+              redis      EXISTS per chunk, then one MGET (copied), the
                          same forward pass of the tail;
             the first token must be the recomputed one (checked), and its
-            time is the median of REPS runs.
+            time is the median of REPS runs; lookup_us is the part
+            from the keys to the past KV (exists + fetch of the chunks).
 
 Usage: ttft_bench.py --server URL --redis HOST:PORT [--lengths 512,1024,...]
        [--reps 5] [--out DIR]   (run_ttft_bench.sh starts the daemons)
@@ -176,40 +178,54 @@ def consume(args):
 
         def recompute():
             logits, _ = model(toks)
-            return int(logits.argmax())
+            return int(logits.argmax()), 0.0
 
         def from_maru(h):
             def run():
-                infos = h.batch_retrieve(chunk_keys(toks[:n]))
+                # LMCache's order: contains() per chunk up to the first
+                # miss (its lookup), then the chunks in one batch
+                keys = chunk_keys(toks[:n])
+                t0 = time.perf_counter()
+                assert all(h.exists(k) for k in keys)
+                infos = h.batch_retrieve(keys)
+                t1 = time.perf_counter()
                 assert all(i is not None for i in infos)
                 past = past_from([i.view for i in infos])
                 logits, _ = model(toks[n:], past, start=n)
-                return int(logits.argmax())
+                return int(logits.argmax()), t1 - t0
             return run
 
         def from_redis():
-            vals = r.mget(chunk_keys(toks[:n]))
+            keys = chunk_keys(toks[:n])
+            t0 = time.perf_counter()
+            assert all(r.exists(k) for k in keys)
+            vals = r.mget(keys)
+            t1 = time.perf_counter()
             assert all(v is not None for v in vals)
             past = past_from([bytearray(v) for v in vals])
             logits, _ = model(toks[n:], past, start=n)
-            return int(logits.argmax())
+            return int(logits.argmax()), t1 - t0
 
         modes = [("recompute", recompute), ("maru", from_maru(hi)),
                  ("maru-rpc", from_maru(hr)), ("redis", from_redis)]
         for name, fn in modes:
             fn()                               # warm (maps the regions)
-            ts = []
+            ts, ls = [], []
             for _ in range(args.reps):
                 t0 = time.perf_counter()
-                tok = fn()
+                tok, lookup = fn()
                 ts.append(time.perf_counter() - t0)
+                ls.append(lookup)
                 assert tok == first, (name, n, tok, first)
             med = statistics.median(ts) * 1000
+            lk = statistics.median(ls) * 1e6
             rows.append({"tokens": n + TAIL, "mode": name,
                          "ttft_ms": f"{med:.2f}",
+                         "lookup_us": f"{lk:.1f}",
                          "chunks": n // CHUNK})
             print(f"tokens={n + TAIL} mode={name} ttft_ms={med:.2f} "
-                  f"min_ms={min(ts) * 1000:.2f}", flush=True)
+                  f"min_ms={min(ts) * 1000:.2f} lookup_us={lk:.1f}",
+                  flush=True)
     st = hi.index_stats()
     print(f"index local_hits={st['local_hits']} fallbacks={st['fallbacks']}")
     hi.close()

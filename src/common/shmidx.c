@@ -602,16 +602,16 @@ static inline struct si_entry *slot_at(const struct si_map *m,
 }
 
 /* seqlock-write @line over the line @dst (word 0 last), then write it back */
-static void write_line(const struct si_map *m, void *dst, const void *line,
-		       bool removal)
+static void write_line_odd(const struct si_map *m, void *dst,
+			   const void *line, bool removal, uint64_t odd)
 {
 	volatile uint64_t *d = dst;
-	uint64_t w0 = d[0], v[8];
+	uint64_t v[8];
 	int i;
 
 	memcpy(v, line, sizeof(v));
-	/* odd, keeping the rest of word 0 */
-	__atomic_store_n((uint64_t *)dst, w0 | 1, __ATOMIC_RELAXED);
+	/* odd first: a reader that meets it looks again */
+	__atomic_store_n((uint64_t *)dst, odd, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	for (i = 1; i < 8; i++)
 		d[i] = v[i];
@@ -620,37 +620,91 @@ static void write_line(const struct si_map *m, void *dst, const void *line,
 	wb(m, dst, removal);
 }
 
-/* write entry @e (its seq the slot's next even one, check computed) */
-static void put_entry(const struct si_map *m, struct si_entry *slot,
-		      struct si_entry *e, bool removal)
+/* the same, odd keeping the rest of word 0 (the superblock's state) */
+static void write_line(const struct si_map *m, void *dst, const void *line,
+		       bool removal)
 {
-	e->seq = (slot->seq | 1) + 1;
+	write_line_odd(m, dst, line, removal,
+		       ((volatile uint64_t *)dst)[0] | 1);
+}
+
+/*
+ * write entry @e into @slot of @t: its seq the slot's next even one (from
+ * the shadow when there is one: the line is then only written), check
+ * computed
+ */
+static void put_entry(const struct si_map *m, const struct si_table *t,
+		      struct si_entry *slot, struct si_entry *e, bool removal)
+{
+	size_t i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
+	uint32_t *sq = t->sh ? &t->sh[i / SI_GROUP].seq[i % SI_GROUP] : NULL;
+	uint32_t old = sq ? *sq : slot->seq;
+
+	e->seq = (old | 1) + 1;
 	e->rsvd0 = 0;
 	e->rsvd1 = 0;
 	e->check = si_check(e);
-	write_line(m, slot, e, removal);
+	write_line_odd(m, slot, e, removal, (uint64_t)(old | 1));
+	if (sq)
+		*sq = e->seq;
 }
 
 void si_format(const struct si_map *m, const struct si_table *t)
 {
 	uint64_t i, n = t->n_groups * SI_GROUP;
-	struct si_entry *e = (struct si_entry *)(m->base + t->off);
+	struct si_entry *e = (struct si_entry *)(m->base + t->off), empty;
 
+	/* every empty line is the same line: its check once */
+	memset(&empty, 0, sizeof(empty));
+	empty.check = si_check(&empty);
 	for (i = 0; i < n; i++) {
-		memset(&e[i], 0, sizeof(e[i]));
-		e[i].check = si_check(&e[i]);
+		memcpy(&e[i], &empty, sizeof(empty));
 		wb(m, &e[i], false);
 	}
+	if (t->sh)
+		memset(t->sh, 0, t->n_groups * sizeof(*t->sh));
 }
 
-static int count_live(const struct si_map *m, const struct si_table *t,
-		      uint64_t g)
+/*
+ * the shadow is read at random, one line per change: in huge pages where
+ * the kernel has them (THP "madvise"), a TLB miss less per change
+ */
+static size_t shadow_len(const struct si_table *t)
 {
-	int j, n = 0;
+	return (t->n_groups * sizeof(*t->sh) + 4095) & ~(size_t)4095;
+}
 
-	for (j = 0; j < SI_GROUP; j++)
-		n += !!(slot_at(m, t, g, j)->flags & SI_F_LIVE);
-	return n;
+int si_shadow_new(struct si_table *t)
+{
+	void *p = mmap(NULL, shadow_len(t), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+#ifdef MADV_HUGEPAGE
+	if (shadow_len(t) >= 2u << 20)
+		(void)madvise(p, shadow_len(t), MADV_HUGEPAGE);
+#endif
+	t->sh = p; /* zero-filled */
+	return 0;
+}
+
+void si_shadow_free(struct si_table *t)
+{
+	if (t->sh)
+		munmap(t->sh, shadow_len(t));
+	t->sh = NULL;
+}
+
+/*
+ * a digest's fingerprint in the shadow: never 0 (empty).  Its low bytes:
+ * the groups come from the high bits of each half (si_groups), so the keys
+ * of one group share those, and a fingerprint taken there would match at
+ * every slot (it did: bytes 14-15 made every insert read the lines)
+ */
+static inline uint16_t fp_of(const uint8_t d[SI_DIGEST])
+{
+	return (uint16_t)(d[0] | d[1] << 8) | 1;
 }
 
 const struct si_entry *si_live(const struct si_map *m,
@@ -659,11 +713,14 @@ const struct si_entry *si_live(const struct si_map *m,
 {
 	uint64_t g[2];
 	const struct si_entry *e;
+	uint16_t f = fp_of(d);
 	int k, j;
 
 	si_groups(d, t->n_groups, &g[0], &g[1]);
 	for (k = 0; k < 2; k++)
 		for (j = 0; j < SI_GROUP; j++) {
+			if (t->sh && t->sh[g[k]].fp[j] != f)
+				continue;
 			e = slot_at(m, t, g[k], j);
 			if ((e->flags & SI_F_LIVE) &&
 			    !memcmp(e->digest, d, SI_DIGEST))
@@ -677,11 +734,13 @@ static void set_ovf(const struct si_map *m, const struct si_table *t,
 {
 	struct si_entry *s0 = slot_at(m, t, g, 0), v;
 
-	if (s0->flags & SI_F_OVF)
+	if (t->sh ? t->sh[g].ovf : !!(s0->flags & SI_F_OVF))
 		return;
+	if (t->sh)
+		t->sh[g].ovf = 1;
 	v = *s0;
 	v.flags |= SI_F_OVF;
-	put_entry(m, s0, &v, false);
+	put_entry(m, t, s0, &v, false);
 }
 
 void si_mark_ovf(const struct si_map *m, const struct si_table *t,
@@ -697,30 +756,70 @@ void si_mark_ovf(const struct si_map *m, const struct si_table *t,
 int si_insert(const struct si_map *m, const struct si_table *t,
 	      const struct si_entry *v)
 {
-	struct si_entry *slot, e;
-	uint64_t g1, g2, g;
-	int n1, n2, j;
+	struct si_entry *grp[2], *free1[2] = {NULL, NULL}, *slot, e;
+	uint64_t g[2], d0, d1, w[3];
+	int n[2] = {0, 0}, k, j;
+	uint16_t f;
+	size_t i;
 
-	if (si_live(m, t, v->digest))
-		return -EEXIST;
-	si_groups(v->digest, t->n_groups, &g1, &g2);
-	n1 = count_live(m, t, g1);
-	n2 = count_live(m, t, g2);
-	if (n1 == SI_GROUP && n2 == SI_GROUP) {
-		set_ovf(m, t, g1);
-		set_ovf(m, t, g2);
+	/* one pass over both groups: the digest, their fill, a free slot --
+	 * in the shadow when there is one (a shared line is read only to
+	 * confirm a fingerprint) */
+	memcpy(&d0, v->digest, 8);
+	memcpy(&d1, v->digest + 8, 8);
+	f = fp_of(v->digest);
+	si_groups(v->digest, t->n_groups, &g[0], &g[1]);
+	for (k = 0; k < 2; k++) {
+		grp[k] = slot_at(m, t, g[k], 0);
+		for (j = 0; j < SI_GROUP; j++) {
+			if (t->sh) {
+				uint16_t x = t->sh[g[k]].fp[j];
+
+				if (!x) {
+					if (!free1[k])
+						free1[k] = &grp[k][j];
+					continue;
+				}
+				n[k]++;
+				if (x != f)
+					continue;
+				memcpy(w, &grp[k][j], sizeof(w));
+				if (((w[0] >> 32) & SI_F_LIVE) && w[1] == d0 &&
+				    w[2] == d1)
+					return -EEXIST;
+				continue;
+			}
+			memcpy(w, &grp[k][j], sizeof(w));
+			if (!((w[0] >> 32) & SI_F_LIVE)) {
+				if (!free1[k])
+					free1[k] = &grp[k][j];
+				continue;
+			}
+			if (w[1] == d0 && w[2] == d1)
+				return -EEXIST;
+			n[k]++;
+		}
+	}
+	if (!free1[0] && !free1[1]) {
+		set_ovf(m, t, g[0]);
+		set_ovf(m, t, g[1]);
 		return 0;
 	}
-	g = n2 < n1 ? g2 : g1;
-	for (j = 0; j < SI_GROUP; j++) {
-		slot = slot_at(m, t, g, j);
-		if (!(slot->flags & SI_F_LIVE))
-			break;
-	}
+	slot = !free1[0] || (free1[1] && n[1] < n[0]) ? free1[1] : free1[0];
 	e = *v;
-	/* the group's mark lives in slot 0 and stays */
-	e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
-	put_entry(m, slot, &e, false);
+	/* the group's mark lives in slot 0 and stays (the shadow knows it:
+	 * the line is not read) */
+	i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
+	if (t->sh)
+		e.flags = (uint16_t)(SI_F_LIVE |
+				     (i % SI_GROUP == 0 && t->sh[i / SI_GROUP].ovf
+					      ? SI_F_OVF
+					      : 0));
+	else
+		e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
+	put_entry(m, t, slot, &e, false);
+	if (t->sh)
+		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = f;
 	return 1;
 }
 
@@ -733,7 +832,12 @@ int si_remove(const struct si_map *m, const struct si_table *t,
 		return 0;
 	memset(&e, 0, sizeof(e));
 	e.flags = slot->flags & SI_F_OVF;
-	put_entry(m, slot, &e, true);
+	put_entry(m, t, slot, &e, true);
+	if (t->sh) {
+		size_t i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
+
+		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = 0;
+	}
 	return 1;
 }
 

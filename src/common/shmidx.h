@@ -224,10 +224,33 @@ void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
 
 /* ---- the writer ---- */
 
+/*
+ * A table, as the writer sees it.  @sh, when set, is the writer's private
+ * shadow of it (si_shadow_new): per group (32 bytes, half a line) a 16-bit
+ * fingerprint of the digest in each slot (0: empty), each slot's sequence
+ * number and the group's overflow mark, so that placing, finding and
+ * removing a key read the small shadow and touch the shared lines only to
+ * write them, or to confirm a fingerprint's match.
+ */
+struct si_gshadow {
+	uint16_t fp[SI_GROUP];	/* 0: empty */
+	uint32_t seq[SI_GROUP];
+	uint8_t ovf;		/* the group is marked OVF */
+	uint8_t rsvd[7];
+};
+
 struct si_table {
 	uint64_t off; /* bytes from the area's start */
 	uint64_t n_groups;
+	struct si_gshadow *sh; /* owns (si_shadow_free): n_groups, or NULL */
 };
+
+_Static_assert(sizeof(struct si_gshadow) == 32, "two groups a line");
+
+/* si_shadow_new - a shadow for @t (empty, as si_format makes it).
+ * Return: 0 or -ENOMEM. */
+int si_shadow_new(struct si_table *t);
+void si_shadow_free(struct si_table *t);
 
 /* si_table_bytes - the size of a table of @n_groups */
 static inline uint64_t si_table_bytes(uint64_t n_groups)

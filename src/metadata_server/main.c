@@ -81,6 +81,8 @@ struct config {
 	int shm_mode;		 /* SHM_AUTO or enum pub_mode */
 	const char *shm_path;	 /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
 	uint64_t shm_size;	 /* 0: the mode's default */
+	uint64_t shm_keys;	 /* the first table's keys (0: as many as
+				  * recovered) */
 	int coherence;		 /* -1: auto, else enum si_coh */
 };
 
@@ -272,8 +274,15 @@ static void usage(FILE *f)
 		"                          else /dev/shm/maru-index-PORT)\n"
 		"  --shm-index-size SIZE   its bytes (default 1G for a file: "
 		"sparse, only\n"
-		"                          tables use memory; 64M of the "
-		"pool)\n"
+		"                          tables use memory; a 64th of the "
+		"pool within\n"
+		"                          4M..1G for a region of it)\n"
+		"  --shm-index-keys N      size the first table for N keys "
+		"(default: the\n"
+		"                          keys recovered, at least 32K; it grows "
+		"by itself,\n"
+		"                          a rebuild costs a copy of every "
+		"key)\n"
 		"  --coherence MODE        none: one host, or hardware "
 		"coherence; flush:\n"
 		"                          write lines back and have readers "
@@ -402,6 +411,7 @@ enum {
 	OPT_SHM,
 	OPT_SHM_PATH,
 	OPT_SHM_SIZE,
+	OPT_SHM_KEYS,
 	OPT_COHERENCE
 };
 
@@ -442,6 +452,7 @@ static int parse_args(int argc, char **argv, struct config *c)
 		{"shm-index", required_argument, NULL, OPT_SHM},
 		{"shm-index-path", required_argument, NULL, OPT_SHM_PATH},
 		{"shm-index-size", required_argument, NULL, OPT_SHM_SIZE},
+		{"shm-index-keys", required_argument, NULL, OPT_SHM_KEYS},
 		{"coherence", required_argument, NULL, OPT_COHERENCE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
@@ -650,6 +661,15 @@ static int parse_args(int argc, char **argv, struct config *c)
 				fprintf(stderr,
 					"maru-server: bad --shm-index-size %s (a "
 					"size of at least 1M)\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_SHM_KEYS:
+			if (parse_size(optarg, &c->shm_keys) < 0) {
+				fprintf(stderr,
+					"maru-server: bad --shm-index-keys %s (a "
+					"number, K/M suffixes allowed)\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -1208,8 +1228,17 @@ static void idx_save(const struct idx_start *x)
 static int idx_pool_region(struct idx_start *x, struct rm_client *c,
 			   const struct rmsess *rm)
 {
-	uint64_t size = x->c->shm_size ? x->c->shm_size
-				       : PUB_DEFAULT_POOL_SIZE;
+	uint64_t pool = rm->ndax ? rm->total_dax : rm->total_all;
+	uint64_t size = x->c->shm_size;
+
+	/* by default a 64th of the pool, within [4 MiB, 1 GiB]: 4 MiB
+	 * holds a table for 8K keys, 1 GiB for 4M (at most half full) */
+	if (!size) {
+		size = pool / 64;
+		size = size < PUB_MIN_POOL_SIZE ? PUB_MIN_POOL_SIZE
+		       : size > PUB_MAX_POOL_SIZE ? PUB_MAX_POOL_SIZE
+						  : size;
+	}
 	struct rm_access_result acc;
 	struct rm_alloc_result ar;
 	const char *path = NULL;
@@ -1323,6 +1352,7 @@ static struct pub *idx_open(struct idx_start *x, struct mds *s, bool *fatal)
 	pc.mode = x->mode;
 	pc.path = x->path;
 	pc.coh = x->coh;
+	pc.keys = x->c->shm_keys;
 	/* the tests' fault injector (with --coherence simulate) */
 	pc.fault = f && !strcmp(f, "no-wb-del") ? SI_FAULT_NO_WB_DEL : 0;
 	if (x->mode == PUB_POOL) {

@@ -31,6 +31,10 @@
 #include "log.h"
 #include "util.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 enum { PH_IDLE, PH_FORMAT, PH_COPY };
 
 #define FORMAT_SLICE 4096 /* groups formatted between clock reads */
@@ -61,9 +65,10 @@ static uint64_t max_groups(const struct pub *p)
 static uint64_t groups_for(const struct pub *p, uint64_t keys)
 {
 	uint64_t want = pow2_at_least(keys / 2 + 1), max = max_groups(p);
+	uint64_t least = p->cfg.keys ? 16 : PUB_MIN_GROUPS; /* asked: obeyed */
 
-	if (want < PUB_MIN_GROUPS)
-		want = PUB_MIN_GROUPS;
+	if (want < least)
+		want = least;
 	return want > max ? max : want;
 }
 
@@ -74,6 +79,8 @@ static int reserve(struct pub *p, uint64_t off, uint64_t len)
 		return 0;
 	if (fallocate(p->fd, 0, (off_t)off, (off_t)len) < 0)
 		return -errno;
+	/* the pages mapped now, in one call, not a fault each */
+	(void)madvise(p->mem + off, (size_t)len, MADV_POPULATE_WRITE);
 	return 0;
 }
 
@@ -311,6 +318,19 @@ static void count_put(uint64_t *keys, uint64_t *ovf, int rc)
 		(*keys)--; /* the other key left the table */
 }
 
+void pub_prepare(struct pub *p, const struct ix_key *k, uint8_t d[SI_DIGEST])
+{
+	uint64_t g1, g2;
+
+	if (!p || !p->cur.n_groups)
+		return;
+	si_digest(k->tag, k->ptr, k->len, d);
+	/* the shadow's slots of both groups, while the caller goes on */
+	si_groups(d, p->cur.n_groups, &g1, &g2);
+	__builtin_prefetch(&p->cur.sh[g1]);
+	__builtin_prefetch(&p->cur.sh[g2]);
+}
+
 void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id)
 {
 	uint8_t d[SI_DIGEST];
@@ -318,6 +338,14 @@ void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id)
 	if (!p || !p->cur.n_groups)
 		return;
 	digest_of(e, d);
+	pub_put_d(p, e, region_id, d);
+}
+
+void pub_put_d(struct pub *p, const struct ix_entry *e, uint64_t region_id,
+	       const uint8_t d[SI_DIGEST])
+{
+	if (!p || !p->cur.n_groups)
+		return;
 	count_put(&p->cur_keys, &p->ovf_since,
 		  put_in(p, &p->cur, e, region_id, d));
 	if (p->phase == PH_COPY)
@@ -379,7 +407,7 @@ int pub_build(struct pub *p, struct ix *kv,
 	p->kv = kv;
 	p->region_id = region_id;
 	p->arg = arg;
-	n = groups_for(p, kv->count);
+	n = groups_for(p, kv->count > p->cfg.keys ? kv->count : p->cfg.keys);
 	if (!n)
 		return -ENOSPC;
 	/* the superblock says "being changed": the whole area is ours */
@@ -392,6 +420,10 @@ int pub_build(struct pub *p, struct ix *kv,
 		}
 		n /= 2; /* tmpfs is short: a smaller table, more OVF */
 		p->cur.n_groups = n;
+	}
+	if (si_shadow_new(&p->cur) < 0) {
+		p->cur.n_groups = 0;
+		return -ENOMEM;
 	}
 	release(p, SI_HDR + si_table_bytes(n),
 		p->len - SI_HDR - si_table_bytes(n));
@@ -431,8 +463,15 @@ static uint64_t rebuild_groups(struct pub *p)
 	uint64_t slots = p->cur.n_groups * SI_GROUP, keys = p->kv->count;
 	uint64_t n = p->cur.n_groups;
 
-	if (keys * 2 > slots)
+	if (keys * 2 > slots) {
+		/* four times the size: a key is copied a third of a time
+		 * on average while the index grows, not once */
 		n = groups_for(p, keys);
+		if (n < p->cur.n_groups * 4)
+			n = p->cur.n_groups * 4 < max_groups(p)
+				    ? p->cur.n_groups * 4
+				    : max_groups(p);
+	}
 	else if (p->ovf_since * 32 > p->cur.n_groups + 32 &&
 		 now_ns() - p->rebuilt_at > PUB_REBUILD_GAP_NS)
 		/* full groups: their marks go with a new table (at most once
@@ -463,7 +502,11 @@ static bool start_rebuild(struct pub *p)
 	if (!n)
 		return false;
 	off = place(p, si_table_bytes(n));
-	if (!off || reserve(p, off, si_table_bytes(n)) < 0) {
+	p->next.n_groups = n;
+	if (!off || reserve(p, off, si_table_bytes(n)) < 0 ||
+	    si_shadow_new(&p->next) < 0) {
+		si_shadow_free(&p->next);
+		p->next.n_groups = 0;
 		if (!p->said_full) {
 			log_warn("shared index: no room for a table of %llu "
 				 "groups in the area: keys beyond the current "
@@ -497,6 +540,7 @@ bool pub_tick(struct pub *p, uint64_t ns)
 			k = FORMAT_SLICE;
 		part.off = p->next.off + si_table_bytes(p->fmt_done);
 		part.n_groups = k;
+		part.sh = p->next.sh + p->fmt_done;
 		si_format(&p->map, &part);
 		p->fmt_done += k;
 		if (p->fmt_done == p->next.n_groups) {
@@ -510,7 +554,13 @@ bool pub_tick(struct pub *p, uint64_t ns)
 	}
 	a = (struct scan_arg){p, &p->next, &p->next_keys, &p->next_ovf};
 	while (p->phase == PH_COPY && now_ns() < end) {
-		p->scan_cursor = ix_scan(p->kv, p->scan_cursor, scan_put, &a);
+		/* 64 buckets between looks at the clock (most are empty) */
+		for (k = 0; k < 64; k++) {
+			p->scan_cursor = ix_scan(p->kv, p->scan_cursor,
+						 scan_put, &a);
+			if (!p->scan_cursor)
+				break;
+		}
 		p->scan_started = true;
 		if (p->scan_cursor)
 			continue;
@@ -518,6 +568,7 @@ bool pub_tick(struct pub *p, uint64_t ns)
 		old_off = p->cur.off;
 		old_len = si_table_bytes(p->cur.n_groups);
 		switch_to(p, &p->next);
+		si_shadow_free(&p->cur);
 		p->cur = p->next;
 		p->cur_keys = p->next_keys;
 		p->ovf_since = p->next_ovf;
@@ -550,6 +601,8 @@ void pub_close(struct pub *p)
 		munmap(p->mem, p->len);
 	if (p->fd >= 0)
 		close(p->fd);
+	si_shadow_free(&p->cur);
+	si_shadow_free(&p->next);
 	free(p->coll);
 	free(p->path);
 	free(p);

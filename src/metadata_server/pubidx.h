@@ -46,8 +46,9 @@ enum pub_mode {
 };
 
 #define PUB_DEFAULT_FILE_SIZE (1ull << 30) /* sparse: tables only */
-#define PUB_DEFAULT_POOL_SIZE (64ull << 20)
-#define PUB_MIN_GROUPS 1024
+#define PUB_MIN_POOL_SIZE (4ull << 20) /* a region of the pool: */
+#define PUB_MAX_POOL_SIZE (1ull << 30) /* ... a 64th of it, within these */
+#define PUB_MIN_GROUPS 16384 /* 4 MiB: 32K keys before a rebuild */
 #define PUB_REBUILD_GAP_NS (10ull * 1000000000) /* same-size rebuilds */
 
 struct pub_config {
@@ -56,6 +57,8 @@ struct pub_config {
 	uint64_t size;	  /* the area's bytes */
 	int coh;	  /* enum si_coh */
 	int fault;	  /* SI_FAULT_* (tests, SI_SIMULATE) */
+	uint64_t keys;	  /* the first table holds this many (0: the keys
+			   * there are at start) */
 	/* PUB_POOL: the region, allocated by the caller */
 	void *pool_mem;	     /* borrowed: mapped read-write */
 	uint64_t region_id;  /* ... and its handle, for HANDSHAKE */
@@ -124,6 +127,13 @@ int pub_build(struct pub *p, struct ix *kv,
 /* pub_put - a key registered (new entry); pub_del - a key removed.  A
  * NULL @p does nothing. */
 void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id);
+/*
+ * pub_prepare - the digest of a key about to be registered, and its groups
+ * fetched meanwhile; pub_put_d() then publishes it with that digest
+ */
+void pub_prepare(struct pub *p, const struct ix_key *k, uint8_t d[SI_DIGEST]);
+void pub_put_d(struct pub *p, const struct ix_entry *e, uint64_t region_id,
+	       const uint8_t d[SI_DIGEST]);
 void pub_del(struct pub *p, const struct ix_entry *e);
 
 /* pub_fence - every line written so far is in memory (before replies) */

@@ -1934,6 +1934,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	struct mds_region *r;
 	struct ix_entry *e;
 	uint32_t slot = IX_NO_SLOT;
+	uint8_t d[SI_DIGEST];
 	int rc;
 
 	e = ix_find(&s->kv, &k, h);
@@ -1941,6 +1942,8 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		pol_touch(&s->pol, e); /* a use */
 		return 0; /* first writer wins */
 	}
+	/* a new key: its place in the shared index, fetched meanwhile */
+	pub_prepare(s->pub, &k, d);
 	if (s->cfg.max_key && reg->key.len > s->cfg.max_key)
 		return -E2BIG; /* --max-key-bytes */
 	r = region_find(s, reg->region_id, &slot);
@@ -1972,7 +1975,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
 	log_key(s, e);
-	pub_put(s->pub, e, r ? r->h.region_id : 0);
+	pub_put_d(s->pub, e, r ? r->h.region_id : 0, d);
 	ev_stored(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		  r ? s->insts[r->owner].id : NULL,
 		  r ? s->insts[r->owner].id_len : 0, reg->region_id, e->off,

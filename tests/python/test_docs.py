@@ -189,7 +189,8 @@ def programs():
 # thread names, protocol labels
 NOT_PROGRAMS = {"maru-pool", "maru-state", "maru-resourced", "maru-rpc-N",
                 "maru-rm-auth-1", "maru-venv", "maru-hw", "maru-dax",
-                "maru-server.service", "maru-resource-manager.service"}
+                "maru-server.service", "maru-resource-manager.service",
+                "maru-index-PORT"}
 
 
 def test_maru_programs_mentioned_are_built():

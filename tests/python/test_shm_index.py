@@ -248,9 +248,11 @@ def test_overflow_falls_back(rm, start_mds):
         h.close()
 
 
-def test_rebuild_while_reading(mds):
+def test_rebuild_while_reading(rm, start_mds):
     """Past half full the table is rebuilt at twice the size while readers
-    read: every lookup of a stored key finds it, before, during and after."""
+    read: every lookup of a stored key finds it, before, during and after.
+    (--shm-index-keys makes the first table small enough to outgrow.)"""
+    mds = start_mds(rm.address, extra=["--shm-index-keys", "2000"])
     w = handler(mds.url, pool_size=64 * MiB, chunk_size_bytes=4096)
     r = handler(mds.url, eager_map=True)
     try:

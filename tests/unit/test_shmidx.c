@@ -121,7 +121,7 @@ static void test_insert_lookup_remove(void **state)
 	size_t len = SI_HDR + si_table_bytes(64);
 	uint8_t *mem = area_new(len);
 	struct si_map m;
-	struct si_table t;
+	struct si_table t = {0};
 	struct si_entry e;
 	struct si_hit h;
 	uint64_t k;
@@ -153,7 +153,7 @@ static void test_overflow_marks(void **state)
 	size_t len = SI_HDR + si_table_bytes(2);
 	uint8_t *mem = area_new(len);
 	struct si_map m;
-	struct si_table t;
+	struct si_table t = {0};
 	struct si_entry e;
 	struct si_hit h;
 	uint64_t k, placed = 0, over = 0;
@@ -191,7 +191,7 @@ static void test_superblock_states(void **state)
 	struct si_layout lay = {0};
 	struct si_rstats st = {0};
 	struct si_super sb, cur;
-	struct si_table t, t2;
+	struct si_table t = {0}, t2 = {0};
 	struct si_entry e;
 	struct si_map m;
 	struct si_hit h;
@@ -251,7 +251,7 @@ static void test_torn_and_zero_lines(void **state)
 {
 	size_t len = SI_HDR + si_table_bytes(1);
 	uint8_t *mem = area_new(len);
-	struct si_table t;
+	struct si_table t = {0};
 	struct si_entry e, *slot;
 	struct si_map m;
 	struct si_hit h;
@@ -343,7 +343,7 @@ static void *writer(void *arg)
 {
 	struct churn *c = arg;
 	struct si_map m;
-	struct si_table t[2];
+	struct si_table t[2] = {{0}};
 	struct si_super sb = {0};
 	struct si_entry e;
 	int64_t page_of[NKEYS];
@@ -359,6 +359,9 @@ static void *writer(void *arg)
 	t[0].off = SI_HDR;
 	t[1].off = SI_HDR + si_table_bytes(NGROUPS);
 	t[0].n_groups = t[1].n_groups = NGROUPS;
+	/* the writer's shadow, as maru-server keeps one */
+	assert_int_equal(si_shadow_new(&t[0]), 0);
+	assert_int_equal(si_shadow_new(&t[1]), 0);
 	si_format(&m, &t[0]);
 	sb.state = 2;
 	sb.magic = SI_MAGIC;
@@ -421,6 +424,8 @@ static void *writer(void *arg)
 		}
 	}
 	atomic_store(&c->stop, true);
+	si_shadow_free(&t[0]);
+	si_shadow_free(&t[1]);
 	si_map_destroy(&m);
 	return NULL;
 }

@@ -1,0 +1,2 @@
+# the shared index's reader on areas a writer made and someone scribbled on
+maru_add_fuzz_target(fuzz_shmidx SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_shmidx.c LIBS maru_common)

@@ -753,22 +753,24 @@ void si_mark_ovf(const struct si_map *m, const struct si_table *t,
 	set_ovf(m, t, g2);
 }
 
-int si_insert(const struct si_map *m, const struct si_table *t,
-	      const struct si_entry *v)
+/*
+ * Where digest @d would go in @t: 1 (*@slot, the first free slot of the
+ * emptier of its groups), 0 no room (both groups full), -EEXIST a live
+ * entry has @d.  One pass over both groups -- in the shadow when there is
+ * one (a shared line is read only to confirm a fingerprint).
+ */
+static int choose(const struct si_map *m, const struct si_table *t,
+		  const uint8_t d[SI_DIGEST], struct si_entry **slot)
 {
-	struct si_entry *grp[2], *free1[2] = {NULL, NULL}, *slot, e;
+	struct si_entry *grp[2], *free1[2] = {NULL, NULL};
 	uint64_t g[2], d0, d1, w[3];
 	int n[2] = {0, 0}, k, j;
 	uint16_t f;
-	size_t i;
 
-	/* one pass over both groups: the digest, their fill, a free slot --
-	 * in the shadow when there is one (a shared line is read only to
-	 * confirm a fingerprint) */
-	memcpy(&d0, v->digest, 8);
-	memcpy(&d1, v->digest + 8, 8);
-	f = fp_of(v->digest);
-	si_groups(v->digest, t->n_groups, &g[0], &g[1]);
+	memcpy(&d0, d, 8);
+	memcpy(&d1, d + 8, 8);
+	f = fp_of(d);
+	si_groups(d, t->n_groups, &g[0], &g[1]);
 	for (k = 0; k < 2; k++) {
 		grp[k] = slot_at(m, t, g[k], 0);
 		for (j = 0; j < SI_GROUP; j++) {
@@ -800,12 +802,37 @@ int si_insert(const struct si_map *m, const struct si_table *t,
 			n[k]++;
 		}
 	}
-	if (!free1[0] && !free1[1]) {
-		set_ovf(m, t, g[0]);
-		set_ovf(m, t, g[1]);
+	if (!free1[0] && !free1[1])
+		return 0;
+	*slot = !free1[0] || (free1[1] && n[1] < n[0]) ? free1[1] : free1[0];
+	return 1;
+}
+
+void si_aim(const struct si_map *m, const struct si_table *t,
+	    const uint8_t d[SI_DIGEST])
+{
+	struct si_entry *slot;
+
+	if (t->sh && choose(m, t, d, &slot) == 1)
+		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)slot));
+}
+
+int si_insert(const struct si_map *m, const struct si_table *t,
+	      const struct si_entry *v)
+{
+	struct si_entry *slot, e;
+	uint64_t g1, g2;
+	size_t i;
+	int rc = choose(m, t, v->digest, &slot);
+
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		si_groups(v->digest, t->n_groups, &g1, &g2);
+		set_ovf(m, t, g1);
+		set_ovf(m, t, g2);
 		return 0;
 	}
-	slot = !free1[0] || (free1[1] && n[1] < n[0]) ? free1[1] : free1[0];
 	e = *v;
 	/* the group's mark lives in slot 0 and stays (the shadow knows it:
 	 * the line is not read) */
@@ -819,7 +846,7 @@ int si_insert(const struct si_map *m, const struct si_table *t,
 		e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
 	put_entry(m, t, slot, &e, false);
 	if (t->sh)
-		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = f;
+		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = fp_of(v->digest);
 	return 1;
 }
 

@@ -270,6 +270,14 @@ void si_format(const struct si_map *m, const struct si_table *t);
 int si_insert(const struct si_map *m, const struct si_table *t,
 	      const struct si_entry *v);
 
+/*
+ * si_aim - fetch, for writing, the line si_insert() would put digest @d
+ * in (with a shadow; else nothing): a writer that calls it a while before
+ * the insert finds the line in its cache then
+ */
+void si_aim(const struct si_map *m, const struct si_table *t,
+	    const uint8_t d[SI_DIGEST]);
+
 /**
  * si_remove - make the entry of digest @d EMPTY, if there is one
  * Return: 1 removed, 0 not there.

@@ -331,6 +331,12 @@ void pub_prepare(struct pub *p, const struct ix_key *k, uint8_t d[SI_DIGEST])
 	__builtin_prefetch(&p->cur.sh[g2]);
 }
 
+void pub_aim(struct pub *p, const uint8_t d[SI_DIGEST])
+{
+	if (p && p->cur.n_groups)
+		si_aim(&p->map, &p->cur, d);
+}
+
 void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id)
 {
 	uint8_t d[SI_DIGEST];

@@ -134,6 +134,9 @@ void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id);
 void pub_prepare(struct pub *p, const struct ix_key *k, uint8_t d[SI_DIGEST]);
 void pub_put_d(struct pub *p, const struct ix_entry *e, uint64_t region_id,
 	       const uint8_t d[SI_DIGEST]);
+/* pub_aim - after pub_prepare, a while before pub_put_d: the line the key
+ * will be written to, fetched meanwhile */
+void pub_aim(struct pub *p, const uint8_t d[SI_DIGEST]);
 void pub_del(struct pub *p, const struct ix_entry *e);
 
 /* pub_fence - every line written so far is in memory (before replies) */

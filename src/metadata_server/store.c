@@ -1935,16 +1935,19 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	struct ix_entry *e;
 	uint32_t slot = IX_NO_SLOT;
 	uint8_t d[SI_DIGEST];
+	bool too_long = s->cfg.max_key && reg->key.len > s->cfg.max_key;
 	int rc;
 
+	/* its place in the shared index, fetched while the key is looked
+	 * up (a digest spent on a key that is there already) */
+	if (!too_long)
+		pub_prepare(s->pub, &k, d);
 	e = ix_find(&s->kv, &k, h);
 	if (e) {
 		pol_touch(&s->pol, e); /* a use */
 		return 0; /* first writer wins */
 	}
-	/* a new key: its place in the shared index, fetched meanwhile */
-	pub_prepare(s->pub, &k, d);
-	if (s->cfg.max_key && reg->key.len > s->cfg.max_key)
+	if (too_long)
 		return -E2BIG; /* --max-key-bytes */
 	r = region_find(s, reg->region_id, &slot);
 	/* a location must lie inside its region (issue 12) */
@@ -1958,6 +1961,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		return -EPERM;
 	if (r && r->state == REG_GONE)
 		revive(s, r->owner); /* a write is proof of life */
+	pub_aim(s->pub, d); /* its line, while the key goes in */
 	rc = ix_insert(&s->kv, &k, h, &e);
 	if (rc <= 0)
 		return rc;

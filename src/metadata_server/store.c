@@ -1235,9 +1235,11 @@ static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
 }
 
 /*
- * No region is free and none can be given back: empty the coldest live
- * region, by evicting its remaining entries (a walk of the LRU of at most
- * EVICT_WALK_MAX), so that its owner can be asked for it.  Coldest: of
+ * No region is free and none can be given back: empty the coldest region,
+ * by evicting its remaining entries (a walk of the LRU of at most
+ * EVICT_WALK_MAX), so that its owner can be asked for it -- or, when its
+ * owner is done (returned it, lease ended, declared dead), so that it is
+ * freed after the grace with nobody to ask.  Coldest: of
  * the regions whose entries all lie in the walked part of the LRU (all of
  * it, up to EVICT_WALK_MAX entries), the one whose warmest entry is the
  * coldest -- emptying it evicts nothing warmer than that; when none lies
@@ -1269,8 +1271,11 @@ static uint64_t empty_a_region(struct mds *s)
 		const struct mds_region *r = &s->regions[i];
 		bool w = cold[i] == r->refs; /* wholly in the window */
 
-		if (r->state != REG_LIVE || !r->refs || !cold[i] ||
-		    !s->insts[r->owner].notices)
+		/* a live owner's (it is asked to give it back: so it must
+		 * take notices), or a region whose owner is done (returned,
+		 * gone: freed once empty) */
+		if (!r->refs || !cold[i] ||
+		    (r->state == REG_LIVE && !s->insts[r->owner].notices))
 			continue;
 		if (best == IX_NO_SLOT || (w && !whole) ||
 		    (w && warm[i] < warm[best]) ||
@@ -1564,6 +1569,11 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 			got = empty_a_region(s);
 		if (!got)
 			got = evict_some(s, w->size, EVICT_TICK_KEYS);
+	} else if (!own_pages(s, w, islot) && !releasable_any(s) &&
+		   !s->ndeferred) {
+		/* again (the region it waited for went to another request):
+		 * another region, while the wait lasts */
+		got = empty_a_region(s);
 	}
 	if (own_pages(s, w, islot))
 		return MDS_RC_RECLAIMED;

@@ -8,7 +8,8 @@ manager and maru-server, the installed `maru` package over libmaru.
   - pinned keys survive any amount of eviction; a pool full of pinned
     entries says so; unpinning makes room again;
   - capacity moves between owners: an idle instance holding the whole
-    pool gives regions back to a new one;
+    pool gives regions back to a new one, and the regions of instances
+    that closed go to new ones;
   - --eviction none keeps the store-only behaviour ("pool exhausted").
 
 docs/metadata-server.md "Eviction" describes the protocol.
@@ -180,6 +181,51 @@ def test_capacity_moves_from_an_idle_owner(pool, handlers):
     wait_until(lambda: len(a.get_owned_region_ids()) < before, timeout=10)
     ev = stats(mds.url)
     assert ev["regions_released"] >= 1
+
+
+def test_departed_owners_regions_go_to_new_ones(pool, handlers, monkeypatch):
+    """Instances that closed (their regions returned, their keys kept for
+    readers) fill the pool; three new instances at once each get regions:
+    the server empties the coldest returned regions for them.  (It used to
+    empty only live owners' regions: a new instance waited, then failed
+    with "Allocation failed".)"""
+    import threading
+    mds = pool()
+    for n in range(2):
+        old = handlers(mds.url, f"old{n}")
+        for i in range(350):             # 44 MiB into a 32 MiB pool
+            assert put(old, n * 1000 + i)
+        old.close()                      # RETURN_ALLOC; the keys stay
+    # a reader uses them in an order that mixes the regions (a request
+    # each: the server's LRU sees them at once), so that the coldest keys
+    # are spread over every region and plain LRU eviction empties none
+    monkeypatch.setenv("MARU_SHM_INDEX", "0")
+    r = handlers(mds.url, "reader")
+    monkeypatch.delenv("MARU_SHM_INDEX")
+    ks = [n * 1000 + i for n in range(2) for i in range(350)]
+    random.Random(3).shuffle(ks)
+    assert sum(r.exists(key(i)) for i in ks) > 300
+    errors = []
+
+    def newcomer(m):
+        try:
+            h = handlers(mds.url, f"new{m}")
+            for i in range(40):
+                if not put(h, 5000 + 100 * m + i):
+                    errors.append((m, i))
+                    return
+        except Exception as e:           # pragma: no cover (reported)
+            errors.append((m, repr(e)))
+    ts = [threading.Thread(target=newcomer, args=(m,)) for m in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert not errors, errors
+    assert all(r.exists(key(5000 + 100 * m + 39)) for m in range(3))
+    ev = stats(mds.url)
+    assert ev["alloc_wait_failures"] == 0
+    assert ev["by_reason"]["owner_gone"]["count"] > 0
 
 
 def test_background_reclaim_between_watermarks(pool, handlers):

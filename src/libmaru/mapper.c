@@ -215,17 +215,77 @@ static void prefault(struct maru__mapper *mp, uint8_t *addr, size_t len)
 	(void)sink;
 }
 
+/*
+ * Map region @hd (@lock held): GET_ACCESS at the RM, its file (a local
+ * path for its uuid first), opened read-write or read-only (@writable: a
+ * read-only descriptor, so that mprotect cannot add writing later).  A
+ * read-only map is an attempt (the shared index: the caller falls back):
+ * its failures are debug lines.
+ * Return: 0 (*@addr), or -errno.
+ */
+static int map_locked(struct maru__mapper *mp,
+		      const struct maru_region_handle *hd, bool writable,
+		      void **addr)
+{
+	struct rm_access_result acc;
+	const char *path;
+	struct rm_handle rh;
+	int fd, rc;
+
+	if (!mp->rm_ready)
+		return -ENOTCONN;
+	if (!hd->length || hd->length > SIZE_MAX)
+		return -EINVAL;
+	rh = (struct rm_handle){hd->region_id, hd->offset, hd->length,
+				hd->auth_token};
+	rc = rm_client_get_access(&mp->rm, &rh, &acc);
+	if (rc < 0) {
+		rm_failed(mp, hd->region_id, rc);
+		return rc;
+	}
+	path = local_path_locked(mp, acc.uuid);
+	if (path)
+		ldbg(mp->h, "region %" PRIu64 ": uuid %s is local %s",
+		     hd->region_id, acc.uuid, path);
+	else
+		path = acc.path;
+	fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		if (writable)
+			lerr(mp->h, "region %" PRIu64 ": open %s: %s",
+			     hd->region_id, path, strerror(errno));
+		else
+			ldbg(mp->h, "region %" PRIu64 ": open %s: %s",
+			     hd->region_id, path, strerror(errno));
+		return rc;
+	}
+	*addr = mmap(NULL, (size_t)hd->length,
+		     writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+		     fd, (off_t)hd->offset);
+	close(fd);
+	if (*addr == MAP_FAILED) {
+		rc = -errno;
+		lerr(mp->h, "region %" PRIu64 ": mmap %s at %" PRIu64 ": %s",
+		     hd->region_id, path, hd->offset, strerror(-rc));
+		return rc;
+	}
+	ldbg(mp->h,
+	     "region %" PRIu64 ": mapped %s (%" PRIu64 " bytes at %" PRIu64
+	     ")%s",
+	     hd->region_id, path, hd->length, hd->offset,
+	     writable ? "" : ", read-only");
+	return 0;
+}
+
 int maru__mapper_map(struct maru__mapper *mp,
 		     const struct maru_region_handle *hd, bool owned,
 		     bool want_prefault, struct maru__mapping **out)
 {
-	struct rm_access_result acc;
 	struct maru__mapping *m;
-	struct rm_handle rh;
-	const char *path;
-	size_t b;
 	void *addr;
-	int fd, rc;
+	size_t b;
+	int rc;
 
 	pthread_mutex_lock(&mp->lock);
 	m = maru__mapper_find(mp, hd->region_id);
@@ -234,45 +294,15 @@ int maru__mapper_map(struct maru__mapper *mp,
 		rc = 0;
 		goto out_unlock;
 	}
-	rc = -ENOTCONN;
-	if (!mp->rm_ready)
+	rc = map_locked(mp, hd, true, &addr);
+	if (rc < 0)
 		goto out_unlock;
-	rc = -EINVAL;
-	if (!hd->length || hd->length > SIZE_MAX)
-		goto out_unlock;
-	rh = (struct rm_handle){hd->region_id, hd->offset, hd->length,
-				hd->auth_token};
-	rc = rm_client_get_access(&mp->rm, &rh, &acc);
-	if (rc < 0) {
-		rm_failed(mp, hd->region_id, rc);
-		goto out_unlock;
-	}
-	path = local_path_locked(mp, acc.uuid);
-	if (path)
-		ldbg(mp->h, "region %" PRIu64 ": uuid %s is local %s",
-		     hd->region_id, acc.uuid, path);
-	else
-		path = acc.path;
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		lerr(mp->h, "region %" PRIu64 ": open %s: %s", hd->region_id,
-		     path, strerror(errno));
-		goto out_unlock;
-	}
-	addr = mmap(NULL, (size_t)hd->length, PROT_READ | PROT_WRITE,
-		    MAP_SHARED, fd, (off_t)hd->offset);
-	close(fd);
-	if (addr == MAP_FAILED) {
-		rc = -errno;
-		lerr(mp->h, "region %" PRIu64 ": mmap %s at %" PRIu64 ": %s",
-		     hd->region_id, path, hd->offset, strerror(errno));
-		goto out_unlock;
-	}
 	rc = -ENOMEM;
 	m = calloc(1, sizeof(*m));
-	if (!m)
-		goto out_unmap;
+	if (!m) {
+		munmap(addr, (size_t)hd->length);
+		goto out_unlock;
+	}
 	m->handle = *hd;
 	m->addr = addr;
 	m->len = (size_t)hd->length;
@@ -283,17 +313,8 @@ int maru__mapper_map(struct maru__mapper *mp,
 	b = hd->region_id % MARU_MAP_BUCKETS;
 	m->next = atomic_load_explicit(&mp->buckets[b], memory_order_relaxed);
 	atomic_store_explicit(&mp->buckets[b], m, memory_order_release);
-	ldbg(mp->h,
-	     "region %" PRIu64 ": mapped %s (%" PRIu64 " bytes at %" PRIu64
-	     ")%s",
-	     hd->region_id, path, hd->length, hd->offset,
-	     owned ? ", owned" : "");
 	*out = m;
-	pthread_mutex_unlock(&mp->lock);
-	return 0;
-
-out_unmap:
-	munmap(addr, (size_t)hd->length);
+	rc = 0;
 out_unlock:
 	pthread_mutex_unlock(&mp->lock);
 	return rc;
@@ -302,46 +323,10 @@ out_unlock:
 int maru__mapper_map_ro(struct maru__mapper *mp,
 			const struct maru_region_handle *hd, void **out)
 {
-	struct rm_access_result acc;
-	struct rm_handle rh;
-	const char *path;
-	void *addr;
-	int fd, rc;
+	int rc;
 
-	if (!hd->length || hd->length > SIZE_MAX)
-		return -EINVAL;
 	pthread_mutex_lock(&mp->lock);
-	rc = -ENOTCONN;
-	if (!mp->rm_ready)
-		goto out_unlock;
-	rh = (struct rm_handle){hd->region_id, hd->offset, hd->length,
-				hd->auth_token};
-	rc = rm_client_get_access(&mp->rm, &rh, &acc);
-	if (rc < 0) {
-		rm_failed(mp, hd->region_id, rc);
-		goto out_unlock;
-	}
-	path = local_path_locked(mp, acc.uuid);
-	if (!path)
-		path = acc.path;
-	/* read-only from the descriptor on: mprotect cannot add writing */
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		ldbg(mp->h, "region %" PRIu64 ": open %s: %s", hd->region_id,
-		     path, strerror(errno));
-		goto out_unlock;
-	}
-	addr = mmap(NULL, (size_t)hd->length, PROT_READ, MAP_SHARED, fd,
-		    (off_t)hd->offset);
-	close(fd);
-	if (addr == MAP_FAILED) {
-		rc = -errno;
-		goto out_unlock;
-	}
-	*out = addr;
-	rc = 0;
-out_unlock:
+	rc = map_locked(mp, hd, false, out);
 	pthread_mutex_unlock(&mp->lock);
 	return rc;
 }

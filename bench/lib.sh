@@ -7,6 +7,11 @@
 #                  (an older build, in A/B runs, has none)
 #   bench_cleanup  for `trap bench_cleanup EXIT`: kill the daemons in
 #                  PIDS, remove POOL, and WORK unless it is OUT (results)
+#   start_rm BIN CPU SIZE [ARGS...]
+#                  maru-resource-manager BIN on CPU with an emulated pool
+#                  of SIZE at POOL, its state and log in WORK; sets RM_PORT
+#                  and exports MARU_RM_KEY_FILE (what the servers and
+#                  libmaru authenticate with)
 
 free_port() {
 	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -33,4 +38,16 @@ bench_cleanup() {
 state_arg() {
 	"$1" --help 2>&1 | grep -q -- --state-dir && echo "--state-dir $2"
 	return 0
+}
+
+start_rm() {
+	local bin=$1 cpu=$2 size=$3
+	shift 3
+	RM_PORT=$(free_port)
+	export MARU_RM_KEY_FILE="$WORK/rm/client.key"
+	taskset -c "$cpu" "$bin" --host 127.0.0.1 --port "$RM_PORT" \
+		--state-dir "$WORK/rm" --pool "$POOL" --emulate-size "$size" \
+		--log-level error "$@" >"$WORK/rm.log" 2>&1 &
+	PIDS+=($!)
+	wait_port "$RM_PORT"
 }

@@ -49,13 +49,7 @@ trap bench_cleanup EXIT
 
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
-RM_PORT=$(free_port)
-export MARU_RM_KEY_FILE="$WORK/rm/client.key"
-taskset -c "$CPU_B" "$RM_BIN" --host 127.0.0.1 --port "$RM_PORT" \
-	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 1G \
-	--log-level error >"$WORK/rm.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RM_PORT"
+start_rm "$RM_BIN" "$CPU_B" 1G
 
 # start_server NAME [extra args]: sets URL_<NAME>
 start_server() {

@@ -110,14 +110,7 @@ compare() {
 	done <<<"$lines"
 }
 
-RM_PORT=$(free_port)
-# maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key
-export MARU_RM_KEY_FILE="$WORK/rm/client.key"
-taskset -c "$CPU_B" "$RM_BIN" --host 127.0.0.1 --port "$RM_PORT" \
-	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 1G \
-	--log-level error >"$WORK/rm.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RM_PORT"
+start_rm "$RM_BIN" "$CPU_B" 1G
 
 echo "placement,op,mode,rep,target,ops_per_s,keys_per_s,block_median_ops_per_s,pair_ratio_median,p50_us,p99_us,req_bytes,reply_bytes,cpu_us_per_op" >"$RAW"
 START=$(date -u +%Y-%m-%dT%H:%MZ)

@@ -64,21 +64,14 @@ PIDS=()
 trap bench_cleanup EXIT
 
 
-RMPORT=$(free_port)
-# maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key
-export MARU_RM_KEY_FILE="$WORK/rm/client.key"
-taskset -c $C0 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" \
-	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 4G \
-	--log-level warn >"$WORK/rm.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RMPORT"
+start_rm "$RMBIN" "$C0" 4G
 
 # label, server core, client core
 run_placement() {
 	local label=$1 sc=$2 cc=$3 port url mpid size
 	port=$(free_port)
 	taskset -c "$sc" "$MDSBIN" --host 127.0.0.1 --port "$port" \
-		--rm-address "127.0.0.1:$RMPORT" --log-level WARNING \
+		--rm-address "127.0.0.1:$RM_PORT" --log-level WARNING \
 		--state-dir "$WORK/mds-state-$label" >"$WORK/mds-$label.log" 2>&1 &
 	mpid=$!
 	PIDS+=($mpid)

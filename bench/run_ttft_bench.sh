@@ -25,13 +25,8 @@ PIDS=()
 trap 'bench_cleanup; rm -f /dev/shm/maru-bench-ttft-$$-idx' EXIT
 export MARU_LOG=-1
 
-RM_PORT=$(free_port) MDS_PORT=$(free_port) REDIS_PORT=$(free_port)
-export MARU_RM_KEY_FILE="$WORK/rm/client.key"
-taskset -c "$CPU_B" "$RM_BIN" --host 127.0.0.1 --port "$RM_PORT" \
-	--state-dir "$WORK/rm" --pool "$POOL" --emulate-size 2G \
-	--log-level error >"$WORK/rm.log" 2>&1 &
-PIDS+=($!)
-wait_port "$RM_PORT"
+start_rm "$RM_BIN" "$CPU_B" 2G
+MDS_PORT=$(free_port) REDIS_PORT=$(free_port)
 taskset -c "$CPU_B" "$MDS_BIN" --host 127.0.0.1 --port "$MDS_PORT" \
 	--rm-address "127.0.0.1:$RM_PORT" --log-level ERROR --durability none \
 	--shm-index-path "$POOL-idx" >"$WORK/mds.log" 2>&1 &

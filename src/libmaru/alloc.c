@@ -168,19 +168,28 @@ out_free:
 	return rc;
 }
 
-int maru__owned_alloc(struct maru__owned *o, uint64_t *rid, uint64_t *page)
+static int64_t region_page(struct maru__owned_region *r, uint64_t now)
+{
+	if (r->drain_until && now < r->drain_until)
+		return -1;
+	r->drain_until = 0;
+	return maru__pagealloc_alloc(&r->pa);
+}
+
+int maru__owned_alloc(struct maru__owned *o, uint64_t now, uint64_t *rid,
+		      uint64_t *page)
 {
 	int64_t p;
 	size_t i;
 
 	if (!o->n)
 		return -ENOSPC;
-	p = maru__pagealloc_alloc(&o->regions[o->active]->pa);
+	p = region_page(o->regions[o->active], now);
 	if (p < 0) {
 		for (i = 0; i < o->n; i++) {
 			if (i == o->active)
 				continue;
-			p = maru__pagealloc_alloc(&o->regions[i]->pa);
+			p = region_page(o->regions[i], now);
 			if (p >= 0) {
 				o->active = i;
 				break;

@@ -955,11 +955,14 @@ static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
 }
 
 /*
- * Give region @rid back: the server holds no entry in it any more, so
- * every page of ours there is free or holds keys it evicted.  Not while a
- * page there is allocated without a stored key (being written, or held by
- * the application): the server asks again.  (@wlock held)
+ * Give region @rid back: the server emptied it for another instance's
+ * request, so every page of ours there is free or holds keys it evicted
+ * (or keys stored since: they stay readable, the server's until it evicts
+ * them).  Not while a page there is allocated without a stored key (being
+ * written, or held by the application): no page of it is handed out for
+ * MARU_DRAIN_NS then, and the server asks again.  (@wlock held)
  */
+#define MARU_DRAIN_NS 2000000000ull
 static void evict_region(struct maru_handler *h, uint64_t rid)
 {
 	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
@@ -967,9 +970,16 @@ static void evict_region(struct maru_handler *h, uint64_t rid)
 
 	if (!r || !region_live(r))
 		return;
-	for (p = 0; p < r->pa.page_count; p++)
-		if (r->pa.used[p] && !r->page_keys[p])
+	for (p = 0; p < r->pa.page_count; p++) {
+		if (r->pa.used[p] && !r->page_keys[p]) {
+			/* being written: none of its pages goes out meanwhile,
+			 * and the server asks again */
+			pthread_mutex_lock(&h->olock);
+			r->drain_until = maru__now_ns() + MARU_DRAIN_NS;
+			pthread_mutex_unlock(&h->olock);
 			return;
+		}
+	}
 	for (p = 0; p < r->pa.page_count; p++)
 		if (r->pa.used[p])
 			page_release(h, rid, p); /* and their keys */
@@ -988,10 +998,10 @@ static void evict_region(struct maru_handler *h, uint64_t rid)
 	linfo(h, "region %" PRIu64 ": given back (eviction emptied it)", rid);
 }
 
-size_t maru__evict_apply(struct maru_handler *h, bool regions)
+size_t maru__evict_apply(struct maru_handler *h)
 {
 	struct maru__inbox *in = &h->inbox;
-	uint64_t *ev, *rel = NULL;
+	uint64_t *ev, *rel;
 	size_t nev, nrel = 0, i, freed = 0;
 
 	if (!atomic_load(&in->pending))
@@ -1001,13 +1011,11 @@ size_t maru__evict_apply(struct maru_handler *h, bool regions)
 	nev = in->nev;
 	in->ev = NULL;
 	in->nev = in->evcap = 0;
-	if (regions) {
-		rel = in->rel;
-		nrel = in->nrel;
-		in->rel = NULL;
-		in->nrel = in->relcap = 0;
-	}
-	atomic_store(&in->pending, in->nrel != 0);
+	rel = in->rel;
+	nrel = in->nrel;
+	in->rel = NULL;
+	in->nrel = in->relcap = 0;
+	atomic_store(&in->pending, false);
 	pthread_mutex_unlock(&in->lock);
 	for (i = 0; i + 2 < nev; i += 3)
 		freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
@@ -1026,7 +1034,7 @@ void maru__evict_apply_try(struct maru_handler *h)
 	    pthread_mutex_trylock(&h->wlock))
 		return; /* a writer applies it at its next allocation */
 	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
-		maru__evict_apply(h, true);
+		maru__evict_apply(h);
 	pthread_mutex_unlock(&h->wlock);
 }
 
@@ -1072,9 +1080,11 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 
 	int tries;
 
-	maru__evict_apply(h, false); /* evicted pages: ours again */
+	/* evicted pages: ours again; regions asked back: returned now, or
+	 * this allocation could fill the one another instance waits for */
+	maru__evict_apply(h);
 	pthread_mutex_lock(&h->olock);
-	rc = maru__owned_alloc(&h->owned, &rid, &page);
+	rc = maru__owned_alloc(&h->owned, maru__now_ns(), &rid, &page);
 	pthread_mutex_unlock(&h->olock);
 	for (tries = 0; rc == -ENOSPC; tries++) {
 		if (!h->cfg.auto_expand && h->owned.n)
@@ -1082,13 +1092,13 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 		rc = expand(h);
 		/* the pool is full and the server evicted pages of ours
 		 * instead (its reply said which): use those */
-		if (rc < 0 && (tries >= 4 || !maru__evict_apply(h, false))) {
+		if (rc < 0 && (tries >= 4 || !maru__evict_apply(h))) {
 			lerr(h, "pool exhausted after expansion attempt: %s",
 			     strerror(-rc));
 			return -ENOMEM;
 		}
 		pthread_mutex_lock(&h->olock);
-		rc = maru__owned_alloc(&h->owned, &rid, &page);
+		rc = maru__owned_alloc(&h->owned, maru__now_ns(), &rid, &page);
 		pthread_mutex_unlock(&h->olock);
 		if (rc < 0 && tries >= 4)
 			return -ENOBUFS;

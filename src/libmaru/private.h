@@ -311,6 +311,9 @@ struct maru__owned_region {
 	struct maru__pagealloc pa;
 	struct maru__mapping *map; /* borrows: from the mapper, may be NULL */
 	struct maru__keyent **page_keys; /* owns array: local keys per page */
+	/* the server asked for it back and a page of it was being written:
+	 * no page is handed out from it before this (monotonic ns) */
+	uint64_t drain_until;
 };
 
 /* Upstream's OwnedRegionManager: regions in insertion order + active one. */
@@ -327,8 +330,10 @@ void maru__owned_destroy(struct maru__owned *o);
 /* add and make active. Return: 0, -EEXIST, -EINVAL (no page), -ENOMEM */
 int maru__owned_add(struct maru__owned *o, uint64_t region_id,
 		    uint64_t pool_size, struct maru__mapping *map);
-/* Return: 0 with *rid and *page set, or -ENOSPC */
-int maru__owned_alloc(struct maru__owned *o, uint64_t *rid, uint64_t *page);
+/* a free page, from a region not draining at @now (monotonic ns).
+ * Return: 0 with *rid and *page set, or -ENOSPC */
+int maru__owned_alloc(struct maru__owned *o, uint64_t now, uint64_t *rid,
+		      uint64_t *page);
 /* Return: 0, -ENOENT (not owned), -ERANGE or -EINVAL */
 /* forget region @rid (its pages and key lists). 0 or -ENOENT */
 int maru__owned_remove(struct maru__owned *o, uint64_t rid);
@@ -912,11 +917,12 @@ struct maru_handler {
 /* copy @r's eviction notices into the inbox (any thread) */
 void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
 /*
- * apply the inbox (@wlock held): free the pages named; with @regions also
- * give back the regions asked for (not by a writer short of pages: the
- * lease thread does).  Return: pages freed
+ * apply the inbox (@wlock held): free the pages named, then give back the
+ * regions asked for (the server emptied them for another instance's
+ * request: their pages, freed by the same reply, are not handed out in
+ * between).  Return: pages freed
  */
-size_t maru__evict_apply(struct maru_handler *h, bool regions);
+size_t maru__evict_apply(struct maru_handler *h);
 /* apply it if @wlock is free (the lease thread) */
 void maru__evict_apply_try(struct maru_handler *h);
 

@@ -94,7 +94,7 @@ static void notices_take(struct mds *s, uint32_t islot, bool rel,
 			 struct notices *nt)
 {
 	nt->nev = mds_take_notices(s, islot, nt->ev, NOTICES_MAX, &nt->first,
-				   &nt->last);
+				   &nt->last, rel);
 	nt->nrel = rel ? mds_release_wanted(s, islot, nt->rel, RELEASE_MAX)
 		       : 0;
 	nt->renew = islot != IX_NO_SLOT && s->insts[islot].notices &&

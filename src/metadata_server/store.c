@@ -287,6 +287,8 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->last_fd = -1;
 	in->host[0] = '\0';
 	in->pid = 0;
+	in->earmarked = 0;
+	in->hb_at = 0;
 	in->pins.uid = ++s->next_uid;
 	in->pins.owner1 = slot + 1;
 	in->ie = e;
@@ -825,6 +827,9 @@ static void region_release(struct mds *s, uint32_t slot)
 						   : "no connection left",
 			 (unsigned long long)h.length);
 	}
+	if (r->wanted_for && r->wanted_for - 1 < s->ninst_slots &&
+	    s->insts[r->wanted_for - 1].id)
+		s->insts[r->wanted_for - 1].earmarked++;
 	region_forget(s, slot);
 	queue_free(s, &h);
 	s->cap_freed = true; /* capacity for whoever waits (tick) */
@@ -1066,6 +1071,8 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 
 #define EVICT_SKIP_MAX 1024	   /* unreclaimable entries passed per pass */
 #define EVICT_TICK_KEYS 50000	   /* background victims per tick */
+#define EVICT_WALK_MAX 100000	   /* entries walked to choose victims */
+#define EVICT_TICK_REGIONS 4	   /* done owners' regions emptied per tick */
 #define EVICT_LOG_NS 1000000000ull /* a burst ends after 1 s without one */
 #define EVICT_FULL_NS 10000000000ull /* "full" lasts 10 s after the RM said */
 #define NOTICE_RESEND_NS 2000000000ull	/* unacknowledged: sent again */
@@ -1087,6 +1094,23 @@ static bool reclaimable(const struct mds *s, const struct ix_entry *e)
 	const struct mds_region *r = &s->regions[e->slot];
 
 	return r->state != REG_LIVE || s->insts[r->owner].notices;
+}
+
+/*
+ * Is @r's owner here to take pages and regions back: it takes notices and
+ * has a connection open, or sent a HEARTBEAT within HERE_NS (it may be
+ * reconnecting)?  An owner whose process died keeps its lease (and its
+ * regions LIVE) until the lease ends, but nobody would reuse a page of its
+ * evicted now nor give one of its regions back: evicting its keys then
+ * loses them and makes no room.
+ */
+#define HERE_NS 2000000000ull /* four of libmaru's heartbeat periods */
+
+static bool owner_here(const struct mds *s, const struct mds_region *r)
+{
+	const struct mds_inst *in = &s->insts[r->owner];
+
+	return in->notices && (in->nconns || s->vnow - in->hb_at < HERE_NS);
 }
 
 /* queue "page (@rid, @off) was evicted" for @in. Return: 0 or -ENOMEM */
@@ -1158,19 +1182,33 @@ static void evict_entry(struct mds *s, struct ix_entry *e)
 	evict_why(s, e, EV_LRU);
 }
 
-/* evict up to @bytes (and at most @max_keys keys). Return: bytes evicted */
+/*
+ * Evict up to @bytes (and at most @max_keys keys), coldest first.  Keys
+ * that would free nothing are passed over: an upstream client's go to the
+ * warm end (they stay unevictable while it lives); those of an owner that
+ * is away (owner_here()) keep their place, in a walk of at most
+ * EVICT_WALK_MAX of them.  Return: bytes evicted.
+ */
 static uint64_t evict_some(struct mds *s, uint64_t bytes, uint64_t max_keys)
 {
 	uint64_t got = 0, keys = 0;
-	uint32_t skips = 0;
-	struct ix_entry *e;
+	uint32_t skips = 0, away = 0;
+	struct ix_entry *e, *next;
 
-	while (got < bytes && keys < max_keys &&
-	       (e = pol_coldest(&s->pol))) {
+	for (e = pol_coldest(&s->pol); e && got < bytes && keys < max_keys;
+	     e = next) {
+		const struct mds_region *r = &s->regions[e->slot];
+
+		next = pol_warmer(&s->pol, e);
 		if (!reclaimable(s, e)) {
 			if (++skips > EVICT_SKIP_MAX)
 				break;
 			pol_touch(&s->pol, e); /* passed over, for now */
+			continue;
+		}
+		if (r->state == REG_LIVE && !owner_here(s, r)) {
+			if (++away > EVICT_WALK_MAX)
+				break;
 			continue;
 		}
 		got += e->len ? e->len : 1;
@@ -1187,8 +1225,6 @@ static uint64_t evict_some(struct mds *s, uint64_t bytes, uint64_t max_keys)
  * the cache are the coldest: the cold eighth of the LRU (at least 64
  * entries, at most EVICT_WALK_MAX).
  */
-#define EVICT_WALK_MAX 100000
-
 static uint32_t cold_window(const struct mds *s)
 {
 	uint64_t w = s->pol.n / 8;
@@ -1244,9 +1280,12 @@ static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
  * it, up to EVICT_WALK_MAX entries), the one whose warmest entry is the
  * coldest -- emptying it evicts nothing warmer than that; when none lies
  * wholly in it, the one with the largest share there.
+ * @for_islot: the instance whose request waits (IX_NO_SLOT: none): the
+ *	region, once freed, goes to it first
+ * @done_only: only a region whose owner is done
  * Return: keys evicted.
  */
-static uint64_t empty_a_region(struct mds *s)
+static uint64_t empty_a_region(struct mds *s, uint32_t for_islot, bool done_only)
 {
 	uint32_t i, pos = 0, best = IX_NO_SLOT;
 	/* the whole order (bounded): the warmest entries rank regions too */
@@ -1272,10 +1311,10 @@ static uint64_t empty_a_region(struct mds *s)
 		bool w = cold[i] == r->refs; /* wholly in the window */
 
 		/* a live owner's (it is asked to give it back: so it must
-		 * take notices), or a region whose owner is done (returned,
-		 * gone: freed once empty) */
+		 * take notices and be here), or a region whose owner is done
+		 * (returned, gone: freed once empty) */
 		if (!r->refs || !cold[i] ||
-		    (r->state == REG_LIVE && !s->insts[r->owner].notices))
+		    (r->state == REG_LIVE && (done_only || !owner_here(s, r))))
 			continue;
 		if (best == IX_NO_SLOT || (w && !whole) ||
 		    (w && warm[i] < warm[best]) ||
@@ -1289,6 +1328,8 @@ static uint64_t empty_a_region(struct mds *s)
 	free(cold);
 	if (best == IX_NO_SLOT)
 		return 0;
+	s->regions[best].wanted = 1;
+	s->regions[best].wanted_for = for_islot + 1; /* (IX_NO_SLOT: 0) */
 	walk = EVICT_WALK_MAX;
 	for (e = pol_coldest(&s->pol); e && walk-- && s->regions[best].refs;
 	     e = next) {
@@ -1298,6 +1339,9 @@ static uint64_t empty_a_region(struct mds *s)
 			keys++;
 		}
 	}
+	log_dbg("region %llu: emptied for a waiting request (%llu key(s))",
+		(unsigned long long)s->regions[best].h.region_id,
+		(unsigned long long)keys);
 	return keys;
 }
 
@@ -1318,15 +1362,29 @@ uint32_t mds_inst_for(struct mds *s, struct mds_str inst,
 	return c && conn_has(c, slot) ? slot : IX_NO_SLOT;
 }
 
-/* has @in notices to be sent now (due, or to be sent again)? */
-static bool notices_due(const struct mds *s, const struct mds_inst *in)
+/* is @q's region one emptied for another's request, still @in's? */
+static bool notice_wanted(struct mds *s, const struct mds_inst *in,
+			  const struct mds_notice *q)
+{
+	const struct mds_region *r = region_find(s, q->region_id, NULL);
+
+	return r && r->wanted && r->state == REG_LIVE &&
+	       &s->insts[r->owner] == in;
+}
+
+/* has @in notices to be sent now (due, or to be sent again) in a reply
+ * that asks for no region back (mds_take_notices)? */
+static bool notices_due(struct mds *s, const struct mds_inst *in)
 {
 	uint32_t i = in->nq_sent;
+	const struct mds_notice *q;
 
 	if (i && s->vnow - in->sent_at >= NOTICE_RESEND_NS)
 		i = 0;
-	return i < in->nq_n &&
-	       in->nq[(in->nq_head + i) % in->nq_cap].due <= s->vnow;
+	if (i >= in->nq_n)
+		return false;
+	q = &in->nq[(in->nq_head + i) % in->nq_cap];
+	return q->due <= s->vnow && !notice_wanted(s, in, q);
 }
 
 bool mds_notices_pending(const struct mds *s, uint32_t islot)
@@ -1341,7 +1399,8 @@ static struct mds_notice *nq_at(struct mds_inst *in, uint32_t i)
 }
 
 uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
-			  uint32_t max, uint64_t *first, uint64_t *last)
+			  uint32_t max, uint64_t *first, uint64_t *last,
+			  bool with_release)
 {
 	struct mds_inst *in;
 	uint32_t n = 0, i;
@@ -1358,10 +1417,12 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 
 		if (q->due > s->vnow)
 			break;
+		if (!with_release && notice_wanted(s, in, q))
+			break;
+		r = region_find(s, q->region_id, NULL);
 		if (!*first)
 			*first = in->nq_seq0 + i;
 		*last = in->nq_seq0 + i;
-		r = region_find(s, q->region_id, NULL);
 		if (!r || r->owner != islot || r->state != REG_LIVE)
 			continue; /* freed, returned, gone: not its page now */
 		out[3 * n] = q->region_id;
@@ -1459,40 +1520,75 @@ static bool inst_waits(const struct mds *s, uint32_t islot)
 	return false;
 }
 
+static uint64_t waiting_bytes(struct mds *s);
+
 uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 			    uint32_t max)
 {
 	uint32_t i, n = 0;
+	bool waits, wanted;
 
-	/* not from one that waits for room itself: it would ask again */
-	if (islot == IX_NO_SLOT || !mds_under_pressure(s) ||
-	    inst_waits(s, islot))
+	if (islot == IX_NO_SLOT || !mds_under_pressure(s))
 		return 0;
+	/*
+	 * Regions eviction emptied, once quiet -- not from one that waits
+	 * for room itself (it would ask again).  A region emptied for another
+	 * instance's waiting request: at once, and whatever the owner stored
+	 * there since (a busy owner fills what is free of it, and waits for
+	 * its own pages now and then, all the time); what it stored stays
+	 * readable after the return, until evicted.  The RM frees it only
+	 * once it is empty and quiet.
+	 */
+	waits = inst_waits(s, islot);
+	wanted = waiting_bytes(s) != 0;
 	for (i = s->reg_head; i != IX_NO_SLOT && n < max;
 	     i = s->regions[i].next) {
 		const struct mds_region *r = &s->regions[i];
 
-		/* (its pages' notices go in the same reply, first) */
-		if (r->owner == islot && r->state == REG_LIVE && r->evicted &&
-		    !r->refs && r->quiet_at <= s->vnow)
+		if (r->owner != islot || r->state != REG_LIVE)
+			continue;
+		if ((r->wanted && wanted) ||
+		    (!waits && r->evicted && !r->refs &&
+		     r->quiet_at <= s->vnow))
 			out[n++] = r->h.region_id;
 	}
 	return n;
 }
 
-/* is some live region emptied by eviction, to be asked back? */
-static bool releasable_any(const struct mds *s)
+/*
+ * Bytes of regions on their way to the RM: emptied by eviction, and
+ * either to be asked back from an owner that is here, or (owner done)
+ * to be freed after the grace.
+ */
+static uint64_t coming_bytes(const struct mds *s)
 {
+	uint64_t n = 0;
 	uint32_t i;
 
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
 		const struct mds_region *r = &s->regions[i];
 
-		if (r->state == REG_LIVE && r->evicted && !r->refs &&
-		    s->insts[r->owner].notices)
-			return true;
+		if (r->state == REG_LIVE ? r->evicted && !r->refs &&
+						   owner_here(s, r)
+					 : r->deferred)
+			n += r->h.length;
 	}
-	return false;
+	return n;
+}
+
+/* bytes the REQUEST_ALLOCs waiting for a region ask for (not those at
+ * their quota, nor those with pages of their own coming: those are
+ * answered with the pages) */
+static uint64_t waiting_bytes(struct mds *s)
+{
+	const struct mds_wait *w;
+	uint64_t n = 0;
+
+	for (w = s->cap_head; w; w = w->next)
+		if (!w->cap_quota &&
+		    !mds_notices_pending(s, inst_find(s, w->inst)))
+			n += w->size;
+	return n;
 }
 
 /* ---- REQUEST_ALLOCs waiting for capacity ---- */
@@ -1538,7 +1634,7 @@ bool mds_cap_forget(struct mds *s, struct mds_wait *w)
  * Pages of @w's instance are free for it: due now, or told since @w began
  * waiting (its heartbeat may have taken them while its writer waits here).
  */
-static bool own_pages(const struct mds *s, const struct mds_wait *w,
+static bool own_pages(struct mds *s, const struct mds_wait *w,
 		      uint32_t islot)
 {
 	return islot != IX_NO_SLOT && (notices_due(s, &s->insts[islot]) ||
@@ -1565,23 +1661,22 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 		/* its own cold pages first; else a cold region for it; else
 		 * plain LRU (it may empty one later) */
 		got = evict_own_cold(s, islot, w->size);
-		if (!got && !releasable_any(s) && !s->ndeferred)
-			got = empty_a_region(s);
+		if (!got && coming_bytes(s) < waiting_bytes(s) + w->size)
+			got = empty_a_region(s, islot, false);
 		if (!got)
 			got = evict_some(s, w->size, EVICT_TICK_KEYS);
-	} else if (!own_pages(s, w, islot) && !releasable_any(s) &&
-		   !s->ndeferred) {
+	} else if (!own_pages(s, w, islot) &&
+		   coming_bytes(s) < waiting_bytes(s) + w->size) {
 		/* again (the region it waited for went to another request):
 		 * another region, while the wait lasts */
-		got = empty_a_region(s);
+		got = empty_a_region(s, islot, false);
 	}
 	if (own_pages(s, w, islot))
 		return MDS_RC_RECLAIMED;
 	/* nothing to wait for: no eviction now, no region to be freed by
 	 * a grace or given back, no page of the requester's own pending */
 	if (s->vnow >= w->cap_deadline ||
-	    (!got && !s->ndeferred && !releasable_any(s) &&
-	     !mds_notices_pending(s, islot))) {
+	    (!got && !coming_bytes(s) && !mds_notices_pending(s, islot))) {
 		s->ctr.cap_fails++;
 		return -ENOSPC;
 	}
@@ -1593,17 +1688,29 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 static void cap_serve(struct mds *s)
 {
 	struct mds_wait *w, *next, *ready = NULL, **tail = &ready;
-	bool freed = s->cap_freed;
+	bool freed = s->cap_freed, marked = false;
 	struct rm_handle h;
 	uint32_t islot;
 	int rc;
 
 	s->cap_freed = false;
-	/* a region emptied by eviction may have been refilled by its owner */
-	if (s->cap_head && !s->cap_head->cap_quota && !freed &&
-	    !releasable_any(s) && !s->ndeferred &&
-	    !mds_notices_pending(s, inst_find(s, s->cap_head->inst)))
-		empty_a_region(s);
+	/* capacity freed for some waiters' requests goes to them first */
+	for (w = s->cap_head; freed && w && !marked; w = w->next) {
+		islot = inst_find(s, w->inst);
+		marked = islot != IX_NO_SLOT && s->insts[islot].earmarked;
+	}
+	/* as many regions on their way as are waited for (one emptied may
+	 * have been refilled by its owner meanwhile), each for the first
+	 * request that needs one: not at its quota, no pages of its own
+	 * coming */
+	for (w = s->cap_head; !freed && w; w = w->next) {
+		islot = inst_find(s, w->inst);
+		if (w->cap_quota || mds_notices_pending(s, islot))
+			continue;
+		if (coming_bytes(s) < waiting_bytes(s))
+			empty_a_region(s, islot, false);
+		break;
+	}
 	for (w = s->cap_head; w; w = next) {
 		next = w->next;
 		islot = inst_find(s, w->inst);
@@ -1614,7 +1721,14 @@ static void cap_serve(struct mds *s)
 				continue; /* only its own pages will do */
 			s->ctr.cap_fails++;
 			w->rc = -EDQUOT;
-		} else if (freed) {
+		} else if (freed &&
+			   (marked ? islot != IX_NO_SLOT &&
+					     s->insts[islot].earmarked
+				   : !mds_notices_pending(s, islot))) {
+			/* (else one whose own pages come waits for them:
+			 * the region goes to one that has none coming) */
+			if (marked)
+				s->insts[islot].earmarked--;
 			cap_unlink(s, w);
 			rc = s->rm->alloc(s->rm_arg, w->size, w, &h);
 			if (rc == -EINPROGRESS)
@@ -1644,9 +1758,31 @@ static void cap_serve(struct mds *s)
 	}
 }
 
+/* free bytes in the LIVE regions of owners that are here: what they can
+ * store without a new region (pages hold one value each: kv_length is
+ * what of a page is counted used) */
+static uint64_t room_here(const struct mds *s, bool *any)
+{
+	uint64_t n = 0;
+	uint32_t i;
+
+	*any = false;
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		const struct mds_region *r = &s->regions[i];
+
+		if (r->state != REG_LIVE || !owner_here(s, r))
+			continue;
+		*any = true;
+		if (r->h.length > r->used)
+			n += r->h.length - r->used;
+	}
+	return n;
+}
+
 static void evict_tick(struct mds *s)
 {
 	uint64_t total, avail, low;
+	uint32_t i;
 
 	if (!evict_on(s))
 		return;
@@ -1664,11 +1800,13 @@ static void evict_tick(struct mds *s)
 	/*
 	 * Ahead of the stores: above the high watermark of the pool, down to
 	 * the low one; while the pool is full (no region to be had), down to
-	 * leave the regions the free pages that stores take within twice the
-	 * grace (and the tick), at the rate they come, so that owners find
-	 * pages (told after the grace) instead of waiting in REQUEST_ALLOC --
-	 * and no more (the keys are the cache), but never below the low
-	 * fraction of the regions.
+	 * leave the regions of the owners that are here the free pages that
+	 * stores take within twice the grace (and the tick), at the rate
+	 * they come, so that owners find pages (told after the grace)
+	 * instead of waiting in REQUEST_ALLOC -- and no more (the keys are
+	 * the cache), but never below the low fraction of the regions.  Room
+	 * in the regions of an owner that is away or done counts for nobody:
+	 * the latter's come back whole, as eviction empties them.
 	 */
 	low = UINT64_MAX;
 	if (over_high(s)) {
@@ -1677,10 +1815,28 @@ static void evict_tick(struct mds *s)
 		uint64_t need = s->reg_rate / 1000 *
 				((s->cfg.evict_grace_ns + 100000000ull) / 500000);
 		uint64_t floor = s->total_allocated / 1000 * s->cfg.evict_low_pm;
+		bool here;
+		uint64_t room = room_here(s, &here);
+		/* what the RM has free, as far as we know (our regions) */
+		uint64_t rm_free = s->pool_total > s->total_allocated
+					   ? s->pool_total - s->total_allocated
+					   : 0;
 
-		low = need < s->total_allocated - floor
-			      ? s->total_allocated - need
-			      : floor;
+		if (room < need && s->kv_bytes > floor)
+			low = s->kv_bytes - (need - room) > floor
+				      ? s->kv_bytes - (need - room)
+				      : floor;
+		/* and, for owners here that will want a region, whole
+		 * regions of owners that are done (their keys one by one
+		 * make room for nobody): a few a tick, while what the RM has
+		 * free and what is on its way fall short (a pool of unknown
+		 * size: only for requests that wait) */
+		for (i = 0; here && s->pool_total && room < need &&
+			    i < EVICT_TICK_REGIONS &&
+			    coming_bytes(s) + rm_free < need - room;
+		     i++)
+			if (!empty_a_region(s, IX_NO_SLOT, true))
+				break;
 	}
 	if (s->kv_bytes > low)
 		evict_some(s, s->kv_bytes - low, EVICT_TICK_KEYS);
@@ -1804,6 +1960,10 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 		s->ctr.cap_waits++;
 		cap_append(s, w);
 		rc = -EINPROGRESS;
+	} else if (w && evict_on(s) && waiting_bytes(s)) {
+		/* requests wait for regions: in turn (freed capacity goes to
+		 * them), not to one that comes now and asks the RM first */
+		rc = -ENOMEM;
 	} else {
 		rc = s->rm->alloc(s->rm_arg, size, w, &h);
 	}
@@ -2137,8 +2297,10 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 					    ((c = peer_conn(s, peer)) &&
 					     conn_has(c, islot)))) {
 			revive(s, islot);
-			if (notices)
+			if (notices) {
 				s->insts[islot].notices = true;
+				s->insts[islot].hb_at = s->vnow;
+			}
 		}
 		return 0;
 	}
@@ -2160,8 +2322,10 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		return -EPERM;
 	}
 	revive(s, islot);
-	if (notices)
+	if (notices) {
 		s->insts[islot].notices = true;
+		s->insts[islot].hb_at = s->vnow;
+	}
 	if (release) {
 		if (lslot != IX_NO_SLOT)
 			lease_end(s, lslot, false);

@@ -204,6 +204,9 @@ struct mds_region {
 	uint8_t gone_why;    /* enum gone_why when REG_GONE */
 	uint8_t evicted;     /* an eviction emptied pages of it */
 	uint8_t deferred;    /* owner done, refs 0: FREE once quiet */
+	uint8_t wanted;	     /* emptied for another's request: asked back
+			      * even while its owner waits itself */
+	uint32_t wanted_for; /* ... for this instance's (slot + 1; 0: none) */
 	uint8_t hit_len;
 	uint16_t dev;	     /* its pool: mds.devs[dev - 1]; 0 unknown */
 	uint64_t quiet_at;   /* vclock: its last eviction + grace */
@@ -245,6 +248,7 @@ struct mds_inst {
 	struct mds_pins pins; /* released with its last lease/connection */
 	/* eviction: it said it takes "evicted" notices (HEARTBEAT) */
 	bool notices;
+	uint64_t hb_at; /* vclock: its last HEARTBEAT saying so */
 	/*
 	 * Eviction notices, a FIFO ring of nq_cap: nq_n queued, the first
 	 * nq_sent of them sent (at sent_at) but not acknowledged; the head is
@@ -259,6 +263,10 @@ struct mds_inst {
 	 * informative only (GET_USAGE), "" / 0 unknown */
 	char host[MDS_HOST_MAX + 1];
 	uint32_t pid;
+	/* regions emptied for its waiting request and freed: a waiter of
+	 * its is served first when capacity comes (not the owner that gave
+	 * it back, which may wait too) */
+	uint32_t earmarked;
 };
 
 struct mds_lease {
@@ -592,10 +600,15 @@ static inline void mds_set_pool_total(struct mds *s, uint64_t total)
  * @islot: from mds_inst_slot(); IX_NO_SLOT gives 0
  * @first, @last: out: the numbers of the notices walked (0, 0: none); a
  *	moot one (its region returned meanwhile) is walked but not written
+ * @with_release: the reply also asks for regions back (mds_release_wanted:
+ *	a HEARTBEAT's); without, the walk stops at a page of a region emptied
+ *	for another's request, which goes with the request to give it back
+ *	(told alone, the page would be filled again first)
  * Return: triples written (at most @max).
  */
 uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
-			  uint32_t max, uint64_t *first, uint64_t *last);
+			  uint32_t max, uint64_t *first, uint64_t *last,
+			  bool with_release);
 
 /* mds_ack_notices - the instance has its notices up to number @ack */
 void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack);

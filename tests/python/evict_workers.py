@@ -49,3 +49,50 @@ def checking_reader(url, conn, universe, size, chunk, seed):
     conn.recv()
     h.close()
     conn.send(("done", hits, misses, wrong, wrong_valid, invalid))
+
+
+def _handler(url, name, chunk, region):
+    h = MaruHandler(MaruConfig(server_url=url, instance_id=name,
+                               pool_size=region, chunk_size_bytes=chunk,
+                               auto_connect=False, timeout_ms=10000))
+    return h if h.connect() else None
+
+
+def _put(h, i, chunk):
+    a = h.alloc(chunk)
+    a.buf[:] = value(i, chunk)
+    return h.store(key(i), a)
+
+
+def filler(url, conn, name, first, n, chunk, region):
+    """Store keys first..first+n-1, say so, then wait to be killed (the
+    parent SIGKILLs it: its lease outlives it)."""
+    h = _handler(url, name, chunk, region)
+    if h is None:
+        conn.send(("error", "connect failed"))
+        return
+    ok = sum(_put(h, first + i, chunk) for i in range(n))
+    conn.send(("stored", ok))
+    conn.recv()
+
+
+def busy_writer(url, conn, name, first, universe, chunk, region):
+    """Store keys of first..first+universe-1 in a loop until told to stop;
+    report stores every 100 (and failures) as it goes."""
+    h = _handler(url, name, chunk, region)
+    if h is None:
+        conn.send(("error", "connect failed"))
+        return
+    n = failed = 0
+    while not conn.poll():
+        try:
+            ok = _put(h, first + n % universe, chunk)
+        except ValueError:
+            ok = False
+        n += 1
+        failed += not ok
+        if n % 100 == 0:
+            conn.send(("progress", n, failed))
+    conn.recv()
+    h.close()
+    conn.send(("done", n, failed))

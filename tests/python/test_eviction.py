@@ -8,14 +8,17 @@ manager and maru-server, the installed `maru` package over libmaru.
   - pinned keys survive any amount of eviction; a pool full of pinned
     entries says so; unpinning makes room again;
   - capacity moves between owners: an idle instance holding the whole
-    pool gives regions back to a new one, and the regions of instances
-    that closed go to new ones;
+    pool gives regions back to a new one, so does a busy one, and the
+    regions of instances that closed go to new ones;
+  - the keys of an instance that died stay until its lease ends, while
+    the instances still here keep storing;
   - --eviction none keeps the store-only behaviour ("pool exhausted").
 
 docs/metadata-server.md "Eviction" describes the protocol.
 """
 import multiprocessing
 import random
+import time
 
 import pytest
 
@@ -226,6 +229,80 @@ def test_departed_owners_regions_go_to_new_ones(pool, handlers, monkeypatch):
     ev = stats(mds.url)
     assert ev["alloc_wait_failures"] == 0
     assert ev["by_reason"]["owner_gone"]["count"] > 0
+
+
+def test_keys_of_an_owner_that_died_wait_for_its_lease(pool, handlers):
+    """An instance killed with half the pool keeps its lease (it might be
+    only disconnected) until the TTL: meanwhile its keys are not evicted
+    (nobody could reuse their pages) and the instance still here keeps
+    storing, into room eviction makes among its own keys.  (The server
+    used to evict the dead one's keys first, the coldest, and count the
+    room in its regions as free: the live writer found none, and waited
+    in REQUEST_ALLOC for each region's worth of pages.)  When the lease
+    ends, its regions come back to new instances."""
+    mds = pool(("--evict-grace-ms", "100", "--client-lease-ttl", "12"))
+    parent, child = SPAWN.Pipe()
+    b = SPAWN.Process(target=evict_workers.filler,
+                      args=(mds.url, child, "b", 0, 240, CHUNK, REGION))
+    b.start()
+    try:
+        assert recv(parent)[0] == "stored"   # 15 MiB: half the pool
+    finally:
+        b.kill()
+        b.join()
+    died = time.monotonic()
+    a = handlers(mds.url, "a")
+    time.sleep(2.5)          # b's last HEARTBEAT: 2 s ago (maru-server's
+                             # HERE_NS), b has no connection: it is away
+    n = 0
+    while n < 1200 and time.monotonic() - died < 8:   # 2.5 x the pool
+        assert put(a, 10000 + n), f"a's store {n} failed"
+        n += 1
+    assert n >= 600, f"only {n} stores in 5.5 s"
+    assert time.monotonic() - died < 10          # still within b's lease
+    gone = [i for i in range(240) if not a.exists(key(i))]
+    assert not gone, f"{len(gone)} keys of b evicted within its lease"
+    ev = stats(mds.url)
+    assert ev["evictions"] >= n - 300            # a's own keys made room
+    # the lease ends (12 s, and a tick): b is done, its regions go to a
+    # new instance
+    time.sleep(max(0.0, died + 13 - time.monotonic()))
+    c = handlers(mds.url, "c")
+    for m in range(300):
+        assert put(c, 20000 + m), f"c's store {m} failed"
+
+
+def test_a_busy_owner_gives_a_region_to_a_new_one(pool, handlers):
+    """A writer that holds the whole pool and goes on storing is asked for
+    a region when a new instance needs one; it gives it back before its
+    own next allocation could fill it again.  (It used to free the
+    region's pages for itself first, and the newcomer waited and failed.)"""
+    mds = pool()
+    parent, child = SPAWN.Pipe()
+    w = SPAWN.Process(target=evict_workers.busy_writer,
+                      args=(mds.url, child, "w", 0, 100000, CHUNK, REGION))
+    w.start()
+    try:
+        while True:                      # the pool full, and then some
+            msg = recv(parent)
+            assert msg[0] == "progress", msg
+            if msg[1] >= 1000:
+                break
+        for n in range(3):               # newcomers, each its first region
+            c = handlers(mds.url, f"c{n}")
+            for m in range(40):
+                assert put(c, 200000 + 1000 * n + m), f"c{n}: store {m}"
+        parent.send("stop")
+        msg = recv(parent)
+        while msg[0] == "progress":
+            msg = recv(parent)
+        assert msg[0] == "done"
+        assert msg[2] <= msg[1] // 100, f"writer: {msg[2]} of {msg[1]} failed"
+    finally:
+        w.join(30)
+        if w.is_alive():
+            w.kill()
+    assert stats(mds.url)["regions_released"] >= 3
 
 
 def test_background_reclaim_between_watermarks(pool, handlers):

@@ -146,33 +146,33 @@ static void test_owned_active_switch(void **state)
 	uint64_t rid, page;
 
 	maru__owned_init(&o, 10);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), -ENOSPC);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
 	assert_int_equal(maru__owned_add(&o, 7, 20, NULL), 0);
 	assert_int_equal(maru__owned_add(&o, 7, 20, NULL), -EEXIST);
 	/* region 7 has pages 0, 1 */
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 7);
 	assert_int_equal(page, 0);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(page, 1);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), -ENOSPC);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
 	/* an added region becomes active */
 	assert_int_equal(maru__owned_add(&o, 9, 35, NULL), 0);
 	assert_int_equal(o.regions[1]->pa.page_count, 3);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 9);
 	/* free a page of 7: the active region (9) is still used first */
 	assert_int_equal(maru__owned_free(&o, 7, 0), 0);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 9);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 9);
 	/* 9 full: falls back to 7 and makes it active */
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 7);
 	assert_int_equal(page, 0);
 	assert_int_equal(o.regions[o.active]->region_id, 7);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), -ENOSPC);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
 	/* errors */
 	assert_int_equal(maru__owned_free(&o, 8, 0), -ENOENT);
 	assert_int_equal(maru__owned_free(&o, 9, 3), -ERANGE);
@@ -197,8 +197,30 @@ static void test_owned_many_regions(void **state)
 		assert_int_equal(maru__owned_add(&o, i, 2, NULL), 0);
 	/* 40 pages in all; the last added region is used first */
 	for (i = 0; i < 40; i++)
-		assert_int_equal(maru__owned_alloc(&o, &rid, &page), 0);
-	assert_int_equal(maru__owned_alloc(&o, &rid, &page), -ENOSPC);
+		assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
+	maru__owned_destroy(&o);
+}
+
+/* a draining region hands out no page until its time is up */
+static void test_owned_draining(void **state)
+{
+	struct maru__owned o;
+	uint64_t rid, page;
+
+	maru__owned_init(&o, 10);
+	assert_int_equal(maru__owned_add(&o, 7, 30, NULL), 0);
+	assert_int_equal(maru__owned_add(&o, 9, 20, NULL), 0); /* active */
+	o.regions[1]->drain_until = 1000;
+	assert_int_equal(maru__owned_alloc(&o, 500, &rid, &page), 0);
+	assert_int_equal(rid, 7); /* not 9: draining */
+	assert_int_equal(maru__owned_alloc(&o, 500, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 500, &rid, &page), 0);
+	assert_int_equal(rid, 7);
+	assert_int_equal(maru__owned_alloc(&o, 999, &rid, &page), -ENOSPC);
+	assert_int_equal(maru__owned_alloc(&o, 1000, &rid, &page), 0);
+	assert_int_equal(rid, 9);
+	assert_int_equal(o.regions[1]->drain_until, 0);
 	maru__owned_destroy(&o);
 }
 
@@ -326,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_pagealloc_oom),
 		cmocka_unit_test(test_owned_active_switch),
 		cmocka_unit_test(test_owned_many_regions),
+		cmocka_unit_test(test_owned_draining),
 		cmocka_unit_test(test_owned_oom),
 		cmocka_unit_test(test_keymap_kinds),
 		cmocka_unit_test(test_keymap_grow),

@@ -1696,6 +1696,26 @@ static void test_evict_owner_gone(void **state)
 	assert_int_equal(muint(mget(m, "count")), 2);
 }
 
+/* an owner that is away (no connection, no HEARTBEAT for HERE_NS: its
+ * process may have died, its lease runs on) loses no key: nobody could
+ * use the room; once it is back, its keys are evicted as before */
+static void test_evict_owner_away(void **state)
+{
+	struct mds_wait *w;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	mds_tick(&S, S.vnow + 3 * SEC);
+	assert_error(alloc_w("B", 2 << 20, &w), "Allocation failed");
+	assert_null(w);
+	assert_int_equal(ev_stat("evictions"), 0);
+	assert_true(found("a0") && found("a7"));
+	hb_notices("A");
+	assert_null(alloc_w("B", 2 << 20, &w));
+	assert_non_null(w);
+	assert_int_equal(ev_stat("evictions"), 2);
+}
+
 /* above the high watermark the tick evicts down to the low one */
 static void test_evict_background(void **state)
 {
@@ -1752,6 +1772,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_evict_quota, teardown),
 		cmocka_unit_test_teardown(test_evict_touched, teardown),
 		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),
+		cmocka_unit_test_teardown(test_evict_owner_away, teardown),
 		cmocka_unit_test_teardown(test_evict_background, teardown),
 	};
 

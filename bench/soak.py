@@ -38,7 +38,10 @@ Checks (the run fails, exit status 1, when one does not hold):
     (sanitizer reports, "assert").
 
 Output: a line per second (stores/s, retrieves/s, errors, RSS, fds), the
-faults, and a summary; OUT/soak.csv has the per-second figures.
+faults, and a summary; OUT/soak.csv has the per-second figures and
+OUT/faults.csv the faults.  --plot PNG draws stores/s over time with the
+faults marked, beside an earlier run's (--baseline DIR LABEL: another
+build's --out DIR, e.g. run with that build's venv Python and --build).
 """
 import argparse
 import collections
@@ -214,6 +217,40 @@ class Daemon:
             return 0, 0
 
 
+# ---------------------------------------------------------------- plot
+
+def plot(runs, png):
+    """stores/s (3 s means) of each (--out DIR, label), faults of the last"""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=110)
+    for d, label in runs:
+        with open(os.path.join(d, "soak.csv")) as f:
+            rs = list(csv.DictReader(f))
+        t = [int(r["t"]) for r in rs]
+        v = [int(r["stores"]) for r in rs]
+        m = [sum(v[max(0, i - 2):i + 1]) / len(v[max(0, i - 2):i + 1])
+             for i in range(len(v))]
+        ax.plot(t, m, label=f"{label}: {sum(v)} stores")
+    with open(os.path.join(runs[-1][0], "faults.csv")) as f:
+        for r in csv.DictReader(f):
+            ax.axvline(int(r["t"]), color="grey", ls=":", lw=1)
+            ax.text(int(r["t"]) + 0.3, ax.get_ylim()[1] * 0.97,
+                    r["fault"].split(",")[0], fontsize=7, va="top",
+                    rotation=90, color="grey")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("stores/s (3 s mean)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("bench/soak.py: stores per second while faults happen",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png)
+    print(f"plot: {png}")
+
+
 # ---------------------------------------------------------------- driver
 
 def main():
@@ -232,6 +269,14 @@ def main():
                     "crash-mds,restart-rm",
                     help="which faults, in this order (comma-separated)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--plot", default=None, metavar="PNG",
+                    help="stores/s over time, faults marked")
+    ap.add_argument("--baseline", nargs=2, default=None,
+                    metavar=("DIR", "LABEL"),
+                    help="with --plot: also an earlier run's --out DIR")
+    ap.add_argument("--label", default="this build")
+    ap.add_argument("--log-level", default="INFO",
+                    help="maru-server's (DEBUG shows eviction's decisions)")
     a = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="maru-soak.")
@@ -251,7 +296,7 @@ def main():
                   "--rm-address", f"127.0.0.1:{rm_port}",
                   "--rm-key-file", os.path.join(rm_state, "client.key"),
                   "--state-dir", os.path.join(work, "mds"),
-                  "--shm-index-path", idx, "--log-level", "INFO",
+                  "--shm-index-path", idx, "--log-level", a.log_level,
                   "--client-lease-ttl", "10", "--peer-grace", "10",
                   "--evict-grace-ms", "200"],
                  mds_port, os.path.join(work, "mds.log"))
@@ -398,6 +443,15 @@ def main():
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    with open(os.path.join(out, "faults.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["t", "fault"])
+        w.writerows(faults)
+    if a.plot:
+        runs = [(out, a.label)]
+        if a.baseline:
+            runs.insert(0, tuple(a.baseline))
+        plot(runs, a.plot)
 
     print("\n== summary")
     print(f"faults ({len(faults)}):")

@@ -963,13 +963,13 @@ static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
  * MARU_DRAIN_NS then, and the server asks again.  (@wlock held)
  */
 #define MARU_DRAIN_NS 2000000000ull
-static void evict_region(struct maru_handler *h, uint64_t rid)
+static bool evict_region(struct maru_handler *h, uint64_t rid)
 {
 	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
 	uint64_t p;
 
 	if (!r || !region_live(r))
-		return;
+		return false;
 	for (p = 0; p < r->pa.page_count; p++) {
 		if (r->pa.used[p] && !r->page_keys[p]) {
 			/* being written: none of its pages goes out meanwhile,
@@ -977,7 +977,7 @@ static void evict_region(struct maru_handler *h, uint64_t rid)
 			pthread_mutex_lock(&h->olock);
 			r->drain_until = maru__now_ns() + MARU_DRAIN_NS;
 			pthread_mutex_unlock(&h->olock);
-			return;
+			return false;
 		}
 	}
 	for (p = 0; p < r->pa.page_count; p++)
@@ -996,13 +996,14 @@ static void evict_region(struct maru_handler *h, uint64_t rid)
 	pthread_mutex_unlock(&h->olock);
 	return_region(h, rid);
 	linfo(h, "region %" PRIu64 ": given back (eviction emptied it)", rid);
+	return true;
 }
 
 size_t maru__evict_apply(struct maru_handler *h)
 {
 	struct maru__inbox *in = &h->inbox;
 	uint64_t *ev, *rel;
-	size_t nev, nrel = 0, i, freed = 0;
+	size_t nev, nrel, i, freed = 0, given = 0;
 
 	if (!atomic_load(&in->pending))
 		return 0;
@@ -1020,12 +1021,12 @@ size_t maru__evict_apply(struct maru_handler *h)
 	for (i = 0; i + 2 < nev; i += 3)
 		freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
 	for (i = 0; i < nrel; i++)
-		evict_region(h, rel[i]);
+		given += evict_region(h, rel[i]);
 	if (freed)
 		ldbg(h, "eviction: %zu page(s) of ours free again", freed);
 	free(ev);
 	free(rel);
-	return freed;
+	return freed + given;
 }
 
 void maru__evict_apply_try(struct maru_handler *h)

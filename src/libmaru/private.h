@@ -920,7 +920,8 @@ void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
  * apply the inbox (@wlock held): free the pages named, then give back the
  * regions asked for (the server emptied them for another instance's
  * request: their pages, freed by the same reply, are not handed out in
- * between).  Return: pages freed
+ * between).  Return: pages freed plus regions given back (0: nothing
+ * changed; after a failed REQUEST_ALLOC, > 0 means "ask again")
  */
 size_t maru__evict_apply(struct maru_handler *h);
 /* apply it if @wlock is free (the lease thread) */

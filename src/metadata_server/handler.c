@@ -89,14 +89,14 @@ struct notices {
 	bool renew;
 };
 
-/* @rel: ask for regions back too (not of a requester short of room) */
-static void notices_take(struct mds *s, uint32_t islot, bool rel,
+/* @alloc: a REQUEST_ALLOC's reply (the requester is short of room: only
+ * regions emptied for another's request are asked back) */
+static void notices_take(struct mds *s, uint32_t islot, bool alloc,
 			 struct notices *nt)
 {
+	nt->nrel = mds_release_wanted(s, islot, nt->rel, RELEASE_MAX, alloc);
 	nt->nev = mds_take_notices(s, islot, nt->ev, NOTICES_MAX, &nt->first,
-				   &nt->last, rel);
-	nt->nrel = rel ? mds_release_wanted(s, islot, nt->rel, RELEASE_MAX)
-		       : 0;
+				   &nt->last, nt->rel, nt->nrel);
 	nt->renew = islot != IX_NO_SLOT && s->insts[islot].notices &&
 		    (mds_notices_pending(s, islot) || mds_under_pressure(s));
 }
@@ -145,7 +145,7 @@ static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
 {
 	struct notices nt;
 
-	notices_take(s, islot, false, &nt);
+	notices_take(s, islot, true, &nt);
 	if (rc != 0) {
 		log_dbg("REQUEST_ALLOC failed: %d", rc);
 		mp_put_map(w, 2 + notices_fields(&nt));
@@ -845,7 +845,7 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 		     rc == 1 || q->lease_release
 			     ? IX_NO_SLOT
 			     : mds_inst_for(s, q->instance_id, peer),
-		     true, &nt);
+		     false, &nt);
 	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt) +
 			      (s->pub != NULL));
 	/* the shared index the client should use (issue 16): a client

@@ -287,7 +287,6 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->last_fd = -1;
 	in->host[0] = '\0';
 	in->pid = 0;
-	in->earmarked = 0;
 	in->hb_at = 0;
 	in->pins.uid = ++s->next_uid;
 	in->pins.owner1 = slot + 1;
@@ -809,6 +808,22 @@ static void region_forget(struct mds *s, uint32_t slot)
 	inst_maybe_gc(s, owner);
 }
 
+/* a region emptied for instance @islot's request was freed: its waiting
+ * request (if it still waits) is served first (cap_serve) */
+static void earmark(struct mds *s, uint32_t islot)
+{
+	struct mds_wait *w;
+
+	if (islot >= s->ninst_slots || !s->insts[islot].id)
+		return;
+	for (w = s->cap_head; w; w = w->next)
+		if (!w->cap_quota && w->inst.len == s->insts[islot].id_len &&
+		    !memcmp(w->inst.ptr, s->insts[islot].id, w->inst.len)) {
+			w->earmarked++;
+			return;
+		}
+}
+
 /*
  * The region's owner is done and no entry refers to it: drop it from the
  * table and free it at the RM (now, or from the retry queue).
@@ -827,9 +842,8 @@ static void region_release(struct mds *s, uint32_t slot)
 						   : "no connection left",
 			 (unsigned long long)h.length);
 	}
-	if (r->wanted_for && r->wanted_for - 1 < s->ninst_slots &&
-	    s->insts[r->wanted_for - 1].id)
-		s->insts[r->wanted_for - 1].earmarked++;
+	if (r->wanted_for)
+		earmark(s, r->wanted_for - 1);
 	region_forget(s, slot);
 	queue_free(s, &h);
 	s->cap_freed = true; /* capacity for whoever waits (tick) */
@@ -1073,6 +1087,7 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 #define EVICT_TICK_KEYS 50000	   /* background victims per tick */
 #define EVICT_WALK_MAX 100000	   /* entries walked to choose victims */
 #define EVICT_TICK_REGIONS 4	   /* done owners' regions emptied per tick */
+#define WANTED_NS 2000000000ull	   /* a region asked back counts that long */
 #define EVICT_LOG_NS 1000000000ull /* a burst ends after 1 s without one */
 #define EVICT_FULL_NS 10000000000ull /* "full" lasts 10 s after the RM said */
 #define NOTICE_RESEND_NS 2000000000ull	/* unacknowledged: sent again */
@@ -1314,7 +1329,8 @@ static uint64_t empty_a_region(struct mds *s, uint32_t for_islot, bool done_only
 		 * take notices and be here), or a region whose owner is done
 		 * (returned, gone: freed once empty) */
 		if (!r->refs || !cold[i] ||
-		    (r->state == REG_LIVE && (done_only || !owner_here(s, r))))
+		    (r->state == REG_LIVE &&
+		     (done_only || !owner_here(s, r) || r->owner == for_islot)))
 			continue;
 		if (best == IX_NO_SLOT || (w && !whole) ||
 		    (w && warm[i] < warm[best]) ||
@@ -1330,6 +1346,9 @@ static uint64_t empty_a_region(struct mds *s, uint32_t for_islot, bool done_only
 		return 0;
 	s->regions[best].wanted = 1;
 	s->regions[best].wanted_for = for_islot + 1; /* (IX_NO_SLOT: 0) */
+	s->any_wanted = true;
+	log_dbg("region %llu: emptied for a waiting request",
+		(unsigned long long)s->regions[best].h.region_id);
 	walk = EVICT_WALK_MAX;
 	for (e = pol_coldest(&s->pol); e && walk-- && s->regions[best].refs;
 	     e = next) {
@@ -1339,9 +1358,6 @@ static uint64_t empty_a_region(struct mds *s, uint32_t for_islot, bool done_only
 			keys++;
 		}
 	}
-	log_dbg("region %llu: emptied for a waiting request (%llu key(s))",
-		(unsigned long long)s->regions[best].h.region_id,
-		(unsigned long long)keys);
 	return keys;
 }
 
@@ -1400,7 +1416,7 @@ static struct mds_notice *nq_at(struct mds_inst *in, uint32_t i)
 
 uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 			  uint32_t max, uint64_t *first, uint64_t *last,
-			  bool with_release)
+			  const uint64_t *rel, uint32_t nrel)
 {
 	struct mds_inst *in;
 	uint32_t n = 0, i;
@@ -1417,8 +1433,14 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 
 		if (q->due > s->vnow)
 			break;
-		if (!with_release && notice_wanted(s, in, q))
-			break;
+		if (notice_wanted(s, in, q)) {
+			uint32_t j = 0;
+
+			while (j < nrel && rel[j] != q->region_id)
+				j++;
+			if (j == nrel)
+				break; /* with the request for it, later */
+		}
 		r = region_find(s, q->region_id, NULL);
 		if (!*first)
 			*first = in->nq_seq0 + i;
@@ -1523,7 +1545,7 @@ static bool inst_waits(const struct mds *s, uint32_t islot)
 static uint64_t waiting_bytes(struct mds *s);
 
 uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
-			    uint32_t max)
+			    uint32_t max, bool only_wanted)
 {
 	uint32_t i, n = 0;
 	bool waits, wanted;
@@ -1531,25 +1553,26 @@ uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 	if (islot == IX_NO_SLOT || !mds_under_pressure(s))
 		return 0;
 	/*
-	 * Regions eviction emptied, once quiet -- not from one that waits
-	 * for room itself (it would ask again).  A region emptied for another
-	 * instance's waiting request: at once, and whatever the owner stored
-	 * there since (a busy owner fills what is free of it, and waits for
-	 * its own pages now and then, all the time); what it stored stays
-	 * readable after the return, until evicted.  The RM frees it only
-	 * once it is empty and quiet.
+	 * Regions eviction emptied, once quiet (a reader of an evicted key
+	 * may still copy it from the owner's mapping, which goes with the
+	 * region) -- not from one that waits for room itself (it would ask
+	 * again).  A region emptied for another instance's waiting request:
+	 * also from an owner that waits (a busy owner does, now and then, all
+	 * the time), and whatever the owner stored there since (it fills
+	 * what is free of it); what it stored stays readable after the
+	 * return, the server's until evicted.
 	 */
-	waits = inst_waits(s, islot);
+	waits = only_wanted || inst_waits(s, islot);
 	wanted = waiting_bytes(s) != 0;
 	for (i = s->reg_head; i != IX_NO_SLOT && n < max;
 	     i = s->regions[i].next) {
 		const struct mds_region *r = &s->regions[i];
 
-		if (r->owner != islot || r->state != REG_LIVE)
+		if (r->owner != islot || r->state != REG_LIVE ||
+		    r->quiet_at > s->vnow)
 			continue;
 		if ((r->wanted && wanted) ||
-		    (!waits && r->evicted && !r->refs &&
-		     r->quiet_at <= s->vnow))
+		    (!waits && r->evicted && !r->refs))
 			out[n++] = r->h.region_id;
 	}
 	return n;
@@ -1568,9 +1591,12 @@ static uint64_t coming_bytes(const struct mds *s)
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
 		const struct mds_region *r = &s->regions[i];
 
-		if (r->state == REG_LIVE ? r->evicted && !r->refs &&
-						   owner_here(s, r)
-					 : r->deferred)
+		/* (an owner may hold on to one: a page of it held by the
+		 * application; after WANTED_NS it counts no more) */
+		if (r->state == REG_LIVE
+			    ? r->evicted && !r->refs && owner_here(s, r) &&
+				      r->quiet_at + WANTED_NS > s->vnow
+			    : r->deferred)
 			n += r->h.length;
 	}
 	return n;
@@ -1684,21 +1710,70 @@ static int reclaim_for(struct mds *s, struct mds_wait *w)
 	return -EINPROGRESS;
 }
 
+/* does @islot hold a region emptied for another's request, to be asked
+ * back now (mds_release_wanted), that no waiter of its was answered for
+ * yet?  (Once: a region it cannot give back -- a page of it held by the
+ * application -- must not fail its every request.)  Marks them. */
+static bool holds_wanted(struct mds *s, uint32_t islot)
+{
+	bool any = false;
+	uint32_t i;
+
+	if (islot == IX_NO_SLOT || !s->any_wanted)
+		return false;
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+		struct mds_region *r = &s->regions[i];
+
+		if (r->owner == islot && r->state == REG_LIVE && r->wanted &&
+		    !r->kicked && r->quiet_at <= s->vnow) {
+			r->kicked = 1;
+			any = true;
+		}
+	}
+	return any;
+}
+
+/* the waiters a freed region was emptied for to the head, in order */
+static void cap_earmarked_first(struct mds *s)
+{
+	struct mds_wait *w, *next, *head = NULL, *last = NULL;
+	uint32_t n = 0;
+
+	for (w = s->cap_head; w; w = next) {
+		next = w->next;
+		if (!w->earmarked)
+			continue;
+		cap_unlink(s, w);
+		if (last)
+			last->next = w;
+		else
+			head = w;
+		last = w;
+		n++;
+	}
+	if (!head)
+		return;
+	last->next = s->cap_head;
+	if (!s->cap_head)
+		s->cap_tail = last;
+	s->cap_head = head;
+	s->ncap += n;
+}
+
 /* answer the waiters that can be: own pages due, a freed region, timeout */
 static void cap_serve(struct mds *s)
 {
 	struct mds_wait *w, *next, *ready = NULL, **tail = &ready;
-	bool freed = s->cap_freed, marked = false;
+	bool freed = s->cap_freed;
 	struct rm_handle h;
 	uint32_t islot;
 	int rc;
 
 	s->cap_freed = false;
-	/* capacity freed for some waiters' requests goes to them first */
-	for (w = s->cap_head; freed && w && !marked; w = w->next) {
-		islot = inst_find(s, w->inst);
-		marked = islot != IX_NO_SLOT && s->insts[islot].earmarked;
-	}
+	/* capacity freed for some waiters' requests goes to them first:
+	 * they go to the head of the queue */
+	if (freed)
+		cap_earmarked_first(s);
 	/* as many regions on their way as are waited for (one emptied may
 	 * have been refilled by its owner meanwhile), each for the first
 	 * request that needs one: not at its quota, no pages of its own
@@ -1714,7 +1789,11 @@ static void cap_serve(struct mds *s)
 	for (w = s->cap_head; w; w = next) {
 		next = w->next;
 		islot = inst_find(s, w->inst);
-		if (own_pages(s, w, islot)) {
+		if (own_pages(s, w, islot) ||
+		    (!w->cap_quota && holds_wanted(s, islot))) {
+			/* (one that holds a region another request waits
+			 * for: answered now, with the request for it, which
+			 * its writer -- waiting here -- applies) */
 			w->rc = MDS_RC_RECLAIMED;
 		} else if (w->cap_quota) {
 			if (w->cap_deadline > s->vnow)
@@ -1722,13 +1801,9 @@ static void cap_serve(struct mds *s)
 			s->ctr.cap_fails++;
 			w->rc = -EDQUOT;
 		} else if (freed &&
-			   (marked ? islot != IX_NO_SLOT &&
-					     s->insts[islot].earmarked
-				   : !mds_notices_pending(s, islot))) {
-			/* (else one whose own pages come waits for them:
-			 * the region goes to one that has none coming) */
-			if (marked)
-				s->insts[islot].earmarked--;
+			   (w->earmarked || !mds_notices_pending(s, islot))) {
+			/* (one whose own pages come waits for them: the
+			 * region goes to one that has none coming) */
 			cap_unlink(s, w);
 			rc = s->rm->alloc(s->rm_arg, w->size, w, &h);
 			if (rc == -EINPROGRESS)
@@ -1823,7 +1898,7 @@ static void evict_tick(struct mds *s)
 					   : 0;
 
 		if (room < need && s->kv_bytes > floor)
-			low = s->kv_bytes - (need - room) > floor
+			low = need - room < s->kv_bytes - floor
 				      ? s->kv_bytes - (need - room)
 				      : floor;
 		/* and, for owners here that will want a region, whole
@@ -1842,6 +1917,16 @@ static void evict_tick(struct mds *s)
 		evict_some(s, s->kv_bytes - low, EVICT_TICK_KEYS);
 	if (s->ncap)
 		cap_serve(s);
+	if (s->any_wanted && !waiting_bytes(s)) {
+		/* nobody waits for a region any more: none is wanted */
+		for (i = s->reg_head; i != IX_NO_SLOT;
+		     i = s->regions[i].next) {
+			s->regions[i].wanted = 0;
+			s->regions[i].wanted_for = 0;
+			s->regions[i].kicked = 0;
+		}
+		s->any_wanted = false;
+	}
 	if (s->burst_keys && s->vnow - s->burst_last >= EVICT_LOG_NS) {
 		s->ctr.evict_burst_lines++;
 		log_info("evicted %llu key(s), %llu bytes (pinned: %llu bytes, "

@@ -91,6 +91,7 @@ struct mds_wait {
 	int rc;
 	struct rm_handle h;
 	struct mds_wait *next; /* the RM session's list, or the store's */
+	uint32_t earmarked;    /* regions emptied for it were freed */
 	uint64_t cap_deadline; /* vclock: waiting for capacity until then */
 	uint64_t cap_told;     /* its instance's "told" when it began */
 	bool cap_quota;	       /* waits for its own pages (at its quota) */
@@ -207,6 +208,8 @@ struct mds_region {
 	uint8_t wanted;	     /* emptied for another's request: asked back
 			      * even while its owner waits itself */
 	uint32_t wanted_for; /* ... for this instance's (slot + 1; 0: none) */
+	uint8_t kicked;	     /* ... and a waiter of its owner was answered
+			      * at once for it (holds_wanted) */
 	uint8_t hit_len;
 	uint16_t dev;	     /* its pool: mds.devs[dev - 1]; 0 unknown */
 	uint64_t quiet_at;   /* vclock: its last eviction + grace */
@@ -263,10 +266,6 @@ struct mds_inst {
 	 * informative only (GET_USAGE), "" / 0 unknown */
 	char host[MDS_HOST_MAX + 1];
 	uint32_t pid;
-	/* regions emptied for its waiting request and freed: a waiter of
-	 * its is served first when capacity comes (not the owner that gave
-	 * it back, which may wait too) */
-	uint32_t earmarked;
 };
 
 struct mds_lease {
@@ -348,6 +347,7 @@ struct mds {
 	struct mds_wait *cap_head, *cap_tail;
 	uint32_t ncap;
 	uint32_t ndeferred;   /* regions emptied by eviction, FREE deferred */
+	bool any_wanted;      /* some region is marked wanted */
 	uint64_t pool_total;  /* the pool's size as last seen (0: unknown) */
 	bool cap_freed;	      /* a region was freed at the RM since the
 			       * waiters last asked it */
@@ -600,15 +600,15 @@ static inline void mds_set_pool_total(struct mds *s, uint64_t total)
  * @islot: from mds_inst_slot(); IX_NO_SLOT gives 0
  * @first, @last: out: the numbers of the notices walked (0, 0: none); a
  *	moot one (its region returned meanwhile) is walked but not written
- * @with_release: the reply also asks for regions back (mds_release_wanted:
- *	a HEARTBEAT's); without, the walk stops at a page of a region emptied
- *	for another's request, which goes with the request to give it back
- *	(told alone, the page would be filled again first)
+ * @rel, @nrel: the regions the same reply asks back (mds_release_wanted):
+ *	the walk stops at a page of a region emptied for another's request
+ *	that is not among them (told alone, the page would be filled again
+ *	before the region goes)
  * Return: triples written (at most @max).
  */
 uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 			  uint32_t max, uint64_t *first, uint64_t *last,
-			  bool with_release);
+			  const uint64_t *rel, uint32_t nrel);
 
 /* mds_ack_notices - the instance has its notices up to number @ack */
 void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack);
@@ -616,10 +616,12 @@ void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack);
 /**
  * mds_release_wanted - regions of the instance that eviction emptied and
  * that the pool needs back (capacity is short): ids into @out
+ * @only_wanted: only those emptied for another instance's waiting request
+ *	(a REQUEST_ALLOC reply: the requester is short of room itself)
  * Return: ids written (at most @max).
  */
 uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
-			    uint32_t max);
+			    uint32_t max, bool only_wanted);
 
 /* mds_notices_pending - does the instance have notices not yet due/told? */
 bool mds_notices_pending(const struct mds *s, uint32_t islot);

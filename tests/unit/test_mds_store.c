@@ -1714,6 +1714,8 @@ static void test_evict_owner_away(void **state)
 	assert_null(alloc_w("B", 2 << 20, &w));
 	assert_non_null(w);
 	assert_int_equal(ev_stat("evictions"), 2);
+	mds_tick(&S, S.vnow + 10 * SEC);
+	mds_resume(&S, w, &OUT);
 }
 
 /* above the high watermark the tick evicts down to the low one */

@@ -264,6 +264,8 @@ def main():
                     help="seconds a worker may take to work again")
     ap.add_argument("--pool-mib", type=int, default=256)
     ap.add_argument("--chunk-kib", type=int, default=64)
+    ap.add_argument("--lease-ttl", default="10",
+                    help="maru-server --client-lease-ttl (seconds)")
     ap.add_argument("--rss-slack-mib", type=float, default=8)
     ap.add_argument("--faults", default="kill,stop-rm,restart-mds,"
                     "crash-mds,restart-rm",
@@ -297,7 +299,7 @@ def main():
                   "--rm-key-file", os.path.join(rm_state, "client.key"),
                   "--state-dir", os.path.join(work, "mds"),
                   "--shm-index-path", idx, "--log-level", a.log_level,
-                  "--client-lease-ttl", "10", "--peer-grace", "10",
+                  "--client-lease-ttl", a.lease_ttl, "--peer-grace", "10",
                   "--evict-grace-ms", "200"],
                  mds_port, os.path.join(work, "mds.log"))
     chunk = a.chunk_kib * KiB

@@ -263,13 +263,16 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	if (rc == -EREMOTEIO && !r.success)
 		rc = -ENOSPC; /* {"success": false, "error": "Allocation
 				 failed"} */
-	if (rc == -ENOSPC &&
-	    (r.evicted.n || atomic_load(&h->inbox.pending))) {
+	if (rc == -ENOSPC && (r.evicted.n || r.evicted_last ||
+			      atomic_load(&h->inbox.pending))) {
 		/* full, but pages of ours were evicted: told in this reply
-		 * or a heartbeat's (maru__evict_note); the caller uses them */
+		 * or a heartbeat's (maru__evict_note), or a region asked
+		 * back; the caller applies them and asks again.  (Notices
+		 * walked may all be moot -- pages our own delete() freed
+		 * already -- and free nothing: still no failure.) */
 		ldbg(h, "REQUEST_ALLOC: pool full, %u page(s) of ours evicted",
 		     r.evicted.n / 3);
-		return rc;
+		return -EAGAIN;
 	}
 	if (rc < 0) {
 		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes failed: %s", size,
@@ -563,6 +566,8 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		goto out_teardown;
 
 	rc = request_region(h, h->cfg.pool_size, &hd);
+	if (rc == -EAGAIN)
+		rc = -ENOSPC; /* (no page of ours to use yet) */
 	if (rc < 0)
 		goto out_teardown;
 	rc = adopt_region(h, &hd);
@@ -1093,9 +1098,10 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 		rc = expand(h);
 		/* the pool is full and the server evicted pages of ours
 		 * instead (its reply said which): use those */
-		if (rc < 0 && (tries >= 4 || !maru__evict_apply(h))) {
+		if (rc < 0 && (tries >= 4 ||
+			       (!maru__evict_apply(h) && rc != -EAGAIN))) {
 			lerr(h, "pool exhausted after expansion attempt: %s",
-			     strerror(-rc));
+			     strerror(rc == -EAGAIN ? ENOSPC : -rc));
 			return -ENOMEM;
 		}
 		pthread_mutex_lock(&h->olock);

@@ -1433,7 +1433,9 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 
 		if (q->due > s->vnow)
 			break;
-		if (notice_wanted(s, in, q)) {
+		r = region_find(s, q->region_id, NULL);
+		if (r && r->wanted && r->owner == islot &&
+		    r->state == REG_LIVE) {
 			uint32_t j = 0;
 
 			while (j < nrel && rel[j] != q->region_id)
@@ -1441,7 +1443,6 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 			if (j == nrel)
 				break; /* with the request for it, later */
 		}
-		r = region_find(s, q->region_id, NULL);
 		if (!*first)
 			*first = in->nq_seq0 + i;
 		*last = in->nq_seq0 + i;

@@ -323,6 +323,14 @@ void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
 	memcpy(&a, d, 8);
 	memcpy(&b, d + 8, 8);
 	*g1 = (uint64_t)(((unsigned __int128)a * n) >> 64);
+	if (n % SI_PAGE_GROUPS == 0) {
+		/* the second choice in the first one's page */
+		*g2 = (*g1 & ~(uint64_t)(SI_PAGE_GROUPS - 1)) |
+		      (b >> (64 - SI_PAGE_SHIFT));
+		if (*g2 == *g1)
+			*g2 ^= 1;
+		return;
+	}
 	*g2 = (uint64_t)(((unsigned __int128)b * n) >> 64);
 	if (*g2 == *g1)
 		*g2 = (*g1 + 1) % n;
@@ -808,13 +816,12 @@ static int choose(const struct si_map *m, const struct si_table *t,
 	return 1;
 }
 
-void si_aim(const struct si_map *m, const struct si_table *t,
-	    const uint8_t d[SI_DIGEST])
+const void *si_aim(const struct si_map *m, const struct si_table *t,
+		  const uint8_t d[SI_DIGEST])
 {
 	struct si_entry *slot;
 
-	if (t->sh && choose(m, t, d, &slot) == 1)
-		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)slot));
+	return t->sh && choose(m, t, d, &slot) == 1 ? slot : NULL;
 }
 
 int si_insert(const struct si_map *m, const struct si_table *t,

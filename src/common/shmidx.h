@@ -14,8 +14,8 @@
  *
  * Entries.  A key is named by a 128-bit digest (the first 16 bytes of
  * SHA-256 over "MK1" || tag || key bytes, si_digest()); a key lives in
- * one of two groups chosen by the two halves of its digest and never
- * moves.  An entry is one 64-byte line that verifies itself: a sequence
+ * one of two groups chosen by the two halves of its digest (both in one
+ * 4 KiB page, si_groups()) and never moves.  An entry is one 64-byte line that verifies itself: a sequence
  * number (odd while the writer is in the middle of it) and a 64-bit check
  * over the other words.  All-zero memory fails the check, so a fresh or
  * punched page reads as "unstable", never as an entry.  A group whose two
@@ -55,12 +55,14 @@
 #include <stdint.h>
 
 #define SI_MAGIC 0x3158444955524153ull /* "SURIDX1" + a version byte */
-#define SI_LAYOUT 1
+#define SI_LAYOUT 2 /* 2: a key's two groups share a 4 KiB page */
 #define SI_LINE 64
 #define SI_GROUP 4			  /* entries per group */
 #define SI_GROUP_BYTES (SI_GROUP * SI_LINE)
 #define SI_HDR 4096			  /* the superblock's page */
 #define SI_DIGEST 16
+#define SI_PAGE_SHIFT 4			  /* 16 groups: 4 KiB */
+#define SI_PAGE_GROUPS (1u << SI_PAGE_SHIFT)
 #define SI_RETRIES 16 /* unstable snapshots before a lookup asks the server */
 
 enum {
@@ -218,7 +220,13 @@ void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
 		     size_t n, const uint8_t (*d)[SI_DIGEST], int *res,
 		     struct si_hit *out, struct si_rstats *st);
 
-/* the two groups of digest @d in a table of @n groups */
+/*
+ * the two groups of digest @d in a table of @n groups: the first from the
+ * digest's first half; the second from its second half, inside the first
+ * one's 4 KiB page (16 groups) when @n is a multiple of 16 -- a key then
+ * costs a lookup or a change one page's translation, not two (on a VM a
+ * TLB miss is a few hundred ns) -- else anywhere
+ */
 void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
 	       uint64_t *g2);
 
@@ -271,12 +279,12 @@ int si_insert(const struct si_map *m, const struct si_table *t,
 	      const struct si_entry *v);
 
 /*
- * si_aim - fetch, for writing, the line si_insert() would put digest @d
- * in (with a shadow; else nothing): a writer that calls it a while before
- * the insert finds the line in its cache then
+ * si_aim - the line si_insert() would put digest @d in, as things are
+ * (with a shadow; else NULL): a writer that fetches it a while before the
+ * insert finds it in its cache then
  */
-void si_aim(const struct si_map *m, const struct si_table *t,
-	    const uint8_t d[SI_DIGEST]);
+const void *si_aim(const struct si_map *m, const struct si_table *t,
+		   const uint8_t d[SI_DIGEST]);
 
 /**
  * si_remove - make the entry of digest @d EMPTY, if there is one

@@ -628,7 +628,7 @@ static int mp_idx_desc(struct mp_rd *r, struct maru__idx_desc *d, int depth)
 		if (rc)
 			return -EPROTO;
 	}
-	d->usable = layout == 1 && digest_ok && d->area_id && d->length &&
+	d->usable = layout == SI_LAYOUT && digest_ok && d->area_id && d->length &&
 		    (d->pool ? d->region.length >= d->length
 			     : d->path_len > 0);
 	return 0;

@@ -252,37 +252,38 @@ static bool collided(const struct pub *p, const uint8_t *d)
 }
 
 /*
- * Publish @e into @t (@rid: its region, 0 for none).  Return: 1 it is
+ * Publish key @k into @t (@k->rid: its region, 0 for none).  Return: 1 it is
  * there now, 0 it was already, -1 no room (its groups are OVF), -2 a
  * collision took the other key out, -3 a key the index does not carry
  * (no tracked region, longer than 4 GiB, a collided digest: OVF too).
  */
 static int put_in(struct pub *p, const struct si_table *t,
-		  const struct ix_entry *e, uint64_t rid, const uint8_t *d)
+		  const struct pub_q *k)
 {
+	const uint8_t *d = k->d;
 	const struct si_entry *x;
 	struct si_entry v;
 	void *nc;
 	int rc;
 
-	if (!rid || e->len > UINT32_MAX || (p->ncoll && collided(p, d))) {
+	if (!k->rid || k->len > UINT32_MAX || (p->ncoll && collided(p, d))) {
 		si_mark_ovf(&p->map, t, d);
 		return -3;
 	}
 	memset(&v, 0, sizeof(v));
 	memcpy(v.digest, d, SI_DIGEST);
-	v.region_id = rid;
-	v.kv_offset = e->off;
-	v.kv_length = (uint32_t)e->len;
-	v.gen = e->gen;
+	v.region_id = k->rid;
+	v.kv_offset = k->off;
+	v.kv_length = (uint32_t)k->len;
+	v.gen = k->gen;
 	rc = si_insert(&p->map, t, &v);
 	if (rc == 1)
 		return 1;
 	if (rc == 0)
 		return -1;
 	x = si_live(&p->map, t, d);
-	if (x && x->gen == e->gen && x->region_id == rid &&
-	    x->kv_offset == e->off)
+	if (x && x->gen == k->gen && x->region_id == k->rid &&
+	    x->kv_offset == k->off)
 		return 0; /* the copy meets a key a change already put */
 	/*
 	 * Two keys with one digest (2^-128 a pair, or 2^64 work for who
@@ -301,9 +302,14 @@ static int put_in(struct pub *p, const struct si_table *t,
 	return -2;
 }
 
-static void digest_of(const struct ix_entry *e, uint8_t d[SI_DIGEST])
+/* what a table holds of entry @e of region @rid */
+static void q_of(struct pub_q *k, const struct ix_entry *e, uint64_t rid)
 {
-	si_digest(ix_entry_tag(e), e->key, ix_entry_klen(e), d);
+	si_digest(ix_entry_tag(e), e->key, ix_entry_klen(e), k->d);
+	k->rid = rid;
+	k->off = e->off;
+	k->len = e->len;
+	k->gen = e->gen;
 }
 
 /* @ovf counts only keys that found no room: a larger table helps them;
@@ -318,45 +324,60 @@ static void count_put(uint64_t *keys, uint64_t *ovf, int rc)
 		(*keys)--; /* the other key left the table */
 }
 
-void pub_prepare(struct pub *p, const struct ix_key *k, uint8_t d[SI_DIGEST])
-{
-	uint64_t g1, g2;
-
-	if (!p || !p->cur.n_groups)
-		return;
-	si_digest(k->tag, k->ptr, k->len, d);
-	/* the shadow's slots of both groups, while the caller goes on */
-	si_groups(d, p->cur.n_groups, &g1, &g2);
-	__builtin_prefetch(&p->cur.sh[g1]);
-	__builtin_prefetch(&p->cur.sh[g2]);
-}
-
-void pub_aim(struct pub *p, const uint8_t d[SI_DIGEST])
-{
-	if (p && p->cur.n_groups)
-		si_aim(&p->map, &p->cur, d);
-}
-
 void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id)
 {
-	uint8_t d[SI_DIGEST];
-
 	if (!p || !p->cur.n_groups)
 		return;
-	digest_of(e, d);
-	pub_put_d(p, e, region_id, d);
+	if (p->nq == PUB_QUEUE)
+		pub_flush(p);
+	q_of(&p->q[p->nq++], e, region_id);
 }
 
-void pub_put_d(struct pub *p, const struct ix_entry *e, uint64_t region_id,
-	       const uint8_t d[SI_DIGEST])
+/*
+ * The queue in passes, so that the misses of one key overlap those of the
+ * others: every key's two shadow groups asked for, with the first line of
+ * its first table group (the page both its groups are in: its translation
+ * is then at hand, a TLB miss less later); then (they have arrived) the
+ * line each key would go to; then
+ * those lines asked for, in a loop of their own (between other work a
+ * core keeps only a few such fetches in flight); then the lines written,
+ * in order.  Only the last pass decides: an earlier key of the queue may
+ * take the slot a later one aimed at, which then costs a miss, nothing
+ * more.
+ */
+void pub_flush(struct pub *p)
 {
-	if (!p || !p->cur.n_groups)
+	const struct si_table *t = &p->cur;
+	const uint8_t *tab = p->map.base + t->off;
+	const void *aim[PUB_QUEUE];
+	unsigned i, n = p->nq;
+	uint64_t g1, g2;
+
+	p->nq = 0;
+	if (!n || !t->n_groups)
 		return;
-	count_put(&p->cur_keys, &p->ovf_since,
-		  put_in(p, &p->cur, e, region_id, d));
-	if (p->phase == PH_COPY)
-		count_put(&p->next_keys, &p->next_ovf,
-			  put_in(p, &p->next, e, region_id, d));
+	if (t->sh) {
+		for (i = 0; i < n; i++) {
+			si_groups(p->q[i].d, t->n_groups, &g1, &g2);
+			__builtin_prefetch(&t->sh[g1]);
+			__builtin_prefetch(&t->sh[g2]);
+			__builtin_prefetch(tab + g1 * SI_GROUP_BYTES);
+		}
+		for (i = 0; i < n; i++)
+			aim[i] = si_aim(&p->map, t, p->q[i].d);
+		for (i = 0; i < n; i++)
+			if (aim[i])
+				__asm__ volatile("prefetchw %0"
+						 :
+						 : "m"(*(const char *)aim[i]));
+	}
+	for (i = 0; i < n; i++) {
+		count_put(&p->cur_keys, &p->ovf_since,
+			  put_in(p, t, &p->q[i]));
+		if (p->phase == PH_COPY)
+			count_put(&p->next_keys, &p->next_ovf,
+				  put_in(p, &p->next, &p->q[i]));
+	}
 	p->need_fence = true;
 }
 
@@ -366,7 +387,8 @@ void pub_del(struct pub *p, const struct ix_entry *e)
 
 	if (!p || !p->cur.n_groups)
 		return;
-	digest_of(e, d);
+	pub_flush(p); /* the puts before it first: the order of changes */
+	si_digest(ix_entry_tag(e), e->key, ix_entry_klen(e), d);
 	if (si_remove(&p->map, &p->cur, d) && p->cur_keys)
 		p->cur_keys--;
 	if (p->phase == PH_COPY && si_remove(&p->map, &p->next, d) &&
@@ -386,11 +408,10 @@ struct scan_arg {
 static void scan_put(struct ix_entry *e, void *arg)
 {
 	struct scan_arg *a = arg;
-	uint8_t d[SI_DIGEST];
+	struct pub_q k;
 
-	digest_of(e, d);
-	count_put(a->keys, a->ovf,
-		  put_in(a->p, a->t, e, a->p->region_id(a->p->arg, e), d));
+	q_of(&k, e, a->p->region_id(a->p->arg, e));
+	count_put(a->keys, a->ovf, put_in(a->p, a->t, &k));
 }
 
 /* name @t in the superblock (a new state): every reader follows */
@@ -538,6 +559,7 @@ bool pub_tick(struct pub *p, uint64_t ns)
 
 	if (!p || !p->cur.n_groups)
 		return false;
+	pub_flush(p); /* a table's changes, in their order, before it moves */
 	if (p->phase == PH_IDLE && !start_rebuild(p))
 		return false;
 	while (p->phase == PH_FORMAT && now_ns() < end) {

@@ -2190,14 +2190,9 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	struct mds_region *r;
 	struct ix_entry *e;
 	uint32_t slot = IX_NO_SLOT;
-	uint8_t d[SI_DIGEST];
 	bool too_long = s->cfg.max_key && reg->key.len > s->cfg.max_key;
 	int rc;
 
-	/* its place in the shared index, fetched while the key is looked
-	 * up (a digest spent on a key that is there already) */
-	if (!too_long)
-		pub_prepare(s->pub, &k, d);
 	e = ix_find(&s->kv, &k, h);
 	if (e) {
 		pol_touch(&s->pol, e); /* a use */
@@ -2217,7 +2212,6 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		return -EPERM;
 	if (r && r->state == REG_GONE)
 		revive(s, r->owner); /* a write is proof of life */
-	pub_aim(s->pub, d); /* its line, while the key goes in */
 	rc = ix_insert(&s->kv, &k, h, &e);
 	if (rc <= 0)
 		return rc;
@@ -2235,7 +2229,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
 	log_key(s, e);
-	pub_put_d(s->pub, e, r ? r->h.region_id : 0, d);
+	pub_put(s->pub, e, r ? r->h.region_id : 0);
 	ev_stored(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		  r ? s->insts[r->owner].id : NULL,
 		  r ? s->insts[r->owner].id_len : 0, reg->region_id, e->off,

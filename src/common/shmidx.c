@@ -324,11 +324,13 @@ void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
 	memcpy(&b, d + 8, 8);
 	*g1 = (uint64_t)(((unsigned __int128)a * n) >> 64);
 	if (n % SI_PAGE_GROUPS == 0) {
-		/* the second choice in the first one's page */
+		/* the second choice: one of the 15 others of the first one's
+		 * page, evenly */
+		uint64_t r = (uint64_t)(((unsigned __int128)b *
+					 (SI_PAGE_GROUPS - 1)) >> 64);
+
 		*g2 = (*g1 & ~(uint64_t)(SI_PAGE_GROUPS - 1)) |
-		      (b >> (64 - SI_PAGE_SHIFT));
-		if (*g2 == *g1)
-			*g2 ^= 1;
+		      ((*g1 + 1 + r) & (SI_PAGE_GROUPS - 1));
 		return;
 	}
 	*g2 = (uint64_t)(((unsigned __int128)b * n) >> 64);
@@ -636,25 +638,18 @@ static void write_line(const struct si_map *m, void *dst, const void *line,
 		       ((volatile uint64_t *)dst)[0] | 1);
 }
 
-/*
- * write entry @e into @slot of @t: its seq the slot's next even one (from
- * the shadow when there is one: the line is then only written), check
- * computed
- */
-static void put_entry(const struct si_map *m, const struct si_table *t,
-		      struct si_entry *slot, struct si_entry *e, bool removal)
+/* write entry @e into @slot: its seq the slot's next even one, check
+ * computed */
+static void put_entry(const struct si_map *m, struct si_entry *slot,
+		      struct si_entry *e, bool removal)
 {
-	size_t i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
-	uint32_t *sq = t->sh ? &t->sh[i / SI_GROUP].seq[i % SI_GROUP] : NULL;
-	uint32_t old = sq ? *sq : slot->seq;
+	uint32_t old = slot->seq;
 
 	e->seq = (old | 1) + 1;
 	e->rsvd0 = 0;
 	e->rsvd1 = 0;
 	e->check = si_check(e);
 	write_line_odd(m, slot, e, removal, (uint64_t)(old | 1));
-	if (sq)
-		*sq = e->seq;
 }
 
 void si_format(const struct si_map *m, const struct si_table *t)
@@ -742,13 +737,11 @@ static void set_ovf(const struct si_map *m, const struct si_table *t,
 {
 	struct si_entry *s0 = slot_at(m, t, g, 0), v;
 
-	if (t->sh ? t->sh[g].ovf : !!(s0->flags & SI_F_OVF))
+	if (s0->flags & SI_F_OVF)
 		return;
-	if (t->sh)
-		t->sh[g].ovf = 1;
 	v = *s0;
 	v.flags |= SI_F_OVF;
-	put_entry(m, t, s0, &v, false);
+	put_entry(m, s0, &v, false);
 }
 
 void si_mark_ovf(const struct si_map *m, const struct si_table *t,
@@ -841,17 +834,10 @@ int si_insert(const struct si_map *m, const struct si_table *t,
 		return 0;
 	}
 	e = *v;
-	/* the group's mark lives in slot 0 and stays (the shadow knows it:
-	 * the line is not read) */
+	/* the group's mark lives in slot 0 and stays */
 	i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
-	if (t->sh)
-		e.flags = (uint16_t)(SI_F_LIVE |
-				     (i % SI_GROUP == 0 && t->sh[i / SI_GROUP].ovf
-					      ? SI_F_OVF
-					      : 0));
-	else
-		e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
-	put_entry(m, t, slot, &e, false);
+	e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
+	put_entry(m, slot, &e, false);
 	if (t->sh)
 		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = fp_of(v->digest);
 	return 1;
@@ -866,7 +852,7 @@ int si_remove(const struct si_map *m, const struct si_table *t,
 		return 0;
 	memset(&e, 0, sizeof(e));
 	e.flags = slot->flags & SI_F_OVF;
-	put_entry(m, t, slot, &e, true);
+	put_entry(m, slot, &e, true);
 	if (t->sh) {
 		size_t i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
 

@@ -15,14 +15,14 @@
  * Entries.  A key is named by a 128-bit digest (the first 16 bytes of
  * SHA-256 over "MK1" || tag || key bytes, si_digest()); a key lives in
  * one of two groups chosen by the two halves of its digest (both in one
- * 4 KiB page, si_groups()) and never moves.  An entry is one 64-byte line that verifies itself: a sequence
- * number (odd while the writer is in the middle of it) and a 64-bit check
- * over the other words.  All-zero memory fails the check, so a fresh or
- * punched page reads as "unstable", never as an entry.  A group whose two
- * choices were full (or that holds a key the writer would not publish)
- * carries the OVF mark in its slot 0: a miss there is not final.  OVF is
- * sticky for the table's life; the writer rebuilds a table that collects
- * too many.
+ * 4 KiB page: si_groups) and never moves.  An entry is one 64-byte line
+ * that verifies itself: a sequence number (odd while the writer is in the
+ * middle of it) and a 64-bit check over the other words.  All-zero memory
+ * fails the check, so a fresh or punched page reads as "unstable", never
+ * as an entry.  A group whose two choices were full (or that holds a key
+ * the writer would not publish) carries the OVF mark in its slot 0: a
+ * miss there is not final.  OVF is sticky for the table's life; the
+ * writer rebuilds a table that collects too many.
  *
  * Superblock.  Word 0 is the state: odd while the writer changes the
  * layout (a start, a rebuild), else the epoch of the current table.  A
@@ -234,17 +234,16 @@ void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
 
 /*
  * A table, as the writer sees it.  @sh, when set, is the writer's private
- * shadow of it (si_shadow_new): per group (32 bytes, half a line) a 16-bit
- * fingerprint of the digest in each slot (0: empty), each slot's sequence
- * number and the group's overflow mark, so that placing, finding and
- * removing a key read the small shadow and touch the shared lines only to
- * write them, or to confirm a fingerprint's match.
+ * shadow of it (si_shadow_new): per group (8 bytes) a 16-bit fingerprint
+ * of the digest in each slot (0: empty), so that placing, finding and
+ * removing a key read the small shadow (8 MiB for a table of 4 M keys:
+ * it mostly stays in the caches and the TLB) and touch the shared lines
+ * only to write them, or to confirm a fingerprint's match.  A slot's
+ * sequence number and the group's overflow mark are read from the line,
+ * which the writer fetches anyway before it writes it.
  */
 struct si_gshadow {
-	uint16_t fp[SI_GROUP];	/* 0: empty */
-	uint32_t seq[SI_GROUP];
-	uint8_t ovf;		/* the group is marked OVF */
-	uint8_t rsvd[7];
+	uint16_t fp[SI_GROUP]; /* 0: empty */
 };
 
 struct si_table {
@@ -253,7 +252,7 @@ struct si_table {
 	struct si_gshadow *sh; /* owns (si_shadow_free): n_groups, or NULL */
 };
 
-_Static_assert(sizeof(struct si_gshadow) == 32, "two groups a line");
+_Static_assert(sizeof(struct si_gshadow) == 8, "eight groups a line");
 
 /* si_shadow_new - a shadow for @t (empty, as si_format makes it).
  * Return: 0 or -ENOMEM. */

@@ -64,6 +64,8 @@ struct mds_events {
 	struct ev_msg held[EV_HOLD_MAX]; /* owns: before a subscriber */
 	uint32_t nheld;
 	struct ev_counters c;
+	void (*before_send)(void *); /* ev_before_send() */
+	void *before_arg;
 };
 
 static const char *const reason_name[EVR_N] = {
@@ -72,6 +74,12 @@ static const char *const reason_name[EVR_N] = {
 	[EVR_OWNER_GONE] = "owner_gone",
 	[EVR_EXPIRED] = "expired",
 };
+
+void ev_before_send(struct mds_events *ev, void (*fn)(void *), void *arg)
+{
+	ev->before_send = fn;
+	ev->before_arg = arg;
+}
 
 int ev_open(struct mds_events **out, const char *endpoint,
 	    const char *server_id)
@@ -162,6 +170,10 @@ static void send_parts(struct mds_events *ev, uint64_t seq, const void *hdr,
 	zmq_msg_t m;
 	int i;
 
+	/* what the events tell is published first (a batch may fill and
+	 * leave in the middle of a turn) */
+	if (ev->before_send)
+		ev->before_send(ev->before_arg);
 	for (i = 0; i < 8; i++)
 		be[i] = (uint8_t)(seq >> (56 - 8 * i));
 	if (zmq_msg_init_size(&m, hlen + elen) < 0) {

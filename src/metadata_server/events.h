@@ -75,6 +75,10 @@ void ev_removed(struct mds_events *ev, uint8_t tag, const uint8_t *key,
 /* the index is empty: a server that starts without state */
 void ev_cleared(struct mds_events *ev);
 
+/* ev_before_send - @fn(@arg) runs before any message leaves (the store's
+ * shared index publishes what the events tell) */
+void ev_before_send(struct mds_events *ev, void (*fn)(void *), void *arg);
+
 /*
  * ev_flush - send (or hold) what the loop iteration collected, before it
  * sleeps

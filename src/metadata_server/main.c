@@ -1548,6 +1548,7 @@ int main(int argc, char **argv)
 		if (ev_open(&ev, c.events_bind, s.server_id) < 0)
 			goto out_mds;
 		s.ev = ev;
+		ev_before_send(ev, mds_fence, &s);
 		log_info("KV events on %s", c.events_bind);
 	}
 	if (have_jr) {

@@ -2,7 +2,8 @@
 /*
  * pubidx.c - maru-server's side of the shared index (see pubidx.h)
  *
- * Invariant: every key of the store's index is either published in the
+ * Invariant, at every pub_fence() (puts wait in a queue until then, see
+ * pubidx.h): every key of the store's index is either published in the
  * current table (one live entry with its digest, location and
  * registration number) or its two groups there carry OVF.  A rebuild
  * keeps the same invariant for the next table from the moment it starts
@@ -675,11 +676,14 @@ void pub_encode_descriptor(const struct pub *p, struct mp_wr *w)
 	mp_put_bool(w, p->cfg.coh == SI_SIMULATE);
 }
 
-void pub_encode_stats(const struct pub *p, struct mp_wr *w,
+void pub_encode_stats(struct pub *p, struct mp_wr *w,
 		      const uint64_t clients[3])
 {
-	uint64_t keys = p->kv ? p->kv->count : 0;
-	uint64_t slots = p->cur.n_groups * SI_GROUP;
+	uint64_t keys, slots;
+
+	pub_flush(p); /* counts of the keys registered so far */
+	keys = p->kv ? p->kv->count : 0;
+	slots = p->cur.n_groups * SI_GROUP;
 
 	mp_put_map(w, 14);
 	mp_put_key(w, "enabled");

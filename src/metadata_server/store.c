@@ -710,6 +710,13 @@ static void region_set(struct mds *s, struct mds_region *r, uint8_t state,
 		log_region(s, r); /* (UNUSED: its FREE says it, queue_free()) */
 }
 
+void mds_fence(void *arg)
+{
+	struct mds *s = arg;
+
+	pub_fence(s->pub);
+}
+
 /* Queue a FREE for the RM; flush_pending() sends it. */
 static void queue_free(struct mds *s, const struct rm_handle *h)
 {
@@ -1184,9 +1191,9 @@ static void evict_why(struct mds *s, struct ix_entry *e, int why)
 	if (r->state == REG_LIVE && in->notices)
 		(void)notice_push(s, in, r->h.region_id, e->off, e->gen);
 	log_del(s, e);
+	pub_del(s->pub, e); /* before an event can tell of it */
 	ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		   why == EV_OWNER_GONE ? EVR_OWNER_GONE : EVR_EVICTED);
-	pub_del(s->pub, e);
 	ix_delete(&s->kv, e);
 	if (r->refs == 0 && r->state != REG_LIVE)
 		region_done(s, slot);
@@ -2289,9 +2296,9 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 	}
 	pol_remove(&s->pol, e);
 	log_del(s, e);
+	pub_del(s->pub, e); /* before an event can tell of it */
 	ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 		   EVR_DELETED);
-	pub_del(s->pub, e);
 	ix_delete(&s->kv, e);
 	if (slot != IX_NO_SLOT && s->regions[slot].refs == 0 &&
 	    s->regions[slot].state != REG_LIVE)

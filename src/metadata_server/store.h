@@ -701,6 +701,11 @@ int64_t mds_verify_regions(struct mds *s,
 /* mds_journal_commit - write what the journal buffered (before replies) */
 void mds_journal_commit(struct mds *s);
 
+/* mds_fence - the shared index's changes published and in memory (before
+ * anything that tells of them leaves: replies, KV events); @s a struct
+ * mds (a callback's argument) */
+void mds_fence(void *s);
+
 /* mds_snapshot_all - write a whole snapshot now (tests, --compact) */
 void mds_snapshot_all(struct mds *s);
 

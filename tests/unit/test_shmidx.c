@@ -116,6 +116,47 @@ static int look(const struct si_map *m, uint64_t key, struct si_hit *h)
 	return si_lookup(m, &lay, d, false, h, &st);
 }
 
+/* layout 2: a key's two groups are two groups of one 4 KiB page, the
+ * second evenly among the other 15; a table of another size takes the
+ * second anywhere */
+static void test_groups_share_a_page(void **state)
+{
+	static const uint64_t pages[] = {16, 64, 1u << 20, 3 * 16};
+	static const uint64_t odd[] = {1, 2, 5, 17, 24};
+	unsigned seen[SI_PAGE_GROUPS] = {0};
+	uint64_t g1, g2, k, n;
+	uint8_t d[16];
+	size_t i, j;
+
+	(void)state;
+	for (i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+		n = pages[i];
+		for (k = 0; k < 20000; k++) {
+			si_digest(2, &k, 8, d);
+			si_groups(d, n, &g1, &g2);
+			assert_true(g1 < n && g2 < n);
+			assert_true(g1 != g2);
+			assert_int_equal(g1 / SI_PAGE_GROUPS,
+					 g2 / SI_PAGE_GROUPS);
+			if (n == (1u << 20))
+				seen[(g2 - g1) & (SI_PAGE_GROUPS - 1)]++;
+		}
+	}
+	/* 20000 keys over 15 partners: ~1333 each */
+	assert_int_equal(seen[0], 0);
+	for (j = 1; j < SI_PAGE_GROUPS; j++)
+		assert_true(seen[j] > 1100 && seen[j] < 1600);
+	for (i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		n = odd[i];
+		for (k = 0; k < 2000; k++) {
+			si_digest(2, &k, 8, d);
+			si_groups(d, n, &g1, &g2);
+			assert_true(g1 < n && g2 < n);
+			assert_true(n == 1 || g1 != g2);
+		}
+	}
+}
+
 static void test_insert_lookup_remove(void **state)
 {
 	size_t len = SI_HDR + si_table_bytes(64);
@@ -602,6 +643,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_digest_vectors),
+		cmocka_unit_test(test_groups_share_a_page),
 		cmocka_unit_test(test_insert_lookup_remove),
 		cmocka_unit_test(test_overflow_marks),
 		cmocka_unit_test(test_superblock_states),

@@ -28,8 +28,8 @@
  * only place other hosts can see; read-only there by convention).  It
  * holds the superblock and, placed first-fit inside it, the current table
  * and, while it is built, the next: a table that is more than half full,
- * or collected many overflow marks, is rebuilt at twice the size (or the
- * same) by pub_tick(), a slice at a time, every change written to both,
+ * or collected many overflow marks, is rebuilt at four times the size (or
+ * the same) by pub_tick(), a slice at a time, every change written to both,
  * and the superblock moved to it when it holds every key.  A start marks
  * the area "being changed" (pub_open), builds a table from the recovered
  * index (pub_build) and only then publishes it; a clean stop marks it

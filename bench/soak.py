@@ -150,7 +150,8 @@ def worker(wid, url, chunk, region, universe, seed, conn):
                 h.delete(key(rnd.randrange(universe)))
                 cnt["deletes"] += 1
         except (OSError, ValueError, RuntimeError, KeyError) as e:
-            fail(type(e).__name__)
+            # the message says which failure (pool full, no server...)
+            fail(f"{type(e).__name__}({str(e)[:48]})")
             time.sleep(0.05)
             if not h.connected:
                 h.close()

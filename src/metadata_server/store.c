@@ -1465,6 +1465,8 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 			in->sent_at = s->vnow;
 		in->nq_sent = i;
 	}
+	if (*last > in->nq_hi)
+		in->nq_hi = *last;
 	s->ctr.notices_sent += n;
 	if (n)
 		in->told++;
@@ -1485,8 +1487,27 @@ static void notices_ack(struct mds_inst *in, uint64_t ack)
 
 void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack)
 {
-	if (islot != IX_NO_SLOT && ack)
-		notices_ack(&s->insts[islot], ack);
+	struct mds_inst *in;
+
+	if (islot == IX_NO_SLOT || !ack)
+		return;
+	in = &s->insts[islot];
+	if (ack > in->nq_hi) {
+		/*
+		 * It acknowledges numbers this record never sent: they are
+		 * an earlier run's of this server (a restart: notices are
+		 * not in the journal) or an earlier record's of the instance.
+		 * Go on from its number -- else every notice up to it would
+		 * be dropped unsent, and its pages lost to it for good --
+		 * and send what is queued again under the new numbers
+		 * (applying a notice twice does nothing).
+		 */
+		in->nq_seq0 = ack + 1;
+		in->nq_hi = ack;
+		in->nq_sent = 0;
+		return;
+	}
+	notices_ack(in, ack);
 }
 
 /*

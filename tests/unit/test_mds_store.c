@@ -1594,6 +1594,34 @@ static void test_evict_notice_acks(void **state)
 	mds_resume(&S, w, &OUT); /* B timed out meanwhile */
 }
 
+/*
+ * A client that kept its numbers across a restart of the server (notices
+ * are not in the journal: the new run numbers from 1 again) acknowledges
+ * numbers this server never sent.  The server goes on from them: its
+ * notices are not dropped unsent by the stale acknowledgement the client
+ * repeats (they were, and the client's pages were lost to it for good).
+ */
+static void test_evict_notice_numbers_resume(void **state)
+{
+	static const uint64_t del[] = {1, 0, 1}, sq[] = {3001, 3001},
+			      sq2[] = {3002, 3002};
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	fill("A", true);
+	hb_ack("A", 3000); /* its last of the run before */
+	assert_int_equal(keyop(MDS_DELETE_KV, "a0"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	m = hb_ack("A", 3000); /* again: it has nothing newer */
+	assert_uints(m, "evicted", del, 3);
+	assert_uints(m, "evicted_seq", sq, 2);
+	hb_ack("A", 3001);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a2"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	m = hb_ack("A", 3001);
+	assert_uints(m, "evicted_seq", sq2, 2);
+}
+
 /* at its --instance-quota an instance evicts its own coldest keys, not
  * other instances' (colder or not), and waits for their pages */
 static void test_evict_quota(void **state)
@@ -1771,6 +1799,8 @@ int main(void)
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_none, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
+		cmocka_unit_test_teardown(test_evict_notice_numbers_resume,
+					  teardown),
 		cmocka_unit_test_teardown(test_evict_quota, teardown),
 		cmocka_unit_test_teardown(test_evict_touched, teardown),
 		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),

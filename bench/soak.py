@@ -31,6 +31,10 @@ Checks (the run fails, exit status 1, when one does not hold):
     its own;
   - after each fault, every worker stores and retrieves again within
     --recover seconds;
+  - after each fault, the stores come back: their median rate over the
+    5 s before the next fault (or the end) is at least --min-rate-share
+    of the median over the 5 s before the fault (a share, not all of it:
+    a killed worker's pages are held for its lease by design);
   - neither daemon grows: its RSS in the last third of the run stays
     within --rss-slack-mib of its highest RSS in the middle third, and
     its open fds within 2x + 16 of the middle third's;
@@ -51,6 +55,7 @@ import os
 import random
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -268,6 +273,9 @@ def main():
     ap.add_argument("--lease-ttl", default="10",
                     help="maru-server --client-lease-ttl (seconds)")
     ap.add_argument("--rss-slack-mib", type=float, default=8)
+    ap.add_argument("--min-rate-share", type=float, default=0.25,
+                    help="stores/s after a fault, at least this share of "
+                    "before it")
     ap.add_argument("--faults", default="kill,stop-rm,restart-mds,"
                     "crash-mds,restart-rm",
                     help="which faults, in this order (comma-separated)")
@@ -467,6 +475,23 @@ def main():
     if died:
         print(f"FAIL: worker processes died on their own: {died}")
         ok = False
+    # the stores come back after each fault (a restart once lost every
+    # eviction notice: the rate fell to a tenth and stayed there)
+    rate = {r["t"]: r["stores"] for r in rows}
+    ends = [t for t, _ in faults[1:]] + [max(rate) + 1 if rate else 0]
+    for (ft, desc), end in zip(faults, ends):
+        before = [rate[t] for t in range(ft - 5, ft) if t in rate]
+        after = [rate[t] for t in range(end - 5, end) if t in rate and
+                 t > ft]
+        if len(before) < 3 or len(after) < 3:
+            continue
+        b0, a0 = statistics.median(before), statistics.median(after)
+        print(f"stores/s around t={ft}s ({desc}): {b0:.0f} before, "
+              f"{a0:.0f} after")
+        if b0 > 0 and a0 < a.min_rate_share * b0:
+            print(f"FAIL: stores did not come back after '{desc}' "
+                  f"({a0:.0f}/s against {b0:.0f}/s)")
+            ok = False
     n = len(rows)
     mid, last = rows[n // 3: 2 * n // 3], rows[2 * n // 3:]
     for name in ("rm", "mds"):

@@ -1489,21 +1489,28 @@ void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack)
 {
 	struct mds_inst *in;
 
-	if (islot == IX_NO_SLOT || !ack)
+	if (islot == IX_NO_SLOT || !ack || ack == UINT64_MAX)
 		return;
 	in = &s->insts[islot];
-	if (ack > in->nq_hi) {
-		/*
-		 * It acknowledges numbers this record never sent: they are
-		 * an earlier run's of this server (a restart: notices are
-		 * not in the journal) or an earlier record's of the instance.
-		 * Go on from its number -- else every notice up to it would
-		 * be dropped unsent, and its pages lost to it for good --
-		 * and send what is queued again under the new numbers
-		 * (applying a notice twice does nothing).
-		 */
+	if (ack < in->ack_hi)
+		return; /* an older request's, overtaken (another connection) */
+	in->ack_hi = ack;
+	/*
+	 * The client's number and ours disagree; its number says what it
+	 * has, so we go on from it and send what is queued again under the
+	 * new numbers (applying a notice twice does nothing):
+	 *  - it acknowledges numbers this record never sent: an earlier run
+	 *    of this server's (a restart: notices are not in the journal) or
+	 *    an earlier record's of the instance.  Else every notice up to
+	 *    its number is dropped unsent, and its pages are lost to it;
+	 *  - it is behind our head: we gave up on it (no acknowledgement for
+	 *    NOTICE_GIVEUP_NS) and dropped numbers it never had, and it
+	 *    takes no number past a gap.
+	 */
+	if (ack > in->nq_hi || (in->nq_seq0 && ack + 1 < in->nq_seq0)) {
 		in->nq_seq0 = ack + 1;
-		in->nq_hi = ack;
+		if (in->nq_hi < ack)
+			in->nq_hi = ack;
 		in->nq_sent = 0;
 		return;
 	}

@@ -257,12 +257,12 @@ struct mds_inst {
 	 * nq_sent of them sent (at sent_at) but not acknowledged; the head is
 	 * number nq_seq0.  An acknowledgement ("evicted_ack": N) drops those
 	 * up to N; what stays unacknowledged 2 s is sent again.  nq_hi: the
-	 * highest number ever sent; an acknowledgement beyond it comes from
-	 * a numbering this record did not make (mds_ack_notices).
+	 * highest number ever sent; ack_hi: the highest acknowledged
+	 * (mds_ack_notices: numberings that disagree).
 	 */
 	struct mds_notice *nq; /* owns */
 	uint32_t nq_head, nq_n, nq_cap, nq_sent;
-	uint64_t nq_seq0, nq_hi, sent_at;
+	uint64_t nq_seq0, nq_hi, ack_hi, sent_at;
 	uint64_t told; /* replies that told it pages (any connection) */
 	/* where it runs, as its client said (REQUEST_ALLOC, HEARTBEAT):
 	 * informative only (GET_USAGE), "" / 0 unknown */

@@ -1620,6 +1620,19 @@ static void test_evict_notice_numbers_resume(void **state)
 	mds_tick(&S, S.vnow + 2 * SEC);
 	m = hb_ack("A", 3001);
 	assert_uints(m, "evicted_seq", sq2, 2);
+	/* an older request's acknowledgement, overtaken: changes nothing
+	 * (3002 is sent again after 2 s, not dropped nor renumbered) */
+	hb_ack("A", 3000);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_ack("A", 3001), "evicted_seq", sq2, 2);
+	/* 30 s without an acknowledgement: given up on (3002 dropped);
+	 * taken back on, A's next notice follows its 3001, not a gap it
+	 * would never take */
+	mds_tick(&S, S.vnow + 31 * SEC);
+	hb_ack("A", 3001);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a4"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_ack("A", 3001), "evicted_seq", sq2, 2);
 }
 
 /* at its --instance-quota an instance evicts its own coldest keys, not

@@ -46,7 +46,8 @@ start_rm() {
 	RM_PORT=$(free_port)
 	export MARU_RM_KEY_FILE="$WORK/rm/client.key"
 	taskset -c "$cpu" "$bin" --host 127.0.0.1 --port "$RM_PORT" \
-		--state-dir "$WORK/rm" --pool "$POOL" --emulate-size "$size" \
+		--state-dir "$WORK/rm" --pool "${POOL:?start_rm: set POOL}" \
+		--emulate-size "$size" \
 		--log-level error "$@" >"$WORK/rm.log" 2>&1 &
 	PIDS+=($!)
 	wait_port "$RM_PORT"

@@ -364,6 +364,14 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			printf("maru-resource-manager %s\n", MARU_VERSION);
 			return 1;
 		case OPT_POOL:
+			if (!*optarg) {
+				/* (an unset shell variable: else the current
+				 * directory became a file-system pool) */
+				fprintf(stderr, "invalid pool: an empty path "
+						"(a /dev/dax device, a "
+						"directory or a file)\n");
+				return -1;
+			}
 			pools = realloc(c->pools,
 					(c->npools + 1) * sizeof(*pools));
 			if (!pools)

@@ -84,6 +84,7 @@ BAD_USAGE = [
     ("maru-resource-manager", ["--port"], "requires an argument"),
     ("maru-resource-manager", ["--port", "0"], "invalid port"),
     ("maru-resource-manager", ["--emulate-size", "1M"], "invalid emulate-size"),
+    ("maru-resource-manager", ["--pool", ""], "invalid pool: an empty path"),
     ("maru-resource-manager", ["extra"], "unexpected argument"),
     ("maru-server", ["--bogus"], "unrecognized option"),
     ("maru-server", ["--port"], "requires an argument"),

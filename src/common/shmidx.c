@@ -427,23 +427,46 @@ static void lines_of(const struct si_map *m, const struct si_layout *lay,
 		 g2 * SI_GROUP;
 }
 
+/* 1 + the slot of @e in @lay's table (a hint), 0 past 32 bits */
+static uint32_t slot_hint(const struct si_map *m, const struct si_layout *lay,
+			  const struct si_entry *e)
+{
+	uint64_t i = (uint64_t)(e - (const struct si_entry *)(m->base +
+							       lay->table_off));
+
+	return i < UINT32_MAX ? (uint32_t)i + 1 : 0;
+}
+
+/* the line hint @hint names in @lay's table, or NULL (none, outside) */
+static const struct si_entry *hint_line(const struct si_map *m,
+					const struct si_layout *lay,
+					uint32_t hint)
+{
+	if (!hint || hint > lay->n_groups * SI_GROUP)
+		return NULL;
+	return (const struct si_entry *)(m->base + lay->table_off) + hint - 1;
+}
+
 /* probe both groups: SI_HIT (*@out), SI_MISS, SI_ASK (an OVF mark), or
  * -1 (an unstable line, and no hit) */
-static int probe(const struct si_map *m, const struct si_entry *grp[2],
-		 const uint8_t d[SI_DIGEST], struct si_hit *out,
-		 struct si_rstats *st)
+static int probe(const struct si_map *m, const struct si_layout *lay,
+		 const struct si_entry *grp[2], const uint8_t d[SI_DIGEST],
+		 struct si_hit *out, struct si_rstats *st)
 {
 	uint64_t d0, d1;
 	uint16_t fl, ovf = 0;
 	int k, j, r, unstable = 0;
 
+	out->slot = 0;
 	memcpy(&d0, d, 8);
 	memcpy(&d1, d + 8, 8);
 	for (k = 0; k < 2; k++)
 		for (j = 0; j < SI_GROUP; j++) {
 			r = probe_entry(m, &grp[k][j], d0, d1, &fl, out);
-			if (r == 1)
+			if (r == 1) {
+				out->slot = slot_hint(m, lay, &grp[k][j]);
 				return SI_HIT;
+			}
 			if (r < 0) {
 				unstable = 1;
 				st->unstable++;
@@ -452,6 +475,23 @@ static int probe(const struct si_map *m, const struct si_entry *grp[2],
 			}
 		}
 	return unstable ? -1 : ovf ? SI_ASK : SI_MISS;
+}
+
+/* probe the hinted line @e alone: SI_HIT (*@out), or -1 (look in the
+ * groups: the line holds another key now, or is being written) */
+static int probe_hinted(const struct si_map *m, const struct si_entry *e,
+			uint32_t hint, const uint8_t d[SI_DIGEST],
+			struct si_hit *out)
+{
+	uint64_t d0, d1;
+	uint16_t fl;
+
+	memcpy(&d0, d, 8);
+	memcpy(&d1, d + 8, 8);
+	if (probe_entry(m, e, d0, d1, &fl, out) != 1)
+		return -1;
+	out->slot = hint;
+	return SI_HIT;
 }
 
 /* invalidate the lines a lookup reads (SI_FLUSH, SI_SIMULATE) */
@@ -478,17 +518,19 @@ static uint64_t super_after(const struct si_map *m)
 }
 
 int si_lookup(const struct si_map *m, struct si_layout *lay,
-	      const uint8_t d[SI_DIGEST], bool after_use, struct si_hit *out,
-	      struct si_rstats *st)
+	      const uint8_t d[SI_DIGEST], uint32_t hint, bool after_use,
+	      struct si_hit *out, struct si_rstats *st)
 {
-	const struct si_entry *grp[2];
+	const struct si_entry *grp[2], *hl;
 	struct si_super sb;
 	uint64_t s1;
 	int attempt, rc;
+	bool wait = false;
 
 	for (attempt = 0; attempt <= SI_RETRIES; attempt++) {
-		if (attempt)
+		if (wait)
 			pause_cpu();
+		wait = true;
 		if (!lay->state) {
 			/* no layout yet: the superblock says where */
 			rc = si_super_read(m, &sb, lay);
@@ -501,12 +543,16 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 			}
 		}
 		lines_of(m, lay, d, grp);
+		hl = hint_line(m, lay, hint);
 		if (m->coh != SI_COHERENT) {
 			/* the caller's reads of a hit are done before any
 			 * line is dropped (a refill is then no older) */
 			if (after_use)
 				inv_fence(m);
-			inv_lines(m, grp);
+			if (hl)
+				si_inv(m, hl);
+			else
+				inv_lines(m, grp);
 			si_inv(m, m->base);
 			inv_fence(m);
 		} else if (after_use) {
@@ -523,10 +569,17 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 				st->restarts++;
 			continue;
 		}
-		rc = probe(m, grp, d, out, st);
+		rc = hl ? probe_hinted(m, hl, hint, d, out)
+			: probe(m, lay, grp, d, out, st);
 		/* and after: the table was current while they were read */
 		if (super_after(m) != s1) {
 			st->restarts++;
+			continue;
+		}
+		if (hl && rc < 0) {
+			/* the hint is stale: the groups, now */
+			hint = 0;
+			wait = false;
 			continue;
 		}
 		if (rc >= 0)
@@ -536,11 +589,12 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 }
 
 void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
-		     size_t n, const uint8_t (*d)[SI_DIGEST], int *res,
-		     struct si_hit *out, struct si_rstats *st)
+		     size_t n, const uint8_t (*d)[SI_DIGEST],
+		     const uint32_t *hint, int *res, struct si_hit *out,
+		     struct si_rstats *st)
 {
 	enum { AHEAD = 6, CHUNK = 32 };
-	const struct si_entry *grp[CHUNK][2];
+	const struct si_entry *grp[CHUNK][2], *hl[CHUNK];
 	struct si_super sb;
 	size_t at, k, len;
 	uint64_t s1;
@@ -563,12 +617,19 @@ void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
 					continue;
 				}
 			}
-			for (k = 0; k < len; k++)
+			for (k = 0; k < len; k++) {
 				lines_of(m, lay, d[at + k], grp[k]);
+				hl[k] = hint ? hint_line(m, lay, hint[at + k])
+					     : NULL;
+			}
 			if (m->coh != SI_COHERENT) {
 				/* the chunk's lines from memory: one fence */
-				for (k = 0; k < len; k++)
-					inv_lines(m, grp[k]);
+				for (k = 0; k < len; k++) {
+					if (hl[k])
+						si_inv(m, hl[k]);
+					else
+						inv_lines(m, grp[k]);
+				}
 				si_inv(m, m->base);
 				inv_fence(m);
 			}
@@ -579,14 +640,23 @@ void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
 			}
 			if (rc)
 				continue;
+			/* a hinted key is one line: the chunk's all at once */
+			for (k = 0; k < len; k++)
+				if (hl[k])
+					__builtin_prefetch(hl[k]);
 			for (k = 0; k < len; k++) {
-				if (k + AHEAD < len) {
+				if (k + AHEAD < len && !hl[k + AHEAD]) {
 					/* the groups a few keys ahead */
 					__builtin_prefetch(grp[k + AHEAD][0]);
 					__builtin_prefetch(grp[k + AHEAD][1]);
 				}
-				res[at + k] = probe(m, grp[k], d[at + k],
-						    &out[at + k], st);
+				res[at + k] =
+					hl[k] ? probe_hinted(m, hl[k],
+							     hint[at + k],
+							     d[at + k],
+							     &out[at + k])
+					      : probe(m, lay, grp[k], d[at + k],
+						      &out[at + k], st);
 			}
 			if (super_after(m) != s1) {
 				st->restarts++;
@@ -594,11 +664,12 @@ void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
 			}
 			break;
 		}
-		/* a line was being written: that key alone, again */
+		/* a line was being written, or a hint was stale: that key
+		 * alone, again, in its groups */
 		for (k = 0; k < len; k++)
 			if (res[at + k] < 0)
-				res[at + k] = si_lookup(m, lay, d[at + k], false,
-							&out[at + k], st);
+				res[at + k] = si_lookup(m, lay, d[at + k], 0,
+							false, &out[at + k], st);
 	}
 }
 

@@ -181,6 +181,8 @@ struct si_hit {
 	uint64_t kv_offset;
 	uint64_t kv_length;
 	uint64_t gen;
+	uint32_t slot; /* 1 + the entry's slot in the table (a hint for the
+			* next lookup of the key), 0 with no hit */
 };
 
 /* Counters of one reader (for tests and stats; not atomic). */
@@ -203,22 +205,28 @@ int si_super_read(const struct si_map *m, struct si_super *out,
  * si_lookup - find digest @d
  * @lay: in: the layout last used (state 0: none yet); out: refreshed when
  *	the superblock moved on (the caller keeps it for the next lookup)
+ * @hint: 0, or where an earlier lookup found the key (si_hit.slot): that
+ *	one line is read first, and the groups only when it no longer holds
+ *	the key (any value is safe: a line proves itself, and one outside
+ *	the table is ignored)
  * @after_use: the caller read bytes of an earlier hit and now re-checks
  *	it (SI_FLUSH: those reads are complete before any line is dropped)
  * Return: enum si_result.
  */
 int si_lookup(const struct si_map *m, struct si_layout *lay,
-	      const uint8_t d[SI_DIGEST], bool after_use, struct si_hit *out,
-	      struct si_rstats *st);
+	      const uint8_t d[SI_DIGEST], uint32_t hint, bool after_use,
+	      struct si_hit *out, struct si_rstats *st);
 
 /**
  * si_lookup_batch - si_lookup() of @n digests, the superblock read once
- * per 32 keys and the next groups prefetched while one is probed
+ * per 32 keys and the next lines prefetched while one key is probed
+ * @hint: NULL, or one si_lookup() hint per digest
  * @res: out: one enum si_result per digest; @out: the hits
  */
 void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
-		     size_t n, const uint8_t (*d)[SI_DIGEST], int *res,
-		     struct si_hit *out, struct si_rstats *st);
+		     size_t n, const uint8_t (*d)[SI_DIGEST],
+		     const uint32_t *hint, int *res, struct si_hit *out,
+		     struct si_rstats *st);
 
 /*
  * the two groups of digest @d in a table of @n groups: the first from the

@@ -1520,35 +1520,47 @@ static int local_view(struct maru_handler *h, const struct si_hit *hit,
 
 /*
  * Answer a retrieve from the shared index: 1 hit (*@out, *@gen), 0 a
- * final miss, -1 ask the server.  Counted either way.
+ * final miss, -1 ask the server.  Counted either way, in @cnt (the
+ * caller adds them up: maru__idx_count).
  */
 static int idx_answer(struct maru_handler *h, const struct maru_key *key,
-		      int r, const struct si_hit *hit, struct maru_view *out,
-		      uint64_t *gen)
+		      uint64_t kh, int r, const struct si_hit *hit,
+		      struct maru_view *out, uint64_t *gen, uint64_t cnt[3])
 {
 	if (r == MARU_IDX_NONE)
 		return -1;
 	if (r == SI_MISS) {
-		maru__idx_count(h, SI_MISS);
+		cnt[SI_MISS]++;
 		return 0;
 	}
 	if (r == SI_HIT && local_view(h, hit, out)) {
-		maru__idx_count(h, SI_HIT);
-		maru__idx_touch(h, key);
+		cnt[SI_HIT]++;
+		maru__idx_touch(h, key, kh);
 		*gen = hit->gen;
 		return 1;
 	}
-	maru__idx_count(h, SI_ASK);
+	cnt[SI_ASK]++;
 	return -1;
+}
+
+static void idx_counted(struct maru_handler *h, const uint64_t cnt[3])
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		maru__idx_count(h, i, cnt[i]);
 }
 
 static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
 			struct maru_view *out, uint64_t *gen)
 {
+	uint64_t kh = 0, cnt[3] = {0, 0, 0};
 	struct si_hit hit;
-	int r = maru__idx_lookup(h, key, false, &hit);
+	int r = maru__idx_lookup(h, key, false, &hit, &kh);
 
-	return idx_answer(h, key, r, &hit, out, gen);
+	r = idx_answer(h, key, kh, r, &hit, out, gen, cnt);
+	idx_counted(h, cnt);
+	return r;
 }
 
 MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
@@ -1615,7 +1627,7 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 	if (!v->ptr || !maru_view_valid(h, v))
 		return 0; /* a miss, or a fenced mapping: not the pool's bytes */
 	/* the shared index: the entry read, still there? */
-	rc = maru__idx_lookup(h, key, true, &hit);
+	rc = maru__idx_lookup(h, key, true, &hit, NULL);
 	if (rc == SI_HIT || rc == SI_MISS) {
 		/* not counted: the retrieve it checks was */
 		return rc == SI_HIT && hit.region_id == v->region_id &&
@@ -1653,18 +1665,19 @@ static int key_op(struct maru_handler *h, uint8_t type,
 	if (type == MDS_EXISTS_KV) {
 		/* the shared index knows, wherever the region is */
 		struct si_hit hit;
-		int ir = maru__idx_lookup(h, key, false, &hit);
+		uint64_t kh = 0;
+		int ir = maru__idx_lookup(h, key, false, &hit, &kh);
 
 		if (ir == SI_HIT || ir == SI_MISS) {
-			maru__idx_count(h, ir);
+			maru__idx_count(h, ir, 1);
 			if (ir == SI_HIT)
-				maru__idx_touch(h, key);
+				maru__idx_touch(h, key, kh);
 			maru__stats_record(h, op, ir == SI_HIT ? "hit" : "miss",
 					   0, t0);
 			return ir == SI_HIT;
 		}
 		if (ir == SI_ASK)
-			maru__idx_count(h, SI_ASK);
+			maru__idx_count(h, SI_ASK, 1);
 	}
 	reply_init(&r);
 	maru__msg_init(&m, type);
@@ -1799,6 +1812,7 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 	uint64_t t0 = maru__now_ns(), gen;
 	struct maru__lookup *ents = NULL;
 	struct maru_key *ask = NULL;
+	uint64_t *kh, cnt[3] = {0, 0, 0};
 	struct si_hit *ih;
 	struct maru__reply r;
 	struct maru__msg m;
@@ -1819,16 +1833,18 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 	known = calloc(n, sizeof(*known));
 	ir = malloc(n * sizeof(*ir));
 	ih = malloc(n * sizeof(*ih));
-	if (!known || !ir || !ih) {
+	kh = malloc(n * sizeof(*kh));
+	if (!known || !ir || !ih || !kh) {
 		free(known);
 		free(ir);
 		free(ih);
+		free(kh);
 		return -ENOMEM;
 	}
-	if (maru__idx_lookup_batch(h, keys, n, ir, ih) == 0) {
+	if (maru__idx_lookup_batch(h, keys, n, ir, ih, kh) == 0) {
 		for (i = 0; i < n; i++) {
-			rc = idx_answer(h, &keys[i], ir[i], &ih[i], &views[i],
-					&gen);
+			rc = idx_answer(h, &keys[i], kh[i], ir[i], &ih[i],
+					&views[i], &gen, cnt);
 			if (rc < 0)
 				continue;
 			known[i] = true;
@@ -1836,9 +1852,11 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 			if (rc && tickets)
 				tickets[i] = gen;
 		}
+		idx_counted(h, cnt);
 	}
 	free(ir);
 	free(ih);
+	free(kh);
 	k = batch_asks(keys, n, known, &idx, &ask);
 	rc = k < 0 ? (int)k : 0;
 	if (k > 0) {
@@ -1878,6 +1896,7 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 			size_t n, bool *results, uint64_t t0)
 {
+	uint64_t *kh, cnt[3] = {0, 0, 0};
 	struct maru_key *ask = NULL;
 	struct maru__reply r;
 	struct maru__msg m;
@@ -1890,25 +1909,29 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 	known = calloc(n, sizeof(*known));
 	ir = malloc(n * sizeof(*ir));
 	hit = malloc(n * sizeof(*hit));
-	if (!known || !ir || !hit) {
+	kh = malloc(n * sizeof(*kh));
+	if (!known || !ir || !hit || !kh) {
 		free(known);
 		free(ir);
 		free(hit);
+		free(kh);
 		return -ENOMEM;
 	}
-	if (maru__idx_lookup_batch(h, keys, n, ir, hit) == 0) {
+	if (maru__idx_lookup_batch(h, keys, n, ir, hit, kh) == 0) {
 		for (i = 0; i < n; i++) {
-			maru__idx_count(h, ir[i]);
+			cnt[ir[i]]++;
 			if (ir[i] == SI_ASK)
 				continue;
 			known[i] = true;
 			results[i] = ir[i] == SI_HIT;
 			if (ir[i] == SI_HIT)
-				maru__idx_touch(h, &keys[i]);
+				maru__idx_touch(h, &keys[i], kh[i]);
 		}
+		idx_counted(h, cnt);
 	}
 	free(ir);
 	free(hit);
+	free(kh);
 	k = batch_asks(keys, n, known, &idx, &ask);
 	rc = k < 0 ? (int)k : 0;
 	if (k > 0) {

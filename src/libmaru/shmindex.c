@@ -309,64 +309,128 @@ static void key_form(const struct maru_key *k, uint8_t *tag, const void **p,
 	}
 }
 
-/* a quick hash of the key (the memo's slot), 8 bytes a step */
+/*
+ * a quick hash of the key (its memo slot, its place in the touched set):
+ * two lanes of 8 bytes a step, so that a 60-byte key is four dependent
+ * multiplications, not eight; the last bytes as one load that overlaps
+ * the ones before (keys of 8 bytes or more)
+ */
 static uint64_t memo_hash(uint8_t tag, const uint8_t *p, size_t n)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ (n << 8) ^ tag, w;
+	const uint64_t k = 0xff51afd7ed558ccdull;
+	uint64_t a = 0x9e3779b97f4a7c15ull ^ (n << 8) ^ tag;
+	uint64_t b = 0xc2b2ae3d27d4eb4full, w, v;
+	size_t left = n;
 
-	for (; n >= 8; n -= 8, p += 8) {
+	for (; left > 16; left -= 16, p += 16) {
 		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xff51afd7ed558ccdull;
-		h ^= h >> 29;
+		memcpy(&v, p + 8, 8);
+		a = (a ^ w) * k;
+		b = (b ^ v) * k;
+		a ^= a >> 29;
+		b ^= b >> 29;
 	}
-	if (n) {
-		w = 0;
-		memcpy(&w, p, n);
-		h = (h ^ w) * 0xff51afd7ed558ccdull;
-		h ^= h >> 29;
+	/* 1..16 bytes left (or none: an empty key) */
+	w = v = 0;
+	if (left > 8) {
+		memcpy(&w, p, 8);
+		memcpy(&v, p + left - 8, 8);
+	} else if (n >= 8) {
+		memcpy(&w, p + left - 8, 8);
+	} else {
+		memcpy(&w, p, left);
 	}
-	return h;
+	a = (a ^ w) * k;
+	b = (b ^ v) * k;
+	a ^= (b << 31 | b >> 33);
+	a *= 0xc4ceb9fe1a85ec53ull;
+	return a ^ (a >> 32);
 }
 
-/* the memo's slot of a key (NULL: none, or a key too long for it) */
-static struct maru__memo *memo_slot(struct maru__idx *x, uint8_t tag,
-				    const void *p, size_t n)
+/* the memo's set of a key: two slots (NULL: no memo, or a key too long
+ * for it); *@kh (if asked): its quick hash, never 0 */
+static struct maru__memo *memo_set(struct maru__idx *x, uint8_t tag,
+				   const void *p, size_t n, uint64_t *kh)
 {
 	struct maru__memo *memo = atomic_load_explicit(&x->memo,
 						       memory_order_acquire);
+	uint64_t hk = memo_hash(tag, p, n) | 1;
 
+	if (kh)
+		*kh = hk;
 	if (!memo || n > MARU_MEMO_KEY)
 		return NULL;
-	return &memo[memo_hash(tag, p, n) & (MARU_MEMO_SLOTS - 1)];
+	return &memo[(hk >> 1) & (MARU_MEMO_SLOTS - 2)];
 }
 
-/* the digest of a key: from its memo slot @e, or SHA-256 (then kept) */
-static void digest_key(struct maru__memo *e, uint8_t tag, const void *p,
-		       size_t n, uint8_t d[SI_DIGEST])
+/* slot @e holds the key: its digest into @d, *@hint.  Lock-free: false
+ * if it does not, or changed while read. */
+static bool memo_read(struct maru__memo *e, uint8_t tag, const void *p,
+		      size_t n, uint8_t d[SI_DIGEST], uint32_t *hint)
 {
-	uint32_t s;
+	uint16_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
 
-	if (!e) {
+	if ((s & 1) || !s || e->len != n || e->tag != tag ||
+	    memcmp(e->key, p, n))
+		return false;
+	memcpy(d, e->digest, SI_DIGEST);
+	*hint = atomic_load_explicit(&e->hint, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&e->seq, memory_order_relaxed) == s;
+}
+
+/*
+ * the digest of a key: from its memo set @set (either slot), or SHA-256,
+ * then kept in an empty slot of the set, else the one the key's hash
+ * picks.  Return: the slot that now holds the key (*@hint: where the key
+ * was last found, or 0), or NULL (no set, or another thread was writing
+ * the slot).
+ */
+static struct maru__memo *digest_key(struct maru__memo *set, uint64_t kh,
+				     uint8_t tag, const void *p, size_t n,
+				     uint8_t d[SI_DIGEST], uint32_t *hint)
+{
+	struct maru__memo *e;
+	uint16_t s;
+
+	*hint = 0;
+	if (!set) {
 		si_digest(tag, p, n, d);
-		return;
+		return NULL;
 	}
-	s = atomic_load_explicit(&e->seq, memory_order_acquire);
-	if (!(s & 1) && s && e->len == n && e->tag == tag &&
-	    !memcmp(e->key, p, n)) {
-		memcpy(d, e->digest, SI_DIGEST);
-		atomic_thread_fence(memory_order_acquire);
-		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s)
-			return;
-	}
+	if (memo_read(&set[0], tag, p, n, d, hint))
+		return &set[0];
+	if (memo_read(&set[1], tag, p, n, d, hint))
+		return &set[1];
+	*hint = 0;
 	si_digest(tag, p, n, d);
+	e = !atomic_load_explicit(&set[0].seq, memory_order_relaxed) ? &set[0]
+	    : !atomic_load_explicit(&set[1].seq, memory_order_relaxed)
+		? &set[1]
+		: &set[(kh >> 40) & 1];
 	/* keep it, unless another thread is writing that slot */
+	s = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	if ((s & 1) || !atomic_compare_exchange_strong(&e->seq, &s, s + 1))
-		return;
-	e->len = (uint16_t)n;
+		return NULL;
+	e->len = (uint8_t)n;
 	e->tag = tag;
+	atomic_store_explicit(&e->hint, 0, memory_order_relaxed);
 	memcpy(e->key, p, n);
 	memcpy(e->digest, d, SI_DIGEST);
-	atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+	/* (0 is "never written": a wrapped sequence skips it) */
+	atomic_store_explicit(&e->seq, (uint16_t)(s + 2) ? (uint16_t)(s + 2) : 2,
+			      memory_order_release);
+	return e;
+}
+
+/* remember where the key of memo slot @e was found (a hint) */
+static void memo_learn(struct maru__memo *e, uint32_t had, int r,
+		       const struct si_hit *hit)
+{
+	uint32_t now = r == SI_HIT ? hit->slot : 0;
+
+	if (now != had)
+		atomic_store_explicit(&e->hint, now, memory_order_relaxed);
 }
 
 static bool key_ok(const struct maru_key *key)
@@ -390,30 +454,41 @@ static __thread struct {
 } tl;
 
 int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
-		     bool after_use, struct si_hit *out)
+		     bool after_use, struct si_hit *out, uint64_t *kh)
 {
 	const struct maru__idx_area *a =
 		atomic_load_explicit(&h->idx.area, memory_order_acquire);
 	struct si_rstats st = {0};
 	uint8_t d[SI_DIGEST], tag, ib[8];
+	struct maru__memo *e;
 	const void *p;
+	uint64_t hk;
+	uint32_t hint;
 	size_t n;
+	int r;
 
 	if (!a)
 		return MARU_IDX_NONE;
 	if (!key_ok(key))
 		return SI_ASK;
 	key_form(key, &tag, &p, &n, ib);
-	digest_key(memo_slot(&h->idx, tag, p, n), tag, p, n, d);
+	e = memo_set(&h->idx, tag, p, n, &hk);
+	if (kh)
+		*kh = hk;
+	e = digest_key(e, hk, tag, p, n, d, &hint);
 	if (tl.serial != a->serial) {
 		tl.serial = a->serial;
 		tl.lay.state = 0;
 	}
-	return si_lookup(&a->map, &tl.lay, d, after_use, out, &st);
+	r = si_lookup(&a->map, &tl.lay, d, hint, after_use, out, &st);
+	if (e)
+		memo_learn(e, hint, r, out);
+	return r;
 }
 
 int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
-			   size_t n, int *res, struct si_hit *out)
+			   size_t n, int *res, struct si_hit *out,
+			   uint64_t *kh)
 {
 	const struct maru__idx_area *a =
 		atomic_load_explicit(&h->idx.area, memory_order_acquire);
@@ -433,17 +508,38 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 	d = stack;
 	for (i = 0; i < n; i += 64) {
 		size_t m = n - i < 64 ? n - i : 64, j = 0;
-		struct maru__memo *slot[64];
+		struct maru__memo *set[64], *mine[64];
+		uint64_t hk[64];
+		uint32_t hint[64];
 		size_t idx[64];
+		int r2[64];
+		struct si_hit o2[64];
 
 		for (k = 0; k < m; k++) {
-			slot[k] = NULL;
+			/* the names a few keys ahead: their first line */
+			if (i + k + 8 < n &&
+			    (keys[i + k + 8].type == MARU_KEY_STR ||
+			     keys[i + k + 8].type == MARU_KEY_BIN))
+				__builtin_prefetch(keys[i + k + 8].str);
+			set[k] = NULL;
+			if (kh)
+				kh[i + k] = 0;
 			if (!key_ok(&keys[i + k]))
 				continue;
 			key_form(&keys[i + k], &tag, &p, &len, ib);
-			slot[k] = memo_slot(&h->idx, tag, p, len);
-			if (slot[k])
-				__builtin_prefetch(slot[k]);
+			set[k] = memo_set(&h->idx, tag, p, len, &hk[k]);
+			if (kh)
+				kh[i + k] = hk[k];
+			if (set[k]) {
+				/* both slots; their second lines for a key
+				 * that reaches them */
+				__builtin_prefetch(&set[k][0]);
+				__builtin_prefetch(&set[k][1]);
+				if (len > MARU_MEMO_KEY - 64) {
+					__builtin_prefetch((char *)&set[k][0] + 64);
+					__builtin_prefetch((char *)&set[k][1] + 64);
+				}
+			}
 		}
 		for (k = 0; k < m; k++) {
 			if (!key_ok(&keys[i + k])) {
@@ -451,38 +547,37 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 				continue;
 			}
 			key_form(&keys[i + k], &tag, &p, &len, ib);
-			digest_key(slot[k], tag, p, len, d[j]);
+			mine[j] = digest_key(set[k], hk[k], tag, p, len, d[j],
+					     &hint[j]);
 			idx[j++] = i + k;
 		}
-		if (j == m) {
-			si_lookup_batch(&a->map, &tl.lay, m,
-					(const uint8_t (*)[SI_DIGEST])d,
-					res + i, out + i, &st);
-			continue;
-		}
-		/* keys the index cannot name among them: the others */
-		{
-			int r2[64];
-			struct si_hit o2[64];
-
-			si_lookup_batch(&a->map, &tl.lay, j,
-					(const uint8_t (*)[SI_DIGEST])d, r2,
-					o2, &st);
-			for (k = 0; k < j; k++) {
+		/* (the keys the index can name: all of them, usually) */
+		si_lookup_batch(&a->map, &tl.lay, j,
+				(const uint8_t (*)[SI_DIGEST])d, hint,
+				j == m ? res + i : r2, j == m ? out + i : o2,
+				&st);
+		for (k = 0; k < j; k++) {
+			if (j != m) {
 				res[idx[k]] = r2[k];
 				out[idx[k]] = o2[k];
 			}
+			if (mine[k])
+				memo_learn(mine[k], hint[k], res[idx[k]],
+					   &out[idx[k]]);
 		}
 	}
 	return 0;
 }
 
-void maru__idx_count(struct maru_handler *h, int what)
+void maru__idx_count(struct maru_handler *h, int what, uint64_t n)
 {
-	atomic_fetch_add_explicit(&h->idx.n[what], 1, memory_order_relaxed);
+	if (n)
+		atomic_fetch_add_explicit(&h->idx.n[what], n,
+					  memory_order_relaxed);
 }
 
-void maru__idx_touch(struct maru_handler *h, const struct maru_key *key)
+void maru__idx_touch(struct maru_handler *h, const struct maru_key *key,
+		     uint64_t kh)
 {
 	struct maru__idx *x = &h->idx;
 	struct mp_wr w = {&x->touched, 0};
@@ -499,9 +594,13 @@ void maru__idx_touch(struct maru_handler *h, const struct maru_key *key)
 		return;
 	/* once a period per key is enough for the policy (LRU): a set of
 	 * key hashes, lock-free to read */
-	key_form(key, &tag, &p, &n, ib);
-	hk = memo_hash(tag, p, n) | 1;
-	at = hk & (MARU_TOUCH_SET - 1);
+	if (kh) {
+		hk = kh;
+	} else {
+		key_form(key, &tag, &p, &n, ib);
+		hk = memo_hash(tag, p, n) | 1;
+	}
+	at = (hk >> 1) & (MARU_TOUCH_SET - 1);
 	for (i = 0; set && i < 4; i++) {
 		v = atomic_load_explicit(&set[(at + i) & (MARU_TOUCH_SET - 1)],
 					 memory_order_relaxed);

@@ -5,14 +5,17 @@
  * write the pool may write the index too, docs/shm-index.md)
  *
  * Input: byte 0 picks the coherence model (none, flush, simulate), the
- * table's size (1 to 16 groups) and (bit 6) a writer's shadow; then up to 64 little-endian 8-byte key
+ * table's size (1 to 16 groups), (bit 6) a writer's shadow and (bit 7)
+ * whether the readers' hints (si_lookup's, one per key: the key number's
+ * top 32 bits) are taken modulo the table's slots + 2, i.e. mostly lines
+ * of other keys; then up to 64 little-endian 8-byte key
  * numbers (a repeated one counts once), ended by a 0xff byte (or the
  * end); the rest are patches of 4
  * bytes (offset: 2 bytes into the area, a byte to XOR, a byte ignored).
  * The writer publishes the keys (si_insert, si_remove of every fourth),
  * a superblock names the table, the patches are applied, and then every
- * key and some absent ones are looked up, one by one and as a batch, and
- * re-checked.  Without patches the answers must be right (a published key
+ * key and some absent ones are looked up, one by one and as a batch
+ * (without and with the hints), and re-checked.  Without patches the answers must be right (a published key
  * hits with its location, a removed or absent one never hits); with them
  * only that nothing is read outside the area (ASan) and every answer is
  * one of the three.
@@ -31,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const int cohs[3] = {SI_COHERENT, SI_FLUSH, SI_SIMULATE};
 	uint8_t dg[MAXK + 8][SI_DIGEST];
 	uint64_t keys[MAXK], g;
+	uint32_t hints[MAXK + 8];
 	struct si_map wm, rm;
 	struct si_table t = {0};
 	struct si_super sb = {0};
@@ -107,7 +111,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	CHECK(si_map_init(&rm, mem, len, coh, false) == 0);
 	for (i = 0; i < n + 8; i++) {
-		r = si_lookup(&rm, &lay, dg[i], false, &hit, &st);
+		hints[i] = i < n ? (uint32_t)(keys[i] >> 32) : (uint32_t)i;
+		if (data[0] & 0x80)
+			hints[i] %= (uint32_t)t.n_groups * SI_GROUP + 2;
+	}
+	for (i = 0; i < n + 8; i++) {
+		r = si_lookup(&rm, &lay, dg[i], 0, false, &hit, &st);
 		CHECK(r == SI_HIT || r == SI_MISS || r == SI_ASK);
 		if (!patched && i < n && placed[i] && r == SI_HIT)
 			CHECK(hit.gen == i + 1 && hit.kv_offset == i * 64 &&
@@ -117,15 +126,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* a key removed, or never there, never hits */
 		if (!patched && (i >= n || !placed[i]))
 			CHECK(r != SI_HIT);
-		r = si_lookup(&rm, &lay, dg[i], true, &hit, &st);
+		r = si_lookup(&rm, &lay, dg[i], 0, true, &hit, &st);
 		CHECK(r == SI_HIT || r == SI_MISS || r == SI_ASK);
+		/* a hint of any value changes no answer */
+		r = si_lookup(&rm, &lay, dg[i], hints[i], false, &hit, &st);
+		CHECK(r == SI_HIT || r == SI_MISS || r == SI_ASK);
+		if (!patched && i < n && placed[i] && r == SI_HIT)
+			CHECK(hit.gen == i + 1 && hit.kv_offset == i * 64 &&
+			      hit.slot >= 1 && hit.slot <= t.n_groups * SI_GROUP);
+		if (!patched && i < n && placed[i])
+			CHECK(r != SI_MISS);
+		if (!patched && (i >= n || !placed[i]))
+			CHECK(r != SI_HIT);
 	}
-	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t (*)[SI_DIGEST])dg,
+	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t (*)[SI_DIGEST])dg, NULL,
 			res, hits, &st);
 	for (i = 0; i < n + 8; i++) {
 		CHECK(res[i] == SI_HIT || res[i] == SI_MISS || res[i] == SI_ASK);
 		if (!patched && i < n && placed[i])
 			CHECK(res[i] != SI_MISS);
+	}
+	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t (*)[SI_DIGEST])dg,
+			hints, res, hits, &st);
+	for (i = 0; i < n + 8; i++) {
+		CHECK(res[i] == SI_HIT || res[i] == SI_MISS || res[i] == SI_ASK);
+		if (!patched && i < n && placed[i])
+			CHECK(res[i] != SI_MISS);
+		if (!patched && i < n && placed[i] && res[i] == SI_HIT)
+			CHECK(hits[i].gen == i + 1 && hits[i].kv_offset == i * 64);
+		if (!patched && (i >= n || !placed[i]))
+			CHECK(res[i] != SI_HIT);
 	}
 	si_map_destroy(&rm);
 	si_map_destroy(&wm);

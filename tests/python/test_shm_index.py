@@ -104,12 +104,21 @@ def test_local_answers(mds):
         assert w.delete("k9")
         assert r.retrieve("k9") is None and not r.exists("k9")
         assert not r.recheck("k9", info)
+        # stored again (another page; the reader's memo still has where
+        # the index had it): found with the new bytes, one by one and in
+        # a batch
+        a = w.alloc(100)
+        a.buf[:6] = b"again!"
+        assert w.store("k9", a)
+        assert bytes(r.retrieve("k9").view[:6]) == b"again!"
+        assert r.batch_exists(["k8", "k9"]) == [True, True]
+        assert bytes(r.batch_retrieve(["k9"])[0].view[:6]) == b"again!"
         # the clients' counts reach GET_STATS (with the lease renewal)
         assert wait_until(lambda: stats(mds.url)["shm_index"]["clients"]
                           ["local_hits"] >= 50, timeout=10)
         sx = stats(mds.url)["shm_index"]
         assert sx["enabled"] and sx["kind"] == "file"
-        assert sx["published"] == 52 and sx["rpc_only"] == 0
+        assert sx["published"] == 53 and sx["rpc_only"] == 0
     finally:
         w.close()
         r.close()

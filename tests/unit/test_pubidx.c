@@ -115,7 +115,7 @@ static int look(struct fx *f, uint64_t k, struct si_hit *h)
 	uint8_t d[SI_DIGEST];
 
 	si_digest(x.tag, x.ptr, x.len, d);
-	return si_lookup(&f->rd, &lay, d, false, h, &st);
+	return si_lookup(&f->rd, &lay, d, 0, false, h, &st);
 }
 
 /* a put waits for the fence; a removal and a new put of the same key in

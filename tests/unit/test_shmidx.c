@@ -10,7 +10,8 @@
  * "Tests"): a writer thread binds keys to pages of a small pool, deletes
  * them and reuses each freed page at once (LIFO), and now and then moves
  * the whole index to a new table, reusing the old table's memory; reader
- * threads look keys up, read the page (a header naming the key and its
+ * threads look keys up (with the hint of where each was last found, as
+ * libmaru does), read the page (a header naming the key and its
  * registration, a pattern derived from both), then re-check the hit.
  * Every page a reader accepts must be the key's: 0 wrong.  The same run
  * without the re-check (the control), with readers that never invalidate
@@ -113,7 +114,7 @@ static int look(const struct si_map *m, uint64_t key, struct si_hit *h)
 	uint8_t d[16];
 
 	si_digest(2, &key, 8, d);
-	return si_lookup(m, &lay, d, false, h, &st);
+	return si_lookup(m, &lay, d, 0, false, h, &st);
 }
 
 /* layout 2: a key's two groups are two groups of one 4 KiB page, the
@@ -189,6 +190,123 @@ static void test_insert_lookup_remove(void **state)
 	munmap(mem, len);
 }
 
+static int look_hint(const struct si_map *m, uint64_t key, uint32_t hint,
+		     struct si_hit *h)
+{
+	struct si_layout lay = {0};
+	struct si_rstats st = {0};
+	uint8_t d[16];
+
+	si_digest(2, &key, 8, d);
+	return si_lookup(m, &lay, d, hint, false, h, &st);
+}
+
+/*
+ * Hints (si_hit.slot): a right one finds the key in its one line; any
+ * other -- another key's slot, a slot since emptied or reused, one past
+ * the table -- gives the answer a lookup without it gives; a batch with
+ * hints of every kind answers as one without.  Coherent and simulated.
+ */
+static void test_hints(void **state)
+{
+	enum { N = 40 };
+	static const int cohs[] = {SI_COHERENT, SI_SIMULATE};
+	size_t len = SI_HDR + si_table_bytes(64);
+	uint8_t dg[N + 2][SI_DIGEST];
+	uint32_t slot[N], hints[N + 2];
+	int res[N + 2], res0[N + 2];
+	struct si_hit h, out[N + 2], out0[N + 2];
+	struct si_layout lay = {0};
+	struct si_rstats st = {0};
+	struct si_table t = {0};
+	struct si_entry e;
+	struct si_map m, rd;
+	uint64_t k;
+	size_t c, i;
+
+	for (c = 0; c < sizeof(cohs) / sizeof(cohs[0]); c++) {
+		uint8_t *mem = area_new(len);
+
+		setup_area(&m, mem, len, &t, 64, cohs[c]);
+		assert_int_equal(si_map_init(&rd, mem, len, cohs[c], false), 0);
+		for (k = 0; k < N; k++) {
+			e = entry(k, 100 + k);
+			assert_int_equal(si_insert(&m, &t, &e), 1);
+		}
+		si_wb_fence(&m);
+		for (k = 0; k < N; k++) {
+			assert_int_equal(look_hint(&rd, k, 0, &h), SI_HIT);
+			assert_true(h.slot >= 1 && h.slot <= 64 * SI_GROUP);
+			slot[k] = h.slot;
+			/* the slot is the entry's */
+			assert_memory_equal(
+				((struct si_entry *)(m.base + t.off))[h.slot - 1]
+					.digest,
+				entry(k, 0).digest, SI_DIGEST);
+			memset(&h, 0, sizeof(h));
+			assert_int_equal(look_hint(&rd, k, slot[k], &h), SI_HIT);
+			assert_int_equal(h.gen, 100 + k);
+			assert_int_equal(h.slot, slot[k]);
+			/* another key's slot, past the table, all ones */
+			assert_int_equal(look_hint(&rd, k, slot[(k + 1) % N], &h),
+					 SI_HIT);
+			assert_int_equal(h.gen, 100 + k);
+			assert_int_equal(h.slot, slot[k]);
+			assert_int_equal(look_hint(&rd, k, 64 * SI_GROUP + 1, &h),
+					 SI_HIT);
+			assert_int_equal(look_hint(&rd, k, UINT32_MAX, &h), SI_HIT);
+			assert_int_equal(h.kv_offset, k * 64);
+		}
+		/* a key never there, given a live slot: a miss */
+		assert_int_equal(look_hint(&rd, 1000, slot[3], &h), SI_MISS);
+		/* removed: its slot no longer names it */
+		assert_int_equal(si_remove(&m, &t, entry(7, 0).digest), 1);
+		si_wb_fence(&m);
+		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_MISS);
+		/* its slot reused by another key, then 7 back elsewhere */
+		e = entry(500, 1);
+		assert_int_equal(si_insert(&m, &t, &e), 1);
+		e = entry(7, 777);
+		assert_int_equal(si_insert(&m, &t, &e), 1);
+		si_wb_fence(&m);
+		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_HIT);
+		assert_int_equal(h.gen, 777);
+		slot[7] = h.slot;
+		/* a batch: right, wrong, stale, outside, none; and 2 misses */
+		for (i = 0; i < N + 2; i++) {
+			k = i < N ? i : 2000 + i;
+			si_digest(2, &k, 8, dg[i]);
+			hints[i] = i >= N ? slot[i % N]
+				   : i % 5 == 0 ? slot[i]
+				   : i % 5 == 1 ? slot[(i + 3) % N]
+				   : i % 5 == 2 ? UINT32_MAX
+				   : i % 5 == 3 ? 0
+						: 64 * SI_GROUP + 1 + (uint32_t)i;
+		}
+		si_lookup_batch(&rd, &lay, N + 2,
+				(const uint8_t (*)[SI_DIGEST])dg, NULL, res0,
+				out0, &st);
+		memset(out, 0, sizeof(out));
+		si_lookup_batch(&rd, &lay, N + 2,
+				(const uint8_t (*)[SI_DIGEST])dg, hints, res,
+				out, &st);
+		for (i = 0; i < N + 2; i++) {
+			assert_int_equal(res[i], i < N ? SI_HIT : SI_MISS);
+			assert_int_equal(res0[i], res[i]);
+			if (i >= N)
+				continue;
+			assert_int_equal(out[i].gen, out0[i].gen);
+			assert_int_equal(out[i].kv_offset, i * 64);
+			assert_int_equal(out[i].slot, slot[i]);
+		}
+		si_map_destroy(&rd);
+		si_map_destroy(&m);
+		munmap(mem, len);
+		memset(&lay, 0, sizeof(lay));
+		memset(&t, 0, sizeof(t));
+	}
+}
+
 static void test_overflow_marks(void **state)
 {
 	size_t len = SI_HDR + si_table_bytes(2);
@@ -243,7 +361,7 @@ static void test_superblock_states(void **state)
 	e = entry(k, 1);
 	assert_int_equal(si_insert(&m, &t, &e), 1);
 	si_digest(2, &k, 8, d);
-	assert_int_equal(si_lookup(&m, &lay, d, false, &h, &st), SI_HIT);
+	assert_int_equal(si_lookup(&m, &lay, d, 0, false, &h, &st), SI_HIT);
 	assert_int_equal(lay.state, 2);
 	/* being changed: ask */
 	assert_int_equal(si_super_read(&m, &cur, &lay), 0);
@@ -251,7 +369,7 @@ static void test_superblock_states(void **state)
 	sb.state = 3;
 	si_super_write(&m, &sb);
 	assert_int_equal(si_super_read(&m, &cur, &lay), -EBUSY);
-	assert_int_equal(si_lookup(&m, &lay, d, false, &h, &st), SI_ASK);
+	assert_int_equal(si_lookup(&m, &lay, d, 0, false, &h, &st), SI_ASK);
 	/* a new table elsewhere: a reader holding the old layout follows */
 	t2.off = SI_HDR + si_table_bytes(16);
 	t2.n_groups = 16;
@@ -264,7 +382,7 @@ static void test_superblock_states(void **state)
 	lay.state = 2;
 	lay.table_off = t.off;
 	lay.n_groups = 16;
-	assert_int_equal(si_lookup(&m, &lay, d, false, &h, &st), SI_HIT);
+	assert_int_equal(si_lookup(&m, &lay, d, 0, false, &h, &st), SI_HIT);
 	assert_int_equal(h.gen, 2);
 	assert_int_equal(lay.state, 4);
 	assert_int_equal(lay.table_off, t2.off);
@@ -274,7 +392,7 @@ static void test_superblock_states(void **state)
 	si_super_write(&m, &sb);
 	assert_int_equal(si_super_read(&m, &cur, &lay), -EBADF);
 	lay.state = 0;
-	assert_int_equal(si_lookup(&m, &lay, d, false, &h, &st), SI_ASK);
+	assert_int_equal(si_lookup(&m, &lay, d, 0, false, &h, &st), SI_ASK);
 	sb.table_off = t2.off;
 	sb.magic = 1;
 	si_super_write(&m, &sb);
@@ -502,6 +620,7 @@ static void *reader(void *arg)
 	struct si_hit h, h2;
 	struct si_map m;
 	uint64_t seed = (uint64_t)(uintptr_t)&lay, n = 0;
+	uint32_t hint[NKEYS] = {0}; /* as libmaru's memo: where each was */
 	bool ok, valid;
 	int k, r, spin;
 
@@ -510,7 +629,8 @@ static void *reader(void *arg)
 	while (!atomic_load(&c->stop)) {
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		k = (int)((seed >> 33) % NKEYS);
-		r = si_lookup(&m, &lay, c->digest[k], false, &h, &st);
+		r = si_lookup(&m, &lay, c->digest[k], hint[k], false, &h, &st);
+		hint[k] = r == SI_HIT ? h.slot : 0;
 		n++;
 		if (r == SI_MISS) {
 			c->misses++;
@@ -530,7 +650,7 @@ static void *reader(void *arg)
 		valid = true;
 		if (c->recheck) {
 			lay2 = lay;
-			valid = si_lookup(&m, &lay2, c->digest[k], true, &h2,
+			valid = si_lookup(&m, &lay2, c->digest[k], hint[k], true, &h2,
 					  &st) == SI_HIT &&
 				h2.gen == h.gen && h2.kv_offset == h.kv_offset;
 		}
@@ -645,6 +765,7 @@ int main(void)
 		cmocka_unit_test(test_digest_vectors),
 		cmocka_unit_test(test_groups_share_a_page),
 		cmocka_unit_test(test_insert_lookup_remove),
+		cmocka_unit_test(test_hints),
 		cmocka_unit_test(test_overflow_marks),
 		cmocka_unit_test(test_superblock_states),
 		cmocka_unit_test(test_torn_and_zero_lines),

@@ -762,11 +762,12 @@ struct maru__idx_area {
  * any value is safe (si_lookup).
  */
 #define MARU_MEMO_SLOTS 65536 /* a power of two */
-#define MARU_MEMO_KEY 104
+#define MARU_MEMO_KEY 100
 struct maru__memo {
-	_Atomic uint16_t seq; /* odd while written */
+	_Atomic uint32_t seq; /* odd while written; 0: never written */
 	uint8_t len;
 	uint8_t tag;
+	uint16_t rsvd;
 	_Atomic uint32_t hint; /* si_hit.slot of its last hit, or 0 */
 	uint8_t digest[SI_DIGEST];
 	uint8_t key[MARU_MEMO_KEY];

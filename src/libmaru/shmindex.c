@@ -30,6 +30,7 @@
 #include "private.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -61,6 +62,24 @@ void maru__idx_init(struct maru_handler *h)
 
 static void area_free(struct maru__idx_area *a);
 
+/* the memo: page-aligned (a slot is two lines, not three), zero, touched
+ * as keys come */
+#define MEMO_BYTES ((size_t)MARU_MEMO_SLOTS * sizeof(struct maru__memo))
+
+static struct maru__memo *memo_new(void)
+{
+	void *p = mmap(NULL, MEMO_BYTES, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void memo_free(struct maru__memo *m)
+{
+	if (m)
+		munmap(m, MEMO_BYTES);
+}
+
 void maru__idx_destroy(struct maru_handler *h)
 {
 	struct maru__idx *x = &h->idx;
@@ -74,7 +93,7 @@ void maru__idx_destroy(struct maru_handler *h)
 	x->all = x->cur = NULL;
 	free(x->tseen);
 	x->tseen = NULL;
-	free(atomic_load(&x->memo));
+	memo_free(atomic_load(&x->memo));
 	atomic_store(&x->memo, NULL);
 	buf_free(&x->touched);
 	atomic_store(&x->ntouched, 0);
@@ -206,8 +225,7 @@ int maru__idx_attach(struct maru_handler *h, const struct maru__idx_desc *d)
 		return rc;
 	}
 	if (!atomic_load(&x->memo))
-		atomic_store(&x->memo, calloc(MARU_MEMO_SLOTS,
-					      sizeof(struct maru__memo)));
+		atomic_store(&x->memo, memo_new());
 	if (!x->tseen)
 		x->tseen = calloc(MARU_TOUCH_SET, sizeof(*x->tseen));
 	a->next = x->all;
@@ -337,14 +355,19 @@ static uint64_t memo_hash(uint8_t tag, const uint8_t *p, size_t n)
 		memcpy(&v, p + left - 8, 8);
 	} else if (n >= 8) {
 		memcpy(&w, p + left - 8, 8);
-	} else {
+	} else if (left) {
 		memcpy(&w, p, left);
 	}
 	a = (a ^ w) * k;
 	b = (b ^ v) * k;
+	/* murmur3's finalizer: every bit of the lanes reaches the low bits
+	 * (the set's), as the steps alone do not for bytes high in a word */
 	a ^= (b << 31 | b >> 33);
+	a ^= a >> 33;
+	a *= k;
+	a ^= a >> 33;
 	a *= 0xc4ceb9fe1a85ec53ull;
-	return a ^ (a >> 32);
+	return a ^ (a >> 33);
 }
 
 /* the memo's set of a key: two slots (NULL: no memo, or a key too long
@@ -368,7 +391,7 @@ static struct maru__memo *memo_set(struct maru__idx *x, uint8_t tag,
 static bool memo_read(struct maru__memo *e, uint8_t tag, const void *p,
 		      size_t n, uint8_t d[SI_DIGEST], uint32_t *hint)
 {
-	uint16_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	uint32_t s = atomic_load_explicit(&e->seq, memory_order_acquire);
 
 	if ((s & 1) || !s || e->len != n || e->tag != tag ||
 	    memcmp(e->key, p, n))
@@ -381,17 +404,19 @@ static bool memo_read(struct maru__memo *e, uint8_t tag, const void *p,
 
 /*
  * the digest of a key: from its memo set @set (either slot), or SHA-256,
- * then kept in an empty slot of the set, else the one the key's hash
- * picks.  Return: the slot that now holds the key (*@hint: where the key
+ * then kept in an empty slot of the set, else in one of them by turns
+ * (not by the key: two keys that took turns in one slot while the other
+ * kept a cold key would never both stay).  Return: the slot that now holds the key (*@hint: where the key
  * was last found, or 0), or NULL (no set, or another thread was writing
  * the slot).
  */
-static struct maru__memo *digest_key(struct maru__memo *set, uint64_t kh,
-				     uint8_t tag, const void *p, size_t n,
+static struct maru__memo *digest_key(struct maru__memo *set, uint8_t tag,
+				     const void *p, size_t n,
 				     uint8_t d[SI_DIGEST], uint32_t *hint)
 {
+	static __thread unsigned turn; /* the victim when both are taken */
 	struct maru__memo *e;
-	uint16_t s;
+	uint32_t s;
 
 	*hint = 0;
 	if (!set) {
@@ -407,19 +432,20 @@ static struct maru__memo *digest_key(struct maru__memo *set, uint64_t kh,
 	e = !atomic_load_explicit(&set[0].seq, memory_order_relaxed) ? &set[0]
 	    : !atomic_load_explicit(&set[1].seq, memory_order_relaxed)
 		? &set[1]
-		: &set[(kh >> 40) & 1];
+		: &set[turn++ & 1];
 	/* keep it, unless another thread is writing that slot */
 	s = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	if ((s & 1) || !atomic_compare_exchange_strong(&e->seq, &s, s + 1))
 		return NULL;
+	atomic_thread_fence(memory_order_release); /* odd, then the rest */
 	e->len = (uint8_t)n;
 	e->tag = tag;
 	atomic_store_explicit(&e->hint, 0, memory_order_relaxed);
-	memcpy(e->key, p, n);
+	if (n)
+		memcpy(e->key, p, n);
 	memcpy(e->digest, d, SI_DIGEST);
 	/* (0 is "never written": a wrapped sequence skips it) */
-	atomic_store_explicit(&e->seq, (uint16_t)(s + 2) ? (uint16_t)(s + 2) : 2,
-			      memory_order_release);
+	atomic_store_explicit(&e->seq, s + 2 ? s + 2 : 2, memory_order_release);
 	return e;
 }
 
@@ -428,6 +454,9 @@ static void memo_learn(struct maru__memo *e, uint32_t had, int r,
 		       const struct si_hit *hit)
 {
 	uint32_t now = r == SI_HIT ? hit->slot : 0;
+
+	if (r == SI_ASK)
+		return; /* (the index could not say: the hint may be good) */
 
 	if (now != had)
 		atomic_store_explicit(&e->hint, now, memory_order_relaxed);
@@ -462,7 +491,6 @@ int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
 	uint8_t d[SI_DIGEST], tag, ib[8];
 	struct maru__memo *e;
 	const void *p;
-	uint64_t hk;
 	uint32_t hint;
 	size_t n;
 	int r;
@@ -472,10 +500,8 @@ int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
 	if (!key_ok(key))
 		return SI_ASK;
 	key_form(key, &tag, &p, &n, ib);
-	e = memo_set(&h->idx, tag, p, n, &hk);
-	if (kh)
-		*kh = hk;
-	e = digest_key(e, hk, tag, p, n, d, &hint);
+	e = memo_set(&h->idx, tag, p, n, kh);
+	e = digest_key(e, tag, p, n, d, &hint);
 	if (tl.serial != a->serial) {
 		tl.serial = a->serial;
 		tl.lay.state = 0;
@@ -509,7 +535,6 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 	for (i = 0; i < n; i += 64) {
 		size_t m = n - i < 64 ? n - i : 64, j = 0;
 		struct maru__memo *set[64], *mine[64];
-		uint64_t hk[64];
 		uint32_t hint[64];
 		size_t idx[64];
 		int r2[64];
@@ -527,15 +552,15 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 			if (!key_ok(&keys[i + k]))
 				continue;
 			key_form(&keys[i + k], &tag, &p, &len, ib);
-			set[k] = memo_set(&h->idx, tag, p, len, &hk[k]);
-			if (kh)
-				kh[i + k] = hk[k];
+			set[k] = memo_set(&h->idx, tag, p, len,
+					  kh ? &kh[i + k] : NULL);
 			if (set[k]) {
 				/* both slots; their second lines for a key
 				 * that reaches them */
 				__builtin_prefetch(&set[k][0]);
 				__builtin_prefetch(&set[k][1]);
-				if (len > MARU_MEMO_KEY - 64) {
+				if (len > 64 - offsetof(struct maru__memo,
+							key)) {
 					__builtin_prefetch((char *)&set[k][0] + 64);
 					__builtin_prefetch((char *)&set[k][1] + 64);
 				}
@@ -547,7 +572,7 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 				continue;
 			}
 			key_form(&keys[i + k], &tag, &p, &len, ib);
-			mine[j] = digest_key(set[k], hk[k], tag, p, len, d[j],
+			mine[j] = digest_key(set[k], tag, p, len, d[j],
 					     &hint[j]);
 			idx[j++] = i + k;
 		}

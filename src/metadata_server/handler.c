@@ -241,10 +241,13 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 	struct rm_handle h;
 	int rc;
 
-	if (q->ack)
-		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
-				q->ack);
 	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h, wt);
+	/* (only once the request was let act for the instance: else anyone
+	 * naming it could renumber its notices; a refused one's comes again
+	 * with the next HEARTBEAT) */
+	if (q->ack && (rc == 0 || rc == -EINPROGRESS))
+		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
+				q->lease_id, q->ack);
 	if (rc == -EINPROGRESS) {
 		*wp = wt;
 		return 1;
@@ -820,9 +823,10 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 
 	if (rc < 0)
 		return rc;
-	if (q->ack && rc == 0)
+	/* (with no "evicted_ack" a client that takes notices has none) */
+	if ((q->ack || q->notices) && rc == 0)
 		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
-				q->ack);
+				q->lease_id, q->ack);
 	if (rc == 0 && !q->lease_release)
 		mds_inst_label(s, q->instance_id, q->host, q->pid);
 	/* what the client answered from the shared index since it last

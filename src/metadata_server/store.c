@@ -1485,15 +1485,41 @@ static void notices_ack(struct mds_inst *in, uint64_t ack)
 	}
 }
 
-void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack)
+/* the notices queued for @in are numbered from @ack + 1 (and sent again) */
+static void notices_renumber(struct mds_inst *in, uint64_t ack)
 {
-	struct mds_inst *in;
+	in->nq_seq0 = ack + 1;
+	if (in->nq_hi < ack)
+		in->nq_hi = ack;
+	in->nq_sent = 0;
+}
 
-	if (islot == IX_NO_SLOT || !ack || ack == UINT64_MAX)
+void mds_ack_notices(struct mds *s, uint32_t islot, struct mds_str lease,
+		     uint64_t ack)
+{
+	struct ix_key k = str_key(lease);
+	struct mds_inst *in;
+	uint64_t lh;
+
+	if (islot == IX_NO_SLOT || ack == UINT64_MAX)
 		return;
 	in = &s->insts[islot];
-	if (ack < in->ack_hi)
-		return; /* an older request's, overtaken (another connection) */
+	lh = lease.len ? ix_hash(&s->lease_map, &k) | 1 : 0; /* 0: none */
+	/*
+	 * Another lease: another process of the instance (restarted with a
+	 * configured instance id: it has nothing, 0), or this one after it
+	 * lost its lease (it keeps its number).  Its number is the truth:
+	 * the last process's acknowledgements say nothing of what it has.
+	 */
+	if (lh && lh != in->ack_lease) {
+		in->ack_lease = lh;
+		in->ack_hi = ack;
+		notices_renumber(in, ack);
+		return;
+	}
+	if (!ack || ack < in->ack_hi)
+		return; /* nothing, or an older request's, overtaken (another
+			 * connection) */
 	in->ack_hi = ack;
 	/*
 	 * The client's number and ours disagree; its number says what it
@@ -1508,10 +1534,7 @@ void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack)
 	 *    takes no number past a gap.
 	 */
 	if (ack > in->nq_hi || (in->nq_seq0 && ack + 1 < in->nq_seq0)) {
-		in->nq_seq0 = ack + 1;
-		if (in->nq_hi < ack)
-			in->nq_hi = ack;
-		in->nq_sent = 0;
+		notices_renumber(in, ack);
 		return;
 	}
 	notices_ack(in, ack);

@@ -258,11 +258,13 @@ struct mds_inst {
 	 * number nq_seq0.  An acknowledgement ("evicted_ack": N) drops those
 	 * up to N; what stays unacknowledged 2 s is sent again.  nq_hi: the
 	 * highest number ever sent; ack_hi: the highest acknowledged
-	 * (mds_ack_notices: numberings that disagree).
+	 * (mds_ack_notices: numberings that disagree); ack_lease: a hash of
+	 * the lease that acknowledged last (another lease is another
+	 * process of the instance, or this one after a lost lease).
 	 */
 	struct mds_notice *nq; /* owns */
 	uint32_t nq_head, nq_n, nq_cap, nq_sent;
-	uint64_t nq_seq0, nq_hi, ack_hi, sent_at;
+	uint64_t nq_seq0, nq_hi, ack_hi, ack_lease, sent_at;
 	uint64_t told; /* replies that told it pages (any connection) */
 	/* where it runs, as its client said (REQUEST_ALLOC, HEARTBEAT):
 	 * informative only (GET_USAGE), "" / 0 unknown */
@@ -612,8 +614,12 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 			  uint32_t max, uint64_t *first, uint64_t *last,
 			  const uint64_t *rel, uint32_t nrel);
 
-/* mds_ack_notices - the instance has its notices up to number @ack */
-void mds_ack_notices(struct mds *s, uint32_t islot, uint64_t ack);
+/* mds_ack_notices - the instance, on lease @lease (may be empty), has
+ * its notices up to number @ack (0: none); the caller made sure that the
+ * request may act for the instance (its HEARTBEAT or REQUEST_ALLOC was
+ * accepted) */
+void mds_ack_notices(struct mds *s, uint32_t islot, struct mds_str lease,
+		     uint64_t ack);
 
 /**
  * mds_release_wanted - regions of the instance that eviction emptied and

@@ -7,8 +7,9 @@
  * Input: byte 0 picks the coherence model (none, flush, simulate), the
  * table's size (1 to 16 groups), (bit 6) a writer's shadow and (bit 7)
  * whether the readers' hints (si_lookup's, one per key: the key number's
- * top 32 bits) are taken modulo the table's slots + 2, i.e. mostly lines
- * of other keys; then up to 64 little-endian 8-byte key
+ * top 32 bits) are taken as they are (mostly outside the table) rather
+ * than modulo the table's slots + 2 (mostly lines of other keys); then
+ * up to 64 little-endian 8-byte key
  * numbers (a repeated one counts once), ended by a 0xff byte (or the
  * end); the rest are patches of 4
  * bytes (offset: 2 bytes into the area, a byte to XOR, a byte ignored).
@@ -112,7 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(si_map_init(&rm, mem, len, coh, false) == 0);
 	for (i = 0; i < n + 8; i++) {
 		hints[i] = i < n ? (uint32_t)(keys[i] >> 32) : (uint32_t)i;
-		if (data[0] & 0x80)
+		if (!(data[0] & 0x80))
 			hints[i] %= (uint32_t)t.n_groups * SI_GROUP + 2;
 	}
 	for (i = 0; i < n + 8; i++) {

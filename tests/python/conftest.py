@@ -204,6 +204,17 @@ class ResourceManager(Daemon):
 
 
 KEY_FILES = {}   # resource manager address -> its client.key
+INDEX_FILES = set()  # every maru-server's shared-index file (removed at
+                     # the end: not every test stops its servers through
+                     # start_mds, and a killed server leaves its file)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for path in INDEX_FILES:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class MetadataServer(Daemon):
@@ -223,6 +234,8 @@ class MetadataServer(Daemon):
         self.index_path = f"/dev/shm/maru-test-idx-{uuid.uuid4().hex[:12]}"
         index = [] if {"--shm-index", "--shm-index-path"} & set(extra) \
             else ["--shm-index-path", self.index_path]
+        INDEX_FILES.add(self.index_path if index
+                        else f"/dev/shm/maru-index-{self.port}")
         argv = [binary(*MDS_BIN), "--host", "127.0.0.1", "--port", str(self.port),
                 "--rm-address", rm_address, "--log-level", "DEBUG", *key,
                 *journal, *index, *extra]

@@ -1353,6 +1353,44 @@ static msgpack_object *hb_notices(const char *inst)
 	return hb_ack(inst, 0);
 }
 
+/* REQUEST_ALLOC of 2 MiB by @inst on @lease, acknowledging @ack */
+static msgpack_object *alloc_ack(const char *inst, const char *lease,
+				 uint64_t ack)
+{
+	struct req r;
+
+	begin(&r, MDS_REQUEST_ALLOC, 4);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "size");
+	msgpack_pack_uint64(&r.pk, 2 << 20);
+	pk_str(&r.pk, "lease_id");
+	pk_str(&r.pk, lease);
+	pk_str(&r.pk, "evicted_ack");
+	msgpack_pack_uint64(&r.pk, ack);
+	return call(&r);
+}
+
+/* hb_ack() on lease @lease */
+static msgpack_object *hb_lease_ack(const char *inst, const char *lease,
+				    uint64_t ack)
+{
+	struct req r;
+
+	begin(&r, MDS_HEARTBEAT, 3 + (ack != 0));
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "lease_id");
+	pk_str(&r.pk, lease);
+	pk_str(&r.pk, "evict_notices");
+	msgpack_pack_true(&r.pk);
+	if (ack) {
+		pk_str(&r.pk, "evicted_ack");
+		msgpack_pack_uint64(&r.pk, ack);
+	}
+	return call(&r);
+}
+
 /* @m's array field @key equals @v[0..n) */
 static void assert_uints(msgpack_object *m, const char *key,
 			 const uint64_t *v, uint32_t n)
@@ -1635,6 +1673,68 @@ static void test_evict_notice_numbers_resume(void **state)
 	assert_uints(hb_ack("A", 3001), "evicted_seq", sq2, 2);
 }
 
+/*
+ * Another process of an instance (restarted with a configured instance
+ * id: another lease) has no notices; its numbers start from 1, not after
+ * the last process's (it takes no number past a gap: it got none, ever).
+ * A process that lost its lease keeps its number on the new one.
+ */
+static void new_process(bool leases)
+{
+	static const uint64_t sq1[] = {1, 1}, sq2[] = {2, 2}, sq3[] = {3, 3},
+			      del4[] = {3, 0, 5};
+	msgpack_object *m;
+
+	start_ev("lru", 0, 0);
+	if (leases)
+		S.cfg.lease_ttl_ns = 30 * SEC;
+	fill("A", true);
+	hb_lease_ack("A", "lease-1", 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a0"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", "lease-1", 0), "evicted_seq", sq1, 2);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a2"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", "lease-1", 1), "evicted_seq", sq2, 2);
+	hb_lease_ack("A", "lease-1", 2);
+	/* the process goes; another comes with the instance's id */
+	assert_int_equal(keyop(MDS_DELETE_KV, "a4"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	m = hb_lease_ack("A", "lease-2", 0);
+	assert_uints(m, "evicted_seq", sq1, 2);
+	assert_uints(m, "evicted", del4, 3);
+	/* an acknowledgement of lease 2 now counts in its numbers */
+	hb_lease_ack("A", "lease-2", 1);
+	mds_tick(&S, S.vnow + 3 * SEC);
+	assert_null(mget(hb_lease_ack("A", "lease-2", 1), "evicted"));
+	assert_int_equal(keyop(MDS_DELETE_KV, "a6"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", "lease-2", 1), "evicted_seq", sq2, 2);
+	/* it lost its lease and took another, keeping its 1: 2 again */
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", "lease-3", 1), "evicted_seq", sq2, 2);
+	hb_lease_ack("A", "lease-3", 2);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a1"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", "lease-3", 2), "evicted_seq", sq3, 2);
+	if (!leases)
+		return;
+	/* a lease of another instance's has no say in A's numbers, in a
+	 * HEARTBEAT or a REQUEST_ALLOC naming A (both refused) */
+	hb_lease_ack("B", "lease-b", 0);
+	assert_non_null(mget(hb_lease_ack("A", "lease-b", 9), "error"));
+	assert_non_null(mget(alloc_ack("A", "lease-b", 9), "error"));
+	mds_tick(&S, S.vnow + 2 * SEC); /* 3 again, not renumbered */
+	assert_uints(hb_ack("A", 2), "evicted_seq", sq3, 2);
+}
+
+static void test_evict_notice_new_process(void **state)
+{
+	new_process(false);
+	teardown(state);
+	new_process(true);
+}
+
 /* at its --instance-quota an instance evicts its own coldest keys, not
  * other instances' (colder or not), and waits for their pages */
 static void test_evict_quota(void **state)
@@ -1812,6 +1912,8 @@ int main(void)
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_none, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
+		cmocka_unit_test_teardown(test_evict_notice_new_process,
+					  teardown),
 		cmocka_unit_test_teardown(test_evict_notice_numbers_resume,
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_quota, teardown),

@@ -11,7 +11,7 @@
  * them and reuses each freed page at once (LIFO), and now and then moves
  * the whole index to a new table, reusing the old table's memory; reader
  * threads look keys up (with the hint of where each was last found, as
- * libmaru does), read the page (a header naming the key and its
+ * libmaru does; one by one and as batches of one), read the page (a header naming the key and its
  * registration, a pattern derived from both), then re-check the hit.
  * Every page a reader accepts must be the key's: 0 wrong.  The same run
  * without the re-check (the control), with readers that never invalidate
@@ -221,7 +221,8 @@ static void test_hints(void **state)
 	struct si_table t = {0};
 	struct si_entry e;
 	struct si_map m, rd;
-	uint64_t k;
+	uint64_t k, x;
+	uint32_t old7;
 	size_t c, i;
 
 	for (c = 0; c < sizeof(cohs) / sizeof(cohs[0]); c++) {
@@ -257,22 +258,27 @@ static void test_hints(void **state)
 			assert_int_equal(look_hint(&rd, k, UINT32_MAX, &h), SI_HIT);
 			assert_int_equal(h.kv_offset, k * 64);
 		}
-		/* a key never there, given a live slot: a miss */
-		assert_int_equal(look_hint(&rd, 1000, slot[3], &h), SI_MISS);
-		/* removed: its slot no longer names it */
+		/*
+		 * The writer moves things while the reader looks elsewhere
+		 * (in SI_SIMULATE its copies of those lines are stale now: a
+		 * lookup must invalidate what it reads): 7 goes, a key X
+		 * takes its slot, 7 comes back elsewhere.
+		 */
+		old7 = slot[7];
 		assert_int_equal(si_remove(&m, &t, entry(7, 0).digest), 1);
-		si_wb_fence(&m);
-		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_MISS);
-		/* its slot reused by another key, then 7 back elsewhere */
-		e = entry(500, 1);
-		assert_int_equal(si_insert(&m, &t, &e), 1);
+		for (x = 500; x < 100000; x++) {
+			e = entry(x, 1);
+			assert_int_equal(si_insert(&m, &t, &e), 1);
+			if (si_live(&m, &t, e.digest) ==
+			    (struct si_entry *)(m.base + t.off) + old7 - 1)
+				break;
+			assert_int_equal(si_remove(&m, &t, e.digest), 1);
+		}
+		assert_true(x < 100000);
 		e = entry(7, 777);
 		assert_int_equal(si_insert(&m, &t, &e), 1);
 		si_wb_fence(&m);
-		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_HIT);
-		assert_int_equal(h.gen, 777);
-		slot[7] = h.slot;
-		/* a batch: right, wrong, stale, outside, none; and 2 misses */
+		/* a batch: right, wrong, stale, outside, none; 2 misses */
 		for (i = 0; i < N + 2; i++) {
 			k = i < N ? i : 2000 + i;
 			si_digest(2, &k, 8, dg[i]);
@@ -283,22 +289,58 @@ static void test_hints(void **state)
 				   : i % 5 == 3 ? 0
 						: 64 * SI_GROUP + 1 + (uint32_t)i;
 		}
-		si_lookup_batch(&rd, &lay, N + 2,
-				(const uint8_t (*)[SI_DIGEST])dg, NULL, res0,
-				out0, &st);
+		hints[7] = old7; /* X's line now */
 		memset(out, 0, sizeof(out));
 		si_lookup_batch(&rd, &lay, N + 2,
 				(const uint8_t (*)[SI_DIGEST])dg, hints, res,
 				out, &st);
 		for (i = 0; i < N + 2; i++) {
 			assert_int_equal(res[i], i < N ? SI_HIT : SI_MISS);
-			assert_int_equal(res0[i], res[i]);
 			if (i >= N)
 				continue;
-			assert_int_equal(out[i].gen, out0[i].gen);
+			assert_int_equal(out[i].gen, i == 7 ? 777 : 100 + i);
 			assert_int_equal(out[i].kv_offset, i * 64);
-			assert_int_equal(out[i].slot, slot[i]);
 		}
+		assert_true(out[7].slot != old7);
+		slot[7] = out[7].slot;
+		/* ... as a batch without hints */
+		si_lookup_batch(&rd, &lay, N + 2,
+				(const uint8_t (*)[SI_DIGEST])dg, NULL, res0,
+				out0, &st);
+		for (i = 0; i < N + 2; i++) {
+			assert_int_equal(res0[i], res[i]);
+			if (i < N)
+				assert_int_equal(out0[i].slot, out[i].slot);
+		}
+		assert_int_equal(look_hint(&rd, 7, old7, &h), SI_HIT);
+		assert_int_equal(h.gen, 777);
+		assert_int_equal(look_hint(&rd, x, old7, &h), SI_HIT);
+		assert_int_equal(h.gen, 1);
+		/* 7 stored again in the line the reader holds a copy of, one
+		 * by one and in a batch: the new registration, not the copy */
+		assert_int_equal(si_remove(&m, &t, entry(7, 0).digest), 1);
+		e = entry(7, 888);
+		assert_int_equal(si_insert(&m, &t, &e), 1);
+		assert_ptr_equal(si_live(&m, &t, e.digest),
+				 (struct si_entry *)(m.base + t.off) + slot[7] - 1);
+		si_wb_fence(&m);
+		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_HIT);
+		assert_int_equal(h.gen, 888);
+		assert_int_equal(si_remove(&m, &t, entry(7, 0).digest), 1);
+		e = entry(7, 999);
+		assert_int_equal(si_insert(&m, &t, &e), 1);
+		assert_ptr_equal(si_live(&m, &t, e.digest),
+				 (struct si_entry *)(m.base + t.off) + slot[7] - 1);
+		si_wb_fence(&m);
+		si_lookup_batch(&rd, &lay, 1, (const uint8_t (*)[SI_DIGEST])dg[7],
+				&slot[7], res, out, &st);
+		assert_int_equal(res[0], SI_HIT);
+		assert_int_equal(out[0].gen, 999);
+		/* gone: a miss, with the hint of its line; never there: too */
+		assert_int_equal(si_remove(&m, &t, entry(x, 0).digest), 1);
+		si_wb_fence(&m);
+		assert_int_equal(look_hint(&rd, x, old7, &h), SI_MISS);
+		assert_int_equal(look_hint(&rd, 1000, slot[3], &h), SI_MISS);
 		si_map_destroy(&rd);
 		si_map_destroy(&m);
 		munmap(mem, len);
@@ -629,7 +671,13 @@ static void *reader(void *arg)
 	while (!atomic_load(&c->stop)) {
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		k = (int)((seed >> 33) % NKEYS);
-		r = si_lookup(&m, &lay, c->digest[k], hint[k], false, &h, &st);
+		if ((seed >> 40) & 1)
+			r = si_lookup(&m, &lay, c->digest[k], hint[k], false, &h,
+				      &st);
+		else /* the batch path (one key) */
+			si_lookup_batch(&m, &lay, 1,
+					(const uint8_t (*)[SI_DIGEST])c->digest[k],
+					&hint[k], &r, &h, &st);
 		hint[k] = r == SI_HIT ? h.slot : 0;
 		n++;
 		if (r == SI_MISS) {

@@ -1332,13 +1332,20 @@ static msgpack_object *alloc_w(const char *inst, uint64_t size,
 
 /* HEARTBEAT of a lease-less instance that takes eviction notices, with
  * an acknowledgement (0: none) */
-static msgpack_object *hb_ack(const char *inst, uint64_t ack)
+/* HEARTBEAT taking notices, on lease @lease (or none), acknowledging
+ * @ack (0: none) */
+static msgpack_object *hb_lease_ack(const char *inst, const char *lease,
+				    uint64_t ack)
 {
 	struct req r;
 
-	begin(&r, MDS_HEARTBEAT, 2 + (ack != 0));
+	begin(&r, MDS_HEARTBEAT, 2 + (lease != NULL) + (ack != 0));
 	pk_str(&r.pk, "instance_id");
 	pk_str(&r.pk, inst);
+	if (lease) {
+		pk_str(&r.pk, "lease_id");
+		pk_str(&r.pk, lease);
+	}
 	pk_str(&r.pk, "evict_notices");
 	msgpack_pack_true(&r.pk);
 	if (ack) {
@@ -1346,6 +1353,11 @@ static msgpack_object *hb_ack(const char *inst, uint64_t ack)
 		msgpack_pack_uint64(&r.pk, ack);
 	}
 	return call(&r);
+}
+
+static msgpack_object *hb_ack(const char *inst, uint64_t ack)
+{
+	return hb_lease_ack(inst, NULL, ack);
 }
 
 static msgpack_object *hb_notices(const char *inst)
@@ -1368,26 +1380,6 @@ static msgpack_object *alloc_ack(const char *inst, const char *lease,
 	pk_str(&r.pk, lease);
 	pk_str(&r.pk, "evicted_ack");
 	msgpack_pack_uint64(&r.pk, ack);
-	return call(&r);
-}
-
-/* hb_ack() on lease @lease */
-static msgpack_object *hb_lease_ack(const char *inst, const char *lease,
-				    uint64_t ack)
-{
-	struct req r;
-
-	begin(&r, MDS_HEARTBEAT, 3 + (ack != 0));
-	pk_str(&r.pk, "instance_id");
-	pk_str(&r.pk, inst);
-	pk_str(&r.pk, "lease_id");
-	pk_str(&r.pk, lease);
-	pk_str(&r.pk, "evict_notices");
-	msgpack_pack_true(&r.pk);
-	if (ack) {
-		pk_str(&r.pk, "evicted_ack");
-		msgpack_pack_uint64(&r.pk, ack);
-	}
 	return call(&r);
 }
 

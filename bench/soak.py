@@ -21,8 +21,10 @@ Every --fault-every seconds the driver does one thing to the deployment,
 in turn: SIGKILL a worker and start another in its place; SIGSTOP the
 resource manager for 3 s; restart maru-server (SIGTERM, start again on the
 same port and state: it recovers its journal); SIGKILL maru-server and
-start it again (crash recovery); restart the resource manager (--faults
-picks and orders them: kill, stop-rm, restart-mds, crash-mds, restart-rm).  Calls that
+start it again (crash recovery); restart the resource manager; SIGKILL a
+worker and start another with its instance id, as a deployment that
+configures ids does (--faults picks and orders them: kill, stop-rm,
+restart-mds, crash-mds, restart-rm, kill-same-id).  Calls that
 fail while a daemon is away are counted by kind, not judged: the checks
 are what a deployment needs afterwards.
 
@@ -77,7 +79,7 @@ def key(i):
 
 # ---------------------------------------------------------------- workers
 
-def worker(wid, url, chunk, region, universe, seed, conn):
+def worker(wid, iid, url, chunk, region, universe, seed, conn):
     """One instance: a loop of stores, retrieves and checks; every second
     it sends its counters to the driver (a dict), and stops when the
     driver sends anything."""
@@ -99,7 +101,7 @@ def worker(wid, url, chunk, region, universe, seed, conn):
             last = now
         if h is None:
             h = MaruHandler(MaruConfig(server_url=url,
-                                       instance_id=f"soak-{wid}-{seed}",
+                                       instance_id=iid,
                                        pool_size=region,
                                        chunk_size_bytes=chunk,
                                        auto_connect=False, timeout_ms=3000))
@@ -321,20 +323,31 @@ def main():
     totals = collections.Counter()
     last_ok = {}                # worker id -> time it last stored+retrieved
 
-    def spawn(wid):
+    def spawn(wid, iid=None):
         parent, child = SPAWN.Pipe()
-        p = SPAWN.Process(target=worker, args=(wid, url, chunk, region,
-                                               universe, next(seeds), child))
+        seed = next(seeds)
+        iid = iid or f"soak-{wid}-{seed}"
+        p = SPAWN.Process(target=worker, args=(wid, iid, url, chunk, region,
+                                               universe, seed, child))
         p.start()
-        workers[wid] = (p, parent)
+        workers[wid] = (p, parent, iid)
 
-    def fault_kill_worker():
+    def kill_worker(same_id):
         wid = random.randrange(a.workers)
-        p, conn = workers.pop(wid)
+        p, conn, iid = workers.pop(wid)
         os.kill(p.pid, signal.SIGKILL)
         p.join()
-        spawn(wid)
-        return f"SIGKILL worker {wid}, started another"
+        spawn(wid, iid if same_id else None)
+        return wid
+
+    def fault_kill_worker():
+        return f"SIGKILL worker {kill_worker(False)}, started another"
+
+    def fault_kill_same_id():
+        # a deployment that configures instance ids: the new process is
+        # the same instance (its keys, its record) on a lease of its own
+        return (f"SIGKILL worker {kill_worker(True)}, started another "
+                "with its instance id")
 
     def fault_stop_rm():
         rm.proc.send_signal(signal.SIGSTOP)
@@ -357,7 +370,9 @@ def main():
         rm.start()
         return "resource manager SIGTERM, started again"
 
-    fault_by_name = {"kill": fault_kill_worker, "stop-rm": fault_stop_rm,
+    fault_by_name = {"kill": fault_kill_worker,
+                     "kill-same-id": fault_kill_same_id,
+                     "stop-rm": fault_stop_rm,
                      "restart-mds": fault_restart_mds,
                      "crash-mds": fault_crash_mds,
                      "restart-rm": fault_restart_rm}
@@ -379,7 +394,7 @@ def main():
             time.sleep(1.0)
             now = time.monotonic()
             sec = collections.Counter()
-            for wid, (p, conn) in list(workers.items()):
+            for wid, (p, conn, _) in list(workers.items()):
                 if not p.is_alive():
                     died.append((round(now - t0), wid, p.exitcode))
                     workers.pop(wid)
@@ -424,9 +439,9 @@ def main():
             print(f"FAIL: workers {sorted(f[2])} did not work again after "
                   f"'{f[1]}' before the end")
             ok = False
-        for p, conn in workers.values():
+        for p, conn, _ in workers.values():
             conn.send("stop")
-        for p, conn in workers.values():
+        for p, conn, _ in workers.values():
             try:
                 while True:
                     if not conn.poll(30):
@@ -439,7 +454,7 @@ def main():
                 pass
             p.join(30)
     finally:
-        for p, _ in workers.values():
+        for p, _, _ in workers.values():
             if p.is_alive():
                 p.kill()
         mds.stop()

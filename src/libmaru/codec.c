@@ -690,6 +690,7 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	int rc;
 
 	rep->error = rep->success = rep->is_new = rep->exists = false;
+	rep->error_text[0] = '\0';
 	rep->lease_expired = false;
 	rep->lease_ttl = 0;
 	memset(&rep->lookup, 0, sizeof(rep->lookup));
@@ -713,8 +714,22 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 		if (mp_read(&r, &k))
 			return -EPROTO;
 		if (key_is(&k, "error")) {
+			struct mp_rd at = r;
+			struct mp_val v;
+
 			rep->error = true;
-			rc = mp_skip(&r);
+			if (!mp_read(&r, &v) && v.type == MP_STR) {
+				size_t n = v.len < sizeof(rep->error_text)
+						   ? v.len
+						   : sizeof(rep->error_text) - 1;
+
+				memcpy(rep->error_text, v.ptr, n);
+				rep->error_text[n] = '\0';
+				rc = 0;
+			} else {
+				r = at;
+				rc = mp_skip(&r);
+			}
 		} else if (key_is(&k, "success")) {
 			rc = mp_truth(&r, &rep->success, 1);
 		} else if (key_is(&k, "is_new")) {

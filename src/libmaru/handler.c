@@ -275,8 +275,10 @@ static int request_region(struct maru_handler *h, uint64_t size,
 		return -EAGAIN;
 	}
 	if (rc < 0) {
+		/* the server's reason, when it gave one ("Allocation failed:
+		 * instance_id is held by another client ...") */
 		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes failed: %s", size,
-		     strerror(-rc));
+		     r.error_text[0] ? r.error_text : strerror(-rc));
 		return rc;
 	}
 	if (!r.success) {

@@ -163,7 +163,9 @@ static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
 			mp_put_key(w, "Allocation failed: lease expired");
 		else if (rc == -EPERM)
 			mp_put_key(w, "Allocation failed: instance_id is held "
-				      "by another connection");
+				      "by another client (a connection, or the "
+				      "lease of one that went away, until it "
+				      "expires)");
 		else if (rc == -EDQUOT)
 			mp_put_key(w, "Allocation failed: quota exceeded");
 		else
@@ -1023,7 +1025,9 @@ static int handle(struct mds *s, const uint8_t *body, size_t len,
 		s->ctr.errors++;
 		buf_reset(out);
 		mds_error_reply(&w, &q.hdr,
-				"instance_id is held by another connection");
+				"instance_id is held by another client (a "
+				"connection, or the lease of one that went "
+				"away, until it expires)");
 		return 0;
 	}
 	/* out of memory somewhere: answer anyway, with what we can */

@@ -138,3 +138,50 @@ def test_an_instance_held_elsewhere_cannot_join_without_its_lease(mds):
             "instance_id": "w", "size": MiB})[1]["success"], 10)
     finally:
         c.close()
+
+
+RESTARTED = r'''
+import os, sys
+from maru import MaruConfig, MaruHandler
+h = MaruHandler(MaruConfig(server_url=sys.argv[1], instance_id="worker-7",
+                           pool_size=4 << 20, chunk_size_bytes=1 << 20,
+                           auto_connect=False, timeout_ms=5000))
+ok = h.connect()
+print("connected" if ok else "refused", flush=True)
+if ok:
+    assert h.store(sys.argv[2], h.alloc(100))
+    if sys.argv[3] == "crash":
+        os._exit(0)               # no close: its lease stays until it expires
+    h.close()
+'''
+
+
+def test_a_restarted_worker_with_its_instance_id(start_rm, start_mds):
+    """A worker that crashed and comes back with its configured instance
+    id is refused while the dead process's lease lives -- the name alone
+    proves nothing -- with a reason that says so (not "no space left"),
+    and joins once the lease expired (2 s here, --client-lease-ttl)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    rm = start_rm()
+    m = start_mds(rm.address, extra=["--client-lease-ttl", "2"])
+
+    def run(key, how):
+        return subprocess.run([sys.executable, "-c", RESTARTED, m.url, key,
+                               how], capture_output=True, text=True,
+                              env=dict(os.environ, MARU_LOG="warning"),
+                              timeout=60)
+
+    p = run("a", "crash")
+    assert p.stdout.strip() == "connected", p.stderr
+    t0 = time.monotonic()
+    p = run("b", "close")
+    if time.monotonic() - t0 < 1.5:       # (a slow machine: expired already)
+        assert p.stdout.strip() == "refused", p.stdout
+        assert "held by another client" in p.stderr, p.stderr
+        assert "lease" in p.stderr and "No space left" not in p.stderr
+    assert wait_until(lambda: run("c", "close").stdout.strip() ==
+                      "connected", 20)

@@ -171,7 +171,9 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 			maru__idx_heard(h, rep.has_idx_id, rep.idx_id, gen);
 	}
 	if (rc == 0 && rep.error)
-		rc = -EREMOTEIO;
+		/* maru-server's refusal of this instance to us: -EBUSY */
+		rc = strstr(rep.error_text, "held by another") ? -EBUSY
+							      : -EREMOTEIO;
 	if (rc == 0) {
 		out->lease_expired = rep.lease_expired;
 		out->lease_ttl = rep.lease_ttl;
@@ -561,6 +563,14 @@ int maru__lease_start(struct maru_handler *h, bool recovering)
 	if (rc < 0 && recovering) {
 		lwarn(h, "lease %s: HEARTBEAT failed: %s", l->id,
 		      strerror(-rc));
+		return rc;
+	}
+	if (rc == -EBUSY) {
+		/* not "no leases": going on without one would let us in
+		 * unleased the moment the holder's lease ends */
+		lerr(h, "instance %s is held by another client (a connection, "
+			"or the lease of one that went away, until it expires)",
+		     h->instance_id);
 		return rc;
 	}
 	if (rc < 0) {

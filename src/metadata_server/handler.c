@@ -245,9 +245,9 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 
 	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h, wt);
 	/* (only once the request was let act for the instance: else anyone
-	 * naming it could renumber its notices; a refused one's comes again
-	 * with the next HEARTBEAT) */
-	if (q->ack && (rc == 0 || rc == -EINPROGRESS))
+	 * naming it could renumber its notices; no "evicted_ack" on a lease
+	 * is 0, which a new lease's first request may well say) */
+	if ((q->ack || q->lease_id.len) && rc != -EPERM && rc != -ESTALE)
 		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
 				q->lease_id, q->ack);
 	if (rc == -EINPROGRESS) {

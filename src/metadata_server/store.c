@@ -1517,9 +1517,8 @@ void mds_ack_notices(struct mds *s, uint32_t islot, struct mds_str lease,
 		notices_renumber(in, ack);
 		return;
 	}
-	if (!ack || ack < in->ack_hi)
-		return; /* nothing, or an older request's, overtaken (another
-			 * connection) */
+	if (ack < in->ack_hi)
+		return; /* an older request's, overtaken (another connection) */
 	in->ack_hi = ack;
 	/*
 	 * The client's number and ours disagree; its number says what it
@@ -1531,7 +1530,7 @@ void mds_ack_notices(struct mds *s, uint32_t islot, struct mds_str lease,
 	 *    its number is dropped unsent, and its pages are lost to it;
 	 *  - it is behind our head: we gave up on it (no acknowledgement for
 	 *    NOTICE_GIVEUP_NS) and dropped numbers it never had, and it
-	 *    takes no number past a gap.
+	 *    takes no number past a gap (0 too: it never had any).
 	 */
 	if (ack > in->nq_hi || (in->nq_seq0 && ack + 1 < in->nq_seq0)) {
 		notices_renumber(in, ack);

@@ -127,7 +127,10 @@ def test_heartbeats_travel_boxed(rm, start_mds, keys, monkeypatch):
                       m.log().count(": accepted"), timeout=5)
     log = m.log()
     assert "heartbeat timeout" not in log
-    assert log.count("closed by peer") == log.count(": accepted")
+    # (the port probe closes without reading the server's greeting: its
+    # close may come as a reset, not an end of stream)
+    assert log.count("closed by peer") + \
+        log.count("Connection reset by peer") == log.count(": accepted")
 
 
 def test_refusals(cmds, keys):

@@ -1365,21 +1365,24 @@ static msgpack_object *hb_notices(const char *inst)
 	return hb_ack(inst, 0);
 }
 
-/* REQUEST_ALLOC of 2 MiB by @inst on @lease, acknowledging @ack */
+/* REQUEST_ALLOC of 2 MiB by @inst on @lease, acknowledging @ack (0:
+ * none) */
 static msgpack_object *alloc_ack(const char *inst, const char *lease,
 				 uint64_t ack)
 {
 	struct req r;
 
-	begin(&r, MDS_REQUEST_ALLOC, 4);
+	begin(&r, MDS_REQUEST_ALLOC, 3 + (ack != 0));
 	pk_str(&r.pk, "instance_id");
 	pk_str(&r.pk, inst);
 	pk_str(&r.pk, "size");
 	msgpack_pack_uint64(&r.pk, 2 << 20);
 	pk_str(&r.pk, "lease_id");
 	pk_str(&r.pk, lease);
-	pk_str(&r.pk, "evicted_ack");
-	msgpack_pack_uint64(&r.pk, ack);
+	if (ack) {
+		pk_str(&r.pk, "evicted_ack");
+		msgpack_pack_uint64(&r.pk, ack);
+	}
 	return call(&r);
 }
 
@@ -1671,15 +1674,15 @@ static void test_evict_notice_numbers_resume(void **state)
  * the last process's (it takes no number past a gap: it got none, ever).
  * A process that lost its lease keeps its number on the new one.
  */
-static void new_process(bool leases)
+static void test_evict_notice_new_process(void **state)
 {
 	static const uint64_t sq1[] = {1, 1}, sq2[] = {2, 2}, sq3[] = {3, 3},
 			      del4[] = {3, 0, 5};
 	msgpack_object *m;
+	int i;
 
 	start_ev("lru", 0, 0);
-	if (leases)
-		S.cfg.lease_ttl_ns = 30 * SEC;
+	S.cfg.lease_ttl_ns = 60 * SEC;
 	fill("A", true);
 	hb_lease_ack("A", "lease-1", 0);
 	assert_int_equal(keyop(MDS_DELETE_KV, "a0"), 1);
@@ -1709,8 +1712,6 @@ static void new_process(bool leases)
 	assert_int_equal(keyop(MDS_DELETE_KV, "a1"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
 	assert_uints(hb_lease_ack("A", "lease-3", 2), "evicted_seq", sq3, 2);
-	if (!leases)
-		return;
 	/* a lease of another instance's has no say in A's numbers, in a
 	 * HEARTBEAT or a REQUEST_ALLOC naming A (both refused) */
 	hb_lease_ack("B", "lease-b", 0);
@@ -1718,13 +1719,23 @@ static void new_process(bool leases)
 	assert_non_null(mget(alloc_ack("A", "lease-b", 9), "error"));
 	mds_tick(&S, S.vnow + 2 * SEC); /* 3 again, not renumbered */
 	assert_uints(hb_ack("A", 2), "evicted_seq", sq3, 2);
-}
-
-static void test_evict_notice_new_process(void **state)
-{
-	new_process(false);
-	teardown(state);
-	new_process(true);
+	/* a new process whose first request is a REQUEST_ALLOC (no
+	 * acknowledgement: 0) is renumbered too: its reply carries 1 */
+	mds_tick(&S, S.vnow + 2 * SEC);
+	m = alloc_ack("A", "lease-4", 0);
+	assert_non_null(mget(m, "evicted_seq"));
+	assert_int_equal(mget(m, "evicted_seq")->via.array.ptr[0].via.u64, 1);
+	/* that process acknowledges nothing for 30 s: given up on (its
+	 * queue dropped), taken back at its next HEARTBEAT; it still has
+	 * nothing (0), so its next notice is 1, not after the dropped ones */
+	for (i = 0; i < 4; i++) {
+		mds_tick(&S, S.vnow + 9 * SEC);
+		hb_lease_ack("A", "lease-4", 0);
+	}
+	hb_lease_ack("A", "lease-4", 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a3"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", "lease-4", 0), "evicted_seq", sq1, 2);
 }
 
 /* at its --instance-quota an instance evicts its own coldest keys, not

@@ -1668,6 +1668,21 @@ static void test_evict_notice_numbers_resume(void **state)
 	assert_uints(hb_ack("A", 3001), "evicted_seq", sq2, 2);
 }
 
+/* instance A on lease @lease (leases on), its keys a0..a7; a0 deleted:
+ * notice 1 sent to it, not acknowledged */
+static void notice_one(const char *lease)
+{
+	static const uint64_t sq1[] = {1, 1};
+
+	start_ev("lru", 0, 0);
+	S.cfg.lease_ttl_ns = 60 * SEC;
+	fill("A", true);
+	hb_lease_ack("A", lease, 0);
+	assert_int_equal(keyop(MDS_DELETE_KV, "a0"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_uints(hb_lease_ack("A", lease, 0), "evicted_seq", sq1, 2);
+}
+
 /*
  * Another process of an instance (restarted with a configured instance
  * id: another lease) has no notices; its numbers start from 1, not after
@@ -1681,13 +1696,7 @@ static void test_evict_notice_new_process(void **state)
 	msgpack_object *m;
 	int i;
 
-	start_ev("lru", 0, 0);
-	S.cfg.lease_ttl_ns = 60 * SEC;
-	fill("A", true);
-	hb_lease_ack("A", "lease-1", 0);
-	assert_int_equal(keyop(MDS_DELETE_KV, "a0"), 1);
-	mds_tick(&S, S.vnow + 2 * SEC);
-	assert_uints(hb_lease_ack("A", "lease-1", 0), "evicted_seq", sq1, 2);
+	notice_one("lease-1");
 	assert_int_equal(keyop(MDS_DELETE_KV, "a2"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
 	assert_uints(hb_lease_ack("A", "lease-1", 1), "evicted_seq", sq2, 2);
@@ -1736,6 +1745,26 @@ static void test_evict_notice_new_process(void **state)
 	assert_int_equal(keyop(MDS_DELETE_KV, "a3"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
 	assert_uints(hb_lease_ack("A", "lease-4", 0), "evicted_seq", sq1, 2);
+}
+
+/* the acknowledgement in a REQUEST_ALLOC refused for room or quota (not
+ * for authority) still counts: what it acknowledges is not sent again */
+static void test_evict_notice_ack_in_refused_alloc(void **state)
+{
+	char k[8];
+	int i;
+
+	notice_one("la");
+	/* at its quota with nothing of its own to evict: refused at once */
+	S.cfg.inst_quota = 8 << 20;
+	for (i = 1; i < 8; i++) {
+		snprintf(k, sizeof(k), "a%d", i);
+		assert_int_equal(keyop(MDS_PIN_KV, k), 1);
+	}
+	assert_error(alloc_ack("A", "la", 1), "Allocation failed: quota "
+					      "exceeded");
+	mds_tick(&S, S.vnow + 3 * SEC);
+	assert_null(mget(hb_lease_ack("A", "la", 0), "evicted"));
 }
 
 /* at its --instance-quota an instance evicts its own coldest keys, not
@@ -1916,6 +1945,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_evict_none, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_new_process,
+					  teardown),
+		cmocka_unit_test_teardown(test_evict_notice_ack_in_refused_alloc,
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_notice_numbers_resume,
 					  teardown),

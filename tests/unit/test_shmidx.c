@@ -201,6 +201,20 @@ static int look_hint(const struct si_map *m, uint64_t key, uint32_t hint,
 	return si_lookup(m, &lay, d, hint, false, h, &st);
 }
 
+/* @key removed and stored again as registration @gen: back in its line
+ * (1 + slot @slot), written back */
+static void rebind(const struct si_map *m, const struct si_table *t,
+		   uint64_t key, uint64_t gen, uint32_t slot)
+{
+	struct si_entry e = entry(key, gen);
+
+	assert_int_equal(si_remove(m, t, e.digest), 1);
+	assert_int_equal(si_insert(m, t, &e), 1);
+	assert_ptr_equal(si_live(m, t, e.digest),
+			 (struct si_entry *)(m->base + t->off) + slot - 1);
+	si_wb_fence(m);
+}
+
 /*
  * Hints (si_hit.slot): a right one finds the key in its one line; any
  * other -- another key's slot, a slot since emptied or reused, one past
@@ -318,20 +332,10 @@ static void test_hints(void **state)
 		assert_int_equal(h.gen, 1);
 		/* 7 stored again in the line the reader holds a copy of, one
 		 * by one and in a batch: the new registration, not the copy */
-		assert_int_equal(si_remove(&m, &t, entry(7, 0).digest), 1);
-		e = entry(7, 888);
-		assert_int_equal(si_insert(&m, &t, &e), 1);
-		assert_ptr_equal(si_live(&m, &t, e.digest),
-				 (struct si_entry *)(m.base + t.off) + slot[7] - 1);
-		si_wb_fence(&m);
+		rebind(&m, &t, 7, 888, slot[7]);
 		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_HIT);
 		assert_int_equal(h.gen, 888);
-		assert_int_equal(si_remove(&m, &t, entry(7, 0).digest), 1);
-		e = entry(7, 999);
-		assert_int_equal(si_insert(&m, &t, &e), 1);
-		assert_ptr_equal(si_live(&m, &t, e.digest),
-				 (struct si_entry *)(m.base + t.off) + slot[7] - 1);
-		si_wb_fence(&m);
+		rebind(&m, &t, 7, 999, slot[7]);
 		si_lookup_batch(&rd, &lay, 1, (const uint8_t (*)[SI_DIGEST])dg[7],
 				&slot[7], res, out, &st);
 		assert_int_equal(res[0], SI_HIT);

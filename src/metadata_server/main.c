@@ -16,7 +16,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +32,7 @@
 #include "handler.h"
 #include "journal.h"
 #include "log.h"
+#include "opts.h"
 #include "pubidx.h"
 #include "statedir.h"
 #include "rmsess.h"
@@ -50,8 +50,7 @@ struct config {
 	const char *log_level;	/* INFO: nothing per request */
 	const char *rm_address; /* 127.0.0.1:9850: the RM's default */
 	long rm_wait_s;		/* 10: both daemons started at once */
-	char **dax;		/* owns the array: none = any pool */
-	int ndax;
+	struct opt_list dax;	/* owns the array: none = any pool */
 	double lease_ttl;  /* 30 s: docs/metadata-server.md, Dead clients */
 	double peer_grace; /* 60 s: outlives reconnects of a live client */
 	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
@@ -120,8 +119,9 @@ static const char *default_state_dir(char *buf, size_t len)
 	return statedir_default(buf, len, STATE_DIR_ROOT, "server");
 }
 
-/* a fraction (0.95) or a percentage (95%) as per mille. Return: 0/-1 */
-static int parse_fraction(const char *arg, long *pm)
+/* a fraction (0.95) or a percentage (95%) as per mille (long). Return:
+ * 0/-1 */
+static int parse_fraction(const char *arg, void *pm)
 {
 	char *end;
 	double v;
@@ -136,7 +136,7 @@ static int parse_fraction(const char *arg, long *pm)
 	}
 	if (*end || !(v >= 0 && v <= 1))
 		return -1;
-	*pm = lround(v * 1000);
+	*(long *)pm = lround(v * 1000);
 	return 0;
 }
 
@@ -351,398 +351,90 @@ static void usage(FILE *f)
 
 /* --@name @arg: a whole number in [@lo, @hi]; 0, or -EINVAL after a
  * message */
-static int long_option(const char *name, const char *arg, long lo, long hi,
-		       long *out)
+/* --rm-address: HOST:PORT (kept as given) */
+static int rm_address_arg(const char *arg, void *dst)
 {
-	char *end;
-	long v;
+	char host[256];
+	uint16_t port;
 
-	errno = 0;
-	v = strtol(arg, &end, 10);
-	if (errno || end == arg || *end || v < lo || v > hi) {
-		fprintf(stderr, "maru-server: bad --%s %s (%ld to %ld)\n", name,
-			arg, lo, hi);
-		return -EINVAL;
-	}
-	*out = v;
+	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
+		return -1;
+	*(const char **)dst = arg;
 	return 0;
 }
-
-static int parse_seconds(const char *s, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || *end || !isfinite(v) || v < 0 ||
-	    v > 365.0 * 86400)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-enum {
-	OPT_VERSION = 256,
-	OPT_LEASE,
-	OPT_GRACE,
-	OPT_BUSY,
-	OPT_MAXCONN,
-	OPT_MAXKEY,
-	OPT_MAXIN,
-	OPT_OWNDEL,
-	OPT_RMKEY,
-	OPT_INSECURE,
-	OPT_PERADDR,
-	OPT_QUOTA,
-	OPT_CURVE_KEY,
-	OPT_CURVE_CLIENTS,
-	OPT_EVICTION,
-	OPT_EV_GRACE,
-	OPT_EV_WAIT,
-	OPT_EV_HIGH,
-	OPT_EV_LOW,
-	OPT_STATE_DIR,
-	OPT_DURABILITY,
-	OPT_VERIFY,
-	OPT_RM_WAIT,
-	OPT_SNAP,
-	OPT_EVENTS,
-	OPT_SHM,
-	OPT_SHM_PATH,
-	OPT_SHM_SIZE,
-	OPT_SHM_KEYS,
-	OPT_COHERENCE
-};
 
 static int parse_args(int argc, char **argv, struct config *c)
 {
-	static const struct option opts[] = {
-		{"host", required_argument, NULL, 'H'},
-		{"port", required_argument, NULL, 'p'},
-		{"log-level", required_argument, NULL, 'l'},
-		{"rm-address", required_argument, NULL, 'r'},
-		{"rm-wait", required_argument, NULL, OPT_RM_WAIT},
-		{"dax-path", required_argument, NULL, 'd'},
-		{"client-lease-ttl", required_argument, NULL, OPT_LEASE},
-		{"peer-grace", required_argument, NULL, OPT_GRACE},
-		{"busy-poll-us", required_argument, NULL, OPT_BUSY},
-		{"max-connections", required_argument, NULL, OPT_MAXCONN},
-		{"max-key-bytes", required_argument, NULL, OPT_MAXKEY},
-		{"max-input-bytes", required_argument, NULL, OPT_MAXIN},
-		{"owner-delete", no_argument, NULL, OPT_OWNDEL},
-		{"rm-key-file", required_argument, NULL, OPT_RMKEY},
-		{"insecure", no_argument, NULL, OPT_INSECURE},
-		{"max-connections-per-address", required_argument, NULL,
-		 OPT_PERADDR},
-		{"instance-quota", required_argument, NULL, OPT_QUOTA},
-		{"curve-secret-key-file", required_argument, NULL,
-		 OPT_CURVE_KEY},
-		{"curve-clients", required_argument, NULL, OPT_CURVE_CLIENTS},
-		{"eviction", required_argument, NULL, OPT_EVICTION},
-		{"evict-grace-ms", required_argument, NULL, OPT_EV_GRACE},
-		{"evict-wait-ms", required_argument, NULL, OPT_EV_WAIT},
-		{"evict-high", required_argument, NULL, OPT_EV_HIGH},
-		{"evict-low", required_argument, NULL, OPT_EV_LOW},
-		{"state-dir", required_argument, NULL, OPT_STATE_DIR},
-		{"durability", required_argument, NULL, OPT_DURABILITY},
-		{"verify-state", no_argument, NULL, OPT_VERIFY},
-		{"journal-snapshot-bytes", required_argument, NULL, OPT_SNAP},
-		{"events-bind", required_argument, NULL, OPT_EVENTS},
-		{"shm-index", required_argument, NULL, OPT_SHM},
-		{"shm-index-path", required_argument, NULL, OPT_SHM_PATH},
-		{"shm-index-size", required_argument, NULL, OPT_SHM_SIZE},
-		{"shm-index-keys", required_argument, NULL, OPT_SHM_KEYS},
-		{"coherence", required_argument, NULL, OPT_COHERENCE},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, OPT_VERSION},
-		{NULL, 0, NULL, 0},
+	static const char *const levels[] = {"DEBUG", "INFO", "WARNING",
+					     "ERROR", NULL};
+	static const char *const evictions[] = {"lru", "none", NULL};
+	static const char *const durs[] = {"none", "process", "host", NULL};
+	static const int dur_v[] = {JR_NONE, JR_PROCESS, JR_HOST};
+	static const char *const shms[] = {"auto", "off", "file", "pool", NULL};
+	static const int shm_v[] = {SHM_AUTO, PUB_OFF, PUB_FILE, PUB_POOL};
+	/* "simulate" is the tests' non-coherence injector */
+	static const char *const cohs[] = {"auto", "none", "flush", "simulate",
+					   NULL};
+	static const int coh_v[] = {-1, SI_COHERENT, SI_FLUSH, SI_SIMULATE};
+	const struct opt t[] = {
+		OPTS_STR("host", 0, c->host, 0),
+		OPTS_INT("port", 0, c->port, 1, 65535),
+		OPTS_CHOICE("log-level", c->log_level, levels, NULL, NULL),
+		OPTS_CALL("rm-address", 0, rm_address_arg, &c->rm_address,
+			  "want HOST:PORT"),
+		OPTS_INT("rm-wait", 0, c->rm_wait_s, 0, 3600),
+		OPTS_LIST("dax-path", 0, c->dax, 0, NULL),
+		OPTS_SECONDS("client-lease-ttl", c->lease_ttl),
+		OPTS_SECONDS("peer-grace", c->peer_grace),
+		OPTS_INT("busy-poll-us", 0, c->busy_poll_us, 0, 1000000),
+		OPTS_INT("max-connections", 0, c->max_conns, 0, 1000000),
+		OPTS_INT("max-key-bytes", 0, c->max_key, 1, IX_KEY_MAX),
+		OPTS_SIZE("max-input-bytes", c->max_input, 1 << 20, OPT_ZERO_OK,
+			  "0, or a size of at least 1M"),
+		OPTS_FLAG("owner-delete", c->owner_delete),
+		OPTS_STR("rm-key-file", 0, c->rm_key, 0),
+		OPTS_FLAG("insecure", c->insecure),
+		OPTS_INT("max-connections-per-address", 0, c->max_per_addr, 0,
+			 1000000),
+		OPTS_SIZE("instance-quota", c->inst_quota, 0, OPT_ZERO_OK,
+			  "a size, or 0 for none"),
+		OPTS_STR("curve-secret-key-file", 0, c->curve_secret, 0),
+		OPTS_STR("curve-clients", 0, c->curve_clients, 0),
+		OPTS_CHOICE("eviction", c->eviction, evictions, NULL, NULL),
+		OPTS_INT("evict-grace-ms", 0, c->evict_grace_ms, 0, 600000),
+		OPTS_INT("evict-wait-ms", 0, c->evict_wait_ms, 0, 600000),
+		OPTS_CALL("evict-high", 0, parse_fraction, &c->evict_high_pm,
+			  "a fraction 0..1, or a percentage"),
+		OPTS_CALL("evict-low", 0, parse_fraction, &c->evict_low_pm,
+			  "a fraction 0..1, or a percentage"),
+		OPTS_STR("state-dir", 0, c->state_dir, OPT_NONEMPTY),
+		OPTS_CHOICE("durability", c->durability, durs, dur_v, NULL),
+		OPTS_FLAG("verify-state", c->verify_state),
+		OPTS_SIZE("journal-snapshot-bytes", c->snap_min, 4096, 0,
+			  "a size of at least 4K"),
+		OPTS_STR("events-bind", 0, c->events_bind, OPT_NONEMPTY),
+		OPTS_CHOICE("shm-index", c->shm_mode, shms, shm_v, NULL),
+		OPTS_STR("shm-index-path", 0, c->shm_path, OPT_NONEMPTY),
+		OPTS_SIZE("shm-index-size", c->shm_size, 1 << 20, 0,
+			  "a size of at least 1M"),
+		OPTS_SIZE("shm-index-keys", c->shm_keys, 0, 0,
+			  "a number, K/M suffixes allowed"),
+		OPTS_CHOICE("coherence", c->coherence, cohs, coh_v,
+			    "one of auto, none or flush"),
+		{.name = "help", .letter = 'h', .kind = OPT_HELP},
+		{.name = "version", .kind = OPT_VERSION},
+		{0},
 	};
-	char host[256], *end;
-	uint16_t port;
-	long v;
-	int o;
+	int rc = opts_parse("maru-server", usage, t, argc, argv);
 
-	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (o) {
-		case 'H':
-			c->host = optarg;
-			break;
-		case 'p':
-			errno = 0;
-			v = strtol(optarg, &end, 10);
-			if (errno || *end || v < 1 || v > 65535) {
-				fprintf(stderr, "maru-server: bad --port %s\n",
-					optarg);
-				return -EINVAL;
-			}
-			c->port = (int)v;
-			break;
-		case 'l':
-			if (log_level_parse(optarg) < 0) {
-				fprintf(stderr,
-					"maru-server: --log-level must be one "
-					"of DEBUG, INFO, WARNING, ERROR\n");
-				return -EINVAL;
-			}
-			c->log_level = optarg;
-			break;
-		case 'r':
-			if (parse_host_port(optarg, host, sizeof(host), &port) <
-			    0) {
-				fprintf(stderr,
-					"maru-server: bad --rm-address %s "
-					"(want HOST:PORT)\n",
-					optarg);
-				return -EINVAL;
-			}
-			c->rm_address = optarg;
-			break;
-		case 'd': {
-			char **v2 = realloc(c->dax, (size_t)(c->ndax + 1) *
-							    sizeof(*v2));
-
-			if (!v2) {
-				fprintf(stderr, "maru-server: out of memory\n");
-				return -ENOMEM;
-			}
-			c->dax = v2;
-			c->dax[c->ndax++] = optarg;
-			break;
-		}
-		case OPT_LEASE:
-		case OPT_GRACE:
-			if (parse_seconds(optarg, o == OPT_LEASE
-							  ? &c->lease_ttl
-							  : &c->peer_grace) <
-			    0) {
-				fprintf(stderr,
-					"maru-server: bad number of seconds: "
-					"%s\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_BUSY:
-			if (long_option("busy-poll-us", optarg, 0, 1000000,
-					&c->busy_poll_us) < 0)
-				return -EINVAL;
-			break;
-		case OPT_MAXCONN:
-			if (long_option("max-connections", optarg, 0, 1000000,
-					&c->max_conns) < 0)
-				return -EINVAL;
-			break;
-		case OPT_MAXKEY:
-			if (long_option("max-key-bytes", optarg, 1, IX_KEY_MAX,
-					&c->max_key) < 0)
-				return -EINVAL;
-			break;
-		case OPT_MAXIN:
-			if (strcmp(optarg, "0") &&
-			    (parse_size(optarg, &c->max_input) < 0 ||
-			     c->max_input < (1u << 20))) {
-				fprintf(stderr,
-					"maru-server: bad --max-input-bytes %s "
-					"(0, or a size of at least 1M)\n",
-					optarg);
-				return -EINVAL;
-			}
-			if (!strcmp(optarg, "0"))
-				c->max_input = 0;
-			break;
-		case OPT_OWNDEL:
-			c->owner_delete = true;
-			break;
-		case OPT_RMKEY:
-			c->rm_key = optarg;
-			break;
-		case OPT_INSECURE:
-			c->insecure = true;
-			break;
-		case OPT_CURVE_KEY:
-			c->curve_secret = optarg;
-			break;
-		case OPT_CURVE_CLIENTS:
-			c->curve_clients = optarg;
-			break;
-		case OPT_PERADDR:
-			if (long_option("max-connections-per-address", optarg,
-					0, 1000000, &c->max_per_addr) < 0)
-				return -EINVAL;
-			break;
-		case OPT_QUOTA:
-			if (strcmp(optarg, "0") &&
-			    parse_size(optarg, &c->inst_quota) < 0) {
-				fprintf(stderr,
-					"maru-server: bad --instance-quota %s "
-					"(a size, or 0 for none)\n",
-					optarg);
-				return -EINVAL;
-			}
-			if (!strcmp(optarg, "0"))
-				c->inst_quota = 0;
-			break;
-		case OPT_EVICTION:
-			if (strcmp(optarg, "lru") && strcmp(optarg, "none")) {
-				fprintf(stderr,
-					"maru-server: bad --eviction %s (lru "
-					"or none)\n",
-					optarg);
-				return -EINVAL;
-			}
-			c->eviction = optarg;
-			break;
-		case OPT_RM_WAIT:
-			if (long_option("rm-wait", optarg, 0, 3600,
-					&c->rm_wait_s) < 0)
-				return -EINVAL;
-			break;
-		case OPT_EV_GRACE:
-		case OPT_EV_WAIT:
-			if (long_option(o == OPT_EV_GRACE ? "evict-grace-ms"
-							  : "evict-wait-ms",
-					optarg, 0, 600000,
-					o == OPT_EV_GRACE ? &c->evict_grace_ms
-							  : &c->evict_wait_ms) <
-			    0)
-				return -EINVAL;
-			break;
-		case OPT_EV_HIGH:
-		case OPT_EV_LOW:
-			if (parse_fraction(optarg, o == OPT_EV_HIGH
-							   ? &c->evict_high_pm
-							   : &c->evict_low_pm) <
-			    0) {
-				fprintf(stderr,
-					"maru-server: bad --evict-%s %s (a "
-					"fraction 0..1, or a percentage)\n",
-					o == OPT_EV_HIGH ? "high" : "low",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_EVENTS:
-			if (!*optarg) {
-				fprintf(stderr,
-					"maru-server: empty --events-bind\n");
-				return -EINVAL;
-			}
-			c->events_bind = optarg;
-			break;
-		case OPT_SHM:
-			if (!strcmp(optarg, "auto")) {
-				c->shm_mode = SHM_AUTO;
-			} else if (!strcmp(optarg, "off")) {
-				c->shm_mode = PUB_OFF;
-			} else if (!strcmp(optarg, "file")) {
-				c->shm_mode = PUB_FILE;
-			} else if (!strcmp(optarg, "pool")) {
-				c->shm_mode = PUB_POOL;
-			} else {
-				fprintf(stderr,
-					"maru-server: bad --shm-index %s (auto, "
-					"file, pool or off)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_SHM_PATH:
-			if (!*optarg) {
-				fprintf(stderr,
-					"maru-server: empty --shm-index-path\n");
-				return -EINVAL;
-			}
-			c->shm_path = optarg;
-			break;
-		case OPT_SHM_SIZE:
-			if (parse_size(optarg, &c->shm_size) < 0 ||
-			    c->shm_size < (1u << 20)) {
-				fprintf(stderr,
-					"maru-server: bad --shm-index-size %s (a "
-					"size of at least 1M)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_SHM_KEYS:
-			if (parse_size(optarg, &c->shm_keys) < 0) {
-				fprintf(stderr,
-					"maru-server: bad --shm-index-keys %s (a "
-					"number, K/M suffixes allowed)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_COHERENCE:
-			/* "simulate" is the tests' non-coherence injector */
-			if (!strcmp(optarg, "auto")) {
-				c->coherence = -1;
-			} else if ((c->coherence = si_coh_parse(optarg)) < 0) {
-				fprintf(stderr,
-					"maru-server: bad --coherence %s (auto, "
-					"none or flush)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_STATE_DIR:
-			if (!*optarg) {
-				fprintf(stderr, "maru-server: empty --state-dir\n");
-				return -EINVAL;
-			}
-			c->state_dir = optarg;
-			break;
-		case OPT_DURABILITY:
-			if (!strcmp(optarg, "none")) {
-				c->durability = JR_NONE;
-			} else if (!strcmp(optarg, "process")) {
-				c->durability = JR_PROCESS;
-			} else if (!strcmp(optarg, "host")) {
-				c->durability = JR_HOST;
-			} else {
-				fprintf(stderr,
-					"maru-server: bad --durability %s (none, "
-					"process or host)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_VERIFY:
-			c->verify_state = true;
-			break;
-		case OPT_SNAP:
-			if (parse_size(optarg, &c->snap_min) < 0 ||
-			    c->snap_min < 4096) {
-				fprintf(stderr,
-					"maru-server: bad --journal-snapshot-bytes "
-					"%s (a size of at least 4K)\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case OPT_VERSION:
-			printf("maru-server %s\n", MARU_VERSION);
-			exit(0);
-		default:	/* getopt said which */
-			fprintf(stderr, "Try 'maru-server --help'.\n");
-			return -EINVAL;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "maru-server: unexpected argument %s\n",
-			argv[optind]);
-		return -EINVAL;
-	}
-	if (c->evict_high_pm && c->evict_low_pm > c->evict_high_pm) {
+	if (rc == 1)
+		exit(0);
+	if (!rc && c->evict_high_pm && c->evict_low_pm > c->evict_high_pm) {
 		fprintf(stderr, "maru-server: --evict-low must not be above "
 				"--evict-high\n");
-		return -EINVAL;
+		rc = -EINVAL;
 	}
-	return 0;
+	return rc;
 }
 
 /*
@@ -882,7 +574,7 @@ static long fit_fd_limit(long want)
 
 static void log_config(const struct config *c)
 {
-	int i;
+	size_t i;
 
 	log_info("maru-server %s: host=%s port=%d log-level=%s "
 		 "rm-address=%s rm-wait=%lds client-lease-ttl=%gs "
@@ -903,8 +595,8 @@ static void log_config(const struct config *c)
 					       : "host",
 		 c->state_dir ? c->state_dir : "(default)");
 	log_info("events-bind=%s", c->events_bind ? c->events_bind : "off");
-	for (i = 0; i < c->ndax; i++)
-		log_info("dax-path[%d]=%s", i, c->dax[i]);
+	for (i = 0; i < c->dax.n; i++)
+		log_info("dax-path[%zu]=%s", i, c->dax.v[i]);
 }
 
 /*
@@ -926,7 +618,7 @@ static void mds_config_from(const struct config *c, struct mds_config *mc)
 {
 	memset(mc, 0, sizeof(*mc));
 	mc->rm_address = c->rm_address;
-	mc->dax_only = c->ndax > 0;
+	mc->dax_only = c->dax.n > 0;
 	mc->lease_ttl_ns = (uint64_t)llround(c->lease_ttl * 1e9);
 	mc->peer_grace_ns = (uint64_t)llround(c->peer_grace * 1e9);
 	mc->max_key = (uint32_t)c->max_key;
@@ -1475,14 +1167,14 @@ int main(int argc, char **argv)
 	config_defaults(&c);
 	rc = parse_args(argc, argv, &c);
 	if (rc < 0) {
-		free(c.dax);
+		free(c.dax.v);
 		return rc == -ENOMEM ? 1 : 2; /* bad usage: 2 */
 	}
 	dir = c.state_dir ? c.state_dir : default_state_dir(dirbuf, sizeof(dirbuf));
 	if (c.verify_state) {
 		log_init("maru-server", LOG_WARNING);
 		status = verify_state(&c, dir);
-		free(c.dax);
+		free(c.dax.v);
 		return status;
 	}
 	log_init("maru-server", log_level_parse(c.log_level));
@@ -1560,8 +1252,8 @@ int main(int argc, char **argv)
 		s.jr = &jr;
 		rm_client_id(cid, sizeof(cid), s.server_id);
 	}
-	if (rmsess_init(&rm, c.rm_address, have_jr ? cid : NULL, c.dax,
-			c.ndax) < 0) {
+	if (rmsess_init(&rm, c.rm_address, have_jr ? cid : NULL, c.dax.v,
+			(int)c.dax.n) < 0) {
 		log_err("bad --rm-address %s", c.rm_address);
 		goto out_rm;
 	}
@@ -1677,6 +1369,6 @@ out_mds:
 out_dax:
 	zcurve_allow_free(&allow);
 	sodium_memzero(&curve, sizeof(curve));
-	free(c.dax);
+	free(c.dax.v);
 	return status;
 }

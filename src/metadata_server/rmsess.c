@@ -904,7 +904,7 @@ void rmsess_tick(struct rmsess *r)
 /* ---- life cycle ---- */
 
 int rmsess_init(struct rmsess *r, const char *address, const char *client_id,
-		char *const *dax, int ndax)
+		const char *const *dax, int ndax)
 {
 	struct timespec ts;
 

@@ -57,7 +57,7 @@ struct rmsess {
 	uint64_t next_request_id; /* ALLOC/FREE, from 1 */
 	bool in_start;		  /* start_next() runs */
 	const char *address; /* borrows */
-	char *const *dax;    /* borrows: --dax-path values */
+	const char *const *dax; /* borrows: --dax-path values */
 	int ndax;
 	struct sockaddr_storage addr; /* where the first connection went */
 	socklen_t addrlen;
@@ -111,7 +111,7 @@ struct rmsess {
  * Return: 0 or -EINVAL.  Release with rmsess_destroy() in every case.
  */
 int rmsess_init(struct rmsess *r, const char *address, const char *client_id,
-		char *const *dax, int ndax);
+		const char *const *dax, int ndax);
 
 /**
  * rmsess_start - check that the RM is there, connect (blocking, before

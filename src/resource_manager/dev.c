@@ -823,11 +823,11 @@ int dev_load_configured(struct rm *rm)
 	size_t i, refused;
 	int rc;
 
-	for (i = 0; i < rm->cfg.npools; i++) {
-		rc = add_path(rm, rm->cfg.pools[i]);
+	for (i = 0; i < rm->cfg.pools.n; i++) {
+		rc = add_path(rm, rm->cfg.pools.v[i]);
 		if (rc < 0) {
 			log_err("--pool %s cannot be served: refusing to start",
-				rm->cfg.pools[i]);
+				rm->cfg.pools.v[i]);
 			return rc;
 		}
 	}
@@ -840,7 +840,7 @@ int dev_load_configured(struct rm *rm)
 			return rc;
 		}
 	}
-	if (rm->cfg.npools || rm->cfg.pools_from)
+	if (rm->cfg.pools.n || rm->cfg.pools_from)
 		return 0;
 	discover(rm, &refused);
 	if (rm->npools)
@@ -874,7 +874,7 @@ int dev_rescan(struct rm *rm)
 
 	if (rm->cfg.pools_from)
 		added = add_from_file(rm, false);
-	else if (!rm->cfg.npools)
+	else if (!rm->cfg.pools.n)
 		added = discover(rm, &refused);
 	log_info("rescan: %d new pool(s), %zu in total", added, rm->npools);
 	return added;

@@ -28,7 +28,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -41,6 +40,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "opts.h"
 #include "statedir.h"
 #include "util.h"
 
@@ -201,23 +201,6 @@ static void usage(FILE *f)
 		"is found\n");
 }
 
-enum {
-	OPT_POOL = 256,
-	OPT_POOLS_FROM,
-	OPT_EMULATE_SIZE,
-	OPT_MSG_TIMEOUT,
-	OPT_IDLE_TIMEOUT,
-	OPT_NO_AUTH,
-	OPT_REQUIRE_AUTH,
-	OPT_INSECURE,
-	OPT_QUOTA,
-	OPT_PER_ADDR,
-	OPT_RECOVERED_HOLD,
-	OPT_POOL_GROUP,
-	OPT_POOL_MODE,
-	OPT_VERSION,
-};
-
 /* may we give files to @gid?  root, or a member (chown(2)) */
 static bool group_ours(gid_t gid)
 {
@@ -235,235 +218,114 @@ static bool group_ours(gid_t gid)
 
 /*
  * --pool-group: a group name or number that we may give files to, checked
- * now rather than at the first FS_DAX allocation.  Return: 0 or -1 (said
+ * now rather than at the first FS_DAX allocation.  Return: 0 or -2 (said
  * why)
  */
-static int group_option(const char *arg, gid_t *out)
+static int group_arg(const char *arg, void *dst)
 {
+	struct rm_config *c = dst;
 	struct group *g = getgrnam(arg);
 	char *end;
 	unsigned long v;
 
 	if (g) {
-		*out = g->gr_gid;
+		c->pool_gid = g->gr_gid;
 	} else {
 		errno = 0;
 		v = strtoul(arg, &end, 10);
 		if (!*arg || *end || errno || v >= (gid_t)-1) {
 			fprintf(stderr, "unknown group: %s\n", arg);
-			return -1;
+			return -2;
 		}
-		*out = (gid_t)v;
+		c->pool_gid = (gid_t)v;
 	}
-	if (!group_ours(*out)) {
+	if (!group_ours(c->pool_gid)) {
 		fprintf(stderr,
 			"--pool-group %s: not root and not a member: cannot "
 			"give files to it\n",
 			arg);
-		return -1;
+		return -2;
 	}
+	c->pool_perm_set = true;
+	return 0;
+}
+
+/* --pool-mode: octal, read and write bits only (nobody executes a pool),
+ * owner rw */
+static int mode_arg(const char *arg, void *dst)
+{
+	struct rm_config *c = dst;
+	unsigned long m;
+	char *end;
+
+	errno = 0;
+	m = strtoul(arg, &end, 8);
+	if (!*arg || *end || errno || (m & ~0666ul) || (m & 0600) != 0600)
+		return -1;
+	c->pool_mode = (mode_t)m;
+	c->pool_perm_set = true;
+	c->pool_mode_set = true;
+	return 0;
+}
+
+/* --log-level: upstream's names; anything else warns and means info */
+static int level_arg(const char *arg, void *dst)
+{
+	int v = log_level_parse(arg);
+
+	if (v < 0) {
+		fprintf(stderr, "unknown log level: %s (using info)\n", arg);
+		v = LOG_INFO;
+	}
+	*(int *)dst = v;
 	return 0;
 }
 
 /*
- * The integer option in optarg, parsed with atoi() as upstream does, must
- * be at least @min.  Return: 0, or -1 after upstream's message.
- */
-static int int_option(const char *name, int min, int *out)
-{
-	*out = atoi(optarg);
-	if (*out >= min)
-		return 0;
-	fprintf(stderr, "invalid %s: %s (must be >= %d)\n", name, optarg, min);
-	return -1;
-}
-
-/*
- * Parse argv into @c.  Return: 0 to run, 1 to exit 0 (--help, --version),
- * -ENOMEM to exit 1, any other negative value (bad usage) to exit 2.
+ * Parse argv into @c (upstream's options with their short names, parsed
+ * with atoi() as upstream does; then ours).  Return: 0 to run, 1 to exit
+ * 0 (--help, --version), -ENOMEM to exit 1, any other negative value (bad
+ * usage) to exit 2.
  */
 static int parse_args(int argc, char **argv, struct rm_config *c)
 {
-	static const struct option opts[] = {
-		{"host", required_argument, NULL, 'H'},
-		{"port", required_argument, NULL, 'p'},
-		{"state-dir", required_argument, NULL, 'd'},
-		{"log-level", required_argument, NULL, 'l'},
-		{"num-workers", required_argument, NULL, 'w'},
-		{"grace-period", required_argument, NULL, 'g'},
-		{"max-clients", required_argument, NULL, 'm'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, OPT_VERSION},
-		{"pool", required_argument, NULL, OPT_POOL},
-		{"pools-from", required_argument, NULL, OPT_POOLS_FROM},
-		{"emulate-size", required_argument, NULL, OPT_EMULATE_SIZE},
-		{"msg-timeout", required_argument, NULL, OPT_MSG_TIMEOUT},
-		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
-		{"no-client-auth", no_argument, NULL, OPT_NO_AUTH},
-		{"require-auth", no_argument, NULL, OPT_REQUIRE_AUTH},
-		{"client-quota", required_argument, NULL, OPT_QUOTA},
-		{"recovered-hold", required_argument, NULL, OPT_RECOVERED_HOLD},
-		{"max-clients-per-address", required_argument, NULL,
-		 OPT_PER_ADDR},
-		{"insecure", no_argument, NULL, OPT_INSECURE},
-		{"pool-group", required_argument, NULL, OPT_POOL_GROUP},
-		{"pool-mode", required_argument, NULL, OPT_POOL_MODE},
-		{NULL, 0, NULL, 0},
+	const struct opt t[] = {
+		OPTS_STR("host", 'H', c->host, 0),
+		OPTS_ATOI("port", 'p', c->port, 1, 65535),
+		OPTS_STR("state-dir", 'd', c->state_dir, 0),
+		OPTS_CALL("log-level", 'l', level_arg, &c->log_level, NULL),
+		OPTS_ATOI("num-workers", 'w', c->num_workers, 1, INT_MAX),
+		OPTS_ATOI("grace-period", 'g', c->grace_period, 0, INT_MAX),
+		OPTS_ATOI("max-clients", 'm', c->max_clients, 1, INT_MAX),
+		{.name = "help", .letter = 'h', .kind = OPT_HELP},
+		{.name = "version", .kind = OPT_VERSION},
+		/* (empty: an unset shell variable, else the current
+		 * directory became a file-system pool) */
+		OPTS_LIST("pool", 0, c->pools, OPT_NONEMPTY,
+			  "a /dev/dax device, a directory or a file"),
+		OPTS_STR("pools-from", 0, c->pools_from, 0),
+		OPTS_SIZE("emulate-size", c->emulate_size, 4 << 20, 0,
+			  "at least 4M: a 2M header unit and one 2M region"),
+		OPTS_ATOI("msg-timeout", 0, c->msg_timeout, 1, INT_MAX),
+		OPTS_ATOI("idle-timeout", 0, c->idle_timeout, 0, INT_MAX),
+		OPTS_FLAG("no-client-auth", c->no_client_auth),
+		OPTS_FLAG("require-auth", c->require_auth),
+		OPTS_SIZE("client-quota", c->client_quota, 0, OPT_ZERO_OK,
+			  "a size, or 0 for none"),
+		OPTS_ATOI("recovered-hold", 0, c->recovered_hold, 0, INT_MAX),
+		OPTS_ATOI("max-clients-per-address", 0, c->max_per_addr, 0,
+			  INT_MAX),
+		OPTS_FLAG("insecure", c->insecure),
+		OPTS_CALL("pool-group", 0, group_arg, c, NULL),
+		OPTS_CALL("pool-mode", 0, mode_arg, c,
+			  "octal, read and write bits only, owner rw, e.g. "
+			  "0660"),
+		{0},
 	};
-	const char **pools;
-	bool mode_set = false;
-	unsigned long m;
-	char *end;
-	int o, v;
+	int rc = opts_parse("maru-resource-manager", usage, t, argc, argv);
 
-	while ((o = getopt_long(argc, argv, "H:p:d:l:w:g:m:h", opts, NULL)) !=
-	       -1) {
-		switch (o) {
-		case 'H':
-			c->host = optarg;
-			break;
-		case 'p':
-			v = atoi(optarg);
-			if (v < 1 || v > 65535) {
-				fprintf(stderr,
-					"invalid port: %s (must be 1-65535)\n",
-					optarg);
-				return -1;
-			}
-			c->port = (uint16_t)v;
-			break;
-		case 'd':
-			c->state_dir = optarg;
-			break;
-		case 'l':
-			v = log_level_parse(optarg);
-			if (v < 0) {
-				fprintf(stderr,
-					"unknown log level: %s (using info)\n",
-					optarg);
-				v = LOG_INFO;
-			}
-			c->log_level = v;
-			break;
-		case 'w':
-			if (int_option("num-workers", 1, &c->num_workers) < 0)
-				return -1;
-			break;
-		case 'g':
-			if (int_option("grace-period", 0, &c->grace_period) < 0)
-				return -1;
-			break;
-		case 'm':
-			if (int_option("max-clients", 1, &c->max_clients) < 0)
-				return -1;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		case OPT_VERSION:
-			printf("maru-resource-manager %s\n", MARU_VERSION);
-			return 1;
-		case OPT_POOL:
-			if (!*optarg) {
-				/* (an unset shell variable: else the current
-				 * directory became a file-system pool) */
-				fprintf(stderr, "invalid pool: an empty path "
-						"(a /dev/dax device, a "
-						"directory or a file)\n");
-				return -1;
-			}
-			pools = realloc(c->pools,
-					(c->npools + 1) * sizeof(*pools));
-			if (!pools)
-				return -ENOMEM;
-			c->pools = pools;
-			c->pools[c->npools++] = optarg;
-			break;
-		case OPT_POOLS_FROM:
-			c->pools_from = optarg;
-			break;
-		case OPT_EMULATE_SIZE:
-			if (parse_size(optarg, &c->emulate_size) < 0 ||
-			    c->emulate_size < (4ull << 20)) {
-				fprintf(stderr,
-					"invalid emulate-size: %s (at least "
-					"4M: a 2M header unit and one 2M "
-					"region)\n",
-					optarg);
-				return -1;
-			}
-			break;
-		case OPT_MSG_TIMEOUT:
-			if (int_option("msg-timeout", 1, &c->msg_timeout) < 0)
-				return -1;
-			break;
-		case OPT_IDLE_TIMEOUT:
-			if (int_option("idle-timeout", 0, &c->idle_timeout) < 0)
-				return -1;
-			break;
-		case OPT_NO_AUTH:
-			c->no_client_auth = true;
-			break;
-		case OPT_REQUIRE_AUTH:
-			c->require_auth = true;
-			break;
-		case OPT_QUOTA:
-			if (strcmp(optarg, "0") &&
-			    parse_size(optarg, &c->client_quota) < 0) {
-				fprintf(stderr,
-					"invalid client-quota: %s (a size, or "
-					"0 for none)\n",
-					optarg);
-				return -1;
-			}
-			if (!strcmp(optarg, "0"))
-				c->client_quota = 0;
-			break;
-		case OPT_RECOVERED_HOLD:
-			if (int_option("recovered-hold", 0, &c->recovered_hold) <
-			    0)
-				return -1;
-			break;
-		case OPT_PER_ADDR:
-			if (int_option("max-clients-per-address", 0,
-				       &c->max_per_addr) < 0)
-				return -1;
-			break;
-		case OPT_INSECURE:
-			c->insecure = true;
-			break;
-		case OPT_POOL_GROUP:
-			if (group_option(optarg, &c->pool_gid) < 0)
-				return -1;
-			c->pool_perm_set = true;
-			break;
-		case OPT_POOL_MODE:
-			errno = 0;
-			m = strtoul(optarg, &end, 8);
-			/* read and write bits only: nobody executes a pool */
-			if (!*optarg || *end || errno || (m & ~0666ul) ||
-			    (m & 0600) != 0600) {
-				fprintf(stderr,
-					"invalid pool-mode: %s (octal, read "
-					"and write bits only, owner rw, e.g. "
-					"0660)\n",
-					optarg);
-				return -1;
-			}
-			c->pool_mode = (mode_t)m;
-			c->pool_perm_set = mode_set = true;
-			break;
-		default:	/* getopt said which */
-			fprintf(stderr, "Try 'maru-resource-manager --help'.\n");
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "unexpected argument: %s\n"
-				"Try 'maru-resource-manager --help'.\n",
-			argv[optind]);
-		return -1;
-	}
+	if (rc)
+		return rc;
 	if (c->require_auth && c->no_client_auth) {
 		fprintf(stderr, "--require-auth and --no-client-auth contradict "
 				"each other\n");
@@ -471,7 +333,7 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 	}
 	if (!strcmp(c->host, "0.0.0.0"))
 		c->host = "";
-	if (c->pool_gid != (gid_t)-1 && !mode_set)
+	if (c->pool_gid != (gid_t)-1 && !c->pool_mode_set)
 		c->pool_mode = 0660; /* the point of naming a group */
 	return 0;
 }
@@ -537,11 +399,11 @@ static void banner(struct rm *rm)
 	else
 		log_info("  pool files:    mode %04o",
 			 (unsigned)rm->cfg.pool_mode);
-	for (i = 0; i < rm->cfg.npools; i++)
-		log_info("  pool:          %s", rm->cfg.pools[i]);
+	for (i = 0; i < rm->cfg.pools.n; i++)
+		log_info("  pool:          %s", rm->cfg.pools.v[i]);
 	if (rm->cfg.pools_from)
 		log_info("  pools from:    %s", rm->cfg.pools_from);
-	if (!rm->cfg.npools && !rm->cfg.pools_from)
+	if (!rm->cfg.pools.n && !rm->cfg.pools_from)
 		log_info("  pools:         discover DEV_DAX and FS_DAX");
 }
 
@@ -625,7 +487,7 @@ int main(int argc, char **argv)
 	rm_config_defaults(&rm.cfg);
 	rc = parse_args(argc, argv, &rm.cfg);
 	if (rc != 0) {
-		free(rm.cfg.pools);
+		free(rm.cfg.pools.v);
 		/* 0: --help/--version; 1: out of memory; 2: bad usage */
 		return rc > 0 ? 0 : rc == -ENOMEM ? 1 : 2;
 	}
@@ -685,6 +547,6 @@ int main(int argc, char **argv)
 	log_info("stopped");
 out:
 	rm_close(&rm);
-	free(rm.cfg.pools);
+	free(rm.cfg.pools.v);
 	return rc < 0 ? 1 : 0;
 }

@@ -31,6 +31,7 @@
 #include "buf.h"
 #include "evloop.h"
 #include "htab.h"
+#include "opts.h"
 #include "pool.h"
 #include "rm_auth.h"
 #include "rm_proto.h"
@@ -56,8 +57,8 @@ struct rm_config {
 	int num_workers;       /* accepted for compatibility, unused */
 	int grace_period;      /* seconds; 0 = reap at the next tick */
 	int max_clients;       /* concurrent connections */
-	const char **pools;    /* owns the array; borrows the strings */
-	size_t npools;	       /* --pool given: serve exactly these */
+	struct opt_list pools; /* --pool given: serve exactly these (owns
+				* the array; borrows the strings) */
 	const char
 		*pools_from;   /* borrows: file of pool paths, re-read on HUP */
 	uint64_t emulate_size; /* bytes of an emulated pool we create */
@@ -75,6 +76,7 @@ struct rm_config {
 	gid_t pool_gid;	       /* their group (--pool-group); -1: ours */
 	bool pool_perm_set;    /* either given: also applied to an
 				* existing emulated pool file */
+	bool pool_mode_set;    /* --pool-mode given */
 };
 
 /* One allocation. */

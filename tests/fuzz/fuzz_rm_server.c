@@ -88,8 +88,8 @@ static void setup(void)
 	rm->cfg.host = "127.0.0.1";
 	rm->cfg.port = 0; /* any free port */
 	rm->cfg.state_dir = state_dir;
-	rm->cfg.pools = pools;
-	rm->cfg.npools = 1;
+	rm->cfg.pools.v = pools;
+	rm->cfg.pools.n = 1;
 	rm->cfg.emulate_size = 64ull << 20;
 	rm->cfg.grace_period = 30;
 	rm->cfg.max_clients = 8;

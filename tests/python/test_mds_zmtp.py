@@ -603,7 +603,7 @@ def test_busy_poll_bad_values(rm, start_mds, value):
     m = start_mds(rm.address, wait=False, extra=["--busy-poll-us", value])
     assert wait_until(lambda: not m.running(), timeout=30)
     assert m.proc.returncode == 2
-    assert "bad --busy-poll-us" in m.log()
+    assert "invalid busy-poll-us" in m.log()
 
 
 def test_slow_reader_of_big_replies_is_not_dropped(rm, start_mds,

@@ -5,3 +5,4 @@ maru_add_unit_test(test_zmtp SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_zmtp.
 maru_add_unit_test(test_zcurve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_zcurve.c LIBS maru_common PkgConfig::ZMQ)
 maru_add_unit_test(test_log SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_log.c LIBS maru_common)
 maru_add_unit_test(test_shmidx SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_shmidx.c LIBS maru_common Threads::Threads)
+maru_add_unit_test(test_opts SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_opts.c LIBS maru_common)

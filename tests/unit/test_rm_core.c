@@ -73,8 +73,8 @@ static int rm_start(struct fixture *f, struct rm **out)
 	assert_non_null(rm);
 	rm->cfg.host = "127.0.0.1";
 	rm->cfg.state_dir = f->state;
-	rm->cfg.pools = f->pools;
-	rm->cfg.npools = 1;
+	rm->cfg.pools.v = f->pools;
+	rm->cfg.pools.n = 1;
 	rm->cfg.emulate_size = 64 * MiB;
 	rm->cfg.grace_period = 30;
 	rm->cfg.max_clients = 4;

@@ -43,8 +43,8 @@ static int rm_start(struct rm **out)
 		return -ENOMEM;
 	rm->cfg.host = "127.0.0.1";
 	rm->cfg.state_dir = state_dir;
-	rm->cfg.pools = pools;
-	rm->cfg.npools = 1;
+	rm->cfg.pools.v = pools;
+	rm->cfg.pools.n = 1;
 	rm->cfg.emulate_size = 64 * MiB;
 	rm->cfg.grace_period = 30;
 	rm->cfg.max_clients = 4;

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * opts.c - a program's command line from a table (see opts.h)
+ *
+ * The table becomes getopt_long's (a row's index is its return value, +
+ * 256 so that no short letter collides); each value is checked and stored
+ * by its row's kind, and a bad one is reported in one format with the
+ * row's hint, or a hint made from the row (its range, its choices).
+ */
+#include "opts.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define ROW0 256 /* getopt_long's value of row 0 */
+
+static void store_int(const struct opt *o, long long v)
+{
+	if (o->size == sizeof(uint16_t))
+		*(uint16_t *)o->dst = (uint16_t)v;
+	else if (o->size == sizeof(int))
+		*(int *)o->dst = (int)v;
+	else
+		*(long *)o->dst = (long)v;
+}
+
+/* the hint a row's kind gives when the row has none */
+static const char *hint_of(const struct opt *o, char *buf, size_t len)
+{
+	size_t i, n;
+
+	if (o->hint)
+		return o->hint;
+	switch (o->kind) {
+	case OPT_INT:
+	case OPT_ATOI:
+		if (o->hi >= INT_MAX)
+			snprintf(buf, len, "must be >= %lld", o->lo);
+		else
+			snprintf(buf, len, "must be %lld-%lld", o->lo, o->hi);
+		return buf;
+	case OPT_SECONDS:
+		return "a number of seconds";
+	case OPT_CHOICE:
+		/* "one of a, b or c" */
+		n = (size_t)snprintf(buf, len, "one of");
+		for (i = 0; o->choices[i] && n < len; i++)
+			n += (size_t)snprintf(buf + n, len - n, "%s %s",
+					      !i		   ? ""
+					      : o->choices[i + 1] ? ","
+								   : " or",
+					      o->choices[i]);
+		return buf;
+	default:
+		return "must not be empty";
+	}
+}
+
+/* check @arg by row @o and store it.  Return: 0, -1 (bad: say it), -2
+ * (said), -ENOMEM */
+static int take(const struct opt *o, const char *arg)
+{
+	struct opt_list *l;
+	const char **v;
+	long long n;
+	uint64_t sz;
+	double d;
+	char *end;
+	size_t i;
+
+	if ((o->flags & OPT_NONEMPTY) && !*arg)
+		return -1;
+	switch (o->kind) {
+	case OPT_FLAG:
+		*(bool *)o->dst = true;
+		return 0;
+	case OPT_STR:
+		*(const char **)o->dst = arg;
+		return 0;
+	case OPT_INT:
+	case OPT_ATOI:
+		errno = 0;
+		n = o->kind == OPT_ATOI ? atoi(arg) : strtoll(arg, &end, 10);
+		if (o->kind == OPT_INT && (errno || end == arg || *end))
+			return -1;
+		if (n < o->lo || n > o->hi)
+			return -1;
+		store_int(o, n);
+		return 0;
+	case OPT_SIZE:
+		if ((o->flags & OPT_ZERO_OK) && !strcmp(arg, "0"))
+			sz = 0;
+		else if (parse_size(arg, &sz) < 0 || sz < (uint64_t)o->lo)
+			return -1;
+		*(uint64_t *)o->dst = sz;
+		return 0;
+	case OPT_SECONDS:
+		errno = 0;
+		d = strtod(arg, &end);
+		if (errno || end == arg || *end || !isfinite(d) || d < 0 ||
+		    d > 365.0 * 86400)
+			return -1;
+		*(double *)o->dst = d;
+		return 0;
+	case OPT_CHOICE:
+		for (i = 0; o->choices[i]; i++)
+			if (!strcmp(arg, o->choices[i])) {
+				if (o->values)
+					*(int *)o->dst = o->values[i];
+				else
+					*(const char **)o->dst = o->choices[i];
+				return 0;
+			}
+		return -1;
+	case OPT_LIST:
+		l = o->dst;
+		v = realloc(l->v, (l->n + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->v[l->n++] = arg;
+		return 0;
+	case OPT_CALL:
+		return o->call(arg, o->dst);
+	default:
+		return -1;
+	}
+}
+
+int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
+	       int argc, char **argv)
+{
+	struct option *lo;
+	char shorts[64], hint[160];
+	size_t i, n, ns = 0;
+	int c, rc = 0;
+
+	for (n = 0; t[n].name; n++)
+		;
+	lo = calloc(n + 1, sizeof(*lo));
+	if (!lo)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		bool arg = t[i].kind != OPT_FLAG && t[i].kind != OPT_HELP &&
+			   t[i].kind != OPT_VERSION;
+
+		lo[i] = (struct option){t[i].name, arg ? required_argument
+						       : no_argument,
+					NULL, ROW0 + (int)i};
+		if (t[i].letter && ns + 3 < sizeof(shorts)) {
+			shorts[ns++] = (char)t[i].letter;
+			if (arg)
+				shorts[ns++] = ':';
+		}
+	}
+	shorts[ns] = '\0';
+	optind = 0; /* from the start, also when called again (tests) */
+	while (!rc && (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		const struct opt *o = NULL;
+
+		if (c >= ROW0)
+			o = &t[c - ROW0];
+		for (i = 0; !o && c != '?' && i < n; i++)
+			if (t[i].letter == c)
+				o = &t[i];
+		if (!o) {
+			rc = -EINVAL; /* getopt said which */
+		} else if (o->kind == OPT_HELP) {
+			usage(stdout);
+			rc = 1;
+		} else if (o->kind == OPT_VERSION) {
+			printf("%s %s\n", prog, MARU_VERSION);
+			rc = 1;
+		} else if ((rc = take(o, optarg)) == -1) {
+			fprintf(stderr, "%s: invalid %s: %s (%s)\n", prog,
+				o->name, *optarg ? optarg : "''",
+				hint_of(o, hint, sizeof(hint)));
+		}
+	}
+	if (!rc && optind < argc) {
+		fprintf(stderr, "%s: unexpected argument %s\n", prog,
+			argv[optind]);
+		rc = -EINVAL;
+	}
+	free(lo);
+	if (rc == -1 || rc == -2 || rc == -EINVAL) {
+		fprintf(stderr, "Try '%s --help'.\n", prog);
+		rc = -EINVAL;
+	}
+	return rc;
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * opts.h - a program's command line from a table
+ *
+ * Each option is one row: its names, what its value must be, where the
+ * value goes and the hint its error gives, so that an option's rules
+ * live in one place and every program says a bad value the same way:
+ *
+ *   maru-server: invalid port: x (must be 1-65535)
+ *   Try 'maru-server --help'.
+ *
+ * getopt_long does the scanning (GNU conventions: --name=value, --name
+ * value, -p value, "--" ends the options; its own messages for an unknown
+ * option or a missing value).  Positional arguments are refused.
+ * Integers are parsed whole (strtol) unless the row asks for upstream's
+ * atoi() (the resource manager's classic options).
+ *
+ * Context: start-up, one thread (getopt's globals).
+ */
+#ifndef MARU_COMMON_OPTS_H
+#define MARU_COMMON_OPTS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+enum opt_kind {
+	OPT_FLAG,    /* no value: bool = true */
+	OPT_STR,     /* const char * (borrows argv) */
+	OPT_INT,     /* an integer field (int, long, uint16_t...) in [lo, hi] */
+	OPT_ATOI,    /* the same, parsed with atoi() as upstream does */
+	OPT_SIZE,    /* uint64_t, parse_size(): "4096", "512K", "1G"; >= lo */
+	OPT_SECONDS, /* double, 0 to a year */
+	OPT_CHOICE,  /* int: @values[i] of the name @choices[i]; without
+		      * @values the name itself (const char *) */
+	OPT_LIST,    /* struct opt_list: every value, in order */
+	OPT_CALL,    /* @call(arg, dst): 0, -1 (the message with @hint) or
+		      * -2 (it said why itself) */
+	OPT_HELP,    /* print the usage to stdout, exit 0 */
+	OPT_VERSION, /* print "<prog> <MARU_VERSION>", exit 0 */
+};
+
+/* OPT_STR, OPT_LIST: the empty string is refused; OPT_SIZE: "0" is 0 */
+#define OPT_NONEMPTY 1u
+#define OPT_ZERO_OK 2u
+
+struct opt {
+	const char *name; /* long name, without "--" */
+	int letter;	  /* short name, or 0 */
+	enum opt_kind kind;
+	void *dst;
+	size_t size; /* OPT_INT, OPT_ATOI: sizeof the field: uint16_t, int
+		      * or long */
+	long long lo, hi;
+	unsigned flags;		    /* OPT_NONEMPTY, OPT_ZERO_OK */
+	const char *hint;	    /* "(...)" of the error; NULL: from lo/hi */
+	const char *const *choices; /* OPT_CHOICE: NULL-terminated */
+	const int *values;
+	int (*call)(const char *arg, void *dst);
+};
+
+/* the values of an OPT_LIST option; free(v) when done */
+struct opt_list {
+	const char **v;
+	size_t n;
+};
+
+/* rows, in brief (a compound literal each; @f: a field of the config) */
+#define OPTS_FLAG(nm, f) {.name = (nm), .kind = OPT_FLAG, .dst = &(f)}
+#define OPTS_STR(nm, l, f, fl)                                         \
+	{.name = (nm), .letter = (l), .kind = OPT_STR, .dst = &(f),    \
+	 .flags = (fl)}
+#define OPTS_INT(nm, l, f, min, max)                                   \
+	{.name = (nm), .letter = (l), .kind = OPT_INT, .dst = &(f),    \
+	 .size = sizeof(f), .lo = (min), .hi = (max)}
+#define OPTS_ATOI(nm, l, f, min, max)                                  \
+	{.name = (nm), .letter = (l), .kind = OPT_ATOI, .dst = &(f),   \
+	 .size = sizeof(f), .lo = (min), .hi = (max)}
+#define OPTS_SIZE(nm, f, min, fl, h)                                   \
+	{.name = (nm), .kind = OPT_SIZE, .dst = &(f), .lo = (min),     \
+	 .flags = (fl), .hint = (h)}
+#define OPTS_SECONDS(nm, f) {.name = (nm), .kind = OPT_SECONDS, .dst = &(f)}
+#define OPTS_CHOICE(nm, f, names, vals, h)                             \
+	{.name = (nm), .kind = OPT_CHOICE, .dst = &(f), .choices = (names), \
+	 .values = (vals), .hint = (h)}
+#define OPTS_LIST(nm, l, f, fl, h)                                     \
+	{.name = (nm), .letter = (l), .kind = OPT_LIST, .dst = &(f),   \
+	 .flags = (fl), .hint = (h)}
+#define OPTS_CALL(nm, l, fn, d, h)                                     \
+	{.name = (nm), .letter = (l), .kind = OPT_CALL, .dst = (d),    \
+	 .call = (fn), .hint = (h)}
+
+/**
+ * opts_parse - read @argv by the rows of @t (ended by a row with no name)
+ * @prog: the program's name, for messages and --version
+ * @usage: prints the usage to the stream (OPT_HELP)
+ * Return: 0 to run; 1 after --help or --version (exit 0); -EINVAL after
+ * saying what was wrong (bad usage: exit 2); -ENOMEM.
+ */
+int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
+	       int argc, char **argv);
+
+#endif

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test_opts.c - command lines from a table (opts.c): every kind of row
+ * stores what it should, refuses what it should, and bad usage says so */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <cmocka.h>
+
+#include "opts.h"
+
+struct cfg {
+	bool flag;
+	const char *str, *name;
+	uint16_t port;
+	int workers, mode;
+	long big;
+	uint64_t size, quota;
+	double secs;
+	struct opt_list list;
+	int calls;
+};
+
+static int odd_only(const char *arg, void *dst)
+{
+	struct cfg *c = dst;
+
+	c->calls++;
+	return atoi(arg) % 2 ? 0 : -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage\n");
+}
+
+/* parse the NULL-terminated @args into @c (stderr silenced) */
+static int parse(struct cfg *c, const char **args)
+{
+	static const char *const names[] = {"a", "b", "c", NULL};
+	static const int vals[] = {10, 20, 30};
+	const struct opt t[] = {
+		OPTS_FLAG("flag", c->flag),
+		OPTS_STR("str", 's', c->str, OPT_NONEMPTY),
+		OPTS_INT("port", 'p', c->port, 1, 65535),
+		OPTS_ATOI("workers", 'w', c->workers, 1, 1 << 30),
+		OPTS_INT("big", 0, c->big, -5, 1L << 40),
+		OPTS_SIZE("size", c->size, 4096, 0, "at least 4K"),
+		OPTS_SIZE("quota", c->quota, 1 << 20, OPT_ZERO_OK, NULL),
+		OPTS_SECONDS("secs", c->secs),
+		OPTS_CHOICE("mode", c->mode, names, vals, NULL),
+		OPTS_CHOICE("name", c->name, names, NULL, NULL),
+		OPTS_LIST("item", 'i', c->list, OPT_NONEMPTY, "a path"),
+		OPTS_CALL("odd", 0, odd_only, c, "an odd number"),
+		{.name = "help", .letter = 'h', .kind = OPT_HELP},
+		{0},
+	};
+	char *argv[32];
+	int argc = 0, rc;
+	FILE *err = stderr;
+
+	argv[argc++] = (char *)"prog";
+	while (*args)
+		argv[argc++] = (char *)*args++;
+	argv[argc] = NULL;
+	stderr = fopen("/dev/null", "w");
+	rc = opts_parse("prog", usage, t, argc, argv);
+	fclose(stderr);
+	stderr = err;
+	return rc;
+}
+
+#define PARSE(c, ...) parse((c), (const char *[]){__VA_ARGS__, NULL})
+
+static void test_kinds(void **state)
+{
+	struct cfg c = {0};
+
+	(void)state;
+	assert_int_equal(PARSE(&c, "--flag", "-s", "x", "--port=8080", "-w",
+			       "12abc", "--big", "1099511627776", "--size",
+			       "1M", "--quota", "0", "--secs", "2.5", "--mode",
+			       "b", "--name", "c", "-i", "p1", "--item", "p2",
+			       "--odd", "3"),
+			 0);
+	assert_true(c.flag);
+	assert_string_equal(c.str, "x");
+	assert_int_equal(c.port, 8080);
+	assert_int_equal(c.workers, 12); /* atoi(), as upstream */
+	assert_int_equal(c.big, 1L << 40);
+	assert_int_equal(c.size, 1 << 20);
+	assert_int_equal(c.quota, 0);
+	assert_true(c.secs == 2.5);
+	assert_int_equal(c.mode, 20);
+	assert_string_equal(c.name, "c");
+	assert_int_equal(c.list.n, 2);
+	assert_string_equal(c.list.v[0], "p1");
+	assert_string_equal(c.list.v[1], "p2");
+	assert_int_equal(c.calls, 1);
+	free(c.list.v);
+}
+
+static void test_refused(void **state)
+{
+	static const char *bad[][3] = {
+		{"--port", "0"},	{"--port", "65536"},  {"--port", "8x"},
+		{"-w", "0"},		{"--big", "-6"},      {"--size", "1K"},
+		{"--size", "0"},	{"--quota", "4K"},    {"--secs", "-1"},
+		{"--secs", "nan"},	{"--mode", "d"},      {"--name", "A"},
+		{"--item", ""},		{"-s", ""},	      {"--odd", "2"},
+		{"--bogus"},		{"--port"},	      {"stray"},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct cfg c = {0};
+		const char *args[3] = {bad[i][0], bad[i][1], NULL};
+
+		assert_int_equal(parse(&c, args), -EINVAL);
+		free(c.list.v);
+	}
+}
+
+static void test_help(void **state)
+{
+	struct cfg c = {0};
+	FILE *out = stdout;
+
+	(void)state;
+	stdout = fopen("/dev/null", "w");
+	assert_int_equal(PARSE(&c, "-h", "--bogus"), 1); /* stops there */
+	fclose(stdout);
+	stdout = out;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kinds),
+		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_help),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -62,10 +62,11 @@ static uint64_t max_groups(const struct pub *p)
 	return g;
 }
 
-/* groups for @keys at a load of at most a half, within the area */
+/* groups for @keys at a load of at most a half (@keys fill half the
+ * slots of the table asked for a power of two), within the area */
 static uint64_t groups_for(const struct pub *p, uint64_t keys)
 {
-	uint64_t want = pow2_at_least(keys / 2 + 1), max = max_groups(p);
+	uint64_t want = pow2_at_least((keys + 1) / 2), max = max_groups(p);
 	uint64_t least = p->cfg.keys ? 16 : PUB_MIN_GROUPS; /* asked: obeyed */
 
 	if (want < least)

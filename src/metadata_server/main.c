@@ -363,10 +363,17 @@ static int rm_address_arg(const char *arg, void *dst)
 	return 0;
 }
 
+/* --log-level: a name log_level_parse() knows (any case), kept as given */
+static int level_arg(const char *arg, void *dst)
+{
+	if (log_level_parse(arg) < 0)
+		return -1;
+	*(const char **)dst = arg;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct config *c)
 {
-	static const char *const levels[] = {"DEBUG", "INFO", "WARNING",
-					     "ERROR", NULL};
 	static const char *const evictions[] = {"lru", "none", NULL};
 	static const char *const durs[] = {"none", "process", "host", NULL};
 	static const int dur_v[] = {JR_NONE, JR_PROCESS, JR_HOST};
@@ -379,7 +386,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 	const struct opt t[] = {
 		OPTS_STR("host", 0, c->host, 0),
 		OPTS_INT("port", 0, c->port, 1, 65535),
-		OPTS_CHOICE("log-level", c->log_level, levels, NULL, NULL),
+		OPTS_CALL("log-level", 0, level_arg, &c->log_level,
+			  "one of DEBUG, INFO, WARNING, ERROR"),
 		OPTS_CALL("rm-address", 0, rm_address_arg, &c->rm_address,
 			  "want HOST:PORT"),
 		OPTS_INT("rm-wait", 0, c->rm_wait_s, 0, 3600),

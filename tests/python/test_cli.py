@@ -91,6 +91,7 @@ BAD_USAGE = [
     ("maru-server", ["--port", "x"], "invalid port: x (must be 1-65535)"),
     ("maru-server", ["--durability", "maybe"], "invalid durability: maybe (one of none, process or host)"),
     ("maru-server", ["extra"], "unexpected argument"),
+    ("maru-server", ["--log-level", "loud"], "invalid log-level: loud"),
     ("pool_monitor", ["--bogus"], "unknown option"),
     ("pool_monitor", ["--watch"], "needs a value"),
     ("pool_monitor", ["--count", "-1"], "invalid count"),
@@ -110,6 +111,16 @@ def test_bad_usage_exits_2(name, args, text):
     assert p.returncode == 2, (args, p.returncode, p.stderr)
     assert text in p.stderr, (args, p.stderr)
     assert p.stdout == ""
+
+
+def test_options_before_version_are_parsed():
+    # values are checked as they come; a level in any case is a level
+    # (upstream's names, and the lower-case ones the log knows)
+    for level in ("DEBUG", "warning", "Error", "warn"):
+        p = run([binary(*MDS_BIN), "--log-level", level, "--version"])
+        assert p.returncode == 0, (level, p.stderr)
+    p = run([binary(*MDS_BIN), "--port", "0", "--version"])
+    assert p.returncode == 2 and "invalid port: 0" in p.stderr
 
 
 def test_runtime_failure_exits_1(tmp_path):

@@ -28,8 +28,10 @@ static void store_int(const struct opt *o, long long v)
 		*(uint16_t *)o->dst = (uint16_t)v;
 	else if (o->size == sizeof(int))
 		*(int *)o->dst = (int)v;
-	else
+	else if (o->size == sizeof(long))
 		*(long *)o->dst = (long)v;
+	else
+		abort(); /* a row the macros would not have made */
 }
 
 /* the hint a row's kind gives when the row has none */
@@ -42,13 +44,15 @@ static const char *hint_of(const struct opt *o, char *buf, size_t len)
 	switch (o->kind) {
 	case OPT_INT:
 	case OPT_ATOI:
-		if (o->hi >= INT_MAX)
+		if (o->hi == INT_MAX)
 			snprintf(buf, len, "must be >= %lld", o->lo);
 		else
 			snprintf(buf, len, "must be %lld-%lld", o->lo, o->hi);
 		return buf;
 	case OPT_SECONDS:
 		return "a number of seconds";
+	case OPT_SIZE:
+		return "a size: 4096, 512K, 1G...";
 	case OPT_CHOICE:
 		/* "one of a, b or c" */
 		n = (size_t)snprintf(buf, len, "one of");
@@ -59,13 +63,16 @@ static const char *hint_of(const struct opt *o, char *buf, size_t len)
 								   : " or",
 					      o->choices[i]);
 		return buf;
-	default:
+	case OPT_STR:
+	case OPT_LIST:
 		return "must not be empty";
+	default:
+		return "a bad value";
 	}
 }
 
-/* check @arg by row @o and store it.  Return: 0, -1 (bad: say it), -2
- * (said), -ENOMEM */
+/* check @arg by row @o and store it.  Return: 0, OPT_BAD (say it),
+ * OPT_SAID, -ENOMEM */
 static int take(const struct opt *o, const char *arg)
 {
 	struct opt_list *l;
@@ -75,13 +82,15 @@ static int take(const struct opt *o, const char *arg)
 	double d;
 	char *end;
 	size_t i;
+	int rc;
 
-	if ((o->flags & OPT_NONEMPTY) && !*arg)
-		return -1;
-	switch (o->kind) {
-	case OPT_FLAG:
+	if (o->kind == OPT_FLAG) {
 		*(bool *)o->dst = true;
 		return 0;
+	}
+	if ((o->flags & OPT_NONEMPTY) && !*arg)
+		return OPT_BAD;
+	switch (o->kind) {
 	case OPT_STR:
 		*(const char **)o->dst = arg;
 		return 0;
@@ -90,16 +99,16 @@ static int take(const struct opt *o, const char *arg)
 		errno = 0;
 		n = o->kind == OPT_ATOI ? atoi(arg) : strtoll(arg, &end, 10);
 		if (o->kind == OPT_INT && (errno || end == arg || *end))
-			return -1;
+			return OPT_BAD;
 		if (n < o->lo || n > o->hi)
-			return -1;
+			return OPT_BAD;
 		store_int(o, n);
 		return 0;
 	case OPT_SIZE:
 		if ((o->flags & OPT_ZERO_OK) && !strcmp(arg, "0"))
 			sz = 0;
 		else if (parse_size(arg, &sz) < 0 || sz < (uint64_t)o->lo)
-			return -1;
+			return OPT_BAD;
 		*(uint64_t *)o->dst = sz;
 		return 0;
 	case OPT_SECONDS:
@@ -107,19 +116,21 @@ static int take(const struct opt *o, const char *arg)
 		d = strtod(arg, &end);
 		if (errno || end == arg || *end || !isfinite(d) || d < 0 ||
 		    d > 365.0 * 86400)
-			return -1;
+			return OPT_BAD;
 		*(double *)o->dst = d;
 		return 0;
 	case OPT_CHOICE:
 		for (i = 0; o->choices[i]; i++)
 			if (!strcmp(arg, o->choices[i])) {
+				if (o->values && o->size != sizeof(int))
+					abort(); /* an int field, or none */
 				if (o->values)
 					*(int *)o->dst = o->values[i];
 				else
 					*(const char **)o->dst = o->choices[i];
 				return 0;
 			}
-		return -1;
+		return OPT_BAD;
 	case OPT_LIST:
 		l = o->dst;
 		v = realloc(l->v, (l->n + 1) * sizeof(*v));
@@ -129,9 +140,11 @@ static int take(const struct opt *o, const char *arg)
 		l->v[l->n++] = arg;
 		return 0;
 	case OPT_CALL:
-		return o->call(arg, o->dst);
+		rc = o->call(arg, o->dst);
+		/* 0, OPT_SAID, -ENOMEM as they are; anything else is bad */
+		return !rc || rc == OPT_SAID || rc == -ENOMEM ? rc : OPT_BAD;
 	default:
-		return -1;
+		return OPT_BAD;
 	}
 }
 
@@ -146,8 +159,10 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 	for (n = 0; t[n].name; n++)
 		;
 	lo = calloc(n + 1, sizeof(*lo));
-	if (!lo)
+	if (!lo) {
+		fprintf(stderr, "%s: out of memory\n", prog);
 		return -ENOMEM;
+	}
 	for (i = 0; i < n; i++) {
 		bool arg = t[i].kind != OPT_FLAG && t[i].kind != OPT_HELP &&
 			   t[i].kind != OPT_VERSION;
@@ -155,7 +170,9 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 		lo[i] = (struct option){t[i].name, arg ? required_argument
 						       : no_argument,
 					NULL, ROW0 + (int)i};
-		if (t[i].letter && ns + 3 < sizeof(shorts)) {
+		if (t[i].letter) {
+			if (ns + 3 >= sizeof(shorts))
+				abort(); /* more short names than letters */
 			shorts[ns++] = (char)t[i].letter;
 			if (arg)
 				shorts[ns++] = ':';
@@ -179,19 +196,21 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 		} else if (o->kind == OPT_VERSION) {
 			printf("%s %s\n", prog, MARU_VERSION);
 			rc = 1;
-		} else if ((rc = take(o, optarg)) == -1) {
+		} else if ((rc = take(o, optarg)) == OPT_BAD) {
 			fprintf(stderr, "%s: invalid %s: %s (%s)\n", prog,
 				o->name, *optarg ? optarg : "''",
 				hint_of(o, hint, sizeof(hint)));
 		}
 	}
 	if (!rc && optind < argc) {
-		fprintf(stderr, "%s: unexpected argument %s\n", prog,
+		fprintf(stderr, "%s: unexpected argument: %s\n", prog,
 			argv[optind]);
 		rc = -EINVAL;
 	}
 	free(lo);
-	if (rc == -1 || rc == -2 || rc == -EINVAL) {
+	if (rc == -ENOMEM)
+		fprintf(stderr, "%s: out of memory\n", prog);
+	else if (rc < 0) {
 		fprintf(stderr, "Try '%s --help'.\n", prog);
 		rc = -EINVAL;
 	}

@@ -33,11 +33,15 @@ enum opt_kind {
 	OPT_CHOICE,  /* int: @values[i] of the name @choices[i]; without
 		      * @values the name itself (const char *) */
 	OPT_LIST,    /* struct opt_list: every value, in order */
-	OPT_CALL,    /* @call(arg, dst): 0, -1 (the message with @hint) or
-		      * -2 (it said why itself) */
+	OPT_CALL,    /* @call(arg, dst): 0, OPT_BAD (the message with
+		      * @hint), OPT_SAID (it said why itself), -ENOMEM */
 	OPT_HELP,    /* print the usage to stdout, exit 0 */
 	OPT_VERSION, /* print "<prog> <MARU_VERSION>", exit 0 */
 };
+
+/* what an OPT_CALL callback returns for a bad value (far from -errno) */
+#define OPT_BAD (-4096)	 /* opts says it, with the row's hint */
+#define OPT_SAID (-4097) /* the callback said why */
 
 /* OPT_STR, OPT_LIST: the empty string is refused; OPT_SIZE: "0" is 0 */
 #define OPT_NONEMPTY 1u
@@ -49,8 +53,8 @@ struct opt {
 	enum opt_kind kind;
 	void *dst;
 	size_t size; /* OPT_INT, OPT_ATOI: sizeof the field: uint16_t, int
-		      * or long */
-	long long lo, hi;
+		      * or long (checked at compile time by the macros) */
+	long long lo, hi; /* OPT_SIZE: lo >= 0 */
 	unsigned flags;		    /* OPT_NONEMPTY, OPT_ZERO_OK */
 	const char *hint;	    /* "(...)" of the error; NULL: from lo/hi */
 	const char *const *choices; /* OPT_CHOICE: NULL-terminated */
@@ -69,19 +73,25 @@ struct opt_list {
 #define OPTS_STR(nm, l, f, fl)                                         \
 	{.name = (nm), .letter = (l), .kind = OPT_STR, .dst = &(f),    \
 	 .flags = (fl)}
+/* sizeof(f), which must be one opts.c stores (else it does not compile) */
+#define OPTS_SIZEOF_INT(f)                                             \
+	(sizeof(f) + 0 * sizeof(char[sizeof(f) == 2 || sizeof(f) == 4 ||   \
+					     sizeof(f) == sizeof(long)     \
+				     ? 1                                   \
+				     : -1]))
 #define OPTS_INT(nm, l, f, min, max)                                   \
 	{.name = (nm), .letter = (l), .kind = OPT_INT, .dst = &(f),    \
-	 .size = sizeof(f), .lo = (min), .hi = (max)}
+	 .size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)}
 #define OPTS_ATOI(nm, l, f, min, max)                                  \
 	{.name = (nm), .letter = (l), .kind = OPT_ATOI, .dst = &(f),   \
-	 .size = sizeof(f), .lo = (min), .hi = (max)}
+	 .size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)}
 #define OPTS_SIZE(nm, f, min, fl, h)                                   \
 	{.name = (nm), .kind = OPT_SIZE, .dst = &(f), .lo = (min),     \
 	 .flags = (fl), .hint = (h)}
 #define OPTS_SECONDS(nm, f) {.name = (nm), .kind = OPT_SECONDS, .dst = &(f)}
 #define OPTS_CHOICE(nm, f, names, vals, h)                             \
 	{.name = (nm), .kind = OPT_CHOICE, .dst = &(f), .choices = (names), \
-	 .values = (vals), .hint = (h)}
+	 .values = (vals), .hint = (h), .size = sizeof(f)}
 #define OPTS_LIST(nm, l, f, fl, h)                                     \
 	{.name = (nm), .letter = (l), .kind = OPT_LIST, .dst = &(f),   \
 	 .flags = (fl), .hint = (h)}

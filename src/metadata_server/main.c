@@ -120,7 +120,7 @@ static const char *default_state_dir(char *buf, size_t len)
 }
 
 /* a fraction (0.95) or a percentage (95%) as per mille (long). Return:
- * 0/-1 */
+ * 0 or OPT_BAD */
 static int parse_fraction(const char *arg, void *pm)
 {
 	char *end;
@@ -129,13 +129,13 @@ static int parse_fraction(const char *arg, void *pm)
 	errno = 0;
 	v = strtod(arg, &end);
 	if (errno || end == arg)
-		return -1;
+		return OPT_BAD;
 	if (*end == '%') {
 		v /= 100;
 		end++;
 	}
 	if (*end || !(v >= 0 && v <= 1))
-		return -1;
+		return OPT_BAD;
 	*(long *)pm = lround(v * 1000);
 	return 0;
 }
@@ -358,7 +358,7 @@ static int rm_address_arg(const char *arg, void *dst)
 	uint16_t port;
 
 	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
-		return -1;
+		return OPT_BAD;
 	*(const char **)dst = arg;
 	return 0;
 }
@@ -367,7 +367,7 @@ static int rm_address_arg(const char *arg, void *dst)
 static int level_arg(const char *arg, void *dst)
 {
 	if (log_level_parse(arg) < 0)
-		return -1;
+		return OPT_BAD;
 	*(const char **)dst = arg;
 	return 0;
 }

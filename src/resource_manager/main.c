@@ -218,8 +218,7 @@ static bool group_ours(gid_t gid)
 
 /*
  * --pool-group: a group name or number that we may give files to, checked
- * now rather than at the first FS_DAX allocation.  Return: 0 or -2 (said
- * why)
+ * now rather than at the first FS_DAX allocation.  Return: 0 or OPT_SAID
  */
 static int group_arg(const char *arg, void *dst)
 {
@@ -235,7 +234,7 @@ static int group_arg(const char *arg, void *dst)
 		v = strtoul(arg, &end, 10);
 		if (!*arg || *end || errno || v >= (gid_t)-1) {
 			fprintf(stderr, "unknown group: %s\n", arg);
-			return -2;
+			return OPT_SAID;
 		}
 		c->pool_gid = (gid_t)v;
 	}
@@ -244,7 +243,7 @@ static int group_arg(const char *arg, void *dst)
 			"--pool-group %s: not root and not a member: cannot "
 			"give files to it\n",
 			arg);
-		return -2;
+		return OPT_SAID;
 	}
 	c->pool_perm_set = true;
 	return 0;
@@ -261,7 +260,7 @@ static int mode_arg(const char *arg, void *dst)
 	errno = 0;
 	m = strtoul(arg, &end, 8);
 	if (!*arg || *end || errno || (m & ~0666ul) || (m & 0600) != 0600)
-		return -1;
+		return OPT_BAD;
 	c->pool_mode = (mode_t)m;
 	c->pool_perm_set = true;
 	c->pool_mode_set = true;

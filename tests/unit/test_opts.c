@@ -14,12 +14,20 @@
 
 #include "opts.h"
 
+/* each integer field followed by a guard: a store of the wrong size
+ * shows in the guard (filled with GUARD, as every field at first) */
+#define GUARD 0xa5
 struct cfg {
 	bool flag;
 	const char *str, *name;
 	uint16_t port;
-	int workers, mode;
+	uint8_t g_port[6];
+	int workers;
+	uint8_t g_workers[4];
+	int mode;
+	uint8_t g_mode[4];
 	long big;
+	uint8_t g_big[8];
 	uint64_t size, quota;
 	double secs;
 	struct opt_list list;
@@ -31,7 +39,29 @@ static int odd_only(const char *arg, void *dst)
 	struct cfg *c = dst;
 
 	c->calls++;
-	return atoi(arg) % 2 ? 0 : -1;
+	if (!strcmp(arg, "said"))
+		return OPT_SAID;
+	return atoi(arg) % 2 ? 0 : OPT_BAD;
+}
+
+static void fill(struct cfg *c)
+{
+	memset(c, GUARD, sizeof(*c));
+	c->list.v = NULL;
+	c->list.n = 0;
+	c->calls = 0;
+	c->flag = false;
+}
+
+static void guards_intact(const struct cfg *c)
+{
+	const uint8_t *g[] = {c->g_port, c->g_workers, c->g_mode, c->g_big};
+	const size_t len[] = {6, 4, 4, 8};
+	size_t i, j;
+
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < len[i]; j++)
+			assert_int_equal(g[i][j], GUARD);
 }
 
 static void usage(FILE *f)
@@ -48,7 +78,7 @@ static int parse(struct cfg *c, const char **args)
 		OPTS_FLAG("flag", c->flag),
 		OPTS_STR("str", 's', c->str, OPT_NONEMPTY),
 		OPTS_INT("port", 'p', c->port, 1, 65535),
-		OPTS_ATOI("workers", 'w', c->workers, 1, 1 << 30),
+		OPTS_ATOI("workers", 'w', c->workers, -3, 1 << 30),
 		OPTS_INT("big", 0, c->big, -5, 1L << 40),
 		OPTS_SIZE("size", c->size, 4096, 0, "at least 4K"),
 		OPTS_SIZE("quota", c->quota, 1 << 20, OPT_ZERO_OK, NULL),
@@ -79,18 +109,20 @@ static int parse(struct cfg *c, const char **args)
 
 static void test_kinds(void **state)
 {
-	struct cfg c = {0};
+	struct cfg c;
 
 	(void)state;
-	assert_int_equal(PARSE(&c, "--flag", "-s", "x", "--port=8080", "-w",
+	fill(&c);
+	assert_int_equal(PARSE(&c, "--flag", "-s", "x", "--port=65535", "-w",
 			       "12abc", "--big", "1099511627776", "--size",
 			       "1M", "--quota", "0", "--secs", "2.5", "--mode",
 			       "b", "--name", "c", "-i", "p1", "--item", "p2",
 			       "--odd", "3"),
 			 0);
+	guards_intact(&c);
 	assert_true(c.flag);
 	assert_string_equal(c.str, "x");
-	assert_int_equal(c.port, 8080);
+	assert_int_equal(c.port, 65535);
 	assert_int_equal(c.workers, 12); /* atoi(), as upstream */
 	assert_int_equal(c.big, 1L << 40);
 	assert_int_equal(c.size, 1 << 20);
@@ -103,36 +135,58 @@ static void test_kinds(void **state)
 	assert_string_equal(c.list.v[1], "p2");
 	assert_int_equal(c.calls, 1);
 	free(c.list.v);
+
+	/* negative values, whole width, the other order */
+	fill(&c);
+	assert_int_equal(PARSE(&c, "--mode", "c", "--big", "-5", "-w", "-3",
+			       "-p", "1"),
+			 0);
+	guards_intact(&c);
+	assert_int_equal(c.mode, 30);
+	assert_int_equal(c.big, -5);
+	assert_int_equal(c.workers, -3);
+	assert_int_equal(c.port, 1);
 }
 
 static void test_refused(void **state)
 {
 	static const char *bad[][3] = {
 		{"--port", "0"},	{"--port", "65536"},  {"--port", "8x"},
-		{"-w", "0"},		{"--big", "-6"},      {"--size", "1K"},
+		{"--port", "-1"},	{"--big", "-6"},      {"--size", "1K"},
 		{"--size", "0"},	{"--quota", "4K"},    {"--secs", "-1"},
-		{"--secs", "nan"},	{"--mode", "d"},      {"--name", "A"},
+		{"--secs", "nan"},	{"--secs", "31536001"},
+		{"--mode", "d"},	{"--name", "A"},
 		{"--item", ""},		{"-s", ""},	      {"--odd", "2"},
+		{"--odd", "said"},	{"-w", "1073741825"}, {"-w", "-4"},
+		{"--big", "1099511627777"},
 		{"--bogus"},		{"--port"},	      {"stray"},
 	};
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct cfg c = {0};
-		const char *args[3] = {bad[i][0], bad[i][1], NULL};
+		struct cfg c;
+		/* a good option after the bad one does not undo it */
+		const char *args[5] = {bad[i][0], bad[i][1], "--flag", NULL};
 
+		if (!bad[i][1]) {
+			args[1] = "--flag";
+			args[2] = NULL;
+		}
+		fill(&c);
 		assert_int_equal(parse(&c, args), -EINVAL);
+		guards_intact(&c);
 		free(c.list.v);
 	}
 }
 
 static void test_help(void **state)
 {
-	struct cfg c = {0};
+	struct cfg c;
 	FILE *out = stdout;
 
 	(void)state;
+	fill(&c);
 	stdout = fopen("/dev/null", "w");
 	assert_int_equal(PARSE(&c, "-h", "--bogus"), 1); /* stops there */
 	fclose(stdout);

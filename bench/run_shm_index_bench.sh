@@ -121,6 +121,11 @@ part register || { echo "report: $REPORT"; exit 0; }
 say "== REGISTER_KV ops/s against --shm-index off, DEALER x64 (each round"
 say "   registers new keys: 'grows' rebuilds its table on the way, 'sized'"
 say "   started with one for 8M keys)"
+# a VM that reports free memory to its host makes fresh pages cost a host
+# fault each, which the servers with a gigabyte of table pay more often
+# (docs/performance.md, "Every key published")
+PR=/sys/module/page_reporting/parameters/page_reporting_order
+[ -r "$PR" ] && say "   (this VM reports free pages of order >= $(cat "$PR") to its host)"
 CSV=$OUT/register.csv
 echo "rep,off_ops_per_s,grows_ops_per_s,sized_ops_per_s,grows_over_off,sized_over_off" >"$CSV"
 for rep in $(seq 1 "$REPS"); do

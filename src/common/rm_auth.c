@@ -146,3 +146,17 @@ bool rm_auth_equal(const uint8_t a[RM_AUTH_MAC_LEN],
 {
 	return CRYPTO_memcmp(a, b, RM_AUTH_MAC_LEN) == 0;
 }
+
+int rm_auth_prove(const uint8_t key[RM_AUTH_KEY_LEN],
+		  const uint8_t cn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
+		  const struct rm_auth_resp *a, uint8_t out[RM_AUTH_MAC_LEN])
+{
+	uint8_t want[RM_AUTH_MAC_LEN];
+
+	if (rm_auth_mac(key, RM_AUTH_SERVER, cn, a->nonce, client_id, want) <
+	    0)
+		return -EIO;
+	if (!rm_auth_equal(want, a->proof))
+		return -EKEYREJECTED;
+	return rm_auth_mac(key, RM_AUTH_CLIENT, cn, a->nonce, client_id, out);
+}

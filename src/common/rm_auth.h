@@ -88,4 +88,15 @@ int rm_auth_mac(const uint8_t key[RM_AUTH_KEY_LEN], enum rm_auth_role role,
 bool rm_auth_equal(const uint8_t a[RM_AUTH_MAC_LEN],
 		   const uint8_t b[RM_AUTH_MAC_LEN]);
 
+/**
+ * rm_auth_prove - a client's step 2: check the server's answer @a to our
+ * step 1 (nonce @cn, @client_id) and make our proof into @out
+ * Return: 0; -EKEYREJECTED when the server does not prove it knows @key
+ * (another key, or not our resource manager); -EIO (OpenSSL failed).
+ * Users: the blocking client (rm_client.c) and maru-server's session.
+ */
+int rm_auth_prove(const uint8_t key[RM_AUTH_KEY_LEN],
+		  const uint8_t cn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
+		  const struct rm_auth_resp *a, uint8_t out[RM_AUTH_MAC_LEN]);
+
 #endif

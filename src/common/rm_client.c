@@ -192,7 +192,7 @@ static int authenticate(struct rm_client *c, uint64_t deadline)
 				.client_id = rm_str_from(c->client_id),
 				.hold_ms = c->hold_ms,
 				.reader = c->reader};
-	uint8_t cn[RM_AUTH_NONCE_LEN], want[RM_AUTH_MAC_LEN];
+	uint8_t cn[RM_AUTH_NONCE_LEN];
 	struct buf b = BUF_INIT;
 	struct rm_auth_resp a;
 	uint16_t type;
@@ -206,17 +206,11 @@ static int authenticate(struct rm_client *c, uint64_t deadline)
 		rc = roundtrip(c, &b, &type, deadline);
 	if (rc == 0)
 		rc = auth_answer(c, type, &a);
-	if (rc == 0) {
-		rc = rm_auth_mac(c->key, RM_AUTH_SERVER, cn, a.nonce,
-				 q.client_id, want);
-		if (rc == 0 && !rm_auth_equal(want, a.proof))
-			rc = -EKEYREJECTED;
-	}
+	if (rc == 0)
+		rc = rm_auth_prove(c->key, cn, q.client_id, &a, q.data);
 	if (rc == 0) {
 		q.step = 2;
 		q.client_id.len = 0;
-		rc = rm_auth_mac(c->key, RM_AUTH_CLIENT, cn, a.nonce,
-				 rm_str_from(c->client_id), q.data);
 	}
 	if (rc == 0) {
 		buf_reset(&b);

@@ -226,8 +226,8 @@ static int auth_step(struct rmsess *r, struct rmsess_op *op, uint16_t type,
 		     const uint8_t *p, size_t n, int32_t st)
 {
 	struct rm_auth_req q = {.step = 2};
-	uint8_t want[RM_AUTH_MAC_LEN];
 	struct rm_auth_resp a;
+	int rc;
 
 	if (!st && (type != RM_AUTH_RESP || rm_decode_auth_resp(p, n, &a) < 0))
 		return -EPROTO;
@@ -251,19 +251,16 @@ static int auth_step(struct rmsess *r, struct rmsess_op *op, uint16_t type,
 		log_dbg("resource manager %s: authenticated", r->address);
 		return 0;
 	}
-	if (rm_auth_mac(r->c.key, RM_AUTH_SERVER, op->cn, a.nonce,
-			rm_str_from(r->c.client_id), want) < 0 ||
-	    !rm_auth_equal(want, a.proof)) {
-		if (!r->told_bad_key)
-			log_err("resource manager %s: does not prove it knows "
-				"our client key: another key file, or not our "
-				"resource manager",
-				r->address);
+	rc = rm_auth_prove(r->c.key, op->cn, rm_str_from(r->c.client_id), &a,
+			   q.data);
+	if (rc == -EKEYREJECTED && !r->told_bad_key) {
+		log_err("resource manager %s: does not prove it knows our "
+			"client key: another key file, or not our resource "
+			"manager",
+			r->address);
 		r->told_bad_key = true;
-		return -EACCES;
 	}
-	if (rm_auth_mac(r->c.key, RM_AUTH_CLIENT, op->cn, a.nonce,
-			rm_str_from(r->c.client_id), q.data) < 0)
+	if (rc < 0)
 		return -EACCES;
 	buf_reset(&op->req);
 	if (rm_encode_auth_req(&op->req, &q) < 0)

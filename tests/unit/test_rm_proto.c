@@ -346,6 +346,27 @@ static void test_auth(void **state)
 	back[31] ^= 1;
 	assert_false(rm_auth_equal(mac, back));
 
+	/* a client's step 2: the server's proof checked, ours made */
+	memcpy(a.nonce, sn, 32);
+	rm_auth_mac(key, RM_AUTH_SERVER, cn, sn, rm_str_from("host:42"),
+		    a.proof);
+	memset(back, 0, 32);
+	assert_int_equal(rm_auth_prove(key, cn, rm_str_from("host:42"), &a,
+				       back),
+			 0);
+	assert_memory_equal(back, mac, 32); /* want_c */
+	a.proof[0] ^= 1;		     /* not the server's */
+	assert_int_equal(rm_auth_prove(key, cn, rm_str_from("host:42"), &a,
+				       back),
+			 -EKEYREJECTED);
+	a.proof[0] ^= 1;
+	key[0] ^= 1; /* another key than the server's */
+	assert_int_equal(rm_auth_prove(key, cn, rm_str_from("host:42"), &a,
+				       back),
+			 -EKEYREJECTED);
+	key[0] ^= 1;
+	memset(&a, 0, sizeof(a));
+
 	memcpy(q.data, cn, 32);
 	q.client_id = rm_str_from("host:42");
 	assert_int_equal(rm_encode_auth_req(&b, &q), 0);

@@ -690,6 +690,7 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	int rc;
 
 	rep->error = rep->success = rep->is_new = rep->exists = false;
+	rep->held = false;
 	rep->error_text[0] = '\0';
 	rep->lease_expired = false;
 	rep->lease_ttl = 0;
@@ -732,6 +733,8 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 			}
 		} else if (key_is(&k, "success")) {
 			rc = mp_truth(&r, &rep->success, 1);
+		} else if (key_is(&k, "held")) {
+			rc = mp_truth(&r, &rep->held, 1);
 		} else if (key_is(&k, "is_new")) {
 			rc = mp_truth(&r, &rep->is_new, 1);
 		} else if (key_is(&k, "exists")) {

@@ -172,8 +172,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	}
 	if (rc == 0 && rep.error)
 		/* maru-server's refusal of this instance to us: -EBUSY */
-		rc = strstr(rep.error_text, "held by another") ? -EBUSY
-							      : -EREMOTEIO;
+		rc = rep.held ? -EBUSY : -EREMOTEIO;
 	if (rc == 0) {
 		out->lease_expired = rep.lease_expired;
 		out->lease_ttl = rep.lease_ttl;

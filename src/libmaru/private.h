@@ -223,6 +223,7 @@ struct maru__idx_desc {
  */
 struct maru__reply {
 	bool error; /* an "error" key was present */
+	bool held;  /* "held": the instance is another client's (-EBUSY) */
 	char error_text[160]; /* ... its text (cut), "" if not a string */
 	bool success;
 	bool is_new;

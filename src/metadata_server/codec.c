@@ -622,6 +622,18 @@ void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 	mds_end_reply(w, at);
 }
 
+void mds_held_reply(struct mp_wr *w, const struct mds_hdr *req)
+{
+	size_t at = mds_begin_reply(w, req);
+
+	mp_put_map(w, 2);
+	mp_put_key(w, "error");
+	mp_put_key(w, MDS_HELD_WHY);
+	mp_put_key(w, "held");
+	mp_put_bool(w, true);
+	mds_end_reply(w, at);
+}
+
 size_t mds_encode_hit_prefix(const struct rm_handle *h, uint8_t *out)
 {
 	/* on the heap, then copied (once per region): a buf over the

@@ -174,4 +174,17 @@ void mds_end_reply(struct mp_wr *w, size_t at);
 void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 		     const char *msg);
 
+/* why a request naming an instance another client holds is refused */
+#define MDS_HELD_WHY                                                       \
+	"instance_id is held by another client (a connection, or the lease " \
+	"of one that went away, until it expires)"
+
+/**
+ * mds_held_reply - the error reply to a request naming an instance that
+ * another client holds: `{"error": MDS_HELD_WHY, "held": true}`, so that
+ * a client can tell this refusal from others without reading the text
+ * (REQUEST_ALLOC's own refusal carries the same key)
+ */
+void mds_held_reply(struct mp_wr *w, const struct mds_hdr *req);
+
 #endif

@@ -148,9 +148,13 @@ static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
 	notices_take(s, islot, true, &nt);
 	if (rc != 0) {
 		log_dbg("REQUEST_ALLOC failed: %d", rc);
-		mp_put_map(w, 2 + notices_fields(&nt));
+		mp_put_map(w, 2 + (rc == -EPERM) + notices_fields(&nt));
 		mp_put_key(w, "success");
 		mp_put_bool(w, false);
+		if (rc == -EPERM) {
+			mp_put_key(w, "held"); /* mds_held_reply() */
+			mp_put_bool(w, true);
+		}
 		mp_put_key(w, "error");
 		if (rc == MDS_RC_RECLAIMED)
 			mp_put_key(w, "Allocation failed: pool full; pages of "
@@ -162,10 +166,7 @@ static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
 		else if (rc == -ESTALE)
 			mp_put_key(w, "Allocation failed: lease expired");
 		else if (rc == -EPERM)
-			mp_put_key(w, "Allocation failed: instance_id is held "
-				      "by another client (a connection, or the "
-				      "lease of one that went away, until it "
-				      "expires)");
+			mp_put_key(w, "Allocation failed: " MDS_HELD_WHY);
 		else if (rc == -EDQUOT)
 			mp_put_key(w, "Allocation failed: quota exceeded");
 		else
@@ -1024,10 +1025,7 @@ static int handle(struct mds *s, const uint8_t *body, size_t len,
 	if (rc == -EPERM) {
 		s->ctr.errors++;
 		buf_reset(out);
-		mds_error_reply(&w, &q.hdr,
-				"instance_id is held by another client (a "
-				"connection, or the lease of one that went "
-				"away, until it expires)");
+		mds_held_reply(&w, &q.hdr);
 		return 0;
 	}
 	/* out of memory somewhere: answer anyway, with what we can */

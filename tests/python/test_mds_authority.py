@@ -62,8 +62,9 @@ def test_return_alloc_by_name_is_refused(rm, victim, impostor):
     # nor may it allocate or heartbeat in the victim's name
     _, r = impostor.call(REQUEST_ALLOC, {"instance_id": inst, "size": MiB})
     assert r["success"] is False and "held by another" in r["error"]
+    assert r["held"] is True                    # in a key, for clients
     _, r = impostor.call(HEARTBEAT, {"instance_id": inst, "lease_id": "x"})
-    assert "held by another" in r["error"]
+    assert "held by another" in r["error"] and r["held"] is True
     assert pool_free(rm) == free0
     assert usage(impostor, inst)["regions"] == 1
     # the victim's region is still its own: a later store lands there

@@ -300,6 +300,28 @@ static void test_dec_handle_rules(void **state)
 			 0);
 	assert_false(r.lookup.has_handle);
 	assert_false(r.success);
+	assert_false(r.held);
+	msgpack_sbuffer_clear(&sb);
+	/* a refusal for an instance another client holds says so in a key,
+	 * not only in its text (msgpack-c's encoding of what the server
+	 * sends) */
+	msgpack_pack_map(&pk, 2);
+	msgpack_pack_str_with_body(&pk, "error", 5);
+	msgpack_pack_str_with_body(&pk, "no", 2);
+	msgpack_pack_str_with_body(&pk, "held", 4);
+	msgpack_pack_true(&pk);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
+	assert_true(r.error && r.held);
+	msgpack_sbuffer_clear(&sb);
+	/* the words alone are not the flag */
+	msgpack_pack_map(&pk, 1);
+	msgpack_pack_str_with_body(&pk, "error", 5);
+	msgpack_pack_str_with_body(&pk, "held by another", 15);
+	assert_int_equal(maru__decode_reply((uint8_t *)sb.data, sb.size, &r),
+			 0);
+	assert_true(r.error);
+	assert_false(r.held);
 	msgpack_sbuffer_destroy(&sb);
 }
 

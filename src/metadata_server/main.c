@@ -372,6 +372,18 @@ static int level_arg(const char *arg, void *dst)
 	return 0;
 }
 
+/* --coherence: auto (-1), or a mode shmidx.c names ("simulate" is the
+ * tests' non-coherence injector) */
+static int coherence_arg(const char *arg, void *dst)
+{
+	int v = strcmp(arg, "auto") ? si_coh_parse(arg) : -1;
+
+	if (v < -1)
+		return OPT_BAD;
+	*(int *)dst = v;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	static const char *const evictions[] = {"lru", "none", NULL};
@@ -379,10 +391,6 @@ static int parse_args(int argc, char **argv, struct config *c)
 	static const int dur_v[] = {JR_NONE, JR_PROCESS, JR_HOST};
 	static const char *const shms[] = {"auto", "off", "file", "pool", NULL};
 	static const int shm_v[] = {SHM_AUTO, PUB_OFF, PUB_FILE, PUB_POOL};
-	/* "simulate" is the tests' non-coherence injector */
-	static const char *const cohs[] = {"auto", "none", "flush", "simulate",
-					   NULL};
-	static const int coh_v[] = {-1, SI_COHERENT, SI_FLUSH, SI_SIMULATE};
 	const struct opt t[] = {
 		OPTS_STR("host", 0, c->host, 0),
 		OPTS_INT("port", 0, c->port, 1, 65535),
@@ -427,8 +435,8 @@ static int parse_args(int argc, char **argv, struct config *c)
 			  "a size of at least 1M"),
 		OPTS_SIZE("shm-index-keys", c->shm_keys, 0, 0,
 			  "a number, K/M suffixes allowed"),
-		OPTS_CHOICE("coherence", c->coherence, cohs, coh_v,
-			    "one of auto, none or flush"),
+		OPTS_CALL("coherence", 0, coherence_arg, &c->coherence,
+			  "one of auto, none or flush"),
 		{.name = "help", .letter = 'h', .kind = OPT_HELP},
 		{.name = "version", .kind = OPT_VERSION},
 		{0},

@@ -29,7 +29,11 @@ wait_port() {
 
 bench_cleanup() {
 	local p
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	# (CONT first: a benchmark may have left one stopped)
+	for p in "${PIDS[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill "$p" 2>/dev/null || true
+	done
 	wait 2>/dev/null || true
 	rm -f "$POOL"
 	[ "$OUT" = "$WORK" ] || rm -rf "$WORK"

@@ -11,10 +11,15 @@
  *	key=value results per target: ops/s, keys/s, p50/p99 latency,
  *	message sizes.  --run N (0-99) makes REGISTER_KV keys differ between
  *	repeated runs against one server (every run registers new keys).
- *	With --target SPEC (repeatable; "url=U[,keys=N][,echo][,label=L]")
- *	the targets are measured in turn, in blocks of --block-ms (default
- *	100) for --seconds in all, each on its own socket: every target sees
- *	the same machine, which on a noisy VM is the only fair comparison.
+ *	With --target SPEC (repeatable;
+ *	"url=U[,keys=N][,echo][,label=L][,pid=P]") the targets are measured
+ *	in turn, in blocks of --block-ms (default 100) for --seconds in all,
+ *	each on its own socket: every target sees the same machine, which on
+ *	a noisy VM is the only fair comparison.  Targets given a pid (servers
+ *	on one CPU) are stopped (SIGSTOP) while another target's block runs,
+ *	so that one server's background work (an index being resized or
+ *	rebuilt when it has nothing to answer) does not run in another's
+ *	block: each pays for its own, as it would alone on its CPU.
  *	The first target's line adds the median of its per-round ratio to
  *	the second target (pair_ratio_median); every other target's line
  *	adds the median of its per-round ratio to the first one
@@ -381,6 +386,7 @@ struct target {
 	char url[128];
 	uint64_t keys;
 	bool echo;
+	pid_t pid;	   /* stopped during the others' blocks; 0: none */
 	void *s;
 	struct ring *rg;
 	uint64_t i;	   /* requests sent so far (ring position) */
@@ -415,6 +421,8 @@ static void parse_target(struct target *t, const char *spec,
 			snprintf(t->label, sizeof(t->label), "%s", tok + 6);
 		else if (!strcmp(tok, "echo"))
 			t->echo = true;
+		else if (!strncmp(tok, "pid=", 4))
+			t->pid = (pid_t)atoi(tok + 4);
 	}
 	if (!t->label[0])
 		snprintf(t->label, sizeof(t->label), "%s",
@@ -449,6 +457,31 @@ static double median_dbl(double *v, size_t n)
 		return 0;
 	qsort(v, n, sizeof(*v), cmp_dbl);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static struct target *stopped_tg; /* for an exit in the middle */
+static int stopped_n;
+
+/* the targets with a pid: only @run runs (NULL: all of them) */
+static void only(struct target *tg, int n, const struct target *run)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		if (tg[k].pid > 0 && &tg[k] == run)
+			kill(tg[k].pid, SIGCONT);
+	for (k = 0; k < n; k++)
+		if (tg[k].pid > 0 && run && &tg[k] != run)
+			kill(tg[k].pid, SIGSTOP);
+	for (k = 0; k < n; k++)
+		if (tg[k].pid > 0 && !run)
+			kill(tg[k].pid, SIGCONT);
+}
+
+static void cont_all(void)
+{
+	if (stopped_tg)
+		only(stopped_tg, stopped_n, NULL);
 }
 
 /*
@@ -576,16 +609,23 @@ static int cmd_bench(const struct opts *o)
 			return 1;
 		}
 	}
+	stopped_tg = tg;
+	stopped_n = n;
+	atexit(cont_all);
 	/* warm-up: every target, in turn */
 	t_meas = now_ns() + (uint64_t)(o->warmup * 1e9);
 	do {
-		for (k = 0; k < n; k++)
+		for (k = 0; k < n; k++) {
+			only(tg, n, &tg[k]);
 			run_block(&tg[k], o, o->block_ms, false, dealer, reg);
+		}
 	} while (now_ns() < t_meas);
 	t_end = now_ns() + (uint64_t)(o->seconds * 1e9);
 	do {
-		for (k = 0; k < n; k++)
+		for (k = 0; k < n; k++) {
+			only(tg, n, &tg[k]);
 			run_block(&tg[k], o, o->block_ms, true, dealer, reg);
+		}
 		/* the first target against the second, block by block */
 		if (n > 1 && npair < (1 << 16) &&
 		    tg[1].blk[tg[1].nblk - 1] > 0)
@@ -593,6 +633,8 @@ static int cmd_bench(const struct opts *o)
 					tg[1].blk[tg[1].nblk - 1];
 		nrounds++;
 	} while (now_ns() < t_end);
+	only(tg, n, NULL);
+	stopped_tg = NULL;
 
 	for (k = 0; k < n; k++) {
 		struct target *t = &tg[k];

@@ -26,7 +26,11 @@
 # CPUS ("0 1"), OUT (BUILD_DIR/bench-shm-index), PY (the venv's python),
 # PARTS ("c py scale register": which parts run), IDX_DIR (/dev/shm: where
 # the servers keep their index files; a tmpfs mounted huge=always gives
-# them 2 MiB pages, as a DAX device does).
+# them 2 MiB pages, as a DAX device does), ALONE (1: in the REGISTER
+# part, the servers not being measured are stopped, so that one's
+# background work -- an index growing or a table being rebuilt while it
+# has nothing to answer -- does not run in another's measured time on
+# their shared CPU; 0: they all run, as before 2026-12-05).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-${MARU_BUILD_DIR:-$TOP/build}}" && pwd)
@@ -38,6 +42,7 @@ SECS=${SECS:-4}
 REPS=${REPS:-3}
 PY=${PY:-$TOP/.venv/bin/python}
 PARTS=${PARTS:-c py scale register}
+ALONE=${ALONE:-1}
 IDX_DIR=${IDX_DIR:-/dev/shm}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 read -r CPU_A CPU_B <<<"${CPUS:-0 1}"
@@ -71,6 +76,7 @@ start_server() {
 		--durability none --shm-index-path "$IDX_DIR/${POOL##*/}-$name" "$@" \
 		>>"$WORK/mds-$name.log" 2>&1 &
 	PIDS+=($!)
+	[ "$ALONE" = 1 ] && printf -v "PID_$name" ',pid=%s' "$!"
 	wait_port "$port"
 	printf -v "URL_$name" '%s' "tcp://127.0.0.1:$port"
 }
@@ -131,13 +137,13 @@ echo "rep,off_ops_per_s,grows_ops_per_s,sized_ops_per_s,grows_over_off,sized_ove
 for rep in $(seq 1 "$REPS"); do
 	# off first in every round (the baseline); the other two swap places
 	if [ $((rep % 2)) = 1 ]; then
-		two=("url=$URL_none,label=grows" "url=$URL_sized,label=sized")
+		two=("url=$URL_none,label=grows${PID_none:-}" "url=$URL_sized,label=sized${PID_sized:-}")
 	else
-		two=("url=$URL_sized,label=sized" "url=$URL_none,label=grows")
+		two=("url=$URL_sized,label=sized${PID_sized:-}" "url=$URL_none,label=grows${PID_none:-}")
 	fi
 	lines=$(taskset -c "$CPU_A" "$LOAD" bench --mode dealer --op register \
 		--inflight 64 --warmup 0.3 --seconds "$SECS" --run "$rep" \
-		--target "url=$URL_off,label=off" --target "${two[0]}" \
+		--target "url=$URL_off,label=off${PID_off:-}" --target "${two[0]}" \
 		--target "${two[1]}")
 	off=$(grep '^label=off ' <<<"$lines")
 	gr=$(grep '^label=grows ' <<<"$lines")

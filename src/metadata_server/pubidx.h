@@ -18,10 +18,9 @@
  * then fetch those lines, then write them.  A
  * put's misses (two random shadow lines, one table line, a page walk
  * each) then overlap those of the other puts of a burst instead of
- * following each other: under 64 REGISTERs in flight, 0.78x -> 0.86x of
- * the throughput without the index for a table of 4 M keys
- * (docs/performance.md).  The queue keeps the order of changes: a
- * removal publishes the puts before it first.
+ * following each other (what that gained, and what REGISTER still pays
+ * for the index: docs/performance.md, "Shared index").  The queue keeps
+ * the order of changes: a removal publishes the puts before it first.
  *
  * The area is a file on /dev/shm (mode 0644: readers of other users can
  * only map it read-only) or a region of the pool (--shm-index pool: the

@@ -23,6 +23,9 @@
 # below the request in the same run; <= 2 us with --coherence flush;
 # batch_exists of 1000 keys >= 20 M keys/s; REGISTER loss <= 10 %.
 # Environment: KEYS (10000), ITERS (200000), ROUNDS (5), SECS (4), REPS (3),
+# RUNS (1: REGISTER's REPS rounds are run this many times, each time with
+# fresh servers -- tables that start empty -- and the median is taken over
+# every round: RUNS=4 REPS=5 gives the 20 rounds of docs/performance.md),
 # CPUS ("0 1"), OUT (BUILD_DIR/bench-shm-index), PY (the venv's python),
 # PARTS ("c py scale register": which parts run), IDX_DIR (/dev/shm: where
 # the servers keep their index files; a tmpfs mounted huge=always gives
@@ -40,6 +43,7 @@ ITERS=${ITERS:-200000}
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-4}
 REPS=${REPS:-3}
+RUNS=${RUNS:-1}
 PY=${PY:-$TOP/.venv/bin/python}
 PARTS=${PARTS:-c py scale register}
 ALONE=${ALONE:-1}
@@ -76,21 +80,35 @@ start_server() {
 		--durability none --shm-index-path "$IDX_DIR/${POOL##*/}-$name" "$@" \
 		>>"$WORK/mds-$name.log" 2>&1 &
 	PIDS+=($!)
+	printf -v "RAW_$name" '%s' "$!"
 	[ "$ALONE" = 1 ] && printf -v "PID_$name" ',pid=%s' "$!"
 	wait_port "$port"
 	printf -v "URL_$name" '%s' "tcp://127.0.0.1:$port"
 }
 
+# fresh_server NAME [extra args]: NAME's server stopped, its index file
+# removed, and a new one started (a REGISTER run on empty tables)
+fresh_server() {
+	local pid=RAW_$1
+	kill -CONT "${!pid}" 2>/dev/null || true
+	kill "${!pid}" 2>/dev/null || true
+	wait "${!pid}" 2>/dev/null || true
+	rm -f "$IDX_DIR/${POOL##*/}-$1"
+	start_server "$@"
+}
+
 # areas (sparse files) that hold a table for every key the REGISTER runs
 # add (REPS x SECS x ~400 K/s): a full table publishes no more keys, which
-# would flatter the figure
-start_server none --shm-index file --shm-index-size 4G
+# would flatter the figure.  "sized": REGISTER in steady state, a table
+# sized for what the runs register (no rebuild on the way); "none" grows
+# its own, as by default.
+NONE_ARGS=(--shm-index file --shm-index-size 4G)
+OFF_ARGS=(--shm-index off)
+SIZED_ARGS=(--shm-index file --shm-index-size 4G --shm-index-keys 8M)
+start_server none "${NONE_ARGS[@]}"
 start_server flush --shm-index file --coherence flush
-start_server off --shm-index off
-# REGISTER in steady state: a table sized for what the runs register
-# (no rebuild on the way); "none" above grows its own, as by default
-part register && start_server sized --shm-index file --shm-index-size 4G \
-	--shm-index-keys 8M
+start_server off "${OFF_ARGS[@]}"
+part register && start_server sized "${SIZED_ARGS[@]}"
 
 REPORT=$OUT/report.txt
 : >"$REPORT"
@@ -133,7 +151,13 @@ say "   started with one for 8M keys)"
 PR=/sys/module/page_reporting/parameters/page_reporting_order
 [ -r "$PR" ] && say "   (this VM reports free pages of order >= $(cat "$PR") to its host)"
 CSV=$OUT/register.csv
-echo "rep,off_ops_per_s,grows_ops_per_s,sized_ops_per_s,grows_over_off,sized_over_off" >"$CSV"
+echo "run,rep,off_ops_per_s,grows_ops_per_s,sized_ops_per_s,grows_over_off,sized_over_off" >"$CSV"
+for run in $(seq 1 "$RUNS"); do
+if [ "$run" -gt 1 ]; then
+	fresh_server none "${NONE_ARGS[@]}"
+	fresh_server off "${OFF_ARGS[@]}"
+	fresh_server sized "${SIZED_ARGS[@]}"
+fi
 for rep in $(seq 1 "$REPS"); do
 	# off first in every round (the baseline); the other two swap places
 	if [ $((rep % 2)) = 1 ]; then
@@ -148,7 +172,8 @@ for rep in $(seq 1 "$REPS"); do
 	off=$(grep '^label=off ' <<<"$lines")
 	gr=$(grep '^label=grows ' <<<"$lines")
 	sz=$(grep '^label=sized ' <<<"$lines")
-	echo "$rep,$(field block_median_ops_per_s "$off"),$(field block_median_ops_per_s "$gr"),$(field block_median_ops_per_s "$sz"),$(field ratio_to_first_median "$gr"),$(field ratio_to_first_median "$sz")" >>"$CSV"
+	echo "$run,$rep,$(field block_median_ops_per_s "$off"),$(field block_median_ops_per_s "$gr"),$(field block_median_ops_per_s "$sz"),$(field ratio_to_first_median "$gr"),$(field ratio_to_first_median "$sz")" >>"$CSV"
+done
 done
 /usr/bin/python3 - "$CSV" <<'PYEOF' | tee -a "$REPORT"
 import csv, statistics, sys
@@ -160,6 +185,6 @@ o, g, s = med("off_ops_per_s"), med("grows_ops_per_s"), med("sized_ops_per_s")
 a, b = med("grows_over_off"), med("sized_over_off")
 print(f"register off {o[0]:.0f}/s | index, sized {s[0]:.0f}/s ratio "
       f"{b[0]:.3f} [{b[1]:.3f}-{b[2]:.3f}] | index, growing {g[0]:.0f}/s "
-      f"ratio {a[0]:.3f} [{a[1]:.3f}-{a[2]:.3f}] ({len(rows)} runs)")
+      f"ratio {a[0]:.3f} [{a[1]:.3f}-{a[2]:.3f}] ({len(rows)} rounds)")
 PYEOF
 echo "report: $REPORT"

@@ -22,8 +22,8 @@
 #      the view it gets: the same memory, not a copy)
 #  11. the worker deletes its key and exits; maru-server stops
 #  12. stop the resource manager cleanly (SIGTERM: checkpoint, exit 0)
-# Everything it creates (state dir, pool file, processes) is removed on
-# exit, also on Ctrl-C or on error.
+# Everything it creates (state dirs, pool file, shared-index file,
+# processes) is removed on exit, also on Ctrl-C or on error.
 #
 # Environment: BUILD_DIR (default <repo>/build), MARU_DEMO_PORT (default
 # 9850 if free, else any free port), MARU_DEMO_POOL_SIZE (default 1G).
@@ -43,6 +43,7 @@ PYTHON=/usr/bin/python3
 POOL_SIZE=${MARU_DEMO_POOL_SIZE:-1G}
 WORK=""		# temp dir: state dir, logs, client I/O
 POOL=""		# emulated pool file on /dev/shm
+INDEX=""	# maru-server's shared index (a file on /dev/shm)
 RM_PID=""	# the resource manager
 RM_ADDR=""	# its host:port
 CLIENT_PID=""	# the allocating client (step 3)
@@ -275,11 +276,14 @@ start_metadata_server() {
 	local port
 	port=$(MARU_DEMO_PORT=5555 pick_port)
 	MDS_URL=tcp://127.0.0.1:$port
+	INDEX=/dev/shm/maru-demo-$$-index
 	step "8. start maru-server, the metadata server (key -> region, offset, length)"
 	printf '%s$ %s%s\n' "$DIM" "maru-server --host 127.0.0.1 --port $port \
---rm-address $RM_ADDR --rm-key-file $WORK/rm-state/client.key" "$OFF"
+--rm-address $RM_ADDR --rm-key-file $WORK/rm-state/client.key \
+--shm-index-path $INDEX" "$OFF"
 	"$MDS_BIN" --host 127.0.0.1 --port "$port" --rm-address "$RM_ADDR" \
 		--rm-key-file "$WORK/rm-state/client.key" \
+		--shm-index-path "$INDEX" \
 		--state-dir "$WORK/mds-state" >"$WORK/mds.log" 2>&1 &
 	MDS_PID=$!
 	if ! wait_listening "127.0.0.1:$port" "$MDS_PID"; then
@@ -287,6 +291,8 @@ start_metadata_server() {
 		die "the metadata server did not start"
 	fi
 	note "ready: pid $MDS_PID listening on $MDS_URL"
+	note "shared index $INDEX"
+	note "(workers map it read-only and look keys up there, with no request)"
 }
 
 # Step 9: one worker stores a KV chunk with the Python API (as LMCache
@@ -326,8 +332,11 @@ with MaruHandler(cfg) as handler:
     if info is None:
         sys.exit(f"{key!r} not found")
     got = hashlib.sha256(info.view).hexdigest()  # reads the shared pages in place
+    local = handler.index_stats()["local_hits"]  # found in the shared index
     print(f"pid {os.getpid()} retrieved {len(info.view) >> 10} KiB of {key!r}: region "
           f"{info.region_id}, page {info.page_index} (a view of the pool, no copy)")
+    print("looked up in the shared index, no request to maru-server" if local
+          else "looked up with a request to maru-server (no shared index)")
     print(f"sha256 {got}: {'the same bytes' if got == want else 'DIFFERENT BYTES'}")
     sys.exit(0 if got == want else 1)
 PY
@@ -390,6 +399,7 @@ cleanup() {
 		wait "$RM_PID" 2>/dev/null
 	fi
 	[ -n "$POOL" ] && rm -f "$POOL"
+	[ -n "$INDEX" ] && rm -f "$INDEX"
 	[ -n "$WORK" ] && rm -rf "$WORK"
 }
 

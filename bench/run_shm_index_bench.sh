@@ -33,7 +33,11 @@
 # part, the servers not being measured are stopped, so that one's
 # background work -- an index growing or a table being rebuilt while it
 # has nothing to answer -- does not run in another's measured time on
-# their shared CPU; 0: they all run, as before 2026-12-05).
+# their shared CPU; 0: they all run, as before 2026-12-05), DAMON (on:
+# leave the kernel's DAMON monitors as they are; off: stop every running
+# kdamond for the REGISTER part and start it again at the end -- which
+# also resets what it had learnt -- needs root; see docs/performance.md,
+# "The VM's DAMON").
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-${MARU_BUILD_DIR:-$TOP/build}}" && pwd)
@@ -47,6 +51,7 @@ RUNS=${RUNS:-1}
 PY=${PY:-$TOP/.venv/bin/python}
 PARTS=${PARTS:-c py scale register}
 ALONE=${ALONE:-1}
+DAMON=${DAMON:-on}
 IDX_DIR=${IDX_DIR:-/dev/shm}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 read -r CPU_A CPU_B <<<"${CPUS:-0 1}"
@@ -63,7 +68,12 @@ WORK=$(mktemp -d)
 POOL=/dev/shm/maru-bench-idx-$$
 PIDS=()
 . "$TOP/bench/lib.sh"
-trap 'bench_cleanup; rm -f /dev/shm/maru-bench-idx-$$-* "$IDX_DIR"/maru-bench-idx-$$-*' EXIT
+DAMON_STOPPED=() # kdamonds this script stopped: started again at exit
+damon_restore() {
+	local k
+	for k in "${DAMON_STOPPED[@]}"; do echo on >"$k/state" || true; done
+}
+trap 'damon_restore; bench_cleanup; rm -f /dev/shm/maru-bench-idx-$$-* "$IDX_DIR"/maru-bench-idx-$$-*' EXIT
 export MARU_LOG=-1
 
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
@@ -150,6 +160,25 @@ say "   started with one for 8M keys)"
 # (docs/performance.md, "Every key published")
 PR=/sys/module/page_reporting/parameters/page_reporting_order
 [ -r "$PR" ] && say "   (this VM reports free pages of order >= $(cat "$PR") to its host)"
+# a kernel running DAMON (here: over physical memory, with a pageout
+# scheme) costs the servers with a large, sparsely written table far more
+# than the one without (docs/performance.md, "The VM's DAMON")
+KDS=()
+for k in /sys/kernel/mm/damon/admin/kdamonds/[0-9]*; do
+	[ "$(cat "$k/state" 2>/dev/null)" = on ] && KDS+=("$k")
+done
+if [ ${#KDS[@]} -gt 0 ] && [ "$DAMON" = off ]; then
+	for k in "${KDS[@]}"; do
+		if echo off >"$k/state" 2>/dev/null; then
+			DAMON_STOPPED+=("$k")
+		else
+			say "   (cannot stop DAMON's ${k##*/kdamonds/}: not root?)"
+		fi
+	done
+	say "   (DAMON stopped for this part: ${#DAMON_STOPPED[@]} kdamond(s), started again at the end)"
+elif [ ${#KDS[@]} -gt 0 ]; then
+	say "   (this machine runs DAMON: ${#KDS[@]} kdamond(s); DAMON=off stops them for this part)"
+fi
 CSV=$OUT/register.csv
 echo "run,rep,off_ops_per_s,grows_ops_per_s,sized_ops_per_s,grows_over_off,sized_over_off" >"$CSV"
 for run in $(seq 1 "$RUNS"); do

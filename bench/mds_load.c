@@ -468,14 +468,9 @@ static void only(struct target *tg, int n, const struct target *run)
 	int k;
 
 	for (k = 0; k < n; k++)
-		if (tg[k].pid > 0 && &tg[k] == run)
-			kill(tg[k].pid, SIGCONT);
-	for (k = 0; k < n; k++)
-		if (tg[k].pid > 0 && run && &tg[k] != run)
-			kill(tg[k].pid, SIGSTOP);
-	for (k = 0; k < n; k++)
-		if (tg[k].pid > 0 && !run)
-			kill(tg[k].pid, SIGCONT);
+		if (tg[k].pid > 0)
+			kill(tg[k].pid,
+			     !run || &tg[k] == run ? SIGCONT : SIGSTOP);
 }
 
 static void cont_all(void)

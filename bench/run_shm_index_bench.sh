@@ -71,7 +71,7 @@ PIDS=()
 DAMON_STOPPED=() # kdamonds this script stopped: started again at exit
 damon_restore() {
 	local k
-	for k in "${DAMON_STOPPED[@]}"; do echo on >"$k/state" || true; done
+	for k in "${DAMON_STOPPED[@]}"; do (echo on >"$k/state") || true; done
 }
 trap 'damon_restore; bench_cleanup; rm -f /dev/shm/maru-bench-idx-$$-* "$IDX_DIR"/maru-bench-idx-$$-*' EXIT
 export MARU_LOG=-1
@@ -169,7 +169,7 @@ for k in /sys/kernel/mm/damon/admin/kdamonds/[0-9]*; do
 done
 if [ ${#KDS[@]} -gt 0 ] && [ "$DAMON" = off ]; then
 	for k in "${KDS[@]}"; do
-		if echo off >"$k/state" 2>/dev/null; then
+		if (echo off >"$k/state") 2>/dev/null; then
 			DAMON_STOPPED+=("$k")
 		else
 			say "   (cannot stop DAMON's ${k##*/kdamonds/}: not root?)"

@@ -486,3 +486,51 @@ int rm_client_counters(struct rm_client *c,
 	}
 	return 0;
 }
+
+int rm_client_owners(struct rm_client *c,
+		     int (*fn)(const struct rm_owner *o, void *arg), void *arg,
+		     uint32_t *omitted)
+{
+	struct rm_owners_resp resp;
+	struct rm_owner o;
+	size_t cur = 0;
+	uint32_t i;
+	int rc;
+
+	rc = rm_transact(c, rm_encode_owners_req(tx(c)), RM_OWNERS_RESP,
+			 false);
+	if (rc == -ENOSYS || (rc == -EPROTO && c->answered))
+		return -ENOTSUP; /* an older resource manager */
+	if (rc < 0)
+		return rc;
+	if (rm_decode_owners_resp(c->rx.data, c->rx.len, &resp) < 0)
+		return -EPROTO;
+	if (omitted)
+		*omitted = resp.omitted;
+	for (i = 0; i < resp.num; i++) {
+		rc = rm_owners_next(&resp, &cur, &o);
+		if (rc <= 0)
+			return -EPROTO;
+		rc = fn(&o, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int rm_client_release(struct rm_client *c, const char *id,
+		      struct rm_release_resp *out)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = rm_transact(c, rm_encode_release_req(tx(c), rm_str_from(id)),
+			 RM_RELEASE_RESP, true);
+	if (rc == -ENOSYS)
+		return -ENOTSUP;
+	if (rc < 0)
+		return rc;
+	if (rm_decode_release_resp(c->rx.data, c->rx.len, out) < 0)
+		return -EPROTO;
+	return out->status;
+}

@@ -165,4 +165,25 @@ int rm_client_counters(struct rm_client *c,
 		       int (*fn)(const struct rm_counter *k, void *arg),
 		       void *arg);
 
+/**
+ * rm_client_owners - OWNERS_REQ (an addition); @fn once per owner, as
+ * rm_client_stats(); *@omitted (may be NULL): owners past the answer's
+ * bound.  An older resource manager: Return: -ENOTSUP.
+ */
+int rm_client_owners(struct rm_client *c,
+		     int (*fn)(const struct rm_owner *o, void *arg), void *arg,
+		     uint32_t *omitted);
+
+/**
+ * rm_client_release - RELEASE_REQ (an addition): free every region of the
+ * absent owner @id; authenticates with the client key first
+ * @out: the answer (regions and bytes freed)
+ * Return: 0, the server's status (-ENOENT: it owns nothing; -EBUSY: it
+ * is connected; -EAGAIN: it left too recently, its clients may still
+ * write; -EACCES: no client key), -ENOTSUP (an older resource manager),
+ * or a transport error.
+ */
+int rm_client_release(struct rm_client *c, const char *id,
+		      struct rm_release_resp *out);
+
 #endif

@@ -173,6 +173,16 @@ int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
 	return 0;
 }
 
+int rm_decode_release_req(const uint8_t *p, size_t len, struct rm_str *id,
+			  const char **why)
+{
+	if (!get_client_id(p, len, 0, id)) {
+		*why = "missing client_id";
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* Read a string with a @w-byte (2 or 4) little-endian length at *off;
  * advance *off. */
 static int get_strw(const uint8_t *p, size_t len, size_t *off, size_t w,
@@ -278,6 +288,57 @@ int rm_decode_counters_resp(const uint8_t *p, size_t len,
 	m->num = get_u32le(p);
 	m->records = p + 4;
 	m->records_len = len - 4;
+	return 0;
+}
+
+int rm_decode_owners_resp(const uint8_t *p, size_t len,
+			  struct rm_owners_resp *m)
+{
+	if (len < 8)
+		return -EPROTO;
+	m->num = get_u32le(p);
+	m->omitted = get_u32le(p + 4);
+	m->records = p + 8;
+	m->records_len = len - 8;
+	return 0;
+}
+
+int rm_owners_next(const struct rm_owners_resp *s, size_t *cursor,
+		   struct rm_owner *out)
+{
+	const uint8_t *p = s->records + *cursor;
+	size_t left = s->records_len - *cursor;
+	uint16_t n;
+
+	if (*cursor >= s->records_len)
+		return 0;
+	if (left < 2)
+		return -EPROTO;
+	n = get_u16le(p);
+	if (n == 0 || n > RM_CLIENT_ID_MAX ||
+	    left - 2 < (size_t)n + RM_OWNER_FIXED ||
+	    memchr(p + 2, '\0', n) || !utf8_valid(p + 2, n))
+		return -EPROTO;
+	out->id.ptr = (const char *)p + 2;
+	out->id.len = n;
+	p += 2 + n;
+	out->regions = get_u32le(p);
+	out->connections = get_u32le(p + 4);
+	out->bytes = get_u64le(p + 8);
+	out->hold_ms = get_u32le(p + 16);
+	out->away_since = get_u64le(p + 24);
+	*cursor += 2 + (size_t)n + RM_OWNER_FIXED;
+	return 1;
+}
+
+int rm_decode_release_resp(const uint8_t *p, size_t len,
+			   struct rm_release_resp *m)
+{
+	if (len < 16)
+		return -EPROTO;
+	m->status = (int32_t)get_u32le(p);
+	m->regions = get_u32le(p + 4);
+	m->bytes = get_u64le(p + 8);
 	return 0;
 }
 
@@ -592,5 +653,81 @@ int rm_encode_error_resp(struct buf *b, int32_t status, const char *msg)
 	put_u32le(p + 4, (uint32_t)n);
 	if (n)
 		memcpy(p + 8, msg, n);
+	return 0;
+}
+
+int rm_encode_owners_req(struct buf *b)
+{
+	return msg_begin(b, RM_OWNERS_REQ, 0) ? 0 : -ENOMEM;
+}
+
+int rm_encode_owners_begin(struct buf *b, size_t *start)
+{
+	uint8_t *p;
+
+	*start = b->len;
+	p = msg_begin(b, RM_OWNERS_RESP, 8);
+	if (!p)
+		return -ENOMEM;
+	put_u32le(p, 0);
+	put_u32le(p + 4, 0);
+	return 0;
+}
+
+int rm_encode_owners_add(struct buf *b, const struct rm_owner *o)
+{
+	size_t n = 2 + o->id.len + RM_OWNER_FIXED;
+	uint8_t *p;
+
+	if (!o->id.len || o->id.len > RM_CLIENT_ID_MAX)
+		return -EINVAL;
+	if (buf_reserve(b, n) < 0)
+		return -ENOMEM;
+	p = b->data + b->len;
+	put_u16le(p, (uint16_t)o->id.len);
+	memcpy(p + 2, o->id.ptr, o->id.len);
+	p += 2 + o->id.len;
+	put_u32le(p, o->regions);
+	put_u32le(p + 4, o->connections);
+	put_u64le(p + 8, o->bytes);
+	put_u32le(p + 16, o->hold_ms);
+	put_u32le(p + 20, 0); /* reserved */
+	put_u64le(p + 24, o->away_since);
+	b->len += n;
+	return 0;
+}
+
+void rm_encode_owners_end(struct buf *b, size_t start, uint32_t num,
+			  uint32_t omitted)
+{
+	uint8_t *p = b->data + start;
+
+	put_u32le(p + 8, (uint32_t)(b->len - start - RM_HDR_SIZE));
+	put_u32le(p + RM_HDR_SIZE, num);
+	put_u32le(p + RM_HDR_SIZE + 4, omitted);
+}
+
+int rm_encode_release_req(struct buf *b, struct rm_str client_id)
+{
+	uint8_t *p;
+
+	if (!client_id.len || client_id.len > RM_CLIENT_ID_MAX)
+		return -EINVAL;
+	p = msg_begin(b, RM_RELEASE_REQ, client_id_size(client_id));
+	if (!p)
+		return -ENOMEM;
+	put_client_id(p, client_id);
+	return 0;
+}
+
+int rm_encode_release_resp(struct buf *b, const struct rm_release_resp *m)
+{
+	uint8_t *p = msg_begin(b, RM_RELEASE_RESP, 16);
+
+	if (!p)
+		return -ENOMEM;
+	put_u32le(p, (uint32_t)m->status);
+	put_u32le(p + 4, m->regions);
+	put_u64le(p + 8, m->bytes);
 	return 0;
 }

@@ -34,6 +34,15 @@
 #define RM_AUTH_MAC_LEN 32
 #define RM_DEFAULT_PORT 9850
 
+/*
+ * AUTH_REQ hold_ms that asks for a hold without end: the regions stay
+ * until the same client id authenticates again, or an operator releases
+ * them (RELEASE_REQ).  maru-server asks it when it journals its index, so
+ * that an outage of any length loses no key (docs/resource-manager.md,
+ * "The reaper").
+ */
+#define RM_HOLD_UNTIL_BACK UINT32_MAX
+
 enum rm_msg_type {
 	RM_ALLOC_REQ = 1,
 	RM_ALLOC_RESP = 2,
@@ -47,6 +56,10 @@ enum rm_msg_type {
 	RM_AUTH_RESP = 12,
 	RM_COUNTERS_REQ = 13,  /* an addition: the daemon's counters */
 	RM_COUNTERS_RESP = 14,
+	RM_OWNERS_REQ = 15,    /* an addition: who owns regions, who is away */
+	RM_OWNERS_RESP = 16,
+	RM_RELEASE_REQ = 17,   /* an addition: free an absent owner's regions */
+	RM_RELEASE_RESP = 18,
 	RM_ERROR_RESP = 255,
 };
 
@@ -166,6 +179,38 @@ struct rm_error_resp {
 	struct rm_str msg;
 };
 
+/*
+ * OWNERS_RESP (an addition, docs/protocol.md): u32 count, u32 omitted
+ * (owners past the answer's bound), then per owner: client_id (u16 length
+ * + bytes), u32 regions, u32 connections, u64 bytes, u32 hold_ms
+ * (RM_HOLD_UNTIL_BACK: until it returns), u32 reserved (0), u64
+ * away_since (unix seconds its last connection closed; 0: connected).
+ * Walked with rm_owners_next().
+ */
+#define RM_OWNER_FIXED 32 /* bytes of an owner record besides its id */
+#define RM_OWNERS_MAX 4096 /* owners one answer lists */
+struct rm_owners_resp {
+	uint32_t num, omitted;
+	const uint8_t *records; /* borrows */
+	size_t records_len;
+};
+
+struct rm_owner {
+	struct rm_str id; /* borrows */
+	uint32_t regions, connections, hold_ms;
+	uint64_t bytes, away_since;
+};
+
+/* RELEASE_RESP: i32 status, u32 regions freed, u64 their bytes */
+struct rm_release_resp {
+	int32_t status; /* 0, -ENOENT (owns nothing), -EBUSY (connected),
+			 * -EAGAIN (it left less than --recovered-hold
+			 * ago: its clients may still write), -EACCES (not
+			 * authenticated with client.key) */
+	uint32_t regions; /* freed; with -EAGAIN: seconds left to wait */
+	uint64_t bytes;
+};
+
 _Static_assert(sizeof(struct rm_handle) == RM_HANDLE_SIZE, "handle size");
 
 /**
@@ -196,6 +241,9 @@ int rm_decode_get_access_req(const uint8_t *p, size_t len,
 			     struct rm_get_access_req *m, const char **why);
 int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
 		       const char **why);
+/* RELEASE_REQ: the client_id field, required (*why "missing client_id") */
+int rm_decode_release_req(const uint8_t *p, size_t len, struct rm_str *id,
+			  const char **why);
 
 /*
  * Response decoders (client side).  Return: 0 or -EPROTO.
@@ -209,6 +257,10 @@ int rm_decode_error_resp(const uint8_t *p, size_t len, struct rm_error_resp *m);
 int rm_decode_counters_resp(const uint8_t *p, size_t len,
 			    struct rm_counters_resp *m);
 int rm_decode_auth_resp(const uint8_t *p, size_t len, struct rm_auth_resp *m);
+int rm_decode_owners_resp(const uint8_t *p, size_t len,
+			  struct rm_owners_resp *m);
+int rm_decode_release_resp(const uint8_t *p, size_t len,
+			   struct rm_release_resp *m);
 
 /**
  * rm_stats_next - decode the record at *cursor and advance it
@@ -221,6 +273,10 @@ int rm_stats_next(const struct rm_stats_resp *s, size_t *cursor,
 /* rm_counters_next - as rm_stats_next(), one counter */
 int rm_counters_next(const struct rm_counters_resp *s, size_t *cursor,
 		     struct rm_counter *out);
+
+/* rm_owners_next - as rm_stats_next(), one owner (its id: 1..127 bytes) */
+int rm_owners_next(const struct rm_owners_resp *s, size_t *cursor,
+		   struct rm_owner *out);
 
 /*
  * Encoders: append one complete message (header + payload) to @b.
@@ -245,6 +301,14 @@ int rm_encode_counters_resp(struct buf *b, const char *const *names,
 			    const uint64_t *values, size_t n);
 int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m);
 int rm_encode_auth_resp(struct buf *b, const struct rm_auth_resp *m);
+/* OWNERS: the request; the response begun, one record per owner, ended */
+int rm_encode_owners_req(struct buf *b);
+int rm_encode_owners_begin(struct buf *b, size_t *start);
+int rm_encode_owners_add(struct buf *b, const struct rm_owner *o);
+void rm_encode_owners_end(struct buf *b, size_t start, uint32_t num,
+			  uint32_t omitted);
+int rm_encode_release_req(struct buf *b, struct rm_str client_id);
+int rm_encode_release_resp(struct buf *b, const struct rm_release_resp *m);
 
 /* rm_str_from - a borrowed rm_str over a C string (NULL gives empty) */
 struct rm_str rm_str_from(const char *s);

@@ -778,6 +778,8 @@ struct verify {
 	bool reset; /* none was there any more: started empty */
 	bool recovered; /* a journal was recovered: check its regions */
 	struct idx_start *idx;
+	char old_cid[RM_CLIENT_ID_MAX + 1]; /* an identity not served any
+					     * more: its regions released */
 };
 
 struct check_arg {
@@ -813,6 +815,31 @@ static void rm_client_id(char *out, size_t len, const char *server_id)
 	snprintf(out, len, "maru-server/%.80s/%.16s", host, server_id);
 }
 
+/*
+ * The resource manager holds the regions of our earlier identity until it
+ * returns (RM_HOLD_UNTIL_BACK); a journal that cannot be served means it
+ * never will: release them, or say how once they may be.
+ */
+static void release_old(const char *cid, struct rm_client *c)
+{
+	struct rm_release_resp r;
+	int rc = rm_client_release(c, cid, &r);
+
+	if (rc == 0)
+		log_warn("resource manager: the %u region(s), %llu bytes, of "
+			 "our earlier identity %s are released",
+			 r.regions, (unsigned long long)r.bytes, cid);
+	else if (rc != -ENOENT)
+		log_warn("resource manager: the regions of our earlier "
+			 "identity %s stay held (%s); once its workers have "
+			 "stopped: pool_monitor --release '%s'",
+			 cid,
+			 rc == -EAGAIN ? "it left too recently: its workers "
+					 "may still write"
+				       : strerror(-rc),
+			 cid);
+}
+
 static int verify_regions(void *arg, struct rm_client *c);
 static int idx_prepare(struct idx_start *x, struct rm_client *c,
 		       const struct rmsess *rm);
@@ -824,6 +851,8 @@ static int start_hook(void *arg, struct rm_client *c)
 	struct verify *v = arg;
 	int rc = 0;
 
+	if (v->old_cid[0])
+		release_old(v->old_cid, c);
 	if (v->recovered)
 		rc = verify_regions(v, c);
 	if (rc == 0 && v->idx->c->shm_mode != PUB_OFF)
@@ -1209,6 +1238,7 @@ int main(int argc, char **argv)
 
 	memset(&rm, 0, sizeof(rm));
 	memset(&s, 0, sizeof(s));
+	memset(&ver, 0, sizeof(ver));
 	jr.fd = jr.dirfd = jr.lockfd = -1;
 	jr.dir = NULL;
 	if (!insecure_ok(&c) || load_curve(&c, &curve, &allow) < 0)
@@ -1230,7 +1260,11 @@ int main(int argc, char **argv)
 			goto out_mds;
 		}
 		if (rec.lossy) {
-			/* see jr_recovery.lossy: an empty store, a new id */
+			/* see jr_recovery.lossy: an empty store, a new id;
+			 * the old one's regions are released (release_old) */
+			if (jr.server_id[0])
+				rm_client_id(ver.old_cid, sizeof(ver.old_cid),
+					     jr.server_id);
 			log_err("journal %s: damaged before its end (%s): what "
 				"was acknowledged after that is lost, so none "
 				"of it is served; starting empty under a new "
@@ -1299,12 +1333,16 @@ int main(int argc, char **argv)
 			 rm_auth_key_default(def, sizeof(def)));
 	}
 	/*
-	 * Fencing by time (issue 12): a libmaru client that has not renewed
-	 * its lease for TTL/2 fences its mappings, and checks at least every
-	 * TTL/2, so by TTL after our death none writes any more; the RM keeps
-	 * our regions TTL + a margin after we die.
+	 * With a journal, the regions are kept until we come back, however
+	 * long we are away: a restart serves their keys again.  Without one,
+	 * fencing by time: a libmaru client that has not renewed its lease
+	 * for TTL/2 fences its mappings, and checks at least every TTL/2, so
+	 * by TTL after our death none writes any more; the RM keeps our
+	 * regions TTL + a margin after we die.
 	 */
-	if (c.lease_ttl > 0) {
+	if (have_jr) {
+		rm.hold_ms = RM_HOLD_UNTIL_BACK;
+	} else if (c.lease_ttl > 0) {
 		double hold = c.lease_ttl * 1000 +
 			      fmax(2000, c.lease_ttl * 1000 / 4);
 
@@ -1317,8 +1355,13 @@ int main(int argc, char **argv)
 		rm.hold_ms = (uint32_t)llround(fmin(hold, 600000));
 	}
 	idx = (struct idx_start){.c = &c, .dir = have_jr ? dir : NULL};
-	ver = (struct verify){&s, &jr, &c, &rm, false,
-			      have_jr && rec.found, &idx};
+	ver.s = &s;
+	ver.jr = &jr;
+	ver.c = &c;
+	ver.rm = &rm;
+	ver.reset = false;
+	ver.recovered = have_jr && rec.found;
+	ver.idx = &idx;
 	rm.verify = start_hook;
 	rm.verify_arg = &ver;
 	rc = rmsess_start(&rm);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -85,17 +86,52 @@ void client_maybe_release(struct rm *rm, struct client *c)
 {
 	if (c->nconns || c->nallocs)
 		return;
+	if (c->durable)
+		rm->holds_dirty = true; /* nothing of it is held any more */
 	htab_remove(&rm->clients, &c->hn);
 	rm->nclients--;
 	free(c);
+}
+
+/* "2026-12-06T07:15:47Z" for the log */
+static const char *utc(uint64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!t || !gmtime_r(&tt, &tm) ||
+	    !strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(buf, len, "an unknown time");
+	return buf;
+}
+
+void client_say_held(struct rm *rm, const struct client *c)
+{
+	char when[32];
+
+	(void)rm;
+	log_info("client %s: away since %s; its %zu region(s), %llu bytes, "
+		 "are held until it returns (to free them: pool_monitor "
+		 "--release '%s')",
+		 c->id, utc(c->away_s, when, sizeof(when)), c->nallocs,
+		 (unsigned long long)c->bytes, c->id);
 }
 
 void client_pin(struct rm *rm, struct client *c)
 {
 	if (c->gone_ms)
 		log_dbg("client %s: reconnected, grace timer cancelled", c->id);
+	if (c->durable && !c->nconns && c->away_s) {
+		log_info("client %s: back after %llu s; it holds its %zu "
+			 "region(s) again",
+			 c->id,
+			 (unsigned long long)((uint64_t)time(NULL) - c->away_s),
+			 c->nallocs);
+		rm->holds_dirty = true;
+	}
 	c->nconns++;
 	c->gone_ms = 0;
+	c->away_s = 0;
 }
 
 void client_unpin(struct rm *rm, struct client *c)
@@ -107,9 +143,16 @@ void client_unpin(struct rm *rm, struct client *c)
 		c->gone_ms = evloop_now_ms();
 		if (!c->gone_ms)
 			c->gone_ms = 1;
-		log_dbg("client %s: disconnected with %zu region(s), "
-			"grace period %d s",
-			c->id, c->nallocs, rm->cfg.grace_period);
+		c->away_s = (uint64_t)time(NULL);
+		if (c->durable) {
+			c->reminded_ms = c->gone_ms;
+			rm->holds_dirty = true;
+			client_say_held(rm, c);
+		} else {
+			log_dbg("client %s: disconnected with %zu region(s), "
+				"grace period %d s",
+				c->id, c->nallocs, rm->cfg.grace_period);
+		}
 	}
 	client_maybe_release(rm, c);
 }

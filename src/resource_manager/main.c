@@ -445,6 +445,7 @@ static int64_t on_cron(struct evloop *el, uint64_t id, void *arg)
 	uint64_t now = evloop_now_ms();
 
 	reaper_tick(rm);
+	holds_tick(rm);
 	server_cron(rm);
 	/* no pool yet: look again every 10 s (docs/resource-manager.md) */
 	if (rm->npools == 0 && now - last_rescan >= RM_RESCAN_MS) {
@@ -475,6 +476,7 @@ static void on_signal(struct evloop *el, int signo, void *arg)
 static void before_sleep(struct evloop *el, void *arg)
 {
 	state_maybe_checkpoint(arg);
+	holds_flush(arg);
 }
 
 int main(int argc, char **argv)

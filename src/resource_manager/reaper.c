@@ -20,6 +20,10 @@
  *      and its death (as first seen here); owners recovered after a
  *      restart get --recovered-hold until they authenticate again.
  *
+ * A durable client (holds.c: it declared RM_HOLD_UNTIL_BACK) is reaped by
+ * neither rule: its regions stay until it returns or an operator releases
+ * them (reaper_free_owner() serves RELEASE_REQ).
+ *
  * After a restart (reaper_adopt) every recovered owner starts with its
  * grace timer running from the moment the daemon started, and local
  * owners whose process is alive get the start time seen now.  So a client
@@ -35,6 +39,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -90,7 +95,7 @@ static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
 {
 	const char *why;
 
-	if (c->nallocs == 0)
+	if (c->nallocs == 0 || c->durable)
 		return NULL;
 	if (c->local && c->pid) {
 		why = process_gone(c);
@@ -111,28 +116,46 @@ static const char *reap_reason(struct rm *rm, struct client *c, uint64_t now)
 	return NULL;
 }
 
-/* Free every region of @c.  @c may be freed by the last region_free(). */
-static void reap(struct rm *rm, struct client *c, const char *why)
+int reaper_free_owner(struct rm *rm, struct client *c, const char *why,
+		      uint32_t *n, uint64_t *bytes)
 {
 	struct victims vs = {c, NULL, 0};
-	size_t i, n = c->nallocs;
+	size_t i;
+	int rc = 0;
 
-	vs.v = malloc(n * sizeof(*vs.v));
+	*n = 0;
+	*bytes = 0;
+	vs.v = malloc((c->nallocs ? c->nallocs : 1) * sizeof(*vs.v));
 	if (!vs.v)
-		return; /* try again at the next tick */
+		return -ENOMEM;
 	region_for_each(rm, pick_owned, &vs);
 	log_info("client %s: %s, freeing %zu region(s)", c->id, why, vs.n);
-	rm->ctr.reaped_clients++;
 	for (i = 0; i < vs.n; i++) {
 		uint64_t len = vs.v[i]->length;
 
-		/* WAL trouble: the rest waits for the next tick */
-		if (region_free(rm, vs.v[i], 0, why) < 0)
+		/* (@c goes with its last region: not touched after) */
+		rc = region_free(rm, vs.v[i], 0, why);
+		if (rc < 0)
 			break;
-		rm->ctr.reaped_regions++;
-		rm->ctr.reaped_bytes += len;
+		(*n)++;
+		*bytes += len;
 	}
 	free(vs.v);
+	return rc;
+}
+
+/* Free every region of @c.  @c may be freed by the last region_free(). */
+static void reap(struct rm *rm, struct client *c, const char *why)
+{
+	uint64_t bytes;
+	uint32_t n;
+
+	/* WAL trouble: the rest waits for the next tick */
+	if (reaper_free_owner(rm, c, why, &n, &bytes) < 0 && !n)
+		return;
+	rm->ctr.reaped_clients++;
+	rm->ctr.reaped_regions += n;
+	rm->ctr.reaped_bytes += bytes;
 }
 
 void reaper_tick(struct rm *rm)
@@ -186,9 +209,10 @@ void reaper_adopt(struct rm *rm)
 
 	htab_for_each(&rm->clients, i, hn, next) {
 		c = container_of(hn, struct client, hn);
-		if (!c->nallocs)
+		if (!c->nallocs || c->durable)
 			continue;
 		c->gone_ms = now;
+		c->away_s = (uint64_t)time(NULL);
 		/* the hold it declared is not in the WAL: assume one that
 		 * covers maru-server's default lease TTL until it
 		 * authenticates again (and declares its own) */

@@ -10,8 +10,9 @@
  *   rm_init    no resources yet: descriptors -1, region ids from 1, our
  *              host name for the local-client rule
  *   rm_open    pools, then the state that refers to them, then the secret
- *              (required if anything was recovered), the token check and
- *              the reaper's view of the recovered owners
+ *              (required if anything was recovered), the token check, the
+ *              owners held until they return (holds.meta) and the
+ *              reaper's view of the others
  *   rm_close   connections, regions, clients, cache, pools, WAL and state
  *              dir descriptors, the event loop; no checkpoint
  *
@@ -72,6 +73,9 @@ int rm_open(struct rm *rm)
 			 "does not verify: their owners' handles will be "
 			 "refused (was the secret replaced?)",
 			 bad, rm->cfg.state_dir);
+	rc = holds_load(rm);
+	if (rc < 0)
+		return rc;
 	reaper_adopt(rm);
 	return 0;
 }

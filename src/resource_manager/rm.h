@@ -18,6 +18,7 @@
  *   state.c    WAL, checkpoints and recovery (byte layouts in statefmt.c)
  *   dev.c      DEV_DAX / FS_DAX / emulated pools: discovery, header, ids
  *   reaper.c   the 1 s cron: dead or departed clients lose their regions
+ *   holds.c    owners whose regions are kept until they return (holds.meta)
  *   pool.c     the allocator (pure)
  */
 #ifndef MARU_RM_RM_H
@@ -110,6 +111,11 @@ struct client {
 	uint32_t hold_ms;     /* declared at AUTH: a dead process's regions
 			       * are kept this long after its last
 			       * connection closed (its clients fence) */
+	bool durable;	      /* declared RM_HOLD_UNTIL_BACK: never reaped
+			       * (holds.c) */
+	uint64_t away_s;      /* unix seconds its last connection closed;
+			       * 0 while connected */
+	uint64_t reminded_ms; /* durable and away: last named in the log */
 	struct hnode hn;      /* in rm->clients, hashed by @id */
 };
 
@@ -141,6 +147,7 @@ struct rm_counters {
 	uint64_t reaped_regions; /* ... and those regions */
 	uint64_t reaped_bytes;
 	uint64_t checkpoints;	 /* checkpoints written */
+	uint64_t released_regions; /* regions freed by RELEASE_REQ */
 };
 
 struct rm {
@@ -172,6 +179,7 @@ struct rm {
 	bool wal_torn;		 /* a failed append could not be cut off:
 				  * checkpoint before the next one */
 	unsigned ops_since_ckpt; /* WAL records since the last checkpoint */
+	bool holds_dirty;	 /* holds.meta to be written (holds.c) */
 	struct buf scratch;	 /* owns: reused for WAL records */
 
 	int listen_fd;	    /* owns */
@@ -268,6 +276,10 @@ void client_pin(struct rm *rm, struct client *c);
 /* client_unpin - a pinned connection closed; may start the grace timer
  * or free @c */
 void client_unpin(struct rm *rm, struct client *c);
+
+/* client_say_held - log what is held for durable @c, away, and how to
+ * free it */
+void client_say_held(struct rm *rm, const struct client *c);
 
 /* client_maybe_release - free @c if nothing refers to it any more */
 void client_maybe_release(struct rm *rm, struct client *c);
@@ -366,6 +378,14 @@ int state_log_free(struct rm *rm, const struct region *r, uint64_t request_id);
 int state_checkpoint(struct rm *rm);
 
 /**
+ * state_read_file - a whole file of the state directory
+ * Return: 0 (*@out owns a malloc()ed copy, NULL when empty), -ENOENT if
+ * missing, or -errno.
+ */
+int state_read_file(struct rm *rm, const char *name, uint8_t **out,
+		    size_t *len);
+
+/**
  * state_write_atomic - <state_dir>/@name as @len bytes at @p, mode @mode:
  * a temporary file written, fsync'ed and renamed, so @name is the old or
  * the new content, never torn (the caller fsyncs the directory)
@@ -420,6 +440,36 @@ void reaper_tick(struct rm *rm);
 /* reaper_adopt - after recovery: start every owner's grace timer now and
  * cache the start time of live local owners */
 void reaper_adopt(struct rm *rm);
+
+/**
+ * reaper_free_owner - free every region of @c as a FREE would (WAL first);
+ * @c may be freed by the last one
+ * @why: for the log
+ * Return: 0, or -EIO when the WAL refused one (the rest stay).  *@n and
+ * *@bytes: what was freed.
+ */
+int reaper_free_owner(struct rm *rm, struct client *c, const char *why,
+		      uint32_t *n, uint64_t *bytes);
+
+/* ---- holds.c ---- */
+
+/* holds_load - after recovery: the durable owners of holds.meta.
+ * Return: 0, or -EPROTO for a damaged file (logged: refuse to start) */
+int holds_load(struct rm *rm);
+
+/* holds_declare - @c keeps its regions until it returns; written before
+ * the caller answers.  Return: 0 or -EIO (then it is not durable) */
+int holds_declare(struct rm *rm, struct client *c);
+
+/* holds_undeclare - @c is an ordinary owner again (written now) */
+void holds_undeclare(struct rm *rm, struct client *c);
+
+/* holds_flush - write holds.meta if a departure or return changed it */
+void holds_flush(struct rm *rm);
+
+/* holds_tick - the cron: name held owners that are away, hourly */
+void holds_tick(struct rm *rm);
+
 
 /* ---- server.c ---- */
 

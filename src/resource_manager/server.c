@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -447,8 +448,10 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 		c->reader = req.reader;
 		memcpy(c->auth_id, req.client_id.ptr, req.client_id.len);
 		c->auth_id[req.client_id.len] = '\0';
-		c->auth_hold_ms = req.hold_ms < RM_HOLD_MAX_MS ? req.hold_ms
-							       : RM_HOLD_MAX_MS;
+		c->auth_hold_ms = req.hold_ms == RM_HOLD_UNTIL_BACK ||
+						  req.hold_ms < RM_HOLD_MAX_MS
+					  ? req.hold_ms
+					  : RM_HOLD_MAX_MS;
 		memcpy(resp.nonce, c->sn, sizeof(c->sn));
 		if (rm_auth_mac(conn_key(c), RM_AUTH_SERVER, c->cn, c->sn,
 				req.client_id, resp.proof) < 0) {
@@ -486,13 +489,128 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			return;
 		}
 		c->auth = AUTH_OK;
-		c->client->hold_ms = c->auth_hold_ms;
-		log_dbg("conn %s: authenticated as %s (regions kept %u ms after "
-			"it goes)",
-			c->peer, c->auth_id, c->auth_hold_ms);
+		if (c->auth_hold_ms == RM_HOLD_UNTIL_BACK) {
+			/* until it returns (holds.c): recorded before we say
+			 * yes; if we cannot, the longest timed hold */
+			c->client->hold_ms = RM_HOLD_MAX_MS;
+			if (holds_declare(c->rm, c->client) < 0)
+				log_err("client %s: its regions are held %d s "
+					"after it goes, not until it returns "
+					"(holds.meta cannot be written)",
+					c->auth_id, RM_HOLD_MAX_MS / 1000);
+		} else {
+			c->client->hold_ms = c->auth_hold_ms;
+			holds_undeclare(c->rm, c->client);
+		}
+		if (c->client->durable)
+			log_dbg("conn %s: authenticated as %s (regions kept "
+				"until it returns)",
+				c->peer, c->auth_id);
+		else
+			log_dbg("conn %s: authenticated as %s (regions kept "
+				"%u ms after it goes)",
+				c->peer, c->auth_id, c->client->hold_ms);
 	}
 out:
 	if (rm_encode_auth_resp(&c->out, &resp) < 0)
+		c->close_after_write = true;
+}
+
+/*
+ * OWNERS_REQ: every client id that owns regions, connected or away (and
+ * since when), and how long its regions are held.  Like STATS: any
+ * connection (with --require-auth, an authenticated one).
+ */
+static void handle_owners(struct conn *c)
+{
+	struct hnode *hn, *next;
+	uint32_t n = 0, omitted = 0;
+	size_t start, i;
+	int rc;
+
+	rc = rm_encode_owners_begin(&c->out, &start);
+	htab_for_each(&c->rm->clients, i, hn, next) {
+		struct client *cl = container_of(hn, struct client, hn);
+		struct rm_owner o = {
+			.id = {cl->id, cl->idlen},
+			.regions = cl->nallocs > UINT32_MAX
+					   ? UINT32_MAX
+					   : (uint32_t)cl->nallocs,
+			.connections = cl->nconns,
+			.bytes = cl->bytes,
+			.hold_ms = cl->durable ? RM_HOLD_UNTIL_BACK
+					       : cl->hold_ms,
+			.away_since = cl->nconns ? 0 : cl->away_s,
+		};
+
+		if (rc < 0 || !cl->nallocs)
+			continue;
+		if (n == RM_OWNERS_MAX) {
+			omitted++;
+			continue;
+		}
+		rc = rm_encode_owners_add(&c->out, &o);
+		n++;
+	}
+	if (rc < 0) {
+		c->out.len = start;
+		c->close_after_write = true;
+		return;
+	}
+	rm_encode_owners_end(&c->out, start, n, omitted);
+}
+
+/*
+ * RELEASE_REQ: an operator frees the regions of a client that is away
+ * (a durable one's, or anyone's before its grace ends).  Only over a
+ * connection authenticated with client.key (as ALLOC and FREE), and never
+ * from a client that is connected: it would go on writing into them.
+ */
+static void handle_release(struct conn *c, const uint8_t *p, size_t len)
+{
+	struct rm_release_resp resp = {0};
+	const char *why = "bad release req";
+	struct client *cl;
+	struct rm_str id;
+	char by[160];
+	uint64_t now;
+
+	if (rm_decode_release_req(p, len, &id, &why) < 0) {
+		reply_error(c, -EINVAL, why, false);
+		return;
+	}
+	if (!c->rm->cfg.no_client_auth && (c->auth != AUTH_OK || c->reader)) {
+		reply_error(c, -EACCES,
+			    c->reader ? "a reader key may not RELEASE"
+				      : RM_AUTH_REQUIRED " to RELEASE "
+					"(AUTH_REQ with client.key)",
+			    false);
+		return;
+	}
+	cl = client_get(c->rm, id, false);
+	now = (uint64_t)time(NULL);
+	if (!cl || !cl->nallocs) {
+		resp.status = -ENOENT;
+	} else if (cl->nconns) {
+		resp.status = -EBUSY;
+	} else if (cl->away_s && now >= cl->away_s &&
+		   now - cl->away_s < (uint64_t)c->rm->cfg.recovered_hold) {
+		/* its clients (workers of a maru-server) write into its
+		 * regions until they fence, within this of its departure */
+		resp.status = -EAGAIN;
+		resp.regions = (uint32_t)(c->rm->cfg.recovered_hold -
+					  (now - cl->away_s));
+	} else {
+		snprintf(by, sizeof(by), "released by an operator (conn %s)",
+			 c->peer);
+		holds_undeclare(c->rm, cl);
+		/* (cl goes with its last region) */
+		if (reaper_free_owner(c->rm, cl, by, &resp.regions,
+				      &resp.bytes) < 0)
+			resp.status = -EIO;
+		c->rm->ctr.released_regions += resp.regions;
+	}
+	if (rm_encode_release_resp(&c->out, &resp) < 0)
 		c->close_after_write = true;
 }
 
@@ -521,6 +639,21 @@ int server_stats_encode(struct rm *rm, struct buf *out)
 	return 0;
 }
 
+/* durable owners that are away: their regions wait for them */
+static uint64_t held_away(struct rm *rm)
+{
+	struct hnode *hn, *next;
+	uint64_t n = 0;
+	size_t i;
+
+	htab_for_each(&rm->clients, i, hn, next) {
+		struct client *c = container_of(hn, struct client, hn);
+
+		n += c->durable && !c->nconns && c->nallocs;
+	}
+	return n;
+}
+
 int server_counters_encode(struct rm *rm, struct buf *out)
 {
 	static const char *const names[] = {
@@ -528,7 +661,7 @@ int server_counters_encode(struct rm *rm, struct buf *out)
 		"pools",	  "allocs",	    "alloc_failures",
 		"frees",	  "reaped_clients", "reaped_regions",
 		"reaped_bytes",	  "checkpoints",    "wal_bytes",
-		"uptime_seconds",
+		"uptime_seconds", "held_away",	    "released_regions",
 	};
 	const uint64_t v[] = {
 		rm->nregions,
@@ -544,6 +677,8 @@ int server_counters_encode(struct rm *rm, struct buf *out)
 		rm->ctr.checkpoints,
 		rm->wal_size,
 		(evloop_now_ms() - rm->started_ms) / 1000,
+		held_away(rm),
+		rm->ctr.released_regions,
 	};
 
 	_Static_assert(sizeof(names) / sizeof(names[0]) ==
@@ -594,6 +729,12 @@ static void conn_process(struct conn *c)
 	case RM_AUTH_REQ:
 		handle_auth(c, p, len);
 		break;
+	case RM_OWNERS_REQ:
+		handle_owners(c);
+		break;
+	case RM_RELEASE_REQ:
+		handle_release(c, p, len);
+		break;
 	}
 }
 
@@ -601,7 +742,8 @@ static bool known_request(uint16_t type)
 {
 	return type == RM_ALLOC_REQ || type == RM_FREE_REQ ||
 	       type == RM_STATS_REQ || type == RM_GET_ACCESS_REQ ||
-	       type == RM_AUTH_REQ || type == RM_COUNTERS_REQ;
+	       type == RM_AUTH_REQ || type == RM_COUNTERS_REQ ||
+	       type == RM_OWNERS_REQ || type == RM_RELEASE_REQ;
 }
 
 /*

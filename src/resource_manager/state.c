@@ -61,8 +61,8 @@
  * Read a whole file of the state dir.  Return: 0 (@out owns a malloc()ed
  * copy, possibly NULL when empty), -ENOENT if missing, or -errno.
  */
-static int read_file(struct rm *rm, const char *name, uint8_t **out,
-		     size_t *len)
+int state_read_file(struct rm *rm, const char *name, uint8_t **out,
+		    size_t *len)
 {
 	struct stat st;
 	uint8_t *data = NULL;
@@ -213,7 +213,7 @@ static int load_global(struct rm *rm, struct recovery *rec)
 	uint64_t i;
 	int rc;
 
-	rc = read_file(rm, "global.meta", &data, &len);
+	rc = state_read_file(rm, "global.meta", &data, &len);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0) {
@@ -265,7 +265,7 @@ static int check_pool_metas(struct rm *rm)
 
 		snprintf(name, sizeof(name), "pool_%u.meta", p->id);
 		data = NULL;
-		rc = read_file(rm, name, &data, &len);
+		rc = state_read_file(rm, name, &data, &len);
 		if (rc == -ENOENT)
 			continue;
 		if (rc < 0) {
@@ -365,7 +365,7 @@ static int replay_wal(struct rm *rm, struct recovery *rec, uint64_t *keep)
 	size_t len = 0, off = 0, at;
 	int rc;
 
-	rc = read_file(rm, RM_WAL_NAME, &data, &len);
+	rc = state_read_file(rm, RM_WAL_NAME, &data, &len);
 	*keep = 0;
 	if (rc == -ENOENT)
 		return 0;

@@ -330,3 +330,57 @@ void state_global_meta_end(struct buf *b, uint64_t count)
 			       : 0);
 	put_u64le(p + 24, count);
 }
+
+int state_holds_parse(const uint8_t *p, size_t len, struct holds_meta *m,
+		      const char **why)
+{
+	uint64_t count;
+
+	if (ckpt_frame(p, len, HOLDS_META_MAGIC, HOLDS_META_VERSION, 8,
+		       HOLDS_REC_SIZE,
+		       "file size does not match the hold count", &count,
+		       why) < 0)
+		return -EPROTO;
+	m->count = count;
+	m->records = p + HOLDS_META_HDR_SIZE;
+	return 0;
+}
+
+int state_holds_get(const struct holds_meta *m, uint64_t i,
+		    struct state_hold *h)
+{
+	const uint8_t *p = m->records + i * HOLDS_REC_SIZE;
+	const uint8_t *nul = memchr(p, '\0', STATE_OWNER_SIZE);
+
+	if (!nul || nul == p)
+		return -EPROTO;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->owner, p, (size_t)(nul - p));
+	h->away_since = get_u64le(p + STATE_OWNER_SIZE);
+	return 0;
+}
+
+int state_holds_encode(struct buf *b, const struct state_hold *h, size_t n)
+{
+	size_t size = HOLDS_META_HDR_SIZE + n * HOLDS_REC_SIZE, i, k;
+	uint8_t *p, *r;
+
+	if (buf_reserve(b, size) < 0)
+		return -ENOMEM;
+	p = b->data + b->len;
+	memset(p, 0, size);
+	put_u32le(p, HOLDS_META_MAGIC);
+	put_u32le(p + 4, HOLDS_META_VERSION);
+	put_u64le(p + 24, n);
+	for (i = 0; i < n; i++) {
+		r = p + HOLDS_META_HDR_SIZE + i * HOLDS_REC_SIZE;
+		k = strnlen(h[i].owner, STATE_OWNER_SIZE - 1);
+		memcpy(r, h[i].owner, k);
+		put_u64le(r + STATE_OWNER_SIZE, h[i].away_since);
+	}
+	put_u32le(p + 8, n ? crc32_buf(p + HOLDS_META_HDR_SIZE,
+				       n * HOLDS_REC_SIZE)
+			   : 0);
+	b->len += size;
+	return 0;
+}

@@ -29,6 +29,18 @@
  *     0 magic u32 0x474C4F42   4 version u32 2   8 crc32 u32 of the records
  *    12 reserved u32           16 next_region_id u64  24 alloc_count u64
  *
+ * Our own (not upstream's), in the same frame as the checkpoints:
+ *
+ *   holds.meta = header + count x hold record (144 bytes)
+ *     0 magic u32 0x484F4C44   4 version u32 1   8 crc32 u32 of the records
+ *    12 reserved u32           16 reserved u64    24 count u64
+ *     record: 0 owner client_id char[128], NUL-terminated;
+ *     128 away_since u64 (unix seconds its last connection closed, 0 if
+ *     it was connected); 136 reserved u64
+ *   The clients whose regions are held until they return
+ *   (RM_HOLD_UNTIL_BACK), so that a restart of the resource manager
+ *   keeps holding them (holds.c).
+ *
  * Every parser here is pure and bounded (reads only [p, p + len), never
  * allocates), so the WAL and checkpoint readers can be fuzzed on raw bytes
  * (tests/fuzz/fuzz_rm_wal.c, fuzz_rm_checkpoint.c).  Parsed structures
@@ -63,6 +75,11 @@
 #define GLOBAL_META_VERSION 2
 #define GLOBAL_META_HDR_SIZE 32
 
+#define HOLDS_META_MAGIC 0x484F4C44u
+#define HOLDS_META_VERSION 1
+#define HOLDS_META_HDR_SIZE 32
+#define HOLDS_REC_SIZE 144
+
 /* One allocation as stored in the WAL and in global.meta. */
 struct state_alloc {
 	struct rm_handle handle;
@@ -96,6 +113,18 @@ struct global_meta {
 	uint64_t next_region_id;
 	uint64_t count;
 	const uint8_t *records; /* borrows: count x 200 bytes */
+};
+
+/* A validated holds.meta; records borrow from the input. */
+struct holds_meta {
+	uint64_t count;
+	const uint8_t *records; /* borrows: count x 144 bytes */
+};
+
+/* One hold: a client whose regions stay until it comes back. */
+struct state_hold {
+	char owner[STATE_OWNER_SIZE]; /* NUL-terminated, 1..127 chars */
+	uint64_t away_since;	      /* unix seconds; 0: was connected */
 };
 
 /* state_alloc_put - write @a as a 200-byte record at @p */
@@ -162,5 +191,20 @@ int state_global_meta_get(const struct global_meta *m, uint64_t i,
 int state_global_meta_begin(struct buf *b, uint64_t next_region_id);
 int state_global_meta_add(struct buf *b, const struct state_alloc *a);
 void state_global_meta_end(struct buf *b, uint64_t count);
+
+/**
+ * state_holds_parse - validate a holds.meta image (magic, version, exact
+ * size, CRC); records are read with state_holds_get()
+ * Return: 0, or -EPROTO with *why set.
+ */
+int state_holds_parse(const uint8_t *p, size_t len, struct holds_meta *m,
+		      const char **why);
+
+/* state_holds_get - record @i.  Return: 0, or -EPROTO (bad owner) */
+int state_holds_get(const struct holds_meta *m, uint64_t i,
+		    struct state_hold *h);
+
+/* state_holds_encode - a whole holds.meta image of @n holds into @b */
+int state_holds_encode(struct buf *b, const struct state_hold *h, size_t n);
 
 #endif

@@ -6,6 +6,7 @@ the parent through a Connection (`conn`) with small tuples.
 """
 import os
 import signal
+import time
 
 from maru import MaruConfig, MaruHandler
 
@@ -152,3 +153,39 @@ def recv(conn, timeout=120.0):
     if not conn.poll(timeout):
         raise AssertionError(f"no message from the child process within {timeout}s")
     return conn.recv()
+
+
+def live_writer(url, conn, prefix, size, chunk, ack_path, stop, pause=0.005):
+    """Store keys prefix0, prefix1, ... (each pattern(i, size)), one every
+    @pause seconds, for as long as @stop is clear, through whatever happens
+    to the server: a store that fails is retried with the next key.  Every key whose
+    store() returned True is appended to @ack_path (flushed) before the
+    next one is tried; ("count", n) is sent every 10 acknowledgements."""
+    h = MaruHandler(MaruConfig(server_url=url, pool_size=4 * chunk,
+                               chunk_size_bytes=chunk, auto_connect=False,
+                               timeout_ms=2000))
+    if not h.connect():
+        conn.send(("error", "connect failed"))
+        return
+    conn.send(("ready",))
+    acked, i = 0, 0
+    with open(ack_path, "a", buffering=1) as log:
+        while not stop.is_set():
+            k = f"{prefix}{i}"
+            ok = False
+            try:
+                ah = h.alloc(size)
+                if ah is not None:
+                    ah.buf[:] = pattern(i, size)
+                    ok = h.store(k, ah)
+            except Exception:            # noqa: BLE001 (an outage)
+                ok = False
+            if ok:
+                log.write(f"{k} {i}\n")
+                acked += 1
+                if acked % 10 == 0:
+                    conn.send(("count", acked))
+            time.sleep(pause if ok else 0.02)
+            i += 1
+    h.close()
+    conn.send(("closed", acked))

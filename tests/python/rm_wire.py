@@ -38,6 +38,9 @@ ALLOC_REQ, ALLOC_RESP = 1, 2
 FREE_REQ, FREE_RESP = 3, 4
 STATS_REQ, STATS_RESP = 5, 6
 COUNTERS_REQ, COUNTERS_RESP = 13, 14  # an addition
+OWNERS_REQ, OWNERS_RESP = 15, 16      # an addition: owners, who is away
+RELEASE_REQ, RELEASE_RESP = 17, 18    # an addition: free an absent owner's
+HOLD_UNTIL_BACK = 0xFFFFFFFF          # AUTH hold_ms: until we come back
 GET_ACCESS_REQ, GET_ACCESS_RESP = 9, 10
 AUTH_REQ, AUTH_RESP = 11, 12
 ERROR_RESP = 255
@@ -208,6 +211,26 @@ def decode_counters_resp(p):
     return out
 
 
+def decode_owners_resp(p):
+    """[{id, regions, connections, bytes, hold_ms, away_since}] of
+    OWNERS_RESP: u32 n, u32 omitted, then per owner u16 id_len, id, u32
+    regions, u32 connections, u64 bytes, u32 hold_ms, u32 0, u64
+    away_since."""
+    n, omitted = struct.unpack_from("<II", p)
+    off, out = 8, []
+    for _ in range(n):
+        (k,) = struct.unpack_from("<H", p, off)
+        oid = p[off + 2:off + 2 + k].decode()
+        regions, conns, nbytes, hold, zero, away = struct.unpack_from(
+            "<IIQIIQ", p, off + 2 + k)
+        assert zero == 0
+        out.append({"id": oid, "regions": regions, "connections": conns,
+                    "bytes": nbytes, "hold_ms": hold, "away_since": away})
+        off += 2 + k + 32
+    assert off == len(p), "OWNERS_RESP has trailing bytes"
+    return out
+
+
 def decode_error(p):
     status, n = struct.unpack_from("<iI", p)
     return status, p[8:8 + n].decode(errors="replace")
@@ -345,7 +368,22 @@ class RmConn:
     def counters(self):
         return decode_counters_resp(self.call(COUNTERS_REQ, b"", COUNTERS_RESP))
 
+    def owners(self):
+        return decode_owners_resp(self.call(OWNERS_REQ, b"", OWNERS_RESP))
+
+    def release(self, owner):
+        """RELEASE_REQ: (status, regions, bytes); authenticates first."""
+        self._auth_first()
+        p = self.call(RELEASE_REQ, encode_client_id(owner), RELEASE_RESP)
+        assert len(p) == 16
+        return struct.unpack("<iIQ", p)
+
 
 def stats(address):
     with RmConn(address) as c:
         return c.stats()
+
+
+def owners(address):
+    with RmConn(address) as c:
+        return c.owners()

@@ -28,6 +28,7 @@ maru_add_unit_test(test_rm_faults
 		${RM_SRC}/rm.c ${RM_SRC}/server.c ${RM_SRC}/region.c
 		${RM_SRC}/client.c ${RM_SRC}/idem.c ${RM_SRC}/auth.c
 		${RM_SRC}/state.c ${RM_SRC}/dev.c ${RM_SRC}/reaper.c
+		${RM_SRC}/holds.c
 		${RM_SRC}/pool.c ${RM_SRC}/statefmt.c
 	LIBS maru_common PkgConfig::CRYPTO PkgConfig::DAXCTL PkgConfig::ZLIB)
 target_include_directories(test_rm_faults PRIVATE ${RM_SRC})

@@ -338,6 +338,7 @@ static struct {
 	int lfd;
 	uint16_t port;
 	struct buf reply; /* the canned response, header included */
+	struct buf owners; /* ... to OWNERS; empty: the connection closes */
 	pthread_t thread;
 } fake;
 
@@ -350,9 +351,19 @@ static void *fake_serve(void *arg)
 		fd = accept(fake.lfd, NULL, NULL);
 		if (fd < 0)
 			return NULL; /* listening socket shut down */
-		if (recv(fd, req, sizeof(req), MSG_WAITALL) == sizeof(req) &&
-		    get_u16le(req + 6) == RM_STATS_REQ)
-			send(fd, fake.reply.data, fake.reply.len, MSG_NOSIGNAL);
+		while (recv(fd, req, sizeof(req), MSG_WAITALL) == sizeof(req)) {
+			if (get_u16le(req + 6) == RM_STATS_REQ) {
+				send(fd, fake.reply.data, fake.reply.len,
+				     MSG_NOSIGNAL);
+				if (!fake.owners.len)
+					break; /* one reply a connection */
+			} else if (get_u16le(req + 6) == RM_OWNERS_REQ &&
+				 fake.owners.len)
+				send(fd, fake.owners.data, fake.owners.len,
+				     MSG_NOSIGNAL);
+			else
+				break;
+		}
 		close(fd);
 	}
 }
@@ -378,6 +389,7 @@ static int fake_stop(void **state)
 	pthread_join(fake.thread, NULL);
 	close(fake.lfd);
 	buf_free(&fake.reply);
+	buf_free(&fake.owners);
 	return 0;
 }
 
@@ -419,6 +431,41 @@ static void test_fetch_ok(void **state)
 	assert_int_equal(s.pools[0].total_bytes, 4 * MiB);
 	assert_string_equal(s.pools[1].path, "/z");
 	assert_int_equal(pm_pool_used(&s.pools[1]), 2 * MiB);
+	assert_int_equal(s.naway, 0); /* no OWNERS: nothing shown, no error */
+	pm_snap_free(&s);
+
+	/* the owners that are away, sorted; connected ones are not shown */
+	struct rm_owner o = {.regions = 3, .bytes = 6 * MiB,
+			     .hold_ms = RM_HOLD_UNTIL_BACK,
+			     .away_since = 1700000000};
+	struct buf b = BUF_INIT;
+
+	buf_reset(&fake.owners);
+	assert_int_equal(rm_encode_owners_begin(&fake.owners, &start), 0);
+	o.id = rm_str_from("maru-server/h/2");
+	assert_int_equal(rm_encode_owners_add(&fake.owners, &o), 0);
+	o.id = rm_str_from("live:1");
+	o.away_since = 0;
+	assert_int_equal(rm_encode_owners_add(&fake.owners, &o), 0);
+	o.id = rm_str_from("maru-server/h/1");
+	o.away_since = 1700000000;
+	o.hold_ms = 30000;
+	assert_int_equal(rm_encode_owners_add(&fake.owners, &o), 0);
+	rm_encode_owners_end(&fake.owners, start, 3, 0);
+	assert_int_equal(pm_fetch(&c, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.naway, 2);
+	assert_string_equal(s.away[0].id, "maru-server/h/1");
+	assert_string_equal(s.away[1].id, "maru-server/h/2");
+	assert_int_equal(s.away[1].regions, 3);
+	assert_int_equal(pm_render_table(&b, "T", &s, NULL), 0);
+	assert_non_null(strstr((char *)b.data,
+			       "maru-server/h/2: 3 region(s), 6.0M"));
+	assert_non_null(strstr((char *)b.data, "held until it returns"));
+	assert_non_null(strstr((char *)b.data,
+			       "freed when its grace period ends"));
+	assert_null(strstr((char *)b.data, "live:1"));
+	buf_free(&b);
+	buf_reset(&fake.owners);
 	pm_snap_free(&s);
 	rm_client_destroy(&c);
 }

@@ -631,6 +631,77 @@ static void test_reaper(void **state)
 	rm_stop(rm, false);
 }
 
+/*
+ * A client that declared a hold until it returns: never reaped, not by the
+ * grace, not after a restart (holds.meta), until it frees its regions or
+ * is released; an ordinary owner of the same restart is reaped as before;
+ * a damaged holds.meta refuses the start.
+ */
+static void test_durable_hold(void **state)
+{
+	struct fixture *f = *state;
+	struct client *c, *o;
+	struct region *r, *r2;
+	struct rm *rm;
+	uint64_t bytes;
+	uint32_t n;
+	char path[160];
+
+	assert_int_equal(rm_start(f, &rm), 0);
+	rm->cfg.grace_period = 0;
+	c = cl(rm, "maru-server/h/0001");
+	client_pin(rm, c);
+	assert_int_equal(holds_declare(rm, c), 0);
+	assert_int_equal(region_alloc(rm, c, 1, rm_str_from(NULL), 0, &r), 0);
+	assert_int_equal(region_alloc(rm, c, 1, rm_str_from(NULL), 0, &r2), 0);
+	o = cl(rm, "remote:7");
+	client_pin(rm, o);
+	assert_int_equal(region_alloc(rm, o, 1, rm_str_from(NULL), 0, &r), 0);
+	client_unpin(rm, c);
+	assert_true(c->away_s > 0);
+	holds_flush(rm);
+	reaper_tick(rm);
+	assert_int_equal(rm->nregions, 3); /* away, grace 0: still held */
+	rm_stop(rm, false);		   /* a crash: WAL only */
+
+	assert_int_equal(rm_start(f, &rm), 0);
+	rm->cfg.grace_period = 0;
+	rm->cfg.recovered_hold = 0;
+	c = client_get(rm, rm_str_from("maru-server/h/0001"), false);
+	assert_non_null(c);
+	assert_true(c->durable && c->away_s > 0 && c->nallocs == 2);
+	reaper_tick(rm);
+	/* remote:7 (its connection gone with the restart) is reaped */
+	assert_int_equal(rm->nregions, 2);
+	assert_null(client_get(rm, rm_str_from("remote:7"), false));
+	/* it comes back, then goes again: still held */
+	client_pin(rm, c);
+	assert_int_equal(c->away_s, 0);
+	client_unpin(rm, c);
+	reaper_tick(rm);
+	assert_int_equal(rm->nregions, 2);
+	rm_stop(rm, true); /* a clean stop: checkpoint */
+
+	/* released by an operator: everything freed, nothing held */
+	assert_int_equal(rm_start(f, &rm), 0);
+	c = client_get(rm, rm_str_from("maru-server/h/0001"), false);
+	assert_non_null(c);
+	holds_undeclare(rm, c);
+	assert_int_equal(reaper_free_owner(rm, c, "test", &n, &bytes), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(rm->nregions, 0);
+	rm_stop(rm, true);
+	assert_int_equal(rm_start(f, &rm), 0);
+	assert_null(client_get(rm, rm_str_from("maru-server/h/0001"), false));
+	rm_stop(rm, true);
+
+	/* a damaged holds.meta: the start is refused */
+	snprintf(path, sizeof(path), "%s/holds.meta", f->state);
+	write_file(path, "HOLD", 4);
+	assert_int_equal(rm_start(f, &rm), -EPROTO);
+	rm_stop(rm, false);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -655,6 +726,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_identity, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_reaper, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_durable_hold, setup,
+						teardown),
 		cmocka_unit_test(test_devdax_pool_ids),
 	};
 

@@ -8,6 +8,8 @@
  *   pool_monitor --csv [-w SEC]   CSV rows (header once)
  *   pool_monitor --scroll -w 1    append frames instead of redrawing
  *   pool_monitor --address H:P    another resource manager
+ *   pool_monitor --release OWNER  free what is held for an owner that is
+ *                                 away (a maru-server that will not return)
  *
  * Output modes, all drawing the same text from render.c:
  *   one-shot   table or CSV to stdout; no curses at all.  An unreachable
@@ -71,6 +73,7 @@ struct pm_opts {
 	bool csv;
 	bool scroll;
 	const char *address; /* borrows: argv or the default */
+	const char *release; /* borrows: --release OWNER; NULL: none */
 };
 
 /* How a watch loop ended. */
@@ -108,6 +111,12 @@ static void usage(FILE *f)
 		"screen\n"
 		"      --address H:P   resource manager address (default "
 		"%s)\n"
+		"      --release OWNER free the regions held for OWNER, a "
+		"client that is\n"
+		"                      away (listed under \"Held for owners "
+		"that are away\");\n"
+		"                      needs the resource manager's "
+		"client.key\n"
 		"  -h, --help          this text\n"
 		"      --version       print the version and exit\n"
 		"\n"
@@ -143,13 +152,15 @@ static int bad_option(const char *what, const char *arg)
 /* Return: 0, 1 for --help, 2 for --version (exit 0), or -EINVAL (exit 2). */
 static int parse_opts(int argc, char **argv, struct pm_opts *o)
 {
-	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS, OPT_VERSION };
+	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS, OPT_VERSION,
+	       OPT_RELEASE };
 	static const struct option longopts[] = {
 		{"watch", required_argument, NULL, 'w'},
 		{"count", required_argument, NULL, 'c'},
 		{"csv", no_argument, NULL, OPT_CSV},
 		{"scroll", no_argument, NULL, OPT_SCROLL},
 		{"address", required_argument, NULL, OPT_ADDRESS},
+		{"release", required_argument, NULL, OPT_RELEASE},
 		{"help", no_argument, NULL, 'h'},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{NULL, 0, NULL, 0},
@@ -162,6 +173,7 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 	o->csv = false;
 	o->scroll = false;
 	o->address = PM_DEFAULT_ADDRESS;
+	o->release = NULL;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":w:c:h", longopts, NULL)) !=
 	       -1) {
@@ -189,6 +201,13 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 			break;
 		case OPT_ADDRESS:
 			o->address = optarg;
+			break;
+		case OPT_RELEASE:
+			if (!*optarg || strlen(optarg) > RM_CLIENT_ID_MAX)
+				return bad_option("invalid owner (1-127 "
+						  "bytes)",
+						  optarg);
+			o->release = optarg;
 			break;
 		case 'h':
 			return 1;
@@ -644,6 +663,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (o.release) {
+		char msg[PM_ERR_LEN];
+
+		rc = pm_release(&c, o.release, msg, sizeof(msg));
+		fprintf(rc == 0 ? stdout : stderr, "%s%s\n",
+			rc == 0 ? "" : "pool_monitor: ", msg);
+		rm_client_destroy(&c);
+		return rc == 0 ? 0 : 1;
+	}
 	if (o.watch > 0) {
 		/* one-shot keeps the default Ctrl-C: it ends the program */
 		rc = install_signals();

@@ -38,13 +38,36 @@ struct pm_pool {
 			       * only in a broken reply, then used = 0 */
 };
 
-/* All pools of one STATS reply, sorted by path (strcmp order).
- * Starts zeroed: struct pm_snap s = {0}; */
+/*
+ * An owner of regions whose connections are all closed, as OWNERS
+ * reported it: its regions are held for it (until it returns, or for its
+ * grace period).
+ */
+struct pm_owner {
+	char *id;	     /* owns: control bytes made '?' */
+	uint32_t regions;
+	uint64_t bytes;
+	uint32_t hold_ms;    /* RM_HOLD_UNTIL_BACK: until it returns */
+	uint64_t away_since; /* unix seconds */
+};
+
+/* All pools of one STATS reply, sorted by path (strcmp order), and the
+ * owners that are away, sorted by id.  Starts zeroed:
+ * struct pm_snap s = {0}; */
 struct pm_snap {
 	struct pm_pool *pools; /* owns: array of n */
 	size_t n;
 	size_t cap; /* allocated entries of pools */
+	struct pm_owner *away; /* owns: array of naway */
+	size_t naway, away_cap;
 };
+
+/**
+ * pm_snap_add_owner - append a copy of one OWNERS record if it is away
+ * (no connection); connected owners are not shown
+ * Return: 0 or -ENOMEM.
+ */
+int pm_snap_add_owner(struct pm_snap *s, const struct rm_owner *o);
 
 /* pm_snap_free - release the pools; @s is empty and reusable afterwards */
 void pm_snap_free(struct pm_snap *s);
@@ -128,7 +151,15 @@ int pm_render_csv_header(struct buf *b);
 int pm_render_csv(struct buf *b, const char *ts, const struct pm_snap *cur);
 
 /**
- * pm_fetch - ask the resource manager for STATS
+ * pm_release - RELEASE the regions of the absent owner @id
+ * @msg: one line saying what happened (released, or why not)
+ * Return: 0 or -errno (as rm_client_release()).
+ */
+int pm_release(struct rm_client *c, const char *id, char *msg, size_t len);
+
+/**
+ * pm_fetch - ask the resource manager for STATS (and OWNERS, when it
+ * knows that message)
  * @c: borrowed, an initialised client; it keeps its connection between
  *     calls and reconnects by itself after an error
  * @out: on success gives a sorted snapshot; release with pm_snap_free()

@@ -72,12 +72,24 @@ void pm_snap_free(struct pm_snap *s)
 	s->pools = NULL;
 	s->n = 0;
 	s->cap = 0;
+	for (i = 0; i < s->naway; i++)
+		free(s->away[i].id);
+	free(s->away);
+	s->away = NULL;
+	s->naway = s->away_cap = 0;
 }
 
 uint64_t pm_pool_used(const struct pm_pool *p)
 {
 	return p->free_bytes > p->total_bytes ? 0
 					      : p->total_bytes - p->free_bytes;
+}
+
+static int owner_cmp(const void *a, const void *b)
+{
+	const struct pm_owner *x = a, *y = b;
+
+	return strcmp(x->id, y->id);
 }
 
 static int pool_cmp(const void *a, const void *b)
@@ -106,6 +118,30 @@ static char *path_dup(const struct rm_str *s)
 	}
 	p[s->len] = '\0';
 	return p;
+}
+
+int pm_snap_add_owner(struct pm_snap *s, const struct rm_owner *o)
+{
+	struct pm_owner *grown;
+	size_t cap;
+	char *id;
+
+	if (!o->away_since)
+		return 0; /* connected: nothing is held for it */
+	if (s->naway == s->away_cap) {
+		cap = s->away_cap ? 2 * s->away_cap : 4;
+		grown = realloc(s->away, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		s->away = grown;
+		s->away_cap = cap;
+	}
+	id = path_dup(&o->id);
+	if (!id)
+		return -ENOMEM;
+	s->away[s->naway++] = (struct pm_owner){id, o->regions, o->bytes,
+						o->hold_ms, o->away_since};
+	return 0;
 }
 
 int pm_snap_add(struct pm_snap *s, const struct rm_pool_stat *st)
@@ -137,6 +173,8 @@ void pm_snap_sort(struct pm_snap *s)
 {
 	if (s->n > 1)
 		qsort(s->pools, s->n, sizeof(*s->pools), pool_cmp);
+	if (s->naway > 1)
+		qsort(s->away, s->naway, sizeof(*s->away), owner_cmp);
 }
 
 void pm_timestamp(time_t t, char *out, size_t outlen)
@@ -529,6 +567,38 @@ static void row_fill(struct pm_row *r, const struct pm_pool *p,
 	usage_bar(used, p->total_bytes, 10, r->bar10, sizeof(r->bar10));
 }
 
+/*
+ * Below the pools: the owners that are away and what is held for them,
+ * one line each (a maru-server that is stopped keeps its regions until it
+ * returns: the operator sees whose they are, since when, and how to free
+ * them).
+ */
+static int render_away(struct buf *b, const struct pm_snap *s)
+{
+	char ts[PM_TS_LEN], num[32];
+	size_t i;
+	int rc;
+
+	if (!s->naway)
+		return 0;
+	rc = bprintf(b, "\nHeld for owners that are away:\n");
+	for (i = 0; i < s->naway && rc == 0; i++) {
+		const struct pm_owner *o = &s->away[i];
+
+		pm_timestamp((time_t)o->away_since, ts, sizeof(ts));
+		format_bytes(o->bytes, num, sizeof(num));
+		rc = bprintf(b, "  %s: %u region(s), %s, away since %s, %s\n",
+			     o->id, o->regions, num, ts,
+			     o->hold_ms == RM_HOLD_UNTIL_BACK
+				     ? "held until it returns"
+				     : "freed when its grace period ends");
+	}
+	if (rc == 0)
+		rc = bprintf(b, "  (free what is held for one: pool_monitor "
+				"--release OWNER)\n");
+	return rc;
+}
+
 int pm_render_view(struct buf *b, const char *ts, const struct pm_snap *cur,
 		   const struct pm_snap *prev, const struct pm_view *v)
 {
@@ -575,6 +645,8 @@ int pm_render_view(struct buf *b, const char *ts, const struct pm_snap *cur,
 		rc = render_line(b, &l, dev, width, text);
 	}
 	free(rows);
+	if (rc == 0)
+		rc = render_away(b, cur);
 	return rc;
 }
 

@@ -19,9 +19,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util.h"
+
 static int collect(const struct rm_pool_stat *st, void *arg)
 {
 	return pm_snap_add(arg, st);
+}
+
+static int collect_owner(const struct rm_owner *o, void *arg)
+{
+	return pm_snap_add_owner(arg, o);
 }
 
 int pm_fetch(struct rm_client *c, struct pm_snap *out, char *err, size_t errlen)
@@ -31,6 +38,10 @@ int pm_fetch(struct rm_client *c, struct pm_snap *out, char *err, size_t errlen)
 	int rc;
 
 	rc = rm_client_stats(c, collect, &s);
+	/* who is away and what is held for them: shown when the resource
+	 * manager says (an older one does not); the pools in any case */
+	if (rc == 0 && rm_client_owners(c, collect_owner, &s, NULL) == -ENOMEM)
+		rc = -ENOMEM;
 	if (rc == 0) {
 		pm_snap_sort(&s);
 		*out = s;
@@ -57,5 +68,48 @@ int pm_fetch(struct rm_client *c, struct pm_snap *out, char *err, size_t errlen)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
 	}
+	return rc;
+}
+
+int pm_release(struct rm_client *c, const char *id, char *msg, size_t len)
+{
+	struct rm_release_resp r;
+	char num[32];
+	int rc;
+
+	rc = rm_client_release(c, id, &r);
+	if (rc == 0)
+		snprintf(msg, len, "released %s: %u region(s), %s freed", id,
+			 r.regions, format_bytes(r.bytes, num, sizeof(num)));
+	else if (rc == -ENOENT)
+		snprintf(msg, len, "%s owns no region at the resource manager "
+			 "at %s:%u (pool_monitor lists the owners that are "
+			 "away)",
+			 id, c->host, c->port);
+	else if (rc == -EBUSY)
+		snprintf(msg, len, "%s is connected: only the regions of an "
+			 "owner that is away are released",
+			 id);
+	else if (rc == -EAGAIN)
+		snprintf(msg, len, "%s left too recently: its clients may "
+			 "still write into its regions; try again in %u s",
+			 id, r.regions);
+	else if (rc == -EACCES)
+		snprintf(msg, len, "the resource manager at %s:%u refused: %s "
+			 "(set MARU_RM_KEY_FILE to its client.key)",
+			 c->host, c->port,
+			 c->error[0] ? c->error : "not authenticated");
+	else if (rc == -ENOTSUP)
+		snprintf(msg, len, "the resource manager at %s:%u does not "
+			 "know RELEASE (an older version)",
+			 c->host, c->port);
+	else if (c->answered)
+		snprintf(msg, len, "the resource manager at %s:%u refused: %s",
+			 c->host, c->port,
+			 c->error[0] ? c->error : strerror(-rc));
+	else
+		snprintf(msg, len, "cannot reach the resource manager at "
+			 "%s:%u: %s",
+			 c->host, c->port, strerror(-rc));
 	return rc;
 }

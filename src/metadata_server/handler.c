@@ -242,6 +242,7 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 {
 	struct mds_wait *wt = wait_new(q, peer, wp);
 	struct rm_handle h;
+	uint32_t islot;
 	int rc;
 
 	rc = mds_alloc(s, q->instance_id, q->lease_id, q->size, peer, &h, wt);
@@ -249,18 +250,20 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 	 * naming it could renumber its notices; no "evicted_ack" on a lease
 	 * is 0, which a new lease's first request may well say) */
 	if ((q->ack || q->lease_id.len) && rc != -EPERM && rc != -ESTALE)
-		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
+		mds_ack_notices(s, mds_inst_for(s, q->instance_id,
+						q->lease_id, peer),
 				q->lease_id, q->ack);
 	if (rc == -EINPROGRESS) {
 		*wp = wt;
 		return 1;
 	}
 	mds_wait_free(wt);
+	islot = rc == -EPERM ? IX_NO_SLOT
+			     : mds_inst_for(s, q->instance_id, q->lease_id,
+					    peer);
 	if (rc == 0)
-		mds_inst_label(s, q->instance_id, q->host, q->pid);
-	put_alloc(s, w, rc, &h,
-		  rc == -EPERM ? IX_NO_SLOT
-			       : mds_inst_for(s, q->instance_id, peer));
+		mds_inst_label(s, islot, q->host, q->pid);
+	put_alloc(s, w, rc, &h, islot);
 	return 0;
 }
 
@@ -682,6 +685,15 @@ static int64_t usage_devs(const struct mds *s, const uint32_t *pos,
 	return (int64_t)k;
 }
 
+/* an instance id's figures: the sum over its owners (GET_USAGE) */
+struct usage_group {
+	const struct mds_inst *in; /* the first owner: id, host, pid */
+	uint32_t regions, owners;
+	uint64_t allocated, used, keys, pinned, leases, conns;
+	const char *host; /* borrows: the first owner's that says */
+	uint32_t pid;
+};
+
 /* Return: 0 or -ENOMEM. */
 static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		    struct mp_wr *w)
@@ -689,22 +701,26 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 	const struct mds_region *r;
 	const struct mds_inst *in;
 	struct usage *u = NULL;
+	struct usage_group *g = NULL;
 	struct usage_dev *d = NULL;
-	uint32_t *pos = NULL, n = 0, i, nd;
+	uint32_t *pos = NULL, n = 0, ng = 0, i, nd;
 	int64_t ndev;
 	size_t k = 0, j;
 
 	if (s->ninst_slots) {
 		u = calloc(s->ninst_slots, sizeof(*u));
+		g = calloc(s->ninst_slots, sizeof(*g));
 		pos = malloc(s->ninst_slots * sizeof(*pos));
-		if (!u || !pos) {
+		if (!u || !g || !pos) {
 			free(u);
+			free(g);
 			free(pos);
 			return -ENOMEM;
 		}
 		for (i = 0; i < s->ninst_slots; i++)
 			pos[i] = IX_NO_SLOT;
 	}
+	/* per owner */
 	for (r = mds_first_region(s); r; r = mds_next_region(s, r)) {
 		if (pos[r->owner] == IX_NO_SLOT) {
 			pos[r->owner] = n;
@@ -725,55 +741,76 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 			u[n].in = &s->insts[i];
 			n++;
 		}
+	/* by instance id: its owners are one entry (sorted by id) */
 	if (n)
 		qsort(u, n, sizeof(*u), cmp_usage);
-	for (i = 0; i < n; i++)
-		pos[u[i].slot] = i;
+	for (i = 0; i < n; i++) {
+		in = u[i].in;
+		if (!ng || cmp_usage(&u[i - 1], &u[i]) != 0)
+			g[ng++].in = in;
+		pos[u[i].slot] = ng - 1;
+		g[ng - 1].owners++;
+		g[ng - 1].regions += u[i].regions;
+		g[ng - 1].allocated += u[i].allocated;
+		g[ng - 1].used += u[i].used;
+		g[ng - 1].keys += u[i].keys;
+		g[ng - 1].pinned += mds_pinned_bytes(in);
+		g[ng - 1].leases += in->nleases;
+		g[ng - 1].conns += in->nconns;
+		if (!g[ng - 1].host && in->host[0])
+			g[ng - 1].host = in->host;
+		if (!g[ng - 1].pid)
+			g[ng - 1].pid = in->pid;
+	}
 	ndev = usage_devs(s, pos, &d);
 	if (ndev < 0) {
 		free(u);
+		free(g);
 		free(pos);
 		return -ENOMEM;
 	}
 	mp_put_map(w, 3);
 	mp_put_key(w, "instances");
-	mp_put_array(w, n);
-	for (i = 0; i < n; i++) {
-		in = u[i].in;
+	mp_put_array(w, ng);
+	for (i = 0; i < ng; i++) {
+		in = g[i].in;
 		for (j = k; j < (size_t)ndev && d[j].pos == i; j++)
 			;
 		nd = (uint32_t)(j - k);
-		mp_put_map(w, 8 + (in->host[0] != '\0') + (in->pid != 0) +
+		mp_put_map(w, 9 + (g[i].host != NULL) + (g[i].pid != 0) +
 				      (nd != 0));
 		mp_put_key(w, "instance_id");
 		mp_put_str(w, in->id, in->id_len);
 		mp_put_key(w, "regions");
-		mp_put_uint(w, u[i].regions);
+		mp_put_uint(w, g[i].regions);
 		mp_put_key(w, "allocated");
-		mp_put_uint(w, u[i].allocated);
+		mp_put_uint(w, g[i].allocated);
 		mp_put_key(w, "used");
-		mp_put_uint(w, u[i].used);
+		mp_put_uint(w, g[i].used);
 		/* an addition: bytes of the keys it holds pins on */
 		mp_put_key(w, "pinned");
-		mp_put_uint(w, mds_pinned_bytes(in));
+		mp_put_uint(w, g[i].pinned);
 		/*
-		 * additions for marutop (issue 17): the keys stored in its
-		 * regions, its active leases and open connections
+		 * additions for marutop: the keys stored in its regions, its
+		 * active leases and open connections, and its clients (the
+		 * owners that share the instance id)
 		 */
 		mp_put_key(w, "keys");
-		mp_put_uint(w, u[i].keys);
+		mp_put_uint(w, g[i].keys);
 		mp_put_key(w, "leases");
-		mp_put_uint(w, in->nleases);
+		mp_put_uint(w, g[i].leases);
 		mp_put_key(w, "connections");
-		mp_put_uint(w, in->nconns);
-		/* where it runs, as its client said */
-		if (in->host[0]) {
+		mp_put_uint(w, g[i].conns);
+		mp_put_key(w, "clients");
+		mp_put_uint(w, g[i].owners);
+		/* where it runs, as its (first) client said */
+		if (g[i].host) {
 			mp_put_key(w, "host");
-			mp_put_str(w, in->host, (uint32_t)strlen(in->host));
+			mp_put_str(w, g[i].host, (uint32_t)strlen(g[i].host));
 		}
-		if (in->pid) {
+		if (g[i].pid) {
 			mp_put_key(w, "pid");
-			mp_put_uint(w, in->pid);
+			mp_put_uint(w, g[i].pid);
 		}
 		/* upstream's later InstanceUsage.devices: its regions' bytes
 		 * per pool (a list of {dax_path, bytes, regions}) */
@@ -799,6 +836,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_uint(w, avail);
 	free(d);
 	free(u);
+	free(g);
 	free(pos);
 	return 0;
 }
@@ -828,10 +866,16 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 		return rc;
 	/* (with no "evicted_ack" a client that takes notices has none) */
 	if ((q->ack || q->notices) && rc == 0)
-		mds_ack_notices(s, mds_inst_for(s, q->instance_id, peer),
+		mds_ack_notices(s, mds_inst_for(s, q->instance_id,
+						q->lease_id, peer),
 				q->lease_id, q->ack);
+	/* (informative: a keep-alive, which claims nothing, still says
+	 * where the owner its name resolves to runs) */
 	if (rc == 0 && !q->lease_release)
-		mds_inst_label(s, q->instance_id, q->host, q->pid);
+		mds_inst_label(s,
+			       mds_inst_named(s, q->instance_id, q->lease_id,
+					      peer),
+			       q->host, q->pid);
 	/* what the client answered from the shared index since it last
 	 * said (additions of counters: a repeat after a lost reply counts
 	 * twice, statistics only) */
@@ -851,7 +895,8 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	notices_take(s,
 		     rc == 1 || q->lease_release
 			     ? IX_NO_SLOT
-			     : mds_inst_for(s, q->instance_id, peer),
+			     : mds_inst_for(s, q->instance_id, q->lease_id,
+					    peer),
 		     false, &nt);
 	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt) +
 			      (s->pub != NULL));
@@ -1089,7 +1134,7 @@ static int resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 		}
 		put_alloc(s, &w, rc, &h,
 			  rc == -EPERM ? IX_NO_SLOT
-				       : mds_inst_for(s, wt->inst,
+				       : mds_inst_for(s, wt->inst, wt->lease,
 						      wt->no_peer ? NULL
 								  : &peer));
 		rc = 0;

@@ -76,20 +76,21 @@ int jr_next(const uint8_t *p, size_t len, size_t *off,
 
 /*
  * The fields after the type: u a number, U a number or nil, s a str or
- * bin, S a str or nil.
+ * bin, S a str or nil; those after a '?' may be absent (a record written
+ * before they were added).
  */
 static const char *const schema[JR_NTYPES] = {
 	[JR_HEAD] = "usu",	  [JR_SNAP_BEGIN] = "u",  [JR_SNAP_END] = "",
 	[JR_LEASE] = "ss",	  [JR_LEASE_END] = "s",	  [JR_REGION] = "uuuusSuu",
 	[JR_FREE] = "uuuu",	  [JR_FREED] = "u",	  [JR_KEY] = "usUuuu",
-	[JR_DEL] = "us",	  [JR_PIN] = "susu",
+	[JR_DEL] = "us",	  [JR_PIN] = "susu?S",
 };
 
 int jr_decode(const uint8_t *p, size_t len, struct jr_rec *rec)
 {
 	struct mp_rd r;
 	struct mp_val v;
-	const char *f;
+	const char *f, *opt;
 	uint32_t n;
 
 	memset(rec, 0, sizeof(*rec));
@@ -102,9 +103,14 @@ int jr_decode(const uint8_t *p, size_t len, struct jr_rec *rec)
 		return -EPROTO;
 	rec->type = (uint8_t)v.u;
 	f = schema[rec->type];
-	if (n - 1 != strlen(f))
+	opt = strchr(f, '?');
+	if (n - 1 != strlen(f) - (opt != NULL) &&
+	    (!opt || n - 1 != (size_t)(opt - f)))
 		return -EPROTO;
-	for (; *f; f++) {
+	for (; *f && n > 1; f++) {
+		if (*f == '?')
+			continue;
+		n--;
 		if (mp_read(&r, &v) < 0)
 			return -EPROTO;
 		switch (*f) {
@@ -327,7 +333,8 @@ void jr_put_del(struct jr *j, uint8_t tag, const uint8_t *key, uint32_t klen)
 	rec_end(j, &w, at);
 }
 
-void jr_put_pin(struct jr *j, const char *inst, uint32_t ilen, uint8_t tag,
+void jr_put_pin(struct jr *j, const char *inst, uint32_t ilen,
+		const char *lease, uint32_t llen, uint8_t tag,
 		const uint8_t *key, uint32_t klen, uint64_t count)
 {
 	struct mp_wr w;
@@ -335,11 +342,15 @@ void jr_put_pin(struct jr *j, const char *inst, uint32_t ilen, uint8_t tag,
 
 	if (off(j))
 		return;
-	at = rec_begin(j, &w, JR_PIN, 4);
+	at = rec_begin(j, &w, JR_PIN, 5);
 	mp_put_str(&w, inst, ilen);
 	mp_put_uint(&w, tag);
 	mp_put_bin(&w, key, klen);
 	mp_put_uint(&w, count);
+	if (lease)
+		mp_put_str(&w, lease, llen);
+	else
+		mp_put_nil(&w);
 	rec_end(j, &w, at);
 }
 

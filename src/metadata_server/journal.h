@@ -61,7 +61,9 @@ enum jr_type {
 	JR_FREED = 8,	   /* region_id: the RM answered its FREE */
 	JR_KEY = 9,	   /* tag, key, region_id|nil, off, len, gen */
 	JR_DEL = 10,	   /* tag, key: gone */
-	JR_PIN = 11,	   /* instance, tag, key, count (0: none) */
+	JR_PIN = 11,	   /* instance, tag, key, count (0: none), the
+			    * holder's lease|nil (absent in older journals:
+			    * nil) */
 	JR_NTYPES
 };
 
@@ -219,7 +221,9 @@ void jr_put_freed(struct jr *j, uint64_t region_id);
 void jr_put_key(struct jr *j, uint8_t tag, const uint8_t *key, uint32_t klen,
 		uint64_t region_id, uint64_t off, uint64_t len, uint64_t gen);
 void jr_put_del(struct jr *j, uint8_t tag, const uint8_t *key, uint32_t klen);
-void jr_put_pin(struct jr *j, const char *inst, uint32_t ilen, uint8_t tag,
+/* @lease: the holder's lease (an owner of @inst), NULL for none */
+void jr_put_pin(struct jr *j, const char *inst, uint32_t ilen,
+		const char *lease, uint32_t llen, uint8_t tag,
 		const uint8_t *key, uint32_t klen, uint64_t count);
 
 #endif

@@ -113,7 +113,7 @@ int mds_init(struct mds *s, const struct mds_config *cfg,
 	s->rm_arg = rm_arg;
 	ix_init(&s->kv, seed);
 	ix_init(&s->region_map, seed ^ 1);
-	ix_init(&s->inst_map, seed ^ 2);
+	ix_init(&s->label_map, seed ^ 2);
 	ix_init(&s->lease_map, seed ^ 3);
 	ix_init(&s->ended, seed ^ 4);
 	stats_init(&s->stats, seed ^ 5);
@@ -122,7 +122,7 @@ int mds_init(struct mds *s, const struct mds_config *cfg,
 		return -EINVAL;
 	s->anon_pins.uid = ++s->next_uid;
 	s->reg_free = s->reg_head = s->reg_tail = IX_NO_SLOT;
-	s->inst_free = s->lease_free = IX_NO_SLOT;
+	s->inst_free = s->lease_free = s->label_free = IX_NO_SLOT;
 	s->ended_ring = calloc(MDS_ENDED_LEASES, sizeof(*s->ended_ring));
 	if (!s->ended_ring)
 		return -ENOMEM;
@@ -148,9 +148,13 @@ void mds_destroy(struct mds *s)
 	}
 	for (i = 0; i < s->ninst_slots; i++) {
 		free(s->insts[i].id);
+		free(s->insts[i].lease_id);
 		free(s->insts[i].pins.rec);
 		free(s->insts[i].nq);
 	}
+	for (i = 0; i < s->nlabel_slots; i++)
+		free(s->labels[i].id);
+	free(s->labels);
 	for (i = 0; i < s->nlease_slots; i++)
 		free(s->leases[i].id);
 	for (fd = 0; fd < s->nconn_slots; fd++) {
@@ -167,7 +171,7 @@ void mds_destroy(struct mds *s)
 	free(s->ended_ring);
 	ix_destroy(&s->kv);
 	ix_destroy(&s->region_map);
-	ix_destroy(&s->inst_map);
+	ix_destroy(&s->label_map);
 	ix_destroy(&s->lease_map);
 	ix_destroy(&s->ended);
 	stats_destroy(&s->stats);
@@ -233,36 +237,120 @@ static void log_pin(struct mds *s, const struct mds_pins *hp,
 	if (!s->jr || !hp->owner1)
 		return;
 	in = &s->insts[hp->owner1 - 1];
-	jr_put_pin(s->jr, in->id, in->id_len, ix_entry_tag(e), e->key,
-		   ix_entry_klen(e), count);
+	jr_put_pin(s->jr, in->id, in->id_len, in->lease_id, in->lease_len,
+		   ix_entry_tag(e), e->key, ix_entry_klen(e), count);
 }
 
-/* ---- instances ---- */
+/* ---- instance ids (labels) and their owners ----
+ *
+ * An instance id is a label that clients choose (a worker's configured
+ * id, a uuid shared by the handlers of one MaruConfig); it owns nothing.
+ * What a client allocates belongs to an *owner* (struct mds_inst): the
+ * holder of one lease, or -- for a client without leases (an upstream
+ * one) -- the connections that claimed a lease-less owner of that id.
+ * Any number of owners may share a label: several handlers, threads or
+ * processes, a restarted worker beside its dying predecessor.  Usage,
+ * quotas, the event stream and the statistics group owners by label
+ * (struct mds_label); authority is the owner's (see "Authority" in
+ * store.h): nothing is granted by naming an instance id.
+ */
 
-static uint32_t inst_find(struct mds *s, struct mds_str id)
+static uint32_t label_find(struct mds *s, struct mds_str id)
 {
 	struct ix_key k = str_key(id);
 	struct ix_entry *e;
 
 	if (!id.ptr)
 		return IX_NO_SLOT;
-	e = ix_find(&s->inst_map, &k, ix_hash(&s->inst_map, &k));
+	e = ix_find(&s->label_map, &k, ix_hash(&s->label_map, &k));
 	return e ? e->slot : IX_NO_SLOT;
 }
 
-static uint32_t inst_create(struct mds *s, struct mds_str id)
+/* the label @id, created (and said to have joined) if new */
+static uint32_t label_get(struct mds *s, struct mds_str id)
 {
 	struct ix_key k = str_key(id);
-	struct mds_inst *in;
+	struct mds_label *lb;
 	struct ix_entry *e;
-	uint32_t slot;
+	uint32_t slot = label_find(s, id);
 
+	if (slot != IX_NO_SLOT)
+		return slot;
+	if (s->label_free == IX_NO_SLOT) {
+		uint32_t old = s->nlabel_slots, i;
+
+		if (grow((void **)&s->labels, &s->nlabel_slots,
+			 sizeof(*s->labels)) < 0)
+			return IX_NO_SLOT;
+		for (i = s->nlabel_slots; i-- > old;) {
+			s->labels[i].next_free = s->label_free;
+			s->label_free = i;
+		}
+	}
+	slot = s->label_free;
+	lb = &s->labels[slot];
+	lb->id = dup_str(id);
+	if (!lb->id)
+		return IX_NO_SLOT;
+	if (ix_insert(&s->label_map, &k, ix_hash(&s->label_map, &k), &e) < 0) {
+		free(lb->id);
+		lb->id = NULL;
+		return IX_NO_SLOT;
+	}
+	s->label_free = lb->next_free;
+	lb->id_len = id.len;
+	lb->nowners = 0;
+	lb->first = IX_NO_SLOT;
+	lb->bytes = lb->pending = 0;
+	lb->ie = e;
+	e->slot = slot;
+	if (!s->replaying) {
+		s->ctr.inst_joined++;
+		log_info("instance %s: joined", lb->id);
+	}
+	return slot;
+}
+
+/* the last owner of label @slot went: forget it */
+static void label_gc(struct mds *s, uint32_t slot)
+{
+	struct mds_label *lb = &s->labels[slot];
+
+	if (lb->nowners)
+		return;
+	if (!s->replaying) {
+		s->ctr.inst_left++;
+		log_info("instance %s: left (no region, lease or connection "
+			 "of it remains)",
+			 lb->id);
+	}
+	ix_delete(&s->label_map, lb->ie);
+	stats_forget(&s->stats, lb->id, lb->id_len);
+	free(lb->id);
+	memset(lb, 0, sizeof(*lb));
+	lb->next_free = s->label_free;
+	s->label_free = slot;
+}
+
+/*
+ * A new owner under label @id: the holder of lease @lease, or (empty) a
+ * lease-less one.  Its lease, if any, is the caller's to create.
+ */
+static uint32_t inst_create(struct mds *s, struct mds_str id,
+			    struct mds_str lease)
+{
+	uint32_t slot, lab = label_get(s, id);
+	struct mds_label *lb;
+	struct mds_inst *in;
+
+	if (lab == IX_NO_SLOT)
+		return IX_NO_SLOT;
 	if (s->inst_free == IX_NO_SLOT) {
 		uint32_t old = s->ninst_slots, i;
 
 		if (grow((void **)&s->insts, &s->ninst_slots,
 			 sizeof(*s->insts)) < 0)
-			return IX_NO_SLOT;
+			goto fail;
 		for (i = s->ninst_slots; i-- > old;) {
 			s->insts[i].next_free = s->inst_free;
 			s->inst_free = i;
@@ -271,15 +359,16 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	slot = s->inst_free;
 	in = &s->insts[slot];
 	in->id = dup_str(id);
-	if (!in->id)
-		return IX_NO_SLOT;
-	if (ix_insert(&s->inst_map, &k, ix_hash(&s->inst_map, &k), &e) < 0) {
+	in->lease_id = lease.len ? dup_str(lease) : NULL;
+	if (!in->id || (lease.len && !in->lease_id)) {
 		free(in->id);
-		in->id = NULL;
-		return IX_NO_SLOT;
+		free(in->lease_id);
+		in->id = in->lease_id = NULL;
+		goto fail;
 	}
 	s->inst_free = in->next_free;
 	in->id_len = id.len;
+	in->lease_len = lease.len;
 	in->nregions = in->npeer = in->npeer_gone = in->nconns = 0;
 	in->nleases = 0;
 	in->bytes = in->pending = 0;
@@ -290,22 +379,31 @@ static uint32_t inst_create(struct mds *s, struct mds_str id)
 	in->hb_at = 0;
 	in->pins.uid = ++s->next_uid;
 	in->pins.owner1 = slot + 1;
-	in->ie = e;
-	e->slot = slot;
-	if (!s->replaying) {
-		s->ctr.inst_joined++;
-		log_info("instance %s: joined", in->id);
-	}
+	/* first in its label's list */
+	lb = &s->labels[lab];
+	in->label = lab;
+	in->sib_prev = IX_NO_SLOT;
+	in->sib_next = lb->first;
+	if (lb->first != IX_NO_SLOT)
+		s->insts[lb->first].sib_prev = slot;
+	lb->first = slot;
+	lb->nowners++;
+	if (!s->replaying)
+		log_dbg("instance %s: a client joined (%s; %u of them)",
+			in->id, lease.len ? "with a lease" : "no lease",
+			lb->nowners);
 	return slot;
+fail:
+	label_gc(s, lab);
+	return IX_NO_SLOT;
 }
 
 static void pins_release(struct mds *s, struct mds_pins *hp);
 static void snap_tick(struct mds *s, uint64_t ns);
 
-void mds_inst_label(struct mds *s, struct mds_str inst, struct mds_str host,
+void mds_inst_label(struct mds *s, uint32_t slot, struct mds_str host,
 		    uint64_t pid)
 {
-	uint32_t slot = inst_find(s, inst);
 	struct mds_inst *in;
 	size_t n;
 
@@ -324,29 +422,46 @@ void mds_inst_label(struct mds *s, struct mds_str inst, struct mds_str host,
 		in->pid = (uint32_t)pid;
 }
 
-/* Forget an instance nobody refers to any more. */
+/* Forget an owner nobody refers to any more (and its label, if last). */
 static void inst_maybe_gc(struct mds *s, uint32_t slot)
 {
 	struct mds_inst *in = &s->insts[slot];
+	struct mds_label *lb;
+	uint32_t lab;
 
 	if (!in->id || in->nregions || in->nconns || in->nleases ||
 	    in->pending)
 		return;
 	pins_release(s, &in->pins);
-	if (!s->replaying) {
-		s->ctr.inst_left++;
-		log_info("instance %s: left (no region, lease or connection "
-			 "of it remains)",
-			 in->id);
-	}
+	if (!s->replaying)
+		log_dbg("instance %s: a client left", in->id);
 	free(in->pins.rec);
 	free(in->nq);
-	ix_delete(&s->inst_map, in->ie);
-	stats_forget(&s->stats, in->id, (uint32_t)strlen(in->id));
+	free(in->lease_id);
 	free(in->id);
+	lab = in->label;
+	lb = &s->labels[lab];
+	if (in->sib_prev != IX_NO_SLOT)
+		s->insts[in->sib_prev].sib_next = in->sib_next;
+	else
+		lb->first = in->sib_next;
+	if (in->sib_next != IX_NO_SLOT)
+		s->insts[in->sib_next].sib_prev = in->sib_prev;
+	lb->nowners--;
 	memset(in, 0, sizeof(*in));
 	in->next_free = s->inst_free;
 	s->inst_free = slot;
+	label_gc(s, lab);
+}
+
+/* its label's and its own byte counts move by @d (regions), @p (parked) */
+static void inst_bytes(struct mds *s, struct mds_inst *in, int64_t d,
+		       int64_t p)
+{
+	in->bytes += (uint64_t)d;
+	s->labels[in->label].bytes += (uint64_t)d;
+	in->pending += (uint64_t)p;
+	s->labels[in->label].pending += (uint64_t)p;
 }
 
 /* (Re)compute when a lease-less instance would be declared dead. */
@@ -516,11 +631,17 @@ static bool attach(struct mds *s, struct mds_peer *peer, uint32_t slot)
 	return true;
 }
 
+/* a lease-less owner that nobody holds: a reconnecting client takes it */
+static bool inst_free_leaseless(const struct mds_inst *in)
+{
+	return !in->lease_id && !in->nconns && !in->nleases;
+}
+
 /*
- * May @peer act for instance @slot (store.h, "Authority")?  Yes when its
- * connection is the instance's, when it presents the instance's active
- * lease @lslot, or when the instance is free: no open connection and no
- * active lease.  No peer: a trusted caller.
+ * May @peer act for owner @slot (store.h, "Authority")?  Yes when its
+ * connection is the owner's, when it presents the owner's active lease
+ * @lslot, or when the owner is lease-less and free.  No peer: a trusted
+ * caller.
  */
 static bool may_act(struct mds *s, struct mds_peer *peer, uint32_t slot,
 		    uint32_t lslot)
@@ -537,25 +658,126 @@ static bool may_act(struct mds *s, struct mds_peer *peer, uint32_t slot,
 		return true;
 	if (lslot != IX_NO_SLOT && s->leases[lslot].owner == slot)
 		return true;
-	return !in->nconns && !in->nleases;
+	return inst_free_leaseless(in);
 }
 
 /*
- * may_act(), and then the connection is the instance's.  A lease @lslot
- * that belongs to another instance proves nothing: refused.
+ * may_act(), and then the connection is the owner's.  A lease @lslot
+ * that belongs to another owner proves nothing: refused.
  */
 static bool claim(struct mds *s, struct mds_peer *peer, uint32_t slot,
 		  uint32_t lslot)
 {
 	if ((lslot != IX_NO_SLOT && s->leases[lslot].owner != slot) ||
 	    !may_act(s, peer, slot, lslot)) {
-		log_dbg("instance %s: refused to connection fd %d (held by "
-			"%u other connection(s))",
-			s->insts[slot].id, peer ? peer->fd : -1,
-			s->insts[slot].nconns);
+		log_dbg("instance %s: a client's region or pin refused to "
+			"connection fd %d (not its owner)",
+			s->insts[slot].id, peer ? peer->fd : -1);
 		return false;
 	}
 	return !peer || attach(s, peer, slot);
+}
+
+static bool inst_is(const struct mds_inst *in, struct mds_str id)
+{
+	return in->id_len == id.len && (!id.len || !memcmp(in->id, id.ptr, id.len));
+}
+
+/*
+ * An owner of label @lab that @peer's connection belongs to (no peer, a
+ * trusted caller: the label's first lease-less owner, else its first).
+ */
+static uint32_t owner_on_conn(struct mds *s, struct mds_peer *peer,
+			      uint32_t lab)
+{
+	uint32_t i, slot, any = IX_NO_SLOT;
+	struct mds_conn *c;
+
+	if (!peer) {
+		for (slot = s->labels[lab].first; slot != IX_NO_SLOT;
+		     slot = s->insts[slot].sib_next) {
+			if (!s->insts[slot].lease_id)
+				return slot;
+			if (any == IX_NO_SLOT)
+				any = slot;
+		}
+		return any;
+	}
+	c = peer_conn(s, peer);
+	for (i = 0; c && i < c->ninst; i++)
+		if (s->insts[c->inst[i]].label == lab)
+			return c->inst[i];
+	return IX_NO_SLOT;
+}
+
+static uint32_t lease_find(struct mds *s, struct mds_str id);
+static uint32_t lease_create(struct mds *s, struct mds_str id, uint32_t owner);
+
+/*
+ * The owner a request naming instance @inst, with lease @lease (empty:
+ * none), from @peer acts as (store.h, "Authority"): the lease's owner; a
+ * new owner, with its lease, for a new lease; else the owner of @inst
+ * @peer's connection belongs to; else a lease-less owner of @inst that
+ * nobody holds; else a new lease-less one.  With !@create, nothing is
+ * made.  *@lslot: the lease's slot (IX_NO_SLOT: none).
+ * Return: the owner's slot, or IX_NO_SLOT with *@err: -EPERM (the lease
+ * is another instance id's), -ENOENT (none, !@create), -ENOMEM.
+ */
+static uint32_t owner_resolve(struct mds *s, struct mds_str inst,
+			      struct mds_str lease, struct mds_peer *peer,
+			      bool create, uint32_t *lslot, int *err)
+{
+	uint32_t lab, slot;
+
+	*lslot = IX_NO_SLOT;
+	*err = -ENOENT;
+	if (lease.len) {
+		*lslot = lease_find(s, lease);
+		if (*lslot != IX_NO_SLOT) {
+			slot = s->leases[*lslot].owner;
+			if (inst_is(&s->insts[slot], inst))
+				return slot;
+			*lslot = IX_NO_SLOT;
+			*err = -EPERM;
+			return IX_NO_SLOT;
+		}
+		if (!create)
+			return IX_NO_SLOT;
+		*err = -ENOMEM;
+		slot = inst_create(s, inst, lease);
+		if (slot == IX_NO_SLOT)
+			return IX_NO_SLOT;
+		*lslot = lease_create(s, lease, slot);
+		if (*lslot == IX_NO_SLOT) {
+			inst_maybe_gc(s, slot);
+			return IX_NO_SLOT;
+		}
+		return slot;
+	}
+	lab = label_find(s, inst);
+	if (lab != IX_NO_SLOT) {
+		slot = owner_on_conn(s, peer, lab);
+		if (slot != IX_NO_SLOT)
+			return slot;
+		for (slot = s->labels[lab].first; slot != IX_NO_SLOT;
+		     slot = s->insts[slot].sib_next)
+			if (inst_free_leaseless(&s->insts[slot]))
+				return slot;
+	}
+	if (!create)
+		return IX_NO_SLOT;
+	slot = inst_create(s, inst, (struct mds_str){NULL, 0});
+	*err = -ENOMEM;
+	return slot;
+}
+
+/* the owner @w waits for, if it is still there */
+static uint32_t wait_owner(const struct mds *s, const struct mds_wait *w)
+{
+	return w->oslot < s->ninst_slots && s->insts[w->oslot].id &&
+			       s->insts[w->oslot].pins.uid == w->ouid
+		       ? w->oslot
+		       : IX_NO_SLOT;
 }
 
 /* ---- pins ---- */
@@ -805,7 +1027,7 @@ static void region_forget(struct mds *s, uint32_t slot)
 	s->nregions--;
 	s->total_allocated -= r->h.length;
 	s->insts[owner].nregions--;
-	s->insts[owner].bytes -= r->h.length;
+	inst_bytes(s, &s->insts[owner], -(int64_t)r->h.length, 0);
 
 	if (r->deferred)
 		s->ndeferred--;
@@ -824,8 +1046,7 @@ static void earmark(struct mds *s, uint32_t islot)
 	if (islot >= s->ninst_slots || !s->insts[islot].id)
 		return;
 	for (w = s->cap_head; w; w = w->next)
-		if (!w->cap_quota && w->inst.len == s->insts[islot].id_len &&
-		    !memcmp(w->inst.ptr, s->insts[islot].id, w->inst.len)) {
+		if (!w->cap_quota && wait_owner(s, w) == islot) {
 			w->earmarked++;
 			return;
 		}
@@ -927,7 +1148,7 @@ static int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
 	s->nregions++;
 	s->total_allocated += h->length;
 	s->insts[owner].nregions++;
-	s->insts[owner].bytes += h->length;
+	inst_bytes(s, &s->insts[owner], (int64_t)h->length, 0);
 	if (lease != IX_NO_SLOT)
 		s->leases[lease].nregions++;
 	r->state = REG_UNUSED;
@@ -1373,17 +1594,32 @@ uint64_t mds_evict(struct mds *s, uint64_t bytes)
 	return evict_on(s) ? evict_some(s, bytes, UINT64_MAX) : 0;
 }
 
-uint32_t mds_inst_for(struct mds *s, struct mds_str inst,
+uint32_t mds_inst_named(struct mds *s, struct mds_str inst,
+			struct mds_str lease, struct mds_peer *peer)
+{
+	uint32_t lslot;
+	int err;
+
+	return owner_resolve(s, inst, lease, peer, false, &lslot, &err);
+}
+
+uint32_t mds_inst_for(struct mds *s, struct mds_str inst, struct mds_str lease,
 		      struct mds_peer *peer)
 {
-	uint32_t slot = inst_find(s, inst);
-	struct mds_conn *c;
+	uint32_t lslot, slot;
+	int err;
 
-	if (slot == IX_NO_SLOT || !peer || last_conn(s, peer, slot))
+	slot = owner_resolve(s, inst, lease, peer, false, &lslot, &err);
+	if (slot == IX_NO_SLOT || lslot != IX_NO_SLOT || !peer ||
+	    last_conn(s, peer, slot))
 		return slot;
-	c = peer_conn(s, peer);
-	return c && conn_has(c, slot) ? slot : IX_NO_SLOT;
+	/* without a lease: only an owner the connection belongs to (not a
+	 * free lease-less one it did not claim) */
+	return owner_on_conn(s, peer, s->insts[slot].label) == slot
+		       ? slot
+		       : IX_NO_SLOT;
 }
+
 
 /* is @q's region one emptied for another's request, still @in's? */
 static bool notice_wanted(struct mds *s, const struct mds_inst *in,
@@ -1590,12 +1826,10 @@ bool mds_under_pressure(const struct mds *s)
 /* does a REQUEST_ALLOC of instance @islot wait for capacity? */
 static bool inst_waits(const struct mds *s, uint32_t islot)
 {
-	const struct mds_inst *in = &s->insts[islot];
 	const struct mds_wait *w;
 
 	for (w = s->cap_head; w; w = w->next)
-		if (w->inst.len == in->id_len &&
-		    !memcmp(w->inst.ptr, in->id, in->id_len))
+		if (wait_owner(s, w) == islot)
 			return true;
 	return false;
 }
@@ -1670,7 +1904,7 @@ static uint64_t waiting_bytes(struct mds *s)
 
 	for (w = s->cap_head; w; w = w->next)
 		if (!w->cap_quota &&
-		    !mds_notices_pending(s, inst_find(s, w->inst)))
+		    !mds_notices_pending(s, wait_owner(s, w)))
 			n += w->size;
 	return n;
 }
@@ -1734,7 +1968,7 @@ static bool own_pages(struct mds *s, const struct mds_wait *w,
  */
 static int reclaim_for(struct mds *s, struct mds_wait *w)
 {
-	uint32_t islot = inst_find(s, w->inst);
+	uint32_t islot = wait_owner(s, w);
 	uint64_t got = 0;
 
 	s->full_at = s->vnow;
@@ -1837,7 +2071,7 @@ static void cap_serve(struct mds *s)
 	 * request that needs one: not at its quota, no pages of its own
 	 * coming */
 	for (w = s->cap_head; !freed && w; w = w->next) {
-		islot = inst_find(s, w->inst);
+		islot = wait_owner(s, w);
 		if (w->cap_quota || mds_notices_pending(s, islot))
 			continue;
 		if (coming_bytes(s) < waiting_bytes(s))
@@ -1846,7 +2080,7 @@ static void cap_serve(struct mds *s)
 	}
 	for (w = s->cap_head; w; w = next) {
 		next = w->next;
-		islot = inst_find(s, w->inst);
+		islot = wait_owner(s, w);
 		if (own_pages(s, w, islot) ||
 		    (!w->cap_quota && holds_wanted(s, islot))) {
 			/* (one that holds a region another request waits
@@ -2014,36 +2248,26 @@ static void deferred_tick(struct mds *s)
 
 /* ---- allocations ---- */
 
-/* Before the RM: the instance (and lease) slots the region will have. */
+/* Before the RM: the owner (and lease) slots the region will have. */
 static int alloc_prepare(struct mds *s, struct mds_str inst,
 			 struct mds_str lease, struct mds_peer *peer,
 			 uint32_t *islotp, uint32_t *lslotp)
 {
-	uint32_t islot, lslot = IX_NO_SLOT;
+	uint32_t islot, lslot;
+	int err;
 
 	if (!s->cfg.lease_ttl_ns)
 		lease.len = 0; /* no leases granted: plain allocation */
 	if (lease.len && lease_ended(s, lease))
 		return -ESTALE;
-	islot = inst_find(s, inst);
+	islot = owner_resolve(s, inst, lease, peer, true, &lslot, &err);
 	if (islot == IX_NO_SLOT)
-		islot = inst_create(s, inst);
-	if (islot == IX_NO_SLOT)
-		return -ENOMEM;
-	if (lease.len)
-		lslot = lease_find(s, lease);
+		return err;
 	if (!claim(s, peer, islot, lslot)) {
 		inst_maybe_gc(s, islot);
 		return -EPERM;
 	}
 	revive(s, islot);
-	if (lease.len && lslot == IX_NO_SLOT) {
-		lslot = lease_create(s, lease, islot);
-		if (lslot == IX_NO_SLOT) {
-			inst_maybe_gc(s, islot);
-			return -ENOMEM;
-		}
-	}
 	*islotp = islot;
 	*lslotp = lslot;
 	return 0;
@@ -2080,10 +2304,15 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	rc = alloc_prepare(s, inst, lease, peer, &islot, &lslot);
 	if (rc < 0)
 		return rc;
-	/* --instance-quota (issue 12): what one instance may hold */
+	if (w) {
+		w->oslot = islot;
+		w->ouid = s->insts[islot].pins.uid;
+	}
+	/* --instance-quota: what one instance id may hold, all its owners */
 	if (s->cfg.inst_quota &&
 	    (size > s->cfg.inst_quota ||
-	     s->insts[islot].bytes + s->insts[islot].pending >
+	     s->labels[s->insts[islot].label].bytes +
+			     s->labels[s->insts[islot].label].pending >
 		     s->cfg.inst_quota - size)) {
 		/*
 		 * At its quota the instance's own coldest keys go, whatever
@@ -2130,7 +2359,7 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 		/* the slots stay; mds_alloc_finish() resolves */
 		if (lslot != IX_NO_SLOT)
 			s->leases[lslot].parked++;
-		s->insts[islot].pending += size;
+		inst_bytes(s, &s->insts[islot], 0, (int64_t)size);
 		return rc;
 	}
 	if (rc < 0) {
@@ -2152,7 +2381,7 @@ void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
 int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		     struct mds_peer *peer, struct rm_handle *out)
 {
-	uint32_t islot, lslot;
+	uint32_t islot, lslot, waited;
 	int rc;
 
 	/* the pool is full: evict, and wait (again) for capacity */
@@ -2162,12 +2391,13 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 			return rc; /* still parked: nothing changes */
 		(w)->rc = rc;
 	}
-	/* no longer parked (its instance was kept for this) */
-	islot = inst_find(s, w->inst);
+	/* no longer parked (its owner was kept for this) */
+	islot = wait_owner(s, w);
 	if (islot != IX_NO_SLOT)
-		s->insts[islot].pending -= s->insts[islot].pending < w->size
-						   ? s->insts[islot].pending
-						   : w->size;
+		inst_bytes(s, &s->insts[islot], 0,
+			   -(int64_t)(s->insts[islot].pending < w->size
+					      ? s->insts[islot].pending
+					      : w->size));
 	/* the request waited: it counts as a renewal of its lease */
 	lslot = w->lease.len ? lease_find(s, w->lease) : IX_NO_SLOT;
 	if (lslot != IX_NO_SLOT && s->leases[lslot].parked) {
@@ -2175,7 +2405,6 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		s->leases[lslot].deadline = s->vnow + s->cfg.lease_ttl_ns;
 	}
 	if (w->rc != 0 || !peer) {
-		islot = inst_find(s, w->inst);
 		if (islot != IX_NO_SLOT)
 			inst_maybe_gc(s, islot);
 		if (w->rc != 0)
@@ -2188,14 +2417,17 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		return -ECANCELED;
 	}
 	/* by name again: the slots may have changed while we waited */
+	waited = islot;
 	rc = alloc_prepare(s, w->inst, w->lease, w->no_peer ? NULL : peer,
 			   &islot, &lslot);
 	if (rc < 0) {
+		if (waited != IX_NO_SLOT)
+			inst_maybe_gc(s, waited);
 		log_info("region %llu: %s while the resource manager "
 			 "answered; freeing it",
 			 (unsigned long long)w->h.region_id,
 			 rc == -ESTALE	 ? "the lease ended"
-			 : rc == -EPERM ? "the instance was claimed elsewhere"
+			 : rc == -EPERM ? "its lease is another instance's"
 					 : "out of memory");
 		queue_free(s, &w->h);
 		flush_pending(s);
@@ -2206,7 +2438,7 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		if (w->path)
 			mds_region_set_dev(s, w->h.region_id, w->path,
 					   strlen(w->path));
-		mds_inst_label(s, w->inst,
+		mds_inst_label(s, islot,
 			       (struct mds_str){w->host, strlen(w->host)},
 			       w->pid);
 	}
@@ -2420,19 +2652,20 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		  bool release, bool notices, struct mds_peer *peer)
 {
 	bool leased = s->cfg.lease_ttl_ns && lease.ptr && lease.len;
-	uint32_t islot, lslot = IX_NO_SLOT;
-	struct mds_conn *c;
+	uint32_t islot, lslot;
+	int err;
 
 	if (!inst.ptr || !inst.len)
 		return 0; /* a ping: leases belong to an instance */
 	if (!leased) {
 		/* a keep-alive proves nothing and claims nothing: another
-		 * connection of the instance (a heartbeat thread's) must not
-		 * take it, nor be refused (review finding) */
-		islot = inst_find(s, inst);
-		if (islot != IX_NO_SLOT && (!peer || last_conn(s, peer, islot) ||
-					    ((c = peer_conn(s, peer)) &&
-					     conn_has(c, islot)))) {
+		 * connection of the owner (a heartbeat thread's) must not
+		 * take it, nor be refused */
+		islot = owner_resolve(s, inst, lease, peer, false, &lslot,
+				      &err);
+		if (islot != IX_NO_SLOT &&
+		    (!peer || last_conn(s, peer, islot) ||
+		     owner_on_conn(s, peer, s->insts[islot].label) == islot)) {
 			revive(s, islot);
 			if (notices) {
 				s->insts[islot].notices = true;
@@ -2443,17 +2676,15 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 	}
 	if (lease_ended(s, lease))
 		return 1;
-	islot = inst_find(s, inst);
+	/* a new owner needs a connection, and ending a lease makes none */
+	islot = owner_resolve(s, inst, lease, peer,
+			      !release && (!peer || peer_conn(s, peer)),
+			      &lslot, &err);
 	if (islot == IX_NO_SLOT) {
-		/* a record just for a connection needs a connection */
-		if (peer && !peer_conn(s, peer))
-			return 0;
-		islot = inst_create(s, inst);
-		if (islot == IX_NO_SLOT)
-			return 0;
+		if (release)
+			remember_ended(s, lease);
+		return err == -EPERM ? -EPERM : 0;
 	}
-	if (leased)
-		lslot = lease_find(s, lease);
 	if (!claim(s, peer, islot, lslot)) {
 		inst_maybe_gc(s, islot);
 		return -EPERM;
@@ -2463,17 +2694,10 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		s->insts[islot].notices = true;
 		s->insts[islot].hb_at = s->vnow;
 	}
-	if (release) {
-		if (lslot != IX_NO_SLOT)
-			lease_end(s, lslot, false);
-		else
-			remember_ended(s, lease);
-	} else {
-		if (lslot == IX_NO_SLOT)
-			lslot = lease_create(s, lease, islot);
-		if (lslot != IX_NO_SLOT)
-			s->leases[lslot].deadline = s->vnow + s->cfg.lease_ttl_ns;
-	}
+	if (release)
+		lease_end(s, lslot, false);
+	else
+		s->leases[lslot].deadline = s->vnow + s->cfg.lease_ttl_ns;
 	inst_maybe_gc(s, islot);
 	return 0;
 }
@@ -2599,14 +2823,53 @@ static int rec_key(uint64_t tag, const struct jr_bytes *b, struct ix_key *k)
 	return 0;
 }
 
-static uint32_t inst_get(struct mds *s, struct mds_str id)
+/*
+ * A replay's owner: the one of lease @lease under instance id @id (an
+ * active lease's, or one made for it that outlived it), or, for an empty
+ * @lease, @id's lease-less owner (a restart has no connections: lease-less
+ * owners of one id are one); made when missing.  IX_NO_SLOT: @id empty, a
+ * lease of another id, or -ENOMEM.
+ */
+static uint32_t inst_get(struct mds *s, struct mds_str id,
+			 struct mds_str lease)
 {
-	uint32_t slot;
+	uint32_t lab, slot, lslot;
+	const struct mds_inst *in;
 
 	if (!id.len)
 		return IX_NO_SLOT;
-	slot = inst_find(s, id);
-	return slot != IX_NO_SLOT ? slot : inst_create(s, id);
+	if (lease.len && (lslot = lease_find(s, lease)) != IX_NO_SLOT) {
+		slot = s->leases[lslot].owner;
+		return inst_is(&s->insts[slot], id) ? slot : IX_NO_SLOT;
+	}
+	lab = label_find(s, id);
+	for (slot = lab != IX_NO_SLOT ? s->labels[lab].first : IX_NO_SLOT;
+	     slot != IX_NO_SLOT; slot = in->sib_next) {
+		in = &s->insts[slot];
+		if (lease.len ? in->lease_id && in->lease_len == lease.len &&
+					!memcmp(in->lease_id, lease.ptr,
+						lease.len)
+			      : !in->lease_id)
+			return slot;
+	}
+	return inst_create(s, id, lease);
+}
+
+/* a replay moves region @r to owner @islot of the same instance id (its
+ * lease ended: the journal names the lease-less owner from then on) */
+static void region_reown(struct mds *s, struct mds_region *r, uint32_t islot)
+{
+	uint8_t state = r->state, why = r->gone_why;
+	uint32_t old = r->owner;
+
+	region_set(s, r, REG_RETURNED, 0); /* out of the peer counts */
+	s->insts[old].nregions--;
+	inst_bytes(s, &s->insts[old], -(int64_t)r->h.length, 0);
+	r->owner = islot;
+	s->insts[islot].nregions++;
+	inst_bytes(s, &s->insts[islot], (int64_t)r->h.length, 0);
+	region_set(s, r, state, why);
+	inst_maybe_gc(s, old);
 }
 
 uint64_t mds_entry_region_id(void *arg, const struct ix_entry *e)
@@ -2712,7 +2975,9 @@ static int apply_del(struct mds *s, const struct jr_rec *rec)
 
 static int apply_pin(struct mds *s, const struct jr_rec *rec)
 {
-	uint32_t islot = inst_get(s, rec_str(&rec->s[0]));
+	uint32_t islot = inst_get(s, rec_str(&rec->s[0]),
+				  rec->ns > 2 ? rec_str(&rec->s[2])
+					      : (struct mds_str){NULL, 0});
 	struct ix_entry *e, *pr;
 	struct mds_pins *hp;
 	struct ix_key k;
@@ -2771,7 +3036,7 @@ static int apply_region(struct mds *s, const struct jr_rec *rec)
 	    (state == REG_GONE && why != GONE_LEASE && why != GONE_PEER) ||
 	    (state != REG_GONE && why) || !h.length)
 		return -EPROTO;
-	islot = inst_get(s, rec_str(&rec->s[0]));
+	islot = inst_get(s, rec_str(&rec->s[0]), lid);
 	if (islot == IX_NO_SLOT)
 		return -EPROTO;
 	if (rec->s[1].p) {
@@ -2786,9 +3051,14 @@ static int apply_region(struct mds *s, const struct jr_rec *rec)
 		if (region_add(s, &h, islot, lslot) < 0)
 			return -ENOMEM;
 		r = region_find(s, h.region_id, &slot);
-	} else if (r->owner != islot || memcmp(&r->h, &h, sizeof(h))) {
+	} else if (memcmp(&r->h, &h, sizeof(h)) ||
+		   (r->owner != islot &&
+		    !inst_is(&s->insts[r->owner], rec_str(&rec->s[0])))) {
 		return -EPROTO;
-	} else if (r->lease != lslot) {
+	}
+	if (r->owner != islot)
+		region_reown(s, r, islot);
+	if (r->lease != lslot) {
 		/* region_set() counts lease-less live regions: out, in */
 		region_set(s, r, REG_RETURNED, 0);
 		if (r->lease != IX_NO_SLOT)
@@ -2832,7 +3102,7 @@ static int apply_lease(struct mds *s, const struct jr_rec *rec)
 	lslot = lease_find(s, id);
 	if (lslot != IX_NO_SLOT)
 		return 0;
-	islot = inst_get(s, rec_str(&rec->s[1]));
+	islot = inst_get(s, rec_str(&rec->s[1]), id);
 	if (islot == IX_NO_SLOT)
 		return -EPROTO;
 	if (lease_create(s, id, islot) == IX_NO_SLOT) {
@@ -3359,8 +3629,35 @@ int mds_check(struct mds *s)
 		if (!in->nregions && !in->nconns && !in->nleases &&
 		    !in->pending)
 			goto out; /* should have been collected */
+		if (in->label >= s->nlabel_slots ||
+		    !s->labels[in->label].id ||
+		    s->labels[in->label].id_len != in->id_len ||
+		    memcmp(s->labels[in->label].id, in->id, in->id_len))
+			goto out;
 		pins += chk_holder(&in->pins, &nrec, &c.bad);
 	}
+	/* each label: its owners' list, their counts and bytes */
+	for (i = 0, nreg = 0; i < s->nlabel_slots; i++) {
+		const struct mds_label *lb = &s->labels[i];
+		uint64_t bytes = 0, pend = 0;
+		uint32_t o, n = 0;
+
+		if (!lb->id)
+			continue;
+		nreg++;
+		for (o = lb->first; o != IX_NO_SLOT && n <= s->ninst_slots;
+		     o = s->insts[o].sib_next, n++) {
+			if (s->insts[o].label != i)
+				goto out;
+			bytes += s->insts[o].bytes;
+			pend += s->insts[o].pending;
+		}
+		if (!n || n != lb->nowners || bytes != lb->bytes ||
+		    pend != lb->pending)
+			goto out;
+	}
+	if (nreg != s->label_map.count)
+		goto out;
 	pins += chk_holder(&s->anon_pins, &nrec, &c.bad);
 	if (c.bad || pins != c.pins || nrec != s->pin_map.count)
 		goto out;

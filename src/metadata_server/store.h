@@ -7,8 +7,9 @@
  *    index (index.h).
  *  - Regions: what the server allocated at the resource manager, with
  *    their owner instance, KV reference count and lifecycle state.
- *  - Instances (client-chosen instance_id strings) and the connections
- *    they were seen on, for dead-client detection without leases.
+ *  - Instance ids (labels clients choose, shared by any number of
+ *    clients) and their owners: each client's holdings, the connections
+ *    it was seen on (dead-client detection without leases).
  *  - Leases (docs/metadata-server.md): renewed by HEARTBEAT, expiry marks the
  *    lease's regions owner-gone.
  *  - REPORT_STATS accumulators (stats.h).
@@ -21,18 +22,23 @@
  *    served by mds_tick(); a region eviction emptied is freed only after
  *    the grace (deferred).
  *
- * Authority (issue 12).  Instance ids are names anyone can read (GET_USAGE
- * publishes them), so a name alone proves nothing.  An instance is bound
- * to the connections it was claimed on: a request that acts for instance
- * X (REQUEST_ALLOC, RETURN_ALLOC, HEARTBEAT, REGISTER into X's region,
- * UNPIN of X's pins; with --owner-delete, DELETE of a key in X's live
- * region) is accepted from connection
- * C only if C is already X's, or C presents X's active lease id (a secret
- * the client chose and the server never shows anyone), or X is free: no
- * open connection and no active lease (a first use, or a client that
- * reconnects after losing its only connection).  HANDSHAKE and
- * LIST_ALLOCATIONS claim nothing.  A request with no peer (tests, the
- * loop's own calls) is trusted.
+ * Authority.  Instance ids are labels anyone can read (GET_USAGE publishes
+ * them) and any client may use, several at once; a name proves nothing
+ * and owns nothing.  What is allocated belongs to an owner (struct
+ * mds_inst): the holder of a lease, or the lease-less connections that
+ * claimed it.  A request naming instance X resolves to an owner
+ * (store.c, owner_resolve()): the owner of the lease it presents (a lease
+ * of another instance id is refused), a new owner for a new lease, else
+ * the owner of X its connection already belongs to, else a lease-less
+ * owner of X that nobody holds (no open connection, no lease: an upstream
+ * client reconnecting after it lost its only connection), else a new
+ * one.  A request that acts for an owner O (RETURN_ALLOC of O's region,
+ * REGISTER into O's region, UNPIN of O's pin; with --owner-delete, DELETE
+ * of a key in O's live region) is accepted from connection C only if C
+ * is already O's, or it presents O's active lease id (a secret the client
+ * chose and the server never shows anyone), or O is lease-less and free.
+ * HANDSHAKE and LIST_ALLOCATIONS claim nothing.  A request with no peer
+ * (tests, the loop's own calls) is trusted.
  *
  * The store knows neither ZeroMQ nor the wire format; the resource
  * manager is reached through struct mds_rm_ops (never blocking: an
@@ -96,6 +102,10 @@ struct mds_wait {
 	uint64_t cap_told;     /* its instance's "told" when it began */
 	bool cap_quota;	       /* waits for its own pages (at its quota) */
 	uint64_t t0_ns; /* now_ns() when mds_handle() took it; 0: not there */
+	/* REQUEST_ALLOC: the owner it waits for (its slot, and its pins.uid
+	 * to tell it from a later owner in the same slot) */
+	uint32_t oslot;
+	uint64_t ouid;
 	/* REQUEST_ALLOC: where the client says it runs (GET_USAGE) */
 	char host[MDS_HOST_MAX + 1];
 	uint32_t pid;
@@ -230,9 +240,33 @@ struct mds_pins {
 	uint64_t bytes;		/* kv_length of the distinct keys pinned */
 };
 
-struct mds_inst {
+/*
+ * An instance id as a label (store.c, "instance ids and their owners"):
+ * what its owners hold, for usage and --instance-quota.
+ */
+struct mds_label {
 	char *id; /* owns; NULL = free slot */
 	uint32_t id_len;
+	uint32_t nowners;   /* owners under it */
+	uint32_t first;	    /* their list (mds_inst.sib_next) */
+	uint64_t bytes;	    /* lengths of their tracked regions */
+	uint64_t pending;   /* sizes of their parked REQUEST_ALLOCs */
+	uint32_t next_free;
+	struct ix_entry *ie; /* borrows: its entry in label_map */
+};
+
+/*
+ * One owner: a client acting under an instance id -- the holder of one
+ * lease (@lease_id), or the connections that claimed a lease-less owner.
+ * Regions, pins and eviction notices are an owner's, never a label's.
+ */
+struct mds_inst {
+	char *id; /* owns: the instance id (its label's); NULL = free slot */
+	uint32_t id_len;
+	char *lease_id;	   /* owns: the lease it was made for; NULL: none */
+	uint32_t lease_len;
+	uint32_t label;	   /* its slot in mds.labels */
+	uint32_t sib_prev, sib_next; /* the label's owners */
 	uint32_t nregions;   /* tracked regions it owns */
 	uint32_t npeer;	     /* ... of those LIVE without a lease */
 	uint32_t npeer_gone; /* ... of those GONE by peer detection */
@@ -243,7 +277,6 @@ struct mds_inst {
 			      * (--instance-quota counts them; keeps it) */
 	uint32_t next_free;
 	uint64_t dead_at;    /* vclock: declare dead then; 0 = not due */
-	struct ix_entry *ie; /* borrows: its entry in inst_map */
 	/* the connection it was last attributed to: a cheap repeat check */
 	int last_fd; /* -1: none */
 	uint32_t last_gen;
@@ -373,8 +406,10 @@ struct mds {
 	uint64_t nregions;	       /* tracked */
 	uint64_t total_allocated;      /* sum of tracked handle lengths */
 
-	struct ix inst_map;	/* instance_id -> slot */
-	struct mds_inst *insts; /* owns */
+	struct ix label_map;	  /* instance_id -> label slot */
+	struct mds_label *labels; /* owns */
+	uint32_t nlabel_slots, label_free;
+	struct mds_inst *insts;	  /* owns: the owners */
 	uint32_t ninst_slots, inst_free;
 
 	struct ix lease_map;	  /* lease_id -> slot (active) */
@@ -540,10 +575,10 @@ void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
 			size_t len);
 
 /*
- * mds_inst_label - remember where instance @inst runs, as its client said
- * in a request the instance was just claimed by (informative: GET_USAGE)
+ * mds_inst_label - remember where owner @slot runs, as its client said
+ * in a request the owner was just claimed by (informative: GET_USAGE)
  */
-void mds_inst_label(struct mds *s, struct mds_str inst, struct mds_str host,
+void mds_inst_label(struct mds *s, uint32_t slot, struct mds_str host,
 		    uint64_t pid);
 
 /* mds_entry_region_id - the region id of @e's region, 0 if untracked
@@ -638,11 +673,18 @@ bool mds_notices_pending(const struct mds *s, uint32_t islot);
 bool mds_under_pressure(const struct mds *s);
 
 /*
- * mds_inst_for - the instance's slot when @peer's connection is one of
- * its own (notices go only there); IX_NO_SLOT otherwise
+ * mds_inst_for - the owner a request naming instance @inst (and lease
+ * @lease, may be empty) from @peer acts as: the lease's, or one of @inst's
+ * that @peer's connection belongs to; IX_NO_SLOT when none (notices go
+ * only to their owner)
  */
-uint32_t mds_inst_for(struct mds *s, struct mds_str inst,
+uint32_t mds_inst_for(struct mds *s, struct mds_str inst, struct mds_str lease,
 		      struct mds_peer *peer);
+
+/* mds_inst_named - the owner such a request resolves to, claimed by its
+ * connection or not (informative uses only: where it runs) */
+uint32_t mds_inst_named(struct mds *s, struct mds_str inst,
+			struct mds_str lease, struct mds_peer *peer);
 
 /* mds_cap_forget - take @w out of the capacity waiters (its conn closed);
  * it is answered (abandoned) at once.  Return: whether it was there. */

@@ -120,7 +120,8 @@ static void check_responses(const uint8_t *p, size_t len)
 		CHECK(h.type == RM_ALLOC_RESP || h.type == RM_FREE_RESP ||
 		      h.type == RM_STATS_RESP || h.type == RM_GET_ACCESS_RESP ||
 		      h.type == RM_AUTH_RESP || h.type == RM_ERROR_RESP ||
-		      h.type == RM_COUNTERS_RESP);
+		      h.type == RM_COUNTERS_RESP || h.type == RM_OWNERS_RESP ||
+		      h.type == RM_RELEASE_RESP);
 		CHECK(h.payload_len <= len - off - RM_HDR_SIZE);
 		if (h.type == RM_COUNTERS_RESP) {
 			/* what the daemon says, its own decoder reads whole */
@@ -135,6 +136,20 @@ static void check_responses(const uint8_t *p, size_t len)
 				n++;
 			CHECK(n == kr.num && cur == kr.records_len);
 		}
+		if (h.type == RM_OWNERS_RESP) {
+			struct rm_owners_resp orr;
+			struct rm_owner o;
+			size_t cur = 0;
+			uint32_t n = 0;
+
+			CHECK(rm_decode_owners_resp(p + off + RM_HDR_SIZE,
+						    h.payload_len, &orr) == 0);
+			while (rm_owners_next(&orr, &cur, &o) == 1)
+				n++;
+			CHECK(n == orr.num && cur == orr.records_len);
+		}
+		if (h.type == RM_RELEASE_RESP)
+			CHECK(h.payload_len == 16);
 		off += RM_HDR_SIZE + h.payload_len;
 	}
 }

@@ -119,12 +119,12 @@ def test_every_message_type(client, rm, mds):
                              "free_size": pools[0].free_size}
 
     _, r = client.call(GET_USAGE, {})
-    # "pinned" is an addition (issue 12): bytes of the keys it pins;
-    # "keys", "leases", "connections", "devices" (issue 17, marutop)
+    # additions: "pinned" (bytes of the keys it pins); "keys", "leases",
+    # "connections", "devices" (marutop); "clients" (owners sharing the id)
     assert r == {"instances": [{"instance_id": "inst-a", "regions": 1,
                                 "allocated": 4 * MiB, "used": 10,
                                 "pinned": 0, "keys": 1, "leases": 0,
-                                "connections": 1,
+                                "connections": 1, "clients": 1,
                                 "devices": [{"dax_path": rm.pool_path,
                                              "bytes": 4 * MiB,
                                              "regions": 1}]}],

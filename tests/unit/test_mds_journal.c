@@ -184,18 +184,24 @@ static char *dump(struct mds *s)
 	for (i = 0; i < s->ninst_slots; i++) {
 		const struct mds_pins *hp = &s->insts[i].pins;
 
+		/* an owner with a lease by its lease (one that ended has
+		 * only what a restart gives the id's lease-less owner) */
+		const char *who = s->insts[i].nleases ? s->insts[i].lease_id
+						      : "-";
+
 		if (!s->insts[i].id)
 			continue;
-		add(&d, "I %s regions%u leases%u", s->insts[i].id,
-		    s->insts[i].nregions, s->insts[i].nleases);
+		add(&d, "I %s/%s regions%u leases%u", s->insts[i].id,
+		    who ? who : "-", s->insts[i].nregions,
+		    s->insts[i].nleases);
 		for (j = 0; j < hp->n; j++) {
 			struct ix_entry *e;
 			uint64_t entry;
 
 			memcpy(&entry, hp->rec[j]->key, sizeof(entry));
 			e = (struct ix_entry *)(uintptr_t)entry;
-			add(&d, "N %s %.*s %llu", s->insts[i].id,
-			    (int)ix_entry_klen(e), e->key,
+			add(&d, "N %s/%s %.*s %llu", s->insts[i].id,
+			    who ? who : "-", (int)ix_entry_klen(e), e->key,
 			    (unsigned long long)hp->rec[j]->off);
 		}
 	}
@@ -667,6 +673,48 @@ static void test_empty_segment(void **state)
  * connection survives a restart, so after one they are gone too (found
  * by review: they stayed, and the key could never be evicted).
  */
+/*
+ * Two clients of one instance id, each with its lease: their regions and
+ * pins come back to each (a pin record names its holder's lease); one
+ * lease ends, and its region goes to the id's lease-less owner, as the
+ * journal has named it since.
+ */
+static void test_shared_instance_id(void **state)
+{
+	struct mds_peer p1, p2;
+	struct jr_recovery r;
+	struct mds_key x;
+	struct mds s;
+	struct jr j;
+	uint64_t r1, r2;
+	char k[16];
+	int i;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	p1 = inst_on(&s, 50, "shared", "lease-1");
+	p2 = inst_on(&s, 51, "shared", "lease-2");
+	r1 = alloc(&s, "shared", "lease-1", &p1);
+	r2 = alloc(&s, "shared", "lease-2", &p2);
+	for (i = 0; i < 20; i++) {
+		snprintf(k, sizeof(k), "s%d", i);
+		reg(&s, k, i % 2 ? r2 : r1, (uint64_t)i * 4096, 4096,
+		    i % 2 ? &p2 : &p1);
+		x = key(k);
+		if (i % 3 == 0)
+			assert_true(mds_pin(&s, &x, i % 4 ? &p1 : &p2));
+	}
+	recover_equal(&s, &j, &r);
+	/* each lease's owner: one region and its pins */
+	mds_conn_open(&s, 50);
+	mds_conn_open(&s, 51);
+	assert_int_equal(mds_heartbeat(&s, S("shared"), S("lease-1"), true,
+				       false, &p1),
+			 0);
+	recover_equal(&s, &j, &r);
+	close_store(&s, &j);
+}
+
 static void test_leaseless_pins(void **state)
 {
 	struct mds_peer p = {40, 40 * 7919, NULL, NULL};
@@ -886,6 +934,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_out_of_memory,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shared_instance_id, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_leaseless_pins, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_equals_original,

@@ -951,15 +951,16 @@ static msgpack_object *usage_of(const char *inst)
 }
 
 /*
- * Issue 12, defects 2, 3 and 10: an instance id is a name anyone can read
- * (GET_USAGE), so a connection that merely names it may not act for it.
+ * An instance id is a name anyone can read (GET_USAGE) and use: a
+ * connection that names it gets an owner of its own under it, and may not
+ * act for another owner's regions or pins.
  */
 static void test_authority(void **state)
 {
 	struct mds_peer v = {.fd = 20, .rid_hash = 1}; /* the victim */
 	struct mds_peer v2 = {.fd = 21, .rid_hash = 2}; /* its lease thread */
-	struct mds_peer x = {.fd = 22, .rid_hash = 3}; /* an impostor */
-	struct rm_handle a, b;
+	struct mds_peer x = {.fd = 22, .rid_hash = 3}; /* another client */
+	struct rm_handle a, b, xa, xb;
 	msgpack_object *m;
 
 	start(10 * SEC, 5 * SEC);
@@ -974,19 +975,15 @@ static void test_authority(void **state)
 	assert_int_equal(mbool(mget(m, "lease_expired")), 0);
 	assert_int_equal(reg_p("k", a.region_id, 0, 10, &v), 1);
 
-	/* defect 2: RETURN_ALLOC by name only is refused, nothing freed */
+	/* RETURN_ALLOC by name only is refused, nothing freed */
 	assert_int_equal(ret_alloc_p("victim", a.region_id, &x), 0);
 	assert_true(F.live[a.region_id]);
-	/* nor can it allocate, heartbeat or take a lease as the victim */
-	assert_int_equal(alloc_p("victim", 1, NULL, &x).region_id, 0);
-	assert_int_equal(alloc_p("victim", 1, "mine", &x).region_id, 0);
-	assert_null(mget(heartbeat("victim", "mine", false, &x), "lease_ttl"));
 	/* (a keep-alive without a lease is answered, and claims nothing) */
 	heartbeat("victim", NULL, false, &x);
 	assert_int_equal(ret_alloc_p("victim", a.region_id, &x), 0);
 	/* a lease of another instance proves nothing for a second name */
 	assert_int_equal(alloc_p("x", 1, "secret-lease", &x).region_id, 0);
-	/* defect 3: writing into the victim's region is refused */
+	/* writing into the victim's region is refused */
 	assert_int_equal(reg_p("poison", a.region_id, 10, 10, &x), -1);
 	assert_int_equal(mbool(mget(lookup("poison"), "found")), 0);
 	/* --owner-delete: deleting its key too (it could be re-registered) */
@@ -995,7 +992,7 @@ static void test_authority(void **state)
 	assert_int_equal(mbool(mget(lookup("k"), "found")), 1);
 	S.cfg.owner_delete = false;
 
-	/* defect 10: a pin belongs to who took it */
+	/* a pin belongs to who took it */
 	assert_int_equal(keyop_p(MDS_PIN_KV, "k", &v), 1);
 	assert_int_equal(keyop_p(MDS_UNPIN_KV, "k", &x), 0);
 	assert_int_equal(keyop_p(MDS_PIN_KV, "k", &x), 1);
@@ -1005,9 +1002,41 @@ static void test_authority(void **state)
 	assert_int_equal(keyop_p(MDS_UNPIN_KV, "k", &v2), 0);
 	assert_int_equal(muint(mget(usage_of("victim"), "pinned")), 0);
 	assert_int_equal(keyop_p(MDS_DELETE_KV, "k", &v), 0); /* x's pin */
-	/* the impostor's pin goes with its connection */
+	/* the other client's pin goes with its connection */
 	mds_conn_close(&S, 22);
 	assert_int_equal(keyop_p(MDS_DELETE_KV, "k", &v), 1);
+
+	/*
+	 * The name is a label: another client allocates and takes a lease
+	 * under it at once, as an owner of its own; GET_USAGE shows both
+	 * under the one id.  It still cannot return, write into, nor unpin
+	 * in the victim's regions, and the victim cannot in its.
+	 */
+	mds_conn_open(&S, 22);
+	xa = alloc_p("victim", 1, "mine", &x);
+	assert_int_not_equal(xa.region_id, 0);
+	assert_int_not_equal(xa.region_id, a.region_id);
+	assert_non_null(mget(heartbeat("victim", "mine", false, &x),
+			     "lease_ttl"));
+	xb = alloc_p("victim", 1, NULL, &x); /* lease-less: the same owner */
+	assert_int_not_equal(xb.region_id, 0);
+	m = usage_of("victim");
+	assert_int_equal(muint(mget(m, "regions")), 3);
+	assert_int_equal(muint(mget(m, "clients")), 2);
+	assert_int_equal(muint(mget(m, "leases")), 2);
+	assert_int_equal(ret_alloc_p("victim", a.region_id, &x), 0);
+	assert_int_equal(reg_p("poison", a.region_id, 10, 10, &x), -1);
+	assert_int_equal(reg_p("xk", xa.region_id, 0, 10, &x), 1);
+	assert_int_equal(reg_p("poison", xa.region_id, 10, 10, &v), -1);
+	assert_int_equal(ret_alloc_p("victim", xa.region_id, &v), 0);
+	assert_true(F.live[a.region_id] && F.live[xa.region_id]);
+	assert_int_equal(keyop_p(MDS_DELETE_KV, "xk", &x), 1);
+	assert_int_equal(ret_alloc_p("victim", xa.region_id, &x), 1);
+	assert_int_equal(ret_alloc_p("victim", xb.region_id, &x), 1);
+	assert_false(F.live[xa.region_id] || F.live[xb.region_id]);
+	heartbeat("victim", "mine", true, &x); /* its lease released */
+	mds_conn_close(&S, 22);
+	assert_int_equal(muint(mget(usage_of("victim"), "clients")), 1);
 
 	/* a dead client's pins go with its lease */
 	b = alloc_p("victim", 1, "secret-lease", &v);
@@ -1022,7 +1051,7 @@ static void test_authority(void **state)
 	assert_int_equal(keyop_p(MDS_DELETE_KV, "k2", NULL), 1);
 	assert_false(F.live[b.region_id]);
 
-	/* with the victim gone, its id is free to claim (a restart) */
+	/* with the victim gone, its id is still anyone's to use */
 	mds_conn_open(&S, 22);
 	assert_int_not_equal(alloc_p("victim", 1, NULL, &x).region_id, 0);
 }
@@ -1410,14 +1439,19 @@ static void assert_error(msgpack_object *m, const char *want)
 	assert_memory_equal(e->via.str.ptr, want, strlen(want));
 }
 
-/* four 2 MiB regions of @inst holding keys a0..a7 of 1 MiB, two each */
+/* four 2 MiB regions of @inst holding keys a0..a7 of 1 MiB, two each;
+ * allocated under lease @FILL_LEASE (NULL: none) */
+static const char *FILL_LEASE;
+
 static void fill(const char *inst, bool notices)
 {
 	char k[8];
 	int i;
 
 	for (i = 1; i <= 4; i++)
-		assert_int_equal(alloc(inst, 2 << 20).region_id, i);
+		assert_int_equal(alloc_p(inst, 2 << 20, FILL_LEASE, NULL)
+					 .region_id,
+				 i);
 	if (notices)
 		hb_notices(inst);
 	for (i = 0; i < 8; i++) {
@@ -1676,7 +1710,9 @@ static void notice_one(const char *lease)
 
 	start_ev("lru", 0, 0);
 	S.cfg.lease_ttl_ns = 60 * SEC;
+	FILL_LEASE = lease;
 	fill("A", true);
+	FILL_LEASE = NULL;
 	hb_lease_ack("A", lease, 0);
 	assert_int_equal(keyop(MDS_DELETE_KV, "a0"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
@@ -1684,15 +1720,14 @@ static void notice_one(const char *lease)
 }
 
 /*
- * Another process of an instance (restarted with a configured instance
- * id: another lease) has no notices; its numbers start from 1, not after
- * the last process's (it takes no number past a gap: it got none, ever).
- * A process that lost its lease keeps its number on the new one.
+ * Notices go to the owner of the pages: another process of the instance
+ * id (a restarted worker with its configured id, another handler: another
+ * lease) gets none of the first one's, and its own are numbered from 1.
  */
 static void test_evict_notice_new_process(void **state)
 {
 	static const uint64_t sq1[] = {1, 1}, sq2[] = {2, 2}, sq3[] = {3, 3},
-			      del4[] = {3, 0, 5};
+			      del4[] = {3, 0, 5}, own[] = {5, 0, 9};
 	msgpack_object *m;
 	int i;
 
@@ -1701,50 +1736,58 @@ static void test_evict_notice_new_process(void **state)
 	mds_tick(&S, S.vnow + 2 * SEC);
 	assert_uints(hb_lease_ack("A", "lease-1", 1), "evicted_seq", sq2, 2);
 	hb_lease_ack("A", "lease-1", 2);
-	/* the process goes; another comes with the instance's id */
+	/* another process comes with the instance's id: nothing of the
+	 * first one's pages is told to it */
 	assert_int_equal(keyop(MDS_DELETE_KV, "a4"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
 	m = hb_lease_ack("A", "lease-2", 0);
-	assert_uints(m, "evicted_seq", sq1, 2);
+	assert_null(mget(m, "evicted_seq"));
+	assert_null(mget(m, "evicted"));
+	m = hb_lease_ack("A", "lease-1", 2);
+	assert_uints(m, "evicted_seq", sq3, 2);
 	assert_uints(m, "evicted", del4, 3);
-	/* an acknowledgement of lease 2 now counts in its numbers */
+	hb_lease_ack("A", "lease-1", 3);
+	/* its own region's pages are its own, numbered from 1 */
+	F.total = 16ull << 20; /* room for it */
+	assert_int_equal(mget(mget(alloc_ack("A", "lease-2", 0), "handle"),
+			      "region_id")
+				 ->via.u64,
+			 5);
+	assert_int_equal(reg("b0", 5, 0, 10), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "b0"), 1);
+	mds_tick(&S, S.vnow + 2 * SEC);
+	assert_null(mget(hb_lease_ack("A", "lease-1", 3), "evicted"));
+	m = hb_lease_ack("A", "lease-2", 0);
+	assert_uints(m, "evicted_seq", sq1, 2);
+	assert_uints(m, "evicted", own, 3);
 	hb_lease_ack("A", "lease-2", 1);
 	mds_tick(&S, S.vnow + 3 * SEC);
 	assert_null(mget(hb_lease_ack("A", "lease-2", 1), "evicted"));
-	assert_int_equal(keyop(MDS_DELETE_KV, "a6"), 1);
-	mds_tick(&S, S.vnow + 2 * SEC);
-	assert_uints(hb_lease_ack("A", "lease-2", 1), "evicted_seq", sq2, 2);
-	/* it lost its lease and took another, keeping its 1: 2 again */
-	mds_tick(&S, S.vnow + 2 * SEC);
-	assert_uints(hb_lease_ack("A", "lease-3", 1), "evicted_seq", sq2, 2);
-	hb_lease_ack("A", "lease-3", 2);
-	assert_int_equal(keyop(MDS_DELETE_KV, "a1"), 1);
-	mds_tick(&S, S.vnow + 2 * SEC);
-	assert_uints(hb_lease_ack("A", "lease-3", 2), "evicted_seq", sq3, 2);
 	/* a lease of another instance's has no say in A's numbers, in a
 	 * HEARTBEAT or a REQUEST_ALLOC naming A (both refused) */
 	hb_lease_ack("B", "lease-b", 0);
 	assert_non_null(mget(hb_lease_ack("A", "lease-b", 9), "error"));
 	assert_non_null(mget(alloc_ack("A", "lease-b", 9), "error"));
-	mds_tick(&S, S.vnow + 2 * SEC); /* 3 again, not renumbered */
-	assert_uints(hb_ack("A", 2), "evicted_seq", sq3, 2);
-	/* a new process whose first request is a REQUEST_ALLOC (no
-	 * acknowledgement: 0) is renumbered too: its reply carries 1 */
+	assert_int_equal(keyop(MDS_DELETE_KV, "a6"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
-	m = alloc_ack("A", "lease-4", 0);
-	assert_non_null(mget(m, "evicted_seq"));
-	assert_int_equal(mget(m, "evicted_seq")->via.array.ptr[0].via.u64, 1);
-	/* that process acknowledges nothing for 30 s: given up on (its
+	m = hb_lease_ack("A", "lease-1", 3);
+	assert_int_equal(mget(m, "evicted_seq")->via.array.ptr[0].via.u64, 4);
+	hb_lease_ack("A", "lease-1", 4);
+	/* an owner that acknowledges nothing for 30 s is given up on (its
 	 * queue dropped), taken back at its next HEARTBEAT; it still has
-	 * nothing (0), so its next notice is 1, not after the dropped ones */
+	 * nothing past 1, so its next notice is 2, not after the dropped
+	 * ones */
+	assert_int_equal(reg("b1", 5, 10, 10), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "b1"), 1);
 	for (i = 0; i < 4; i++) {
 		mds_tick(&S, S.vnow + 9 * SEC);
-		hb_lease_ack("A", "lease-4", 0);
+		hb_lease_ack("A", "lease-2", 1);
+		hb_lease_ack("A", "lease-1", 4);
 	}
-	hb_lease_ack("A", "lease-4", 0);
-	assert_int_equal(keyop(MDS_DELETE_KV, "a3"), 1);
+	assert_int_equal(reg("b2", 5, 20, 10), 1);
+	assert_int_equal(keyop(MDS_DELETE_KV, "b2"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
-	assert_uints(hb_lease_ack("A", "lease-4", 0), "evicted_seq", sq1, 2);
+	assert_uints(hb_lease_ack("A", "lease-2", 1), "evicted_seq", sq2, 2);
 }
 
 /* the acknowledgement in a REQUEST_ALLOC refused for room or quota (not

@@ -428,6 +428,23 @@ int maru_handler_connect(struct maru_handler *h);
 const char *maru_handler_connect_error(const struct maru_handler *h);
 
 /**
+ * maru_handler_last_error - why the calling thread's last call on @h that
+ * returned an error failed, in one line, naming the cause and what to do
+ * ("no free page in this handler's regions, and a new region of 4.0M
+ * could not be had: Allocation failed: the resource manager at
+ * 127.0.0.1:9850 is not reachable from maru-server (Connection
+ * refused)", "key of 70000 bytes is longer than the server's
+ * --max-key-bytes (65536)", "value of 2097152 bytes is larger than a page
+ * (chunk_size_bytes 1048576)").  Per thread, like errno: read it right
+ * after the call, from the thread that made it.  Calls that cannot say
+ * more than their error code leave it "".  (Since LIBMARU_0.8.)
+ *
+ * Return: borrowed, valid until the thread's next call on @h; "".
+ * Context: any thread.
+ */
+const char *maru_handler_last_error(const struct maru_handler *h);
+
+/**
  * maru_handler_close - return every owned region and unmap everything
  *
  * No-op when not connected.  Marks the handler closing (new operations fail

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import errno
 import logging
+import re
 from typing import Callable
 
 import msgpack
@@ -107,6 +108,7 @@ class MaruHandler:
         self._orm: _OwnedRegionManagerView | None = None
         self._mapper_view: _HandlerMapperView | None = None
         self._connect_error = ""
+        self._told: set[str] = set()     # causes store() warned of
 
     # ------------------------------------------------------------------
     # lifecycle
@@ -118,9 +120,13 @@ class MaruHandler:
     def connect(self) -> bool:
         """Connect and obtain the first region; False on any failure.
 
-        The cause of a failure is one error line of logger
-        maru_handler.libmaru (e.g. "tcp://127.0.0.1:5555: connection refused
-        (is maru-server running there?)"), kept in :attr:`connect_error`.
+        When the server answers but has no region for this handler now
+        (the pool is full, the resource manager is away, a quota), it
+        connects without one, says so at WARNING, and can read: the first
+        alloc() asks again.  The cause of a failure is one error line of
+        logger maru_handler.libmaru (e.g. "tcp://127.0.0.1:5555: connection
+        refused (is maru-server running there?)"), kept in
+        :attr:`connect_error`.
         """
         if self._h.connected:
             return True
@@ -239,11 +245,14 @@ class MaruHandler:
     # pages
     # ------------------------------------------------------------------
     def alloc(self, size: int) -> AllocHandle:
-        """A free page; write up to @size bytes into .buf, then store()."""
+        """A free page; write up to @size bytes into .buf, then store().
+        A failure raises upstream's exception, its text followed by the
+        cause ("...: the resource manager at ... is not reachable")."""
         try:
             return self._h.alloc(size)
         except OSError as e:
-            raise _alloc_error(e.errno, size, self._chunk_size) from None
+            raise _alloc_error(e.errno, size, self._chunk_size,
+                               self._h.last_error) from None
 
     def free(self, handle: AllocHandle) -> None:
         """Return @handle's page (a stored key stays registered)."""
@@ -268,11 +277,25 @@ class MaruHandler:
         if rc >= 0:
             return True
         if rc == -errno.EINVAL:
-            logger.warning("store: region %d page %d is not an allocated page "
-                           "of this handler", handle._region_id, handle._page_index)
+            self._refused(f"region {handle._region_id} page "
+                          f"{handle._page_index} is not an allocated page of "
+                          "this handler")
         else:
-            logger.debug("store failed: %s", _errno_name(-rc))
+            self._refused(self._h.last_error or errno_message(-rc))
         return False
+
+    def _refused(self, cause: str) -> None:
+        """A store() that returns False says why at WARNING, once per
+        cause (not per call: a writer retrying through an outage would
+        flood the log); later ones at DEBUG."""
+        seen = re.sub(r"\d+", "#", cause)   # the cause, not its numbers
+        if seen not in self._told:
+            if len(self._told) >= 64:
+                self._told.clear()
+            self._told.add(seen)
+            logger.warning("store: not stored: %s", cause)
+        else:
+            logger.debug("store: not stored: %s", cause)
 
     def retrieve(self, key) -> MemoryInfo | None:
         """A zero-copy view of the value stored under @key, or None."""
@@ -315,7 +338,11 @@ class MaruHandler:
         return self._h.delete(key)
 
     def batch_store(self, keys, handles) -> list[bool]:
-        return self._h.batch_store(keys, handles)
+        out = self._h.batch_store(keys, handles)
+        if not all(out):
+            self._refused(self._h.last_error or
+                          f"{out.count(False)} of {len(out)} keys refused")
+        return out
 
     def batch_retrieve(self, keys) -> list[MemoryInfo | None]:
         if not isinstance(keys, (list, tuple)):
@@ -391,23 +418,30 @@ def errno_message(e: int) -> str:
     return os.strerror(e) if e > 0 else "unknown error"
 
 
-def _alloc_error(e: int | None, size: int, chunk: int) -> Exception:
-    """Upstream's exception for a failed maru_page_alloc()."""
+def _alloc_error(e: int | None, size: int, chunk: int,
+                 cause: str = "") -> Exception:
+    """Upstream's exception for a failed maru_page_alloc(), its text
+    followed by libmaru's cause when it gave one."""
+    why = f": {cause}" if cause else ""
     if e == errno.EINVAL:
         if size > chunk:
-            return ValueError(f"Requested size {size} exceeds chunk_size {chunk}")
+            return ValueError(f"Requested size {size} exceeds chunk_size {chunk} "
+                              f"(chunk_size_bytes)")
         return ValueError(f"Requested size {size} must be positive")
-    if e == errno.ENOSPC:
-        return ValueError("Cannot allocate page: pool exhausted and auto_expand is disabled")
+    if e == errno.ENOSPC:       # (upstream's words say it all)
+        return ValueError("Cannot allocate page: pool exhausted and "
+                          "auto_expand is disabled")
     if e == errno.ENOMEM:
-        return ValueError("Cannot allocate page: pool exhausted after expansion attempt")
+        return ValueError("Cannot allocate page: pool exhausted after "
+                          f"expansion attempt{why}")
     if e == errno.ENOBUFS:
-        return ValueError("Cannot allocate page after expansion")
+        return ValueError(f"Cannot allocate page after expansion{why}")
     if e == errno.EKEYEXPIRED:
         return RuntimeError("Cannot allocate page: ownership of this client's "
                             "regions cannot be confirmed (metadata server "
-                            "unreachable or restarted, or client lease expired)")
-    return OSError(e, errno_message(e or errno.EIO))
+                            "unreachable or restarted, or client lease "
+                            f"expired){why}")
+    return OSError(e, errno_message(e or errno.EIO) + why)
 
 
 # ----------------------------------------------------------------------

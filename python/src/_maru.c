@@ -202,8 +202,18 @@ static int check_state(HandlerObject *self)
 		return -1;
 	}
 	if (!self->connected) {
-		PyErr_SetString(PyExc_RuntimeError,
-				"Not connected. Call connect() first.");
+		const char *e = self->h ? maru_handler_connect_error(self->h)
+					: "";
+
+		/* upstream's words, then the cause when there was one */
+		if (e[0])
+			PyErr_Format(PyExc_RuntimeError,
+				     "Not connected: the last connect() "
+				     "failed: %s",
+				     e);
+		else
+			PyErr_SetString(PyExc_RuntimeError,
+					"Not connected. Call connect() first.");
 		return -1;
 	}
 	return 0;
@@ -766,6 +776,14 @@ static PyObject *handler_get_connect_error(PyObject *obj, void *closure)
 {
 	HandlerObject *self = (HandlerObject *)obj;
 	const char *e = self->h ? maru_handler_connect_error(self->h) : "";
+
+	return PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
+}
+
+static PyObject *handler_get_last_error(PyObject *obj, void *closure)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+	const char *e = self->h ? maru_handler_last_error(self->h) : "";
 
 	return PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "replace");
 }
@@ -1615,6 +1633,10 @@ static PyGetSetDef handler_getset[] = {
 	{"closing", handler_get_closing, NULL, "close() was called", NULL},
 	{"connect_error", handler_get_connect_error, NULL,
 	 "why the last connect() failed, one line ('' if it did not)", NULL},
+	{"last_error", handler_get_last_error, NULL,
+	 "why this thread's last failed call failed, one line ('' if it "
+	 "cannot say)",
+	 NULL},
 	{"instance_id", handler_get_instance_id, NULL, "owner id", NULL},
 	{"chunk_size", handler_get_chunk_size, NULL, "page size", NULL},
 	{"lease_ttl_ms", handler_get_lease_ttl_ms, NULL,

@@ -682,6 +682,26 @@ static int dec_list(struct mp_rd *r, struct maru__reply *rep, int kind,
 	return 0;
 }
 
+/* a string value into @buf (cut at @len - 1, control bytes '?'); any
+ * other value skipped, @buf "".  Return: 0 or -EPROTO */
+static int mp_text(struct mp_rd *r, char *buf, size_t len)
+{
+	struct mp_rd at = *r;
+	struct mp_val v;
+	size_t n, i;
+
+	buf[0] = '\0';
+	if (mp_read(r, &v) || v.type != MP_STR) {
+		*r = at;
+		return mp_skip(r) ? -EPROTO : 0;
+	}
+	n = v.len < len ? v.len : len - 1;
+	for (i = 0; i < n; i++)
+		buf[i] = (unsigned char)v.ptr[i] < 0x20 ? '?' : (char)v.ptr[i];
+	buf[n] = '\0';
+	return 0;
+}
+
 int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 {
 	struct mp_rd r = {p, p + len};
@@ -692,6 +712,8 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	rep->error = rep->success = rep->is_new = rep->exists = false;
 	rep->held = false;
 	rep->error_text[0] = '\0';
+	rep->cause[0] = rep->why[0] = '\0';
+	rep->max_key = 0;
 	rep->lease_expired = false;
 	rep->lease_ttl = 0;
 	memset(&rep->lookup, 0, sizeof(rep->lookup));
@@ -731,6 +753,12 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 				r = at;
 				rc = mp_skip(&r);
 			}
+		} else if (key_is(&k, "cause")) {
+			rc = mp_text(&r, rep->cause, sizeof(rep->cause));
+		} else if (key_is(&k, "why")) {
+			rc = mp_text(&r, rep->why, sizeof(rep->why));
+		} else if (key_is(&k, "max_key_bytes")) {
+			rc = mp_uint(&r, &rep->max_key);
 		} else if (key_is(&k, "success")) {
 			rc = mp_truth(&r, &rep->success, 1);
 		} else if (key_is(&k, "held")) {

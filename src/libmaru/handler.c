@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "mds_proto.h"
+#include "util.h"
 
 /* ------------------------------------------------------------------------ */
 /* Lifecycle                                                                */
@@ -128,6 +129,7 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	maru__fence_init(h);
 	maru__rpc_watch_init(&h->watch);
 	maru__idx_init(h);
+	maru__fail_clear(h); /* (the address of a handler freed before) */
 	*out = h;
 	return 0;
 
@@ -145,6 +147,7 @@ MARU_EXPORT void maru_handler_free(struct maru_handler *h)
 	if (!h)
 		return;
 	maru_handler_close(h);
+	maru__fail_clear(h); /* (a handler made later may get its address) */
 	if (h->raw_open)
 		maru__rpc_close(&h->raw);
 	pthread_mutex_destroy(&h->raw_lock);
@@ -190,14 +193,19 @@ MARU_EXPORT int maru_handler_get_log_priority(const struct maru_handler *h)
 	return atomic_load(&((struct maru_handler *)h)->log_priority);
 }
 
+/* at the start of a call: connected?  (The call's cause starts empty.) */
 static int state_check(const struct maru_handler *h)
 {
 	int st = atomic_load(&((struct maru_handler *)h)->state);
 
+	maru__fail_clear(h);
 	if (st == MARU_ST_CLOSING)
-		return -ESHUTDOWN;
+		return maru__fail(h, -ESHUTDOWN, "the handler was closed");
 	if (st != MARU_ST_CONNECTED)
-		return -ENOTCONN;
+		return maru__fail(h, -ENOTCONN, "not connected%s%s",
+				  h->conn_err[0] ? ": the last connect failed: "
+						 : " (connect() first)",
+				  h->conn_err);
 	return 0;
 }
 
@@ -251,6 +259,7 @@ static int request_region(struct maru_handler *h, uint64_t size,
 {
 	const char *lease = h->lease.active ? h->lease.id : NULL;
 	struct maru__reply r;
+	char sz[32];
 	struct maru__msg m;
 	int rc;
 
@@ -274,17 +283,21 @@ static int request_region(struct maru_handler *h, uint64_t size,
 		     r.evicted.n / 3);
 		return -EAGAIN;
 	}
+	if (rc == -ENOSPC && r.held)
+		rc = -EBUSY; /* the lease we present is another instance's */
 	if (rc < 0) {
 		/* the server's reason, when it gave one ("Allocation failed:
-		 * instance_id is held by another client ...") */
-		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes failed: %s", size,
-		     r.error_text[0] ? r.error_text : strerror(-rc));
-		return rc;
+		 * the resource manager at ... is not reachable ...") */
+		return maru__fail(h, rc, "a region of %s could not be had: %s",
+				  format_bytes(size, sz, sizeof(sz)),
+				  r.error_text[0] ? r.error_text
+						  : strerror(-rc));
 	}
-	if (!r.success) {
-		lerr(h, "REQUEST_ALLOC of %" PRIu64 " bytes refused", size);
-		return -ENOSPC;
-	}
+	if (!r.success)
+		return maru__fail(h, -ENOSPC,
+				  "a region of %s could not be had: REQUEST_ALLOC "
+				  "refused",
+				  format_bytes(size, sz, sizeof(sz)));
 	if (!r.lookup.has_handle || !r.lookup.handle.length) {
 		lerr(h, "REQUEST_ALLOC: reply without a handle");
 		return -EPROTO;
@@ -371,6 +384,8 @@ static int handshake(struct maru_handler *h)
 	/* which server process: a later reply from another means a restart */
 	if (rc == 0 && !r.error)
 		maru__fence_set_server(h, &r);
+	if (rc == 0 && !r.error)
+		h->max_key = r.max_key; /* (0: an older server: unknown) */
 	/* the shared index (issue 16): a file now; a region of the pool
 	 * once the resource manager's address is known (connect) */
 	if (rc == 0 && !r.error && r.idx.present) {
@@ -502,7 +517,8 @@ static void capture_end(struct maru_handler *h, int rc)
 {
 	if (rc < 0 && !h->conn_err[0])
 		lerr(h, "%s: connect failed: %s", h->cfg.server_url,
-		     strerror(-rc));
+		     maru__fail_text(h)[0] ? maru__fail_text(h)
+					   : strerror(-rc));
 	atomic_store_explicit(&h->capturing, false, memory_order_relaxed);
 	if (rc == 0)
 		h->conn_err[0] = '\0';
@@ -568,14 +584,27 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		goto out_teardown;
 
 	rc = request_region(h, h->cfg.pool_size, &hd);
-	if (rc == -EAGAIN)
-		rc = -ENOSPC; /* (no page of ours to use yet) */
-	if (rc < 0)
+	if (rc == -ENOSPC || rc == -EAGAIN) {
+		/*
+		 * The server answered, but has no region for us now (the
+		 * pool is full, the resource manager is away, a quota):
+		 * reading needs none.  Connected without one; the first
+		 * alloc() asks again, and fails with the cause if it still
+		 * cannot.
+		 */
+		lwarn(h,
+		      "connected to %s as %s without a region: %s; reading "
+		      "works, the first alloc() asks again",
+		      h->cfg.server_url, h->instance_id, maru__fail_text(h));
+		hd.region_id = 0;
+	} else if (rc < 0) {
 		goto out_teardown;
-	rc = adopt_region(h, &hd);
-	if (rc < 0) {
-		return_region(h, hd.region_id);
-		goto out_teardown;
+	} else {
+		rc = adopt_region(h, &hd);
+		if (rc < 0) {
+			return_region(h, hd.region_id);
+			goto out_teardown;
+		}
 	}
 	if (h->cfg.eager_map)
 		eager_map(h);
@@ -585,11 +614,12 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 			lwarn(h, "stats reporting disabled: %s", strerror(-rc));
 	}
 	atomic_store(&h->state, MARU_ST_CONNECTED);
-	linfo(h,
-	      "connected to %s as %s: region %" PRIu64 ", %" PRIu64
-	      " pages of %" PRIu64 " bytes",
-	      h->cfg.server_url, h->instance_id, hd.region_id,
-	      hd.length / h->cfg.chunk_size, h->cfg.chunk_size);
+	if (hd.region_id)
+		linfo(h,
+		      "connected to %s as %s: region %" PRIu64 ", %" PRIu64
+		      " pages of %" PRIu64 " bytes",
+		      h->cfg.server_url, h->instance_id, hd.region_id,
+		      hd.length / h->cfg.chunk_size, h->cfg.chunk_size);
 	capture_end(h, 0);
 	pthread_mutex_unlock(&h->wlock);
 	return 0;
@@ -1096,21 +1126,30 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 	pthread_mutex_unlock(&h->olock);
 	for (tries = 0; rc == -ENOSPC; tries++) {
 		if (!h->cfg.auto_expand && h->owned.n)
-			return -ENOSPC;
+			return maru__fail(h, -ENOSPC,
+					  "every page of this handler's regions "
+					  "is taken and auto_expand is off");
 		rc = expand(h);
 		/* the pool is full and the server evicted pages of ours
 		 * instead (its reply said which): use those */
 		if (rc < 0 && (tries >= 4 ||
 			       (!maru__evict_apply(h) && rc != -EAGAIN))) {
-			lerr(h, "pool exhausted after expansion attempt: %s",
-			     strerror(rc == -EAGAIN ? ENOSPC : -rc));
-			return -ENOMEM;
+			char why[512];
+
+			snprintf(why, sizeof(why), "%s", maru__fail_text(h));
+			return maru__fail(h, -ENOMEM,
+					  "no free page in this handler's "
+					  "regions, and %s",
+					  why[0] ? why
+						 : "no new region could be had");
 		}
 		pthread_mutex_lock(&h->olock);
 		rc = maru__owned_alloc(&h->owned, maru__now_ns(), &rid, &page);
 		pthread_mutex_unlock(&h->olock);
 		if (rc < 0 && tries >= 4)
-			return -ENOBUFS;
+			return maru__fail(h, -ENOBUFS,
+					  "a new region was had, but others "
+					  "took its pages first");
 	}
 	r = maru__owned_find(&h->owned, rid);
 	out->region_id = rid;
@@ -1127,7 +1166,10 @@ MARU_EXPORT int maru_page_alloc(struct maru_handler *h, size_t size,
 	int rc;
 
 	if (size > h->cfg.chunk_size)
-		return -EINVAL;
+		return maru__fail(h, -EINVAL,
+				  "value of %zu bytes is larger than a page "
+				  "(chunk_size_bytes %" PRIu64 ")",
+				  size, h->cfg.chunk_size);
 	pthread_mutex_lock(&h->wlock);
 	rc = state_check(h);
 	if (rc == 0)
@@ -1290,6 +1332,16 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	rc = -EINVAL;
 	if (!key)
 		goto out_unlock;
+	if (h->max_key && (key->type == MARU_KEY_STR || key->type == MARU_KEY_BIN) &&
+	    key->len > h->max_key) {
+		rc = maru__fail(h, -E2BIG,
+				"key of %zu bytes is longer than the server's "
+				"--max-key-bytes (%" PRIu64 ")",
+				(size_t)key->len, h->max_key);
+		if (page_valid(h, page))
+			page_release(h, page->region_id, page->page_index);
+		goto out_unlock;
+	}
 	/* a page of a fenced region is never registered, and costs no RPC */
 	rc = -ESTALE;
 	if (alarm_flags(h) && region_fenced(h, page->region_id))
@@ -1318,7 +1370,8 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	maru__msg_init(&m, MDS_REGISTER_KV);
 	rc = send_msg(h, &m, maru__enc_register(&m, &reg), &r);
 	if (rc == 0 && !r.success)
-		rc = -EREMOTEIO;
+		rc = maru__fail(h, -EREMOTEIO, "maru-server refused the key: %s",
+				r.why[0] ? r.why : "REGISTER_KV answered false");
 	if (rc < 0) {
 		ldbg(h, "REGISTER_KV failed: %s", strerror(-rc));
 		if (!same_page(e, page))
@@ -1380,6 +1433,17 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	for (i = 0; i < n; i++) {
 		if (!page_valid(h, &pages[i]))
 			continue; /* false: not a page of ours */
+		if (h->max_key &&
+		    (keys[i].type == MARU_KEY_STR ||
+		     keys[i].type == MARU_KEY_BIN) &&
+		    keys[i].len > h->max_key) {
+			/* false, and said: the page stays the caller's */
+			maru__fail(h, -E2BIG,
+				   "key of %zu bytes is longer than the "
+				   "server's --max-key-bytes (%" PRIu64 ")",
+				   (size_t)keys[i].len, h->max_key);
+			continue;
+		}
 		if (alarm_flags(h) && region_fenced(h, pages[i].region_id))
 			continue; /* false: fenced, never registered */
 		e = maru__keymap_find(&h->keys, &keys[i]);

@@ -35,6 +35,44 @@ uint64_t maru__now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The calling thread's cause of its last failed call, for one handler at
+ * a time (the last it failed on), as errno is per thread: a caller reads
+ * it right after the call returned the error.
+ */
+static __thread struct {
+	const struct maru_handler *h;
+	char text[512];
+} last_fail;
+
+int maru__fail(const struct maru_handler *h, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_fail.text, sizeof(last_fail.text), fmt, ap);
+	va_end(ap);
+	last_fail.h = h;
+	ldbg(h, "%s", last_fail.text);
+	return rc;
+}
+
+void maru__fail_clear(const struct maru_handler *h)
+{
+	if (last_fail.h == h)
+		last_fail.text[0] = '\0';
+}
+
+const char *maru__fail_text(const struct maru_handler *h)
+{
+	return last_fail.h == h ? last_fail.text : "";
+}
+
+MARU_EXPORT const char *maru_handler_last_error(const struct maru_handler *h)
+{
+	return maru__fail_text(h);
+}
+
 int maru__log_env_priority(void)
 {
 	static const struct {

@@ -377,7 +377,13 @@ int maru__gate_slow(struct maru_handler *h)
 		if (a & MARU_ALARM_LOST) {
 			rc = recover(h);
 			if (rc < 0)
-				return -EKEYEXPIRED;
+				return maru__fail(
+					h, -EKEYEXPIRED,
+					"writes are stopped: this handler lost "
+					"its regions (maru-server restarted "
+					"without its state, or the lease "
+					"expired) and cannot start anew: %s",
+					strerror(-rc));
 			continue;
 		}
 		if (!(a & MARU_ALARM_SUSPECT) && maru__lease_ok(h))
@@ -385,11 +391,16 @@ int maru__gate_slow(struct maru_handler *h)
 		rc = maru__verify(h, &h->rpc);
 		if (rc == 0 || rc == -ESTALE || rc == -EAGAIN)
 			continue;
-		ldbg(h, "write refused: ownership unverified: %s",
-		     strerror(-rc));
-		return -EKEYEXPIRED;
+		return maru__fail(h, -EKEYEXPIRED,
+				  "writes are stopped until maru-server at %s "
+				  "answers (its lease cannot be renewed: %s)",
+				  h->cfg.server_url, strerror(-rc));
 	}
-	return -EKEYEXPIRED;
+	return maru__fail(h, -EKEYEXPIRED,
+			  "writes are stopped: the ownership of this "
+			  "handler's regions cannot be confirmed with "
+			  "maru-server at %s",
+			  h->cfg.server_url);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -121,6 +121,18 @@ void maru__log_capture(const struct maru_handler *h, int prio,
 #define linfo(h, ...) maru__logp(h, LOG_INFO, __VA_ARGS__)
 #define ldbg(h, ...) maru__logp(h, LOG_DEBUG, __VA_ARGS__)
 
+/*
+ * maru__fail - why the calling thread's current call on @h fails: kept
+ * for maru_handler_last_error() (per thread, as errno), logged at debug.
+ * Return: @rc, for "return maru__fail(h, -E2BIG, ...)".  (log.c)
+ */
+int maru__fail(const struct maru_handler *h, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* maru__fail_clear - the calling thread starts a call on @h */
+void maru__fail_clear(const struct maru_handler *h);
+/* maru__fail_text - the calling thread's last cause on @h ("" if none) */
+const char *maru__fail_text(const struct maru_handler *h);
+
 /* maru__log_env_priority - MARU_LOG parsed: -1 (silent) .. 7 */
 int maru__log_env_priority(void);
 
@@ -224,7 +236,10 @@ struct maru__idx_desc {
 struct maru__reply {
 	bool error; /* an "error" key was present */
 	bool held;  /* "held": the instance is another client's (-EBUSY) */
-	char error_text[160]; /* ... its text (cut), "" if not a string */
+	char error_text[320]; /* ... its text (cut), "" if not a string */
+	char cause[24];	      /* REQUEST_ALLOC's "cause" ("" if absent) */
+	char why[160];	      /* REGISTER_KV's refusal, "why" ("" if none) */
+	uint64_t max_key;     /* HANDSHAKE's "max_key_bytes" (0: absent) */
 	bool success;
 	bool is_new;
 	bool exists;
@@ -922,6 +937,7 @@ struct maru_handler {
 	struct maru__mapper mapper;
 	bool mapper_ready;
 	char rm_address[300]; /* effective: HANDSHAKE's, else the config's */
+	uint64_t max_key;     /* the server's longest key (0: unknown) */
 	struct maru__lease lease;
 	struct maru__stats stats;
 	struct maru__fence fence;

@@ -137,18 +137,83 @@ static void put_notices(struct mp_wr *w, const struct notices *nt)
 }
 
 /*
- * the REQUEST_ALLOC reply for @rc (0: @h), with the requester's notices
- * (@islot: IX_NO_SLOT for none)
+ * Why a REQUEST_ALLOC of @size bytes failed with @rc: the "error" text
+ * after "Allocation failed: " (upstream's words, which clients may match)
+ * into @buf, and a short "cause" for programs (docs/protocol.md §2).
  */
-static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
+static const char *alloc_why(struct mds *s, int rc, uint64_t size,
+			     uint32_t islot, char *buf, size_t len)
+{
+	char a[32], b[32];
+
+	switch (rc) {
+	case MDS_RC_RECLAIMED:
+		snprintf(buf, len, "pool full; pages of yours were evicted "
+				   "(see evicted)");
+		return "reclaimed";
+	case -ENOSPC:
+		if (s->pinned_bytes && !s->pol.n) {
+			format_bytes(s->pinned_bytes, a, sizeof(a));
+			snprintf(buf, len,
+				 "pool exhausted: it is full of pinned "
+				 "entries (%s pinned): unpin keys",
+				 a);
+			return "pinned";
+		}
+		format_bytes(size, a, sizeof(a));
+		snprintf(buf, len,
+			 "pool exhausted: no room for a region of %s, and "
+			 "eviction freed none in time (the pool's regions "
+			 "hold pinned keys, pages not stored yet, or keys of "
+			 "clients that take no eviction notices)",
+			 a);
+		return "pool_full";
+	case -ESTALE:
+		snprintf(buf, len, "lease expired");
+		return "lease_expired";
+	case -EPERM:
+		snprintf(buf, len, "%s", MDS_HELD_WHY);
+		return "held";
+	case -EDQUOT:
+		format_bytes(s->cfg.inst_quota, a, sizeof(a));
+		format_bytes(islot != IX_NO_SLOT
+				     ? s->labels[s->insts[islot].label].bytes
+				     : 0,
+			     b, sizeof(b));
+		snprintf(buf, len,
+			 "quota exceeded: the instance id holds %s of its "
+			 "--instance-quota of %s",
+			 b, a);
+		return "quota";
+	default:
+		if (s->rm->why)
+			s->rm->why(s->rm_arg, rc, size, buf, len);
+		else
+			snprintf(buf, len, "%s", strerror(rc < 0 ? -rc : rc));
+		return rc == -ENOMEM || rc == -ENODEV || rc == -ENOENT
+			       ? "pool_full"
+		       : rc == -EACCES ? "rm_refused"
+				       : "rm_unreachable";
+	}
+}
+
+/*
+ * the REQUEST_ALLOC reply for @rc (0: @h) of @size bytes, with the
+ * requester's notices (@islot: IX_NO_SLOT for none)
+ */
+static void put_alloc(struct mds *s, struct mp_wr *w, int rc, uint64_t size,
 		      const struct rm_handle *h, uint32_t islot)
 {
 	struct notices nt;
+	char why[512], text[540];
+	const char *cause;
 
 	notices_take(s, islot, true, &nt);
 	if (rc != 0) {
-		log_dbg("REQUEST_ALLOC failed: %d", rc);
-		mp_put_map(w, 2 + (rc == -EPERM) + notices_fields(&nt));
+		cause = alloc_why(s, rc, size, islot, why, sizeof(why));
+		snprintf(text, sizeof(text), "Allocation failed: %s", why);
+		log_dbg("REQUEST_ALLOC failed: %s", text);
+		mp_put_map(w, 3 + (rc == -EPERM) + notices_fields(&nt));
 		mp_put_key(w, "success");
 		mp_put_bool(w, false);
 		if (rc == -EPERM) {
@@ -156,21 +221,10 @@ static void put_alloc(struct mds *s, struct mp_wr *w, int rc,
 			mp_put_bool(w, true);
 		}
 		mp_put_key(w, "error");
-		if (rc == MDS_RC_RECLAIMED)
-			mp_put_key(w, "Allocation failed: pool full; pages of "
-				      "yours were evicted (see evicted)");
-		else if (rc == -ENOSPC && s->pinned_bytes &&
-			 !s->pol.n)
-			mp_put_key(w, "Allocation failed: pool exhausted: it "
-				      "is full of pinned entries");
-		else if (rc == -ESTALE)
-			mp_put_key(w, "Allocation failed: lease expired");
-		else if (rc == -EPERM)
-			mp_put_key(w, "Allocation failed: " MDS_HELD_WHY);
-		else if (rc == -EDQUOT)
-			mp_put_key(w, "Allocation failed: quota exceeded");
-		else
-			mp_put_key(w, "Allocation failed");
+		mp_put_str(w, text, (uint32_t)strlen(text));
+		/* an addition: the cause, for programs */
+		mp_put_key(w, "cause");
+		mp_put_str(w, cause, (uint32_t)strlen(cause));
 		put_notices(w, &nt);
 		return;
 	}
@@ -263,7 +317,7 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 					    peer);
 	if (rc == 0)
 		mds_inst_label(s, islot, q->host, q->pid);
-	put_alloc(s, w, rc, &h, islot);
+	put_alloc(s, w, rc, q->size, &h, islot);
 	return 0;
 }
 
@@ -302,14 +356,38 @@ static int do_register(struct mds *s, const struct mds_req *q,
 		       struct mds_peer *peer, struct mp_wr *w)
 {
 	int rc = mds_register(s, &q->reg, peer);
+	char why[160];
 
 	if (rc == -ENOMEM)
 		return rc;
-	mp_put_map(w, 2 + (rc == 1));
+	mp_put_map(w, 2 + (rc == 1) + (rc < 0));
 	mp_put_key(w, "success");
 	mp_put_bool(w, rc >= 0);
 	mp_put_key(w, "is_new");
 	mp_put_bool(w, rc == 1);
+	if (rc < 0) {
+		/* an addition: why it was refused (upstream's clients see
+		 * success false, as before) */
+		if (rc == -E2BIG)
+			snprintf(why, sizeof(why),
+				 "key of %u bytes is longer than the server's "
+				 "--max-key-bytes (%u)",
+				 q->reg.key.len, s->cfg.max_key);
+		else if (rc == -ERANGE)
+			snprintf(why, sizeof(why),
+				 "kv_offset %llu + kv_length %llu lies "
+				 "outside region %llu",
+				 (unsigned long long)q->reg.kv_offset,
+				 (unsigned long long)q->reg.kv_length,
+				 (unsigned long long)q->reg.region_id);
+		else
+			snprintf(why, sizeof(why),
+				 "region %llu is not this client's (another "
+				 "client's, or its lease ended)",
+				 (unsigned long long)q->reg.region_id);
+		mp_put_key(w, "why");
+		mp_put_str(w, why, (uint32_t)strlen(why));
+	}
 	if (rc == 1) {
 		/* what an eviction notice of this entry will name */
 		mp_put_key(w, "kv_gen");
@@ -920,7 +998,11 @@ static void do_handshake(struct mds *s, struct mp_wr *w)
 	const char *a = s->cfg.rm_address ? s->cfg.rm_address : "";
 	bool idx = s->pub && s->pub->cur.n_groups;
 
-	mp_put_map(w, 4 + (s->server_id[0] != '\0') + 2 * idx);
+	mp_put_map(w, 5 + (s->server_id[0] != '\0') + 2 * idx);
+	/* an addition: the longest key REGISTER_KV takes, so that a client
+	 * refuses a longer one itself, naming the limit */
+	mp_put_key(w, "max_key_bytes");
+	mp_put_uint(w, s->cfg.max_key ? s->cfg.max_key : IX_KEY_MAX);
 	/* additions (issue 16): lookups need no request, where to map */
 	if (idx) {
 		mp_put_key(w, "capabilities");
@@ -1132,7 +1214,7 @@ static int resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 			buf_reset(out);
 			return 1; /* waits again: for capacity, or the RM */
 		}
-		put_alloc(s, &w, rc, &h,
+		put_alloc(s, &w, rc, wt->size, &h,
 			  rc == -EPERM ? IX_NO_SLOT
 				       : mds_inst_for(s, wt->inst, wt->lease,
 						      wt->no_peer ? NULL

@@ -298,6 +298,7 @@ static void close_conn(struct rmsess *r, bool at_once)
 
 static void lost(struct rmsess *r, const char *why, bool at_once)
 {
+	r->down_err = ECONNRESET;
 	if (r->st == RS_UP)
 		log_warn("resource manager %s: %s; reconnecting", r->address,
 			 why);
@@ -336,6 +337,7 @@ static void on_up(struct rmsess *r)
 
 	r->st = RS_UP;
 	r->sent = 0;
+	r->down_err = 0;
 	if (r->ever_up) {
 		log_info("resource manager %s: reconnected", r->address);
 		r->reconnects++;
@@ -370,11 +372,13 @@ static void on_up(struct rmsess *r)
  * now (as a blocking client's refused connect did); an ALLOC already sent
  * stays queued as an orphan (its region, if any, is freed later)
  */
-static void connect_failed(struct rmsess *r)
+/* @err: why (an errno), for the requests that fail meanwhile */
+static void connect_failed(struct rmsess *r, int err)
 {
 	struct rmsess_op *op, *prev = NULL, *next;
 	struct mds_wait *w;
 
+	r->down_err = err ? err : ECONNREFUSED;
 	close_conn(r, false);
 	for (op = r->head; op; op = next) {
 		next = op->next;
@@ -402,7 +406,7 @@ static void start_connect(struct rmsess *r)
 					       SOCK_CLOEXEC,
 		    0);
 	if (fd < 0) {
-		connect_failed(r);
+		connect_failed(r, errno);
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -413,7 +417,7 @@ static void start_connect(struct rmsess *r)
 		return;
 	}
 	if (errno != EINPROGRESS) {
-		connect_failed(r);
+		connect_failed(r, errno);
 		return;
 	}
 	r->st = RS_CONNECTING;
@@ -429,7 +433,7 @@ static void connect_done(struct rmsess *r)
 	if (getsockopt(r->fd, SOL_SOCKET, SO_ERROR, &err, &n) < 0)
 		err = errno;
 	if (err) {
-		connect_failed(r);
+		connect_failed(r, err);
 		return;
 	}
 	set_watch(r, r->fd);
@@ -776,7 +780,7 @@ static void on_readable(struct rmsess *r)
 		if (rc == -EACCES) {
 			/* our key is refused (logged once): those waiting for
 			 * an ALLOC are told now, the next try backs off */
-			connect_failed(r);
+			connect_failed(r, EACCES);
 			return;
 		}
 		if (rc < 0) {
@@ -891,7 +895,7 @@ void rmsess_tick(struct rmsess *r)
 	if (r->st == RS_DOWN && now >= r->retry_at) {
 		start_connect(r);
 	} else if (r->st == RS_CONNECTING && now >= r->io_deadline) {
-		connect_failed(r);
+		connect_failed(r, ETIMEDOUT);
 	} else if (r->st == RS_UP && r->head && r->sent &&
 		   now >= r->io_deadline) {
 		lost(r, "no answer in time", false);
@@ -1141,8 +1145,72 @@ static int op_pool_usage(void *arg, bool dax_only, uint64_t *total,
 	return -EINPROGRESS;
 }
 
+/*
+ * Why an ALLOC failed, for the client: what this session knows of the
+ * resource manager (down and why, our key refused or missing) and of the
+ * pool (its figures at the last STATS).
+ */
+static void op_why(void *arg, int rc, uint64_t size, char *buf, size_t len)
+{
+	struct rmsess *r = arg;
+	char fr[32], tot[32], want[32];
+
+	format_bytes(size, want, sizeof(want));
+	if (rc == -EACCES || r->told_bad_key || r->told_no_key) {
+		if (r->c.has_key)
+			snprintf(buf, len,
+				 "the resource manager at %s refuses "
+				 "maru-server's key: give maru-server the "
+				 "client.key of the resource manager's state "
+				 "directory (--rm-key-file)",
+				 r->address);
+		else
+			snprintf(buf, len,
+				 "the resource manager at %s requires "
+				 "authentication and maru-server has no key "
+				 "for it: give maru-server --rm-key-file "
+				 "(the client.key of its state directory)",
+				 r->address);
+	} else if (rc == -EAGAIN || rc == -EPROTO ||
+		   (rc == -ETIMEDOUT && r->st != RS_UP)) {
+		snprintf(buf, len,
+			 "the resource manager at %s is not reachable from "
+			 "maru-server (%s)",
+			 r->address,
+			 strerror(r->down_err ? r->down_err : ECONNREFUSED));
+	} else if (rc == -ETIMEDOUT) {
+		snprintf(buf, len,
+			 "the resource manager at %s did not answer within "
+			 "%d ms",
+			 r->address, RMSESS_TIMEOUT_MS);
+	} else if (rc == -ENOMEM || rc == -ENOSPC) {
+		format_bytes(r->ndax ? r->free_dax : r->free_all, fr,
+			     sizeof(fr));
+		format_bytes(r->ndax ? r->total_dax : r->total_all, tot,
+			     sizeof(tot));
+		snprintf(buf, len,
+			 "the pool cannot fit a region of %s (%s free of %s "
+			 "at the last count, none of it one extent that "
+			 "large): ask for less (pool_size, expand_size) or "
+			 "give the resource manager a larger pool",
+			 want, fr, tot);
+	} else if (rc == -ENODEV) {
+		snprintf(buf, len, "the resource manager at %s serves no pool",
+			 r->address);
+	} else if (rc == -ENOENT && r->ndax) {
+		snprintf(buf, len,
+			 "the resource manager at %s serves none of the "
+			 "--dax-path pools",
+			 r->address);
+	} else {
+		snprintf(buf, len, "the resource manager at %s: %s",
+			 r->address, strerror(rc < 0 ? -rc : rc));
+	}
+}
+
 const struct mds_rm_ops rmsess_ops = {
 	.alloc = op_alloc,
 	.free = op_free,
 	.pool_usage = op_pool_usage,
+	.why = op_why,
 };

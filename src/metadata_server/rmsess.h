@@ -93,6 +93,7 @@ struct rmsess {
 	uint64_t reconnects; /* successful reconnects (stats) */
 	bool told_no_key;    /* the RM wants authentication: said once */
 	bool told_bad_key;   /* ... refused our key: said once */
+	int down_err;	     /* why the connection is down (errno; 0: up) */
 	const char *key_path; /* --rm-key-file (borrows); NULL: the default,
 			       * looked for again at each connection */
 	uint32_t hold_ms;    /* asked at AUTH: keep our regions this long

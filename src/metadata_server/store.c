@@ -2248,6 +2248,21 @@ static void deferred_tick(struct mds *s)
 
 /* ---- allocations ---- */
 
+/*
+ * A region of @size is larger than the whole pool: no eviction makes it
+ * fit (the RM's -ENOMEM then goes to the client as it is).
+ */
+static bool never_fits(struct mds *s, uint64_t size)
+{
+	uint64_t total = 0, avail;
+
+	if (!s->pool_total &&
+	    s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total, &avail,
+			      NULL) == 0)
+		s->pool_total = total;
+	return s->pool_total && size > s->pool_total;
+}
+
 /* Before the RM: the owner (and lease) slots the region will have. */
 static int alloc_prepare(struct mds *s, struct mds_str inst,
 			 struct mds_str lease, struct mds_peer *peer,
@@ -2339,6 +2354,10 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	} else {
 		rc = s->rm->alloc(s->rm_arg, size, w, &h);
 	}
+	if (rc == -ENOMEM && never_fits(s, size)) {
+		inst_maybe_gc(s, islot);
+		return rc;
+	}
 	if (rc == -ENOMEM && evict_on(s)) {
 		/* the pool is full: what the RM session would have said */
 		if (!w) {
@@ -2385,7 +2404,7 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 	int rc;
 
 	/* the pool is full: evict, and wait (again) for capacity */
-	if (w->rc == -ENOMEM && peer && evict_on(s)) {
+	if (w->rc == -ENOMEM && peer && evict_on(s) && !never_fits(s, w->size)) {
 		rc = reclaim_for(s, w);
 		if (rc == -EINPROGRESS)
 			return rc; /* still parked: nothing changes */

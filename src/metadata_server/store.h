@@ -142,6 +142,12 @@ struct mds_rm_ops {
 	 */
 	int (*pool_usage)(void *arg, bool dax_only, uint64_t *total,
 			  uint64_t *avail, struct mds_wait *w);
+	/*
+	 * Why an ALLOC of @size bytes failed with @rc, one line for the
+	 * client ("the resource manager at ... is not reachable (...)"),
+	 * into @buf; may be NULL (then the errno's text is said).
+	 */
+	void (*why)(void *arg, int rc, uint64_t size, char *buf, size_t len);
 };
 
 struct mds_config {

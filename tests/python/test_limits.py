@@ -51,8 +51,9 @@ def test_instance_quota_at_maru_server(rm, start_mds):
                                                "size": 2 * MiB})[1])
               for _ in range(2)]
         _, r = c.call(REQUEST_ALLOC, {"instance_id": "a", "size": MiB})
-        assert r == {"success": False,
-                     "error": "Allocation failed: quota exceeded"}
+        assert r["success"] is False and r["cause"] == "quota"
+        assert r["error"] == "Allocation failed: quota exceeded: the " \
+            "instance id holds 4.0M of its --instance-quota of 4.0M"
         _, r = c.call(REQUEST_ALLOC, {"instance_id": "b", "size": 4 * MiB})
         assert r["success"] is True                  # per instance
         _, r = c.call(RETURN_ALLOC, {"instance_id": "a",

@@ -86,6 +86,8 @@ def test_register_into_another_instance_region_is_refused(victim, impostor):
     _, r = impostor.call(REGISTER_KV, {"key": "forged",
                                        "region_id": hd["region_id"],
                                        "kv_offset": 0, "kv_length": 4096})
+    assert r.pop("why") == f"region {hd['region_id']} is not this " \
+        "client's (another client's, or its lease ended)"
     assert r == {"success": False, "is_new": False}
     assert impostor.call(LOOKUP_KV, {"key": "forged"})[1] == {"found": False}
     assert victim.retrieve("forged") is None

@@ -111,6 +111,7 @@ def test_dead_client_with_lease_is_reclaimed(rm, start_mds):
     # registrations into the expired lease's region are refused
     _, r = c.call(REGISTER_KV, {"key": "late", "region_id": hs[1]["region_id"],
                                 "kv_offset": 0, "kv_length": 1})
+    assert "not this client's" in r.pop("why")
     assert r == {"success": False, "is_new": False}
     _, r = c.call(HEARTBEAT, {"instance_id": "leased", "lease_id": "lease-1"})
     r.pop("server_id")                  # an addition (docs/protocol.md §2)
@@ -213,7 +214,10 @@ def test_rm_down_fails_fast_then_recovers(start_rm, start_mds):
     rm.stop()
     t0 = time.monotonic()
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "d", "size": MiB})
-    assert r == {"success": False, "error": "Allocation failed"}
+    assert r["success"] is False and r["cause"] == "rm_unreachable"
+    assert r["error"] == f"Allocation failed: the resource manager at " \
+        f"{rm.address} is not reachable from maru-server (Connection " \
+        "refused)", r
     assert time.monotonic() - t0 < 4.5     # not the 5 s RM timeout
     _, r = c.call(HEARTBEAT, {})        # the rest keeps being served
     assert "error" not in r
@@ -266,7 +270,8 @@ def test_rm_stopped_blocks_nobody(start_rm, start_mds):
         hh, r = a.recv(10000)
         waited = time.monotonic() - t0
         assert hh.seq == seq
-        assert r == {"success": False, "error": "Allocation failed"}
+        assert r["success"] is False and r["cause"] == "rm_unreachable"
+        assert "did not answer within" in r["error"], r
         assert 4.5 < waited < 8, waited
         assert "no answer to ALLOC" in mds.log()
     finally:
@@ -426,7 +431,8 @@ def test_dax_path_only_unknown_fails_alloc(rm, start_mds):
     mds = start_mds(rm.address, extra=["--dax-path", "/no/such/pool"])
     c = ReqClient(mds.url)
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "f", "size": MiB})
-    assert r == {"success": False, "error": "Allocation failed"}
+    assert r["success"] is False and r["cause"] == "pool_full"
+    assert "serves none of the --dax-path pools" in r["error"], r
     from mds_wire import GET_STATS
     _, s = c.call(GET_STATS, {})
     assert s["cxl_pool"] == {"total_size": 0, "free_size": 0}

@@ -57,6 +57,7 @@ def test_every_message_type(client, rm, mds):
     assert desc["kind"] == "file" and desc["layout"] == 2
     assert desc["digest"] == "sha256-128-mk1" and desc["area_id"] > 0
     assert os.stat(desc["path"]).st_size == desc["length"]
+    assert r.pop("max_key_bytes") == 65536      # an addition
     assert r == {"success": True, "rm_address": rm.address,
                  "server_version": 1, "lease_ttl": 30.0}
     assert h.flags == 0 and h.length > 0
@@ -280,7 +281,10 @@ def test_deferred_free_seen_at_the_rm(rm, mds):
 
 def test_alloc_failure_and_wrong_owner(client, rm, mds):
     _, r = client.call(REQUEST_ALLOC, {"instance_id": "x", "size": 1 << 40})
-    assert r == {"success": False, "error": "Allocation failed"}
+    # upstream's words first, then the cause (and "cause", an addition)
+    assert r["success"] is False and r["cause"] == "pool_full"
+    assert r["error"].startswith("Allocation failed: the pool cannot fit "
+                                 "a region of 1.0T"), r
     hd = alloc(client, "x")
     _, r = client.call(RETURN_ALLOC, {"instance_id": "y",
                                       "region_id": hd["region_id"]})
@@ -531,6 +535,7 @@ def test_key_size_is_bounded(rm, mds):
         _, r = c.call(REGISTER_KV, {"key": str(i) * (4 * MiB),
                                     "region_id": h["region_id"],
                                     "kv_offset": 0, "kv_length": 64})
+        assert "longer than the server's --max-key-bytes" in r.pop("why")
         assert r == {"success": False, "is_new": False}, r
     _, r = c.call(EXISTS_KV, {"key": "0" * (4 * MiB)})
     assert r == {"exists": False}

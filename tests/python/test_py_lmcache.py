@@ -13,6 +13,7 @@ sys.path.insert(0, STUB)
 
 import py_workers  # noqa: E402
 from py_workers import recv  # noqa: E402
+from conftest import wait_until  # noqa: E402
 from lmcache.v1.memory_management import MemoryFormat  # noqa: E402
 
 from maru import MaruConfig, MaruHandler  # noqa: E402
@@ -161,7 +162,10 @@ def test_adapter_when_pool_exhausted(mds):
 
 
 def test_backend_connect_fails_clearly_when_daemons_down(rm, start_mds):
-    """LMCache's MaruBackend raises when connect() returns False."""
+    """LMCache's MaruBackend raises when connect() returns False: no
+    maru-server.  With maru-server up and the resource manager gone it
+    connects without a region (it can read); an allocation says why it
+    cannot have one, and works once the resource manager is back."""
     import socket
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,5 +174,20 @@ def test_backend_connect_fails_clearly_when_daemons_down(rm, start_mds):
         backend_handler(f"tcp://127.0.0.1:{dead}", 1 << 20, timeout_ms=500)
     mds = start_mds(rm.address)
     rm.stop()                                # metadata server up, RM gone
-    with pytest.raises(RuntimeError, match="^Failed to connect MaruHandler to "):
-        backend_handler(mds.url, 1 << 20, timeout_ms=2000)
+    h = backend_handler(mds.url, 1 << 20, timeout_ms=2000)
+    try:
+        assert h.get_owned_region_ids() == []
+        with pytest.raises(ValueError, match="is not reachable from "
+                                             "maru-server"):
+            h.alloc(1 << 20)
+        rm.start()
+        assert wait_until(lambda: _alloc_ok(h), 20)
+    finally:
+        h.close()
+
+
+def _alloc_ok(h):
+    try:
+        return h.alloc(1 << 20) is not None
+    except ValueError:
+        return False

@@ -195,6 +195,52 @@ static void test_closed_handler(void **state)
 	(void)state;
 }
 
+struct other {
+	struct maru_handler *h;
+	char seen[256];
+};
+
+static void *other_thread(void *arg)
+{
+	struct other *o = arg;
+
+	snprintf(o->seen, sizeof(o->seen), "%s", maru_handler_last_error(o->h));
+	return NULL;
+}
+
+/*
+ * maru_handler_last_error(): the calling thread's cause of its last
+ * failed call, per thread (another thread sees its own, ""), cleared by
+ * the next call
+ */
+static void test_last_error(void **state)
+{
+	struct sink s = {0};
+	int port, fd = tcp_socket(0, &port);
+	struct maru_handler *h = handler(port, 1000, &s, -1);
+	struct maru_page p;
+	struct maru_key k = {.type = MARU_KEY_STR, .len = 1, .str = "k"};
+	struct other o = {h, "x"};
+	pthread_t t;
+
+	assert_string_equal(maru_handler_last_error(h), "");
+	assert_int_equal(maru_page_alloc(h, 1 << 30, &p), -EINVAL);
+	assert_non_null(strstr(maru_handler_last_error(h),
+			       "is larger than a page (chunk_size_bytes"));
+	assert_int_equal(pthread_create(&t, NULL, other_thread, &o), 0);
+	pthread_join(t, NULL);
+	assert_string_equal(o.seen, "");
+	/* not connected: says so, with the last connect's cause */
+	assert_int_equal(maru_handler_connect(h), -ECONNREFUSED);
+	assert_int_equal(maru_kv_exists(h, &k), -ENOTCONN);
+	assert_non_null(strstr(maru_handler_last_error(h),
+			       "not connected: the last connect failed: "));
+	assert_non_null(strstr(maru_handler_last_error(h), "refused"));
+	maru_handler_free(h);
+	close(fd);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +249,7 @@ int main(void)
 		cmocka_unit_test(test_http_peer),
 		cmocka_unit_test(test_silent_peer),
 		cmocka_unit_test(test_closed_handler),
+		cmocka_unit_test(test_last_error),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

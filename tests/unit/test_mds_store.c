@@ -1216,7 +1216,7 @@ static void test_quota_counts_parked(void **state)
 	/* a second one while the first waits: over the quota, at once */
 	assert_int_equal(alloc("q", 1).region_id, 0);
 	e = mget(R.root, "error");
-	assert_int_equal(e->via.str.size, sizeof(quota) - 1);
+	assert_true(e->via.str.size >= sizeof(quota) - 1);
 	assert_memory_equal(e->via.str.ptr, quota, sizeof(quota) - 1);
 	assert_int_equal(mbool(mget(resume(w), "success")), 1);
 	/* answered: its region counts instead of the request */
@@ -1429,14 +1429,17 @@ static void assert_uints(msgpack_object *m, const char *key,
 		assert_true(a->via.array.ptr[i].via.u64 == v[i]);
 }
 
+/* a refused REQUEST_ALLOC: its text starts with @want (upstream's words;
+ * the cause follows), and it says a cause for programs */
 static void assert_error(msgpack_object *m, const char *want)
 {
 	msgpack_object *e = mget(m, "error");
 
 	assert_int_equal(mbool(mget(m, "success")), 0);
 	assert_non_null(e);
-	assert_int_equal(e->via.str.size, strlen(want));
+	assert_true(e->via.str.size >= strlen(want));
 	assert_memory_equal(e->via.str.ptr, want, strlen(want));
+	assert_non_null(mget(m, "cause"));
 }
 
 /* four 2 MiB regions of @inst holding keys a0..a7 of 1 MiB, two each;

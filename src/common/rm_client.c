@@ -191,6 +191,7 @@ static int authenticate(struct rm_client *c, uint64_t deadline)
 	struct rm_auth_req q = {.step = 1,
 				.client_id = rm_str_from(c->client_id),
 				.hold_ms = c->hold_ms,
+				.write_ms = c->write_ms,
 				.reader = c->reader};
 	uint8_t cn[RM_AUTH_NONCE_LEN];
 	struct buf b = BUF_INIT;

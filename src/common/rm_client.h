@@ -52,6 +52,8 @@ struct rm_client {
 	bool authed;		/* ... done on this connection */
 	bool key_tried;		/* the default key was looked for */
 	uint32_t hold_ms;	/* declared at AUTH (rm_auth.h); 0: none */
+	uint32_t write_ms;	/* ... and, with a hold until we return, how
+				 * long our clients may write after we go */
 	bool reader;		/* @key is a reader.key (STATS, GET_ACCESS) */
 	bool auth_all;		/* the RM wants AUTH for every request
 				 * (--require-auth): seen once, kept */

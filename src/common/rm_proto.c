@@ -154,8 +154,8 @@ int rm_decode_get_access_req(const uint8_t *p, size_t len,
 	return 0;
 }
 
-/* step u8, 3 reserved bytes, 32 bytes of data, then client_id and an
- * optional u32 hold_ms */
+/* step u8, 3 reserved bytes, 32 bytes of data, then client_id, an
+ * optional u32 hold_ms and, after it, an optional u32 write_ms */
 int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
 		       const char **why)
 {
@@ -170,6 +170,7 @@ int rm_decode_auth_req(const uint8_t *p, size_t len, struct rm_auth_req *m,
 	memcpy(m->data, p + 4, RM_AUTH_NONCE_LEN);
 	off = get_client_id(p, len, 4 + RM_AUTH_NONCE_LEN, &m->client_id);
 	m->hold_ms = off && len - off >= 4 ? get_u32le(p + off) : 0;
+	m->write_ms = off && len - off >= 8 ? get_u32le(p + off + 4) : 0;
 	return 0;
 }
 
@@ -504,12 +505,13 @@ int rm_encode_alloc_resp(struct buf *b, const struct rm_alloc_resp *m)
 int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m)
 {
 	size_t n = 4 + RM_AUTH_NONCE_LEN + client_id_size(m->client_id);
-	bool hold = m->client_id.len && m->hold_ms;
+	bool hold = m->client_id.len && (m->hold_ms || m->write_ms);
+	bool write = hold && m->write_ms;
 	uint8_t *p;
 
 	if (m->client_id.len > RM_CLIENT_ID_MAX)
 		return -EINVAL;
-	p = msg_begin(b, RM_AUTH_REQ, n + (hold ? 4 : 0));
+	p = msg_begin(b, RM_AUTH_REQ, n + (hold ? 4 : 0) + (write ? 4 : 0));
 	if (!p)
 		return -ENOMEM;
 	p[0] = m->step;
@@ -519,6 +521,8 @@ int rm_encode_auth_req(struct buf *b, const struct rm_auth_req *m)
 	put_client_id(p + 4 + RM_AUTH_NONCE_LEN, m->client_id);
 	if (hold)
 		put_u32le(p + n, m->hold_ms);
+	if (write)
+		put_u32le(p + n + 4, m->write_ms);
 	return 0;
 }
 

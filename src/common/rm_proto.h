@@ -131,6 +131,10 @@ struct rm_auth_req {
 	struct rm_str client_id; /* step 1; empty = absent */
 	uint32_t hold_ms; /* step 1, optional: keep our regions this long
 			   * after we are gone (clients fence by then) */
+	uint32_t write_ms; /* step 1, optional, after hold_ms: with a hold
+			    * until we return, how long after we are gone
+			    * our clients may still write into our regions
+			    * (RELEASE waits that long); 0: not said */
 	uint8_t reader;	  /* step 1: 1 proves reader.key, 0 client.key */
 };
 

@@ -818,26 +818,29 @@ static void rm_client_id(char *out, size_t len, const char *server_id)
 /*
  * The resource manager holds the regions of our earlier identity until it
  * returns (RM_HOLD_UNTIL_BACK); a journal that cannot be served means it
- * never will: release them, or say how once they may be.
+ * never will: release them now, or -- while its workers may still write,
+ * or the RM cannot say -- from the loop, as soon as they may be.
  */
-static void release_old(const char *cid, struct rm_client *c)
+static void release_old(struct verify *v, struct rm_client *c)
 {
 	struct rm_release_resp r;
-	int rc = rm_client_release(c, cid, &r);
+	int rc = rm_client_release(c, v->old_cid, &r);
 
 	if (rc == 0)
 		log_warn("resource manager: the %u region(s), %llu bytes, of "
 			 "our earlier identity %s are released",
-			 r.regions, (unsigned long long)r.bytes, cid);
+			 r.regions, (unsigned long long)r.bytes, v->old_cid);
 	else if (rc != -ENOENT)
 		log_warn("resource manager: the regions of our earlier "
-			 "identity %s stay held (%s); once its workers have "
-			 "stopped: pool_monitor --release '%s'",
-			 cid,
-			 rc == -EAGAIN ? "it left too recently: its workers "
-					 "may still write"
-				       : strerror(-rc),
-			 cid);
+			 "identity %s are released %s",
+			 v->old_cid,
+			 rc == -EAGAIN ? "once its workers have stopped "
+					 "writing into them"
+				       : "as soon as the resource manager "
+					 "lets us");
+	if (rc != 0 && rc != -ENOENT)
+		rmsess_release_later(v->rm, v->old_cid,
+				     rc == -EAGAIN ? r.regions + 1 : 5);
 }
 
 static int verify_regions(void *arg, struct rm_client *c);
@@ -852,7 +855,7 @@ static int start_hook(void *arg, struct rm_client *c)
 	int rc = 0;
 
 	if (v->old_cid[0])
-		release_old(v->old_cid, c);
+		release_old(v, c);
 	if (v->recovered)
 		rc = verify_regions(v, c);
 	if (rc == 0 && v->idx->c->shm_mode != PUB_OFF)
@@ -1340,19 +1343,24 @@ int main(int argc, char **argv)
 	 * by TTL after our death none writes any more; the RM keeps our
 	 * regions TTL + a margin after we die.
 	 */
-	if (have_jr) {
-		rm.hold_ms = RM_HOLD_UNTIL_BACK;
-	} else if (c.lease_ttl > 0) {
+	if (c.lease_ttl > 0) {
 		double hold = c.lease_ttl * 1000 +
 			      fmax(2000, c.lease_ttl * 1000 / 4);
 
-		if (hold > 600000)
+		if (hold > 600000 && !have_jr)
 			log_warn("--client-lease-ttl %g: the resource manager "
 				 "holds a dead server's regions at most 600 s, "
 				 "less than the %.0f ms its clients may write "
 				 "on; keep the TTL under 480 s",
 				 c.lease_ttl, hold);
 		rm.hold_ms = (uint32_t)llround(fmin(hold, 600000));
+	}
+	if (have_jr) {
+		/* our clients still write this long after we go: an
+		 * operator's RELEASE waits for it (no leases: as long as
+		 * the resource manager lets anyone hold) */
+		rm.write_ms = rm.hold_ms ? rm.hold_ms : 600000;
+		rm.hold_ms = RM_HOLD_UNTIL_BACK;
 	}
 	idx = (struct idx_start){.c = &c, .dir = have_jr ? dir : NULL};
 	ver.s = &s;

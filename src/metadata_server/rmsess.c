@@ -42,7 +42,7 @@
 #define MAX_TRIES 4	  /* sends of one op before it stops blocking */
 
 enum { RS_DOWN, RS_CONNECTING, RS_UP };
-enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS, OP_AUTH };
+enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS, OP_AUTH, OP_RELEASE };
 
 struct rmsess_op {
 	uint8_t kind;	  /* OP_* */
@@ -198,7 +198,8 @@ static int queue_auth(struct rmsess *r)
 {
 	struct rm_auth_req q = {.step = 1,
 				.client_id = rm_str_from(r->c.client_id),
-				.hold_ms = r->hold_ms};
+				.hold_ms = r->hold_ms,
+				.write_ms = r->write_ms};
 	struct rmsess_op *op;
 
 	/* (r->c's own fd is -1 here: the session took it over) */
@@ -624,6 +625,9 @@ static void queue_free_op(struct rmsess *r, const struct rm_handle *h);
  * The head's answer is in (@type, payload @p/@n); complete it.
  * Return: 0, or -EPROTO (the connection is dropped, the op stays).
  */
+static void released(struct rmsess *r, int st,
+		     const struct rm_release_resp *rr);
+
 static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 		    size_t n)
 {
@@ -712,6 +716,19 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 		r->stats_queued = false;
 		stats_done(r, st);
 		break;
+	case OP_RELEASE: {
+		struct rm_release_resp rr = {0};
+
+		if (!st && (type != RM_RELEASE_RESP ||
+			    rm_decode_release_resp(p, n, &rr) < 0))
+			return -EPROTO;
+		if (!st)
+			st = rr.status;
+		pop(r);
+		r->release_queued = false;
+		released(r, st, &rr);
+		break;
+	}
 	default: /* OP_ACCESS */
 		if (!st && (type != RM_GET_ACCESS_RESP ||
 			    rm_decode_get_access_resp(p, n, &a) < 0))
@@ -827,6 +844,10 @@ static void give_up(struct rmsess *r, struct rmsess_op *op)
 	case OP_ACCESS:
 		r->access_queued = false;
 		break;
+	case OP_RELEASE:
+		r->release_queued = false;
+		r->release_at = now_ns() + 60ull * 1000000000ull;
+		break;
 	default:
 		break;
 	}
@@ -856,6 +877,57 @@ void rmsess_forget(struct rmsess *r, struct mds_wait *w)
 			return;
 		}
 	}
+}
+
+/* ---- an earlier identity's regions (rmsess_release_later) ---- */
+
+static void queue_release(struct rmsess *r)
+{
+	struct rmsess_op *op = op_new(OP_RELEASE);
+
+	if (!op || rm_encode_release_req(&op->req,
+					 rm_str_from(r->release_cid)) < 0) {
+		if (op)
+			op_free_mem(op);
+		r->release_at = now_ns() + 1000000000ull;
+		return;
+	}
+	r->release_queued = true;
+	push(r, op, false);
+	start_next(r);
+}
+
+/* the RM's answer to it: done, or again later */
+static void released(struct rmsess *r, int st,
+		     const struct rm_release_resp *rr)
+{
+	uint64_t after_s = 60;
+
+	if (st == 0)
+		log_warn("resource manager %s: the %u region(s), %llu bytes, "
+			 "of our earlier identity %s are released",
+			 r->address, rr->regions,
+			 (unsigned long long)rr->bytes, r->release_cid);
+	if (st == 0 || st == -ENOENT) {
+		r->release_cid[0] = '\0';
+		return;
+	}
+	if (st == -EAGAIN)
+		after_s = rr->regions + 1; /* its clients' window */
+	else
+		log_warn("resource manager %s: the regions of our earlier "
+			 "identity %s stay held (%s); trying again in %llu s "
+			 "(or: pool_monitor --release '%s')",
+			 r->address, r->release_cid, strerror(-st),
+			 (unsigned long long)after_s, r->release_cid);
+	r->release_at = now_ns() + after_s * 1000000000ull;
+}
+
+void rmsess_release_later(struct rmsess *r, const char *cid,
+			  uint32_t after_s)
+{
+	snprintf(r->release_cid, sizeof(r->release_cid), "%s", cid);
+	r->release_at = now_ns() + (uint64_t)after_s * 1000000000ull;
 }
 
 /* ---- deadlines ---- */
@@ -892,6 +964,9 @@ void rmsess_tick(struct rmsess *r)
 	uint64_t now = now_ns();
 
 	expire_waits(r, now);
+	if (r->release_cid[0] && !r->release_queued && r->st == RS_UP &&
+	    now >= r->release_at)
+		queue_release(r);
 	if (r->st == RS_DOWN && now >= r->retry_at) {
 		start_connect(r);
 	} else if (r->st == RS_CONNECTING && now >= r->io_deadline) {
@@ -951,6 +1026,7 @@ int rmsess_start(struct rmsess *r)
 	if (rc < 0)
 		return rc;
 	r->c.hold_ms = r->hold_ms; /* should the STATS below authenticate */
+	r->c.write_ms = r->write_ms;
 	rc = rm_client_connect(&r->c);
 	if (rc < 0)
 		return rc;

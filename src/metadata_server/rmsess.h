@@ -94,10 +94,17 @@ struct rmsess {
 	bool told_no_key;    /* the RM wants authentication: said once */
 	bool told_bad_key;   /* ... refused our key: said once */
 	int down_err;	     /* why the connection is down (errno; 0: up) */
+	/* an identity of ours whose regions are to be released
+	 * (rmsess_release_later), and when to ask next */
+	char release_cid[RM_CLIENT_ID_MAX + 1];
+	uint64_t release_at;
+	bool release_queued;
 	const char *key_path; /* --rm-key-file (borrows); NULL: the default,
 			       * looked for again at each connection */
 	uint32_t hold_ms;    /* asked at AUTH: keep our regions this long
 			      * after we die (clients fence by then) */
+	uint32_t write_ms;   /* ... with RM_HOLD_UNTIL_BACK: our clients
+			      * fence this long after we die */
 	/* called by rmsess_start() on its blocking connection, before the
 	 * loop takes it: the recovered regions are checked (main.c) */
 	int (*verify)(void *arg, struct rm_client *c);
@@ -141,6 +148,15 @@ void rmsess_attach(struct rmsess *r,
 
 /* rmsess_io - the watched fd reported @events (EVLOOP_*) */
 void rmsess_io(struct rmsess *r, uint32_t events);
+
+/*
+ * rmsess_release_later - RELEASE the regions of @cid, an identity of ours
+ * that is not served any more (a journal that could not be served), in
+ * @after_s seconds and, while the resource manager says "too soon" or is
+ * away, again until it answers that they are freed or gone
+ */
+void rmsess_release_later(struct rmsess *r, const char *cid,
+			  uint32_t after_s);
 
 /* rmsess_tick - deadlines and reconnects (call every ~100 ms) */
 void rmsess_tick(struct rmsess *r);

@@ -731,6 +731,8 @@ static uint32_t owner_resolve(struct mds *s, struct mds_str inst,
 
 	*lslot = IX_NO_SLOT;
 	*err = -ENOENT;
+	if (!s->cfg.lease_ttl_ns)
+		lease.len = 0; /* no leases granted: a lease id is nothing */
 	if (lease.len) {
 		*lslot = lease_find(s, lease);
 		if (*lslot != IX_NO_SLOT) {
@@ -1070,7 +1072,8 @@ static void region_release(struct mds *s, uint32_t slot)
 						   : "no connection left",
 			 (unsigned long long)h.length);
 	}
-	if (r->wanted_for)
+	if (r->wanted_for &&
+	    s->insts[r->wanted_for - 1].pins.uid == r->wanted_uid)
 		earmark(s, r->wanted_for - 1);
 	region_forget(s, slot);
 	queue_free(s, &h);
@@ -1574,6 +1577,8 @@ static uint64_t empty_a_region(struct mds *s, uint32_t for_islot, bool done_only
 		return 0;
 	s->regions[best].wanted = 1;
 	s->regions[best].wanted_for = for_islot + 1; /* (IX_NO_SLOT: 0) */
+	s->regions[best].wanted_uid =
+		for_islot != IX_NO_SLOT ? s->insts[for_islot].pins.uid : 0;
 	s->any_wanted = true;
 	log_dbg("region %llu: emptied for a waiting request",
 		(unsigned long long)s->regions[best].h.region_id);
@@ -2611,13 +2616,22 @@ bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 static struct mds_pins *pin_holder(struct mds *s, struct mds_peer *peer)
 {
 	struct mds_conn *c;
+	uint32_t i;
 
 	if (!peer)
 		return &s->anon_pins;
 	c = peer_conn(s, peer);
 	if (!c)
 		return NULL;
-	return c->ninst ? &s->insts[c->inst[0]].pins : &c->pins;
+	/* the first owner the connection belongs to -- not one whose lease
+	 * ended (its pins went with it; the client takes a new lease) */
+	for (i = 0; i < c->ninst; i++) {
+		const struct mds_inst *in = &s->insts[c->inst[i]];
+
+		if (!in->lease_id || in->nleases)
+			return &s->insts[c->inst[i]].pins;
+	}
+	return &c->pins;
 }
 
 bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
@@ -2992,19 +3006,45 @@ static int apply_del(struct mds *s, const struct jr_rec *rec)
 	return 0;
 }
 
+/*
+ * The holder of a pin record written before records named the holder's
+ * lease: the instance id's one owner with an active lease (the pins of an
+ * instance were its leased process's), else its lease-less owner.
+ */
+static uint32_t pin_owner_unnamed(struct mds *s, struct mds_str id)
+{
+	uint32_t lab = label_find(s, id), slot, leased = IX_NO_SLOT, n = 0;
+
+	for (slot = lab != IX_NO_SLOT ? s->labels[lab].first : IX_NO_SLOT;
+	     slot != IX_NO_SLOT; slot = s->insts[slot].sib_next)
+		if (s->insts[slot].nleases) {
+			leased = slot;
+			n++;
+		}
+	return n == 1 ? leased
+		      : inst_get(s, id, (struct mds_str){NULL, 0});
+}
+
 static int apply_pin(struct mds *s, const struct jr_rec *rec)
 {
-	uint32_t islot = inst_get(s, rec_str(&rec->s[0]),
-				  rec->ns > 2 ? rec_str(&rec->s[2])
-					      : (struct mds_str){NULL, 0});
+	struct mds_str id = rec_str(&rec->s[0]);
+	bool named = rec->ns > 2 && rec->s[2].p;
+	uint32_t islot = named ? inst_get(s, id, rec_str(&rec->s[2]))
+			       : pin_owner_unnamed(s, id);
 	struct ix_entry *e, *pr;
 	struct mds_pins *hp;
 	struct ix_key k;
 	uint64_t cur;
 
-	if (islot == IX_NO_SLOT || rec_key(rec->u[0], &rec->s[1], &k) < 0 ||
-	    rec->u[1] > UINT32_MAX)
+	if (rec_key(rec->u[0], &rec->s[1], &k) < 0 || rec->u[1] > UINT32_MAX ||
+	    !id.len)
 		return -EPROTO;
+	/* a lease id that is now another instance id's (ended, forgotten,
+	 * taken again): its pins went when it ended */
+	if (islot == IX_NO_SLOT && named)
+		return 0;
+	if (islot == IX_NO_SLOT)
+		return -ENOMEM;
 	e = ix_find(&s->kv, &k, ix_hash(&s->kv, &k));
 	if (!e) {
 		inst_maybe_gc(s, islot);
@@ -3074,6 +3114,11 @@ static int apply_region(struct mds *s, const struct jr_rec *rec)
 		   (r->owner != islot &&
 		    !inst_is(&s->insts[r->owner], rec_str(&rec->s[0])))) {
 		return -EPROTO;
+	} else if (r->owner != islot && !rec->s[1].p) {
+		/* its lease ended (the record names none since): it stays
+		 * its owner's, as it did while we ran */
+		inst_maybe_gc(s, islot);
+		islot = r->owner;
 	}
 	if (r->owner != islot)
 		region_reown(s, r, islot);

@@ -223,7 +223,8 @@ struct mds_region {
 	uint8_t deferred;    /* owner done, refs 0: FREE once quiet */
 	uint8_t wanted;	     /* emptied for another's request: asked back
 			      * even while its owner waits itself */
-	uint32_t wanted_for; /* ... for this instance's (slot + 1; 0: none) */
+	uint32_t wanted_for; /* ... for this owner's (slot + 1; 0: none) */
+	uint64_t wanted_uid; /* ... its pins.uid (a slot is reused) */
 	uint8_t kicked;	     /* ... and a waiter of its owner was answered
 			      * at once for it (holds_wanted) */
 	uint8_t hit_len;

@@ -73,6 +73,7 @@ static int holds_save(struct rm *rm)
 		}
 		memset(&co.v[co.n], 0, sizeof(co.v[co.n]));
 		memcpy(co.v[co.n].owner, c->id, c->idlen);
+		co.v[co.n].write_ms = c->write_ms;
 		co.v[co.n++].away_since = c->nconns ? 0 : c->away_s;
 	}
 	rc = state_holds_encode(&b, co.v, co.n);
@@ -81,11 +82,15 @@ static int holds_save(struct rm *rm)
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 out:
-	if (rc < 0)
+	if (rc < 0) {
+		/* again in a second (not at every turn of the loop) */
 		log_err("%s/%s: cannot be written: %s", rm->cfg.state_dir,
 			HOLDS_FILE, strerror(-rc));
-	else
+		rm->holds_dirty = true;
+		rm->holds_retry_ms = evloop_now_ms() + 1000;
+	} else {
 		rm->holds_dirty = false;
+	}
 	buf_free(&b);
 	free(co.v);
 	return rc;
@@ -133,6 +138,7 @@ int holds_load(struct rm *rm)
 		if (!c || !c->nallocs)
 			continue;
 		c->durable = true;
+		c->write_ms = h.write_ms;
 		/* connected when we stopped: away since we did not see it */
 		c->away_s = h.away_since ? h.away_since : (uint64_t)time(NULL);
 		c->reminded_ms = evloop_now_ms();
@@ -145,11 +151,12 @@ int holds_load(struct rm *rm)
 	return 0;
 }
 
-int holds_declare(struct rm *rm, struct client *c)
+int holds_declare(struct rm *rm, struct client *c, uint32_t write_ms)
 {
-	bool was = c->durable;
+	bool was = c->durable && c->write_ms == write_ms;
 
 	c->durable = true;
+	c->write_ms = write_ms;
 	c->away_s = 0;
 	if (was)
 		return 0;
@@ -173,8 +180,25 @@ void holds_undeclare(struct rm *rm, struct client *c)
 
 void holds_flush(struct rm *rm)
 {
-	if (rm->holds_dirty)
+	if (rm->holds_dirty && evloop_now_ms() >= rm->holds_retry_ms)
 		(void)holds_save(rm);
+}
+
+uint32_t holds_release_wait(const struct rm *rm, const struct client *c)
+{
+	uint64_t now = (uint64_t)time(NULL), gone, win;
+
+	/* the longest its clients may write on: what it said, and never
+	 * less than --recovered-hold */
+	win = (uint64_t)rm->cfg.recovered_hold * 1000u;
+	if ((c->durable ? c->write_ms : c->hold_ms) > win)
+		win = c->durable ? c->write_ms : c->hold_ms;
+	win = (win + 999) / 1000;
+	if (!c->away_s)
+		return (uint32_t)win;
+	/* a clock that went back: from now */
+	gone = now >= c->away_s ? now - c->away_s : 0;
+	return gone >= win ? 0 : (uint32_t)(win - gone);
 }
 
 void holds_tick(struct rm *rm)

@@ -116,6 +116,8 @@ struct client {
 	uint64_t away_s;      /* unix seconds its last connection closed;
 			       * 0 while connected */
 	uint64_t reminded_ms; /* durable and away: last named in the log */
+	uint32_t write_ms;    /* durable: its clients may write this long
+			       * after it goes (RELEASE waits for it) */
 	struct hnode hn;      /* in rm->clients, hashed by @id */
 };
 
@@ -180,6 +182,7 @@ struct rm {
 				  * checkpoint before the next one */
 	unsigned ops_since_ckpt; /* WAL records since the last checkpoint */
 	bool holds_dirty;	 /* holds.meta to be written (holds.c) */
+	uint64_t holds_retry_ms; /* ... not before (after a failed write) */
 	struct buf scratch;	 /* owns: reused for WAL records */
 
 	int listen_fd;	    /* owns */
@@ -457,9 +460,14 @@ int reaper_free_owner(struct rm *rm, struct client *c, const char *why,
  * Return: 0, or -EPROTO for a damaged file (logged: refuse to start) */
 int holds_load(struct rm *rm);
 
-/* holds_declare - @c keeps its regions until it returns; written before
- * the caller answers.  Return: 0 or -EIO (then it is not durable) */
-int holds_declare(struct rm *rm, struct client *c);
+/* holds_declare - @c keeps its regions until it returns, its clients
+ * writing up to @write_ms after it goes; written before the caller
+ * answers.  Return: 0 or -EIO (then it is not durable) */
+int holds_declare(struct rm *rm, struct client *c, uint32_t write_ms);
+
+/* holds_release_wait - seconds before @c's regions may be RELEASEd: its
+ * clients may still write until then (0: now) */
+uint32_t holds_release_wait(const struct rm *rm, const struct client *c);
 
 /* holds_undeclare - @c is an ordinary owner again (written now) */
 void holds_undeclare(struct rm *rm, struct client *c);

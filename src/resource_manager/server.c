@@ -86,6 +86,7 @@ struct conn {
 	uint8_t cn[RM_AUTH_NONCE_LEN], sn[RM_AUTH_NONCE_LEN]; /* AUTH_REQ */
 	char auth_id[RM_CLIENT_ID_MAX + 1]; /* the id step 1 named */
 	uint32_t auth_hold_ms;		    /* ... and the hold it asked */
+	uint32_t auth_write_ms;		    /* ... and its clients' window */
 	bool told_unpinned;		    /* logged once (check_client) */
 	char peer[32];	       /* "a.b.c.d:port" for logs */
 	uint32_t addr;	       /* the peer's IPv4 address, network order */
@@ -448,6 +449,9 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 		c->reader = req.reader;
 		memcpy(c->auth_id, req.client_id.ptr, req.client_id.len);
 		c->auth_id[req.client_id.len] = '\0';
+		c->auth_write_ms = req.write_ms < RM_HOLD_MAX_MS
+					   ? req.write_ms
+					   : RM_HOLD_MAX_MS;
 		c->auth_hold_ms = req.hold_ms == RM_HOLD_UNTIL_BACK ||
 						  req.hold_ms < RM_HOLD_MAX_MS
 					  ? req.hold_ms
@@ -493,7 +497,8 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			/* until it returns (holds.c): recorded before we say
 			 * yes; if we cannot, the longest timed hold */
 			c->client->hold_ms = RM_HOLD_MAX_MS;
-			if (holds_declare(c->rm, c->client) < 0)
+			if (holds_declare(c->rm, c->client,
+					  c->auth_write_ms) < 0)
 				log_err("client %s: its regions are held %d s "
 					"after it goes, not until it returns "
 					"(holds.meta cannot be written)",
@@ -573,13 +578,15 @@ static void handle_release(struct conn *c, const uint8_t *p, size_t len)
 	struct client *cl;
 	struct rm_str id;
 	char by[160];
-	uint64_t now;
+	uint32_t wait;
 
 	if (rm_decode_release_req(p, len, &id, &why) < 0) {
 		reply_error(c, -EINVAL, why, false);
 		return;
 	}
-	if (!c->rm->cfg.no_client_auth && (c->auth != AUTH_OK || c->reader)) {
+	/* (with --no-client-auth too: a name is no proof, and freeing
+	 * every region of an owner is more than a FREE with its token) */
+	if (c->auth != AUTH_OK || c->reader) {
 		reply_error(c, -EACCES,
 			    c->reader ? "a reader key may not RELEASE"
 				      : RM_AUTH_REQUIRED " to RELEASE "
@@ -588,18 +595,15 @@ static void handle_release(struct conn *c, const uint8_t *p, size_t len)
 		return;
 	}
 	cl = client_get(c->rm, id, false);
-	now = (uint64_t)time(NULL);
 	if (!cl || !cl->nallocs) {
 		resp.status = -ENOENT;
 	} else if (cl->nconns) {
 		resp.status = -EBUSY;
-	} else if (cl->away_s && now >= cl->away_s &&
-		   now - cl->away_s < (uint64_t)c->rm->cfg.recovered_hold) {
+	} else if ((wait = holds_release_wait(c->rm, cl))) {
 		/* its clients (workers of a maru-server) write into its
 		 * regions until they fence, within this of its departure */
 		resp.status = -EAGAIN;
-		resp.regions = (uint32_t)(c->rm->cfg.recovered_hold -
-					  (now - cl->away_s));
+		resp.regions = wait;
 	} else {
 		snprintf(by, sizeof(by), "released by an operator (conn %s)",
 			 c->peer);

@@ -357,6 +357,7 @@ int state_holds_get(const struct holds_meta *m, uint64_t i,
 	memset(h, 0, sizeof(*h));
 	memcpy(h->owner, p, (size_t)(nul - p));
 	h->away_since = get_u64le(p + STATE_OWNER_SIZE);
+	h->write_ms = get_u32le(p + STATE_OWNER_SIZE + 8);
 	return 0;
 }
 
@@ -377,6 +378,7 @@ int state_holds_encode(struct buf *b, const struct state_hold *h, size_t n)
 		k = strnlen(h[i].owner, STATE_OWNER_SIZE - 1);
 		memcpy(r, h[i].owner, k);
 		put_u64le(r + STATE_OWNER_SIZE, h[i].away_since);
+		put_u32le(r + STATE_OWNER_SIZE + 8, h[i].write_ms);
 	}
 	put_u32le(p + 8, n ? crc32_buf(p + HOLDS_META_HDR_SIZE,
 				       n * HOLDS_REC_SIZE)

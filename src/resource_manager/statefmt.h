@@ -36,7 +36,8 @@
  *    12 reserved u32           16 reserved u64    24 count u64
  *     record: 0 owner client_id char[128], NUL-terminated;
  *     128 away_since u64 (unix seconds its last connection closed, 0 if
- *     it was connected); 136 reserved u64
+ *     it was connected); 136 write_ms u32 (how long its clients may write
+ *     after it goes: RELEASE waits that long); 140 reserved u32
  *   The clients whose regions are held until they return
  *   (RM_HOLD_UNTIL_BACK), so that a restart of the resource manager
  *   keeps holding them (holds.c).
@@ -125,6 +126,7 @@ struct holds_meta {
 struct state_hold {
 	char owner[STATE_OWNER_SIZE]; /* NUL-terminated, 1..127 chars */
 	uint64_t away_since;	      /* unix seconds; 0: was connected */
+	uint32_t write_ms;	      /* its clients' window after it goes */
 };
 
 /* state_alloc_put - write @a as a 200-byte record at @p */

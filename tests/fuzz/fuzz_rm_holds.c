@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *p, size_t n)
 		for (i = 0; i < good; i++) {
 			CHECK(state_holds_get(&m2, i, &h) == 0);
 			CHECK(!strcmp(h.owner, v[i].owner) &&
-			      h.away_since == v[i].away_since);
+			      h.away_since == v[i].away_since &&
+			      h.write_ms == v[i].write_ms);
 		}
 	}
 	buf_free(&b);

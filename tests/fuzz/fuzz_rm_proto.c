@@ -65,7 +65,8 @@ static void check_auth_req(const uint8_t *p, size_t n)
 					 out.len - RM_HDR_SIZE, &b, &why) == 0);
 		CHECK(a.step == b.step && !memcmp(a.data, b.data, sizeof(a.data)) &&
 		      rm_str_eq(a.client_id, b.client_id) &&
-		      b.hold_ms == (a.client_id.len ? a.hold_ms : 0));
+		      b.hold_ms == (a.client_id.len ? a.hold_ms : 0) &&
+		      b.write_ms == (a.client_id.len ? a.write_ms : 0));
 	}
 	buf_free(&out);
 }

@@ -133,12 +133,13 @@ def test_outage_of_any_length_loses_nothing(start_rm, start_mds, tmp_path,
 def test_release_by_an_operator(start_rm, start_mds, tmp_path):
     """An owner that will not come back: pool_monitor --release frees its
     regions, but not while it is connected, nor before its workers can
-    have stopped writing (--recovered-hold); without the key it is
-    refused.  A server that comes back after that starts empty under a
-    new id (its clients fence)."""
-    rm = start_rm(extra=["--grace-period", "1", "--recovered-hold", "3"])
+    have stopped writing (the window maru-server declared: its lease TTL
+    and a margin, here 2 + 2 s); without the key it is refused.  A server
+    that comes back after that starts empty under a new id (its clients
+    fence)."""
+    rm = start_rm(extra=["--grace-period", "1", "--recovered-hold", "1"])
     free0 = pool_free(rm)
-    m = start_mds(rm.address)
+    m = start_mds(rm.address, extra=["--client-lease-ttl", "2"])
     sid = server_id(m.url)
     c = ReqClient(m.url)
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": 2 * MiB})
@@ -161,7 +162,7 @@ def test_release_by_an_operator(start_rm, start_mds, tmp_path):
     # without the resource manager's client key: refused
     env = {k: v for k, v in os.environ.items() if k != "MARU_RM_KEY_FILE"}
     env["MARU_RM_KEY_FILE"] = str(tmp_path / "no-such-key")
-    time.sleep(3.2)
+    time.sleep(4.2)
     r = pool_monitor("--address", rm.address, "--release", owner["id"],
                      env=env)
     assert r.returncode == 1 and "refused" in r.stderr, r.stderr
@@ -196,3 +197,50 @@ def test_ephemeral_clients_keep_their_grace(start_rm):
     assert wait_until(lambda: pool_free(rm) == free0, 10)
     assert "Held for owners" not in pool_monitor(
         "--address", rm.address).stdout
+
+
+def test_release_needs_the_key_even_without_client_auth(start_rm):
+    """RELEASE frees every region of an owner by its name: never without
+    client.key, whatever --no-client-auth allows for ALLOC and FREE."""
+    rm = start_rm(extra=["--no-client-auth", "--grace-period", "30"])
+    with rm_wire.RmConn(rm.address, client_id="victim:1", key=None) as c:
+        c.alloc(2 * MiB)
+    with rm_wire.RmConn(rm.address, client_id="x:1", key=None) as c:
+        with pytest.raises(rm_wire.RmError) as e:
+            c.release("victim:1")
+        assert e.value.status == -rm_wire.EACCES
+    assert any(o["id"] == "victim:1" for o in rm_wire.owners(rm.address))
+
+
+def test_a_journal_not_served_releases_its_identity(start_rm, start_mds):
+    """A journal damaged before its end is not served: maru-server starts
+    empty under a new identity, and releases the regions the resource
+    manager holds for the old one -- once its workers cannot write into
+    them any more (its declared window: lease TTL 2 s + 2 s)."""
+    rm = start_rm(extra=["--recovered-hold", "1"])
+    free0 = pool_free(rm)
+    m = start_mds(rm.address, extra=["--client-lease-ttl", "2"])
+    old = server_id(m.url)
+    c = ReqClient(m.url)
+    _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": 2 * MiB})
+    rid = handle_of(r)["region_id"]
+    for i in range(40):
+        c.call(REGISTER_KV, {"key": f"k{i}", "region_id": rid,
+                             "kv_offset": i * 64, "kv_length": 64})
+    c.close()
+    m.stop()
+    assert pool_free(rm) < free0          # held for it, until it returns
+    seg = sorted(f for f in os.listdir(m.state_dir)
+                 if f.startswith("journal.") and "." not in f[8:])[-1]
+    path = os.path.join(m.state_dir, seg)
+    with open(path, "r+b") as f:
+        data = f.read()
+        at = len(data) // 2
+        f.seek(at)
+        f.write(bytes([data[at] ^ 0x40]))
+    m.start()
+    assert server_id(m.url) != old
+    assert wait_until(lambda: pool_free(rm) == free0, 20), m.log()[-2000:]
+    assert re.search(r"the 1 region\(s\), \d+ bytes, of our earlier "
+                     r"identity maru-server/\S+/" + old + " are released",
+                     m.log()), m.log()[-2000:]

@@ -715,6 +715,94 @@ static void test_shared_instance_id(void **state)
 	close_store(&s, &j);
 }
 
+/*
+ * A journal written before pin records named the holder's lease (one
+ * instance "X" with lease "L", a region, a key "k" pinned once): the pin
+ * comes back to the lease's owner, and stays with it (it has a lease).
+ */
+static const uint8_t legacy_journal[] = {
+	0x15, 0x00, 0x00, 0x00, 0x88, 0x7c, 0xf3, 0x96, 0x94, 0x01, 0x01, 0xb0,
+	0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x61, 0x62,
+	0x63, 0x64, 0x65, 0x66, 0x01, 0x06, 0x00, 0x00, 0x00, 0x24, 0x3d, 0x4b,
+	0x81, 0x93, 0x04, 0xa1, 0x4c, 0xa1, 0x58, 0x1c, 0x00, 0x00, 0x00, 0x6e,
+	0x26, 0x31, 0xe8, 0x99, 0x06, 0x01, 0xce, 0x00, 0x20, 0x00, 0x00, 0xce,
+	0x00, 0x40, 0x00, 0x00, 0xcf, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x01, 0xa1, 0x58, 0xa1, 0x4c, 0x01, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x24,
+	0xaf, 0xb5, 0x9c, 0x97, 0x09, 0x00, 0xc4, 0x01, 0x6b, 0x01, 0x00, 0xcd,
+	0x10, 0x00, 0x01, 0x09, 0x00, 0x00, 0x00, 0x55, 0xcc, 0x83, 0x33, 0x95,
+	0x0b, 0xa1, 0x58, 0x00, 0xc4, 0x01, 0x6b, 0x01
+};
+
+static void test_legacy_pin_record(void **state)
+{
+	struct jr_recovery r;
+	char path[300];
+	struct mds s;
+	struct jr j;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(DIR_, 0700) == 0 || errno == EEXIST, 1);
+	snprintf(path, sizeof(path), "%s/journal.0000000000000001", DIR_);
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(legacy_journal, 1, sizeof(legacy_journal), f),
+			 sizeof(legacy_journal));
+	fclose(f);
+	open_store(&s, &j, &r);
+	assert_true(r.found && !r.lossy);
+	assert_int_equal(s.kv.count, 1);
+	assert_int_equal(s.pin_map.count, 1);
+	assert_int_equal(s.insts[s.regions[s.reg_head].owner].nleases, 1);
+	assert_string_equal(s.insts[s.regions[s.reg_head].owner].lease_id,
+			    "L");
+	close_store(&s, &j);
+}
+
+/*
+ * A lease that ended, forgotten after MDS_ENDED_LEASES more, taken again
+ * by another instance id; a pin on the first owner's connection
+ * meanwhile: the journal still replays whole (the pin was the
+ * connection's), and the region stays its owner's, which a stranger
+ * naming the id cannot return.
+ */
+static void test_lease_id_taken_again(void **state)
+{
+	struct mds_peer p, q = {63, 63 * 7919, NULL, NULL};
+	struct mds_key x = key("k");
+	struct jr_recovery r;
+	struct mds s;
+	struct jr j;
+	uint64_t rid;
+	char l[32];
+	int i;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	p = inst_on(&s, 60, "X", "L");
+	rid = alloc(&s, "X", "L", &p);
+	reg(&s, "k", rid, 0, 4096, &p);
+	assert_int_equal(mds_heartbeat(&s, S("X"), S("L"), true, false, &p),
+			 0);
+	for (i = 0; i < MDS_ENDED_LEASES + 4; i++) {
+		snprintf(l, sizeof(l), "junk-%d", i);
+		assert_int_equal(mds_heartbeat(&s, S("Z"), S(l), true, false,
+					       NULL),
+				 0);
+	}
+	(void)inst_on(&s, 61, "Y", "L");
+	assert_true(mds_pin(&s, &x, &p));
+	reg(&s, "after", 999999, 0, 10, NULL); /* a record after it */
+	mds_journal_commit(&s);
+	close_store(&s, &j);
+	open_store(&s, &j, &r);
+	assert_true(r.found && !r.lossy);
+	assert_int_equal(s.kv.count, 2);
+	mds_conn_open(&s, 63);
+	assert_false(mds_return(&s, S("X"), rid, &q));
+	close_store(&s, &j);
+}
+
 static void test_leaseless_pins(void **state)
 {
 	struct mds_peer p = {40, 40 * 7919, NULL, NULL};
@@ -935,6 +1023,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_replay_out_of_memory,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_shared_instance_id, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_legacy_pin_record, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_lease_id_taken_again, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_leaseless_pins, setup,
 						teardown),

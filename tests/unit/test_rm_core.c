@@ -651,7 +651,7 @@ static void test_durable_hold(void **state)
 	rm->cfg.grace_period = 0;
 	c = cl(rm, "maru-server/h/0001");
 	client_pin(rm, c);
-	assert_int_equal(holds_declare(rm, c), 0);
+	assert_int_equal(holds_declare(rm, c, 5000), 0);
 	assert_int_equal(region_alloc(rm, c, 1, rm_str_from(NULL), 0, &r), 0);
 	assert_int_equal(region_alloc(rm, c, 1, rm_str_from(NULL), 0, &r2), 0);
 	o = cl(rm, "remote:7");

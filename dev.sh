@@ -28,7 +28,7 @@ DEB_PACKAGES=(
 	build-essential cmake pkg-config git
 	libzmq3-dev libmsgpack-dev libdaxctl-dev libcmocka-dev
 	libssl-dev libsodium-dev zlib1g-dev libisal-dev libncurses-dev libsystemd-dev
-	clang libclang-rt-14-dev llvm
+	clang libclang-rt-14-dev llvm clang-format
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
 	python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
@@ -160,6 +160,27 @@ setup() {
 	setup_venv || die "set-up stopped: creating $VENV failed (see above)"
 }
 
+# Every C file as .clang-format says (clang-format of Debian 12); the
+# files that differ are named, with the command that formats them.
+check_format() {
+	local f bad=()
+
+	command -v clang-format >/dev/null ||
+		die "clang-format is missing (Debian package clang-format)"
+	while IFS= read -r f; do
+		clang-format --dry-run --Werror "$f" >/dev/null 2>&1 ||
+			bad+=("$f")
+	done < <(cd "$TOP" && find src include tests tools bench examples \
+		python/src -name '*.[ch]' -not -path '*/corpus/*' | sort)
+	if [ ${#bad[@]} -gt 0 ]; then
+		echo "not formatted as .clang-format says (${#bad[@]} file(s)):"
+		printf '  %s\n' "${bad[@]}"
+		echo "format them: (cd $TOP && clang-format -i FILE...)"
+		return 1
+	fi
+	echo "every C file is formatted"
+}
+
 run_ctest() {
 	local dir=$1
 	(cd "$dir" && ctest --output-on-failure -j"$JOBS")
@@ -168,6 +189,9 @@ run_ctest() {
 test_all() {
 	local rc=0
 	export MARU_BUILD_DIR=$BUILD_DIR
+
+	say "C format (.clang-format)"
+	(cd "$TOP" && check_format) || rc=1
 
 	say "C unit tests and fuzz corpus replay (ctest)"
 	run_ctest "$BUILD_DIR" || rc=1

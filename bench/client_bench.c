@@ -96,8 +96,8 @@ struct opts {
 	int port;
 	bool read;
 	bool dealer;
-	bool zmtp; /* store: register over the hand-written ZMTP socket */
-	int echo;  /* store: ping-pong with the echo server on this port */
+	bool zmtp;   /* store: register over the hand-written ZMTP socket */
+	int echo;    /* store: ping-pong with the echo server on this port */
 	int busy_us; /* echo: look this long before sleeping */
 };
 
@@ -167,7 +167,8 @@ static struct maru_handler *connect_h(uint64_t pool, bool eager)
 	maru_config_set_pool_size(cfg, pool < o.size ? o.size : pool);
 	maru_config_set_eager_map(cfg, eager);
 	maru_config_set_timeout_ms(cfg, 10000);
-	/* MARU_CURVE_*: the same measurements over CURVE (run_curve_bench.sh) */
+	/* MARU_CURVE_*: the same measurements over CURVE (run_curve_bench.sh)
+	 */
 	if (maru_config_apply_env(cfg, NULL, 0) < 0)
 		die("environment", EINVAL);
 	rc = maru_handler_new(cfg, &h);
@@ -388,13 +389,12 @@ static int cmd_store(void)
 						   pages[i].page_index * o.size,
 						   o.size));
 			else if (o.zmtp)
-				rc = zmtp_call(zfd, z, zf,
-					       kv_frame(zf, MDS_REGISTER_KV,
-							zseq++, names[i],
-							pages[i].region_id,
-							pages[i].page_index *
-								o.size,
-							o.size));
+				rc = zmtp_call(
+					zfd, z, zf,
+					kv_frame(zf, MDS_REGISTER_KV, zseq++,
+						 names[i], pages[i].region_id,
+						 pages[i].page_index * o.size,
+						 o.size));
 			else if (per == 1)
 				rc = maru_kv_store(h, &keys[i], &pages[i]);
 			else
@@ -418,8 +418,10 @@ static int cmd_store(void)
 			s_copy += t_copy;
 			s_reg += t_reg;
 			if (nr < maxr) {
-				rs[nr] = (double)n * (double)o.size / (double)tr;
-				rm[nr] = (double)n * (double)o.size / (double)tm;
+				rs[nr] =
+					(double)n * (double)o.size / (double)tr;
+				rm[nr] =
+					(double)n * (double)o.size / (double)tm;
 				rr[nr] = (double)tm / (double)tr;
 				nr++;
 			}
@@ -451,12 +453,11 @@ static int cmd_store(void)
 	       " alloc_us=%.2f copy_us=%.2f reg_us=%.2f memcpy_gbps=%.3f"
 	       " rounds=%d med_gbps=%.3f med_memcpy_gbps=%.3f"
 	       " med_ratio=%.3f\n",
-	       per > 1	  ? "batch_store"
-	       : o.echo	  ? "store_floor"
-	       : o.zmtp	  ? "store_zmtp"
-			  : "store",
-	       o.size,
-	       (double)bytes / (double)timed, bytes / o.size,
+	       per > 1	? "batch_store"
+	       : o.echo ? "store_floor"
+	       : o.zmtp ? "store_zmtp"
+			: "store",
+	       o.size, (double)bytes / (double)timed, bytes / o.size,
 	       (double)s_alloc / 1e3 / (double)(bytes / o.size),
 	       (double)s_copy / 1e3 / (double)(bytes / o.size),
 	       (double)s_reg / 1e3 / (double)(bytes / o.size),
@@ -600,8 +601,8 @@ static int cmd_raw(void)
 	if (zmq_connect(s, o.server) < 0)
 		die("zmq_connect", errno);
 	for (i = -100; i < o.iters; i++) {
-		size_t len = kv_frame(frame, MDS_LOOKUP_KV,
-				      (uint32_t)(i + 200), key, 0, 0, 0);
+		size_t len = kv_frame(frame, MDS_LOOKUP_KV, (uint32_t)(i + 200),
+				      key, 0, 0, 0);
 
 		t0 = now_ns();
 		if (o.dealer)
@@ -662,8 +663,8 @@ static int cmd_rtt(void)
 				die("exists", rc ? rc : ENOENT);
 		}
 		for (i = 0; i < 100; i++) {
-			snprintf(names[i], sizeof(names[i]),
-				 "rtt-%d-%d-%d", getpid(), b, i);
+			snprintf(names[i], sizeof(names[i]), "rtt-%d-%d-%d",
+				 getpid(), b, i);
 			keys[i] = maru_key_str(names[i], strlen(names[i]));
 			t0 = now_ns();
 			rc = maru_page_alloc(h, o.size, &pg);
@@ -784,8 +785,8 @@ static const uint8_t *zframe(struct zin *z, uint8_t *fl, size_t *len)
 
 static int zmtp_connect(const char *url, struct zin *z)
 {
-	uint8_t g[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3, 0, 'N', 'U',
-			 'L', 'L'};
+	uint8_t g[64] = {0xff, 0,    0, 0, 0,	0,   0,	  0,
+			 1,    0x7f, 3, 0, 'N', 'U', 'L', 'L'};
 	uint8_t ready[64], fl;
 	const char *host = url + 6, *colon = strrchr(url, ':');
 	struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -810,7 +811,10 @@ static int zmtp_connect(const char *url, struct zin *z)
 	n++; /* size, below */
 	memcpy(ready + n, "\x05READY", 6);
 	n += 6;
-	memcpy(ready + n, "\x0bSocket-Type\0\0\0\x06" "DEALER", 22);
+	memcpy(ready + n,
+	       "\x0bSocket-Type\0\0\0\x06"
+	       "DEALER",
+	       22);
 	n += 22;
 	memcpy(ready + n, "\x08Identity\0\0\0\x08", 13);
 	n += 13;
@@ -862,8 +866,7 @@ static int zmtp_call(int fd, struct zin *z, const uint8_t *frame, size_t n)
 		return -EPROTO;
 	/* REGISTER_KV must have succeeded: {"success": true, ...} */
 	if (frame[3] == MDS_REGISTER_KV &&
-	    !memmem(b + MDS_HDR_SIZE, len - MDS_HDR_SIZE, "\xa7success\xc3",
-		    9))
+	    !memmem(b + MDS_HDR_SIZE, len - MDS_HDR_SIZE, "\xa7success\xc3", 9))
 		return -EREMOTEIO;
 	return 0;
 }

@@ -46,7 +46,8 @@ static uint64_t now_ns(void)
 /* key i: 24 bytes, unique, in no order (as hashes of token chunks are) */
 static void key_of(uint64_t i, char k[25])
 {
-	snprintf(k, 25, "key-%020" PRIu64, (uint64_t)(i * 0x9E3779B97F4A7C15ull));
+	snprintf(k, 25, "key-%020" PRIu64,
+		 (uint64_t)(i * 0x9E3779B97F4A7C15ull));
 }
 
 static void rm_rf(const char *dir)
@@ -151,14 +152,14 @@ static double run_journal(const char *dir, uint64_t n, uint64_t batch,
 	return write_ns;
 }
 
-#define CHECK(x)                                                           \
-	do {                                                               \
-		int rc_ = (x);                                             \
-		if (rc_) {                                                 \
-			fprintf(stderr, "lmdb: %s: %s\n", #x,              \
-				mdb_strerror(rc_));                        \
-			exit(1);                                           \
-		}                                                          \
+#define CHECK(x)                                                               \
+	do {                                                                   \
+		int rc_ = (x);                                                 \
+		if (rc_) {                                                     \
+			fprintf(stderr, "lmdb: %s: %s\n", #x,                  \
+				mdb_strerror(rc_));                            \
+			exit(1);                                               \
+		}                                                              \
 	} while (0)
 
 static double run_lmdb(const char *dir, uint64_t n, uint64_t batch,

@@ -89,8 +89,9 @@ static void run(const char *policy, uint64_t n, struct result *res)
 		got = mds_evict(&s, UINT64_MAX);
 		res->evict_cpu_ns = (double)(bench_cpu_ns() - t0) / (double)n;
 		if (got != n * 4096 || s.kv.count)
-			fprintf(stderr, "evicted %" PRIu64 " bytes, %" PRIu64
-					" keys left\n",
+			fprintf(stderr,
+				"evicted %" PRIu64 " bytes, %" PRIu64
+				" keys left\n",
 				got, (uint64_t)s.kv.count);
 	}
 	mds_destroy(&s);

@@ -386,18 +386,18 @@ struct target {
 	char url[128];
 	uint64_t keys;
 	bool echo;
-	pid_t pid;	   /* stopped during the others' blocks; 0: none */
+	pid_t pid; /* stopped during the others' blocks; 0: none */
 	void *s;
 	struct ring *rg;
-	uint64_t i;	   /* requests sent so far (ring position) */
-	uint32_t seq;	   /* last sequence used */
-	uint64_t ops;	   /* replies in measured blocks */
-	uint64_t total;	   /* all replies, warm-up included */
-	uint64_t busy_ns;  /* time of its measured blocks */
+	uint64_t i;	  /* requests sent so far (ring position) */
+	uint32_t seq;	  /* last sequence used */
+	uint64_t ops;	  /* replies in measured blocks */
+	uint64_t total;	  /* all replies, warm-up included */
+	uint64_t busy_ns; /* time of its measured blocks */
 	uint64_t errs;
 	size_t req_bytes, reply_bytes;
 	struct samples lat;
-	double *blk;	   /* ops/s of each measured block */
+	double *blk; /* ops/s of each measured block */
 	size_t nblk, capblk;
 	uint64_t sent_at[1024];
 };
@@ -513,7 +513,8 @@ static void run_block(struct target *t, const struct opts *o, double ms,
 			break;
 		if (dealer) {
 			/* [empty, body] */
-			if (zmq_msg_recv(&m, t->s, 0) < 0 || !zmq_msg_more(&m)) {
+			if (zmq_msg_recv(&m, t->s, 0) < 0 ||
+			    !zmq_msg_more(&m)) {
 				t->errs++;
 				continue;
 			}
@@ -622,8 +623,7 @@ static int cmd_bench(const struct opts *o)
 			run_block(&tg[k], o, o->block_ms, true, dealer, reg);
 		}
 		/* the first target against the second, block by block */
-		if (n > 1 && npair < (1 << 16) &&
-		    tg[1].blk[tg[1].nblk - 1] > 0)
+		if (n > 1 && npair < (1 << 16) && tg[1].blk[tg[1].nblk - 1] > 0)
 			pair[npair++] = tg[0].blk[tg[0].nblk - 1] /
 					tg[1].blk[tg[1].nblk - 1];
 		nrounds++;
@@ -656,8 +656,8 @@ static int cmd_bench(const struct opts *o)
 			size_t r, m = 0;
 
 			/* round r measured block r of every target */
-			for (r = 0; r < t->nblk && r < tg[0].nblk &&
-				    m < (1 << 16);
+			for (r = 0;
+			     r < t->nblk && r < tg[0].nblk && m < (1 << 16);
 			     r++)
 				if (tg[0].blk[r] > 0)
 					pair[m++] = t->blk[r] / tg[0].blk[r];

@@ -244,8 +244,8 @@ static void memory_cost(size_t n, struct mds *s, struct buf *out)
 	msgpack_unpacked_init(&u);
 	r0 = bench_rss_bytes();
 	if (msgpack_unpack_next(&u, (const char *)b + MDS_HDR_SIZE,
-				len - MDS_HDR_SIZE, &off) !=
-	    MSGPACK_UNPACK_SUCCESS)
+				len - MDS_HDR_SIZE,
+				&off) != MSGPACK_UNPACK_SUCCESS)
 		fprintf(stderr, "msgpack-read: msgpack-c refused the body\n");
 	g_mc = bench_rss_bytes() - r0;
 	msgpack_unpacked_destroy(&u);
@@ -276,7 +276,6 @@ static double median(double *v, int n)
 	qsort(v, (size_t)n, sizeof(*v), cmp_d);
 	return v[n / 2];
 }
-
 
 int main(int argc, char **argv)
 {
@@ -312,8 +311,9 @@ int main(int argc, char **argv)
 			hostile = (size_t)atoi(argv[a + 1]) << 20;
 	}
 	if (rounds < 1 || rounds > MAX_ROUNDS || !nkeys || !nindex) {
-		fprintf(stderr, "usage: %s [--keys N] [--index N] "
-				"[--rounds 1..%d] [--call-us US] [--hostile-mb N]\n",
+		fprintf(stderr,
+			"usage: %s [--keys N] [--index N] "
+			"[--rounds 1..%d] [--call-us US] [--hostile-mb N]\n",
 			argv[0], MAX_ROUNDS);
 		return 2;
 	}

@@ -38,7 +38,6 @@ static int nop_usage(void *a, bool d, uint64_t *t, uint64_t *f,
 	return 0;
 }
 
-static const struct mds_rm_ops nop_ops = {nop_alloc, nop_free, nop_usage,
-					 NULL};
+static const struct mds_rm_ops nop_ops = {nop_alloc, nop_free, nop_usage, NULL};
 
 #endif

@@ -116,10 +116,9 @@ static void make_names(void)
 	if (!names || !lens)
 		die("names", ENOMEM);
 	for (i = 0; i < o.keys; i++)
-		lens[i] = (uint8_t)snprintf(names + i * NAME, NAME,
-					    "%s%016" PRIx64, o.prefix,
-					    (uint64_t)(i *
-						       0x9e3779b97f4a7c15ull));
+		lens[i] = (uint8_t)snprintf(
+			names + i * NAME, NAME, "%s%016" PRIx64, o.prefix,
+			(uint64_t)(i * 0x9e3779b97f4a7c15ull));
 }
 
 static int cmd_store(void)
@@ -237,8 +236,8 @@ struct worker {
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t seed = (uint64_t)(uintptr_t)w | 1, end = now_ns() +
-						 (uint64_t)(w->secs * 1e9);
+	uint64_t seed = (uint64_t)(uintptr_t)w | 1,
+		 end = now_ns() + (uint64_t)(w->secs * 1e9);
 	struct maru_view v;
 	struct maru_key k;
 	uint64_t i;

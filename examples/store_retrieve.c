@@ -269,7 +269,8 @@ int main(int argc, char **argv)
 	}
 	rc = maru_handler_connect(h);
 	if (rc < 0) {
-		/* the cause in one line, e.g. "tcp://...: connection refused" */
+		/* the cause in one line, e.g. "tcp://...: connection refused"
+		 */
 		fprintf(stderr, "maru-example: %s\n",
 			maru_handler_connect_error(h));
 		goto out;

@@ -13,7 +13,8 @@
  *
  * The semantics are those of upstream Maru's Python MaruHandler
  * (docs/python-api.md); the Python package
- * is a thin wrapper over this API.  See docs/c-api.md for a tutorial and the full reference.
+ * is a thin wrapper over this API.  See docs/c-api.md for a tutorial and the
+ * full reference.
  *
  * Conventions (docs/c-api.md, "Conventions"):
  *  - Functions that can fail return int: >= 0 on success, -errno on failure.
@@ -299,7 +300,8 @@ uint64_t maru_config_get_expand_size(const struct maru_config *cfg);
 const char *maru_config_get_rm_address(const struct maru_config *cfg);
 bool maru_config_get_enable_stats(const struct maru_config *cfg);
 const char *maru_config_get_curve_server_key(const struct maru_config *cfg);
-const char *maru_config_get_curve_secret_key_file(const struct maru_config *cfg);
+const char *
+maru_config_get_curve_secret_key_file(const struct maru_config *cfg);
 
 /* ------------------------------------------------------------------------ */
 /* Handler lifecycle                                                        */
@@ -715,12 +717,12 @@ int maru_kv_exists(struct maru_handler *h, const struct maru_key *key);
  * docs/shm-index.md) since it was made.
  */
 struct maru_index_stats {
-	bool attached;		 /* an index is mapped and in use now */
-	bool noncoherent;	 /* ... and its lines are invalidated before
-				  * every read (hosts sharing CXL memory) */
-	uint64_t local_hits;	 /* lookups it answered: found */
-	uint64_t local_misses;	 /* ... not there (a miss it proves) */
-	uint64_t fallbacks;	 /* lookups it could not answer: requests */
+	bool attached;	       /* an index is mapped and in use now */
+	bool noncoherent;      /* ... and its lines are invalidated before
+				* every read (hosts sharing CXL memory) */
+	uint64_t local_hits;   /* lookups it answered: found */
+	uint64_t local_misses; /* ... not there (a miss it proves) */
+	uint64_t fallbacks;    /* lookups it could not answer: requests */
 };
 
 /**
@@ -888,8 +890,7 @@ int maru_rm_counters(struct maru_rm *rm,
  * @version: gets its version (1 is the one this library writes)
  * Return: 0, -ENOENT (no header), or the -errno of opening/mapping @path.
  */
-int maru_device_header_read(const char *path, char uuid[37],
-			    uint32_t *version);
+int maru_device_header_read(const char *path, char uuid[37], uint32_t *version);
 
 /* maru_device_header_write - a version-1 header with @uuid (16 bytes;
  * NULL zeroes the header).  Return: 0 or -errno. */

@@ -202,8 +202,8 @@ static int check_state(HandlerObject *self)
 		return -1;
 	}
 	if (!self->connected) {
-		const char *e = self->h ? maru_handler_connect_error(self->h)
-					: "";
+		const char *e =
+			self->h ? maru_handler_connect_error(self->h) : "";
 
 		/* upstream's words, then the cause when there was one */
 		if (e[0])
@@ -543,12 +543,22 @@ static int set_str(struct maru_config *cfg, PyObject *o,
 
 static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"server_url",	 "instance_id", "pool_size",
-				 "chunk_size",	 "timeout_ms",	"use_async_rpc",
-				 "max_inflight", "eager_map",	"auto_expand",
-				 "expand_size",	 "rm_address",	"enable_stats",
-				 "log_level",	 "curve_server_key",
-				 "curve_secret_key_file", NULL};
+	static char *kwlist[] = {"server_url",
+				 "instance_id",
+				 "pool_size",
+				 "chunk_size",
+				 "timeout_ms",
+				 "use_async_rpc",
+				 "max_inflight",
+				 "eager_map",
+				 "auto_expand",
+				 "expand_size",
+				 "rm_address",
+				 "enable_stats",
+				 "log_level",
+				 "curve_server_key",
+				 "curve_secret_key_file",
+				 NULL};
 	HandlerObject *self = (HandlerObject *)obj;
 	PyObject *url, *iid, *rm, *log_level = NULL;
 	PyObject *cserver = Py_None, *csecret = Py_None;
@@ -557,11 +567,10 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 	struct maru_config *cfg = NULL;
 	char why[256] = "";
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "UOKKipippKUp|OOO", kwlist,
-					 &url, &iid, &pool, &chunk, &timeout,
-					 &async, &inflight, &eager, &autoexp,
-					 &expand, &rm, &stats, &log_level,
-					 &cserver, &csecret))
+	if (!PyArg_ParseTupleAndKeywords(
+		    args, kw, "UOKKipippKUp|OOO", kwlist, &url, &iid, &pool,
+		    &chunk, &timeout, &async, &inflight, &eager, &autoexp,
+		    &expand, &rm, &stats, &log_level, &cserver, &csecret))
 		return -1;
 	if (self->h) {
 		PyErr_SetString(PyExc_RuntimeError,
@@ -583,7 +592,8 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 	    (rc = maru_config_set_expand_size(cfg, expand)) < 0 ||
 	    (rc = set_str(cfg, rm, maru_config_set_rm_address)) < 0 ||
 	    (rc = maru_config_set_enable_stats(cfg, stats)) < 0 ||
-	    (rc = set_str(cfg, cserver, maru_config_set_curve_server_key)) < 0 ||
+	    (rc = set_str(cfg, cserver, maru_config_set_curve_server_key)) <
+		    0 ||
 	    (rc = set_str(cfg, csecret,
 			  maru_config_set_curve_secret_key_file)) < 0)
 		goto out_config;
@@ -1832,8 +1842,8 @@ static PyObject *rm_get_access(PyObject *obj, PyObject *args)
 	Py_END_ALLOW_THREADS
 	if (rc < 0)
 		return rm_raise(rc, &st);
-	return Py_BuildValue("(sKKs)", r.path, r.handle.offset,
-			     r.handle.length, r.uuid);
+	return Py_BuildValue("(sKKs)", r.path, r.handle.offset, r.handle.length,
+			     r.uuid);
 }
 
 struct pools {
@@ -2120,8 +2130,8 @@ PyMODINIT_FUNC PyInit__maru(void)
 {
 	PyObject *m;
 
-	if (PyType_Ready(&Mapping_Type) < 0 || PyType_Ready(&Handler_Type) < 0 ||
-	    PyType_Ready(&Rm_Type) < 0)
+	if (PyType_Ready(&Mapping_Type) < 0 ||
+	    PyType_Ready(&Handler_Type) < 0 || PyType_Ready(&Rm_Type) < 0)
 		return NULL;
 	m = PyModule_Create(&maru_module);
 	if (!m)

@@ -12,7 +12,7 @@ int buf_reserve(struct buf *b, size_t extra)
 	uint8_t *p;
 
 	if (need < b->len)
-		return -ENOMEM;	/* overflow */
+		return -ENOMEM; /* overflow */
 	if (need <= b->cap)
 		return 0;
 	while (cap < need)

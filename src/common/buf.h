@@ -14,12 +14,15 @@
 #include <string.h>
 
 struct buf {
-	uint8_t *data;		/* owns: malloc()ed, NULL when cap == 0 */
-	size_t len;		/* bytes in use */
-	size_t cap;		/* bytes allocated */
+	uint8_t *data; /* owns: malloc()ed, NULL when cap == 0 */
+	size_t len;    /* bytes in use */
+	size_t cap;    /* bytes allocated */
 };
 
-#define BUF_INIT { NULL, 0, 0 }
+#define BUF_INIT                                                               \
+	{                                                                      \
+		NULL, 0, 0                                                     \
+	}
 
 /* buf_reserve - make room for @extra more bytes. Return: 0 or -ENOMEM */
 int buf_reserve(struct buf *b, size_t extra);

@@ -29,8 +29,8 @@
 #define EVLOOP_BATCH 64 /* epoll events fetched per wait */
 
 struct fd_slot {
-	unsigned mask; /* EVLOOP_READ|WRITE|HANGUP; 0 = muted */
-	bool watched;  /* registered with epoll */
+	unsigned mask;	   /* EVLOOP_READ|WRITE|HANGUP; 0 = muted */
+	bool watched;	   /* registered with epoll */
 	uint64_t added_in; /* the batch it was registered in */
 	evloop_fd_cb *cb;
 	void *arg; /* borrows */
@@ -156,7 +156,8 @@ int evloop_mod_fd(struct evloop *el, int fd, unsigned events)
 	ev.data.fd = fd;
 	if (epoll_ctl(el->epfd, EPOLL_CTL_MOD, fd, &ev) < 0)
 		return -errno;
-	el->fds[fd].mask = events & (EVLOOP_READ | EVLOOP_WRITE | EVLOOP_HANGUP);
+	el->fds[fd].mask =
+		events & (EVLOOP_READ | EVLOOP_WRITE | EVLOOP_HANGUP);
 	return 0;
 }
 

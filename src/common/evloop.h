@@ -33,9 +33,10 @@
 
 #define EVLOOP_READ 1u
 #define EVLOOP_WRITE 2u
-#define EVLOOP_ERROR 4u	 /* passed to callbacks only: EPOLLERR/HUP */
-#define EVLOOP_HANGUP 8u /* the peer shut down its side (EPOLLRDHUP): a
-			  * way to watch a socket that is not to be read */
+#define EVLOOP_ERROR 4u /* passed to callbacks only: EPOLLERR/HUP */
+#define EVLOOP_HANGUP                                                          \
+	8u /* the peer shut down its side (EPOLLRDHUP): a                      \
+	    * way to watch a socket that is not to be read */
 
 struct evloop;
 

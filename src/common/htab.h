@@ -5,10 +5,10 @@
  * For the maps that are not the KV index (which has its own, measured
  * design: src/metadata_server/index.h): the resource manager's regions by
  * id and clients by id string, libmaru's key map.  (libmaru's mapping
- * table is not one of them: its readers are lock-free, mapper.c.)  The element embeds a struct hnode and
- * keeps its own key; the table stores each node's hash, so growing (at
- * load factor 1, doubling from HTAB_MIN) never calls back into the user,
- * and a lookup compares keys only on a full hash match.
+ * table is not one of them: its readers are lock-free, mapper.c.)  The element
+ *embeds a struct hnode and keeps its own key; the table stores each node's
+ *hash, so growing (at load factor 1, doubling from HTAB_MIN) never calls back
+ *into the user, and a lookup compares keys only on a full hash match.
  *
  *	struct region { ...; struct hnode hn; };
  *	h = htab_hash_u64(id);
@@ -31,7 +31,7 @@
 
 #ifndef container_of
 #define container_of(p, type, member)                                          \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
+	((type *)(void *)((char *)(p)-offsetof(type, member)))
 #endif
 
 #define HTAB_MIN 64
@@ -47,7 +47,10 @@ struct htab {
 	size_t n;	  /* nodes linked */
 };
 
-#define HTAB_INIT {NULL, 0, 0}
+#define HTAB_INIT                                                              \
+	{                                                                      \
+		NULL, 0, 0                                                     \
+	}
 
 #define HTAB_FNV_INIT 1469598103934665603ull
 
@@ -87,7 +90,7 @@ static inline uint64_t htab_hash_u64(uint64_t x)
 /* every node; @tmp keeps the walk valid when @node is removed */
 #define htab_for_each(t, i, node, tmp)                                         \
 	for ((i) = 0; (i) < (t)->cap; (i)++)                                   \
-		for ((node) = (t)->b[i]; (node) && ((tmp) = (node)->next, 1); \
+		for ((node) = (t)->b[i]; (node) && ((tmp) = (node)->next, 1);  \
 		     (node) = (tmp))
 
 /* room for one more node.  Return: 0 or -ENOMEM (nothing changed) */
@@ -154,8 +157,7 @@ static inline void htab_destroy(struct htab *t, size_t off)
 	struct hnode *n, *next;
 	size_t i;
 
-	htab_for_each(t, i, n, next)
-		free((char *)n - off);
+	htab_for_each(t, i, n, next) free((char *)n - off);
 	htab_free(t);
 }
 

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_MSG_MAX 1024	/* the text of one message */
-#define LOG_LINE_MAX 2048	/* a line around it (JSON escapes grow it) */
+#define LOG_MSG_MAX 1024  /* the text of one message */
+#define LOG_LINE_MAX 2048 /* a line around it (JSON escapes grow it) */
 
 int log_level = LOG_INFO;
 static const char *log_ident = "maru";
@@ -81,7 +81,7 @@ void log_init(const char *ident, int prio)
 static const char *prio_word(int prio)
 {
 	static const char *const words[] = {
-		"emerg", "alert", "crit", "error",
+		"emerg", "alert",  "crit", "error",
 		"warn",	 "notice", "info", "debug",
 	};
 
@@ -195,8 +195,8 @@ size_t log_format_line(char *out, size_t len, enum log_format fmt, int prio,
 	} else if (fmt == LOG_FMT_JSON) {
 		timestamp(ts);
 		m = snprintf(out, len,
-			     "{\"ts\":\"%s\",\"level\":\"%s\",\"ident\":\"",
-			     ts, prio_word(prio));
+			     "{\"ts\":\"%s\",\"level\":\"%s\",\"ident\":\"", ts,
+			     prio_word(prio));
 		if (m < 0 || (size_t)m >= len - 16)
 			m = 0;
 		n = (size_t)m;
@@ -217,7 +217,7 @@ size_t log_format_line(char *out, size_t len, enum log_format fmt, int prio,
 		m = 0;
 	n = (size_t)m;
 	if (n > len - 2)
-		n = len - 2;	/* truncated: keep the newline */
+		n = len - 2; /* truncated: keep the newline */
 	/* one message, one line: a newline in a client's string (an
 	 * instance id) must not forge a line, or a journal priority */
 	for (i = 0; i < n; i++)
@@ -249,9 +249,9 @@ int log_level_parse(const char *name)
 		const char *name;
 		int prio;
 	} levels[] = {
-		{ "debug", LOG_DEBUG },	 { "info", LOG_INFO },
-		{ "warn", LOG_WARNING }, { "warning", LOG_WARNING },
-		{ "error", LOG_ERR },
+		{"debug", LOG_DEBUG},  {"info", LOG_INFO},
+		{"warn", LOG_WARNING}, {"warning", LOG_WARNING},
+		{"error", LOG_ERR},
 	};
 	size_t i;
 

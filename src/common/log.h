@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <syslog.h>
 
-extern int log_level;		/* messages with prio > log_level are dropped */
+extern int log_level; /* messages with prio > log_level are dropped */
 
 #define log_msg(prio, ...)                                                     \
 	do {                                                                   \

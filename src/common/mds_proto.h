@@ -48,7 +48,7 @@ struct mds_hdr {
 	uint16_t magic;
 	uint8_t version;
 	uint8_t msg_type;
-	uint8_t flags;		/* echoed, never acted upon */
+	uint8_t flags; /* echoed, never acted upon */
 	uint32_t sequence;
 	uint32_t payload_len;
 };

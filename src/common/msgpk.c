@@ -42,22 +42,22 @@ static inline uint64_t be(const uint8_t *p, unsigned n)
 static const struct kind {
 	uint8_t type, hdr, lenw, fixed;
 } kinds[32] = {
-	{MP_NIL, 1, 0, 0},    {0, 0, 0, 0},	    /* c0 nil, c1 -- */
-	{MP_BOOL, 1, 0, 0},   {MP_BOOL, 1, 0, 0},   /* c2 false, c3 true */
-	{MP_BIN, 2, 1, 0},    {MP_BIN, 3, 2, 0},    /* c4-c6 bin 8/16/32 */
-	{MP_BIN, 5, 4, 0},    {MP_EXT, 3, 1, 0},    /* c7-c9 ext 8/16/32: */
-	{MP_EXT, 4, 2, 0},    {MP_EXT, 6, 4, 0},    /*   length, type */
-	{MP_FLOAT, 5, 0, 0},  {MP_FLOAT, 9, 0, 0},  /* ca float, cb double */
-	{MP_UINT, 2, 0, 0},   {MP_UINT, 3, 0, 0},   /* cc-cf uint 8..64 */
-	{MP_UINT, 5, 0, 0},   {MP_UINT, 9, 0, 0},
-	{MP_NINT, 2, 0, 0},   {MP_NINT, 3, 0, 0},   /* d0-d3 int 8..64 */
-	{MP_NINT, 5, 0, 0},   {MP_NINT, 9, 0, 0},
-	{MP_EXT, 2, 0, 1},    {MP_EXT, 2, 0, 2},    /* d4-d8 fixext: type */
-	{MP_EXT, 2, 0, 4},    {MP_EXT, 2, 0, 8},
-	{MP_EXT, 2, 0, 16},   {MP_STR, 2, 1, 0},    /* d9-db str 8/16/32 */
-	{MP_STR, 3, 2, 0},    {MP_STR, 5, 4, 0},
-	{MP_ARRAY, 3, 0, 0},  {MP_ARRAY, 5, 0, 0},  /* dc-dd array 16/32 */
-	{MP_MAP, 3, 0, 0},    {MP_MAP, 5, 0, 0},    /* de-df map 16/32 */
+	{MP_NIL, 1, 0, 0},   {0, 0, 0, 0},	  /* c0 nil, c1 -- */
+	{MP_BOOL, 1, 0, 0},  {MP_BOOL, 1, 0, 0},  /* c2 false, c3 true */
+	{MP_BIN, 2, 1, 0},   {MP_BIN, 3, 2, 0},	  /* c4-c6 bin 8/16/32 */
+	{MP_BIN, 5, 4, 0},   {MP_EXT, 3, 1, 0},	  /* c7-c9 ext 8/16/32: */
+	{MP_EXT, 4, 2, 0},   {MP_EXT, 6, 4, 0},	  /*   length, type */
+	{MP_FLOAT, 5, 0, 0}, {MP_FLOAT, 9, 0, 0}, /* ca float, cb double */
+	{MP_UINT, 2, 0, 0},  {MP_UINT, 3, 0, 0},  /* cc-cf uint 8..64 */
+	{MP_UINT, 5, 0, 0},  {MP_UINT, 9, 0, 0},
+	{MP_NINT, 2, 0, 0},  {MP_NINT, 3, 0, 0}, /* d0-d3 int 8..64 */
+	{MP_NINT, 5, 0, 0},  {MP_NINT, 9, 0, 0},
+	{MP_EXT, 2, 0, 1},   {MP_EXT, 2, 0, 2}, /* d4-d8 fixext: type */
+	{MP_EXT, 2, 0, 4},   {MP_EXT, 2, 0, 8},
+	{MP_EXT, 2, 0, 16},  {MP_STR, 2, 1, 0}, /* d9-db str 8/16/32 */
+	{MP_STR, 3, 2, 0},   {MP_STR, 5, 4, 0},
+	{MP_ARRAY, 3, 0, 0}, {MP_ARRAY, 5, 0, 0}, /* dc-dd array 16/32 */
+	{MP_MAP, 3, 0, 0},   {MP_MAP, 5, 0, 0},	  /* de-df map 16/32 */
 };
 
 /* Take @n bytes of payload after a header of @hdr bytes. */
@@ -109,7 +109,7 @@ int mp_read(struct mp_rd *r, struct mp_val *v)
 	k = &kinds[c - 0xc0];
 	if (!k->hdr || left < k->hdr)
 		return -EPROTO; /* 0xc1, or a truncated header */
-	if (k->lenw) /* str, bin, ext: a length, then bytes */
+	if (k->lenw)		/* str, bin, ext: a length, then bytes */
 		return take(r, v, k->hdr, be(p + 1, k->lenw), k->type);
 	if (k->fixed)
 		return take(r, v, 2, k->fixed, MP_EXT);

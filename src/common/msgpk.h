@@ -39,16 +39,16 @@
 #include "buf.h"
 
 enum mp_type { /* this order: libmaru/codec.c tests ranges of it */
-	MP_NIL,
-	MP_BOOL,
-	MP_UINT,  /* any integer >= 0, whatever its encoding */
-	MP_NINT,  /* any integer < 0 */
-	MP_FLOAT, /* float32 or float64, widened */
-	MP_STR,
-	MP_BIN,
-	MP_ARRAY,
-	MP_MAP,
-	MP_EXT,
+	       MP_NIL,
+	       MP_BOOL,
+	       MP_UINT,	 /* any integer >= 0, whatever its encoding */
+	       MP_NINT,	 /* any integer < 0 */
+	       MP_FLOAT, /* float32 or float64, widened */
+	       MP_STR,
+	       MP_BIN,
+	       MP_ARRAY,
+	       MP_MAP,
+	       MP_EXT,
 };
 
 struct mp_val {

@@ -58,9 +58,9 @@ static const char *hint_of(const struct opt *o, char *buf, size_t len)
 		n = (size_t)snprintf(buf, len, "one of");
 		for (i = 0; o->choices[i] && n < len; i++)
 			n += (size_t)snprintf(buf + n, len - n, "%s %s",
-					      !i		   ? ""
+					      !i		  ? ""
 					      : o->choices[i + 1] ? ","
-								   : " or",
+								  : " or",
 					      o->choices[i]);
 		return buf;
 	case OPT_STR:
@@ -167,8 +167,8 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 		bool arg = t[i].kind != OPT_FLAG && t[i].kind != OPT_HELP &&
 			   t[i].kind != OPT_VERSION;
 
-		lo[i] = (struct option){t[i].name, arg ? required_argument
-						       : no_argument,
+		lo[i] = (struct option){t[i].name,
+					arg ? required_argument : no_argument,
 					NULL, ROW0 + (int)i};
 		if (t[i].letter) {
 			if (ns + 3 >= sizeof(shorts))

@@ -52,11 +52,11 @@ struct opt {
 	int letter;	  /* short name, or 0 */
 	enum opt_kind kind;
 	void *dst;
-	size_t size; /* OPT_INT, OPT_ATOI: sizeof the field: uint16_t, int
-		      * or long (checked at compile time by the macros) */
+	size_t size;	  /* OPT_INT, OPT_ATOI: sizeof the field: uint16_t, int
+			   * or long (checked at compile time by the macros) */
 	long long lo, hi; /* OPT_SIZE: lo >= 0 */
-	unsigned flags;		    /* OPT_NONEMPTY, OPT_ZERO_OK */
-	const char *hint;	    /* "(...)" of the error; NULL: from lo/hi */
+	unsigned flags;	  /* OPT_NONEMPTY, OPT_ZERO_OK */
+	const char *hint; /* "(...)" of the error; NULL: from lo/hi */
 	const char *const *choices; /* OPT_CHOICE: NULL-terminated */
 	const int *values;
 	int (*call)(const char *arg, void *dst);
@@ -69,35 +69,56 @@ struct opt_list {
 };
 
 /* rows, in brief (a compound literal each; @f: a field of the config) */
-#define OPTS_FLAG(nm, f) {.name = (nm), .kind = OPT_FLAG, .dst = &(f)}
-#define OPTS_STR(nm, l, f, fl)                                         \
-	{.name = (nm), .letter = (l), .kind = OPT_STR, .dst = &(f),    \
-	 .flags = (fl)}
+#define OPTS_FLAG(nm, f)                                                       \
+	{                                                                      \
+		.name = (nm), .kind = OPT_FLAG, .dst = &(f)                    \
+	}
+#define OPTS_STR(nm, l, f, fl)                                                 \
+	{                                                                      \
+		.name = (nm), .letter = (l), .kind = OPT_STR, .dst = &(f),     \
+		.flags = (fl)                                                  \
+	}
 /* sizeof(f), which must be one opts.c stores (else it does not compile) */
-#define OPTS_SIZEOF_INT(f)                                             \
-	(sizeof(f) + 0 * sizeof(char[sizeof(f) == 2 || sizeof(f) == 4 ||   \
-					     sizeof(f) == sizeof(long)     \
-				     ? 1                                   \
-				     : -1]))
-#define OPTS_INT(nm, l, f, min, max)                                   \
-	{.name = (nm), .letter = (l), .kind = OPT_INT, .dst = &(f),    \
-	 .size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)}
-#define OPTS_ATOI(nm, l, f, min, max)                                  \
-	{.name = (nm), .letter = (l), .kind = OPT_ATOI, .dst = &(f),   \
-	 .size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)}
-#define OPTS_SIZE(nm, f, min, fl, h)                                   \
-	{.name = (nm), .kind = OPT_SIZE, .dst = &(f), .lo = (min),     \
-	 .flags = (fl), .hint = (h)}
-#define OPTS_SECONDS(nm, f) {.name = (nm), .kind = OPT_SECONDS, .dst = &(f)}
-#define OPTS_CHOICE(nm, f, names, vals, h)                             \
-	{.name = (nm), .kind = OPT_CHOICE, .dst = &(f), .choices = (names), \
-	 .values = (vals), .hint = (h), .size = sizeof(f)}
-#define OPTS_LIST(nm, l, f, fl, h)                                     \
-	{.name = (nm), .letter = (l), .kind = OPT_LIST, .dst = &(f),   \
-	 .flags = (fl), .hint = (h)}
-#define OPTS_CALL(nm, l, fn, d, h)                                     \
-	{.name = (nm), .letter = (l), .kind = OPT_CALL, .dst = (d),    \
-	 .call = (fn), .hint = (h)}
+#define OPTS_SIZEOF_INT(f)                                                     \
+	(sizeof(f) + 0 * sizeof(char[sizeof(f) == 2 || sizeof(f) == 4 ||       \
+						     sizeof(f) == sizeof(long) \
+					     ? 1                               \
+					     : -1]))
+#define OPTS_INT(nm, l, f, min, max)                                           \
+	{                                                                      \
+		.name = (nm), .letter = (l), .kind = OPT_INT, .dst = &(f),     \
+		.size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)           \
+	}
+#define OPTS_ATOI(nm, l, f, min, max)                                          \
+	{                                                                      \
+		.name = (nm), .letter = (l), .kind = OPT_ATOI, .dst = &(f),    \
+		.size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)           \
+	}
+#define OPTS_SIZE(nm, f, min, fl, h)                                           \
+	{                                                                      \
+		.name = (nm), .kind = OPT_SIZE, .dst = &(f), .lo = (min),      \
+		.flags = (fl), .hint = (h)                                     \
+	}
+#define OPTS_SECONDS(nm, f)                                                    \
+	{                                                                      \
+		.name = (nm), .kind = OPT_SECONDS, .dst = &(f)                 \
+	}
+#define OPTS_CHOICE(nm, f, names, vals, h)                                     \
+	{                                                                      \
+		.name = (nm), .kind = OPT_CHOICE, .dst = &(f),                 \
+		.choices = (names), .values = (vals), .hint = (h),             \
+		.size = sizeof(f)                                              \
+	}
+#define OPTS_LIST(nm, l, f, fl, h)                                             \
+	{                                                                      \
+		.name = (nm), .letter = (l), .kind = OPT_LIST, .dst = &(f),    \
+		.flags = (fl), .hint = (h)                                     \
+	}
+#define OPTS_CALL(nm, l, fn, d, h)                                             \
+	{                                                                      \
+		.name = (nm), .letter = (l), .kind = OPT_CALL, .dst = (d),     \
+		.call = (fn), .hint = (h)                                      \
+	}
 
 /**
  * opts_parse - read @argv by the rows of @t (ended by a row with no name)

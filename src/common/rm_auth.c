@@ -110,9 +110,9 @@ int rm_auth_reader_key(const uint8_t client_key[RM_AUTH_KEY_LEN],
 }
 
 int rm_auth_mac(const uint8_t key[RM_AUTH_KEY_LEN], enum rm_auth_role role,
-		 const uint8_t cn[RM_AUTH_NONCE_LEN],
-		 const uint8_t sn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
-		 uint8_t out[RM_AUTH_MAC_LEN])
+		const uint8_t cn[RM_AUTH_NONCE_LEN],
+		const uint8_t sn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
+		uint8_t out[RM_AUTH_MAC_LEN])
 {
 	static const char label[] = "maru-rm-auth-1";
 	uint8_t msg[sizeof(label) + 2 * RM_AUTH_NONCE_LEN + RM_CLIENT_ID_MAX];
@@ -153,8 +153,7 @@ int rm_auth_prove(const uint8_t key[RM_AUTH_KEY_LEN],
 {
 	uint8_t want[RM_AUTH_MAC_LEN];
 
-	if (rm_auth_mac(key, RM_AUTH_SERVER, cn, a->nonce, client_id, want) <
-	    0)
+	if (rm_auth_mac(key, RM_AUTH_SERVER, cn, a->nonce, client_id, want) < 0)
 		return -EIO;
 	if (!rm_auth_equal(want, a->proof))
 		return -EKEYREJECTED;

@@ -80,9 +80,9 @@ int rm_auth_random(void *p, size_t n);
 /* rm_auth_mac - the proof of @role for this exchange, into @out.
  * Return: 0, or -EIO (OpenSSL failed: @out is random, matches nothing) */
 int rm_auth_mac(const uint8_t key[RM_AUTH_KEY_LEN], enum rm_auth_role role,
-		 const uint8_t cn[RM_AUTH_NONCE_LEN],
-		 const uint8_t sn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
-		 uint8_t out[RM_AUTH_MAC_LEN]);
+		const uint8_t cn[RM_AUTH_NONCE_LEN],
+		const uint8_t sn[RM_AUTH_NONCE_LEN], struct rm_str client_id,
+		uint8_t out[RM_AUTH_MAC_LEN]);
 
 /* rm_auth_equal - constant-time comparison of two proofs */
 bool rm_auth_equal(const uint8_t a[RM_AUTH_MAC_LEN],

@@ -65,11 +65,13 @@ int rm_client_load_key(struct rm_client *c, const char *path)
 	if (!path || !*path) {
 		/* a worker host gets only the reader key (--require-auth) */
 		reader = getenv("MARU_RM_READER_KEY_FILE");
-		path = reader && *reader ? reader
-					 : rm_auth_key_default(def, sizeof(def));
+		path = reader && *reader
+			       ? reader
+			       : rm_auth_key_default(def, sizeof(def));
 	}
 	c->reader = path == reader;
-	rm_client_disconnect(c); /* an authenticated connection is the old key's */
+	rm_client_disconnect(
+		c); /* an authenticated connection is the old key's */
 	rc = rm_auth_key_load(path, c->key);
 	c->has_key = rc == 0;
 	return rc;
@@ -132,8 +134,8 @@ int rm_probe(const char *address, int timeout_ms)
  * Send @msg on the current connection and read the response: c->rx holds
  * its payload and *type its type.  Return: 0 or a transport error.
  */
-static int roundtrip(struct rm_client *c, const struct buf *msg,
-		     uint16_t *type, uint64_t deadline)
+static int roundtrip(struct rm_client *c, const struct buf *msg, uint16_t *type,
+		     uint64_t deadline)
 {
 	uint8_t hb[RM_HDR_SIZE];
 	struct rm_hdr h;
@@ -283,8 +285,7 @@ static struct buf *tx(struct rm_client *c)
 static int transact_once(struct rm_client *c, int enc, uint16_t want,
 			 bool auth);
 
-static int rm_transact(struct rm_client *c, int enc, uint16_t want,
-		       bool auth)
+static int rm_transact(struct rm_client *c, int enc, uint16_t want, bool auth)
 {
 	int rc = transact_once(c, enc, want, auth || c->auth_all);
 
@@ -306,8 +307,7 @@ static int rm_transact(struct rm_client *c, int enc, uint16_t want,
 	return rc;
 }
 
-static int transact_once(struct rm_client *c, int enc, uint16_t want,
-			 bool auth)
+static int transact_once(struct rm_client *c, int enc, uint16_t want, bool auth)
 {
 	struct rm_error_resp e;
 	uint16_t type = 0;
@@ -451,7 +451,7 @@ int rm_client_stats(struct rm_client *c,
 	for (i = 0; i < resp.num_pools; i++) {
 		rc = rm_stats_next(&resp, &cur, &s);
 		if (rc <= 0)
-			return -EPROTO;	/* fewer records than announced */
+			return -EPROTO; /* fewer records than announced */
 		rc = fn(&s, arg);
 		if (rc)
 			return rc;
@@ -498,8 +498,7 @@ int rm_client_owners(struct rm_client *c,
 	uint32_t i;
 	int rc;
 
-	rc = rm_transact(c, rm_encode_owners_req(tx(c)), RM_OWNERS_RESP,
-			 false);
+	rc = rm_transact(c, rm_encode_owners_req(tx(c)), RM_OWNERS_RESP, false);
 	if (rc == -ENOSYS || (rc == -EPROTO && c->answered))
 		return -ENOTSUP; /* an older resource manager */
 	if (rc < 0)

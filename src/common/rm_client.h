@@ -39,32 +39,32 @@
 #define RM_UUID_MAX 64
 
 struct rm_client {
-	char host[256];		/* name or numeric address */
+	char host[256]; /* name or numeric address */
 	uint16_t port;
-	int fd;			/* owns: -1 when disconnected */
-	int timeout_ms;		/* budget for connect, and per request */
+	int fd;		/* owns: -1 when disconnected */
+	int timeout_ms; /* budget for connect, and per request */
 	char client_id[RM_CLIENT_ID_MAX + 1];
-	bool answered;		/* the last request got a reply */
-	struct buf tx;		/* owns: the request being sent */
-	struct buf rx;		/* owns: payload of the last response */
-	char error[256];	/* text of the last ERROR_RESP, or "" */
-	bool has_key;		/* ALLOC/FREE authenticate first (rm_auth.h) */
-	bool authed;		/* ... done on this connection */
-	bool key_tried;		/* the default key was looked for */
-	uint32_t hold_ms;	/* declared at AUTH (rm_auth.h); 0: none */
-	uint32_t write_ms;	/* ... and, with a hold until we return, how
-				 * long our clients may write after we go */
-	bool reader;		/* @key is a reader.key (STATS, GET_ACCESS) */
-	bool auth_all;		/* the RM wants AUTH for every request
-				 * (--require-auth): seen once, kept */
+	bool answered;	   /* the last request got a reply */
+	struct buf tx;	   /* owns: the request being sent */
+	struct buf rx;	   /* owns: payload of the last response */
+	char error[256];   /* text of the last ERROR_RESP, or "" */
+	bool has_key;	   /* ALLOC/FREE authenticate first (rm_auth.h) */
+	bool authed;	   /* ... done on this connection */
+	bool key_tried;	   /* the default key was looked for */
+	uint32_t hold_ms;  /* declared at AUTH (rm_auth.h); 0: none */
+	uint32_t write_ms; /* ... and, with a hold until we return, how
+			    * long our clients may write after we go */
+	bool reader;	   /* @key is a reader.key (STATS, GET_ACCESS) */
+	bool auth_all;	   /* the RM wants AUTH for every request
+			    * (--require-auth): seen once, kept */
 	uint8_t key[RM_AUTH_KEY_LEN];
 };
 
 struct rm_alloc_result {
 	struct rm_handle handle;
 	uint64_t requested_size;
-	char path[RM_PATH_MAX + 1];	/* NUL-terminated */
-	char uuid[RM_UUID_MAX + 1];	/* "" for FS_DAX */
+	char path[RM_PATH_MAX + 1]; /* NUL-terminated */
+	char uuid[RM_UUID_MAX + 1]; /* "" for FS_DAX */
 };
 
 struct rm_access_result {

@@ -14,14 +14,15 @@
 
 struct rm_str rm_str_from(const char *s)
 {
-	struct rm_str r = { s, s ? (uint32_t)strlen(s) : 0 };
+	struct rm_str r = {s, s ? (uint32_t)strlen(s) : 0};
 
 	return r;
 }
 
 bool rm_str_eq(struct rm_str a, struct rm_str b)
 {
-	return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
 }
 
 int rm_hdr_decode(const uint8_t *p, size_t len, size_t max_payload,
@@ -317,8 +318,8 @@ int rm_owners_next(const struct rm_owners_resp *s, size_t *cursor,
 		return -EPROTO;
 	n = get_u16le(p);
 	if (n == 0 || n > RM_CLIENT_ID_MAX ||
-	    left - 2 < (size_t)n + RM_OWNER_FIXED ||
-	    memchr(p + 2, '\0', n) || !utf8_valid(p + 2, n))
+	    left - 2 < (size_t)n + RM_OWNER_FIXED || memchr(p + 2, '\0', n) ||
+	    !utf8_valid(p + 2, n))
 		return -EPROTO;
 	out->id.ptr = (const char *)p + 2;
 	out->id.len = n;
@@ -423,7 +424,7 @@ int rm_encode_alloc_req(struct buf *b, const struct rm_alloc_req *m)
 	    m->client_id.len > RM_CLIENT_ID_MAX)
 		return -EINVAL;
 	if (m->request_id && !m->client_id.len)
-		return -EINVAL;	/* request_id rides after the client id */
+		return -EINVAL; /* request_id rides after the client id */
 	p = msg_begin(b, RM_ALLOC_REQ, n);
 	if (!p)
 		return -ENOMEM;
@@ -549,8 +550,7 @@ int rm_encode_free_resp(struct buf *b, int32_t status)
 	return 0;
 }
 
-int rm_encode_get_access_resp(struct buf *b,
-			      const struct rm_get_access_resp *m)
+int rm_encode_get_access_resp(struct buf *b, const struct rm_get_access_resp *m)
 {
 	size_t n = 26 + m->path.len + m->uuid.len;
 	uint8_t *p;

@@ -23,12 +23,12 @@
 
 #include "buf.h"
 
-#define RM_MAGIC 0x4D415255u	/* "URAM" on the wire: 55 52 41 4D */
+#define RM_MAGIC 0x4D415255u /* "URAM" on the wire: 55 52 41 4D */
 #define RM_VERSION 2
 #define RM_HDR_SIZE 12
-#define RM_MAX_PAYLOAD 8192	/* larger requests are refused (-EMSGSIZE) */
-#define RM_PATH_MAX 4096	/* longest dax_path in ALLOC_REQ */
-#define RM_CLIENT_ID_MAX 127	/* id_len must be 1..127 */
+#define RM_MAX_PAYLOAD 8192  /* larger requests are refused (-EMSGSIZE) */
+#define RM_PATH_MAX 4096     /* longest dax_path in ALLOC_REQ */
+#define RM_CLIENT_ID_MAX 127 /* id_len must be 1..127 */
 #define RM_HANDLE_SIZE 32
 #define RM_AUTH_NONCE_LEN 32
 #define RM_AUTH_MAC_LEN 32
@@ -52,13 +52,13 @@ enum rm_msg_type {
 	RM_STATS_RESP = 6,
 	RM_GET_ACCESS_REQ = 9,
 	RM_GET_ACCESS_RESP = 10,
-	RM_AUTH_REQ = 11,  /* an addition: rm_auth.h */
+	RM_AUTH_REQ = 11, /* an addition: rm_auth.h */
 	RM_AUTH_RESP = 12,
-	RM_COUNTERS_REQ = 13,  /* an addition: the daemon's counters */
+	RM_COUNTERS_REQ = 13, /* an addition: the daemon's counters */
 	RM_COUNTERS_RESP = 14,
-	RM_OWNERS_REQ = 15,    /* an addition: who owns regions, who is away */
+	RM_OWNERS_REQ = 15, /* an addition: who owns regions, who is away */
 	RM_OWNERS_RESP = 16,
-	RM_RELEASE_REQ = 17,   /* an addition: free an absent owner's regions */
+	RM_RELEASE_REQ = 17, /* an addition: free an absent owner's regions */
 	RM_RELEASE_RESP = 18,
 	RM_ERROR_RESP = 255,
 };
@@ -71,38 +71,38 @@ enum rm_dax_type {
 struct rm_hdr {
 	uint32_t magic;
 	uint16_t version;
-	uint16_t type;		/* enum rm_msg_type */
+	uint16_t type; /* enum rm_msg_type */
 	uint32_t payload_len;
 };
 
 /* A capability for one region, passed through every layer verbatim. */
 struct rm_handle {
-	uint64_t region_id;	/* global, from 1, never reused */
-	uint64_t offset;	/* mmap offset (DEV_DAX: device offset) */
-	uint64_t length;	/* aligned length in bytes */
-	uint64_t auth_token;	/* keyed MAC, opaque to clients */
+	uint64_t region_id;  /* global, from 1, never reused */
+	uint64_t offset;     /* mmap offset (DEV_DAX: device offset) */
+	uint64_t length;     /* aligned length in bytes */
+	uint64_t auth_token; /* keyed MAC, opaque to clients */
 };
 
 /* A string that borrows from a message buffer; not NUL-terminated. */
 struct rm_str {
 	const char *ptr;
-	uint32_t len;		/* 0 = empty or absent */
+	uint32_t len; /* 0 = empty or absent */
 };
 
 struct rm_alloc_req {
 	uint64_t size;
-	struct rm_str dax_path;	/* empty = any pool */
+	struct rm_str dax_path;	 /* empty = any pool */
 	struct rm_str client_id; /* empty = absent */
-	uint64_t request_id;	/* 0 = no idempotency */
+	uint64_t request_id;	 /* 0 = no idempotency */
 };
 
 struct rm_alloc_resp {
-	int32_t status;		/* 0 or -errno */
-	uint32_t access_type;	/* always 0 (LOCAL) */
+	int32_t status;	      /* 0 or -errno */
+	uint32_t access_type; /* always 0 (LOCAL) */
 	struct rm_handle handle;
 	uint64_t requested_size;
-	struct rm_str path;	/* file or device the client opens */
-	struct rm_str uuid;	/* device UUID text, empty for FS_DAX */
+	struct rm_str path; /* file or device the client opens */
+	struct rm_str uuid; /* device UUID text, empty for FS_DAX */
 };
 
 struct rm_free_req {
@@ -129,13 +129,13 @@ struct rm_auth_req {
 	uint8_t step; /* 1 or 2 */
 	uint8_t data[RM_AUTH_NONCE_LEN];
 	struct rm_str client_id; /* step 1; empty = absent */
-	uint32_t hold_ms; /* step 1, optional: keep our regions this long
-			   * after we are gone (clients fence by then) */
-	uint32_t write_ms; /* step 1, optional, after hold_ms: with a hold
-			    * until we return, how long after we are gone
-			    * our clients may still write into our regions
-			    * (RELEASE waits that long); 0: not said */
-	uint8_t reader;	  /* step 1: 1 proves reader.key, 0 client.key */
+	uint32_t hold_ms;	 /* step 1, optional: keep our regions this long
+				  * after we are gone (clients fence by then) */
+	uint32_t write_ms;	 /* step 1, optional, after hold_ms: with a hold
+				  * until we return, how long after we are gone
+				  * our clients may still write into our regions
+				  * (RELEASE waits that long); 0: not said */
+	uint8_t reader;		 /* step 1: 1 proves reader.key, 0 client.key */
 };
 
 /* AUTH_RESP: to step 1, the server nonce and proof; to step 2, zeros */
@@ -146,8 +146,8 @@ struct rm_auth_resp {
 };
 
 struct rm_pool_stat {
-	uint32_t dax_type;	/* enum rm_dax_type */
-	uint64_t total_size;	/* usable bytes */
+	uint32_t dax_type;   /* enum rm_dax_type */
+	uint64_t total_size; /* usable bytes */
 	uint64_t free_size;
 	uint64_t align_bytes;
 	struct rm_str path;
@@ -156,7 +156,7 @@ struct rm_pool_stat {
 /* STATS_RESP is walked record by record with rm_stats_next(). */
 struct rm_stats_resp {
 	uint32_t num_pools;
-	const uint8_t *records;	/* borrows: first record */
+	const uint8_t *records; /* borrows: first record */
 	size_t records_len;
 };
 
@@ -191,7 +191,7 @@ struct rm_error_resp {
  * away_since (unix seconds its last connection closed; 0: connected).
  * Walked with rm_owners_next().
  */
-#define RM_OWNER_FIXED 32 /* bytes of an owner record besides its id */
+#define RM_OWNER_FIXED 32  /* bytes of an owner record besides its id */
 #define RM_OWNERS_MAX 4096 /* owners one answer lists */
 struct rm_owners_resp {
 	uint32_t num, omitted;
@@ -207,10 +207,10 @@ struct rm_owner {
 
 /* RELEASE_RESP: i32 status, u32 regions freed, u64 their bytes */
 struct rm_release_resp {
-	int32_t status; /* 0, -ENOENT (owns nothing), -EBUSY (connected),
-			 * -EAGAIN (it left less than --recovered-hold
-			 * ago: its clients may still write), -EACCES (not
-			 * authenticated with client.key) */
+	int32_t status;	  /* 0, -ENOENT (owns nothing), -EBUSY (connected),
+			   * -EAGAIN (it left less than --recovered-hold
+			   * ago: its clients may still write), -EACCES (not
+			   * authenticated with client.key) */
 	uint32_t regions; /* freed; with -EAGAIN: seconds left to wait */
 	uint64_t bytes;
 };

@@ -93,8 +93,7 @@ int si_coh_parse(const char *s)
 	return -EINVAL;
 }
 
-int si_map_init(struct si_map *m, void *mem, size_t len, int coh,
-		bool writer)
+int si_map_init(struct si_map *m, void *mem, size_t len, int coh, bool writer)
 {
 	memset(m, 0, sizeof(*m));
 	m->mem = mem;
@@ -132,7 +131,8 @@ void si_map_destroy(struct si_map *m)
 
 static inline size_t line_of(const struct si_map *m, const void *p)
 {
-	return ((size_t)((const uint8_t *)p - m->base)) & ~(size_t)(SI_LINE - 1);
+	return ((size_t)((const uint8_t *)p - m->base)) &
+	       ~(size_t)(SI_LINE - 1);
 }
 
 /* a line from the private copy to the shared memory, or back */
@@ -236,8 +236,7 @@ static inline void inv_fence(const struct si_map *m)
 
 /* ---- keys and checks ---- */
 
-void si_digest(uint8_t tag, const void *key, size_t len,
-	       uint8_t out[SI_DIGEST])
+void si_digest(uint8_t tag, const void *key, size_t len, uint8_t out[SI_DIGEST])
 {
 	const uint8_t pre[4] = {'M', 'K', '1', tag};
 	uint8_t md[SHA256_DIGEST_LENGTH];
@@ -327,7 +326,8 @@ void si_groups(const uint8_t d[SI_DIGEST], uint64_t n, uint64_t *g1,
 		/* the second choice: one of the 15 others of the first one's
 		 * page, evenly */
 		uint64_t r = (uint64_t)(((unsigned __int128)b *
-					 (SI_PAGE_GROUPS - 1)) >> 64);
+					 (SI_PAGE_GROUPS - 1)) >>
+					64);
 
 		*g2 = (*g1 & ~(uint64_t)(SI_PAGE_GROUPS - 1)) |
 		      ((*g1 + 1 + r) & (SI_PAGE_GROUPS - 1));
@@ -356,8 +356,8 @@ static int super_now(const struct si_map *m, struct si_layout *lay,
 {
 	struct si_super sb;
 	struct si_layout now;
-	uint64_t s = __atomic_load_n((const uint64_t *)m->base,
-				     __ATOMIC_ACQUIRE);
+	uint64_t s =
+		__atomic_load_n((const uint64_t *)m->base, __ATOMIC_ACQUIRE);
 	int rc;
 
 	if (s == lay->state && !(s & 1)) {
@@ -432,15 +432,14 @@ static uint32_t slot_hint(const struct si_map *m, const struct si_layout *lay,
 			  const struct si_entry *e)
 {
 	uint64_t i = (uint64_t)(e - (const struct si_entry *)(m->base +
-							       lay->table_off));
+							      lay->table_off));
 
 	return i < UINT32_MAX ? (uint32_t)i + 1 : 0;
 }
 
 /* the line hint @hint names in @lay's table, or NULL (none, outside) */
-static const struct si_entry *hint_line(const struct si_map *m,
-					const struct si_layout *lay,
-					uint32_t hint)
+static const struct si_entry *
+hint_line(const struct si_map *m, const struct si_layout *lay, uint32_t hint)
 {
 	if (!hint || hint > lay->n_groups * SI_GROUP)
 		return NULL;
@@ -588,10 +587,9 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
 	return SI_ASK;
 }
 
-void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
-		     size_t n, const uint8_t (*d)[SI_DIGEST],
-		     const uint32_t *hint, int *res, struct si_hit *out,
-		     struct si_rstats *st)
+void si_lookup_batch(const struct si_map *m, struct si_layout *lay, size_t n,
+		     const uint8_t (*d)[SI_DIGEST], const uint32_t *hint,
+		     int *res, struct si_hit *out, struct si_rstats *st)
 {
 	enum { AHEAD = 6, CHUNK = 32 };
 	const struct si_entry *grp[CHUNK][2], *hl[CHUNK];
@@ -651,10 +649,9 @@ void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
 					__builtin_prefetch(grp[k + AHEAD][1]);
 				}
 				res[at + k] =
-					hl[k] ? probe_hinted(m, hl[k],
-							     hint[at + k],
-							     d[at + k],
-							     &out[at + k])
+					hl[k] ? probe_hinted(
+							m, hl[k], hint[at + k],
+							d[at + k], &out[at + k])
 					      : probe(m, lay, grp[k], d[at + k],
 						      &out[at + k], st);
 			}
@@ -668,23 +665,23 @@ void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
 		 * alone, again, in its groups */
 		for (k = 0; k < len; k++)
 			if (res[at + k] < 0)
-				res[at + k] = si_lookup(m, lay, d[at + k], 0,
-							false, &out[at + k], st);
+				res[at + k] =
+					si_lookup(m, lay, d[at + k], 0, false,
+						  &out[at + k], st);
 	}
 }
 
 /* ---- the writer ---- */
 
-static inline struct si_entry *slot_at(const struct si_map *m,
-				       const struct si_table *t, uint64_t g,
-				       int j)
+static inline struct si_entry *
+slot_at(const struct si_map *m, const struct si_table *t, uint64_t g, int j)
 {
 	return (struct si_entry *)(m->base + t->off) + g * SI_GROUP + j;
 }
 
 /* seqlock-write @line over the line @dst (word 0 last), then write it back */
-static void write_line_odd(const struct si_map *m, void *dst,
-			   const void *line, bool removal, uint64_t odd)
+static void write_line_odd(const struct si_map *m, void *dst, const void *line,
+			   bool removal, uint64_t odd)
 {
 	volatile uint64_t *d = dst;
 	uint64_t v[8];
@@ -781,8 +778,7 @@ static inline uint16_t fp_of(const uint8_t d[SI_DIGEST])
 	return (uint16_t)(d[0] | d[1] << 8) | 1;
 }
 
-const struct si_entry *si_live(const struct si_map *m,
-			       const struct si_table *t,
+const struct si_entry *si_live(const struct si_map *m, const struct si_table *t,
 			       const uint8_t d[SI_DIGEST])
 {
 	uint64_t g[2];
@@ -881,7 +877,7 @@ static int choose(const struct si_map *m, const struct si_table *t,
 }
 
 const void *si_aim(const struct si_map *m, const struct si_table *t,
-		  const uint8_t d[SI_DIGEST])
+		   const uint8_t d[SI_DIGEST])
 {
 	struct si_entry *slot;
 
@@ -925,7 +921,8 @@ int si_remove(const struct si_map *m, const struct si_table *t,
 	e.flags = slot->flags & SI_F_OVF;
 	put_entry(m, slot, &e, true);
 	if (t->sh) {
-		size_t i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
+		size_t i =
+			(size_t)(slot - (struct si_entry *)(m->base + t->off));
 
 		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = 0;
 	}

@@ -57,11 +57,11 @@
 #define SI_MAGIC 0x3158444955524153ull /* "SURIDX1" + a version byte */
 #define SI_LAYOUT 2 /* 2: a key's two groups share a 4 KiB page */
 #define SI_LINE 64
-#define SI_GROUP 4			  /* entries per group */
+#define SI_GROUP 4 /* entries per group */
 #define SI_GROUP_BYTES (SI_GROUP * SI_LINE)
-#define SI_HDR 4096			  /* the superblock's page */
+#define SI_HDR 4096 /* the superblock's page */
 #define SI_DIGEST 16
-#define SI_PAGE_SHIFT 4			  /* 16 groups: 4 KiB */
+#define SI_PAGE_SHIFT 4 /* 16 groups: 4 KiB */
 #define SI_PAGE_GROUPS (1u << SI_PAGE_SHIFT)
 #define SI_RETRIES 16 /* unstable snapshots before a lookup asks the server */
 
@@ -98,7 +98,7 @@ struct si_super {
 	uint64_t area_id;   /* random, from the area's creation */
 	uint64_t table_off; /* bytes from the area's start */
 	uint64_t n_groups;
-	uint64_t boot;	    /* writer starts that used this area */
+	uint64_t boot; /* writer starts that used this area */
 	uint64_t check;
 } __attribute__((aligned(64)));
 
@@ -135,8 +135,7 @@ struct si_map {
  * Return: 0, -ENOTSUP (SI_FLUSH on a CPU without the instructions), or
  * -ENOMEM.
  */
-int si_map_init(struct si_map *m, void *mem, size_t len, int coh,
-		bool writer);
+int si_map_init(struct si_map *m, void *mem, size_t len, int coh, bool writer);
 void si_map_destroy(struct si_map *m);
 
 /* si_coh_name / si_coh_parse - "none", "flush", "simulate" */
@@ -223,10 +222,9 @@ int si_lookup(const struct si_map *m, struct si_layout *lay,
  * @hint: NULL, or one si_lookup() hint per digest
  * @res: out: one enum si_result per digest; @out: the hits
  */
-void si_lookup_batch(const struct si_map *m, struct si_layout *lay,
-		     size_t n, const uint8_t (*d)[SI_DIGEST],
-		     const uint32_t *hint, int *res, struct si_hit *out,
-		     struct si_rstats *st);
+void si_lookup_batch(const struct si_map *m, struct si_layout *lay, size_t n,
+		     const uint8_t (*d)[SI_DIGEST], const uint32_t *hint,
+		     int *res, struct si_hit *out, struct si_rstats *st);
 
 /*
  * the two groups of digest @d in a table of @n groups: the first from the
@@ -305,8 +303,7 @@ void si_mark_ovf(const struct si_map *m, const struct si_table *t,
 		 const uint8_t d[SI_DIGEST]);
 
 /* si_live - the live entry of digest @d in @t (the writer's view), NULL */
-const struct si_entry *si_live(const struct si_map *m,
-			       const struct si_table *t,
+const struct si_entry *si_live(const struct si_map *m, const struct si_table *t,
 			       const uint8_t d[SI_DIGEST]);
 
 /**

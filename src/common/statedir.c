@@ -90,8 +90,7 @@ static long flock_holder(int fd)
 }
 
 /* the program @pid runs (basename of its argv[0]), else @dflt */
-static const char *program_of(long pid, const char *dflt, char *buf,
-			      size_t len)
+static const char *program_of(long pid, const char *dflt, char *buf, size_t len)
 {
 	char path[64], *base;
 	ssize_t n;
@@ -105,7 +104,7 @@ static const char *program_of(long pid, const char *dflt, char *buf,
 	close(fd);
 	if (n <= 0)
 		return dflt;
-	buf[n] = '\0';	/* argv[0] ends at its own NUL */
+	buf[n] = '\0'; /* argv[0] ends at its own NUL */
 	base = strrchr(buf, '/');
 	base = base ? base + 1 : buf;
 	return *base ? base : dflt;

@@ -139,7 +139,8 @@ bool utf8_valid(const void *p, size_t n)
 		if (c < 0x80)
 			continue;
 		if (c < 0xc2 || c > 0xf4)
-			return false; /* continuation, overlong lead, > U+10FFFF */
+			return false; /* continuation, overlong lead, > U+10FFFF
+				       */
 		k = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
 		if (end - s < k)
 			return false;

@@ -55,8 +55,8 @@
 
 #include "buf.h"
 
-#define ZCURVE_KEY 32	  /* bytes of a public or a secret key */
-#define ZCURVE_Z85 40	  /* characters of a key in Z85 */
+#define ZCURVE_KEY 32	   /* bytes of a public or a secret key */
+#define ZCURVE_Z85 40	   /* characters of a key in Z85 */
 #define ZCURVE_HS_MAX 4096 /* the largest handshake command accepted */
 #define ZCURVE_OVERHEAD 33 /* "\x07MESSAGE", nonce, MAC, flags */
 
@@ -110,7 +110,8 @@ struct zcurve_allow {
  */
 int zcurve_allow_load(struct zcurve_allow *a, const char *dir, char *why,
 		      size_t whylen);
-bool zcurve_allow_has(const struct zcurve_allow *a, const uint8_t k[ZCURVE_KEY]);
+bool zcurve_allow_has(const struct zcurve_allow *a,
+		      const uint8_t k[ZCURVE_KEY]);
 void zcurve_allow_free(struct zcurve_allow *a);
 
 /* One side's long-term identity. */
@@ -129,17 +130,17 @@ enum {
 /* One connection's CURVE state (the owner keeps the raw input buffer). */
 struct zcurve {
 	bool server;
-	uint8_t st;	  /* ZCURVE_ST_* */
-	int minor;	  /* the peer's ZMTP minor version */
-	const char *type; /* borrows: our socket type */
+	uint8_t st;			  /* ZCURVE_ST_* */
+	int minor;			  /* the peer's ZMTP minor version */
+	const char *type;		  /* borrows: our socket type */
 	const struct zcurve_keys *me;	  /* borrows */
 	const struct zcurve_allow *allow; /* borrows (server) */
-	const uint8_t *id;	/* borrows (client): Identity metadata */
+	const uint8_t *id; /* borrows (client): Identity metadata */
 	size_t idlen;
-	uint8_t peer[ZCURVE_KEY];  /* client: S, given; server: C, proven */
+	uint8_t peer[ZCURVE_KEY]; /* client: S, given; server: C, proven */
 	uint8_t eph_pub[ZCURVE_KEY], eph_sec[ZCURVE_KEY]; /* ours, this conn */
-	uint8_t peer_eph[ZCURVE_KEY]; /* theirs, this connection */
-	uint8_t cookie[96];	      /* client: the server's cookie */
+	uint8_t peer_eph[ZCURVE_KEY];	/* theirs, this connection */
+	uint8_t cookie[96];		/* client: the server's cookie */
 	uint8_t cookie_key[ZCURVE_KEY]; /* server: seals the cookie */
 	uint8_t precom[ZCURVE_KEY]; /* crypto_box_beforenm(peer_eph, eph_sec) */
 	uint64_t nonce;		    /* the next short nonce we send */

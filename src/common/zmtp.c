@@ -47,8 +47,8 @@ int zmtp_greeting_check(const uint8_t g[ZMTP_GREETING_LEN], int *minor)
 	return zmtp_greeting_check_mech(g, minor, "NULL");
 }
 
-ssize_t zmtp_parse(const uint8_t *p, size_t n, size_t max,
-		   struct zmtp_frame *f, size_t *need)
+ssize_t zmtp_parse(const uint8_t *p, size_t n, size_t max, struct zmtp_frame *f,
+		   size_t *need)
 {
 	size_t hl, len;
 
@@ -101,8 +101,8 @@ size_t zmtp_hdr(uint8_t out[ZMTP_HDR_MAX], uint8_t flags, size_t len)
 	return 9;
 }
 
-int zmtp_command(const struct zmtp_frame *f, const uint8_t **name,
-		 size_t *nlen, const uint8_t **data, size_t *dlen)
+int zmtp_command(const struct zmtp_frame *f, const uint8_t **name, size_t *nlen,
+		 const uint8_t **data, size_t *dlen)
 {
 	if (!(f->flags & ZMTP_COMMAND) || f->len < 1 ||
 	    (size_t)f->data[0] + 1 > f->len)
@@ -119,8 +119,8 @@ bool zmtp_is_command(const struct zmtp_frame *f, const char *name)
 	const uint8_t *nm, *d;
 	size_t nl, dl;
 
-	return zmtp_command(f, &nm, &nl, &d, &dl) == 0 &&
-	       nl == strlen(name) && !memcmp(nm, name, nl);
+	return zmtp_command(f, &nm, &nl, &d, &dl) == 0 && nl == strlen(name) &&
+	       !memcmp(nm, name, nl);
 }
 
 int zmtp_ready_prop(const uint8_t *data, size_t n, const char *name,
@@ -235,7 +235,8 @@ bool zmtp_peer_ok(const char *ours, const uint8_t *theirs, size_t n)
 	if (!strcmp(ours, "ROUTER") || !strcmp(ours, "REP"))
 		return type_is(theirs, n, "REQ") ||
 		       type_is(theirs, n, "DEALER") ||
-		       (!strcmp(ours, "ROUTER") && type_is(theirs, n, "ROUTER"));
+		       (!strcmp(ours, "ROUTER") &&
+			type_is(theirs, n, "ROUTER"));
 	if (!strcmp(ours, "REQ"))
 		return type_is(theirs, n, "REP") ||
 		       type_is(theirs, n, "ROUTER");

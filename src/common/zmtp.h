@@ -83,8 +83,8 @@ int zmtp_greeting_check_mech(const uint8_t g[ZMTP_GREETING_LEN], int *minor,
  * when @n bytes do not hold it yet; -EPROTO when a reserved flag bit is
  * set; -EMSGSIZE when the body exceeds @max.
  */
-ssize_t zmtp_parse(const uint8_t *p, size_t n, size_t max,
-		   struct zmtp_frame *f, size_t *need);
+ssize_t zmtp_parse(const uint8_t *p, size_t n, size_t max, struct zmtp_frame *f,
+		   size_t *need);
 
 /* zmtp_hdr - write a frame header for a @len-byte body; returns its size */
 size_t zmtp_hdr(uint8_t out[ZMTP_HDR_MAX], uint8_t flags, size_t len);
@@ -93,8 +93,8 @@ size_t zmtp_hdr(uint8_t out[ZMTP_HDR_MAX], uint8_t flags, size_t len);
  * zmtp_command - split a command frame's body into name and data
  * Return: 0, or -EPROTO (not a command, or the name overruns the body)
  */
-int zmtp_command(const struct zmtp_frame *f, const uint8_t **name,
-		 size_t *nlen, const uint8_t **data, size_t *dlen);
+int zmtp_command(const struct zmtp_frame *f, const uint8_t **name, size_t *nlen,
+		 const uint8_t **data, size_t *dlen);
 
 /* zmtp_is_command - @f is the command @name (e.g. "READY") */
 bool zmtp_is_command(const struct zmtp_frame *f, const char *name);

@@ -152,7 +152,8 @@ static int pack_whereabouts(msgpack_packer *pk)
 {
 	pthread_once(&host_once, host_init);
 	return pack_cstr(pk, "host") | pack_cstr(pk, host_name) |
-	       pack_cstr(pk, "pid") | msgpack_pack_uint32(pk, (uint32_t)getpid());
+	       pack_cstr(pk, "pid") |
+	       msgpack_pack_uint32(pk, (uint32_t)getpid());
 }
 
 int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
@@ -247,7 +248,8 @@ static int pack_key_at(msgpack_packer *pk, const void *v, size_t i)
 
 /* {@name: [@n elements of @v, each packed by @one]} */
 static int enc_list(struct maru__msg *m, const char *name, const void *v,
-		    size_t n, int (*one)(msgpack_packer *, const void *, size_t))
+		    size_t n,
+		    int (*one)(msgpack_packer *, const void *, size_t))
 {
 	msgpack_packer pk;
 	size_t i;
@@ -279,8 +281,8 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,
 			const struct maru__hb_report *rep)
 {
-	static const char *const idx_names[3] = {
-		"index_hits", "index_misses", "index_fallbacks"};
+	static const char *const idx_names[3] = {"index_hits", "index_misses",
+						 "index_fallbacks"};
 	msgpack_packer pk;
 	int rc, i, nidx = 0;
 
@@ -553,8 +555,7 @@ static int mp_lookup(struct mp_rd *r, struct maru__lookup *l, int depth)
 		} else if (key_is(&k, "kv_gen")) {
 			rc = mp_uint(r, &l->kv_gen);
 		} else {
-			rc = mp_skip_rest(r, &k) ||
-			     mp_skip(r);
+			rc = mp_skip_rest(r, &k) || mp_skip(r);
 		}
 		if (rc)
 			return -EPROTO;
@@ -628,9 +629,9 @@ static int mp_idx_desc(struct mp_rd *r, struct maru__idx_desc *d, int depth)
 		if (rc)
 			return -EPROTO;
 	}
-	d->usable = layout == SI_LAYOUT && digest_ok && d->area_id && d->length &&
-		    (d->pool ? d->region.length >= d->length
-			     : d->path_len > 0);
+	d->usable = layout == SI_LAYOUT && digest_ok && d->area_id &&
+		    d->length &&
+		    (d->pool ? d->region.length >= d->length : d->path_len > 0);
 	return 0;
 }
 
@@ -742,9 +743,10 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 
 			rep->error = true;
 			if (!mp_read(&r, &v) && v.type == MP_STR) {
-				size_t n = v.len < sizeof(rep->error_text)
-						   ? v.len
-						   : sizeof(rep->error_text) - 1;
+				size_t n =
+					v.len < sizeof(rep->error_text)
+						? v.len
+						: sizeof(rep->error_text) - 1;
 
 				memcpy(rep->error_text, v.ptr, n);
 				rep->error_text[n] = '\0';
@@ -782,10 +784,12 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 		} else if (key_is(&k, "kv_length")) {
 			rc = mp_uint(&r, &rep->lookup.kv_length);
 		} else if (key_is(&k, "rm_address")) {
-			rc = mp_opt_str(&r, &rep->rm_address, &rep->rm_address_len);
+			rc = mp_opt_str(&r, &rep->rm_address,
+					&rep->rm_address_len);
 		} else if (key_is(&k, "server_id")) {
 			/* HANDSHAKE/HEARTBEAT: which server process answers */
-			rc = mp_opt_str(&r, &rep->server_id, &rep->server_id_len);
+			rc = mp_opt_str(&r, &rep->server_id,
+					&rep->server_id_len);
 		} else if (key_is(&k, "kv_gen")) {
 			rc = mp_uint(&r, &rep->kv_gen);
 		} else if (key_is(&k, "kv_gen_first")) {
@@ -886,4 +890,3 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 
 /* ------------------------------------------------------------------------ */
 /* MARUDEV device header (docs/hardware.md)                                 */
-

@@ -110,10 +110,10 @@ int maru__config_copy(struct maru_config *dst, const struct maru_config *src)
 	dst->server_url = strdup(src->server_url);
 	dst->rm_address = strdup(src->rm_address);
 	dst->instance_id = src->instance_id ? strdup(src->instance_id) : NULL;
-	dst->curve_server = src->curve_server ? strdup(src->curve_server)
-					      : NULL;
-	dst->curve_secret = src->curve_secret ? strdup(src->curve_secret)
-					      : NULL;
+	dst->curve_server =
+		src->curve_server ? strdup(src->curve_server) : NULL;
+	dst->curve_secret =
+		src->curve_secret ? strdup(src->curve_secret) : NULL;
 	if (!dst->server_url || !dst->rm_address ||
 	    (src->instance_id && !dst->instance_id) ||
 	    (src->curve_server && !dst->curve_server) ||
@@ -164,7 +164,7 @@ MARU_EXPORT int maru_config_set_rm_address(struct maru_config *cfg,
 }
 
 MARU_EXPORT int maru_config_set_curve_server_key(struct maru_config *cfg,
-						const char *key)
+						 const char *key)
 {
 	return set_string(&cfg->curve_server, key, true);
 }

@@ -272,8 +272,8 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	if (rc == -EREMOTEIO && !r.success)
 		rc = -ENOSPC; /* {"success": false, "error": "Allocation
 				 failed"} */
-	if (rc == -ENOSPC && (r.evicted.n || r.evicted_last ||
-			      atomic_load(&h->inbox.pending))) {
+	if (rc == -ENOSPC &&
+	    (r.evicted.n || r.evicted_last || atomic_load(&h->inbox.pending))) {
 		/* full, but pages of ours were evicted: told in this reply
 		 * or a heartbeat's (maru__evict_note), or a region asked
 		 * back; the caller applies them and asks again.  (Notices
@@ -294,10 +294,11 @@ static int request_region(struct maru_handler *h, uint64_t size,
 						  : strerror(-rc));
 	}
 	if (!r.success)
-		return maru__fail(h, -ENOSPC,
-				  "a region of %s could not be had: REQUEST_ALLOC "
-				  "refused",
-				  format_bytes(size, sz, sizeof(sz)));
+		return maru__fail(
+			h, -ENOSPC,
+			"a region of %s could not be had: REQUEST_ALLOC "
+			"refused",
+			format_bytes(size, sz, sizeof(sz)));
 	if (!r.lookup.has_handle || !r.lookup.handle.length) {
 		lerr(h, "REQUEST_ALLOC: reply without a handle");
 		return -EPROTO;
@@ -361,7 +362,8 @@ static int handshake(struct maru_handler *h)
 		rc = maru__rpc_call(&h->rpc, &m, &rr);
 	maru__msg_release(&m);
 	if (rc == -ETIMEDOUT) {
-		lerr(h, "%s: no answer to HANDSHAKE within %d ms (a ZMTP "
+		lerr(h,
+		     "%s: no answer to HANDSHAKE within %d ms (a ZMTP "
 		     "peer, but a busy or a different server)",
 		     h->cfg.server_url, h->cfg.timeout_ms);
 		return rc;
@@ -479,9 +481,8 @@ static void teardown(struct maru_handler *h)
 	h->rpc_open = false;
 }
 
-void maru__log_capture(const struct maru_handler *h, int prio,
-		       const char *file, int line, const char *func,
-		       const char *fmt, ...)
+void maru__log_capture(const struct maru_handler *h, int prio, const char *file,
+		       int line, const char *func, const char *fmt, ...)
 {
 	/* a handler is never const-defined: only its users see it const */
 	char *err = (char *)h->conn_err;
@@ -499,7 +500,8 @@ void maru__log_capture(const struct maru_handler *h, int prio,
 		memcpy(err, msg, n);
 		err[n] = '\0';
 	}
-	if (prio <= atomic_load_explicit(&h->log_priority, memory_order_relaxed))
+	if (prio <=
+	    atomic_load_explicit(&h->log_priority, memory_order_relaxed))
 		maru__log(h, prio, file, line, func, "%s", msg);
 }
 
@@ -547,9 +549,8 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		goto out_unlock;
 	}
 
-	rc = maru__rpc_open(&h->rpc, h, h->cfg.server_url,
-			    h->cfg.timeout_ms, h->cfg.use_async_rpc,
-			    h->cfg.max_inflight);
+	rc = maru__rpc_open(&h->rpc, h, h->cfg.server_url, h->cfg.timeout_ms,
+			    h->cfg.use_async_rpc, h->cfg.max_inflight);
 	if (rc < 0)
 		goto out_teardown;
 	h->rpc_open = true;
@@ -1068,8 +1069,7 @@ size_t maru__evict_apply(struct maru_handler *h)
 
 void maru__evict_apply_try(struct maru_handler *h)
 {
-	if (!atomic_load(&h->inbox.pending) ||
-	    pthread_mutex_trylock(&h->wlock))
+	if (!atomic_load(&h->inbox.pending) || pthread_mutex_trylock(&h->wlock))
 		return; /* a writer applies it at its next allocation */
 	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
 		maru__evict_apply(h);
@@ -1126,22 +1126,23 @@ static int page_alloc_locked(struct maru_handler *h, size_t size,
 	pthread_mutex_unlock(&h->olock);
 	for (tries = 0; rc == -ENOSPC; tries++) {
 		if (!h->cfg.auto_expand && h->owned.n)
-			return maru__fail(h, -ENOSPC,
-					  "every page of this handler's regions "
-					  "is taken and auto_expand is off");
+			return maru__fail(
+				h, -ENOSPC,
+				"every page of this handler's regions "
+				"is taken and auto_expand is off");
 		rc = expand(h);
 		/* the pool is full and the server evicted pages of ours
 		 * instead (its reply said which): use those */
-		if (rc < 0 && (tries >= 4 ||
-			       (!maru__evict_apply(h) && rc != -EAGAIN))) {
+		if (rc < 0 &&
+		    (tries >= 4 || (!maru__evict_apply(h) && rc != -EAGAIN))) {
 			char why[512];
 
 			snprintf(why, sizeof(why), "%s", maru__fail_text(h));
-			return maru__fail(h, -ENOMEM,
-					  "no free page in this handler's "
-					  "regions, and %s",
-					  why[0] ? why
-						 : "no new region could be had");
+			return maru__fail(
+				h, -ENOMEM,
+				"no free page in this handler's "
+				"regions, and %s",
+				why[0] ? why : "no new region could be had");
 		}
 		pthread_mutex_lock(&h->olock);
 		rc = maru__owned_alloc(&h->owned, maru__now_ns(), &rid, &page);
@@ -1332,7 +1333,8 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	rc = -EINVAL;
 	if (!key)
 		goto out_unlock;
-	if (h->max_key && (key->type == MARU_KEY_STR || key->type == MARU_KEY_BIN) &&
+	if (h->max_key &&
+	    (key->type == MARU_KEY_STR || key->type == MARU_KEY_BIN) &&
 	    key->len > h->max_key) {
 		rc = maru__fail(h, -E2BIG,
 				"key of %zu bytes is longer than the server's "
@@ -1370,8 +1372,9 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	maru__msg_init(&m, MDS_REGISTER_KV);
 	rc = send_msg(h, &m, maru__enc_register(&m, &reg), &r);
 	if (rc == 0 && !r.success)
-		rc = maru__fail(h, -EREMOTEIO, "maru-server refused the key: %s",
-				r.why[0] ? r.why : "REGISTER_KV answered false");
+		rc = maru__fail(
+			h, -EREMOTEIO, "maru-server refused the key: %s",
+			r.why[0] ? r.why : "REGISTER_KV answered false");
 	if (rc < 0) {
 		ldbg(h, "REGISTER_KV failed: %s", strerror(-rc));
 		if (!same_page(e, page))
@@ -1659,8 +1662,8 @@ MARU_EXPORT int maru_kv_retrieve_ticket(struct maru_handler *h,
 	if (rc >= 0) {
 		if (rc == 1 && ticket)
 			*ticket = gen;
-		maru__stats_record(h, "retrieve", rc ? "hit" : "miss",
-				   out->len, t0);
+		maru__stats_record(h, "retrieve", rc ? "hit" : "miss", out->len,
+				   t0);
 		return rc;
 	}
 	reply_init(&r);
@@ -1691,14 +1694,14 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 	if (rc < 0)
 		return rc;
 	if (!v->ptr || !maru_view_valid(h, v))
-		return 0; /* a miss, or a fenced mapping: not the pool's bytes */
+		return 0; /* a miss, or a fenced mapping: not the pool's bytes
+			   */
 	/* the shared index: the entry read, still there? */
 	rc = maru__idx_lookup(h, key, true, &hit, NULL);
 	if (rc == SI_HIT || rc == SI_MISS) {
 		/* not counted: the retrieve it checks was */
 		return rc == SI_HIT && hit.region_id == v->region_id &&
-		       hit.kv_offset == v->offset &&
-		       hit.kv_length == v->len &&
+		       hit.kv_offset == v->offset && hit.kv_length == v->len &&
 		       (ticket == 0 || hit.gen == ticket);
 	}
 	reply_init(&r);
@@ -1934,8 +1937,8 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 		r.entries = ents;
 		r.nentries = (size_t)k;
 		maru__msg_init(&m, MDS_BATCH_LOOKUP_KV);
-		rc = send_msg(h, &m,
-			      maru__enc_batch_keys(&m, ask, (size_t)k), &r);
+		rc = send_msg(h, &m, maru__enc_batch_keys(&m, ask, (size_t)k),
+			      &r);
 		for (j = 0; rc == 0 && j < (size_t)k && j < r.entries_len;
 		     j++) {
 			i = idx[j];
@@ -2009,8 +2012,8 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 		r.results = res;
 		r.nresults = (size_t)k;
 		maru__msg_init(&m, MDS_BATCH_EXISTS_KV);
-		rc = send_msg(h, &m,
-			      maru__enc_batch_keys(&m, ask, (size_t)k), &r);
+		rc = send_msg(h, &m, maru__enc_batch_keys(&m, ask, (size_t)k),
+			      &r);
 		for (j = 0; rc == 0 && j < (size_t)k; j++)
 			results[idx[j]] = res[j];
 	}
@@ -2105,8 +2108,8 @@ MARU_EXPORT bool maru_handler_healthcheck(struct maru_handler *h)
 
 /* one request of @type with @n payload bytes on @r; the reply's payload
  * copied into *@reply (malloc()ed) */
-static int call_copy(struct maru__rpc *r, uint8_t type, const void *p,
-		     size_t n, void **reply, size_t *reply_len)
+static int call_copy(struct maru__rpc *r, uint8_t type, const void *p, size_t n,
+		     void **reply, size_t *reply_len)
 {
 	struct maru__rpc_reply rr;
 	struct maru__msg m;
@@ -2136,13 +2139,13 @@ MARU_EXPORT int maru_handler_get_stats_raw(struct maru_handler *h, void **buf,
 	int rc = state_check(h);
 
 	/* an empty map: 0x80 */
-	return rc < 0 ? rc : call_copy(&h->rpc, MDS_GET_STATS, "\x80", 1, buf,
-				       len);
+	return rc < 0 ? rc
+		      : call_copy(&h->rpc, MDS_GET_STATS, "\x80", 1, buf, len);
 }
 
 MARU_EXPORT int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
-				  const void *payload, size_t len,
-				  void **reply, size_t *reply_len)
+				  const void *payload, size_t len, void **reply,
+				  size_t *reply_len)
 {
 	int rc = 0;
 

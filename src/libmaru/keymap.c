@@ -6,10 +6,10 @@
  * store of the same key costs no round trip, delete can free the page, and
  * freeing a page forgets its keys.  Here it is a chained hash table
  * (src/common/htab.h) over a canonical byte form of the key: a type byte,
- * then the UTF-8/bin bytes or the integer in little-endian.  All non-negative integers share one form
- * (the server sees the same msgpack uint whether the caller said INT or
- * UINT), negative ones another; strings and bytes never collide with
- * integers or with each other.
+ * then the UTF-8/bin bytes or the integer in little-endian.  All non-negative
+ * integers share one form (the server sees the same msgpack uint whether the
+ * caller said INT or UINT), negative ones another; strings and bytes never
+ * collide with integers or with each other.
  *
  * Each entry is also linked into its page's list (owned_region.page_keys),
  * maintained by handler.c.
@@ -85,7 +85,8 @@ struct maru__keyent *maru__keymap_find(const struct maru__keymap *km,
 		return NULL;
 	hl = key_form(key, hdr, &body, &bl);
 	h = key_hash(hdr, hl, body, bl);
-	htab_for_hash(&km->t, h, n) {
+	htab_for_hash(&km->t, h, n)
+	{
 		e = container_of(n, struct maru__keyent, hn);
 		if (n->hash == h && e->klen == hl + bl &&
 		    !memcmp(e->kbytes, hdr, hl) &&

@@ -118,7 +118,7 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 	}
 	v = atomic_load_explicit(&line_fmt, memory_order_relaxed);
 	if (v < 0) {
-		(void)log_format_from_env(&f);	/* unknown: the default */
+		(void)log_format_from_env(&f); /* unknown: the default */
 		atomic_store_explicit(&line_fmt, (int)f, memory_order_relaxed);
 	} else {
 		f = (enum log_format)v;

@@ -95,8 +95,8 @@ static void rm_failed(struct maru__mapper *mp, uint64_t rid, int rc)
 	const char *why;
 
 	if (c->answered || c->error[0]) {
-		lerr(mp->h, "region %" PRIu64 ": GET_ACCESS failed: %s%s%s", rid,
-		     strerror(-rc), c->error[0] ? ": " : "", c->error);
+		lerr(mp->h, "region %" PRIu64 ": GET_ACCESS failed: %s%s%s",
+		     rid, strerror(-rc), c->error[0] ? ": " : "", c->error);
 		return;
 	}
 	switch (rc) {
@@ -118,8 +118,10 @@ static void rm_failed(struct maru__mapper *mp, uint64_t rid, int rc)
 	default:
 		why = strerror(-rc);
 	}
-	lerr(mp->h, "region %" PRIu64 ": GET_ACCESS at resource manager %s:%u: "
-	     "%s", rid, c->host, c->port, why);
+	lerr(mp->h,
+	     "region %" PRIu64 ": GET_ACCESS at resource manager %s:%u: "
+	     "%s",
+	     rid, c->host, c->port, why);
 }
 
 /* daxdev_scan() callback: one device with a header into the table */

@@ -431,7 +431,7 @@ int maru__fence_tick(void *arg)
 		maru__idx_refresh(h, &h->rpc);
 	if (!(atomic_load(&f->alarm) & MARU_ALARM_SUSPECT))
 		return atomic_load(&h->idx.stale) ? (int)(RETRY_NS / 1000000)
-						   : -1;
+						  : -1;
 	/* find out now, not at the next write or renewal */
 	if (f->bg_verify && atomic_load(&h->state) == MARU_ST_CONNECTED &&
 	    maru__now_ns() >= f->retry_at) {
@@ -578,8 +578,9 @@ int maru__lease_start(struct maru_handler *h, bool recovering)
 	if (rc == -EBUSY) {
 		/* not "no leases": going on without one would let us in
 		 * unleased the moment the holder's lease ends */
-		lerr(h, "instance %s is held by another client (a connection, "
-			"or the lease of one that went away, until it expires)",
+		lerr(h,
+		     "instance %s is held by another client (a connection, "
+		     "or the lease of one that went away, until it expires)",
 		     h->instance_id);
 		return rc;
 	}

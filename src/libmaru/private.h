@@ -97,9 +97,9 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
  * its cause (the first one, by the connecting thread only) whatever the
  * priority, and logged as maru__log() would (handler.c)
  */
-void maru__log_capture(const struct maru_handler *h, int prio,
-		       const char *file, int line, const char *func,
-		       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void maru__log_capture(const struct maru_handler *h, int prio, const char *file,
+		       int line, const char *func, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
 
 /* the priority test happens before any formatting (but a connect's
  * error is always formatted: it is the cause maru_handler_connect_error()
@@ -217,9 +217,9 @@ struct maru__lookup {
 struct maru__idx_desc {
 	bool present;
 	bool usable;
-	bool pool;	   /* a region of the pool ("kind": "pool") */
+	bool pool;	  /* a region of the pool ("kind": "pool") */
 	bool noncoherent; /* readers invalidate lines (SI_FLUSH) */
-	bool simulate;	   /* the tests' non-coherence injector */
+	bool simulate;	  /* the tests' non-coherence injector */
 	uint64_t area_id;
 	uint64_t length;
 	struct maru_region_handle region; /* pool */
@@ -262,7 +262,7 @@ struct maru__reply {
 	size_t handles_len; /* out: "allocations" elements seen (all lists) */
 	/* eviction (issue 13): REGISTER's number, BATCH_REGISTER's first */
 	uint64_t kv_gen, kv_gen_first;
-	uint32_t renew_ms; /* heartbeat again within this (0: absent) */
+	uint32_t renew_ms;	   /* heartbeat again within this (0: absent) */
 	struct maru__idx_desc idx; /* HANDSHAKE: the shared index */
 	bool has_idx_id;	   /* HEARTBEAT: "shm_index_id" was there */
 	uint64_t idx_id;	   /* ... the area the server publishes */
@@ -290,7 +290,6 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *r);
 /* maru__decode_stats - the typed part of a GET_STATS reply. 0 or -EPROTO */
 int maru__decode_stats(const uint8_t *p, size_t len,
 		       struct maru_server_stats *out, bool *error);
-
 
 /* ------------------------------------------------------------------------ */
 /* alloc.c: page allocator and owned regions                                */
@@ -414,14 +413,14 @@ struct maru__rpc {
 	uint64_t spin_ns; /* MARU_BUSY_POLL_US: look this long before poll */
 	pthread_mutex_t lock; /* everything below */
 	/* the connection */
-	int fd;		     /* owns: TCP socket, -1 when closed */
-	struct zmtp_conn z;  /* ZMTP state of @rb: z.rd consumed, z.pong
-			      * a PONG waiting for a half-written request */
-	struct buf rb;	     /* owns: received bytes, [z.rd, rb.len) unparsed */
+	int fd;		    /* owns: TCP socket, -1 when closed */
+	struct zmtp_conn z; /* ZMTP state of @rb: z.rd consumed, z.pong
+			     * a PONG waiting for a half-written request */
+	struct buf rb;	    /* owns: received bytes, [z.rd, rb.len) unparsed */
 	/* CURVE (zcurve.h): @raw is what the socket gave, @rb its
 	 * plaintext; requests and PONGs are sealed into @sb */
 	const struct maru__curve *curve; /* borrows (the handler's); NULL */
-	struct zcurve cz;    /* the connection's CURVE state */
+	struct zcurve cz;		 /* the connection's CURVE state */
 	struct buf raw;	     /* owns: received bytes, [cz.rd, raw.len) */
 	struct buf sb;	     /* owns: sealed output, reused */
 	struct buf pend;     /* owns: a sealed PONG the socket did not take:
@@ -434,12 +433,12 @@ struct maru__rpc {
 	int warned;	     /* the reconnect failure last logged (-errno), 0
 			      * once a connection is made again */
 	/* DEALER only */
-	bool connecting;     /* a caller dials with @lock dropped */
+	bool connecting;	/* a caller dials with @lock dropped */
 	pthread_cond_t conn_cv; /* @connecting ended */
-	int wakefd;	     /* owns: eventfd to wake the reading leader */
-	bool leader;	     /* a thread is polling the socket */
-	int leader_fd;	     /* the fd the leader polls */
-	int zombie_fd;	     /* owns: closed under the leader: it closes it */
+	int wakefd;		/* owns: eventfd to wake the reading leader */
+	bool leader;		/* a thread is polling the socket */
+	int leader_fd;		/* the fd the leader polls */
+	int zombie_fd; /* owns: closed under the leader: it closes it */
 	struct maru__rpc_slot *slots; /* owns: max_inflight */
 	int *free_slots;	      /* owns: stack of free slot indices */
 	int nfree;
@@ -522,7 +521,7 @@ struct maru__rpc_watch {
 	int wakefd;   /* owns: eventfd, a new watch, a drop or stop */
 	bool running; /* the thread runs: attach does something */
 	bool stop;
-	char lost[128]; /* the URL of a drop to log, "" = none */
+	char lost[128];		      /* the URL of a drop to log, "" = none */
 	const struct maru_handler *h; /* borrows: for logging */
 	void (*on_lost)(void *arg);
 	int (*on_tick)(void *arg);
@@ -756,11 +755,11 @@ int maru__gate_slow(struct maru_handler *h);
 /* One attached area.  Never unmapped before the handler is freed: a
  * lookup may stand on it while another thread detaches it. */
 struct maru__idx_area {
-	struct si_map map;   /* map.len: the area's length */
-	uint8_t *mem;	     /* owns: the read-only mapping */
-	size_t maplen;	     /* ... its length (a pool region's, >= map.len) */
+	struct si_map map; /* map.len: the area's length */
+	uint8_t *mem;	   /* owns: the read-only mapping */
+	size_t maplen;	   /* ... its length (a pool region's, >= map.len) */
 	uint64_t area_id;
-	uint64_t serial;     /* unique per attach in the process */
+	uint64_t serial;	     /* unique per attach in the process */
 	struct maru__idx_area *next; /* maru__idx.all */
 };
 
@@ -797,15 +796,15 @@ struct maru__idx {
 	/* what lookups use: NULL none, or suspended (a dropped connection,
 	 * until the server says which area it publishes) */
 	_Atomic(struct maru__idx_area *) area;
-	pthread_mutex_t lock;	     /* below */
-	struct maru__idx_area *cur;  /* attached (maybe suspended) */
-	struct maru__idx_area *all;  /* owns: every area ever attached */
-	_Atomic bool stale;	     /* the server publishes another area */
-	_Atomic uint64_t susp;	     /* suspensions so far (a generation) */
+	pthread_mutex_t lock;	       /* below */
+	struct maru__idx_area *cur;    /* attached (maybe suspended) */
+	struct maru__idx_area *all;    /* owns: every area ever attached */
+	_Atomic bool stale;	       /* the server publishes another area */
+	_Atomic uint64_t susp;	       /* suspensions so far (a generation) */
 	uint64_t failed_id, failed_at; /* the area that could not be used */
 	_Atomic(struct maru__memo *) memo; /* owns: MARU_MEMO_SLOTS, or NULL */
-	bool off;		     /* MARU_SHM_INDEX=0 */
-	int fault;		     /* MARU_SHM_INDEX_FAULT (tests) */
+	bool off;			   /* MARU_SHM_INDEX=0 */
+	int fault;			   /* MARU_SHM_INDEX_FAULT (tests) */
 	/* what it answered: local hits, local misses, fallbacks to RPC */
 	_Atomic uint64_t n[3];
 	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */
@@ -896,23 +895,23 @@ struct maru__inbox {
 	uint64_t *ev;  /* owns: (region, offset, gen) triples */
 	uint64_t *rel; /* owns: region ids */
 	size_t nev, evcap, nrel, relcap;
-	_Atomic bool pending;	/* something to apply */
+	_Atomic bool pending;	   /* something to apply */
 	_Atomic uint32_t renew_ms; /* the server asked for this period */
 	/* notices had up to this number, all of them ("evicted_ack") */
 	_Atomic uint64_t ack;
-	bool dropped;		/* warned once */
+	bool dropped; /* warned once */
 };
 
 #define MARU_INBOX_MAX (1u << 20)
 
 struct maru_handler {
-	struct maru_config cfg;	  /* owns: deep copy */
+	struct maru_config cfg;	   /* owns: deep copy */
 	struct maru__curve *curve; /* owns; NULL: the NULL mechanism */
-	char *instance_id;	  /* owns */
-	_Atomic int log_priority; /* -1 silent .. LOG_DEBUG */
-	maru_log_fn log_fn;	  /* NULL = stderr */
-	void *log_arg;		  /* borrows */
-	_Atomic int state;	  /* enum maru__state */
+	char *instance_id;	   /* owns */
+	_Atomic int log_priority;  /* -1 silent .. LOG_DEBUG */
+	maru_log_fn log_fn;	   /* NULL = stderr */
+	void *log_arg;		   /* borrows */
+	_Atomic int state;	   /* enum maru__state */
 	bool prefault;
 	/* maru_handler_connect_error(): the first error line of the last
 	 * connect, written by @capture_thread while @capturing */

@@ -109,12 +109,12 @@
 #include "util.h"
 #include "zmtp.h"
 
-#define RBUF_MIN (64u << 10)	     /* receive buffer, grown for big frames */
-#define MSG_MAX (256ull << 20)	     /* the largest reply accepted */
-#define READY_MAX 4096		     /* the peer's READY command */
-#define RETRY_MIN_MS 2		     /* connect retries: 2, 4, 8 ... */
-#define RETRY_MAX_MS 100	     /* ... up to this */
-#define IDLE_CHECK_NS 1000000ull     /* reuse after this long: check first */
+#define RBUF_MIN (64u << 10)	 /* receive buffer, grown for big frames */
+#define MSG_MAX (256ull << 20)	 /* the largest reply accepted */
+#define READY_MAX 4096		 /* the peer's READY command */
+#define RETRY_MIN_MS 2		 /* connect retries: 2, 4, 8 ... */
+#define RETRY_MAX_MS 100	 /* ... up to this */
+#define IDLE_CHECK_NS 1000000ull /* reuse after this long: check first */
 
 static void watch_attach(struct maru__rpc_watch *w, struct maru__rpc *rpc,
 			 int fd);
@@ -223,9 +223,9 @@ static bool spin_ready(struct pollfd *pfd, nfds_t n, uint64_t spin_ns)
  * open: the greetings and READY were CURVE's.
  * Return: as handshake(), and -EACCES when the server refused our key.
  */
-static int handshake_curve(const struct maru__rpc *r, int fd,
-			   uint64_t deadline, struct zmtp_conn *z,
-			   struct zcurve *cz, char *why, size_t whyn)
+static int handshake_curve(const struct maru__rpc *r, int fd, uint64_t deadline,
+			   struct zmtp_conn *z, struct zcurve *cz, char *why,
+			   size_t whyn)
 {
 	const char *type = r->async ? "DEALER" : "REQ";
 	struct buf out = {0}, raw = {0}, plain = {0};
@@ -259,7 +259,8 @@ static int handshake_curve(const struct maru__rpc *r, int fd,
 	if (rc == 0 && plain.len)
 		rc = -EPROTO; /* nothing can come before a request */
 	if (zrc < 0) {
-		/* the peer's bytes were wrong (or libsodium failed): no retry */
+		/* the peer's bytes were wrong (or libsodium failed): no retry
+		 */
 		snprintf(why, whyn, "%s: CURVE: %s", r->url,
 			 cz->why ? cz->why : strerror(-zrc));
 		if (zrc != -EACCES && zrc != -ENOMEM)
@@ -390,56 +391,73 @@ static void describe(const struct maru__rpc *r, int rc,
 
 	if (!seen) {
 		if (rc == -ECONNREFUSED)
-			snprintf(why, n, "%s: connection refused (is maru-server "
-				 "running there?)", u);
+			snprintf(why, n,
+				 "%s: connection refused (is maru-server "
+				 "running there?)",
+				 u);
 		else if (rc == -EHOSTUNREACH)
 			snprintf(why, n, "%s: host unreachable or unknown", u);
 		else if (rc == -ETIMEDOUT)
-			snprintf(why, n, "%s: no TCP connection within %d ms", u,
-				 r->timeout_ms);
+			snprintf(why, n, "%s: no TCP connection within %d ms",
+				 u, r->timeout_ms);
 		else
 			snprintf(why, n, "%s: connect: %s", u, strerror(-rc));
 		return;
 	}
 	if (rc == -EPROTO && seen->st == ZMTP_ST_GREETING) {
 		if (seen->len >= 4 && !memcmp(seen->head, "URAM", 4)) {
-			snprintf(why, n, "%s does not speak the Maru metadata "
-				 "protocol (ZMTP greeting expected): it answered "
-				 "as maru-resource-manager does", u);
+			snprintf(why, n,
+				 "%s does not speak the Maru metadata "
+				 "protocol (ZMTP greeting expected): it "
+				 "answered "
+				 "as maru-resource-manager does",
+				 u);
 		} else if (seen->len >= 11 && seen->head[0] == 0xff &&
 			   seen->head[9] == 0x7f && seen->head[10] < 3) {
-			snprintf(why, n, "%s speaks ZMTP %u, not 3 (an old "
+			snprintf(why, n,
+				 "%s speaks ZMTP %u, not 3 (an old "
 				 "ZeroMQ peer, not a Maru metadata server)",
 				 u, seen->head[10]);
 		} else if (seen->len >= 32 && seen->head[0] == 0xff &&
 			   seen->head[9] == 0x7f) {
 			quote(mech, sizeof(mech), seen->head + 12, 20);
 			mech[strcspn(mech, ".")] = '\0';
-			snprintf(why, n, "%s speaks ZMTP with the %s mechanism, "
+			snprintf(why, n,
+				 "%s speaks ZMTP with the %s mechanism, "
 				 "not NULL (a CURVE server: set "
-				 "curve_server_key)", u, mech);
+				 "curve_server_key)",
+				 u, mech);
 		} else {
 			quote(got, sizeof(got), seen->head,
 			      seen->len < 16 ? seen->len : 16);
-			snprintf(why, n, "%s does not speak the Maru metadata "
-				 "protocol (ZMTP greeting expected, got \"%s\")",
-				 u, got);
+			snprintf(
+				why, n,
+				"%s does not speak the Maru metadata "
+				"protocol (ZMTP greeting expected, got \"%s\")",
+				u, got);
 		}
 	} else if (rc == -EPROTO) {
-		snprintf(why, n, "%s speaks ZMTP but is not a Maru metadata "
-			 "server (its READY does not take a %s peer)", u,
-			 r->async ? "DEALER" : "REQ");
+		snprintf(why, n,
+			 "%s speaks ZMTP but is not a Maru metadata "
+			 "server (its READY does not take a %s peer)",
+			 u, r->async ? "DEALER" : "REQ");
 	} else if ((rc == -ECONNRESET || rc == -EPIPE) && !seen->len) {
-		snprintf(why, n, "%s closed the connection without a ZMTP "
+		snprintf(why, n,
+			 "%s closed the connection without a ZMTP "
 			 "greeting: it does not speak the Maru metadata "
-			 "protocol", u);
+			 "protocol",
+			 u);
 	} else if (rc == -ETIMEDOUT && !seen->len) {
-		snprintf(why, n, "%s sent no ZMTP greeting within %d ms: it "
+		snprintf(why, n,
+			 "%s sent no ZMTP greeting within %d ms: it "
 			 "does not speak the Maru metadata protocol (or it is "
-			 "stalled)", u, r->timeout_ms);
+			 "stalled)",
+			 u, r->timeout_ms);
 	} else if (rc == -ECONNRESET || rc == -EPIPE) {
-		snprintf(why, n, "%s closed the connection during the ZMTP "
-			 "handshake", u);
+		snprintf(why, n,
+			 "%s closed the connection during the ZMTP "
+			 "handshake",
+			 u);
 	} else if (rc == -ETIMEDOUT) {
 		snprintf(why, n, "%s: ZMTP handshake not finished within %d ms",
 			 u, r->timeout_ms);
@@ -500,8 +518,8 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
 		if (left <= 0)
 			break;
 		usleep((useconds_t)(backoff < left ? backoff : left) * 1000);
-		backoff = backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
-						     : backoff * 2;
+		backoff =
+			backoff * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : backoff * 2;
 	}
 	left = (int)((maru__now_ns() - t0) / 1000000);
 	rc = (int)strlen(why);
@@ -528,8 +546,8 @@ static void dial_failed(struct maru__rpc *r, int rc, const char *why)
 }
 
 /* take @fd as the connection (@lock held) */
-static void conn_install(struct maru__rpc *r, int fd,
-			 const struct zmtp_conn *z, struct zcurve *cz)
+static void conn_install(struct maru__rpc *r, int fd, const struct zmtp_conn *z,
+			 struct zcurve *cz)
 {
 	r->fd = fd;
 	r->z = *z;
@@ -627,7 +645,7 @@ static int flush_pong(struct maru__rpc *r)
 		return 0;
 	}
 	if (k < 0 && (errno == EAGAIN || errno == EINTR))
-		return 0; /* the next read or write tries again */
+		return 0;	      /* the next read or write tries again */
 	return k < 0 ? -errno : -EIO; /* a cut PONG would corrupt the stream */
 }
 
@@ -782,8 +800,10 @@ static bool dispatch(struct maru__rpc *r, const uint8_t *d, size_t n)
 		return false; /* lock-step: a stray message, nobody waits */
 	if (mds_hdr_decode(d, n, &hdr) < 0) {
 		if (!r->in_sweep)
-			ldbg(r->h, "dropping a reply with a bad header (%zu "
-				   "bytes)", n);
+			ldbg(r->h,
+			     "dropping a reply with a bad header (%zu "
+			     "bytes)",
+			     n);
 		return false;
 	}
 	for (i = 0; i < r->max_inflight; i++) {
@@ -894,14 +914,16 @@ static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
 	for (;;) {
 		k = sendmsg(r->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (k > 0) {
-			while (mh.msg_iovlen && (size_t)k >= mh.msg_iov->iov_len) {
+			while (mh.msg_iovlen &&
+			       (size_t)k >= mh.msg_iov->iov_len) {
 				k -= (ssize_t)mh.msg_iov->iov_len;
 				mh.msg_iov++;
 				mh.msg_iovlen--;
 			}
 			if (!mh.msg_iovlen)
 				break;
-			mh.msg_iov->iov_base = (uint8_t *)mh.msg_iov->iov_base + k;
+			mh.msg_iov->iov_base =
+				(uint8_t *)mh.msg_iov->iov_base + k;
 			mh.msg_iov->iov_len -= (size_t)k;
 			continue;
 		}
@@ -914,7 +936,8 @@ static int send_req(struct maru__rpc *r, struct maru__msg *m, uint64_t deadline)
 			return rc == -EPIPE ? -ECONNRESET : rc;
 		}
 		p = (struct pollfd){.fd = r->fd,
-				    .events = POLLOUT | (r->async ? POLLIN : 0)};
+				    .events =
+					    POLLOUT | (r->async ? POLLIN : 0)};
 		n = poll(&p, 1, net_ms_left(deadline));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -989,7 +1012,8 @@ out_unlock:
 }
 
 int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
-		   const char *url, int timeout_ms, bool async, int max_inflight)
+		   const char *url, int timeout_ms, bool async,
+		   int max_inflight)
 {
 	int i, rc;
 

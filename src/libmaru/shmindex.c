@@ -165,7 +165,7 @@ static int area_new(struct maru_handler *h, const struct maru__idx_desc *d,
 	a->maplen = maplen;
 	a->area_id = d->area_id;
 	a->serial = atomic_fetch_add(&serials, 1) + 1;
-	coh = d->simulate ? SI_SIMULATE
+	coh = d->simulate      ? SI_SIMULATE
 	      : d->noncoherent ? SI_FLUSH
 			       : SI_COHERENT;
 	rc = si_map_init(&a->map, mem, (size_t)d->length, coh, false);
@@ -219,8 +219,9 @@ int maru__idx_attach(struct maru_handler *h, const struct maru__idx_desc *d)
 		x->failed_id = d->area_id;
 		x->failed_at = maru__now_ns();
 		pthread_mutex_unlock(&x->lock);
-		ldbg(h, "shared index: cannot use it (%s): lookups ask the "
-			"server",
+		ldbg(h,
+		     "shared index: cannot use it (%s): lookups ask the "
+		     "server",
 		     strerror(-rc));
 		return rc;
 	}
@@ -297,8 +298,8 @@ void maru__idx_refresh(struct maru_handler *h, struct maru__rpc *rpc)
 		return;
 	}
 	memset(&rep, 0, sizeof(rep));
-	if (maru__decode_reply(rr.payload, rr.len, &rep) == 0 &&
-	    !rep.error && rep.idx.present)
+	if (maru__decode_reply(rr.payload, rr.len, &rep) == 0 && !rep.error &&
+	    rep.idx.present)
 		(void)maru__idx_attach(h, &rep.idx);
 	maru__rpc_reply_release(&rr);
 }
@@ -375,8 +376,8 @@ static uint64_t memo_hash(uint8_t tag, const uint8_t *p, size_t n)
 static struct maru__memo *memo_set(struct maru__idx *x, uint8_t tag,
 				   const void *p, size_t n, uint64_t *kh)
 {
-	struct maru__memo *memo = atomic_load_explicit(&x->memo,
-						       memory_order_acquire);
+	struct maru__memo *memo =
+		atomic_load_explicit(&x->memo, memory_order_acquire);
 	uint64_t hk = memo_hash(tag, p, n) | 1;
 
 	if (kh)
@@ -406,9 +407,9 @@ static bool memo_read(struct maru__memo *e, uint8_t tag, const void *p,
  * the digest of a key: from its memo set @set (either slot), or SHA-256,
  * then kept in an empty slot of the set, else in one of them by turns
  * (not by the key: two keys that took turns in one slot while the other
- * kept a cold key would never both stay).  Return: the slot that now holds the key (*@hint: where the key
- * was last found, or 0), or NULL (no set, or another thread was writing
- * the slot).
+ * kept a cold key would never both stay).  Return: the slot that now holds the
+ * key (*@hint: where the key was last found, or 0), or NULL (no set, or another
+ * thread was writing the slot).
  */
 static struct maru__memo *digest_key(struct maru__memo *set, uint8_t tag,
 				     const void *p, size_t n,
@@ -431,8 +432,8 @@ static struct maru__memo *digest_key(struct maru__memo *set, uint8_t tag,
 	si_digest(tag, p, n, d);
 	e = !atomic_load_explicit(&set[0].seq, memory_order_relaxed) ? &set[0]
 	    : !atomic_load_explicit(&set[1].seq, memory_order_relaxed)
-		? &set[1]
-		: &set[turn++ & 1];
+		    ? &set[1]
+		    : &set[turn++ & 1];
 	/* keep it, unless another thread is writing that slot */
 	s = atomic_load_explicit(&e->seq, memory_order_relaxed);
 	if ((s & 1) || !atomic_compare_exchange_strong(&e->seq, &s, s + 1))
@@ -513,12 +514,11 @@ int maru__idx_lookup(struct maru_handler *h, const struct maru_key *key,
 }
 
 int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
-			   size_t n, int *res, struct si_hit *out,
-			   uint64_t *kh)
+			   size_t n, int *res, struct si_hit *out, uint64_t *kh)
 {
 	const struct maru__idx_area *a =
 		atomic_load_explicit(&h->idx.area, memory_order_acquire);
-	uint8_t (*d)[SI_DIGEST], stack[64][SI_DIGEST], tag, ib[8];
+	uint8_t(*d)[SI_DIGEST], stack[64][SI_DIGEST], tag, ib[8];
 	struct si_rstats st = {0};
 	const void *p;
 	size_t i, k, len;
@@ -559,10 +559,12 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 				 * that reaches them */
 				__builtin_prefetch(&set[k][0]);
 				__builtin_prefetch(&set[k][1]);
-				if (len > 64 - offsetof(struct maru__memo,
-							key)) {
-					__builtin_prefetch((char *)&set[k][0] + 64);
-					__builtin_prefetch((char *)&set[k][1] + 64);
+				if (len >
+				    64 - offsetof(struct maru__memo, key)) {
+					__builtin_prefetch((char *)&set[k][0] +
+							   64);
+					__builtin_prefetch((char *)&set[k][1] +
+							   64);
 				}
 			}
 		}
@@ -572,13 +574,13 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 				continue;
 			}
 			key_form(&keys[i + k], &tag, &p, &len, ib);
-			mine[j] = digest_key(set[k], tag, p, len, d[j],
-					     &hint[j]);
+			mine[j] =
+				digest_key(set[k], tag, p, len, d[j], &hint[j]);
 			idx[j++] = i + k;
 		}
 		/* (the keys the index can name: all of them, usually) */
 		si_lookup_batch(&a->map, &tl.lay, j,
-				(const uint8_t (*)[SI_DIGEST])d, hint,
+				(const uint8_t(*)[SI_DIGEST])d, hint,
 				j == m ? res + i : r2, j == m ? out + i : o2,
 				&st);
 		for (k = 0; k < j; k++) {

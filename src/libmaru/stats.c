@@ -86,8 +86,8 @@ int maru__stats_start(struct maru_handler *h)
 	pthread_condattr_t a;
 	int rc;
 
-	rc = maru__rpc_open(&s->rpc, h, h->cfg.server_url,
-			    h->cfg.timeout_ms, false, 1);
+	rc = maru__rpc_open(&s->rpc, h, h->cfg.server_url, h->cfg.timeout_ms,
+			    false, 1);
 	if (rc < 0)
 		return rc;
 	s->rpc_open = true;

@@ -508,8 +508,8 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	}
 	if (v.seen & (1u << F_LIST))
 		req->list = v.list;
-	req->lease_release = (v.seen & (1u << F_LEASE_RELEASE)) &&
-			     v.u[F_LEASE_RELEASE];
+	req->lease_release =
+		(v.seen & (1u << F_LEASE_RELEASE)) && v.u[F_LEASE_RELEASE];
 	req->notices = (v.seen & (1u << F_NOTICES)) && v.u[F_NOTICES];
 	if (v.seen & (1u << F_ACK))
 		req->ack = v.u[F_ACK];

@@ -94,8 +94,8 @@ struct mds_req {
 	struct mds_list list;	    /* keys / entries of batches */
 	bool lease_release;	    /* HEARTBEAT */
 	bool notices;		    /* HEARTBEAT: takes "evicted" (issue 13) */
-	uint64_t ack;		    /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
-	struct mds_str host;	    /* HEARTBEAT, REQUEST_ALLOC: additions */
+	uint64_t ack;	     /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
+	struct mds_str host; /* HEARTBEAT, REQUEST_ALLOC: additions */
 	uint64_t pid;
 	uint64_t idx[3]; /* HEARTBEAT: shared-index hits, misses, fallbacks */
 };
@@ -175,8 +175,8 @@ void mds_error_reply(struct mp_wr *w, const struct mds_hdr *req,
 		     const char *msg);
 
 /* why a request naming an instance another client holds is refused */
-#define MDS_HELD_WHY                                                       \
-	"instance_id is held by another client (a connection, or the lease " \
+#define MDS_HELD_WHY                                                           \
+	"instance_id is held by another client (a connection, or the lease "   \
 	"of one that went away, until it expires)"
 
 /**

@@ -148,8 +148,9 @@ static const char *alloc_why(struct mds *s, int rc, uint64_t size,
 
 	switch (rc) {
 	case MDS_RC_RECLAIMED:
-		snprintf(buf, len, "pool full; pages of yours were evicted "
-				   "(see evicted)");
+		snprintf(buf, len,
+			 "pool full; pages of yours were evicted "
+			 "(see evicted)");
 		return "reclaimed";
 	case -ENOSPC:
 		if (s->pinned_bytes && !s->pol.n) {
@@ -304,17 +305,17 @@ static int do_alloc(struct mds *s, const struct mds_req *q,
 	 * naming it could renumber its notices; no "evicted_ack" on a lease
 	 * is 0, which a new lease's first request may well say) */
 	if ((q->ack || q->lease_id.len) && rc != -EPERM && rc != -ESTALE)
-		mds_ack_notices(s, mds_inst_for(s, q->instance_id,
-						q->lease_id, peer),
-				q->lease_id, q->ack);
+		mds_ack_notices(
+			s, mds_inst_for(s, q->instance_id, q->lease_id, peer),
+			q->lease_id, q->ack);
 	if (rc == -EINPROGRESS) {
 		*wp = wt;
 		return 1;
 	}
 	mds_wait_free(wt);
-	islot = rc == -EPERM ? IX_NO_SLOT
-			     : mds_inst_for(s, q->instance_id, q->lease_id,
-					    peer);
+	islot = rc == -EPERM
+			? IX_NO_SLOT
+			: mds_inst_for(s, q->instance_id, q->lease_id, peer);
 	if (rc == 0)
 		mds_inst_label(s, islot, q->host, q->pid);
 	put_alloc(s, w, rc, q->size, &h, islot);
@@ -535,8 +536,8 @@ static int pool_figures(struct mds *s, bool dax_only, const struct mds_req *q,
 /* GET_STATS "eviction" (issue 13; docs/metadata-server.md) */
 static void put_eviction(const struct mds *s, struct mp_wr *w)
 {
-	static const char *const why[EV_NWHY] = {"lru", "owner_gone",
-						 "region", "quota"};
+	static const char *const why[EV_NWHY] = {"lru", "owner_gone", "region",
+						 "quota"};
 	uint64_t n = 0, b = 0;
 	int i;
 
@@ -936,24 +937,23 @@ static void put_server_id(const struct mds *s, struct mp_wr *w)
 static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			struct mds_peer *peer, struct mp_wr *w)
 {
-	int rc = mds_heartbeat(s, q->instance_id, q->lease_id,
-			       q->lease_release, q->notices, peer);
+	int rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
+			       q->notices, peer);
 	struct notices nt;
 
 	if (rc < 0)
 		return rc;
 	/* (with no "evicted_ack" a client that takes notices has none) */
 	if ((q->ack || q->notices) && rc == 0)
-		mds_ack_notices(s, mds_inst_for(s, q->instance_id,
-						q->lease_id, peer),
-				q->lease_id, q->ack);
+		mds_ack_notices(
+			s, mds_inst_for(s, q->instance_id, q->lease_id, peer),
+			q->lease_id, q->ack);
 	/* (informative: a keep-alive, which claims nothing, still says
 	 * where the owner its name resolves to runs) */
 	if (rc == 0 && !q->lease_release)
-		mds_inst_label(s,
-			       mds_inst_named(s, q->instance_id, q->lease_id,
-					      peer),
-			       q->host, q->pid);
+		mds_inst_label(
+			s, mds_inst_named(s, q->instance_id, q->lease_id, peer),
+			q->host, q->pid);
 	/* what the client answered from the shared index since it last
 	 * said (additions of counters: a repeat after a lost reply counts
 	 * twice, statistics only) */
@@ -970,12 +970,12 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 		while (mds_next_key(&it, &k))
 			(void)mds_exists(s, &k);
 	}
-	notices_take(s,
-		     rc == 1 || q->lease_release
-			     ? IX_NO_SLOT
-			     : mds_inst_for(s, q->instance_id, q->lease_id,
-					    peer),
-		     false, &nt);
+	notices_take(
+		s,
+		rc == 1 || q->lease_release
+			? IX_NO_SLOT
+			: mds_inst_for(s, q->instance_id, q->lease_id, peer),
+		false, &nt);
 	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt) +
 			      (s->pub != NULL));
 	/* the shared index the client should use (issue 16): a client
@@ -1203,8 +1203,8 @@ static int resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 	buf_reset(out);
 	at = mds_begin_reply(&w, &hdr);
 	if (wt->kind != MDS_REQUEST_ALLOC && wt->rc == 0 &&
-	    s->rm->pool_usage(s->rm_arg, wt->kind == MDS_GET_STATS &&
-					     s->cfg.dax_only,
+	    s->rm->pool_usage(s->rm_arg,
+			      wt->kind == MDS_GET_STATS && s->cfg.dax_only,
 			      &total, &avail, NULL) < 0)
 		total = avail = 0;
 	switch (wt->kind) {
@@ -1215,10 +1215,10 @@ static int resume(struct mds *s, struct mds_wait *wt, struct buf *out)
 			return 1; /* waits again: for capacity, or the RM */
 		}
 		put_alloc(s, &w, rc, wt->size, &h,
-			  rc == -EPERM ? IX_NO_SLOT
-				       : mds_inst_for(s, wt->inst, wt->lease,
-						      wt->no_peer ? NULL
-								  : &peer));
+			  rc == -EPERM
+				  ? IX_NO_SLOT
+				  : mds_inst_for(s, wt->inst, wt->lease,
+						 wt->no_peer ? NULL : &peer));
 		rc = 0;
 		break;
 	case MDS_GET_STATS:

@@ -47,8 +47,8 @@ static uint32_t crc(const uint8_t *p, size_t n)
 	return crc32_gzip_refl(0, p, (uint64_t)n);
 }
 
-int jr_next(const uint8_t *p, size_t len, size_t *off,
-	    const uint8_t **payload, uint32_t *plen)
+int jr_next(const uint8_t *p, size_t len, size_t *off, const uint8_t **payload,
+	    uint32_t *plen)
 {
 	size_t o = *off, left;
 	uint32_t n, c;
@@ -80,10 +80,10 @@ int jr_next(const uint8_t *p, size_t len, size_t *off,
  * before they were added).
  */
 static const char *const schema[JR_NTYPES] = {
-	[JR_HEAD] = "usu",	  [JR_SNAP_BEGIN] = "u",  [JR_SNAP_END] = "",
-	[JR_LEASE] = "ss",	  [JR_LEASE_END] = "s",	  [JR_REGION] = "uuuusSuu",
-	[JR_FREE] = "uuuu",	  [JR_FREED] = "u",	  [JR_KEY] = "usUuuu",
-	[JR_DEL] = "us",	  [JR_PIN] = "susu?S",
+	[JR_HEAD] = "usu",  [JR_SNAP_BEGIN] = "u", [JR_SNAP_END] = "",
+	[JR_LEASE] = "ss",  [JR_LEASE_END] = "s",  [JR_REGION] = "uuuusSuu",
+	[JR_FREE] = "uuuu", [JR_FREED] = "u",	   [JR_KEY] = "usUuuu",
+	[JR_DEL] = "us",    [JR_PIN] = "susu?S",
 };
 
 int jr_decode(const uint8_t *p, size_t len, struct jr_rec *rec)
@@ -441,8 +441,8 @@ static void sync_dir(struct jr *j)
 		(void)fsync(j->dirfd);
 }
 
-int jr_open(struct jr *j, const char *dir, bool sync, bool readonly,
-	    char *err, size_t errlen)
+int jr_open(struct jr *j, const char *dir, bool sync, bool readonly, char *err,
+	    size_t errlen)
 {
 	memset(j, 0, sizeof(*j));
 	j->dirfd = j->lockfd = j->fd = -1;
@@ -588,9 +588,9 @@ static bool frame_after(const uint8_t *p, size_t len, size_t o)
  * where a write was cut -- nothing valid after it), -errno (I/O, or
  * -ENOMEM while applying).
  */
-static int replay_seg(struct jr *j, uint64_t seq, bool first,
-		      struct replay *rp, struct jr_recovery *out,
-		      uint64_t *valid, uint64_t *size, bool *tail)
+static int replay_seg(struct jr *j, uint64_t seq, bool first, struct replay *rp,
+		      struct jr_recovery *out, uint64_t *valid, uint64_t *size,
+		      bool *tail)
 {
 	char name[SEG_NAME_MAX];
 	const uint8_t *p = NULL, *pl;
@@ -661,12 +661,12 @@ static int replay_seg(struct jr *j, uint64_t seq, bool first,
 			/* a segment begins with its HEAD, of our server */
 			if (rec.type != JR_HEAD || rec.u[0] != JR_VERSION ||
 			    rec.s[0].len != 16 || rec.u[1] != seq ||
-			    (!first &&
-			     memcmp(rec.s[0].p, j->server_id, 16))) {
+			    (!first && memcmp(rec.s[0].p, j->server_id, 16))) {
 				snprintf(out->why, sizeof(out->why),
 					 "%s: no valid header (version %" PRIu64
 					 ")",
-					 name, rec.type == JR_HEAD ? rec.u[0] : 0);
+					 name,
+					 rec.type == JR_HEAD ? rec.u[0] : 0);
 				rc = 0;
 				break;
 			}
@@ -928,8 +928,7 @@ int jr_remove(struct jr *j)
 		return n;
 	for (i = 0; i < n; i++) {
 		seg_name(name, seqs[i]);
-		if (unlinkat(j->dirfd, name, 0) < 0 && errno != ENOENT &&
-		    !rc)
+		if (unlinkat(j->dirfd, name, 0) < 0 && errno != ENOENT && !rc)
 			rc = -errno;
 	}
 	free(seqs);

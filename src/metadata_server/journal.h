@@ -94,8 +94,8 @@ struct jr_rec {
  * -EAGAIN for a torn tail (a frame cut by the end, or zeroes), -EPROTO
  * for a bad checksum or length.
  */
-int jr_next(const uint8_t *p, size_t len, size_t *off,
-	    const uint8_t **payload, uint32_t *plen);
+int jr_next(const uint8_t *p, size_t len, size_t *off, const uint8_t **payload,
+	    uint32_t *plen);
 
 /**
  * jr_decode - check @p against its type's schema and fill @rec
@@ -133,7 +133,7 @@ struct jr_recovery {
 	 * back a key whose pages were reused).  It must not be served.
 	 */
 	bool lossy;
-	char why[160];	   /* why they were dropped; "" */
+	char why[160]; /* why they were dropped; "" */
 };
 
 /**
@@ -142,8 +142,8 @@ struct jr_recovery {
  * Return: 0, -EWOULDBLOCK (another server holds it), or -errno (with
  * @err saying what failed).
  */
-int jr_open(struct jr *j, const char *dir, bool sync, bool readonly,
-	    char *err, size_t errlen);
+int jr_open(struct jr *j, const char *dir, bool sync, bool readonly, char *err,
+	    size_t errlen);
 
 /* jr_disk_bytes - the size of every segment together (0 if none) */
 uint64_t jr_disk_bytes(struct jr *j);

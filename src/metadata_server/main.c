@@ -51,38 +51,38 @@ struct config {
 	const char *rm_address; /* 127.0.0.1:9850: the RM's default */
 	long rm_wait_s;		/* 10: both daemons started at once */
 	struct opt_list dax;	/* owns the array: none = any pool */
-	double lease_ttl;  /* 30 s: docs/metadata-server.md, Dead clients */
-	double peer_grace; /* 60 s: outlives reconnects of a live client */
-	long busy_poll_us; /* 0: sleep as soon as nothing is ready */
-	long max_conns;	   /* 4096, within the fd limit; 0: none */
-	long max_key;	   /* 65536: far above any KV-cache key */
-	uint64_t max_input; /* 1 GiB: eight 64 MiB messages at once (their
-			     * buffers double to 128 MiB) */
-	bool owner_delete;  /* false: anyone deletes any key (upstream) */
-	const char *rm_key; /* NULL: $MARU_RM_KEY_FILE or the RM's default */
-	long max_per_addr;  /* 256: one remote host cannot take them all */
+	double lease_ttl;    /* 30 s: docs/metadata-server.md, Dead clients */
+	double peer_grace;   /* 60 s: outlives reconnects of a live client */
+	long busy_poll_us;   /* 0: sleep as soon as nothing is ready */
+	long max_conns;	     /* 4096, within the fd limit; 0: none */
+	long max_key;	     /* 65536: far above any KV-cache key */
+	uint64_t max_input;  /* 1 GiB: eight 64 MiB messages at once (their
+			      * buffers double to 128 MiB) */
+	bool owner_delete;   /* false: anyone deletes any key (upstream) */
+	const char *rm_key;  /* NULL: $MARU_RM_KEY_FILE or the RM's default */
+	long max_per_addr;   /* 256: one remote host cannot take them all */
 	uint64_t inst_quota; /* 0: an instance may hold the whole pool */
-	bool insecure;	    /* a non-loopback --host without authentication */
-	const char *curve_secret; /* NULL: no CURVE (zcurve.h) */
+	bool insecure;	     /* a non-loopback --host without authentication */
+	const char *curve_secret;  /* NULL: no CURVE (zcurve.h) */
 	const char *curve_clients; /* a directory of allowed public keys */
 	const char *eviction;	   /* "lru": a full pool evicts (issue 13) */
 	long evict_grace_ms;	   /* 300: an evicted page rests this long */
 	long evict_wait_ms;	   /* 1500: a REQUEST_ALLOC waits for room */
 	long evict_high_pm, evict_low_pm; /* 950, 900 per mille */
 	/* the journal (issue 14; docs/metadata-server.md "Restart") */
-	const char *state_dir; /* NULL: default_state_dir() */
-	int durability;	       /* process: survives kill -9, as a pool on
-				* /dev/shm does; host costs an fdatasync */
-	bool verify_state;     /* --verify-state: check, print, exit */
-	uint64_t snap_min;     /* 0: MDS_SNAP_MIN */
+	const char *state_dir;	 /* NULL: default_state_dir() */
+	int durability;		 /* process: survives kill -9, as a pool on
+				  * /dev/shm does; host costs an fdatasync */
+	bool verify_state;	 /* --verify-state: check, print, exit */
+	uint64_t snap_min;	 /* 0: MDS_SNAP_MIN */
 	const char *events_bind; /* NULL: no KV event stream (issue 17) */
 	/* the shared index (issue 16; docs/shm-index.md) */
-	int shm_mode;		 /* SHM_AUTO or enum pub_mode */
-	const char *shm_path;	 /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
-	uint64_t shm_size;	 /* 0: the mode's default */
-	uint64_t shm_keys;	 /* the first table's keys (0: as many as
-				  * recovered) */
-	int coherence;		 /* -1: auto, else enum si_coh */
+	int shm_mode;	      /* SHM_AUTO or enum pub_mode */
+	const char *shm_path; /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
+	uint64_t shm_size;    /* 0: the mode's default */
+	uint64_t shm_keys;    /* the first table's keys (0: as many as
+			       * recovered) */
+	int coherence;	      /* -1: auto, else enum si_coh */
 };
 
 #define SHM_AUTO (-1)
@@ -174,7 +174,7 @@ static void usage(FILE *f)
 		"connections are\n"
 		"                          all closed this long loses its "
 		"regions;\n"
-"                          0 disables (default 60)\n"
+		"                          0 disables (default 60)\n"
 		"  --busy-poll-us US       after a request, keep looking for "
 		"the next one\n"
 		"                          this long before sleeping "
@@ -279,7 +279,8 @@ static void usage(FILE *f)
 		"                          4M..1G for a region of it)\n"
 		"  --shm-index-keys N      size the first table for N keys "
 		"(default: the\n"
-		"                          keys recovered, at least 32K; it grows "
+		"                          keys recovered, at least 32K; it "
+		"grows "
 		"by itself,\n"
 		"                          a rebuild costs a copy of every "
 		"key)\n"
@@ -572,9 +573,9 @@ static long fit_fd_limit(long want)
 	if (rl.rlim_cur != RLIM_INFINITY && (long)rl.rlim_cur < want + 32 &&
 	    rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ||
-				      (long)rl.rlim_max > want + 32
-			      ? (rlim_t)(want + 32)
-			      : rl.rlim_max;
+					      (long)rl.rlim_max > want + 32
+				      ? (rlim_t)(want + 32)
+				      : rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 		getrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -600,11 +601,12 @@ static void log_config(const struct config *c)
 		 "instance-quota=%llu eviction=%s evict-grace=%ldms "
 		 "evict-wait=%ldms evict-high=%.3f evict-low=%.3f%s",
 		 MARU_VERSION, c->host, c->port, c->log_level, c->rm_address,
-		 c->rm_wait_s, c->lease_ttl, c->peer_grace, c->busy_poll_us, c->max_conns,
-		 c->max_key, (unsigned long long)c->max_input, c->max_per_addr,
-		 (unsigned long long)c->inst_quota, c->eviction,
-		 c->evict_grace_ms, c->evict_wait_ms, c->evict_high_pm / 1000.0,
-		 c->evict_low_pm / 1000.0, c->owner_delete ? " owner-delete" : "");
+		 c->rm_wait_s, c->lease_ttl, c->peer_grace, c->busy_poll_us,
+		 c->max_conns, c->max_key, (unsigned long long)c->max_input,
+		 c->max_per_addr, (unsigned long long)c->inst_quota,
+		 c->eviction, c->evict_grace_ms, c->evict_wait_ms,
+		 c->evict_high_pm / 1000.0, c->evict_low_pm / 1000.0,
+		 c->owner_delete ? " owner-delete" : "");
 	log_info("durability=%s state-dir=%s",
 		 c->durability == JR_NONE      ? "none"
 		 : c->durability == JR_PROCESS ? "process"
@@ -653,8 +655,7 @@ static void mds_config_from(const struct config *c, struct mds_config *mc)
  * cannot be served (damaged journal, re-created pool).  Its index is
  * seeded at random every time (hash flooding).  Return: 0 or -ENOMEM.
  */
-static int store_init(struct mds *s, const struct config *c,
-		      struct rmsess *rm)
+static int store_init(struct mds *s, const struct config *c, struct rmsess *rm)
 {
 	struct mds_config mc;
 	uint64_t seed;
@@ -722,9 +723,10 @@ static int verify_state(const struct config *c, const char *dir)
 		printf("journal          none readable: a restart starts empty "
 		       "(new server id)\n");
 	} else {
-		printf("server id        %s\n", s.server_id[0] ? s.server_id
-							     : jr.server_id);
-		printf("segments         %llu (%llu bytes valid, %llu records)\n",
+		printf("server id        %s\n",
+		       s.server_id[0] ? s.server_id : jr.server_id);
+		printf("segments         %llu (%llu bytes valid, %llu "
+		       "records)\n",
 		       (unsigned long long)rec.segments,
 		       (unsigned long long)rec.bytes,
 		       (unsigned long long)rec.records);
@@ -761,13 +763,13 @@ static int verify_state(const struct config *c, const char *dir)
 /* The shared index at start (issue 16): where its area is. */
 struct idx_start {
 	const struct config *c;
-	const char *dir;   /* the state directory; NULL: no journal */
-	int mode;	   /* enum pub_mode, auto resolved */
-	int coh;	   /* enum si_coh, auto resolved */
+	const char *dir;    /* the state directory; NULL: no journal */
+	int mode;	    /* enum pub_mode, auto resolved */
+	int coh;	    /* enum si_coh, auto resolved */
 	struct rm_handle h; /* PUB_POOL: the region */
-	void *mem;	   /* PUB_POOL: mapped read-write (owns) */
+	void *mem;	    /* PUB_POOL: mapped read-write (owns) */
 	size_t len;
-	char path[4096];   /* PUB_FILE */
+	char path[4096]; /* PUB_FILE */
 };
 
 struct verify {
@@ -775,7 +777,7 @@ struct verify {
 	struct jr *jr;
 	const struct config *c;
 	struct rmsess *rm;
-	bool reset; /* none was there any more: started empty */
+	bool reset;	/* none was there any more: started empty */
 	bool recovered; /* a journal was recovered: check its regions */
 	struct idx_start *idx;
 	char old_cid[RM_CLIENT_ID_MAX + 1]; /* an identity not served any
@@ -951,8 +953,7 @@ static void idx_save(const struct idx_start *x)
 	f = fopen(tmp, "we");
 	if (!f)
 		return;
-	fprintf(f, "%llu %llu %llu %llu\n",
-		(unsigned long long)x->h.region_id,
+	fprintf(f, "%llu %llu %llu %llu\n", (unsigned long long)x->h.region_id,
 		(unsigned long long)x->h.offset,
 		(unsigned long long)x->h.length,
 		(unsigned long long)x->h.auth_token);
@@ -975,7 +976,7 @@ static int idx_pool_region(struct idx_start *x, struct rm_client *c,
 	 * holds a table for 8K keys, 1 GiB for 4M (at most half full) */
 	if (!size) {
 		size = pool / 64;
-		size = size < PUB_MIN_POOL_SIZE ? PUB_MIN_POOL_SIZE
+		size = size < PUB_MIN_POOL_SIZE	  ? PUB_MIN_POOL_SIZE
 		       : size > PUB_MAX_POOL_SIZE ? PUB_MAX_POOL_SIZE
 						  : size;
 	}
@@ -985,8 +986,7 @@ static int idx_pool_region(struct idx_start *x, struct rm_client *c,
 	void *mem;
 	int fd, rc;
 
-	if (idx_saved(x, &x->h) &&
-	    rm_client_get_access(c, &x->h, &acc) == 0 &&
+	if (idx_saved(x, &x->h) && rm_client_get_access(c, &x->h, &acc) == 0 &&
 	    acc.offset == x->h.offset && acc.length == x->h.length) {
 		path = acc.path;
 	} else {
@@ -1050,9 +1050,10 @@ static int idx_prepare(struct idx_start *x, struct rm_client *c,
 
 		/* an earlier start's region of the pool: not used any more */
 		if (idx_saved(x, &old) && rm_client_free(c, &old) == 0)
-			log_info("shared index: region %llu of an earlier start "
-				 "freed",
-				 (unsigned long long)old.region_id);
+			log_info(
+				"shared index: region %llu of an earlier start "
+				"freed",
+				(unsigned long long)old.region_id);
 		if (x->dir) {
 			snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE,
 				 x->dir);
@@ -1103,8 +1104,8 @@ static struct pub *idx_open(struct idx_start *x, struct mds *s, bool *fatal)
 		pc.region_len = x->h.length;
 		pc.region_token = x->h.auth_token;
 	} else {
-		pc.size = x->c->shm_size ? x->c->shm_size
-					 : PUB_DEFAULT_FILE_SIZE;
+		pc.size =
+			x->c->shm_size ? x->c->shm_size : PUB_DEFAULT_FILE_SIZE;
 	}
 	rc = pub_open(&p, &pc, err, sizeof(err));
 	if (rc == 0)
@@ -1218,7 +1219,8 @@ int main(int argc, char **argv)
 		free(c.dax.v);
 		return rc == -ENOMEM ? 1 : 2; /* bad usage: 2 */
 	}
-	dir = c.state_dir ? c.state_dir : default_state_dir(dirbuf, sizeof(dirbuf));
+	dir = c.state_dir ? c.state_dir
+			  : default_state_dir(dirbuf, sizeof(dirbuf));
 	if (c.verify_state) {
 		log_init("maru-server", LOG_WARNING);
 		status = verify_state(&c, dir);
@@ -1344,8 +1346,8 @@ int main(int argc, char **argv)
 	 * regions TTL + a margin after we die.
 	 */
 	if (c.lease_ttl > 0) {
-		double hold = c.lease_ttl * 1000 +
-			      fmax(2000, c.lease_ttl * 1000 / 4);
+		double hold =
+			c.lease_ttl * 1000 + fmax(2000, c.lease_ttl * 1000 / 4);
 
 		if (hold > 600000 && !have_jr)
 			log_warn("--client-lease-ttl %g: the resource manager "

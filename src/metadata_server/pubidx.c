@@ -130,8 +130,7 @@ static int open_file(struct pub *p, char *err, size_t errlen)
 	struct stat st;
 	int fd;
 
-	fd = open(p->cfg.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		  0644);
+	fd = open(p->cfg.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", p->cfg.path, strerror(errno));
 		return -errno;
@@ -296,8 +295,8 @@ static int put_in(struct pub *p, const struct si_table *t,
 	si_remove(&p->map, t, d);
 	si_mark_ovf(&p->map, t, d);
 	p->st.collisions++;
-	if (!collided(p, d) && (nc = realloc(p->coll, (p->ncoll + 1) *
-						       sizeof(*p->coll)))) {
+	if (!collided(p, d) &&
+	    (nc = realloc(p->coll, (p->ncoll + 1) * sizeof(*p->coll)))) {
 		p->coll = nc;
 		memcpy(p->coll[p->ncoll++], d, SI_DIGEST);
 	}
@@ -374,8 +373,7 @@ void pub_flush(struct pub *p)
 						 : "m"(*(const char *)aim[i]));
 	}
 	for (i = 0; i < n; i++) {
-		count_put(&p->cur_keys, &p->ovf_since,
-			  put_in(p, t, &p->q[i]));
+		count_put(&p->cur_keys, &p->ovf_since, put_in(p, t, &p->q[i]));
 		if (p->phase == PH_COPY)
 			count_put(&p->next_keys, &p->next_ovf,
 				  put_in(p, &p->next, &p->q[i]));
@@ -500,9 +498,8 @@ static uint64_t rebuild_groups(struct pub *p)
 			n = p->cur.n_groups * 4 < max_groups(p)
 				    ? p->cur.n_groups * 4
 				    : max_groups(p);
-	}
-	else if (p->ovf_since * 32 > p->cur.n_groups + 32 &&
-		 now_ns() - p->rebuilt_at > PUB_REBUILD_GAP_NS)
+	} else if (p->ovf_since * 32 > p->cur.n_groups + 32 &&
+		   now_ns() - p->rebuilt_at > PUB_REBUILD_GAP_NS)
 		/* full groups: their marks go with a new table (at most once
 		 * in PUB_REBUILD_GAP_NS when it stays the same size) */
 		n = keys * 8 > slots * 3 ? groups_for(p, keys) : n;
@@ -586,8 +583,8 @@ bool pub_tick(struct pub *p, uint64_t ns)
 	while (p->phase == PH_COPY && now_ns() < end) {
 		/* 64 buckets between looks at the clock (most are empty) */
 		for (k = 0; k < 64; k++) {
-			p->scan_cursor = ix_scan(p->kv, p->scan_cursor,
-						 scan_put, &a);
+			p->scan_cursor =
+				ix_scan(p->kv, p->scan_cursor, scan_put, &a);
 			if (!p->scan_cursor)
 				break;
 		}
@@ -677,8 +674,7 @@ void pub_encode_descriptor(const struct pub *p, struct mp_wr *w)
 	mp_put_bool(w, p->cfg.coh == SI_SIMULATE);
 }
 
-void pub_encode_stats(struct pub *p, struct mp_wr *w,
-		      const uint64_t clients[3])
+void pub_encode_stats(struct pub *p, struct mp_wr *w, const uint64_t clients[3])
 {
 	uint64_t keys, slots;
 

@@ -56,8 +56,8 @@ enum pub_mode {
 };
 
 #define PUB_DEFAULT_FILE_SIZE (1ull << 30) /* sparse: tables only */
-#define PUB_MIN_POOL_SIZE (4ull << 20) /* a region of the pool: */
-#define PUB_MAX_POOL_SIZE (1ull << 30) /* ... a 64th of it, within these */
+#define PUB_MIN_POOL_SIZE (4ull << 20)	   /* a region of the pool: */
+#define PUB_MAX_POOL_SIZE (1ull << 30)	   /* ... a 64th of it, within these */
 #define PUB_MIN_GROUPS 16384 /* 4 MiB: 32K keys before a rebuild */
 #define PUB_REBUILD_GAP_NS (10ull * 1000000000) /* same-size rebuilds */
 #define PUB_QUEUE 64 /* puts published together (a burst's) */
@@ -71,8 +71,8 @@ struct pub_config {
 	uint64_t keys;	  /* the first table holds this many (0: the keys
 			   * there are at start) */
 	/* PUB_POOL: the region, allocated by the caller */
-	void *pool_mem;	     /* borrowed: mapped read-write */
-	uint64_t region_id;  /* ... and its handle, for HANDSHAKE */
+	void *pool_mem;	    /* borrowed: mapped read-write */
+	uint64_t region_id; /* ... and its handle, for HANDSHAKE */
 	uint64_t region_off, region_len, region_token;
 };
 
@@ -81,37 +81,37 @@ struct pub_stats {
 	uint64_t rpc_only;  /* keys only the server answers (OVF) */
 	uint64_t rebuilds;  /* tables replaced while serving */
 	uint64_t collisions;
-	uint64_t build_ms;  /* the start's build */
-	uint64_t full;	    /* rebuilds refused: no room in the area */
+	uint64_t build_ms; /* the start's build */
+	uint64_t full;	   /* rebuilds refused: no room in the area */
 };
 
 struct pub {
 	struct pub_config cfg;
-	char *path;	 /* owns (PUB_FILE) */
-	int fd;		 /* owns (PUB_FILE); -1 */
-	uint8_t *mem;	 /* owns the mapping (PUB_FILE), else borrowed */
+	char *path;   /* owns (PUB_FILE) */
+	int fd;	      /* owns (PUB_FILE); -1 */
+	uint8_t *mem; /* owns the mapping (PUB_FILE), else borrowed */
 	size_t len;
 	struct si_map map;
-	struct si_super sb;    /* as published */
-	struct si_table cur;   /* what the superblock names (0 groups: none) */
-	struct si_table next;  /* being built (0 groups: none) */
-	int phase;	       /* PUB_PH_* in pubidx.c */
-	uint64_t fmt_done;     /* next's groups formatted so far */
-	uint64_t scan_cursor;  /* next's ix_scan cursor */
+	struct si_super sb;   /* as published */
+	struct si_table cur;  /* what the superblock names (0 groups: none) */
+	struct si_table next; /* being built (0 groups: none) */
+	int phase;	      /* PUB_PH_* in pubidx.c */
+	uint64_t fmt_done;    /* next's groups formatted so far */
+	uint64_t scan_cursor; /* next's ix_scan cursor */
 	bool scan_started;
-	uint64_t ovf_since;    /* keys marked OVF since the table was built */
-	uint64_t cur_keys;     /* keys placed in cur (published) */
+	uint64_t ovf_since; /* keys marked OVF since the table was built */
+	uint64_t cur_keys;  /* keys placed in cur (published) */
 	uint64_t next_keys;
-	uint64_t next_ovf;     /* ... and marked OVF in next */
+	uint64_t next_ovf; /* ... and marked OVF in next */
 	bool need_fence;
-	unsigned nq;	       /* puts queued (pub_put) */
+	unsigned nq; /* puts queued (pub_put) */
 	struct pub_q {
 		uint8_t d[SI_DIGEST];
 		uint64_t rid, off, len, gen;
 	} q[PUB_QUEUE];
 	bool said_full;
-	bool grew;	       /* the file was made larger at open */
-	uint64_t rebuilt_at;   /* now_ns() of the last rebuild */
+	bool grew;		    /* the file was made larger at open */
+	uint64_t rebuilt_at;	    /* now_ns() of the last rebuild */
 	uint8_t (*coll)[SI_DIGEST]; /* owns: digests two keys shared */
 	size_t ncoll;
 	struct pub_stats st;

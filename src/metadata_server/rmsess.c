@@ -45,16 +45,16 @@ enum { RS_DOWN, RS_CONNECTING, RS_UP };
 enum { OP_ALLOC, OP_FREE, OP_STATS, OP_ACCESS, OP_AUTH, OP_RELEASE };
 
 struct rmsess_op {
-	uint8_t kind;	  /* OP_* */
-	bool sent;	  /* written on some connection: outcome in doubt */
-	uint8_t tries;	  /* connections it was sent on */
-	int dax_i;	  /* ALLOC: the --dax-path tried (fill-first) */
-	uint64_t size;	  /* ALLOC */
-	uint64_t deadline; /* ALLOC with a wait: answer the requester by */
+	uint8_t kind;	    /* OP_* */
+	bool sent;	    /* written on some connection: outcome in doubt */
+	uint8_t tries;	    /* connections it was sent on */
+	int dax_i;	    /* ALLOC: the --dax-path tried (fill-first) */
+	uint64_t size;	    /* ALLOC */
+	uint64_t deadline;  /* ALLOC with a wait: answer the requester by */
 	struct mds_wait *w; /* ALLOC: borrows; NULL: an orphan */
 	struct rm_handle h; /* FREE, ACCESS */
 	uint8_t cn[RM_AUTH_NONCE_LEN]; /* AUTH: our nonce */
-	struct buf req;	  /* owns: the encoded request */
+	struct buf req;		       /* owns: the encoded request */
 	struct rmsess_op *next;
 };
 
@@ -73,9 +73,8 @@ static void set_watch(struct rmsess *r, int old_fd)
 	if (r->st == RS_CONNECTING)
 		ev = EVLOOP_WRITE;
 	else if (r->st == RS_UP)
-		ev = EVLOOP_READ | (r->head && r->sent < r->head->req.len
-					    ? EVLOOP_WRITE
-					: 0);
+		ev = EVLOOP_READ |
+		     (r->head && r->sent < r->head->req.len ? EVLOOP_WRITE : 0);
 	if (old_fd == r->fd && ev == r->ev)
 		return;
 	r->ev = ev;
@@ -403,9 +402,8 @@ static void start_connect(struct rmsess *r)
 {
 	int fd, one = 1;
 
-	fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
-					       SOCK_CLOEXEC,
-		    0);
+	fd = socket(r->addr.ss_family,
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		connect_failed(r, errno);
 		return;
@@ -601,9 +599,8 @@ const char *rmsess_pool_of(const struct rmsess *r, const char *path)
  * an ALLOC's answer: 0 or the RM's status; -EPROTO for garbage.  @pool
  * (RM_PATH_MAX + 1 bytes) gets the region's pool.
  */
-static int alloc_status(const struct rmsess *r, uint16_t type,
-			const uint8_t *p, size_t n, struct rm_handle *h,
-			char *pool)
+static int alloc_status(const struct rmsess *r, uint16_t type, const uint8_t *p,
+			size_t n, struct rm_handle *h, char *pool)
 {
 	struct rm_alloc_resp a;
 	char path[RM_PATH_MAX + 1];
@@ -628,8 +625,7 @@ static void queue_free_op(struct rmsess *r, const struct rm_handle *h);
 static void released(struct rmsess *r, int st,
 		     const struct rm_release_resp *rr);
 
-static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
-		    size_t n)
+static int complete(struct rmsess *r, uint16_t type, const uint8_t *p, size_t n)
 {
 	struct rmsess_op *op = r->head;
 	struct rm_error_resp e;
@@ -740,8 +736,8 @@ static int complete(struct rmsess *r, uint16_t type, const uint8_t *p,
 		if (st)
 			log_err("resource manager %s: region %llu unknown "
 				"after reconnect (%d)",
-				r->address,
-				(unsigned long long)op->h.region_id, st);
+				r->address, (unsigned long long)op->h.region_id,
+				st);
 		break;
 	}
 	op_free_mem(op);
@@ -784,8 +780,9 @@ static void on_readable(struct rmsess *r)
 			if (n < 0 && errno == EAGAIN)
 				return;
 			if (n <= 0) {
-				lost(r, n ? "read failed"
-					  : "connection closed by peer",
+				lost(r,
+				     n ? "read failed"
+				       : "connection closed by peer",
 				     n == 0);
 				return;
 			}
@@ -885,8 +882,8 @@ static void queue_release(struct rmsess *r)
 {
 	struct rmsess_op *op = op_new(OP_RELEASE);
 
-	if (!op || rm_encode_release_req(&op->req,
-					 rm_str_from(r->release_cid)) < 0) {
+	if (!op ||
+	    rm_encode_release_req(&op->req, rm_str_from(r->release_cid)) < 0) {
 		if (op)
 			op_free_mem(op);
 		r->release_at = now_ns() + 1000000000ull;
@@ -898,16 +895,15 @@ static void queue_release(struct rmsess *r)
 }
 
 /* the RM's answer to it: done, or again later */
-static void released(struct rmsess *r, int st,
-		     const struct rm_release_resp *rr)
+static void released(struct rmsess *r, int st, const struct rm_release_resp *rr)
 {
 	uint64_t after_s = 60;
 
 	if (st == 0)
 		log_warn("resource manager %s: the %u region(s), %llu bytes, "
 			 "of our earlier identity %s are released",
-			 r->address, rr->regions,
-			 (unsigned long long)rr->bytes, r->release_cid);
+			 r->address, rr->regions, (unsigned long long)rr->bytes,
+			 r->release_cid);
 	if (st == 0 || st == -ENOENT) {
 		r->release_cid[0] = '\0';
 		return;
@@ -923,8 +919,7 @@ static void released(struct rmsess *r, int st,
 	r->release_at = now_ns() + after_s * 1000000000ull;
 }
 
-void rmsess_release_later(struct rmsess *r, const char *cid,
-			  uint32_t after_s)
+void rmsess_release_later(struct rmsess *r, const char *cid, uint32_t after_s)
 {
 	snprintf(r->release_cid, sizeof(r->release_cid), "%s", cid);
 	r->release_at = now_ns() + (uint64_t)after_s * 1000000000ull;
@@ -1031,8 +1026,7 @@ int rmsess_start(struct rmsess *r)
 	if (rc < 0)
 		return rc;
 	r->addrlen = sizeof(r->addr);
-	if (getpeername(r->c.fd, (struct sockaddr *)&r->addr, &r->addrlen) <
-	    0)
+	if (getpeername(r->c.fd, (struct sockaddr *)&r->addr, &r->addrlen) < 0)
 		return -errno;
 	sw.found = calloc((size_t)r->ndax + 1, sizeof(bool));
 	if (!sw.found)
@@ -1279,8 +1273,8 @@ static void op_why(void *arg, int rc, uint64_t size, char *buf, size_t len)
 			 "--dax-path pools",
 			 r->address);
 	} else {
-		snprintf(buf, len, "the resource manager at %s: %s",
-			 r->address, strerror(rc < 0 ? -rc : rc));
+		snprintf(buf, len, "the resource manager at %s: %s", r->address,
+			 strerror(rc < 0 ? -rc : rc));
 	}
 }
 

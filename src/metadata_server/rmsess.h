@@ -53,17 +53,17 @@
 struct rmsess_op;
 
 struct rmsess {
-	struct rm_client c;  /* client id; its fd only at start */
+	struct rm_client c;	  /* client id; its fd only at start */
 	uint64_t next_request_id; /* ALLOC/FREE, from 1 */
 	bool in_start;		  /* start_next() runs */
-	const char *address; /* borrows */
-	const char *const *dax; /* borrows: --dax-path values */
+	const char *address;	  /* borrows */
+	const char *const *dax;	  /* borrows: --dax-path values */
 	int ndax;
 	struct sockaddr_storage addr; /* where the first connection went */
 	socklen_t addrlen;
-	int fd;		      /* owns; -1 */
-	int st;		      /* RS_* in rmsess.c */
-	uint32_t ev;	      /* EVLOOP_* the fd is watched for */
+	int fd;			       /* owns; -1 */
+	int st;			       /* RS_* in rmsess.c */
+	uint32_t ev;		       /* EVLOOP_* the fd is watched for */
 	struct rmsess_op *head, *tail; /* owns: the FIFO; head on the wire */
 	size_t nops;
 	size_t sent;	      /* bytes of head's request written */
@@ -71,7 +71,7 @@ struct rmsess {
 	uint64_t io_deadline; /* monotonic ns: answer (or connect) by */
 	uint64_t retry_at;    /* monotonic ns: the next connect */
 	uint64_t backoff_ns;
-	bool ever_up;	      /* a reconnect is logged as such */
+	bool ever_up; /* a reconnect is logged as such */
 	/* tells the loop which fd to watch for what (old fd -1: none) */
 	void (*watch)(void *arg, int old_fd, int fd, uint32_t ev);
 	void *watch_arg;
@@ -83,17 +83,17 @@ struct rmsess {
 	bool cache_ever; /* the figures were fetched once */
 	uint64_t cache_at;
 	uint64_t total_all, free_all, total_dax, free_dax;
-	char **pools;	 /* owns: the pools' paths of the last STATS */
+	char **pools; /* owns: the pools' paths of the last STATS */
 	int npools;
-	bool any_devdax; /* ... one we allocate from is a /dev/dax device */
-	bool stats_queued;	   /* a STATS op is in the FIFO */
-	bool access_queued;	   /* the re-pinning GET_ACCESS is */
+	bool any_devdax;    /* ... one we allocate from is a /dev/dax device */
+	bool stats_queued;  /* a STATS op is in the FIFO */
+	bool access_queued; /* the re-pinning GET_ACCESS is */
 	struct mds_wait *stat_waits; /* borrows: waiting for it, by ->next */
-	uint64_t stat_deadline;	   /* monotonic ns: the oldest wait's */
-	uint64_t reconnects; /* successful reconnects (stats) */
-	bool told_no_key;    /* the RM wants authentication: said once */
-	bool told_bad_key;   /* ... refused our key: said once */
-	int down_err;	     /* why the connection is down (errno; 0: up) */
+	uint64_t stat_deadline;	     /* monotonic ns: the oldest wait's */
+	uint64_t reconnects;	     /* successful reconnects (stats) */
+	bool told_no_key;  /* the RM wants authentication: said once */
+	bool told_bad_key; /* ... refused our key: said once */
+	int down_err;	   /* why the connection is down (errno; 0: up) */
 	/* an identity of ours whose regions are to be released
 	 * (rmsess_release_later), and when to ask next */
 	char release_cid[RM_CLIENT_ID_MAX + 1];
@@ -101,10 +101,10 @@ struct rmsess {
 	bool release_queued;
 	const char *key_path; /* --rm-key-file (borrows); NULL: the default,
 			       * looked for again at each connection */
-	uint32_t hold_ms;    /* asked at AUTH: keep our regions this long
-			      * after we die (clients fence by then) */
-	uint32_t write_ms;   /* ... with RM_HOLD_UNTIL_BACK: our clients
-			      * fence this long after we die */
+	uint32_t hold_ms;     /* asked at AUTH: keep our regions this long
+			       * after we die (clients fence by then) */
+	uint32_t write_ms;    /* ... with RM_HOLD_UNTIL_BACK: our clients
+			       * fence this long after we die */
 	/* called by rmsess_start() on its blocking connection, before the
 	 * loop takes it: the recovered regions are checked (main.c) */
 	int (*verify)(void *arg, struct rm_client *c);
@@ -155,8 +155,7 @@ void rmsess_io(struct rmsess *r, uint32_t events);
  * @after_s seconds and, while the resource manager says "too soon" or is
  * away, again until it answers that they are freed or gone
  */
-void rmsess_release_later(struct rmsess *r, const char *cid,
-			  uint32_t after_s);
+void rmsess_release_later(struct rmsess *r, const char *cid, uint32_t after_s);
 
 /* rmsess_tick - deadlines and reconnects (call every ~100 ms) */
 void rmsess_tick(struct rmsess *r);

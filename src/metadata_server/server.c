@@ -133,79 +133,79 @@
 #define IN_MIN_FREE (16u << 10) /* room for one read */
 #define BUF_KEEP (1u << 20)	/* larger idle buffers are released */
 #define FEED_FD 3		/* server_feed()'s connection, for store.c */
-#define MAX_EVENTS 64	/* accepts per readable listening socket */
-#define ROOM_MIN_AGE_NS 1000000000ull	/* displaceable in a handshake */
-#define TRIM_AFTER_CLOSES 64		/* closed connections ... */
-#define TRIM_EVERY_NS 10000000000ull	/* ... and at most every 10 s */
+#define MAX_EVENTS 64		/* accepts per readable listening socket */
+#define ROOM_MIN_AGE_NS 1000000000ull /* displaceable in a handshake */
+#define TRIM_AFTER_CLOSES 64	      /* closed connections ... */
+#define TRIM_EVERY_NS 10000000000ull  /* ... and at most every 10 s */
 
 struct conn {
-	int fd;		/* owns; -1: server_feed()'s connection */
-	int key;	/* the fd store.c knows it by */
-	uint32_t serial; /* unique per connection: its "routing id" */
-	bool ping_out;	/* a PING sent, nothing heard since */
-	bool queued;	/* complete messages may wait in @in */
-	bool dead;	/* closed; freed at the end of the round */
-	uint32_t ev;	/* EVLOOP_* registered */
+	int fd;		    /* owns; -1: server_feed()'s connection */
+	int key;	    /* the fd store.c knows it by */
+	uint32_t serial;    /* unique per connection: its "routing id" */
+	bool ping_out;	    /* a PING sent, nothing heard since */
+	bool queued;	    /* complete messages may wait in @in */
+	bool dead;	    /* closed; freed at the end of the round */
+	uint32_t ev;	    /* EVLOOP_* registered */
 	struct zmtp_conn z; /* the ZMTP state of @in (src/common/zmtp.h) */
-	struct buf in;	/* owns: received bytes (z.rd: consumed) */
-	struct buf out;	/* owns: bytes not yet written */
-	size_t wr;	/* out: written prefix */
+	struct buf in;	    /* owns: received bytes (z.rd: consumed) */
+	struct buf out;	    /* owns: bytes not yet written */
+	size_t wr;	    /* out: written prefix */
 	/* CURVE (--curve-secret-key-file): @raw is what the socket gave,
 	 * @in its plaintext; out[0, sealed) is on-the-wire bytes, the rest
 	 * plaintext frames that conn_flush() seals first */
 	struct zcurve *cz; /* owns; NULL: the NULL mechanism */
 	struct buf raw;	   /* owns: received bytes (cz->rd: consumed) */
 	size_t sealed;
-	uint64_t born;	  /* vclock: accepted */
-	uint64_t last_rx; /* vclock: last input */
+	uint64_t born;	   /* vclock: accepted */
+	uint64_t last_rx;  /* vclock: last input */
 	uint64_t stuck_at; /* vclock: output waiting, no progress since */
 	int outq;	   /* SIOCOUTQ when stuck_at was last looked at */
 	/* a request waiting for the resource manager: nothing more is
 	 * taken from this connection until it is answered */
 	struct mds_wait *wait; /* borrows (the RM session holds it) */
 	struct buf env;	       /* owns: its reply's envelope, encoded */
-	struct server *sv; /* borrows: the loop it belongs to */
+	struct server *sv;     /* borrows: the loop it belongs to */
 	struct conn *next_dead;
-	uint8_t addr[16];  /* the peer's address (IPv4 mapped into IPv6) */
-	bool remote;	   /* not loopback: counted per address */
+	uint8_t addr[16]; /* the peer's address (IPv4 mapped into IPv6) */
+	bool remote;	  /* not loopback: counted per address */
 };
 
 struct server {
-	struct evloop *el;     /* owns: the loop (src/common/evloop.h) */
-	int lfd, tfd;	       /* owns: listening socket, tick timerfd */
-	bool lfd_off;	       /* accept paused (out of fds) */
-	struct mds *s;	       /* borrows */
-	struct rmsess *rm;     /* borrows; NULL without sockets */
-	struct buf body;       /* owns: reply body, reused */
-	struct conn **conns;   /* owns: by fd */
-	size_t nconns;	       /* slots */
-	int maxfd;	       /* highest fd with a connection, or -1 */
-	int nqueued;	       /* connections with queued set */
+	struct evloop *el;   /* owns: the loop (src/common/evloop.h) */
+	int lfd, tfd;	     /* owns: listening socket, tick timerfd */
+	bool lfd_off;	     /* accept paused (out of fds) */
+	struct mds *s;	     /* borrows */
+	struct rmsess *rm;   /* borrows; NULL without sockets */
+	struct buf body;     /* owns: reply body, reused */
+	struct conn **conns; /* owns: by fd */
+	size_t nconns;	     /* slots */
+	int maxfd;	     /* highest fd with a connection, or -1 */
+	int nqueued;	     /* connections with queued set */
 	uint32_t serial;
-	struct conn *dead;    /* closed, to free at the end of the round */
-	struct conn *feed;    /* server_feed()'s connection */
-	struct zmtp_msg win[WIN];  /* the one handled and the look-ahead */
-	uint64_t hs[WIN];     /* mds_prefetch() of each, 0: none */
-	uint8_t ready[128];   /* greeting + READY, sent at accept */
+	struct conn *dead;	  /* closed, to free at the end of the round */
+	struct conn *feed;	  /* server_feed()'s connection */
+	struct zmtp_msg win[WIN]; /* the one handled and the look-ahead */
+	uint64_t hs[WIN];	  /* mds_prefetch() of each, 0: none */
+	uint8_t ready[128];	  /* greeting + READY, sent at accept */
 	size_t ready_len;
-	const struct zcurve_keys *curve;   /* borrows; NULL: no CURVE */
-	const struct zcurve_allow *allow;  /* borrows: the clients let in */
-	struct buf seal;      /* owns: sealed output, reused */
-	uint64_t last_wake;   /* monotonic ns */
-	uint64_t stall_total; /* ns subtracted from the clock */
-	uint64_t stall_min;   /* a gap this long is a stall */
-	uint64_t hb_ivl, hb_timeout; /* ns: SERVER_HB_* or the test knob */
-	uint64_t busy_ns;     /* --busy-poll-us, 0: off */
-	int max_conns;	      /* --max-connections, 0: none */
-	int max_per_addr;     /* --max-connections-per-address, 0: none */
-	int nopen;	      /* open client connections */
-	uint64_t max_input;   /* --max-input-bytes, 0: none */
-	uint64_t in_total;    /* bytes allocated to open connections' input */
+	const struct zcurve_keys *curve;  /* borrows; NULL: no CURVE */
+	const struct zcurve_allow *allow; /* borrows: the clients let in */
+	struct buf seal;		  /* owns: sealed output, reused */
+	uint64_t last_wake;		  /* monotonic ns */
+	uint64_t stall_total;		  /* ns subtracted from the clock */
+	uint64_t stall_min;		  /* a gap this long is a stall */
+	uint64_t hb_ivl, hb_timeout;	  /* ns: SERVER_HB_* or the test knob */
+	uint64_t busy_ns;		  /* --busy-poll-us, 0: off */
+	int max_conns;			  /* --max-connections, 0: none */
+	int max_per_addr;   /* --max-connections-per-address, 0: none */
+	int nopen;	    /* open client connections */
+	uint64_t max_input; /* --max-input-bytes, 0: none */
+	uint64_t in_total;  /* bytes allocated to open connections' input */
 	uint32_t closed_since_trim; /* connections closed since malloc_trim */
 	uint64_t last_trim;	    /* monotonic ns */
-	uint64_t next_full_log; /* monotonic ns: "max connections" logged */
-	uint64_t spin_until;  /* monotonic ns: look without sleeping */
-	uint64_t proto_errs;  /* connections closed for bad input */
+	uint64_t next_full_log;	    /* monotonic ns: "max connections" logged */
+	uint64_t spin_until;	    /* monotonic ns: look without sleeping */
+	uint64_t proto_errs;	    /* connections closed for bad input */
 	uint64_t next_proto_log;
 	uint64_t next_refuse_log; /* monotonic ns: a refused CURVE key */
 	bool stop;
@@ -301,9 +301,9 @@ static void conn_proto_error(struct server *sv, struct conn *c, int err)
 		log_warn("connection fd %d: %s%s; closed (%llu such so far)",
 			 c->key, c->cz && c->cz->why ? "CURVE: " : "",
 			 c->cz && c->cz->why ? c->cz->why
-			 : err == -EMSGSIZE ? "frame over the size limit"
-					    : "not a ZMTP 3 ROUTER peer, or a "
-					      "protocol error",
+			 : err == -EMSGSIZE  ? "frame over the size limit"
+					     : "not a ZMTP 3 ROUTER peer, or a "
+					       "protocol error",
 			 (unsigned long long)sv->proto_errs);
 		sv->next_proto_log = now + 10000000000ull;
 	}
@@ -334,8 +334,8 @@ static int conn_seal(struct server *sv, struct conn *c, const uint8_t *extra,
 	if (nextra && buf_put(&c->out, extra, nextra) < 0)
 		return -ENOMEM;
 	buf_reset(&sv->seal);
-	rc = zcurve_seal(c->cz, c->out.data + c->sealed,
-			 c->out.len - c->sealed, &sv->seal);
+	rc = zcurve_seal(c->cz, c->out.data + c->sealed, c->out.len - c->sealed,
+			 &sv->seal);
 	if (rc < 0)
 		return rc;
 	c->out.len = c->sealed;
@@ -423,9 +423,9 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 		c->stuck_at = sv->s->vnow;
 	if (out_pending(c))
 		conn_arm(sv, c,
-			 EVLOOP_WRITE | (out_pending(c) > SERVER_OUT_HWM
-						 ? 0
-						 : in_ev(c)));
+			 EVLOOP_WRITE |
+				 (out_pending(c) > SERVER_OUT_HWM ? 0
+								  : in_ev(c)));
 	else
 		conn_arm(sv, c, in_ev(c));
 	if (was_full && out_pending(c) <= SERVER_OUT_HWM) {
@@ -440,8 +440,7 @@ static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 	return 0;
 }
 
-static int out_frame(struct conn *c, uint8_t flags, const uint8_t *p,
-		     size_t n)
+static int out_frame(struct conn *c, uint8_t flags, const uint8_t *p, size_t n)
 {
 	uint8_t hdr[ZMTP_HDR_MAX];
 
@@ -475,8 +474,8 @@ static int conn_next(struct conn *c, struct zmtp_msg *m)
 }
 
 /* Error reply for a message we will not hand to the handler. */
-static void reply_error(struct server *sv, const uint8_t *first_body,
-			size_t n, const char *why)
+static void reply_error(struct server *sv, const uint8_t *first_body, size_t n,
+			const char *why)
 {
 	struct mp_wr w = {&sv->body, 0};
 	struct mds_hdr h;
@@ -492,9 +491,8 @@ static void reply_error(struct server *sv, const uint8_t *first_body,
 static int send_body(struct server *sv, struct conn *c)
 {
 	static const uint8_t oom[] = {
-		0xcf, 0x00, 1,	 0x80, 0,   0,	 0,   0,
-		0,    0,    0,	 0,    0,   0,	 0,   8,
-		0x81, 0xa5, 'e', 'r',  'r', 'o', 'r', 0xa0,
+		0xcf, 0x00, 1, 0x80, 0,	   0,	 0,   0,   0,	0,   0,	  0,
+		0,    0,    0, 8,    0x81, 0xa5, 'e', 'r', 'r', 'o', 'r', 0xa0,
 	};
 	const uint8_t *b = sv->body.data;
 	size_t n = sv->body.len;
@@ -514,8 +512,8 @@ static int send_body(struct server *sv, struct conn *c)
 }
 
 /* Queue (or write) the reply to @m: its envelope, then sv->body. */
-static int send_reply(struct server *sv, struct conn *c, const struct zmtp_msg *m,
-		      int nenv)
+static int send_reply(struct server *sv, struct conn *c,
+		      const struct zmtp_msg *m, int nenv)
 {
 	int i;
 
@@ -580,7 +578,8 @@ static int park(struct server *sv, struct conn *c, const struct zmtp_msg *m,
 	return 0;
 }
 
-static int handle_msg(struct server *sv, struct conn *c, const struct zmtp_msg *m)
+static int handle_msg(struct server *sv, struct conn *c,
+		      const struct zmtp_msg *m)
 {
 	struct mds_wait *w = NULL;
 	struct mds_peer peer;
@@ -673,8 +672,7 @@ static void conn_drain(struct server *sv, struct conn *c)
 	rc = conn_flush(sv, c, NULL, 0);
 	/* more may wait unless the input ran dry (or output is still too
 	 * full: then EPOLLOUT queues it again once the peer has read) */
-	set_queued(sv, c,
-		   more && !c->wait && out_pending(c) <= SERVER_OUT_HWM);
+	set_queued(sv, c, more && !c->wait && out_pending(c) <= SERVER_OUT_HWM);
 	if (err < 0) {
 		if (err == -EPROTO || err == -EMSGSIZE)
 			conn_proto_error(sv, c, err);
@@ -714,8 +712,7 @@ static bool over_budget(struct server *sv, struct conn *c)
 
 	for (fd = 0; fd <= sv->maxfd; fd++) {
 		x = sv->conns[fd];
-		if (x && x != c && !x->dead && in_bytes(x) &&
-		    !holds_input(x)) {
+		if (x && x != c && !x->dead && in_bytes(x) && !holds_input(x)) {
 			zmtp_conn_shift(&x->z, x->z.rd);
 			x->in.len = 0;
 			if (x->cz) {
@@ -796,8 +793,7 @@ static size_t conn_fill(struct server *sv, struct conn *c, struct buf *b,
 		return 0;
 	}
 	sv->in_total += b->cap - cap;
-	if (sv->max_input && sv->in_total > sv->max_input &&
-	    over_budget(sv, c))
+	if (sv->max_input && sv->in_total > sv->max_input && over_budget(sv, c))
 		return 0; /* @c was the largest */
 	do {
 		n = read(c->fd, b->data + b->len, b->cap - b->len);
@@ -844,8 +840,9 @@ static void conn_readable_curve(struct server *sv, struct conn *c)
 		/* WELCOME, READY, ERROR: wire bytes, after wire bytes only
 		 * (nothing is sealed before the handshake ends) */
 		if (c->sealed != olen) {
-			conn_close(sv, c, "CURVE: handshake output after "
-					  "plaintext (bug)");
+			conn_close(sv, c,
+				   "CURVE: handshake output after "
+				   "plaintext (bug)");
 			return;
 		}
 		c->sealed = c->out.len;
@@ -1057,7 +1054,8 @@ static void on_accept(struct server *sv)
 		/* the per-address cap first: an address at its cap must not
 		 * displace others' connections (review) */
 		remote = peer_addr(&ss, addr);
-		if (remote && sv->max_per_addr && over_address_limit(sv, addr)) {
+		if (remote && sv->max_per_addr &&
+		    over_address_limit(sv, addr)) {
 			if (now_ns() >= sv->next_full_log) {
 				log_warn("%d connections from one address "
 					 "(--max-connections-per-address): new "
@@ -1071,7 +1069,8 @@ static void on_accept(struct server *sv)
 		if (sv->max_conns && sv->nopen >= sv->max_conns &&
 		    !make_room(sv)) {
 			if (now_ns() >= sv->next_full_log) {
-				log_warn("%d connections open (--max-connections)"
+				log_warn("%d connections open "
+					 "(--max-connections)"
 					 ": new ones are closed",
 					 sv->nopen);
 				sv->next_full_log = now_ns() + 10000000000ull;
@@ -1186,8 +1185,7 @@ static void heartbeat(struct server *sv)
 		    idle < sv->hb_ivl)
 			continue;
 		c->ping_out = true;
-		if (buf_put(&c->out, ping,
-			    zmtp_ping(ping, ttl_ds)) < 0 ||
+		if (buf_put(&c->out, ping, zmtp_ping(ping, ttl_ds)) < 0 ||
 		    conn_flush(sv, c, NULL, 0) < 0)
 			conn_close(sv, c, "write failed");
 	}
@@ -1207,8 +1205,7 @@ static void on_tick(struct evloop *el, int fd, unsigned events, void *arg)
 	rmsess_tick(sv->rm);
 	heartbeat(sv);
 	ev_tick(sv->s->ev);
-	if (sv->lfd_off &&
-	    evloop_mod_fd(sv->el, sv->lfd, EVLOOP_READ) == 0)
+	if (sv->lfd_off && evloop_mod_fd(sv->el, sv->lfd, EVLOOP_READ) == 0)
 		sv->lfd_off = false;
 	/*
 	 * Unmap bucket memory the index no longer uses, a little at every
@@ -1264,8 +1261,7 @@ static void rm_watch(void *arg, int old_fd, int fd, uint32_t ev)
 		log_err("resource manager connection: cannot watch it");
 }
 
-static void listen_event(struct evloop *el, int fd, unsigned events,
-			 void *arg)
+static void listen_event(struct evloop *el, int fd, unsigned events, void *arg)
 {
 	(void)el;
 	(void)fd;
@@ -1447,8 +1443,7 @@ void server_free(struct server *sv)
 	free(sv);
 }
 
-int server_feed(struct server *sv, const uint8_t *p, size_t n,
-		struct buf *out)
+int server_feed(struct server *sv, const uint8_t *p, size_t n, struct buf *out)
 {
 	struct conn *c = sv->feed;
 	int rc = 0;
@@ -1485,8 +1480,8 @@ static void hb_knob(struct server *sv)
 	const char *e = getenv("MARU_SERVER_HEARTBEAT_MS");
 	unsigned long ivl, tmo;
 
-	if (!e || sscanf(e, "%lu,%lu", &ivl, &tmo) != 2 || !ivl ||
-	    tmo < ivl || tmo > 3600000)
+	if (!e || sscanf(e, "%lu,%lu", &ivl, &tmo) != 2 || !ivl || tmo < ivl ||
+	    tmo > 3600000)
 		return;
 	sv->hb_ivl = (uint64_t)ivl * 1000000ull;
 	sv->hb_timeout = (uint64_t)tmo * 1000000ull;
@@ -1548,8 +1543,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		 * go on; the index has a resize to finish: look, and when
 		 * nothing waits, move buckets for a slice
 		 */
-		idle = !sv->nqueued &&
-		       (ix_busy(&s->kv) || pub_busy(s->pub));
+		idle = !sv->nqueued && (ix_busy(&s->kv) || pub_busy(s->pub));
 		spin = sv->busy_ns && now_ns() < sv->spin_until;
 		n = evloop_run_once(sv->el,
 				    sv->nqueued || idle || spin ? 0 : -1);

@@ -21,14 +21,14 @@
 #include "store.h"
 #include "zcurve.h"
 
-#define SERVER_TICK_MS 100	       /* timer period */
-#define SERVER_DRAIN_BATCH 256	       /* messages per connection and wake-up */
-#define SERVER_IDLE_SLICE_NS 50000    /* index resize work between polls */
-#define SERVER_MAX_MSG (64ll << 20)    /* largest message; more: disconnect */
-#define SERVER_HANDSHAKE_MAX 4096      /* largest frame before READY */
-#define SERVER_OUT_HWM (8u << 20)      /* unsent reply bytes: stop reading */
-#define SERVER_HB_IVL_MS 10000	       /* idle peer -> ZMTP PING */
-#define SERVER_HB_TIMEOUT_MS 30000     /* silent peer -> disconnected */
+#define SERVER_TICK_MS 100	    /* timer period */
+#define SERVER_DRAIN_BATCH 256	    /* messages per connection and wake-up */
+#define SERVER_IDLE_SLICE_NS 50000  /* index resize work between polls */
+#define SERVER_MAX_MSG (64ll << 20) /* largest message; more: disconnect */
+#define SERVER_HANDSHAKE_MAX 4096   /* largest frame before READY */
+#define SERVER_OUT_HWM (8u << 20)   /* unsent reply bytes: stop reading */
+#define SERVER_HB_IVL_MS 10000	    /* idle peer -> ZMTP PING */
+#define SERVER_HB_TIMEOUT_MS 30000  /* silent peer -> disconnected */
 
 struct server_opts {
 	const char *host; /* borrows */
@@ -73,7 +73,6 @@ void server_free(struct server *sv);
  * Return: 0, or -errno when the server closed the connection (the next
  * call starts a new one).
  */
-int server_feed(struct server *sv, const uint8_t *p, size_t n,
-		struct buf *out);
+int server_feed(struct server *sv, const uint8_t *p, size_t n, struct buf *out);
 
 #endif

@@ -77,8 +77,8 @@ static struct ix_entry *item_entry(struct mds_stats *st,
 				   const struct st_item *it)
 {
 	uint8_t kb[KEY_MAX];
-	struct ix_key k = item_key(kb, it->client, it->client_len, it->op,
-				   it->op_len);
+	struct ix_key k =
+		item_key(kb, it->client, it->client_len, it->op, it->op_len);
 
 	return ix_find(&st->map, &k, ix_hash(&st->map, &k));
 }

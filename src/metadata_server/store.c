@@ -389,9 +389,8 @@ static uint32_t inst_create(struct mds *s, struct mds_str id,
 	lb->first = slot;
 	lb->nowners++;
 	if (!s->replaying)
-		log_dbg("instance %s: a client joined (%s; %u of them)",
-			in->id, lease.len ? "with a lease" : "no lease",
-			lb->nowners);
+		log_dbg("instance %s: a client joined (%s; %u of them)", in->id,
+			lease.len ? "with a lease" : "no lease", lb->nowners);
 	return slot;
 fail:
 	label_gc(s, lab);
@@ -429,8 +428,7 @@ static void inst_maybe_gc(struct mds *s, uint32_t slot)
 	struct mds_label *lb;
 	uint32_t lab;
 
-	if (!in->id || in->nregions || in->nconns || in->nleases ||
-	    in->pending)
+	if (!in->id || in->nregions || in->nconns || in->nleases || in->pending)
 		return;
 	pins_release(s, &in->pins);
 	if (!s->replaying)
@@ -455,8 +453,7 @@ static void inst_maybe_gc(struct mds *s, uint32_t slot)
 }
 
 /* its label's and its own byte counts move by @d (regions), @p (parked) */
-static void inst_bytes(struct mds *s, struct mds_inst *in, int64_t d,
-		       int64_t p)
+static void inst_bytes(struct mds *s, struct mds_inst *in, int64_t d, int64_t p)
 {
 	in->bytes += (uint64_t)d;
 	s->labels[in->label].bytes += (uint64_t)d;
@@ -680,7 +677,8 @@ static bool claim(struct mds *s, struct mds_peer *peer, uint32_t slot,
 
 static bool inst_is(const struct mds_inst *in, struct mds_str id)
 {
-	return in->id_len == id.len && (!id.len || !memcmp(in->id, id.ptr, id.len));
+	return in->id_len == id.len &&
+	       (!id.len || !memcmp(in->id, id.ptr, id.len));
 }
 
 /*
@@ -826,7 +824,7 @@ static int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 	int rc;
 
 	if (e->pins == UINT32_MAX)
-		return 0; /* saturated: counted no further */
+		return 0;      /* saturated: counted no further */
 	pol_touch(&s->pol, e); /* a use (a no-op once pinned) */
 	rec = ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
 	if (rec) {
@@ -1314,12 +1312,12 @@ static void lease_end(struct mds *s, uint32_t slot, bool expired)
 
 /* ---- eviction ---- */
 
-#define EVICT_SKIP_MAX 1024	   /* unreclaimable entries passed per pass */
-#define EVICT_TICK_KEYS 50000	   /* background victims per tick */
-#define EVICT_WALK_MAX 100000	   /* entries walked to choose victims */
-#define EVICT_TICK_REGIONS 4	   /* done owners' regions emptied per tick */
-#define WANTED_NS 2000000000ull	   /* a region asked back counts that long */
-#define EVICT_LOG_NS 1000000000ull /* a burst ends after 1 s without one */
+#define EVICT_SKIP_MAX 1024	     /* unreclaimable entries passed per pass */
+#define EVICT_TICK_KEYS 50000	     /* background victims per tick */
+#define EVICT_WALK_MAX 100000	     /* entries walked to choose victims */
+#define EVICT_TICK_REGIONS 4	     /* done owners' regions emptied per tick */
+#define WANTED_NS 2000000000ull	     /* a region asked back counts that long */
+#define EVICT_LOG_NS 1000000000ull   /* a burst ends after 1 s without one */
 #define EVICT_FULL_NS 10000000000ull /* "full" lasts 10 s after the RM said */
 #define NOTICE_RESEND_NS 2000000000ull	/* unacknowledged: sent again */
 #define NOTICE_GIVEUP_NS 30000000000ull /* ... and given up on */
@@ -1475,7 +1473,9 @@ static uint32_t cold_window(const struct mds *s)
 {
 	uint64_t w = s->pol.n / 8;
 
-	return (uint32_t)(w < 64 ? 64 : w > EVICT_WALK_MAX ? EVICT_WALK_MAX : w);
+	return (uint32_t)(w < 64	       ? 64
+			  : w > EVICT_WALK_MAX ? EVICT_WALK_MAX
+					       : w);
 }
 
 /* may evicting @e give its page back to the live instance @islot? */
@@ -1531,12 +1531,13 @@ static uint64_t evict_own_cold(struct mds *s, uint32_t islot, uint64_t bytes)
  * @done_only: only a region whose owner is done
  * Return: keys evicted.
  */
-static uint64_t empty_a_region(struct mds *s, uint32_t for_islot, bool done_only)
+static uint64_t empty_a_region(struct mds *s, uint32_t for_islot,
+			       bool done_only)
 {
 	uint32_t i, pos = 0, best = IX_NO_SLOT;
 	/* the whole order (bounded): the warmest entries rank regions too */
-	uint32_t walk = s->pol.n < EVICT_WALK_MAX ? (uint32_t)s->pol.n
-						  : EVICT_WALK_MAX;
+	uint32_t walk =
+		s->pol.n < EVICT_WALK_MAX ? (uint32_t)s->pol.n : EVICT_WALK_MAX;
 	struct ix_entry *e, *next;
 	uint32_t *cold, *warm;
 	uint64_t keys = 0;
@@ -1624,7 +1625,6 @@ uint32_t mds_inst_for(struct mds *s, struct mds_str inst, struct mds_str lease,
 		       ? slot
 		       : IX_NO_SLOT;
 }
-
 
 /* is @q's region one emptied for another's request, still @in's? */
 static bool notice_wanted(struct mds *s, const struct mds_inst *in,
@@ -1796,10 +1796,11 @@ static void notices_giveup(struct mds *s)
 		if (!in->id || !in->nq_n ||
 		    nq_at(in, 0)->due + NOTICE_GIVEUP_NS > s->vnow)
 			continue;
-		log_warn("instance %.*s: no eviction notice acknowledged for "
-			 "%llu s: none sent to it any more",
-			 (int)in->id_len, in->id,
-			 (unsigned long long)(NOTICE_GIVEUP_NS / 1000000000ull));
+		log_warn(
+			"instance %.*s: no eviction notice acknowledged for "
+			"%llu s: none sent to it any more",
+			(int)in->id_len, in->id,
+			(unsigned long long)(NOTICE_GIVEUP_NS / 1000000000ull));
 		in->notices = false;
 		notices_ack(in, UINT64_MAX);
 	}
@@ -1868,8 +1869,7 @@ uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 		if (r->owner != islot || r->state != REG_LIVE ||
 		    r->quiet_at > s->vnow)
 			continue;
-		if ((r->wanted && wanted) ||
-		    (!waits && r->evicted && !r->refs))
+		if ((r->wanted && wanted) || (!waits && r->evicted && !r->refs))
 			out[n++] = r->h.region_id;
 	}
 	return n;
@@ -1908,8 +1908,7 @@ static uint64_t waiting_bytes(struct mds *s)
 	uint64_t n = 0;
 
 	for (w = s->cap_head; w; w = w->next)
-		if (!w->cap_quota &&
-		    !mds_notices_pending(s, wait_owner(s, w)))
+		if (!w->cap_quota && !mds_notices_pending(s, wait_owner(s, w)))
 			n += w->size;
 	return n;
 }
@@ -1957,8 +1956,7 @@ bool mds_cap_forget(struct mds *s, struct mds_wait *w)
  * Pages of @w's instance are free for it: due now, or told since @w began
  * waiting (its heartbeat may have taken them while its writer waits here).
  */
-static bool own_pages(struct mds *s, const struct mds_wait *w,
-		      uint32_t islot)
+static bool own_pages(struct mds *s, const struct mds_wait *w, uint32_t islot)
 {
 	return islot != IX_NO_SLOT && (notices_due(s, &s->insts[islot]) ||
 				       s->insts[islot].told != w->cap_told);
@@ -2184,9 +2182,11 @@ static void evict_tick(struct mds *s)
 	if (over_high(s)) {
 		low = pool_pm(s, s->cfg.evict_low_pm);
 	} else if (pool_full(s) && s->cfg.evict_low_pm) {
-		uint64_t need = s->reg_rate / 1000 *
-				((s->cfg.evict_grace_ns + 100000000ull) / 500000);
-		uint64_t floor = s->total_allocated / 1000 * s->cfg.evict_low_pm;
+		uint64_t need =
+			s->reg_rate / 1000 *
+			((s->cfg.evict_grace_ns + 100000000ull) / 500000);
+		uint64_t floor =
+			s->total_allocated / 1000 * s->cfg.evict_low_pm;
 		bool here;
 		uint64_t room = room_here(s, &here);
 		/* what the RM has free, as far as we know (our regions) */
@@ -2216,8 +2216,7 @@ static void evict_tick(struct mds *s)
 		cap_serve(s);
 	if (s->any_wanted && !waiting_bytes(s)) {
 		/* nobody waits for a region any more: none is wanted */
-		for (i = s->reg_head; i != IX_NO_SLOT;
-		     i = s->regions[i].next) {
+		for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
 			s->regions[i].wanted = 0;
 			s->regions[i].wanted_for = 0;
 			s->regions[i].kicked = 0;
@@ -2261,9 +2260,8 @@ static bool never_fits(struct mds *s, uint64_t size)
 {
 	uint64_t total = 0, avail;
 
-	if (!s->pool_total &&
-	    s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total, &avail,
-			      NULL) == 0)
+	if (!s->pool_total && s->rm->pool_usage(s->rm_arg, s->cfg.dax_only,
+						&total, &avail, NULL) == 0)
 		s->pool_total = total;
 	return s->pool_total && size > s->pool_total;
 }
@@ -2294,8 +2292,8 @@ static int alloc_prepare(struct mds *s, struct mds_str inst,
 }
 
 /* After the RM: track @h, or give it back when we cannot. */
-static int alloc_track(struct mds *s, const struct rm_handle *h,
-		       uint32_t islot, uint32_t lslot, struct rm_handle *out)
+static int alloc_track(struct mds *s, const struct rm_handle *h, uint32_t islot,
+		       uint32_t lslot, struct rm_handle *out)
 {
 	int rc = region_add(s, h, islot, lslot);
 
@@ -2402,14 +2400,15 @@ void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
 		r->dev = mds_dev_intern(s, path, len);
 }
 
-int mds_alloc_finish(struct mds *s, struct mds_wait *w,
-		     struct mds_peer *peer, struct rm_handle *out)
+int mds_alloc_finish(struct mds *s, struct mds_wait *w, struct mds_peer *peer,
+		     struct rm_handle *out)
 {
 	uint32_t islot, lslot, waited;
 	int rc;
 
 	/* the pool is full: evict, and wait (again) for capacity */
-	if (w->rc == -ENOMEM && peer && evict_on(s) && !never_fits(s, w->size)) {
+	if (w->rc == -ENOMEM && peer && evict_on(s) &&
+	    !never_fits(s, w->size)) {
 		rc = reclaim_for(s, w);
 		if (rc == -EINPROGRESS)
 			return rc; /* still parked: nothing changes */
@@ -2450,9 +2449,9 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w,
 		log_info("region %llu: %s while the resource manager "
 			 "answered; freeing it",
 			 (unsigned long long)w->h.region_id,
-			 rc == -ESTALE	 ? "the lease ended"
+			 rc == -ESTALE	? "the lease ended"
 			 : rc == -EPERM ? "its lease is another instance's"
-					 : "out of memory");
+					: "out of memory");
 		queue_free(s, &w->h);
 		flush_pending(s);
 		return rc;
@@ -2509,7 +2508,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	e = ix_find(&s->kv, &k, h);
 	if (e) {
 		pol_touch(&s->pol, e); /* a use */
-		return 0; /* first writer wins */
+		return 0;	       /* first writer wins */
 	}
 	if (too_long)
 		return -E2BIG; /* --max-key-bytes */
@@ -2711,8 +2710,8 @@ int mds_heartbeat(struct mds *s, struct mds_str inst, struct mds_str lease,
 		return 1;
 	/* a new owner needs a connection, and ending a lease makes none */
 	islot = owner_resolve(s, inst, lease, peer,
-			      !release && (!peer || peer_conn(s, peer)),
-			      &lslot, &err);
+			      !release && (!peer || peer_conn(s, peer)), &lslot,
+			      &err);
 	if (islot == IX_NO_SLOT) {
 		if (release)
 			remember_ended(s, lease);
@@ -2863,8 +2862,7 @@ static int rec_key(uint64_t tag, const struct jr_bytes *b, struct ix_key *k)
  * owners of one id are one); made when missing.  IX_NO_SLOT: @id empty, a
  * lease of another id, or -ENOMEM.
  */
-static uint32_t inst_get(struct mds *s, struct mds_str id,
-			 struct mds_str lease)
+static uint32_t inst_get(struct mds *s, struct mds_str id, struct mds_str lease)
 {
 	uint32_t lab, slot, lslot;
 	const struct mds_inst *in;
@@ -3021,8 +3019,7 @@ static uint32_t pin_owner_unnamed(struct mds *s, struct mds_str id)
 			leased = slot;
 			n++;
 		}
-	return n == 1 ? leased
-		      : inst_get(s, id, (struct mds_str){NULL, 0});
+	return n == 1 ? leased : inst_get(s, id, (struct mds_str){NULL, 0});
 }
 
 static int apply_pin(struct mds *s, const struct jr_rec *rec)
@@ -3310,8 +3307,8 @@ void mds_recovered(struct mds *s, uint64_t vnow)
 	if (s->jr) {
 		/* the size a snapshot of this state would have, so that a
 		 * journal restarts do not compact keeps its bound */
-		uint64_t avg = s->rec.records ? s->rec.bytes / s->rec.records
-					      : 64;
+		uint64_t avg =
+			s->rec.records ? s->rec.bytes / s->rec.records : 64;
 		uint64_t est = (s->kv.count + s->nregions + s->nleases +
 				s->pin_map.count + 1) *
 			       (avg ? avg : 1);
@@ -3456,8 +3453,7 @@ static void journal_failed(struct mds *s)
 
 void mds_journal_commit(struct mds *s)
 {
-	if (s->jr && (jr_dirty(s->jr) || s->jr->failed) &&
-	    jr_commit(s->jr) < 0)
+	if (s->jr && (jr_dirty(s->jr) || s->jr->failed) && jr_commit(s->jr) < 0)
 		journal_failed(s);
 }
 
@@ -3490,8 +3486,7 @@ static void snap_begin(struct mds *s)
 		const struct ix_entry *e =
 			s->ended_ring[(s->ended_pos + i) % MDS_ENDED_LEASES];
 
-		jr_put_lease_end(s->jr, (const char *)e->key,
-				 ix_entry_klen(e));
+		jr_put_lease_end(s->jr, (const char *)e->key, ix_entry_klen(e));
 	}
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next)
 		log_region(s, &s->regions[i]);
@@ -3600,8 +3595,7 @@ static void chk_entry(struct ix_entry *e, void *arg)
 }
 
 /* a holder's records point back at their positions; Return: their pins */
-static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec,
-			   bool *bad)
+static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec, bool *bad)
 {
 	uint64_t n = 0, bytes = 0;
 	uint32_t i;
@@ -3693,8 +3687,7 @@ int mds_check(struct mds *s)
 		if (!in->nregions && !in->nconns && !in->nleases &&
 		    !in->pending)
 			goto out; /* should have been collected */
-		if (in->label >= s->nlabel_slots ||
-		    !s->labels[in->label].id ||
+		if (in->label >= s->nlabel_slots || !s->labels[in->label].id ||
 		    s->labels[in->label].id_len != in->id_len ||
 		    memcmp(s->labels[in->label].id, in->id, in->id_len))
 			goto out;

@@ -78,16 +78,16 @@
  * set.  @done gives it back to the loop, which answers (mds_resume) or,
  * when @conn went away meanwhile, undoes (mds_wait_abandon); both free it.
  */
-#define MDS_HOST_MAX 64  /* a client's host name, as it reports it */
+#define MDS_HOST_MAX 64	 /* a client's host name, as it reports it */
 #define MDS_MAX_DEVS 256 /* pools told apart in GET_USAGE */
 
 struct mds_wait {
 	void (*done)(struct mds_wait *w); /* set by the loop */
 	void *arg;			  /* for @done: the loop */
-	void *conn;			  /* the loop's connection; NULL: gone */
+	void *conn; /* the loop's connection; NULL: gone */
 	/* the request */
 	struct mds_hdr hdr; /* echoed in the reply */
-	uint8_t kind;	    /* MDS_REQUEST_ALLOC, MDS_GET_STATS, MDS_GET_USAGE */
+	uint8_t kind; /* MDS_REQUEST_ALLOC, MDS_GET_STATS, MDS_GET_USAGE */
 	uint64_t size;
 	struct mds_str inst, lease; /* owns copies (ptr from malloc) */
 	int peer_fd;
@@ -159,11 +159,11 @@ struct mds_config {
 	bool owner_delete;	/* --owner-delete: live keys only by owner */
 	uint64_t inst_quota;	/* --instance-quota: bytes; 0: none */
 	/* eviction (issue 13; docs/metadata-server.md "Eviction") */
-	const char *eviction;	  /* policy name: "lru", "none"; NULL: lru */
-	uint64_t evict_grace_ns;  /* an evicted page is reused after this */
-	uint64_t evict_wait_ns;	  /* a REQUEST_ALLOC waits for capacity */
-	uint32_t evict_high_pm;	  /* background reclaim above this (per */
-	uint32_t evict_low_pm;	  /* ... mille of the pool) down to this */
+	const char *eviction;	 /* policy name: "lru", "none"; NULL: lru */
+	uint64_t evict_grace_ns; /* an evicted page is reused after this */
+	uint64_t evict_wait_ns;	 /* a REQUEST_ALLOC waits for capacity */
+	uint32_t evict_high_pm;	 /* background reclaim above this (per */
+	uint32_t evict_low_pm;	 /* ... mille of the pool) down to this */
 	/* journal (issue 14): a snapshot once it outgrows this and twice
 	 * the size right after the last one; 0: JR_SNAP_MIN */
 	uint64_t snap_min;
@@ -174,13 +174,13 @@ struct mds_config {
 
 /* What the last start recovered (GET_STATS "recovery"). */
 struct mds_recovered {
-	bool found;	     /* a journal was there: identity kept */
-	bool discarded;	     /* ... damaged before its end: not served */
+	bool found;	/* a journal was there: identity kept */
+	bool discarded; /* ... damaged before its end: not served */
 	uint64_t keys, regions, leases, pins, records, bytes;
-	uint64_t dropped_bytes;	  /* after the first bad record */
-	uint64_t regions_lost;	  /* the RM no longer had them */
-	uint64_t keys_lost;	  /* ... their keys */
-	uint64_t ms;		  /* replay and verification */
+	uint64_t dropped_bytes; /* after the first bad record */
+	uint64_t regions_lost;	/* the RM no longer had them */
+	uint64_t keys_lost;	/* ... their keys */
+	uint64_t ms;		/* replay and verification */
 };
 
 enum evict_why {
@@ -228,8 +228,8 @@ struct mds_region {
 	uint8_t kicked;	     /* ... and a waiter of its owner was answered
 			      * at once for it (holds_wanted) */
 	uint8_t hit_len;
-	uint16_t dev;	     /* its pool: mds.devs[dev - 1]; 0 unknown */
-	uint64_t quiet_at;   /* vclock: its last eviction + grace */
+	uint16_t dev;	   /* its pool: mds.devs[dev - 1]; 0 unknown */
+	uint64_t quiet_at; /* vclock: its last eviction + grace */
 	/* a LOOKUP hit's bytes up to kv_offset (h encoded once) */
 	uint8_t hit[MDS_HIT_PREFIX_MAX];
 };
@@ -239,12 +239,12 @@ struct mds_region {
  * its records in mds.pin_map, so that they go when the holder does.
  */
 struct mds_pins {
-	uint64_t uid;		/* unique per holder: the records' key */
-	uint32_t owner1;	/* instance slot + 1 (journaled); 0: a
-				 * connection's (they die with it) */
-	struct ix_entry **rec;	/* owns the array; the records are pin_map's */
+	uint64_t uid;	       /* unique per holder: the records' key */
+	uint32_t owner1;       /* instance slot + 1 (journaled); 0: a
+				* connection's (they die with it) */
+	struct ix_entry **rec; /* owns the array; the records are pin_map's */
 	uint32_t n, cap;
-	uint64_t bytes;		/* kv_length of the distinct keys pinned */
+	uint64_t bytes; /* kv_length of the distinct keys pinned */
 };
 
 /*
@@ -254,10 +254,10 @@ struct mds_pins {
 struct mds_label {
 	char *id; /* owns; NULL = free slot */
 	uint32_t id_len;
-	uint32_t nowners;   /* owners under it */
-	uint32_t first;	    /* their list (mds_inst.sib_next) */
-	uint64_t bytes;	    /* lengths of their tracked regions */
-	uint64_t pending;   /* sizes of their parked REQUEST_ALLOCs */
+	uint32_t nowners; /* owners under it */
+	uint32_t first;	  /* their list (mds_inst.sib_next) */
+	uint64_t bytes;	  /* lengths of their tracked regions */
+	uint64_t pending; /* sizes of their parked REQUEST_ALLOCs */
 	uint32_t next_free;
 	struct ix_entry *ie; /* borrows: its entry in label_map */
 };
@@ -270,20 +270,20 @@ struct mds_label {
 struct mds_inst {
 	char *id; /* owns: the instance id (its label's); NULL = free slot */
 	uint32_t id_len;
-	char *lease_id;	   /* owns: the lease it was made for; NULL: none */
+	char *lease_id; /* owns: the lease it was made for; NULL: none */
 	uint32_t lease_len;
-	uint32_t label;	   /* its slot in mds.labels */
+	uint32_t label;		     /* its slot in mds.labels */
 	uint32_t sib_prev, sib_next; /* the label's owners */
-	uint32_t nregions;   /* tracked regions it owns */
-	uint32_t npeer;	     /* ... of those LIVE without a lease */
-	uint32_t npeer_gone; /* ... of those GONE by peer detection */
-	uint32_t nconns;     /* open connections attributed to it */
-	uint32_t nleases;    /* active leases it owns */
-	uint64_t bytes;	     /* lengths of its tracked regions */
-	uint64_t pending;    /* sizes of its REQUEST_ALLOCs parked at the RM
-			      * (--instance-quota counts them; keeps it) */
+	uint32_t nregions;	     /* tracked regions it owns */
+	uint32_t npeer;		     /* ... of those LIVE without a lease */
+	uint32_t npeer_gone;	     /* ... of those GONE by peer detection */
+	uint32_t nconns;	     /* open connections attributed to it */
+	uint32_t nleases;	     /* active leases it owns */
+	uint64_t bytes;		     /* lengths of its tracked regions */
+	uint64_t pending; /* sizes of its REQUEST_ALLOCs parked at the RM
+			   * (--instance-quota counts them; keeps it) */
 	uint32_t next_free;
-	uint64_t dead_at;    /* vclock: declare dead then; 0 = not due */
+	uint64_t dead_at; /* vclock: declare dead then; 0 = not due */
 	/* the connection it was last attributed to: a cheap repeat check */
 	int last_fd; /* -1: none */
 	uint32_t last_gen;
@@ -359,11 +359,11 @@ struct mds_counters {
 	uint64_t rm_free_retries;
 	uint64_t stalls; /* stalls compensated (by the loop) */
 	uint64_t evictions[EV_NWHY], evicted_bytes[EV_NWHY];
-	uint64_t evict_bursts;	  /* reclaim passes that evicted something */
-	uint64_t cap_waits;	  /* REQUEST_ALLOCs that waited for capacity */
-	uint64_t cap_fails;	  /* ... and found none in --evict-wait */
-	uint64_t notices_sent;	  /* evicted pages told to their owners */
-	uint64_t released;	  /* regions owners gave back when asked */
+	uint64_t evict_bursts; /* reclaim passes that evicted something */
+	uint64_t cap_waits;    /* REQUEST_ALLOCs that waited for capacity */
+	uint64_t cap_fails;    /* ... and found none in --evict-wait */
+	uint64_t notices_sent; /* evicted pages told to their owners */
+	uint64_t released;     /* regions owners gave back when asked */
 	/*
 	 * Operator events (issue 17): each is one INFO log line, counted
 	 * here for metrics (GET_STATS "operator_events", with
@@ -382,23 +382,23 @@ struct mds {
 	void *rm_arg;
 	uint64_t vnow; /* virtual clock, ns */
 
-	struct ix kv;	   /* the KV index */
-	uint64_t kv_bytes; /* sum of kv_length of keys in tracked regions */
-	struct pol pol;	   /* eviction order of kv's unpinned entries */
-	uint64_t gen;	   /* last registration number handed out */
+	struct ix kv;	       /* the KV index */
+	uint64_t kv_bytes;     /* sum of kv_length of keys in tracked regions */
+	struct pol pol;	       /* eviction order of kv's unpinned entries */
+	uint64_t gen;	       /* last registration number handed out */
 	uint64_t pinned_bytes; /* kv_length of keys with pins > 0 */
 	/* REQUEST_ALLOCs waiting for capacity (FIFO through ->next) */
 	struct mds_wait *cap_head, *cap_tail;
 	uint32_t ncap;
-	uint32_t ndeferred;   /* regions emptied by eviction, FREE deferred */
-	bool any_wanted;      /* some region is marked wanted */
-	uint64_t pool_total;  /* the pool's size as last seen (0: unknown) */
-	bool cap_freed;	      /* a region was freed at the RM since the
-			       * waiters last asked it */
-	uint64_t pool_at;     /* vclock: pool_total last asked */
-	uint64_t full_at;     /* vclock: the RM last said the pool is full */
-	uint64_t reg_bytes;   /* bytes registered since reg_rate was updated */
-	uint64_t reg_rate;    /* ... per second, smoothed (headroom) */
+	uint32_t ndeferred;  /* regions emptied by eviction, FREE deferred */
+	bool any_wanted;     /* some region is marked wanted */
+	uint64_t pool_total; /* the pool's size as last seen (0: unknown) */
+	bool cap_freed;	     /* a region was freed at the RM since the
+			      * waiters last asked it */
+	uint64_t pool_at;    /* vclock: pool_total last asked */
+	uint64_t full_at;    /* vclock: the RM last said the pool is full */
+	uint64_t reg_bytes;  /* bytes registered since reg_rate was updated */
+	uint64_t reg_rate;   /* ... per second, smoothed (headroom) */
 	uint64_t burst_keys, burst_bytes, burst_last; /* for the log line */
 
 	/* the pools regions come from (GET_USAGE "devices"): paths as the
@@ -416,7 +416,7 @@ struct mds {
 	struct ix label_map;	  /* instance_id -> label slot */
 	struct mds_label *labels; /* owns */
 	uint32_t nlabel_slots, label_free;
-	struct mds_inst *insts;	  /* owns: the owners */
+	struct mds_inst *insts; /* owns: the owners */
 	uint32_t ninst_slots, inst_free;
 
 	struct ix lease_map;	  /* lease_id -> slot (active) */
@@ -537,8 +537,8 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
  * Return: 0 with *out set, -EINPROGRESS (waits again: for capacity, or
  * for the RM), MDS_RC_RECLAIMED, or -errno as mds_alloc().
  */
-int mds_alloc_finish(struct mds *s, struct mds_wait *w,
-		     struct mds_peer *peer, struct rm_handle *out);
+int mds_alloc_finish(struct mds *s, struct mds_wait *w, struct mds_peer *peer,
+		     struct rm_handle *out);
 
 /* mds_return - RETURN_ALLOC by the region's owner. Return: success */
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,

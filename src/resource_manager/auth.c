@@ -30,7 +30,6 @@
 
 #include "log.h"
 
-
 uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,
 		    uint64_t length, uint64_t nonce, const char *owner,
 		    size_t owner_len)
@@ -141,8 +140,8 @@ static int write_reader_key(struct rm *rm)
 	    !memcmp(old, rm->reader_key, sizeof(old)))
 		return 0;
 	rm_auth_key_text(rm->reader_key, text);
-	rc = state_write_atomic(rm, RM_AUTH_READER_KEY_FILE, text,
-				strlen(text), 0640);
+	rc = state_write_atomic(rm, RM_AUTH_READER_KEY_FILE, text, strlen(text),
+				0640);
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 	if (rc < 0)
@@ -171,7 +170,8 @@ int auth_load_client_key(struct rm *rm)
 	if (rc != -ENOENT) {
 		log_err("%s: %s; refusing to start (remove it to have a new "
 			"one made)",
-			path, rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
+			path,
+			rc == -EINVAL ? "not 64 hex digits" : strerror(-rc));
 		return rc;
 	}
 	rc = rm_auth_random(rm->client_key, sizeof(rm->client_key));

@@ -63,7 +63,8 @@ struct client *client_get(struct rm *rm, struct rm_str id, bool create)
 	if (id.len == 0 || id.len > RM_CLIENT_ID_MAX)
 		return NULL;
 	h = htab_hash_bytes(id.ptr, id.len);
-	htab_for_hash(&rm->clients, h, n) {
+	htab_for_hash(&rm->clients, h, n)
+	{
 		c = container_of(n, struct client, hn);
 		if (n->hash == h && c->idlen == id.len &&
 		    memcmp(c->id, id.ptr, id.len) == 0)

@@ -40,10 +40,10 @@
  * until exit; a pool another resource manager holds is refused with its
  * pid (fatal when configured; when discovered, counted as a device that
  * cannot be served, so that it never turns into an emulated pool).  Known
- * pools are never opened again (discovery skips their paths).  Files we create (the emulated pool, FS_DAX region files in
- * region.c) get --pool-mode and --pool-group (dev_file_perm), so that
- * workers that are not root can map them; device nodes are udev's
- * (docs/operations.md).
+ * pools are never opened again (discovery skips their paths).  Files we create
+ * (the emulated pool, FS_DAX region files in region.c) get --pool-mode and
+ * --pool-group (dev_file_perm), so that workers that are not root can map them;
+ * device nodes are udev's (docs/operations.md).
  *
  * Ownership: @rm->pools owns every pool.  Context: event-loop thread.
  */
@@ -249,8 +249,9 @@ static int pool_lock(struct pool *p)
 	char err[PATH_MAX + 128];
 	int rc;
 
-	p->lockfd = open(p->path, O_RDONLY | O_CLOEXEC |
-				  (p->kind == POOL_FS_DAX ? O_DIRECTORY : 0));
+	p->lockfd = open(p->path,
+			 O_RDONLY | O_CLOEXEC |
+				 (p->kind == POOL_FS_DAX ? O_DIRECTORY : 0));
 	if (p->lockfd < 0) {
 		rc = -errno;
 		log_err("pool %s: cannot open: %s", p->path, strerror(errno));
@@ -362,8 +363,8 @@ int dev_file_perm(const struct rm_config *c, int fd, const char *path)
 		rc = -errno;
 		log_err("%s: cannot set mode %04o: %s", path,
 			(unsigned)c->pool_mode, strerror(errno));
-	} else if (c->pool_gid != (gid_t)-1 && fchown(fd, (uid_t)-1,
-						      c->pool_gid) < 0) {
+	} else if (c->pool_gid != (gid_t)-1 &&
+		   fchown(fd, (uid_t)-1, c->pool_gid) < 0) {
 		rc = -errno;
 		log_err("%s: cannot give it to group %u: %s", path,
 			(unsigned)c->pool_gid, strerror(errno));
@@ -642,10 +643,10 @@ static int pool_add(struct rm *rm, struct pool *p)
 
 /* A pool list entry being discovered, kept sortable by id. */
 struct found {
-	struct pool **v;	/* owns: pools found, not yet added */
+	struct pool **v; /* owns: pools found, not yet added */
 	size_t n;
-	size_t refused;		/* devices found that cannot be served */
-	struct rm *rm;		/* borrows */
+	size_t refused; /* devices found that cannot be served */
+	struct rm *rm;	/* borrows */
 };
 
 static int cmp_pool_id(const void *a, const void *b)

@@ -55,7 +55,8 @@ static int holds_save(struct rm *rm)
 	size_t i;
 	int rc = 0;
 
-	htab_for_each(&rm->clients, i, hn, next) {
+	htab_for_each(&rm->clients, i, hn, next)
+	{
 		struct client *c = container_of(hn, struct client, hn);
 
 		if (!c->durable)
@@ -207,7 +208,8 @@ void holds_tick(struct rm *rm)
 	struct hnode *hn, *next;
 	size_t i;
 
-	htab_for_each(&rm->clients, i, hn, next) {
+	htab_for_each(&rm->clients, i, hn, next)
+	{
 		struct client *c = container_of(hn, struct client, hn);
 
 		if (!c->durable || c->nconns || !c->nallocs ||

@@ -57,9 +57,9 @@ static void rm_config_defaults(struct rm_config *c)
 	{
 		static char buf[4096];
 
-		c->state_dir = statedir_default(buf, sizeof(buf),
-						RM_DEFAULT_STATE_DIR,
-						STATEDIR_RM_NAME);
+		c->state_dir =
+			statedir_default(buf, sizeof(buf), RM_DEFAULT_STATE_DIR,
+					 STATEDIR_RM_NAME);
 	}
 	/* nothing per request at info level, so info is quiet enough */
 	c->log_level = LOG_INFO;
@@ -326,8 +326,9 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 	if (rc)
 		return rc;
 	if (c->require_auth && c->no_client_auth) {
-		fprintf(stderr, "--require-auth and --no-client-auth contradict "
-				"each other\n");
+		fprintf(stderr,
+			"--require-auth and --no-client-auth contradict "
+			"each other\n");
 		return -1;
 	}
 	if (!strcmp(c->host, "0.0.0.0"))
@@ -427,7 +428,8 @@ static int check_exposure(struct rm *rm)
 	if (!rm->cfg.insecure) {
 		log_err("refusing to listen on %s with --no-client-auth: any "
 			"host could free any region; drop --no-client-auth "
-			"(maru-server authenticates with --rm-key-file), or add "
+			"(maru-server authenticates with --rm-key-file), or "
+			"add "
 			"--insecure",
 			h);
 		return -EPERM;

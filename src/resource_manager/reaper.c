@@ -166,7 +166,8 @@ void reaper_tick(struct rm *rm)
 	const char **why = NULL;
 	size_t i, n = 0, cap = 0;
 
-	htab_for_each(&rm->clients, i, hn, next) {
+	htab_for_each(&rm->clients, i, hn, next)
+	{
 		struct client *c = container_of(hn, struct client, hn);
 		const char *r = reap_reason(rm, c, now);
 
@@ -207,7 +208,8 @@ void reaper_adopt(struct rm *rm)
 	if (!now)
 		now = 1; /* 0 means "no timer" */
 
-	htab_for_each(&rm->clients, i, hn, next) {
+	htab_for_each(&rm->clients, i, hn, next)
+	{
 		c = container_of(hn, struct client, hn);
 		if (!c->nallocs || c->durable)
 			continue;
@@ -217,7 +219,8 @@ void reaper_adopt(struct rm *rm)
 		 * covers maru-server's default lease TTL until it
 		 * authenticates again (and declares its own) */
 		c->hold_ms = (uint32_t)rm->cfg.recovered_hold * 1000u;
-		if (c->local && client_read_stat(c->pid, &st, &c->starttime) < 0)
+		if (c->local &&
+		    client_read_stat(c->pid, &st, &c->starttime) < 0)
 			c->starttime = 0;
 	}
 }

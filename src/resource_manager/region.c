@@ -34,7 +34,8 @@ struct region *region_find(struct rm *rm, uint64_t id)
 	struct hnode *n;
 	struct region *r;
 
-	htab_for_hash(&rm->regions, htab_hash_u64(id), n) {
+	htab_for_hash(&rm->regions, htab_hash_u64(id), n)
+	{
 		r = container_of(n, struct region, hn);
 		if (r->id == id)
 			return r;

@@ -42,10 +42,10 @@
 #define RM_DEFAULT_POOL "/dev/shm/maru-pool"
 #define RM_SECRET_SIZE 32
 #define RM_HOLD_MAX_MS 600000 /* longest hold a client may ask (AUTH) */
-#define RM_IDEM_MAX 1024     /* idempotency cache entries */
-#define RM_IDEM_TTL_MS 60000 /* idempotency cache lifetime */
-#define RM_REAPER_MS 1000    /* reaper / cron period */
-#define RM_RESCAN_MS 10000   /* rescan period while no pool exists */
+#define RM_IDEM_MAX 1024      /* idempotency cache entries */
+#define RM_IDEM_TTL_MS 60000  /* idempotency cache lifetime */
+#define RM_REAPER_MS 1000     /* reaper / cron period */
+#define RM_RESCAN_MS 10000    /* rescan period while no pool exists */
 #define RM_WAL_NAME "maru-resource-manager.wal"
 #define RM_WAL_LEGACY_NAME "maru_resourced.wal"
 
@@ -148,7 +148,7 @@ struct rm_counters {
 	uint64_t reaped_clients; /* clients whose regions the reaper freed */
 	uint64_t reaped_regions; /* ... and those regions */
 	uint64_t reaped_bytes;
-	uint64_t checkpoints;	 /* checkpoints written */
+	uint64_t checkpoints;	   /* checkpoints written */
 	uint64_t released_regions; /* regions freed by RELEASE_REQ */
 };
 
@@ -338,7 +338,6 @@ uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,
 bool auth_check(const struct rm *rm, const struct region *r,
 		const struct rm_handle *h);
 
-
 /* ---- state.c ---- */
 
 /**
@@ -477,7 +476,6 @@ void holds_flush(struct rm *rm);
 
 /* holds_tick - the cron: name held owners that are away, hourly */
 void holds_tick(struct rm *rm);
-
 
 /* ---- server.c ---- */
 

@@ -22,16 +22,16 @@
  * Input errors follow upstream exactly: bad magic/version -> ERROR_RESP
  * -EPROTO "bad header" and close; payload_len > 8192 -> -EMSGSIZE and
  * close; unknown type -> -ENOSYS and close; per-message checks
- * (docs/protocol.md §1) keep or close the connection as listed there.  EOF (including a liveness probe
- * that connects and closes) closes silently.  A message that stays partial
- * for --msg-timeout seconds (slow loris) is dropped by server_cron().
- * A connection that has not sent one request in --idle-timeout seconds
- * after its accept is closed; at --max-clients a new connection takes the
- * place of the anonymous (no client id) idle one idle the longest, STATS
- * pollers included (they reconnect): silent sockets cannot lock clients
- * out (issue 12).  Nothing else is timed out for idleness: maru-server's
- * session may sit idle, without a client id, for as long as it owns
- * nothing.
+ * (docs/protocol.md §1) keep or close the connection as listed there.  EOF
+ * (including a liveness probe that connects and closes) closes silently.  A
+ * message that stays partial for --msg-timeout seconds (slow loris) is dropped
+ * by server_cron(). A connection that has not sent one request in
+ * --idle-timeout seconds after its accept is closed; at --max-clients a new
+ * connection takes the place of the anonymous (no client id) idle one idle the
+ * longest, STATS pollers included (they reconnect): silent sockets cannot lock
+ * clients out (issue 12).  Nothing else is timed out for idleness:
+ * maru-server's session may sit idle, without a client id, for as long as it
+ * owns nothing.
  *
  * Ownership: @rm owns the connections (a doubly linked list); a
  * connection owns its fd and output buffer and borrows its pinned client
@@ -88,8 +88,8 @@ struct conn {
 	uint32_t auth_hold_ms;		    /* ... and the hold it asked */
 	uint32_t auth_write_ms;		    /* ... and its clients' window */
 	bool told_unpinned;		    /* logged once (check_client) */
-	char peer[32];	       /* "a.b.c.d:port" for logs */
-	uint32_t addr;	       /* the peer's IPv4 address, network order */
+	char peer[32];			    /* "a.b.c.d:port" for logs */
+	uint32_t addr; /* the peer's IPv4 address, network order */
 	struct conn *prev, *next;
 };
 
@@ -215,7 +215,8 @@ static bool check_client(struct conn *c, struct rm_str id, bool required)
 	 * owner's regions against the reaper) */
 	if (!required && !c->rm->cfg.no_client_auth &&
 	    (c->auth != AUTH_OK || c->reader)) {
-		struct client *cl = id.len ? client_get(c->rm, id, false) : NULL;
+		struct client *cl =
+			id.len ? client_get(c->rm, id, false) : NULL;
 
 		if (cl && cl->nallocs && !c->told_unpinned) {
 			log_warn("conn %s: names owner %.*s without "
@@ -309,9 +310,10 @@ static bool idem_begin(struct conn *c, int dec, const char *why,
 	if (!c->rm->cfg.no_client_auth && (c->auth != AUTH_OK || c->reader)) {
 		reply_error(c, -EACCES,
 			    c->reader ? "a reader key may not ALLOC or FREE"
-				      : RM_AUTH_REQUIRED " (AUTH_REQ with "
-					"the key in the state directory's "
-					"client.key)",
+				      : RM_AUTH_REQUIRED
+				    " (AUTH_REQ with "
+				    "the key in the state directory's "
+				    "client.key)",
 			    false);
 		return false;
 	}
@@ -373,8 +375,8 @@ static void handle_free(struct conn *c, const uint8_t *p, size_t len)
 	} else {
 		status = region_free(c->rm, r, req.request_id, "free");
 	}
-	idem_store(c->rm, RM_FREE_REQ, c->client->id, req.request_id, status,
-		   0, 0);
+	idem_store(c->rm, RM_FREE_REQ, c->client->id, req.request_id, status, 0,
+		   0);
 	if (rm_encode_free_resp(&c->out, status) < 0)
 		c->close_after_write = true;
 }
@@ -436,8 +438,9 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 	if (req.step == 1) {
 		if (!req.client_id.len || c->auth != AUTH_NONE) {
 			reply_error(c, -EPROTO,
-				    req.client_id.len ? "auth: already begun"
-						      : "auth: missing client_id",
+				    req.client_id.len
+					    ? "auth: already begun"
+					    : "auth: missing client_id",
 				    true);
 			return;
 		}
@@ -470,8 +473,8 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			return;
 		}
 		id = rm_str_from(c->auth_id);
-		if (rm_auth_mac(conn_key(c), RM_AUTH_CLIENT, c->cn, c->sn,
-				id, want) < 0 ||
+		if (rm_auth_mac(conn_key(c), RM_AUTH_CLIENT, c->cn, c->sn, id,
+				want) < 0 ||
 		    !rm_auth_equal(want, req.data)) {
 			log_warn("conn %s: authentication as %s failed (wrong "
 				 "key)",
@@ -488,8 +491,8 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			goto out;
 		}
 		if (conn_pin(c, id) < 0) {
-			reply_error(c, -EPERM, "client_id mismatch on connection",
-				    true);
+			reply_error(c, -EPERM,
+				    "client_id mismatch on connection", true);
 			return;
 		}
 		c->auth = AUTH_OK;
@@ -497,8 +500,8 @@ static void handle_auth(struct conn *c, const uint8_t *p, size_t len)
 			/* until it returns (holds.c): recorded before we say
 			 * yes; if we cannot, the longest timed hold */
 			c->client->hold_ms = RM_HOLD_MAX_MS;
-			if (holds_declare(c->rm, c->client,
-					  c->auth_write_ms) < 0)
+			if (holds_declare(c->rm, c->client, c->auth_write_ms) <
+			    0)
 				log_err("client %s: its regions are held %d s "
 					"after it goes, not until it returns "
 					"(holds.meta cannot be written)",
@@ -534,7 +537,8 @@ static void handle_owners(struct conn *c)
 	int rc;
 
 	rc = rm_encode_owners_begin(&c->out, &start);
-	htab_for_each(&c->rm->clients, i, hn, next) {
+	htab_for_each(&c->rm->clients, i, hn, next)
+	{
 		struct client *cl = container_of(hn, struct client, hn);
 		struct rm_owner o = {
 			.id = {cl->id, cl->idlen},
@@ -543,8 +547,8 @@ static void handle_owners(struct conn *c)
 					   : (uint32_t)cl->nallocs,
 			.connections = cl->nconns,
 			.bytes = cl->bytes,
-			.hold_ms = cl->durable ? RM_HOLD_UNTIL_BACK
-					       : cl->hold_ms,
+			.hold_ms =
+				cl->durable ? RM_HOLD_UNTIL_BACK : cl->hold_ms,
 			.away_since = cl->nconns ? 0 : cl->away_s,
 		};
 
@@ -589,8 +593,9 @@ static void handle_release(struct conn *c, const uint8_t *p, size_t len)
 	if (c->auth != AUTH_OK || c->reader) {
 		reply_error(c, -EACCES,
 			    c->reader ? "a reader key may not RELEASE"
-				      : RM_AUTH_REQUIRED " to RELEASE "
-					"(AUTH_REQ with client.key)",
+				      : RM_AUTH_REQUIRED
+				    " to RELEASE "
+				    "(AUTH_REQ with client.key)",
 			    false);
 		return;
 	}
@@ -650,7 +655,8 @@ static uint64_t held_away(struct rm *rm)
 	uint64_t n = 0;
 	size_t i;
 
-	htab_for_each(&rm->clients, i, hn, next) {
+	htab_for_each(&rm->clients, i, hn, next)
+	{
 		struct client *c = container_of(hn, struct client, hn);
 
 		n += c->durable && !c->nconns && c->nallocs;
@@ -688,8 +694,7 @@ int server_counters_encode(struct rm *rm, struct buf *out)
 	_Static_assert(sizeof(names) / sizeof(names[0]) ==
 			       sizeof(v) / sizeof(v[0]),
 		       "a value per name");
-	return rm_encode_counters_resp(out, names, v,
-				       sizeof(v) / sizeof(v[0]));
+	return rm_encode_counters_resp(out, names, v, sizeof(v) / sizeof(v[0]));
 }
 
 /* One complete request is in c->in: answer it into c->out. */
@@ -703,7 +708,8 @@ static void conn_process(struct conn *c)
 	if (c->rm->cfg.require_auth && c->auth != AUTH_OK &&
 	    c->hdr.type != RM_AUTH_REQ) {
 		reply_error(c, -EACCES,
-			    RM_AUTH_REQUIRED " for every request "
+			    RM_AUTH_REQUIRED
+			    " for every request "
 			    "(--require-auth): AUTH_REQ with client.key or "
 			    "reader.key",
 			    false);
@@ -1058,7 +1064,8 @@ void server_cron(struct rm *rm)
 	for (c = rm->conns; c; c = next) {
 		next = c->next;
 		if (!c->served && anonymous_idle(c) && rm->cfg.idle_timeout &&
-		    now - c->seen_ms >= (uint64_t)rm->cfg.idle_timeout * 1000u) {
+		    now - c->seen_ms >=
+			    (uint64_t)rm->cfg.idle_timeout * 1000u) {
 			log_info("conn %s: no request in %d s: closed", c->peer,
 				 rm->cfg.idle_timeout);
 			conn_close(c, NULL);

@@ -61,8 +61,7 @@
  * Read a whole file of the state dir.  Return: 0 (@out owns a malloc()ed
  * copy, possibly NULL when empty), -ENOENT if missing, or -errno.
  */
-int state_read_file(struct rm *rm, const char *name, uint8_t **out,
-		    size_t *len)
+int state_read_file(struct rm *rm, const char *name, uint8_t **out, size_t *len)
 {
 	struct stat st;
 	uint8_t *data = NULL;
@@ -501,9 +500,9 @@ int state_dir_open(struct rm *rm)
 		return rc;
 	}
 	/* one resource manager per state directory */
-	rm->state_lockfd = statedir_lock(rm->state_dirfd, rm->cfg.state_dir,
-					 "maru-resource-manager", err,
-					 sizeof(err));
+	rm->state_lockfd =
+		statedir_lock(rm->state_dirfd, rm->cfg.state_dir,
+			      "maru-resource-manager", err, sizeof(err));
 	if (rm->state_lockfd < 0) {
 		log_err("%s: refusing to start", err);
 		return rm->state_lockfd;
@@ -671,8 +670,7 @@ int state_checkpoint(struct rm *rm)
 		rc = state_pool_meta_encode(&b, p->id, p->total_size, p->ext,
 					    p->next);
 		if (rc == 0)
-			rc = state_write_atomic(rm, name, b.data, b.len,
-						0600);
+			rc = state_write_atomic(rm, name, b.data, b.len, 0600);
 	}
 	if (rc < 0)
 		goto out;

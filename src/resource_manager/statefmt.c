@@ -380,9 +380,9 @@ int state_holds_encode(struct buf *b, const struct state_hold *h, size_t n)
 		put_u64le(r + STATE_OWNER_SIZE, h[i].away_since);
 		put_u32le(r + STATE_OWNER_SIZE + 8, h[i].write_ms);
 	}
-	put_u32le(p + 8, n ? crc32_buf(p + HOLDS_META_HDR_SIZE,
-				       n * HOLDS_REC_SIZE)
-			   : 0);
+	put_u32le(p + 8,
+		  n ? crc32_buf(p + HOLDS_META_HDR_SIZE, n * HOLDS_REC_SIZE)
+		    : 0);
 	b->len += size;
 	return 0;
 }

@@ -53,7 +53,7 @@ static int fake_usage(void *arg, bool dax_only, uint64_t *total,
 }
 
 static const struct mds_rm_ops fake_rm = {fake_alloc, fake_free, fake_usage,
-					 NULL};
+					  NULL};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

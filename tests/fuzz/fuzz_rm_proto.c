@@ -38,13 +38,13 @@ static void check_alloc_req(const uint8_t *p, size_t n)
 		a.request_id = 0;
 	if (rm_encode_alloc_req(&out, &a) == 0) {
 		CHECK(rm_hdr_decode(out.data, out.len, RM_MAX_PAYLOAD * 2,
-				     &h) == RM_HDR_SIZE);
+				    &h) == RM_HDR_SIZE);
 		CHECK(rm_decode_alloc_req(out.data + RM_HDR_SIZE,
-					   out.len - RM_HDR_SIZE, &b,
-					   &why) == 0);
+					  out.len - RM_HDR_SIZE, &b,
+					  &why) == 0);
 		CHECK(a.size == b.size && rm_str_eq(a.dax_path, b.dax_path) &&
-		       rm_str_eq(a.client_id, b.client_id) &&
-		       a.request_id == b.request_id);
+		      rm_str_eq(a.client_id, b.client_id) &&
+		      a.request_id == b.request_id);
 	}
 	buf_free(&out);
 }
@@ -63,7 +63,8 @@ static void check_auth_req(const uint8_t *p, size_t n)
 	if (rm_encode_auth_req(&out, &a) == 0) {
 		CHECK(rm_decode_auth_req(out.data + RM_HDR_SIZE,
 					 out.len - RM_HDR_SIZE, &b, &why) == 0);
-		CHECK(a.step == b.step && !memcmp(a.data, b.data, sizeof(a.data)) &&
+		CHECK(a.step == b.step &&
+		      !memcmp(a.data, b.data, sizeof(a.data)) &&
 		      rm_str_eq(a.client_id, b.client_id) &&
 		      b.hold_ms == (a.client_id.len ? a.hold_ms : 0) &&
 		      b.write_ms == (a.client_id.len ? a.write_ms : 0));
@@ -113,9 +114,8 @@ static void check_owners_resp(const uint8_t *p, size_t n)
 	while (k-- && rm_owners_next(&r, &cur, &o) == 1) {
 		CHECK(rm_owners_next(&r2, &cur2, &o2) == 1);
 		CHECK(rm_str_eq(o.id, o2.id) && o.regions == o2.regions &&
-		      o.connections == o2.connections &&
-		      o.bytes == o2.bytes && o.hold_ms == o2.hold_ms &&
-		      o.away_since == o2.away_since);
+		      o.connections == o2.connections && o.bytes == o2.bytes &&
+		      o.hold_ms == o2.hold_ms && o.away_since == o2.away_since);
 	}
 	buf_free(&out);
 }
@@ -176,7 +176,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			touch(fr.client_id);
 		break;
 	case 3:
-		if (rm_decode_get_access_req(data + 1, size - 1, &gr, &why) == 0)
+		if (rm_decode_get_access_req(data + 1, size - 1, &gr, &why) ==
+		    0)
 			touch(gr.client_id);
 		break;
 	case 4:

@@ -16,10 +16,10 @@
  * The writer publishes the keys (si_insert, si_remove of every fourth),
  * a superblock names the table, the patches are applied, and then every
  * key and some absent ones are looked up, one by one and as a batch
- * (without and with the hints), and re-checked.  Without patches the answers must be right (a published key
- * hits with its location, a removed or absent one never hits); with them
- * only that nothing is read outside the area (ASan) and every answer is
- * one of the three.
+ * (without and with the hints), and re-checked.  Without patches the answers
+ * must be right (a published key hits with its location, a removed or absent
+ * one never hits); with them only that nothing is read outside the area (ASan)
+ * and every answer is one of the three.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -134,27 +134,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(r == SI_HIT || r == SI_MISS || r == SI_ASK);
 		if (!patched && i < n && placed[i] && r == SI_HIT)
 			CHECK(hit.gen == i + 1 && hit.kv_offset == i * 64 &&
-			      hit.slot >= 1 && hit.slot <= t.n_groups * SI_GROUP);
+			      hit.slot >= 1 &&
+			      hit.slot <= t.n_groups * SI_GROUP);
 		if (!patched && i < n && placed[i])
 			CHECK(r != SI_MISS);
 		if (!patched && (i >= n || !placed[i]))
 			CHECK(r != SI_HIT);
 	}
-	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t (*)[SI_DIGEST])dg, NULL,
+	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t(*)[SI_DIGEST])dg, NULL,
 			res, hits, &st);
 	for (i = 0; i < n + 8; i++) {
-		CHECK(res[i] == SI_HIT || res[i] == SI_MISS || res[i] == SI_ASK);
+		CHECK(res[i] == SI_HIT || res[i] == SI_MISS ||
+		      res[i] == SI_ASK);
 		if (!patched && i < n && placed[i])
 			CHECK(res[i] != SI_MISS);
 	}
-	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t (*)[SI_DIGEST])dg,
+	si_lookup_batch(&rm, &lay, n + 8, (const uint8_t(*)[SI_DIGEST])dg,
 			hints, res, hits, &st);
 	for (i = 0; i < n + 8; i++) {
-		CHECK(res[i] == SI_HIT || res[i] == SI_MISS || res[i] == SI_ASK);
+		CHECK(res[i] == SI_HIT || res[i] == SI_MISS ||
+		      res[i] == SI_ASK);
 		if (!patched && i < n && placed[i])
 			CHECK(res[i] != SI_MISS);
 		if (!patched && i < n && placed[i] && res[i] == SI_HIT)
-			CHECK(hits[i].gen == i + 1 && hits[i].kv_offset == i * 64);
+			CHECK(hits[i].gen == i + 1 &&
+			      hits[i].kv_offset == i * 64);
 		if (!patched && (i >= n || !placed[i]))
 			CHECK(res[i] != SI_HIT);
 	}

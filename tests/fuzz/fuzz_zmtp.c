@@ -72,8 +72,8 @@ static void check_frame(const uint8_t *p, size_t n, ssize_t used,
 		if (f->len <= 300) {
 			memcpy(tmp, hdr, hl);
 			memcpy(tmp + hl, f->data, f->len);
-			CHECK(zmtp_parse(tmp, hl + f->len, MAX_BODY, &g, NULL) ==
-			      used);
+			CHECK(zmtp_parse(tmp, hl + f->len, MAX_BODY, &g,
+					 NULL) == used);
 			CHECK(g.flags == f->flags && g.len == f->len &&
 			      !memcmp(g.data, f->data, f->len));
 		}
@@ -161,7 +161,8 @@ static int frames(const uint8_t *data, size_t size)
 			break;
 		}
 		CHECK((size_t)used <= size - at);
-		CHECK(f.data >= data + at && f.data + f.len <= data + at + used);
+		CHECK(f.data >= data + at &&
+		      f.data + f.len <= data + at + used);
 		check_frame(data + at, size - at, used, &f);
 		at += (size_t)used;
 	}

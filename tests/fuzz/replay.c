@@ -53,7 +53,8 @@ int main(int argc, char **argv)
 			char path[4096];
 			struct stat st;
 
-			snprintf(path, sizeof(path), "%s/%s", argv[i], e->d_name);
+			snprintf(path, sizeof(path), "%s/%s", argv[i],
+				 e->d_name);
 			if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
 				continue;
 			if (replay_file(path) < 0) {

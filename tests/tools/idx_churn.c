@@ -169,8 +169,8 @@ static int writer(const char *url, const char *id, int nkeys, double secs,
 			fails++;
 		}
 	}
-	printf("{\"role\": \"%s\", \"stores\": %" PRIu64 ", \"deletes\": %" PRIu64
-	       ", \"fails\": %" PRIu64 "}\n",
+	printf("{\"role\": \"%s\", \"stores\": %" PRIu64
+	       ", \"deletes\": %" PRIu64 ", \"fails\": %" PRIu64 "}\n",
 	       evictor ? "evictor" : "writer", stores, deletes, fails);
 	maru_handler_free(h);
 	free(stored);
@@ -183,8 +183,8 @@ struct spec {
 	int n;
 };
 
-static int reader(const char *url, double secs, bool recheck,
-		  struct spec *sp, int nsp)
+static int reader(const char *url, double secs, bool recheck, struct spec *sp,
+		  int nsp)
 {
 	struct maru_handler *h = connect_to(url, NULL, 4 * PAGE, PAGE, true);
 	uint64_t seed = now_ns() | 1, end, lookups = 0, hits = 0, wrong = 0,
@@ -253,8 +253,8 @@ int main(int argc, char **argv)
 	struct spec sp[16];
 	int i, n = 0;
 
-	if (argc >= 6 && (!strcmp(argv[1], "writer") ||
-			  !strcmp(argv[1], "evictor")))
+	if (argc >= 6 &&
+	    (!strcmp(argv[1], "writer") || !strcmp(argv[1], "evictor")))
 		return writer(argv[2], argv[3], atoi(argv[4]), atof(argv[5]),
 			      argv[1][0] == 'e');
 	if (argc >= 6 && !strcmp(argv[1], "reader")) {
@@ -274,7 +274,8 @@ int main(int argc, char **argv)
 		return reader(argv[2], atof(argv[3]), atoi(argv[4]) != 0, sp,
 			      n);
 	}
-	fprintf(stderr, "usage: idx_churn writer|evictor URL ID NKEYS SECONDS\n"
-			"       idx_churn reader URL SECONDS RECHECK SPEC...\n");
+	fprintf(stderr,
+		"usage: idx_churn writer|evictor URL ID NKEYS SECONDS\n"
+		"       idx_churn reader URL SECONDS RECHECK SPEC...\n");
 	return 2;
 }

@@ -137,8 +137,8 @@ static void test_enc_requests(void **state)
 	int i;
 
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
-	assert_int_equal(maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1", 0),
-			 0);
+	assert_int_equal(
+		maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1", 0), 0);
 	o = unpack(&m, &u);
 	assert_int_equal(map_get(&o, "size")->via.u64, 1ull << 40);
 	v = map_get(&o, "lease_id");

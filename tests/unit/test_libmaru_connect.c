@@ -65,8 +65,8 @@ static int tcp_socket(int backlog, int *port)
 	return fd;
 }
 
-static struct maru_handler *handler(int port, int timeout_ms,
-				    struct sink *s, int prio)
+static struct maru_handler *handler(int port, int timeout_ms, struct sink *s,
+				    int prio)
 {
 	struct maru_config *cfg;
 	struct maru_handler *h;
@@ -160,8 +160,9 @@ static void test_http_peer(void **state)
 	assert_int_equal(pthread_create(&t, NULL, http_peer, &fd), 0);
 	assert_int_equal(maru_handler_connect(h), -EPROTO);
 	pthread_join(t, NULL);
-	check_cause(h, port, "does not speak the Maru metadata protocol "
-			     "(ZMTP greeting expected, got \"HTTP/1.0 200 OK\")",
+	check_cause(h, port,
+		    "does not speak the Maru metadata protocol "
+		    "(ZMTP greeting expected, got \"HTTP/1.0 200 OK\")",
 		    &s, false);
 	maru_handler_free(h);
 	close(fd);

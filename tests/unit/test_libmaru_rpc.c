@@ -47,16 +47,16 @@ struct job {
 
 static void note_err(struct job *j, int rc)
 {
-	const char *name = rc == -ETIMEDOUT	? "ETIMEDOUT"
-			   : rc == -ECONNRESET	? "ECONNRESET"
-			   : rc == -EPROTO	? "EPROTO"
-			   : rc == -ENOMEM	? "ENOMEM"
-						: "OTHER";
+	const char *name = rc == -ETIMEDOUT    ? "ETIMEDOUT"
+			   : rc == -ECONNRESET ? "ECONNRESET"
+			   : rc == -EPROTO     ? "EPROTO"
+			   : rc == -ENOMEM     ? "ENOMEM"
+					       : "OTHER";
 	size_t n = strlen(j->errs);
 
 	if (n + strlen(name) + 2 < sizeof(j->errs))
-		snprintf(j->errs + n, sizeof(j->errs) - n, "%s%s",
-			 n ? "," : "", name);
+		snprintf(j->errs + n, sizeof(j->errs) - n, "%s%s", n ? "," : "",
+			 name);
 }
 
 static void *worker(void *arg)
@@ -123,7 +123,8 @@ static void run(int threads, int calls, size_t size)
 		if (jobs[i].max_ns > max_ns)
 			max_ns = jobs[i].max_ns;
 		n = strlen(errs);
-		if (jobs[i].errs[0] && n + strlen(jobs[i].errs) + 2 < sizeof(errs))
+		if (jobs[i].errs[0] &&
+		    n + strlen(jobs[i].errs) + 2 < sizeof(errs))
 			snprintf(errs + n, sizeof(errs) - n, "%s%s",
 				 n ? "," : "", jobs[i].errs);
 	}
@@ -144,8 +145,9 @@ int main(int argc, char **argv)
 	size_t size;
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: %s URL req|dealer TIMEOUT_MS "
-				"[MAX_INFLIGHT]\n",
+		fprintf(stderr,
+			"usage: %s URL req|dealer TIMEOUT_MS "
+			"[MAX_INFLIGHT]\n",
 			argv[0]);
 		return 2;
 	}

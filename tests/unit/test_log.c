@@ -43,8 +43,8 @@ static void test_plain(void **state)
 	assert_int_equal(n, 24 + strlen(" info maru-server: ready\n"));
 	assert_timestamp(line);
 	assert_string_equal(line + 24, " info maru-server: ready\n");
-	n = log_format_line(line, sizeof(line), LOG_FMT_PLAIN, LOG_WARNING,
-			    "x", "w");
+	n = log_format_line(line, sizeof(line), LOG_FMT_PLAIN, LOG_WARNING, "x",
+			    "w");
 	line[n] = '\0';
 	assert_string_equal(line + 24, " warn x: w\n");
 	n = log_format_line(line, sizeof(line), LOG_FMT_PLAIN, LOG_ERR, "x",

@@ -97,9 +97,9 @@ static uint64_t recv_msg(msgpack_unpacked *up)
 	assert_non_null(payload);
 	memcpy(payload, zmq_msg_data(&m), zmq_msg_size(&m));
 	msgpack_unpacked_init(up);
-	assert_int_equal(msgpack_unpack_next(up, payload, zmq_msg_size(&m),
-					     NULL),
-			 MSGPACK_UNPACK_SUCCESS);
+	assert_int_equal(
+		msgpack_unpack_next(up, payload, zmq_msg_size(&m), NULL),
+		MSGPACK_UNPACK_SUCCESS);
 	zmq_msg_close(&m);
 	assert_int_equal(up->data.type, MSGPACK_OBJECT_MAP);
 	return s;

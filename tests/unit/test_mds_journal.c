@@ -88,7 +88,8 @@ static void open_store(struct mds *s, struct jr *j, struct jr_recovery *rec)
 	if (rec->found)
 		memcpy(s->server_id, j->server_id, sizeof(s->server_id));
 	else
-		snprintf(s->server_id, sizeof(s->server_id), "0123456789abcdef");
+		snprintf(s->server_id, sizeof(s->server_id),
+			 "0123456789abcdef");
 	assert_int_equal(jr_start(j, s->server_id), 0);
 	s->jr = j;
 	if (rec->found)
@@ -186,14 +187,13 @@ static char *dump(struct mds *s)
 
 		/* an owner with a lease by its lease (one that ended has
 		 * only what a restart gives the id's lease-less owner) */
-		const char *who = s->insts[i].nleases ? s->insts[i].lease_id
-						      : "-";
+		const char *who =
+			s->insts[i].nleases ? s->insts[i].lease_id : "-";
 
 		if (!s->insts[i].id)
 			continue;
 		add(&d, "I %s/%s regions%u leases%u", s->insts[i].id,
-		    who ? who : "-", s->insts[i].nregions,
-		    s->insts[i].nleases);
+		    who ? who : "-", s->insts[i].nregions, s->insts[i].nleases);
 		for (j = 0; j < hp->n; j++) {
 			struct ix_entry *e;
 			uint64_t entry;
@@ -205,8 +205,8 @@ static char *dump(struct mds *s)
 			    (unsigned long long)hp->rec[j]->off);
 		}
 	}
-	add(&d, "G kv%llu bytes%llu pinned%llu", (unsigned long long)s->kv.count,
-	    (unsigned long long)s->kv_bytes,
+	add(&d, "G kv%llu bytes%llu pinned%llu",
+	    (unsigned long long)s->kv.count, (unsigned long long)s->kv_bytes,
 	    (unsigned long long)s->pinned_bytes);
 	qsort(d.v, d.n, sizeof(*d.v), cmp_str);
 	for (k = 0; k < d.n; k++)
@@ -225,15 +225,15 @@ static char *dump(struct mds *s)
 
 /* ---- a load ---- */
 
-static struct mds_str S(const char *p)
-{
+static struct mds_str S(const char *p) {
 	return (struct mds_str){p, (uint32_t)strlen(p)};
 }
 
-static struct mds_key key(const char *k)
+static struct mds_key
+key(const char *k)
 {
-	struct mds_key x = {(const uint8_t *)k, (uint32_t)strlen(k), IX_STR,
-			    {0}};
+	struct mds_key x = {
+		(const uint8_t *)k, (uint32_t)strlen(k), IX_STR, {0}};
 
 	return x;
 }
@@ -253,8 +253,7 @@ static struct mds_peer inst_on(struct mds *s, int fd, const char *inst,
 	struct mds_peer p = {fd, (uint64_t)fd * 7919, NULL, NULL};
 
 	mds_conn_open(s, fd);
-	assert_int_equal(mds_heartbeat(s, S(inst), S(lease), false, false,
-				       &p),
+	assert_int_equal(mds_heartbeat(s, S(inst), S(lease), false, false, &p),
 			 0);
 	return p;
 }
@@ -289,9 +288,14 @@ static void load(struct mds *s, int round)
 
 	for (i = 0; i < 300; i++) {
 		snprintf(k, sizeof(k), "r%d-key-%d", round, i);
-		reg(s, k, i % 3 == 0 ? ra : i % 3 == 1 ? rb : rc,
+		reg(s, k,
+		    i % 3 == 0	 ? ra
+		    : i % 3 == 1 ? rb
+				 : rc,
 		    (uint64_t)(i / 3) * 4096, 4096,
-		    i % 3 == 0 ? &a : i % 3 == 1 ? &b : NULL);
+		    i % 3 == 0	 ? &a
+		    : i % 3 == 1 ? &b
+				 : NULL);
 	}
 	/* a key of a region nobody tracks never resolves, but is kept */
 	snprintf(k, sizeof(k), "r%d-untracked", round);
@@ -708,9 +712,9 @@ static void test_shared_instance_id(void **state)
 	/* each lease's owner: one region and its pins */
 	mds_conn_open(&s, 50);
 	mds_conn_open(&s, 51);
-	assert_int_equal(mds_heartbeat(&s, S("shared"), S("lease-1"), true,
-				       false, &p1),
-			 0);
+	assert_int_equal(
+		mds_heartbeat(&s, S("shared"), S("lease-1"), true, false, &p1),
+		0);
 	recover_equal(&s, &j, &r);
 	close_store(&s, &j);
 }
@@ -730,8 +734,7 @@ static const uint8_t legacy_journal[] = {
 	0x01, 0xa1, 0x58, 0xa1, 0x4c, 0x01, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x24,
 	0xaf, 0xb5, 0x9c, 0x97, 0x09, 0x00, 0xc4, 0x01, 0x6b, 0x01, 0x00, 0xcd,
 	0x10, 0x00, 0x01, 0x09, 0x00, 0x00, 0x00, 0x55, 0xcc, 0x83, 0x33, 0x95,
-	0x0b, 0xa1, 0x58, 0x00, 0xc4, 0x01, 0x6b, 0x01
-};
+	0x0b, 0xa1, 0x58, 0x00, 0xc4, 0x01, 0x6b, 0x01};
 
 static void test_legacy_pin_record(void **state)
 {
@@ -754,8 +757,7 @@ static void test_legacy_pin_record(void **state)
 	assert_int_equal(s.kv.count, 1);
 	assert_int_equal(s.pin_map.count, 1);
 	assert_int_equal(s.insts[s.regions[s.reg_head].owner].nleases, 1);
-	assert_string_equal(s.insts[s.regions[s.reg_head].owner].lease_id,
-			    "L");
+	assert_string_equal(s.insts[s.regions[s.reg_head].owner].lease_id, "L");
 	close_store(&s, &j);
 }
 
@@ -782,13 +784,11 @@ static void test_lease_id_taken_again(void **state)
 	p = inst_on(&s, 60, "X", "L");
 	rid = alloc(&s, "X", "L", &p);
 	reg(&s, "k", rid, 0, 4096, &p);
-	assert_int_equal(mds_heartbeat(&s, S("X"), S("L"), true, false, &p),
-			 0);
+	assert_int_equal(mds_heartbeat(&s, S("X"), S("L"), true, false, &p), 0);
 	for (i = 0; i < MDS_ENDED_LEASES + 4; i++) {
 		snprintf(l, sizeof(l), "junk-%d", i);
-		assert_int_equal(mds_heartbeat(&s, S("Z"), S(l), true, false,
-					       NULL),
-				 0);
+		assert_int_equal(
+			mds_heartbeat(&s, S("Z"), S(l), true, false, NULL), 0);
 	}
 	(void)inst_on(&s, 61, "Y", "L");
 	assert_true(mds_pin(&s, &x, &p));
@@ -913,9 +913,9 @@ static void test_frames(void **state)
 			 -EPROTO);
 	assert_int_equal(jr_decode((const uint8_t *)"\x92\x0c\x05", 3, &rec),
 			 -EPROTO);
-	assert_int_equal(jr_decode((const uint8_t *)"\x92\x08\x05\x00", 4,
-				   &rec),
-			 -EPROTO);
+	assert_int_equal(
+		jr_decode((const uint8_t *)"\x92\x08\x05\x00", 4, &rec),
+		-EPROTO);
 	assert_int_equal(jr_decode((const uint8_t *)"\x92\x08\xc0", 3, &rec),
 			 -EPROTO);
 }
@@ -967,10 +967,9 @@ static void test_crc_is_zlibs(void **state)
 			const msgpack_object *a;
 
 			msgpack_unpacked_init(&u);
-			assert_int_equal(msgpack_unpack_next(&u,
-							     (const char *)b +
-								     off + 8,
-							     len, &used),
+			assert_int_equal(msgpack_unpack_next(
+						 &u, (const char *)b + off + 8,
+						 len, &used),
 					 MSGPACK_UNPACK_SUCCESS);
 			assert_int_equal(used, len);
 			assert_int_equal(jr_decode(b + off + 8, len, &rec), 0);
@@ -1026,8 +1025,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_legacy_pin_record, setup,
 						teardown),
-		cmocka_unit_test_setup_teardown(test_lease_id_taken_again, setup,
-						teardown),
+		cmocka_unit_test_setup_teardown(test_lease_id_taken_again,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_leaseless_pins, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_equals_original,

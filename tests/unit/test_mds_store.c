@@ -282,8 +282,7 @@ static void test_locations_are_checked(void **state)
 	assert_int_equal(reg("empty", h.region_id, 4 << 20, 0), 1);
 	assert_int_equal(reg("past", h.region_id, (4 << 20) - 100, 101), -1);
 	assert_int_equal(reg("off", h.region_id, (4 << 20) + 1, 0), -1);
-	assert_int_equal(reg("wrap", h.region_id, 4096, UINT64_MAX - 100),
-			 -1);
+	assert_int_equal(reg("wrap", h.region_id, 4096, UINT64_MAX - 100), -1);
 	assert_int_equal(keyop(MDS_EXISTS_KV, "past"), 0);
 	{ /* --max-key-bytes (4096 here) */
 		char big[4098];
@@ -699,8 +698,8 @@ static void test_stats_growth(void **state)
 		snprintf(name, sizeof(name), "op%d", i);
 		report("a", name); /* 62 items */
 	}
-	report("b", "op0");  /* 63 */
-	report("c", "new");  /* 64, then "_all" of "new" grows the array */
+	report("b", "op0"); /* 63 */
+	report("c", "new"); /* 64, then "_all" of "new" grows the array */
 	c = mget(mget(simple(MDS_GET_STATS), "stats_manager"), "clients");
 	op = mget(mget(mget(c, "c"), "operations"), "new");
 	assert_int_equal(muint(mget(op, "count")), 1);
@@ -957,9 +956,9 @@ static msgpack_object *usage_of(const char *inst)
  */
 static void test_authority(void **state)
 {
-	struct mds_peer v = {.fd = 20, .rid_hash = 1}; /* the victim */
+	struct mds_peer v = {.fd = 20, .rid_hash = 1};	/* the victim */
 	struct mds_peer v2 = {.fd = 21, .rid_hash = 2}; /* its lease thread */
-	struct mds_peer x = {.fd = 22, .rid_hash = 3}; /* another client */
+	struct mds_peer x = {.fd = 22, .rid_hash = 3};	/* another client */
 	struct rm_handle a, b, xa, xb;
 	msgpack_object *m;
 
@@ -1016,8 +1015,8 @@ static void test_authority(void **state)
 	xa = alloc_p("victim", 1, "mine", &x);
 	assert_int_not_equal(xa.region_id, 0);
 	assert_int_not_equal(xa.region_id, a.region_id);
-	assert_non_null(mget(heartbeat("victim", "mine", false, &x),
-			     "lease_ttl"));
+	assert_non_null(
+		mget(heartbeat("victim", "mine", false, &x), "lease_ttl"));
 	xb = alloc_p("victim", 1, NULL, &x); /* lease-less: the same owner */
 	assert_int_not_equal(xb.region_id, 0);
 	m = usage_of("victim");
@@ -1176,9 +1175,9 @@ static struct mds_wait *alloc_parked(const char *inst, const char *lease)
 		pk_str(&r.pk, lease);
 	}
 	req_end(&r);
-	assert_int_equal(mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL,
-				    &OUT, &w),
-			 1);
+	assert_int_equal(
+		mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL, &OUT, &w),
+		1);
 	req_free(&r);
 	assert_non_null(w);
 	assert_int_equal(OUT.len, 0); /* nothing to send yet */
@@ -1270,9 +1269,9 @@ static void test_parked_requests(void **state)
 	begin(&r, MDS_GET_STATS, 0);
 	req_end(&r);
 	w = NULL;
-	assert_int_equal(mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL,
-				    &OUT, &w),
-			 1);
+	assert_int_equal(
+		mds_handle(&S, (uint8_t *)r.sb.data, r.sb.size, NULL, &OUT, &w),
+		1);
 	req_free(&r);
 	assert_ptr_equal(fake_take_wait(&F), w);
 	F.defer = false;
@@ -1416,8 +1415,8 @@ static msgpack_object *alloc_ack(const char *inst, const char *lease,
 }
 
 /* @m's array field @key equals @v[0..n) */
-static void assert_uints(msgpack_object *m, const char *key,
-			 const uint64_t *v, uint32_t n)
+static void assert_uints(msgpack_object *m, const char *key, const uint64_t *v,
+			 uint32_t n)
 {
 	msgpack_object *a = mget(m, key);
 	uint32_t i;
@@ -1452,9 +1451,8 @@ static void fill(const char *inst, bool notices)
 	int i;
 
 	for (i = 1; i <= 4; i++)
-		assert_int_equal(alloc_p(inst, 2 << 20, FILL_LEASE, NULL)
-					 .region_id,
-				 i);
+		assert_int_equal(
+			alloc_p(inst, 2 << 20, FILL_LEASE, NULL).region_id, i);
 	if (notices)
 		hb_notices(inst);
 	for (i = 0; i < 8; i++) {
@@ -1470,8 +1468,8 @@ static bool found(const char *key)
 
 static uint64_t ev_stat(const char *name)
 {
-	return (uint64_t)muint(mget(mget(simple(MDS_GET_STATS), "eviction"),
-				    name));
+	return (uint64_t)muint(
+		mget(mget(simple(MDS_GET_STATS), "eviction"), name));
 }
 
 /* capacity moves between owners: B's store evicts A's coldest keys, A is
@@ -1752,10 +1750,10 @@ static void test_evict_notice_new_process(void **state)
 	hb_lease_ack("A", "lease-1", 3);
 	/* its own region's pages are its own, numbered from 1 */
 	F.total = 16ull << 20; /* room for it */
-	assert_int_equal(mget(mget(alloc_ack("A", "lease-2", 0), "handle"),
-			      "region_id")
-				 ->via.u64,
-			 5);
+	assert_int_equal(
+		mget(mget(alloc_ack("A", "lease-2", 0), "handle"), "region_id")
+			->via.u64,
+		5);
 	assert_int_equal(reg("b0", 5, 0, 10), 1);
 	assert_int_equal(keyop(MDS_DELETE_KV, "b0"), 1);
 	mds_tick(&S, S.vnow + 2 * SEC);
@@ -1992,8 +1990,8 @@ int main(void)
 		cmocka_unit_test_teardown(test_evict_notice_acks, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_new_process,
 					  teardown),
-		cmocka_unit_test_teardown(test_evict_notice_ack_in_refused_alloc,
-					  teardown),
+		cmocka_unit_test_teardown(
+			test_evict_notice_ack_in_refused_alloc, teardown),
 		cmocka_unit_test_teardown(test_evict_notice_numbers_resume,
 					  teardown),
 		cmocka_unit_test_teardown(test_evict_quota, teardown),

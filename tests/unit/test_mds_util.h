@@ -227,7 +227,7 @@ static inline int fake_usage(void *arg, bool dax_only, uint64_t *total,
 }
 
 static const struct mds_rm_ops fake_ops = {fake_alloc, fake_free, fake_usage,
-					  NULL};
+					   NULL};
 
 /* what the maru-server fuzz targets run: leases, peer tracking, eviction */
 static inline struct mds_config fuzz_mds_config(void)

@@ -138,9 +138,9 @@ static void test_kinds(void **state)
 
 	/* negative values, whole width, the other order */
 	fill(&c);
-	assert_int_equal(PARSE(&c, "--mode", "c", "--big", "-5", "-w", "-3",
-			       "-p", "1"),
-			 0);
+	assert_int_equal(
+		PARSE(&c, "--mode", "c", "--big", "-5", "-w", "-3", "-p", "1"),
+		0);
 	guards_intact(&c);
 	assert_int_equal(c.mode, 30);
 	assert_int_equal(c.big, -5);
@@ -151,15 +151,29 @@ static void test_kinds(void **state)
 static void test_refused(void **state)
 {
 	static const char *bad[][3] = {
-		{"--port", "0"},	{"--port", "65536"},  {"--port", "8x"},
-		{"--port", "-1"},	{"--big", "-6"},      {"--size", "1K"},
-		{"--size", "0"},	{"--quota", "4K"},    {"--secs", "-1"},
-		{"--secs", "nan"},	{"--secs", "31536001"},
-		{"--mode", "d"},	{"--name", "A"},
-		{"--item", ""},		{"-s", ""},	      {"--odd", "2"},
-		{"--odd", "said"},	{"-w", "1073741825"}, {"-w", "-4"},
+		{"--port", "0"},
+		{"--port", "65536"},
+		{"--port", "8x"},
+		{"--port", "-1"},
+		{"--big", "-6"},
+		{"--size", "1K"},
+		{"--size", "0"},
+		{"--quota", "4K"},
+		{"--secs", "-1"},
+		{"--secs", "nan"},
+		{"--secs", "31536001"},
+		{"--mode", "d"},
+		{"--name", "A"},
+		{"--item", ""},
+		{"-s", ""},
+		{"--odd", "2"},
+		{"--odd", "said"},
+		{"-w", "1073741825"},
+		{"-w", "-4"},
 		{"--big", "1099511627777"},
-		{"--bogus"},		{"--port"},	      {"stray"},
+		{"--bogus"},
+		{"--port"},
+		{"stray"},
 	};
 	size_t i;
 

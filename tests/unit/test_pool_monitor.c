@@ -337,7 +337,7 @@ static void test_error_frame_and_sanitize(void **state)
 static struct {
 	int lfd;
 	uint16_t port;
-	struct buf reply; /* the canned response, header included */
+	struct buf reply;  /* the canned response, header included */
 	struct buf owners; /* ... to OWNERS; empty: the connection closes */
 	pthread_t thread;
 } fake;
@@ -358,7 +358,7 @@ static void *fake_serve(void *arg)
 				if (!fake.owners.len)
 					break; /* one reply a connection */
 			} else if (get_u16le(req + 6) == RM_OWNERS_REQ &&
-				 fake.owners.len)
+				   fake.owners.len)
 				send(fd, fake.owners.data, fake.owners.len,
 				     MSG_NOSIGNAL);
 			else
@@ -435,7 +435,8 @@ static void test_fetch_ok(void **state)
 	pm_snap_free(&s);
 
 	/* the owners that are away, sorted; connected ones are not shown */
-	struct rm_owner o = {.regions = 3, .bytes = 6 * MiB,
+	struct rm_owner o = {.regions = 3,
+			     .bytes = 6 * MiB,
 			     .hold_ms = RM_HOLD_UNTIL_BACK,
 			     .away_since = 1700000000};
 	struct buf b = BUF_INIT;
@@ -458,11 +459,11 @@ static void test_fetch_ok(void **state)
 	assert_string_equal(s.away[1].id, "maru-server/h/2");
 	assert_int_equal(s.away[1].regions, 3);
 	assert_int_equal(pm_render_table(&b, "T", &s, NULL), 0);
-	assert_non_null(strstr((char *)b.data,
-			       "maru-server/h/2: 3 region(s), 6.0M"));
+	assert_non_null(
+		strstr((char *)b.data, "maru-server/h/2: 3 region(s), 6.0M"));
 	assert_non_null(strstr((char *)b.data, "held until it returns"));
-	assert_non_null(strstr((char *)b.data,
-			       "freed when its grace period ends"));
+	assert_non_null(
+		strstr((char *)b.data, "freed when its grace period ends"));
 	assert_null(strstr((char *)b.data, "live:1"));
 	buf_free(&b);
 	buf_reset(&fake.owners);

@@ -56,9 +56,9 @@ static int setup(void **state)
 	c.keys = 1000;
 	assert_int_equal(pub_open(&f->p, &c, err, sizeof(err)), 0);
 	assert_int_equal(pub_build(f->p, &f->ix, region_of, NULL), 0);
-	assert_int_equal(si_map_init(&f->rd, f->p->mem, f->p->len,
-				     SI_COHERENT, false),
-			 0);
+	assert_int_equal(
+		si_map_init(&f->rd, f->p->mem, f->p->len, SI_COHERENT, false),
+		0);
 	*state = f;
 	return 0;
 }

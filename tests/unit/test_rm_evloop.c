@@ -82,9 +82,9 @@ static void test_fd_events(void **state)
 /* A callback closes a ready fd and a new one takes its number: the old
  * descriptor's event of this batch must not reach the new callback */
 struct reuse {
-	int victim;	/* ready fd to close */
-	int fresh[2];	/* the socketpair that takes its number */
-	int calls_new;	/* callbacks of the new registration */
+	int victim;    /* ready fd to close */
+	int fresh[2];  /* the socketpair that takes its number */
+	int calls_new; /* callbacks of the new registration */
 	struct evloop *el;
 };
 

@@ -316,10 +316,10 @@ static void test_encode_limits(void **state)
 /* the AUTH messages round-trip; the proofs match Python's hmac module */
 static void test_auth(void **state)
 {
-	static const char *want_s =
-		"7ecacfd30966d543dbefafd825b2d34de93729ccd63e808f267f7328410ebbf4";
-	static const char *want_c =
-		"2d9a2406d70619f561cee802c90673e41144572fabe7b5624a7569f389702d7a";
+	static const char *want_s = "7ecacfd30966d543dbefafd825b2d34de93729ccd6"
+				    "3e808f267f7328410ebbf4";
+	static const char *want_c = "2d9a2406d70619f561cee802c90673e41144572fab"
+				    "e7b5624a7569f389702d7a";
 	uint8_t key[RM_AUTH_KEY_LEN], cn[32], sn[32], mac[32], back[32];
 	struct rm_auth_req q = {.step = 1}, q2;
 	struct rm_auth_resp a = {0}, a2;
@@ -351,19 +351,18 @@ static void test_auth(void **state)
 	rm_auth_mac(key, RM_AUTH_SERVER, cn, sn, rm_str_from("host:42"),
 		    a.proof);
 	memset(back, 0, 32);
-	assert_int_equal(rm_auth_prove(key, cn, rm_str_from("host:42"), &a,
-				       back),
-			 0);
+	assert_int_equal(
+		rm_auth_prove(key, cn, rm_str_from("host:42"), &a, back), 0);
 	assert_memory_equal(back, mac, 32); /* want_c */
-	a.proof[0] ^= 1;		     /* not the server's */
-	assert_int_equal(rm_auth_prove(key, cn, rm_str_from("host:42"), &a,
-				       back),
-			 -EKEYREJECTED);
+	a.proof[0] ^= 1;		    /* not the server's */
+	assert_int_equal(
+		rm_auth_prove(key, cn, rm_str_from("host:42"), &a, back),
+		-EKEYREJECTED);
 	a.proof[0] ^= 1;
 	key[0] ^= 1; /* another key than the server's */
-	assert_int_equal(rm_auth_prove(key, cn, rm_str_from("host:42"), &a,
-				       back),
-			 -EKEYREJECTED);
+	assert_int_equal(
+		rm_auth_prove(key, cn, rm_str_from("host:42"), &a, back),
+		-EKEYREJECTED);
 	key[0] ^= 1;
 	memset(&a, 0, sizeof(a));
 
@@ -371,7 +370,8 @@ static void test_auth(void **state)
 	q.client_id = rm_str_from("host:42");
 	assert_int_equal(rm_encode_auth_req(&b, &q), 0);
 	assert_int_equal(rm_decode_auth_req(b.data + RM_HDR_SIZE,
-					    b.len - RM_HDR_SIZE, &q2, &why), 0);
+					    b.len - RM_HDR_SIZE, &q2, &why),
+			 0);
 	assert_int_equal(q2.step, 1);
 	assert_memory_equal(q2.data, cn, 32);
 	assert_true(rm_str_eq(q2.client_id, q.client_id));
@@ -380,22 +380,25 @@ static void test_auth(void **state)
 	q.hold_ms = 37500;
 	assert_int_equal(rm_encode_auth_req(&b, &q), 0);
 	assert_int_equal(rm_decode_auth_req(b.data + RM_HDR_SIZE,
-					    b.len - RM_HDR_SIZE, &q2, &why), 0);
+					    b.len - RM_HDR_SIZE, &q2, &why),
+			 0);
 	assert_int_equal(q2.hold_ms, 37500);
 	/* a bad step, a short payload */
 	b.data[RM_HDR_SIZE] = 3;
 	assert_int_equal(rm_decode_auth_req(b.data + RM_HDR_SIZE,
 					    b.len - RM_HDR_SIZE, &q2, &why),
 			 -EPROTO);
-	assert_int_equal(rm_decode_auth_req(b.data + RM_HDR_SIZE, 35, &q2, &why),
-			 -EPROTO);
+	assert_int_equal(
+		rm_decode_auth_req(b.data + RM_HDR_SIZE, 35, &q2, &why),
+		-EPROTO);
 	buf_reset(&b);
 	a.status = -13;
 	memcpy(a.nonce, sn, 32);
 	memcpy(a.proof, mac, 32);
 	assert_int_equal(rm_encode_auth_resp(&b, &a), 0);
 	assert_int_equal(rm_decode_auth_resp(b.data + RM_HDR_SIZE,
-					     b.len - RM_HDR_SIZE, &a2), 0);
+					     b.len - RM_HDR_SIZE, &a2),
+			 0);
 	assert_memory_equal(&a, &a2, sizeof(a));
 	assert_int_equal(rm_decode_auth_resp(b.data + RM_HDR_SIZE, 67, &a2),
 			 -EPROTO);

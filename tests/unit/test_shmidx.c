@@ -11,12 +11,12 @@
  * them and reuses each freed page at once (LIFO), and now and then moves
  * the whole index to a new table, reusing the old table's memory; reader
  * threads look keys up (with the hint of where each was last found, as
- * libmaru does; one by one and as batches of one), read the page (a header naming the key and its
- * registration, a pattern derived from both), then re-check the hit.
- * Every page a reader accepts must be the key's: 0 wrong.  The same run
- * without the re-check (the control), with readers that never invalidate
- * their copy, and with a writer that does not write removals back (both
- * in the simulated non-coherent mode) must go wrong, so that the counters
+ * libmaru does; one by one and as batches of one), read the page (a header
+ * naming the key and its registration, a pattern derived from both), then
+ * re-check the hit. Every page a reader accepts must be the key's: 0 wrong. The
+ * same run without the re-check (the control), with readers that never
+ * invalidate their copy, and with a writer that does not write removals back
+ * (both in the simulated non-coherent mode) must go wrong, so that the counters
  * are known to see what they count.
  */
 #include <setjmp.h>
@@ -255,21 +255,26 @@ static void test_hints(void **state)
 			slot[k] = h.slot;
 			/* the slot is the entry's */
 			assert_memory_equal(
-				((struct si_entry *)(m.base + t.off))[h.slot - 1]
+				((struct si_entry *)(m.base +
+						     t.off))[h.slot - 1]
 					.digest,
 				entry(k, 0).digest, SI_DIGEST);
 			memset(&h, 0, sizeof(h));
-			assert_int_equal(look_hint(&rd, k, slot[k], &h), SI_HIT);
+			assert_int_equal(look_hint(&rd, k, slot[k], &h),
+					 SI_HIT);
 			assert_int_equal(h.gen, 100 + k);
 			assert_int_equal(h.slot, slot[k]);
 			/* another key's slot, past the table, all ones */
-			assert_int_equal(look_hint(&rd, k, slot[(k + 1) % N], &h),
-					 SI_HIT);
+			assert_int_equal(
+				look_hint(&rd, k, slot[(k + 1) % N], &h),
+				SI_HIT);
 			assert_int_equal(h.gen, 100 + k);
 			assert_int_equal(h.slot, slot[k]);
-			assert_int_equal(look_hint(&rd, k, 64 * SI_GROUP + 1, &h),
+			assert_int_equal(
+				look_hint(&rd, k, 64 * SI_GROUP + 1, &h),
+				SI_HIT);
+			assert_int_equal(look_hint(&rd, k, UINT32_MAX, &h),
 					 SI_HIT);
-			assert_int_equal(look_hint(&rd, k, UINT32_MAX, &h), SI_HIT);
 			assert_int_equal(h.kv_offset, k * 64);
 		}
 		/*
@@ -296,17 +301,18 @@ static void test_hints(void **state)
 		for (i = 0; i < N + 2; i++) {
 			k = i < N ? i : 2000 + i;
 			si_digest(2, &k, 8, dg[i]);
-			hints[i] = i >= N ? slot[i % N]
+			hints[i] = i >= N	? slot[i % N]
 				   : i % 5 == 0 ? slot[i]
 				   : i % 5 == 1 ? slot[(i + 3) % N]
 				   : i % 5 == 2 ? UINT32_MAX
-				   : i % 5 == 3 ? 0
-						: 64 * SI_GROUP + 1 + (uint32_t)i;
+				   : i % 5 == 3
+					   ? 0
+					   : 64 * SI_GROUP + 1 + (uint32_t)i;
 		}
 		hints[7] = old7; /* X's line now */
 		memset(out, 0, sizeof(out));
 		si_lookup_batch(&rd, &lay, N + 2,
-				(const uint8_t (*)[SI_DIGEST])dg, hints, res,
+				(const uint8_t(*)[SI_DIGEST])dg, hints, res,
 				out, &st);
 		for (i = 0; i < N + 2; i++) {
 			assert_int_equal(res[i], i < N ? SI_HIT : SI_MISS);
@@ -319,7 +325,7 @@ static void test_hints(void **state)
 		slot[7] = out[7].slot;
 		/* ... as a batch without hints */
 		si_lookup_batch(&rd, &lay, N + 2,
-				(const uint8_t (*)[SI_DIGEST])dg, NULL, res0,
+				(const uint8_t(*)[SI_DIGEST])dg, NULL, res0,
 				out0, &st);
 		for (i = 0; i < N + 2; i++) {
 			assert_int_equal(res0[i], res[i]);
@@ -336,8 +342,9 @@ static void test_hints(void **state)
 		assert_int_equal(look_hint(&rd, 7, slot[7], &h), SI_HIT);
 		assert_int_equal(h.gen, 888);
 		rebind(&m, &t, 7, 999, slot[7]);
-		si_lookup_batch(&rd, &lay, 1, (const uint8_t (*)[SI_DIGEST])dg[7],
-				&slot[7], res, out, &st);
+		si_lookup_batch(&rd, &lay, 1,
+				(const uint8_t(*)[SI_DIGEST])dg[7], &slot[7],
+				res, out, &st);
 		assert_int_equal(res[0], SI_HIT);
 		assert_int_equal(out[0].gen, 999);
 		/* gone: a miss, with the hint of its line; never there: too */
@@ -502,12 +509,12 @@ struct page_hdr {
 
 struct churn {
 	int coh;
-	int fault;	/* SI_FAULT_* for the simulated mode */
-	bool recheck;	/* readers re-check hits (off: the control) */
+	int fault;    /* SI_FAULT_* for the simulated mode */
+	bool recheck; /* readers re-check hits (off: the control) */
 	double seconds;
-	uint8_t *mem;	/* the index area */
+	uint8_t *mem; /* the index area */
 	size_t len;
-	uint8_t *pool;	/* NPAGES pages */
+	uint8_t *pool; /* NPAGES pages */
 	uint8_t digest[NKEYS][16];
 	atomic_bool stop;
 	/* results */
@@ -676,12 +683,13 @@ static void *reader(void *arg)
 		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
 		k = (int)((seed >> 33) % NKEYS);
 		if ((seed >> 40) & 1)
-			r = si_lookup(&m, &lay, c->digest[k], hint[k], false, &h,
-				      &st);
+			r = si_lookup(&m, &lay, c->digest[k], hint[k], false,
+				      &h, &st);
 		else /* the batch path (one key) */
-			si_lookup_batch(&m, &lay, 1,
-					(const uint8_t (*)[SI_DIGEST])c->digest[k],
-					&hint[k], &r, &h, &st);
+			si_lookup_batch(
+				&m, &lay, 1,
+				(const uint8_t(*)[SI_DIGEST])c->digest[k],
+				&hint[k], &r, &h, &st);
 		hint[k] = r == SI_HIT ? h.slot : 0;
 		n++;
 		if (r == SI_MISS) {
@@ -702,8 +710,8 @@ static void *reader(void *arg)
 		valid = true;
 		if (c->recheck) {
 			lay2 = lay;
-			valid = si_lookup(&m, &lay2, c->digest[k], hint[k], true, &h2,
-					  &st) == SI_HIT &&
+			valid = si_lookup(&m, &lay2, c->digest[k], hint[k],
+					  true, &h2, &st) == SI_HIT &&
 				h2.gen == h.gen && h2.kv_offset == h.kv_offset;
 		}
 		if (valid && !ok)
@@ -739,21 +747,19 @@ static void churn_run(struct churn *c)
 	pthread_join(w, NULL);
 	for (i = 0; i < 2; i++)
 		pthread_join(r[i], NULL);
-	print_message("  %s%s%s: %llu lookups, %llu hits, %llu misses, %llu "
-		      "asks, %llu table moves; %llu races detected, %llu "
-		      "wrong\n",
-		      si_coh_name(c->coh),
-		      c->fault == SI_FAULT_NO_INV	 ? " (no invalidation)"
-		      : c->fault == SI_FAULT_NO_WB_DEL ? " (no write-back)"
-						       : "",
-		      c->recheck ? "" : " (no re-check)",
-		      (unsigned long long)c->lookups,
-		      (unsigned long long)c->hits,
-		      (unsigned long long)c->misses,
-		      (unsigned long long)c->asks,
-		      (unsigned long long)c->flips,
-		      (unsigned long long)c->detected,
-		      (unsigned long long)c->wrong);
+	print_message(
+		"  %s%s%s: %llu lookups, %llu hits, %llu misses, %llu "
+		"asks, %llu table moves; %llu races detected, %llu "
+		"wrong\n",
+		si_coh_name(c->coh),
+		c->fault == SI_FAULT_NO_INV	 ? " (no invalidation)"
+		: c->fault == SI_FAULT_NO_WB_DEL ? " (no write-back)"
+						 : "",
+		c->recheck ? "" : " (no re-check)",
+		(unsigned long long)c->lookups, (unsigned long long)c->hits,
+		(unsigned long long)c->misses, (unsigned long long)c->asks,
+		(unsigned long long)c->flips, (unsigned long long)c->detected,
+		(unsigned long long)c->wrong);
 	munmap(c->mem, c->len);
 	munmap(c->pool, (size_t)NPAGES * PAGE);
 }

@@ -49,8 +49,9 @@ static void test_host_port(void **state)
 	char host[64];
 	uint16_t port;
 
-	assert_int_equal(parse_host_port("127.0.0.1:9850", host, sizeof(host),
-					 &port), 0);
+	assert_int_equal(
+		parse_host_port("127.0.0.1:9850", host, sizeof(host), &port),
+		0);
 	assert_string_equal(host, "127.0.0.1");
 	assert_int_equal(port, 9850);
 	assert_int_equal(parse_host_port("h:0", host, sizeof(host), &port),
@@ -104,20 +105,20 @@ static void test_utf8(void **state)
 	} cases[] = {
 		{"", true},
 		{"plain ascii, longer than eight bytes", true},
-		{"caf\xc3\xa9", true},		  /* U+00E9 */
-		{"\xe2\x82\xac", true},		  /* U+20AC */
-		{"\xf0\x9f\x98\x80", true},	  /* U+1F600 */
-		{"\xf4\x8f\xbf\xbf", true},	  /* U+10FFFF */
-		{"\xc0\x80", false},		  /* overlong NUL */
-		{"\xe0\x80\xaf", false},	  /* overlong */
-		{"\xf0\x8f\xbf\xbf", false},	  /* overlong */
-		{"\xed\xa0\x80", false},	  /* surrogate U+D800 */
-		{"\xf4\x90\x80\x80", false},	  /* U+110000 */
+		{"caf\xc3\xa9", true},		 /* U+00E9 */
+		{"\xe2\x82\xac", true},		 /* U+20AC */
+		{"\xf0\x9f\x98\x80", true},	 /* U+1F600 */
+		{"\xf4\x8f\xbf\xbf", true},	 /* U+10FFFF */
+		{"\xc0\x80", false},		 /* overlong NUL */
+		{"\xe0\x80\xaf", false},	 /* overlong */
+		{"\xf0\x8f\xbf\xbf", false},	 /* overlong */
+		{"\xed\xa0\x80", false},	 /* surrogate U+D800 */
+		{"\xf4\x90\x80\x80", false},	 /* U+110000 */
 		{"\xf8\x88\x80\x80\x80", false}, /* 5 bytes */
-		{"\x80", false},			  /* lone continuation */
-		{"abcdefgh\xc3", false},		  /* truncated after a run */
-		{"\xe2\x82", false},		  /* truncated */
-		{"\xe2\x28\xa1", false},	  /* bad continuation */
+		{"\x80", false},		 /* lone continuation */
+		{"abcdefgh\xc3", false},	 /* truncated after a run */
+		{"\xe2\x82", false},		 /* truncated */
+		{"\xe2\x28\xa1", false},	 /* bad continuation */
 		{"\xff", false},
 	};
 	uint8_t b[3];

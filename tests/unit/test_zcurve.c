@@ -67,9 +67,8 @@ static void cert(const char *name, struct zcurve_keys *k)
 	snprintf(path, sizeof(path), "%s.key_secret", base);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_int_equal(zcurve_load_cert(path, k->pub, k->sec, why,
-					  sizeof(why)),
-			 0);
+	assert_int_equal(
+		zcurve_load_cert(path, k->pub, k->sec, why, sizeof(why)), 0);
 	snprintf(path, sizeof(path), "%s.key", base);
 	assert_int_equal(zcurve_load_cert(path, pub2, NULL, why, sizeof(why)),
 			 0);
@@ -83,8 +82,8 @@ static void cert(const char *name, struct zcurve_keys *k)
 struct pair {
 	struct zcurve_keys s, c, x; /* server, client, stranger */
 	struct zcurve_allow allow;
-	struct zcurve cs, cc;	   /* server side, client side */
-	struct buf s_in, c_in;	   /* raw bytes each side received */
+	struct zcurve cs, cc;  /* server side, client side */
+	struct buf s_in, c_in; /* raw bytes each side received */
 	struct buf s_plain, c_plain;
 };
 
@@ -149,7 +148,8 @@ static int converse(struct pair *p, const struct zcurve_keys *me,
 				       1 << 20, &to_c),
 			 0);
 	assert_int_equal(zcurve_client(&p->cc, me, server_key, "DEALER",
-				       (const uint8_t *)"id", 2, 1 << 20, &to_s),
+				       (const uint8_t *)"id", 2, 1 << 20,
+				       &to_s),
 			 0);
 	*crc = 0;
 	for (i = 0; i < 100000 && (to_s.len > sent || to_c.len); i++) {
@@ -220,9 +220,9 @@ static void test_handshake_and_messages(void **state)
 	assert_int_equal(through(&p->cc, &p->cs, &p->s_in, &p->s_plain, 0, big,
 				 sizeof(big)),
 			 0);
-	assert_int_equal(zmtp_parse(p->s_plain.data, p->s_plain.len, SIZE_MAX,
-				    &f, NULL),
-			 2);
+	assert_int_equal(
+		zmtp_parse(p->s_plain.data, p->s_plain.len, SIZE_MAX, &f, NULL),
+		2);
 	assert_int_equal(f.flags, ZMTP_MORE);
 	assert_int_equal(zmtp_parse(p->s_plain.data + 2, p->s_plain.len - 2,
 				    SIZE_MAX, &f, NULL),
@@ -233,9 +233,9 @@ static void test_handshake_and_messages(void **state)
 	assert_int_equal(through(&p->cs, &p->cc, &p->c_in, &p->c_plain,
 				 ZMTP_COMMAND, "\x04PING\0\0", 7),
 			 0);
-	assert_int_equal(zmtp_parse(p->c_plain.data, p->c_plain.len, SIZE_MAX,
-				    &f, NULL),
-			 9);
+	assert_int_equal(
+		zmtp_parse(p->c_plain.data, p->c_plain.len, SIZE_MAX, &f, NULL),
+		9);
 	assert_int_equal(f.flags, ZMTP_COMMAND);
 	assert_true(zmtp_is_command(&f, "PING"));
 	/* zcurve_seal: a stream of plaintext frames, cut ones refused */
@@ -246,9 +246,9 @@ static void test_handshake_and_messages(void **state)
 		assert_int_equal(zcurve_seal(&p->cc, two, sizeof(two), &sealed),
 				 0);
 		assert_int_equal(sealed.len, 2 * (2 + 33) + 3);
-		assert_int_equal(zcurve_seal(&p->cc, two, sizeof(two) - 1,
-					     &sealed),
-				 -EPROTO);
+		assert_int_equal(
+			zcurve_seal(&p->cc, two, sizeof(two) - 1, &sealed),
+			-EPROTO);
 		buf_free(&sealed);
 	}
 }
@@ -260,8 +260,9 @@ static void test_tamper_and_replay(void **state)
 	int crc;
 
 	assert_int_equal(converse(p, &p->c, p->s.pub, false, &crc), 0);
-	assert_int_equal(zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"hello", 5,
-					   &sealed), 0);
+	assert_int_equal(zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"hello",
+					   5, &sealed),
+			 0);
 	/* one flipped bit in the box */
 	buf_put(&copy, p->s_in.data, p->s_in.len);
 	buf_put(&p->s_in, sealed.data, sealed.len);
@@ -269,8 +270,8 @@ static void test_tamper_and_replay(void **state)
 	{
 		struct zcurve saved = p->cs;
 
-		assert_int_equal(zcurve_input(&p->cs, p->s_in.data,
-					      p->s_in.len, &p->s_plain, &none),
+		assert_int_equal(zcurve_input(&p->cs, p->s_in.data, p->s_in.len,
+					      &p->s_plain, &none),
 				 -EPROTO);
 		assert_non_null(strstr(p->cs.why, "does not open"));
 		p->cs = saved;
@@ -285,8 +286,8 @@ static void test_tamper_and_replay(void **state)
 		size_t len = p->s_in.len;
 
 		buf_put(&p->s_in, sealed.data, sealed.len);
-		assert_int_equal(zcurve_input(&p->cs, p->s_in.data,
-					      p->s_in.len, &p->s_plain, &none),
+		assert_int_equal(zcurve_input(&p->cs, p->s_in.data, p->s_in.len,
+					      &p->s_plain, &none),
 				 -EPROTO);
 		assert_non_null(strstr(p->cs.why, "nonce"));
 		p->cs = saved;
@@ -294,13 +295,13 @@ static void test_tamper_and_replay(void **state)
 	}
 	/* one MESSAGE left out on the way: the next one's nonce has a gap */
 	buf_reset(&sealed);
-	assert_int_equal(zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"a", 1,
-					   &sealed),
-			 0);
+	assert_int_equal(
+		zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"a", 1, &sealed),
+		0);
 	buf_reset(&sealed); /* deleted */
-	assert_int_equal(zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"b", 1,
-					   &sealed),
-			 0);
+	assert_int_equal(
+		zcurve_seal_frame(&p->cc, 0, (const uint8_t *)"b", 1, &sealed),
+		0);
 	buf_put(&p->s_in, sealed.data, sealed.len);
 	assert_int_equal(zcurve_input(&p->cs, p->s_in.data, p->s_in.len,
 				      &p->s_plain, &none),
@@ -355,9 +356,9 @@ static void test_refusals(void **state)
 		zcurve_server(&p->cs, &p->s, &p->allow, "ROUTER", 1 << 20,
 			      &out);
 		zmtp_greeting(g, false);
-		assert_int_equal(zcurve_input(&p->cs, g, sizeof(g), &plain,
-					      &out),
-				 -EPROTO);
+		assert_int_equal(
+			zcurve_input(&p->cs, g, sizeof(g), &plain, &out),
+			-EPROTO);
 		/* not ZMTP at all: refused at the first byte */
 		zcurve_server(&p->cs, &p->s, &p->allow, "ROUTER", 1 << 20,
 			      &out);

@@ -137,7 +137,9 @@ static void test_ping_pong(void **state)
 	assert_int_equal(dl, 2);
 	/* a context is echoed, at most 16 bytes of it */
 	n = zmtp_pong(pong, sizeof(pong),
-		      (const uint8_t *)"\x00\x1e" "0123456789abcdefXYZ", 21);
+		      (const uint8_t *)"\x00\x1e"
+				       "0123456789abcdefXYZ",
+		      21);
 	assert_int_equal(n, 7 + 16);
 	assert_int_equal(zmtp_parse(pong, (size_t)n, 255, &f, NULL), n);
 	assert_true(zmtp_is_command(&f, "PONG"));
@@ -340,8 +342,9 @@ static void test_against_libzmq(void **state)
 	(void)state;
 	ctx = zmq_ctx_new();
 	router = zmq_socket(ctx, ZMQ_ROUTER);
-	assert_int_equal(zmq_setsockopt(router, ZMQ_RCVTIMEO, &timeout,
-					sizeof(timeout)), 0);
+	assert_int_equal(
+		zmq_setsockopt(router, ZMQ_RCVTIMEO, &timeout, sizeof(timeout)),
+		0);
 	assert_int_equal(zmq_bind(router, "tcp://127.0.0.1:*"), 0);
 	used = sizeof(ep);
 	assert_int_equal(zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, ep, &used),

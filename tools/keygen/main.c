@@ -51,11 +51,13 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (zcurve_sodium_init() < 0) {
-		fprintf(stderr, "maru-keygen: libsodium failed to initialise\n");
+		fprintf(stderr,
+			"maru-keygen: libsodium failed to initialise\n");
 		return 1;
 	}
 	if (argc == 3 && !strcmp(argv[1], "--public")) {
-		if (zcurve_load_cert(argv[2], pub, NULL, why, sizeof(why)) < 0) {
+		if (zcurve_load_cert(argv[2], pub, NULL, why, sizeof(why)) <
+		    0) {
 			fprintf(stderr, "maru-keygen: %s\n", why);
 			return 1;
 		}
@@ -64,7 +66,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc != 2 || argv[1][0] == '-') {
-		if (argc >= 2 && argv[1][0] == '-' && strcmp(argv[1], "--public"))
+		if (argc >= 2 && argv[1][0] == '-' &&
+		    strcmp(argv[1], "--public"))
 			fprintf(stderr, "maru-keygen: unknown option %s\n",
 				argv[1]);
 		return usage(stderr, 2);

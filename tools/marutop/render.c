@@ -28,15 +28,16 @@
 #define MT_CELL 96  /* the longest cell but the id (a host:pid) */
 
 static const char *const col_names[MT_NCOLS] = {
-	"INSTANCE", "REGIONS", "ALLOC",	 "USED", "KEYS",   "PINNED",
-	"LEASE",    "STORE/s", "RETR/s", "HIT%", "STORES", "RETRIEVES",
-	"HOST",
+	"INSTANCE", "REGIONS",	 "ALLOC",   "USED",   "KEYS",
+	"PINNED",   "LEASE",	 "STORE/s", "RETR/s", "HIT%",
+	"STORES",   "RETRIEVES", "HOST",
 };
 
 /* the order in which columns go when the screen is narrow */
 static const int drop_order[] = {
-	MT_C_HOST,	MT_C_RETRIEVES, MT_C_STORES, MT_C_REGIONS,   MT_C_PINNED,     MT_C_USED,
-	MT_C_LEASE,	MT_C_HIT,    MT_C_RETR_RATE, MT_C_STORE_RATE, MT_C_KEYS,
+	MT_C_HOST,	MT_C_RETRIEVES,	 MT_C_STORES, MT_C_REGIONS,
+	MT_C_PINNED,	MT_C_USED,	 MT_C_LEASE,  MT_C_HIT,
+	MT_C_RETR_RATE, MT_C_STORE_RATE, MT_C_KEYS,
 };
 #define MT_NDROP ((int)(sizeof(drop_order) / sizeof(drop_order[0])))
 
@@ -239,7 +240,8 @@ static int cmp_inst(const void *a, const void *b, void *arg)
 	if (by->col == MT_C_HOST) {
 		char hx[MT_CELL], hy[MT_CELL];
 
-		c = strcmp(mt_host(x, hx, sizeof(hx)), mt_host(y, hy, sizeof(hy)));
+		c = strcmp(mt_host(x, hx, sizeof(hx)),
+			   mt_host(y, hy, sizeof(hy)));
 	} else if (by->col != MT_C_ID) {
 		dx = sort_val(x, by->col);
 		dy = sort_val(y, by->col);

@@ -152,8 +152,13 @@ static int bad_option(const char *what, const char *arg)
 /* Return: 0, 1 for --help, 2 for --version (exit 0), or -EINVAL (exit 2). */
 static int parse_opts(int argc, char **argv, struct pm_opts *o)
 {
-	enum { OPT_CSV = 256, OPT_SCROLL, OPT_ADDRESS, OPT_VERSION,
-	       OPT_RELEASE };
+	enum {
+		OPT_CSV = 256,
+		OPT_SCROLL,
+		OPT_ADDRESS,
+		OPT_VERSION,
+		OPT_RELEASE
+	};
 	static const struct option longopts[] = {
 		{"watch", required_argument, NULL, 'w'},
 		{"count", required_argument, NULL, 'c'},

@@ -44,7 +44,7 @@ struct pm_pool {
  * grace period).
  */
 struct pm_owner {
-	char *id;	     /* owns: control bytes made '?' */
+	char *id; /* owns: control bytes made '?' */
 	uint32_t regions;
 	uint64_t bytes;
 	uint32_t hold_ms;    /* RM_HOLD_UNTIL_BACK: until it returns */
@@ -57,7 +57,7 @@ struct pm_owner {
 struct pm_snap {
 	struct pm_pool *pools; /* owns: array of n */
 	size_t n;
-	size_t cap; /* allocated entries of pools */
+	size_t cap;	       /* allocated entries of pools */
 	struct pm_owner *away; /* owns: array of naway */
 	size_t naway, away_cap;
 };

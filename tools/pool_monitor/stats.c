@@ -82,25 +82,30 @@ int pm_release(struct rm_client *c, const char *id, char *msg, size_t len)
 		snprintf(msg, len, "released %s: %u region(s), %s freed", id,
 			 r.regions, format_bytes(r.bytes, num, sizeof(num)));
 	else if (rc == -ENOENT)
-		snprintf(msg, len, "%s owns no region at the resource manager "
+		snprintf(msg, len,
+			 "%s owns no region at the resource manager "
 			 "at %s:%u (pool_monitor lists the owners that are "
 			 "away)",
 			 id, c->host, c->port);
 	else if (rc == -EBUSY)
-		snprintf(msg, len, "%s is connected: only the regions of an "
+		snprintf(msg, len,
+			 "%s is connected: only the regions of an "
 			 "owner that is away are released",
 			 id);
 	else if (rc == -EAGAIN)
-		snprintf(msg, len, "%s left too recently: its clients may "
+		snprintf(msg, len,
+			 "%s left too recently: its clients may "
 			 "still write into its regions; try again in %u s",
 			 id, r.regions);
 	else if (rc == -EACCES)
-		snprintf(msg, len, "the resource manager at %s:%u refused: %s "
+		snprintf(msg, len,
+			 "the resource manager at %s:%u refused: %s "
 			 "(set MARU_RM_KEY_FILE to its client.key)",
 			 c->host, c->port,
 			 c->error[0] ? c->error : "not authenticated");
 	else if (rc == -ENOTSUP)
-		snprintf(msg, len, "the resource manager at %s:%u does not "
+		snprintf(msg, len,
+			 "the resource manager at %s:%u does not "
 			 "know RELEASE (an older version)",
 			 c->host, c->port);
 	else if (c->answered)
@@ -108,7 +113,8 @@ int pm_release(struct rm_client *c, const char *id, char *msg, size_t len)
 			 c->host, c->port,
 			 c->error[0] ? c->error : strerror(-rc));
 	else
-		snprintf(msg, len, "cannot reach the resource manager at "
+		snprintf(msg, len,
+			 "cannot reach the resource manager at "
 			 "%s:%u: %s",
 			 c->host, c->port, strerror(-rc));
 	return rc;

@@ -42,10 +42,13 @@
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: maru-hwhold [--server URL] [--pool-size B] [--chunk-size B]\n"
-		"                   [--instance ID] store KEY SIZE SEED [--hold]\n"
+		"usage: maru-hwhold [--server URL] [--pool-size B] "
+		"[--chunk-size B]\n"
+		"                   [--instance ID] store KEY SIZE SEED "
+		"[--hold]\n"
 		"       maru-hwhold [--server URL] retrieve KEY SIZE SEED\n"
-		"       maru-hwhold [--server URL] [--pool-size B] [--instance ID] idle\n"
+		"       maru-hwhold [--server URL] [--pool-size B] [--instance "
+		"ID] idle\n"
 		"       maru-hwhold [--server URL] index-check KEY SIZE SEED\n"
 		"       maru-hwhold [--server URL] index-gone KEY\n");
 	return 2;
@@ -143,7 +146,8 @@ static int do_retrieve(struct maru_handler *h, const char *key, size_t size,
 	}
 	p = v.ptr;
 	if (v.len != size) {
-		printf("retrieved key=%s length=%zu result=badlength want=%zu\n",
+		printf("retrieved key=%s length=%zu result=badlength "
+		       "want=%zu\n",
 		       key, v.len, size);
 		return 3;
 	}
@@ -154,7 +158,8 @@ static int do_retrieve(struct maru_handler *h, const char *key, size_t size,
 			return 3;
 		}
 	}
-	printf("retrieved key=%s region=%llu offset=%llu length=%zu result=ok\n",
+	printf("retrieved key=%s region=%llu offset=%llu length=%zu "
+	       "result=ok\n",
 	       key, (unsigned long long)v.region_id,
 	       (unsigned long long)v.offset, v.len);
 	return 0;
@@ -167,8 +172,7 @@ static void print_index(struct maru_handler *h, const char *result)
 	maru_handler_index_stats(h, &st);
 	printf("index attached=%d noncoherent=%d local_hits=%llu "
 	       "local_misses=%llu fallbacks=%llu result=%s\n",
-	       st.attached, st.noncoherent,
-	       (unsigned long long)st.local_hits,
+	       st.attached, st.noncoherent, (unsigned long long)st.local_hits,
 	       (unsigned long long)st.local_misses,
 	       (unsigned long long)st.fallbacks, result);
 }
@@ -179,8 +183,8 @@ static void print_index(struct maru_handler *h, const char *result)
  * (the region is not mapped yet), the next ones must not.  Exit 0 when
  * attached, every read verified, and some answered locally.
  */
-static int do_index_check(struct maru_handler *h, const char *key,
-			  size_t size, uint64_t seed)
+static int do_index_check(struct maru_handler *h, const char *key, size_t size,
+			  uint64_t seed)
 {
 	struct maru_index_stats st;
 	int i, rc;
@@ -225,11 +229,11 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--server"))
 			rc = maru_config_set_server_url(cfg, argv[i + 1]);
 		else if (!strcmp(argv[i], "--pool-size"))
-			rc = maru_config_set_pool_size(cfg,
-						       strtoull(argv[i + 1], NULL, 0));
+			rc = maru_config_set_pool_size(
+				cfg, strtoull(argv[i + 1], NULL, 0));
 		else if (!strcmp(argv[i], "--chunk-size"))
-			rc = maru_config_set_chunk_size(cfg,
-							strtoull(argv[i + 1], NULL, 0));
+			rc = maru_config_set_chunk_size(
+				cfg, strtoull(argv[i + 1], NULL, 0));
 		else if (!strcmp(argv[i], "--instance"))
 			rc = maru_config_set_instance_id(cfg, argv[i + 1]);
 		else
@@ -237,8 +241,9 @@ int main(int argc, char **argv)
 		if (rc < 0)
 			goto out_usage;
 	}
-	if (argc - i < 1 || (strcmp(argv[i], "idle") &&
-			     strcmp(argv[i], "index-gone") && argc - i < 4) ||
+	if (argc - i < 1 ||
+	    (strcmp(argv[i], "idle") && strcmp(argv[i], "index-gone") &&
+	     argc - i < 4) ||
 	    (!strcmp(argv[i], "index-gone") && argc - i < 2))
 		goto out_usage;
 	cmd = argv[i];

@@ -58,19 +58,22 @@
 #define HDR_SIZE 32
 #define EXIT_NOTFOUND 3
 
-static const char *opt_client_id;	/* borrows argv; NULL = default */
+static const char *opt_client_id; /* borrows argv; NULL = default */
 static bool opt_int_keys;
-static int opt_timeout_ms = 10000;	/* metadata server replies */
+static int opt_timeout_ms = 10000; /* metadata server replies */
 
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: maru-hwprobe [--id CLIENT_ID] [--int] [--timeout MS] COMMAND ...\n"
+		"usage: maru-hwprobe [--id CLIENT_ID] [--int] [--timeout MS] "
+		"COMMAND ...\n"
 		"  enum | header PATH [OFF] | uuidmap UUID\n"
 		"  fill|check PATH OFF LEN SEED | sum PATH OFF LEN\n"
-		"  rm-wait ADDR SECS | rm-stats ADDR | rm-alloc ADDR SIZE [POOL]\n"
+		"  rm-wait ADDR SECS | rm-stats ADDR | rm-alloc ADDR SIZE "
+		"[POOL]\n"
 		"  rm-free|rm-access ADDR REGION OFFSET LENGTH TOKEN\n"
-		"  mds-lookup|mds-delete URL KEY | mds-list URL | mds-usage URL\n"
+		"  mds-lookup|mds-delete URL KEY | mds-list URL | mds-usage "
+		"URL\n"
 		"  mds-alloc URL INSTANCE SIZE | runas UID GID CMD...\n");
 	return 2;
 }
@@ -113,9 +116,9 @@ static uint64_t dax_sysfs_u64(const char *path, const char *attr)
  * multiples.
  */
 struct range {
-	uint8_t *base;		/* owns: the mapping */
+	uint8_t *base; /* owns: the mapping */
 	size_t maplen;
-	uint8_t *p;		/* borrows base: the first requested byte */
+	uint8_t *p; /* borrows base: the first requested byte */
 };
 
 static int range_map(const char *path, uint64_t off, uint64_t len, bool write,
@@ -187,7 +190,8 @@ static int cmd_fill_check(bool fill, const char *path, const char *offs,
 		if (fill) {
 			r.p[i] = pattern_byte(seed, i);
 		} else if (r.p[i] != pattern_byte(seed, i)) {
-			printf("check path=%s offset=%" PRIu64 " result=mismatch"
+			printf("check path=%s offset=%" PRIu64
+			       " result=mismatch"
 			       " at=%" PRIu64 " got=0x%02x want=0x%02x\n",
 			       path, off, i, r.p[i], pattern_byte(seed, i));
 			range_unmap(&r);
@@ -196,8 +200,8 @@ static int cmd_fill_check(bool fill, const char *path, const char *offs,
 	}
 	if (fill)
 		msync(r.base, r.maplen, MS_SYNC);
-	printf("%s path=%s offset=%" PRIu64 " length=%" PRIu64
-	       " seed=%" PRIu64 " result=ok\n",
+	printf("%s path=%s offset=%" PRIu64 " length=%" PRIu64 " seed=%" PRIu64
+	       " result=ok\n",
 	       fill ? "fill" : "check", path, off, len, seed);
 	range_unmap(&r);
 	return 0;
@@ -282,8 +286,7 @@ static int print_header(const char *path, const uint8_t *hdr)
 	uuid_text(u, uuid);
 	printf("header path=%s magic=MARUDEV version=%" PRIu32 " uuid=%s"
 	       " uuid_v4=%d reserved=%" PRIu32 "\n",
-	       path, version, uuid,
-	       (u[6] >> 4) == 4 && (u[8] & 0xc0) == 0x80,
+	       path, version, uuid, (u[6] >> 4) == 4 && (u[8] & 0xc0) == 0x80,
 	       get_u32le(hdr + 28));
 	return 0;
 }
@@ -312,8 +315,10 @@ static int cmd_uuidmap(const char *want)
 
 	if (daxctl_new(&ctx) < 0)
 		return 1;
-	daxctl_region_foreach(ctx, region) {
-		daxctl_dev_foreach(region, dev) {
+	daxctl_region_foreach(ctx, region)
+	{
+		daxctl_dev_foreach(region, dev)
+		{
 			snprintf(path, sizeof(path), "/dev/%s",
 				 daxctl_dev_get_devname(dev));
 			if (read_header(path, 0, hdr) < 0 ||
@@ -343,8 +348,10 @@ static int cmd_enum(void)
 		fprintf(stderr, "maru-hwprobe: daxctl_new failed\n");
 		return 1;
 	}
-	daxctl_region_foreach(ctx, region) {
-		daxctl_dev_foreach(region, dev) {
+	daxctl_region_foreach(ctx, region)
+	{
+		daxctl_dev_foreach(region, dev)
+		{
 			printf("dev path=/dev/%s size=%llu align=%lu"
 			       " resource=0x%llx region=%d enabled=%d\n",
 			       daxctl_dev_get_devname(dev),
@@ -385,8 +392,8 @@ static int rm_open(struct rm_client *c, const char *addr)
 
 static int print_pool(const struct rm_pool_stat *s, void *arg)
 {
-	printf("pool path=%.*s type=%" PRIu32 " total=%" PRIu64
-	       " free=%" PRIu64 " align=%" PRIu64 "\n",
+	printf("pool path=%.*s type=%" PRIu32 " total=%" PRIu64 " free=%" PRIu64
+	       " align=%" PRIu64 "\n",
 	       (int)s->path.len, s->path.ptr, s->dax_type, s->total_size,
 	       s->free_size, s->align_bytes);
 	(*(int *)arg)++;
@@ -412,7 +419,7 @@ static int cmd_rm_stats(const char *addr)
 
 static int cmd_rm_wait(const char *addr, const char *secs)
 {
-	struct timespec ts = { 0, 100 * 1000 * 1000 };
+	struct timespec ts = {0, 100 * 1000 * 1000};
 	uint64_t s, i;
 
 	if (parse_u64(secs, &s))
@@ -502,12 +509,12 @@ static int cmd_rm_free_access(bool do_free, const char *addr, char **hargv)
 /* ---- metadata server: a raw REQ client, independent of libmaru ---- */
 
 struct mds {
-	void *ctx;		/* owns */
-	void *sock;		/* owns: a REQ socket */
-	msgpack_sbuffer sb;	/* owns: the request being built */
+	void *ctx;	    /* owns */
+	void *sock;	    /* owns: a REQ socket */
+	msgpack_sbuffer sb; /* owns: the request being built */
 	msgpack_packer pk;
-	msgpack_unpacked reply;	/* owns: the decoded reply payload */
-	char *payload;		/* owns: reply bytes; reply's strings borrow them */
+	msgpack_unpacked reply; /* owns: the decoded reply payload */
+	char *payload; /* owns: reply bytes; reply's strings borrow them */
 };
 
 static int mds_open(struct mds *m, const char *url)
@@ -558,7 +565,7 @@ static void pack_key(msgpack_packer *pk, const char *key)
 /* send the request in m->sb as @type; decode the reply map into m->reply */
 static int mds_call(struct mds *m, uint8_t type)
 {
-	uint8_t *msg, hdr[MDS_HDR_SIZE] = { 0 };
+	uint8_t *msg, hdr[MDS_HDR_SIZE] = {0};
 	zmq_msg_t rep;
 	size_t len;
 	int rc;
@@ -580,7 +587,8 @@ static int mds_call(struct mds *m, uint8_t type)
 	zmq_msg_init(&rep);
 	if (zmq_msg_recv(&rep, m->sock, 0) < 0) {
 		rc = -zmq_errno();
-		fprintf(stderr, "maru-hwprobe: no reply: %s\n", zmq_strerror(-rc));
+		fprintf(stderr, "maru-hwprobe: no reply: %s\n",
+			zmq_strerror(-rc));
 		zmq_msg_close(&rep);
 		return rc;
 	}
@@ -596,7 +604,8 @@ static int mds_call(struct mds *m, uint8_t type)
 		if (m->payload) {
 			memcpy(m->payload, msg + MDS_HDR_SIZE, len);
 			if (msgpack_unpack_next(&m->reply, m->payload, len,
-						NULL) == MSGPACK_UNPACK_SUCCESS &&
+						NULL) ==
+				    MSGPACK_UNPACK_SUCCESS &&
 			    m->reply.data.type == MSGPACK_OBJECT_MAP)
 				rc = 0;
 		}
@@ -690,7 +699,8 @@ static int cmd_mds_list(const char *url)
 	if (mds_call(&m, MDS_LIST_ALLOCATIONS) < 0)
 		goto out;
 	l = map_get(&m.reply.data, "allocations");
-	for (i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size;
+	for (i = 0;
+	     l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size;
 	     i++) {
 		print_handle("listed", &l->via.array.ptr[i]);
 		printf("\n");
@@ -716,14 +726,18 @@ static int cmd_mds_usage(const char *url)
 	if (mds_call(&m, MDS_GET_USAGE) < 0)
 		goto out;
 	l = map_get(&m.reply.data, "instances");
-	for (i = 0; l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size;
+	for (i = 0;
+	     l && l->type == MSGPACK_OBJECT_ARRAY && i < l->via.array.size;
 	     i++) {
 		e = &l->via.array.ptr[i];
 		id = map_get(e, "instance_id");
 		printf("instance id=%.*s regions=%" PRIu64 " allocated=%" PRIu64
 		       " used=%" PRIu64 "\n",
-		       id && id->type == MSGPACK_OBJECT_STR ? (int)id->via.str.size : 1,
-		       id && id->type == MSGPACK_OBJECT_STR ? id->via.str.ptr : "?",
+		       id && id->type == MSGPACK_OBJECT_STR
+			       ? (int)id->via.str.size
+			       : 1,
+		       id && id->type == MSGPACK_OBJECT_STR ? id->via.str.ptr
+							    : "?",
 		       map_u64(e, "regions"), map_u64(e, "allocated"),
 		       map_u64(e, "used"));
 	}
@@ -829,7 +843,8 @@ int main(int argc, char **argv)
 		return cmd_rm_alloc(argv[1], argv[2], n == 3 ? argv[3] : NULL);
 	if ((!strcmp(cmd, "rm-free") || !strcmp(cmd, "rm-access")) && n == 5)
 		return cmd_rm_free_access(cmd[3] == 'f', argv[1], argv + 2);
-	if ((!strcmp(cmd, "mds-lookup") || !strcmp(cmd, "mds-delete")) && n == 2)
+	if ((!strcmp(cmd, "mds-lookup") || !strcmp(cmd, "mds-delete")) &&
+	    n == 2)
 		return cmd_mds_key(cmd[4] == 'd', argv[1], argv[2]);
 	if (!strcmp(cmd, "mds-list") && n == 1)
 		return cmd_mds_list(argv[1]);

@@ -7,6 +7,8 @@ maru_add_fuzz_target(fuzz_mds_request
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_request.c
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
+		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
+		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
 		${MDS_SRC}/handler.c ${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
 	LIBS maru_common PkgConfig::MSGPACK PkgConfig::ISAL PkgConfig::ZMQ m)
 foreach(t fuzz_mds_request_replay fuzz_mds_request)
@@ -23,6 +25,8 @@ maru_add_fuzz_target(fuzz_mds_conn
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_conn.c
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
+		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
+		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
 		${MDS_SRC}/handler.c ${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
 		${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
 	LIBS maru_common maru_daemon PkgConfig::MSGPACK PkgConfig::ISAL
@@ -41,6 +45,8 @@ maru_add_fuzz_target(fuzz_mds_journal
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_mds_journal.c
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
+		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
+		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
 		${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
 	LIBS maru_common PkgConfig::ISAL PkgConfig::ZMQ m)
 foreach(t fuzz_mds_journal_replay fuzz_mds_journal)

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * kv.c - the KV semantics of maru-server: REGISTER (first writer wins),
+ * LOOKUP, EXISTS, DELETE, PIN, UNPIN
+ *
+ * A key lives in the index (index.h) with its region slot, location and
+ * registration number.  Only keys of tracked regions count in kv_bytes
+ * and enter the eviction order; a key of a region id the server does not
+ * track never resolves (as upstream).
+ *
+ * Pins: mds.pin_map holds one record per (KV entry, holder) with the
+ * holder's count (ix_entry.off) and its position in the holder's array
+ * (ix_entry.len); ix_entry.pins of the KV entry is the sum over holders.
+ * A pinned entry is never deleted or evicted, so a record's entry address
+ * stays valid.  A holder's pins are released with it: a connection's when
+ * it closes, an owner's when its lease ends or its last connection closes
+ * while it has no lease.
+ */
+#include "store_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events.h"
+#include "journal.h"
+#include "pubidx.h"
+#include "util.h"
+
+#define HOLDER_MAX_PINS (1u << 20) /* distinct keys one holder may pin */
+
+/* ---- pins ---- */
+
+struct pin_key {
+	uint64_t entry; /* address of the KV entry */
+	uint64_t uid;	/* the holder's */
+};
+
+static struct ix_key pin_key(const struct ix_entry *e,
+			     const struct mds_pins *hp, struct pin_key *b)
+{
+	struct ix_key k = {(const uint8_t *)b, sizeof(*b), IX_BIN};
+
+	b->entry = (uint64_t)(uintptr_t)e;
+	b->uid = hp->uid;
+	return k;
+}
+
+struct ix_entry *pin_entry(const struct ix_entry *rec)
+{
+	struct pin_key b;
+
+	memcpy(&b, rec->key, sizeof(b));
+	return (struct ix_entry *)(uintptr_t)b.entry;
+}
+
+struct ix_entry *pin_find(struct mds *s, const struct ix_entry *e,
+			  const struct mds_pins *hp)
+{
+	struct pin_key b;
+	struct ix_key k = pin_key(e, hp, &b);
+
+	return ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
+}
+
+/* one more pin of @e by @hp. Return: 0, -ENOSPC (holder's cap), -ENOMEM */
+int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
+{
+	struct pin_key b;
+	struct ix_key k = pin_key(e, hp, &b);
+	struct ix_entry *rec;
+	size_t cap = hp->cap;
+	int rc;
+
+	if (e->pins == UINT32_MAX)
+		return 0;      /* saturated: counted no further */
+	pol_touch(&s->pol, e); /* a use (a no-op once pinned) */
+	rec = ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
+	if (rec) {
+		rec->off++;
+		e->pins++;
+		log_pin(s, hp, e, rec->off);
+		return 0;
+	}
+	if (hp->n >= HOLDER_MAX_PINS)
+		return -ENOSPC;
+	if (array_grow(&hp->rec, &cap, hp->n, sizeof(*hp->rec), 8) < 0)
+		return -ENOMEM;
+	hp->cap = (uint32_t)cap;
+	rc = ix_insert(&s->pin_map, &k, ix_hash(&s->pin_map, &k), &rec);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		rec->len = hp->n;
+		hp->rec[hp->n++] = rec;
+		hp->bytes += e->len;
+	}
+	rec->off++;
+	if (!e->pins++) {
+		/* pins are absolute: out of the eviction order */
+		pol_remove(&s->pol, e);
+		s->pinned_bytes += e->len;
+	}
+	log_pin(s, hp, e, rec->off);
+	return 0;
+}
+
+/* @e lost its last pin: evictable again, and that was a use */
+void unpinned(struct mds *s, struct ix_entry *e)
+{
+	s->pinned_bytes -= e->len;
+	if (e->slot != IX_NO_SLOT)
+		pol_add(&s->pol, e);
+}
+
+/* drop one pin (@all: every pin) of record @rec of holder @hp */
+void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec, bool all)
+{
+	struct ix_entry *e = pin_entry(rec);
+	uint32_t i = (uint32_t)rec->len;
+
+	if (!all && rec->off > 1) {
+		rec->off--;
+		if (!--e->pins)
+			unpinned(s, e);
+		log_pin(s, hp, e, rec->off);
+		return;
+	}
+	log_pin(s, hp, e, 0);
+	e->pins -= (uint32_t)rec->off;
+	if (!e->pins)
+		unpinned(s, e);
+	hp->bytes -= e->len;
+	hp->rec[i] = hp->rec[--hp->n];
+	hp->rec[i]->len = i;
+	ix_delete(&s->pin_map, rec);
+}
+
+void pins_release(struct mds *s, struct mds_pins *hp)
+{
+	while (hp->n)
+		pin_put(s, hp, hp->rec[hp->n - 1], true);
+}
+
+/* ---- KV ---- */
+
+int mds_register(struct mds *s, const struct mds_reg *reg,
+		 struct mds_peer *peer)
+{
+	struct ix_key k = mds_key_ix(&reg->key);
+	uint64_t h = ix_hash(&s->kv, &k);
+	struct mds_region *r;
+	struct ix_entry *e;
+	uint32_t slot = IX_NO_SLOT;
+	bool too_long = s->cfg.max_key && reg->key.len > s->cfg.max_key;
+	int rc;
+
+	e = ix_find(&s->kv, &k, h);
+	if (e) {
+		pol_touch(&s->pol, e); /* a use */
+		return 0;	       /* first writer wins */
+	}
+	if (too_long)
+		return -E2BIG; /* --max-key-bytes */
+	r = region_find(s, reg->region_id, &slot);
+	/* a location must lie inside its region (issue 12) */
+	if (r && (reg->kv_offset > r->h.length ||
+		  reg->kv_length > r->h.length - reg->kv_offset))
+		return -ERANGE;
+	if (r && r->state == REG_GONE && r->gone_why == GONE_LEASE)
+		return -EPERM;
+	/* only the owner writes into its region (issue 12) */
+	if (r && !claim(s, peer, r->owner, IX_NO_SLOT))
+		return -EPERM;
+	if (r && r->state == REG_GONE)
+		revive(s, r->owner); /* a write is proof of life */
+	rc = ix_insert(&s->kv, &k, h, &e);
+	if (rc <= 0)
+		return rc;
+	e->off = reg->kv_offset;
+	e->len = reg->kv_length;
+	e->gen = ++s->gen;
+	if (r) {
+		/* only bytes in a tracked region count: a key of an unknown
+		 * region never resolves, and its length is unchecked */
+		s->kv_bytes += reg->kv_length;
+		s->reg_bytes += reg->kv_length;
+		e->slot = slot;
+		r->refs++;
+		r->used += reg->kv_length;
+		pol_add(&s->pol, e); /* only these free anything if evicted */
+	}
+	log_key(s, e);
+	pub_put(s->pub, e, r ? r->h.region_id : 0);
+	ev_stored(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
+		  r ? s->insts[r->owner].id : NULL,
+		  r ? s->insts[r->owner].id_len : 0, reg->region_id, e->off,
+		  e->len);
+	return 1;
+}
+
+const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
+				  const struct mds_region **reg)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+
+	if (!e || e->slot == IX_NO_SLOT)
+		return NULL;
+	pol_touch(&s->pol, e);
+	*reg = &s->regions[e->slot];
+	return e;
+}
+
+bool mds_exists(struct mds *s, const struct mds_key *k)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+
+	if (e)
+		pol_touch(&s->pol, e);
+	return e != NULL;
+}
+
+bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	uint32_t slot;
+
+	if (!e || e->pins)
+		return false;
+	slot = e->slot;
+	/* --owner-delete: a key in a live region is its owner's to delete */
+	if (slot != IX_NO_SLOT && s->cfg.owner_delete &&
+	    s->regions[slot].state == REG_LIVE &&
+	    !may_act(s, peer, s->regions[slot].owner, IX_NO_SLOT))
+		return false;
+	/* (its owner is told too: another client may have deleted it; its
+	 * own delete freed the page, and the notice then does nothing) */
+	key_gone(s, e, KG_DELETED);
+	return true;
+}
+
+/* who a pin by @peer belongs to; NULL: an untracked connection */
+static struct mds_pins *pin_holder(struct mds *s, struct mds_peer *peer)
+{
+	struct mds_conn *c;
+	uint32_t i;
+
+	if (!peer)
+		return &s->anon_pins;
+	c = peer_conn(s, peer);
+	if (!c)
+		return NULL;
+	/* the first owner the connection belongs to -- not one whose lease
+	 * ended (its pins went with it; the client takes a new lease) */
+	for (i = 0; i < c->ninst; i++) {
+		const struct mds_inst *in = &s->insts[c->inst[i]];
+
+		if (!in->lease_id || in->nleases)
+			return &s->insts[c->inst[i]].pins;
+	}
+	return &c->pins;
+}
+
+bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	struct mds_pins *hp;
+
+	if (!e)
+		return false;
+	hp = pin_holder(s, peer);
+	return hp && pin_add(s, e, hp) == 0;
+}
+
+bool mds_unpin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
+{
+	struct ix_key x = mds_key_ix(k);
+	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	struct mds_pins *hp;
+	struct ix_entry *rec;
+	struct mds_conn *c;
+	uint32_t i;
+
+	if (!e || !e->pins)
+		return false;
+	if (!peer) {
+		hp = &s->anon_pins;
+		rec = pin_find(s, e, hp);
+		goto out;
+	}
+	c = peer_conn(s, peer);
+	if (!c)
+		return false;
+	/* the connection's own, or any instance's claimed on it */
+	hp = &c->pins;
+	rec = pin_find(s, e, hp);
+	for (i = 0; !rec && i < c->ninst; i++) {
+		hp = &s->insts[c->inst[i]].pins;
+		rec = pin_find(s, e, hp);
+	}
+out:
+	if (!rec)
+		return false;
+	pin_put(s, hp, rec, false);
+	return true;
+}
+
+uint64_t mds_entry_region_id(void *arg, const struct ix_entry *e)
+{
+	const struct mds *s = arg;
+
+	return e->slot == IX_NO_SLOT ? 0 : s->regions[e->slot].h.region_id;
+}
+
+/*
+ * key_gone - @e leaves the index, for @why: the one place that decides
+ * what a key's departure means for the rest -- its region's counts, the
+ * eviction order, its owner's notice (a delete by anybody, an eviction:
+ * the owner reuses the page), the journal, the shared index (before any
+ * event can tell of it), the event stream, and its region when that was
+ * its last key and its owner is done.  A pinned key leaves only with its
+ * region (a replay, regions lost at the RM): its pins go with it.
+ */
+void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why)
+{
+	static const uint8_t event[] = {
+		[KG_DELETED] = EVR_DELETED,
+		[KG_EVICTED] = EVR_EVICTED,
+		[KG_OWNER_GONE] = EVR_OWNER_GONE,
+		[KG_LOST] = EVR_EXPIRED,
+	};
+	uint32_t slot = e->slot, i;
+	struct mds_region *r = slot != IX_NO_SLOT ? &s->regions[slot] : NULL;
+	bool told =
+		why == KG_DELETED || why == KG_EVICTED || why == KG_OWNER_GONE;
+
+	for (i = 0; e->pins && i < s->ninst_slots; i++) {
+		struct ix_entry *rec;
+
+		if (s->insts[i].id && (rec = pin_find(s, e, &s->insts[i].pins)))
+			pin_put(s, &s->insts[i].pins, rec, true);
+	}
+	if (r) {
+		s->kv_bytes -= e->len;
+		r->refs--;
+		r->used -= e->len;
+		if (told && r->state == REG_LIVE && s->insts[r->owner].notices)
+			(void)notice_push(s, &s->insts[r->owner],
+					  r->h.region_id, e->off, e->gen);
+	}
+	pol_remove(&s->pol, e);
+	if (why != KG_REPLAY)
+		log_del(s, e);
+	pub_del(s->pub, e); /* before an event can tell of it */
+	if (why != KG_REPLAY)
+		ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
+			   event[why]);
+	ix_delete(&s->kv, e);
+	if (told && r && !r->refs && r->state != REG_LIVE)
+		region_done(s, slot);
+}

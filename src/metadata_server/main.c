@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c - maru-server command line (docs/metadata-server.md plus our
- * additions) and process setup
+ * additions), process setup, and the order of the start: options, the
+ * journal and its replay, the resource manager (its start-up connection
+ * checks the recovered regions and places the shared index: start.c,
+ * idxstart.c), the index's build, then the loop (server.c)
  *
  * Order matters: SIGINT/SIGTERM are blocked before anything could start
  * a thread, so that they are only ever delivered through the loop's
@@ -40,52 +43,10 @@
 #include "store.h"
 #include "util.h"
 #include "zcurve.h"
+#include "config.h"
+#include "start.h"
 
 #include <sodium.h>
-
-/* Defaults, with the reason for each (memcached style). */
-struct config {
-	const char *host;	/* 127.0.0.1: upstream's; never exposed */
-	int port;		/* 5555: upstream's */
-	const char *log_level;	/* INFO: nothing per request */
-	const char *rm_address; /* 127.0.0.1:9850: the RM's default */
-	long rm_wait_s;		/* 10: both daemons started at once */
-	struct opt_list dax;	/* owns the array: none = any pool */
-	double lease_ttl;    /* 30 s: docs/metadata-server.md, Dead clients */
-	double peer_grace;   /* 60 s: outlives reconnects of a live client */
-	long busy_poll_us;   /* 0: sleep as soon as nothing is ready */
-	long max_conns;	     /* 4096, within the fd limit; 0: none */
-	long max_key;	     /* 65536: far above any KV-cache key */
-	uint64_t max_input;  /* 1 GiB: eight 64 MiB messages at once (their
-			      * buffers double to 128 MiB) */
-	bool owner_delete;   /* false: anyone deletes any key (upstream) */
-	const char *rm_key;  /* NULL: $MARU_RM_KEY_FILE or the RM's default */
-	long max_per_addr;   /* 256: one remote host cannot take them all */
-	uint64_t inst_quota; /* 0: an instance may hold the whole pool */
-	bool insecure;	     /* a non-loopback --host without authentication */
-	const char *curve_secret;  /* NULL: no CURVE (zcurve.h) */
-	const char *curve_clients; /* a directory of allowed public keys */
-	const char *eviction;	   /* "lru": a full pool evicts (issue 13) */
-	long evict_grace_ms;	   /* 300: an evicted page rests this long */
-	long evict_wait_ms;	   /* 1500: a REQUEST_ALLOC waits for room */
-	long evict_high_pm, evict_low_pm; /* 950, 900 per mille */
-	/* the journal (issue 14; docs/metadata-server.md "Restart") */
-	const char *state_dir;	 /* NULL: default_state_dir() */
-	int durability;		 /* process: survives kill -9, as a pool on
-				  * /dev/shm does; host costs an fdatasync */
-	bool verify_state;	 /* --verify-state: check, print, exit */
-	uint64_t snap_min;	 /* 0: MDS_SNAP_MIN */
-	const char *events_bind; /* NULL: no KV event stream (issue 17) */
-	/* the shared index (issue 16; docs/shm-index.md) */
-	int shm_mode;	      /* SHM_AUTO or enum pub_mode */
-	const char *shm_path; /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
-	uint64_t shm_size;    /* 0: the mode's default */
-	uint64_t shm_keys;    /* the first table's keys (0: as many as
-			       * recovered) */
-	int coherence;	      /* -1: auto, else enum si_coh */
-};
-
-#define SHM_AUTO (-1)
 
 static void config_defaults(struct config *c)
 {
@@ -110,8 +71,6 @@ static void config_defaults(struct config *c)
 	c->shm_mode = SHM_AUTO;
 	c->coherence = -1;
 }
-
-#define STATE_DIR_ROOT "/var/lib/maru-server"
 
 /* without --state-dir: statedir.h */
 static const char *default_state_dir(char *buf, size_t len)
@@ -618,519 +577,6 @@ static void log_config(const struct config *c)
 }
 
 /*
- * A fresh random id (16 hex digits), for HANDSHAKE/HEARTBEAT: clients
- * compare it to notice a restart that lost the state.  A journal keeps
- * it across restarts (its HEAD records).  Falls back on the clock and pid
- * if getrandom() fails; it only has to differ from the previous run's.
- */
-static void make_server_id(char *out, size_t len)
-{
-	uint64_t v;
-
-	if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-		v = now_ns() ^ ((uint64_t)getpid() << 40);
-	snprintf(out, len, "%016llx", (unsigned long long)v);
-}
-
-static void mds_config_from(const struct config *c, struct mds_config *mc)
-{
-	memset(mc, 0, sizeof(*mc));
-	mc->rm_address = c->rm_address;
-	mc->dax_only = c->dax.n > 0;
-	mc->lease_ttl_ns = (uint64_t)llround(c->lease_ttl * 1e9);
-	mc->peer_grace_ns = (uint64_t)llround(c->peer_grace * 1e9);
-	mc->max_key = (uint32_t)c->max_key;
-	mc->owner_delete = c->owner_delete;
-	mc->inst_quota = c->inst_quota;
-	mc->eviction = c->eviction;
-	mc->evict_grace_ns = (uint64_t)c->evict_grace_ms * 1000000;
-	mc->evict_wait_ns = (uint64_t)c->evict_wait_ms * 1000000;
-	mc->evict_high_pm = (uint32_t)c->evict_high_pm;
-	mc->evict_low_pm = (uint32_t)c->evict_low_pm;
-	mc->snap_min = c->snap_min;
-}
-
-/*
- * An empty store for @c: at the start, and again when the recovered state
- * cannot be served (damaged journal, re-created pool).  Its index is
- * seeded at random every time (hash flooding).  Return: 0 or -ENOMEM.
- */
-static int store_init(struct mds *s, const struct config *c, struct rmsess *rm)
-{
-	struct mds_config mc;
-	uint64_t seed;
-
-	if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
-		seed = now_ns() ^ ((uint64_t)getpid() << 32);
-	mds_config_from(c, &mc);
-	return mds_init(s, &mc, &rmsess_ops, rm, seed) < 0 ? -ENOMEM : 0;
-}
-
-/* the journal replayed into @s; Return: 0 or -errno (I/O) */
-static int recover(struct jr *jr, bool readonly, struct mds *s,
-		   struct jr_recovery *rec)
-{
-	uint64_t t0 = now_ns();
-	int rc;
-
-	mds_replay_hint(s, jr_disk_bytes(jr));
-	s->replaying = true;
-	rc = jr_recover(jr, readonly, mds_apply, mds_ahead, s, rec);
-	s->replaying = false;
-	s->rec.found = rec->found;
-	s->rec.records = rec->records;
-	s->rec.bytes = rec->bytes;
-	s->rec.dropped_bytes = rec->dropped;
-	s->rec.ms = (now_ns() - t0) / 1000000;
-	if (rc < 0)
-		return rc;
-	if (rec->dropped || rec->why[0])
-		log_warn("journal %s: %s; %llu byte(s) after it dropped (the "
-			 "longest valid prefix, %llu record(s), is recovered)",
-			 jr->dir, rec->why[0] ? rec->why : "damaged",
-			 (unsigned long long)rec->dropped,
-			 (unsigned long long)rec->records);
-	return 0;
-}
-
-/* --verify-state: what a restart would recover. Return: exit status */
-static int verify_state(const struct config *c, const char *dir)
-{
-	struct jr_recovery rec;
-	struct mds_config mc;
-	struct mds s;
-	struct jr jr;
-	char err[512] = "";
-	int rc;
-
-	mds_config_from(c, &mc);
-	if (jr_open(&jr, dir, false, true, err, sizeof(err)) < 0) {
-		fprintf(stderr, "maru-server: %s\n", err);
-		jr_close(&jr);
-		return 1;
-	}
-	if (mds_init(&s, &mc, &rmsess_ops, NULL, 1) < 0) {
-		jr_close(&jr);
-		return 1;
-	}
-	rc = recover(&jr, true, &s, &rec);
-	if (rc == 0)
-		mds_recovered(&s, now_ns());
-	printf("state directory  %s\n", dir);
-	if (rc < 0) {
-		printf("error            %s\n", strerror(-rc));
-	} else if (!rec.found) {
-		printf("journal          none readable: a restart starts empty "
-		       "(new server id)\n");
-	} else {
-		printf("server id        %s\n",
-		       s.server_id[0] ? s.server_id : jr.server_id);
-		printf("segments         %llu (%llu bytes valid, %llu "
-		       "records)\n",
-		       (unsigned long long)rec.segments,
-		       (unsigned long long)rec.bytes,
-		       (unsigned long long)rec.records);
-		printf("keys             %llu (%llu bytes)\n",
-		       (unsigned long long)s.kv.count,
-		       (unsigned long long)s.kv_bytes);
-		printf("regions          %llu (%llu bytes)\n",
-		       (unsigned long long)s.nregions,
-		       (unsigned long long)s.total_allocated);
-		printf("leases           %u\n", s.nleases);
-		printf("pins             %llu\n",
-		       (unsigned long long)s.pin_map.count);
-		printf("replay           %llu ms\n",
-		       (unsigned long long)s.rec.ms);
-	}
-	if (rec.lossy)
-		printf("damage           %s, with valid records after it: a "
-		       "restart serves none of it (starts empty, new server "
-		       "id)\n",
-		       rec.why);
-	else if (rec.dropped || rec.why[0])
-		printf("damage           %s; %llu byte(s) would be dropped\n",
-		       rec.why, (unsigned long long)rec.dropped);
-	printf("consistent       %s\n",
-	       rc == 0 && mds_check(&s) == 0 ? "yes" : "NO");
-	rc = rc < 0 || !rec.found || rec.dropped || rec.why[0] ||
-	     mds_check(&s) != 0;
-	mds_destroy(&s);
-	jr_close(&jr);
-	return rc;
-}
-
-/* Checking the recovered regions at the RM (rmsess.h, verify). */
-/* The shared index at start (issue 16): where its area is. */
-struct idx_start {
-	const struct config *c;
-	const char *dir;    /* the state directory; NULL: no journal */
-	int mode;	    /* enum pub_mode, auto resolved */
-	int coh;	    /* enum si_coh, auto resolved */
-	struct rm_handle h; /* PUB_POOL: the region */
-	void *mem;	    /* PUB_POOL: mapped read-write (owns) */
-	size_t len;
-	char path[4096]; /* PUB_FILE */
-};
-
-struct verify {
-	struct mds *s;
-	struct jr *jr;
-	const struct config *c;
-	struct rmsess *rm;
-	bool reset;	/* none was there any more: started empty */
-	bool recovered; /* a journal was recovered: check its regions */
-	struct idx_start *idx;
-	char old_cid[RM_CLIENT_ID_MAX + 1]; /* an identity not served any
-					     * more: its regions released */
-};
-
-struct check_arg {
-	struct rm_client *c;
-	const struct rmsess *rm; /* its pools: a region's device */
-};
-
-static int check_region(void *arg, const struct rm_handle *h, char *path,
-			size_t pathlen)
-{
-	const struct check_arg *ca = arg;
-	struct rm_client *c = ca->c;
-	struct rm_access_result out;
-	int rc = rm_client_get_access(c, h, &out);
-
-	if (rc == 0 && (out.offset != h->offset || out.length != h->length))
-		return -ESTALE;
-	if (rc == 0)
-		snprintf(path, pathlen, "%s", rmsess_pool_of(ca->rm, out.path));
-	if (rc == -ENOENT || rc == -EACCES || rc == -EPERM)
-		return rc;
-	return rc < 0 && c->answered ? -ESTALE : rc;
-}
-
-static void rm_client_id(char *out, size_t len, const char *server_id)
-{
-	char host[256];
-
-	/* at most 12 + 80 + 1 + 16 bytes: within RM_CLIENT_ID_MAX */
-	if (gethostname(host, sizeof(host)) < 0)
-		snprintf(host, sizeof(host), "localhost");
-	host[sizeof(host) - 1] = '\0';
-	snprintf(out, len, "maru-server/%.80s/%.16s", host, server_id);
-}
-
-/*
- * The resource manager holds the regions of our earlier identity until it
- * returns (RM_HOLD_UNTIL_BACK); a journal that cannot be served means it
- * never will: release them now, or -- while its workers may still write,
- * or the RM cannot say -- from the loop, as soon as they may be.
- */
-static void release_old(struct verify *v, struct rm_client *c)
-{
-	struct rm_release_resp r;
-	int rc = rm_client_release(c, v->old_cid, &r);
-
-	if (rc == 0)
-		log_warn("resource manager: the %u region(s), %llu bytes, of "
-			 "our earlier identity %s are released",
-			 r.regions, (unsigned long long)r.bytes, v->old_cid);
-	else if (rc != -ENOENT)
-		log_warn("resource manager: the regions of our earlier "
-			 "identity %s are released %s",
-			 v->old_cid,
-			 rc == -EAGAIN ? "once its workers have stopped "
-					 "writing into them"
-				       : "as soon as the resource manager "
-					 "lets us");
-	if (rc != 0 && rc != -ENOENT)
-		rmsess_release_later(v->rm, v->old_cid,
-				     rc == -EAGAIN ? r.regions + 1 : 5);
-}
-
-static int verify_regions(void *arg, struct rm_client *c);
-static int idx_prepare(struct idx_start *x, struct rm_client *c,
-		       const struct rmsess *rm);
-
-/* rmsess_start()'s hook, on its blocking connection: recovered regions,
- * then the shared index's region */
-static int start_hook(void *arg, struct rm_client *c)
-{
-	struct verify *v = arg;
-	int rc = 0;
-
-	if (v->old_cid[0])
-		release_old(v, c);
-	if (v->recovered)
-		rc = verify_regions(v, c);
-	if (rc == 0 && v->idx->c->shm_mode != PUB_OFF)
-		rc = idx_prepare(v->idx, c, v->rm);
-	return rc;
-}
-
-static int verify_regions(void *arg, struct rm_client *c)
-{
-	struct verify *v = arg;
-	struct check_arg ca = {c, v->rm};
-	struct mds_events *ev;
-	uint64_t before = v->s->nregions, t0 = now_ns();
-	int64_t kept;
-
-	if (!before)
-		return 0;
-	kept = mds_verify_regions(v->s, check_region, &ca);
-	if (kept < 0)
-		return (int)kept;
-	v->s->rec.ms += (now_ns() - t0) / 1000000;
-	if (kept > 0) {
-		if ((uint64_t)kept < before)
-			log_warn("recovery: %llu of %llu region(s) are gone at "
-				 "the resource manager; their %llu key(s) "
-				 "dropped",
-				 (unsigned long long)(before - (uint64_t)kept),
-				 (unsigned long long)before,
-				 (unsigned long long)v->s->rec.keys_lost);
-		return 0;
-	}
-	/*
-	 * None of them: the pool was re-created (or the RM lost its state),
-	 * so no recovered location means anything.  Start empty under a new
-	 * identity: clients fence, as after a restart without a journal.
-	 */
-	log_warn("recovery: the resource manager has none of the %llu "
-		 "region(s) of the journal (the pool was re-created, or its "
-		 "state lost): starting empty, under a new server id",
-		 (unsigned long long)before);
-	ev = v->s->ev; /* the event stream stays: "cleared" follows */
-	mds_destroy(v->s);
-	if (store_init(v->s, v->c, v->rm) < 0)
-		return -ENOMEM;
-	v->s->ev = ev;
-	v->s->rec.regions_lost = before;
-	if (jr_remove(v->jr) < 0)
-		return -EIO;
-	make_server_id(v->s->server_id, sizeof(v->s->server_id));
-	if (jr_start(v->jr, v->s->server_id) < 0)
-		return -EIO;
-	v->s->jr = v->jr;
-	rm_client_id(c->client_id, sizeof(c->client_id), v->s->server_id);
-	v->reset = true;
-	return 0;
-}
-
-/* ---- the shared index at start (issue 16; docs/shm-index.md) ---- */
-
-#define IDX_REGION_FILE "shm-index.region"
-
-/* the region of an earlier start (the state directory), if any */
-static bool idx_saved(const struct idx_start *x, struct rm_handle *h)
-{
-	unsigned long long v[4];
-	char path[4200];
-	FILE *f;
-	int n;
-
-	if (!x->dir)
-		return false;
-	snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE, x->dir);
-	f = fopen(path, "re");
-	if (!f)
-		return false;
-	n = fscanf(f, "%llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]);
-	fclose(f);
-	if (n != 4)
-		return false;
-	*h = (struct rm_handle){v[0], v[1], v[2], v[3]};
-	return true;
-}
-
-static void idx_save(const struct idx_start *x)
-{
-	char path[4200], tmp[4210];
-	FILE *f;
-
-	if (!x->dir)
-		return;
-	snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE, x->dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
-	if (!f)
-		return;
-	fprintf(f, "%llu %llu %llu %llu\n", (unsigned long long)x->h.region_id,
-		(unsigned long long)x->h.offset,
-		(unsigned long long)x->h.length,
-		(unsigned long long)x->h.auth_token);
-	if (fclose(f) == 0)
-		(void)rename(tmp, path);
-}
-
-/*
- * PUB_POOL: the region of an earlier start if the RM still has it (its
- * readers stay attached), else a new one; mapped read-write.
- * Return: 0 or -errno (said).
- */
-static int idx_pool_region(struct idx_start *x, struct rm_client *c,
-			   const struct rmsess *rm)
-{
-	uint64_t pool = rm->ndax ? rm->total_dax : rm->total_all;
-	uint64_t size = x->c->shm_size;
-
-	/* by default a 64th of the pool, within [4 MiB, 1 GiB]: 4 MiB
-	 * holds a table for 8K keys, 1 GiB for 4M (at most half full) */
-	if (!size) {
-		size = pool / 64;
-		size = size < PUB_MIN_POOL_SIZE	  ? PUB_MIN_POOL_SIZE
-		       : size > PUB_MAX_POOL_SIZE ? PUB_MAX_POOL_SIZE
-						  : size;
-	}
-	struct rm_access_result acc;
-	struct rm_alloc_result ar;
-	const char *path = NULL;
-	void *mem;
-	int fd, rc;
-
-	if (idx_saved(x, &x->h) && rm_client_get_access(c, &x->h, &acc) == 0 &&
-	    acc.offset == x->h.offset && acc.length == x->h.length) {
-		path = acc.path;
-	} else {
-		rc = rm_client_alloc(c, size, rm->ndax ? rm->dax[0] : NULL,
-				     &ar);
-		if (rc < 0) {
-			log_err("shared index: ALLOC of %llu bytes at the "
-				"resource manager: %s",
-				(unsigned long long)size, strerror(-rc));
-			return rc;
-		}
-		x->h = ar.handle;
-		snprintf(acc.path, sizeof(acc.path), "%s", ar.path);
-		path = acc.path;
-		idx_save(x);
-	}
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		log_err("shared index: open %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	mem = mmap(NULL, (size_t)x->h.length, PROT_READ | PROT_WRITE,
-		   MAP_SHARED, fd, (off_t)x->h.offset);
-	close(fd);
-	if (mem == MAP_FAILED) {
-		log_err("shared index: mmap %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	x->mem = mem;
-	x->len = (size_t)x->h.length;
-	return 0;
-}
-
-/* auto resolved, and the pool's region taken (the RM's blocking start) */
-static int idx_prepare(struct idx_start *x, struct rm_client *c,
-		       const struct rmsess *rm)
-{
-	const char *rd = getenv("RUNTIME_DIRECTORY");
-	int rc;
-
-	x->mode = x->c->shm_mode;
-	if (x->mode == SHM_AUTO)
-		x->mode = rm->any_devdax ? PUB_POOL : PUB_FILE;
-	x->coh = x->c->coherence;
-	if (x->coh < 0)
-		x->coh = x->mode == PUB_POOL && rm->any_devdax ? SI_FLUSH
-							       : SI_COHERENT;
-	/* a file: --shm-index-path, a unit's RuntimeDirectory= (readable by
-	 * its clients), else /dev/shm, one file per server port */
-	if (x->c->shm_path)
-		snprintf(x->path, sizeof(x->path), "%s", x->c->shm_path);
-	else if (rd && *rd)
-		snprintf(x->path, sizeof(x->path), "%.*s/shm-index",
-			 (int)strcspn(rd, ":"), rd);
-	else
-		snprintf(x->path, sizeof(x->path), "/dev/shm/maru-index-%d",
-			 x->c->port);
-	if (x->mode != PUB_POOL) {
-		struct rm_handle old;
-		char path[4200];
-
-		/* an earlier start's region of the pool: not used any more */
-		if (idx_saved(x, &old) && rm_client_free(c, &old) == 0)
-			log_info(
-				"shared index: region %llu of an earlier start "
-				"freed",
-				(unsigned long long)old.region_id);
-		if (x->dir) {
-			snprintf(path, sizeof(path), "%s/" IDX_REGION_FILE,
-				 x->dir);
-			(void)unlink(path);
-		}
-		return 0;
-	}
-	rc = idx_pool_region(x, c, rm);
-	if (rc < 0 && x->c->shm_mode == SHM_AUTO) {
-		log_warn("shared index: no region of the pool; a file "
-			 "instead (this host's clients only)");
-		x->mode = PUB_FILE;
-		x->coh = x->c->coherence < 0 ? SI_COHERENT : x->c->coherence;
-		return 0;
-	}
-	return rc;
-}
-
-/*
- * Open and build the index (after recovery, before the loop).  Return:
- * the publisher, or NULL: none (off, or auto and not possible: said);
- * *@fatal when the asked-for mode failed.
- */
-static struct pub *idx_open(struct idx_start *x, struct mds *s, bool *fatal)
-{
-	struct pub_config pc = {0};
-	const char *f = getenv("MARU_SHM_INDEX_FAULT");
-	struct pub *p = NULL;
-	char err[512] = "";
-	int rc;
-
-	*fatal = false;
-	if (x->mode == PUB_OFF) {
-		log_info("shared index: off (--shm-index off)");
-		return NULL;
-	}
-	pc.mode = x->mode;
-	pc.path = x->path;
-	pc.coh = x->coh;
-	pc.keys = x->c->shm_keys;
-	/* the tests' fault injector (with --coherence simulate) */
-	pc.fault = f && !strcmp(f, "no-wb-del") ? SI_FAULT_NO_WB_DEL : 0;
-	if (x->mode == PUB_POOL) {
-		pc.pool_mem = x->mem;
-		pc.size = x->len;
-		pc.region_id = x->h.region_id;
-		pc.region_off = x->h.offset;
-		pc.region_len = x->h.length;
-		pc.region_token = x->h.auth_token;
-	} else {
-		pc.size =
-			x->c->shm_size ? x->c->shm_size : PUB_DEFAULT_FILE_SIZE;
-	}
-	rc = pub_open(&p, &pc, err, sizeof(err));
-	if (rc == 0)
-		rc = pub_build(p, &s->kv, mds_entry_region_id, s);
-	if (rc < 0) {
-		if (!err[0])
-			snprintf(err, sizeof(err), "%s", strerror(-rc));
-		pub_close(p);
-		if (x->c->shm_mode != SHM_AUTO) {
-			log_err("shared index: %s", err);
-			*fatal = true;
-		} else {
-			log_warn("shared index: %s: clients look keys up with "
-				 "requests only",
-				 err);
-		}
-		return NULL;
-	}
-	log_info("shared index: %s, coherence %s",
-		 x->mode == PUB_POOL ? "a region of the pool" : x->path,
-		 si_coh_name(x->coh));
-	return p;
-}
-
-/*
  * The journal: open (and lock) the state directory.  Return: 1 open, 0
  * without one (none asked, or the default directory is not usable: said
  * once), -1 after an error message.
@@ -1223,7 +669,7 @@ int main(int argc, char **argv)
 			  : default_state_dir(dirbuf, sizeof(dirbuf));
 	if (c.verify_state) {
 		log_init("maru-server", LOG_WARNING);
-		status = verify_state(&c, dir);
+		status = start_verify_state(&c, dir);
 		free(c.dax.v);
 		return status;
 	}
@@ -1252,14 +698,14 @@ int main(int argc, char **argv)
 	if (have_jr < 0)
 		goto out_dax;
 
-	if (store_init(&s, &c, &rm) < 0) {
+	if (start_store(&s, &c, &rm) < 0) {
 		log_err("out of memory");
 		goto out_mds;
 	}
 	/* the journal first: the RM client id is the recovered identity */
 	memset(&rec, 0, sizeof(rec));
 	if (have_jr) {
-		rc = recover(&jr, false, &s, &rec);
+		rc = start_recover(&jr, false, &s, &rec);
 		if (rc < 0) {
 			log_err("journal %s: %s", dir, strerror(-rc));
 			goto out_mds;
@@ -1268,8 +714,9 @@ int main(int argc, char **argv)
 			/* see jr_recovery.lossy: an empty store, a new id;
 			 * the old one's regions are released (release_old) */
 			if (jr.server_id[0])
-				rm_client_id(ver.old_cid, sizeof(ver.old_cid),
-					     jr.server_id);
+				start_rm_client_id(ver.old_cid,
+						   sizeof(ver.old_cid),
+						   jr.server_id);
 			log_err("journal %s: damaged before its end (%s): what "
 				"was acknowledged after that is lost, so none "
 				"of it is served; starting empty under a new "
@@ -1277,7 +724,7 @@ int main(int argc, char **argv)
 				"as *.bad",
 				dir, rec.why);
 			mds_destroy(&s);
-			if (store_init(&s, &c, &rm) < 0) {
+			if (start_store(&s, &c, &rm) < 0) {
 				log_err("out of memory");
 				goto out_mds;
 			}
@@ -1289,7 +736,7 @@ int main(int argc, char **argv)
 			memcpy(s.server_id, jr.server_id, sizeof(s.server_id));
 	}
 	if (!s.server_id[0])
-		make_server_id(s.server_id, sizeof(s.server_id));
+		start_server_id(s.server_id, sizeof(s.server_id));
 	/* before the RM's check of recovered regions: its drops are events */
 	if (c.events_bind) {
 		if (ev_open(&ev, c.events_bind, s.server_id) < 0)
@@ -1305,7 +752,7 @@ int main(int argc, char **argv)
 			goto out_mds;
 		}
 		s.jr = &jr;
-		rm_client_id(cid, sizeof(cid), s.server_id);
+		start_rm_client_id(cid, sizeof(cid), s.server_id);
 	}
 	if (rmsess_init(&rm, c.rm_address, have_jr ? cid : NULL, c.dax.v,
 			(int)c.dax.n) < 0) {
@@ -1372,7 +819,7 @@ int main(int argc, char **argv)
 	ver.reset = false;
 	ver.recovered = have_jr && rec.found;
 	ver.idx = &idx;
-	rm.verify = start_hook;
+	rm.verify = start_rm_hook;
 	rm.verify_arg = &ver;
 	rc = rmsess_start(&rm);
 	if (rc < 0) {

@@ -77,7 +77,7 @@ static uint64_t du(const char *dir)
 static int apply_key(void *arg, const struct jr_rec *rec)
 {
 	struct ix *ix = arg;
-	struct ix_key k = {rec->s[0].p, rec->s[0].len, IX_STR};
+	struct ix_key k = {rec->s[0].p, rec->s[0].len, KEY_STR};
 	struct ix_entry *e;
 
 	if (rec->type != JR_KEY)
@@ -94,7 +94,7 @@ static int apply_key(void *arg, const struct jr_rec *rec)
 static void ahead_key(void *arg, const struct jr_rec *rec, int stage)
 {
 	struct ix *ix = arg;
-	struct ix_key k = {rec->s[0].p, rec->s[0].len, IX_STR};
+	struct ix_key k = {rec->s[0].p, rec->s[0].len, KEY_STR};
 
 	if (rec->type != JR_KEY)
 		return;
@@ -124,7 +124,7 @@ static double run_journal(const char *dir, uint64_t n, uint64_t batch,
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		key_of(i, k);
-		jr_put_key(&j, IX_STR, (const uint8_t *)k, 24, 1 + i / 65536,
+		jr_put_key(&j, KEY_STR, (const uint8_t *)k, 24, 1 + i / 65536,
 			   (i % 65536) * 4096, 4096, i + 1);
 		if ((i + 1) % batch == 0 && jr_commit(&j) < 0)
 			exit(1);
@@ -215,7 +215,7 @@ static double run_lmdb(const char *dir, uint64_t n, uint64_t batch,
 	CHECK(mdb_cursor_open(txn, dbi, &cur));
 	(void)ix_reserve(&ix, n);
 	while (mdb_cursor_get(cur, &mk, &mv, MDB_NEXT) == 0) {
-		struct ix_key key = {mk.mv_data, (uint32_t)mk.mv_size, IX_STR};
+		struct ix_key key = {mk.mv_data, (uint32_t)mk.mv_size, KEY_STR};
 		struct ix_entry *e;
 
 		memcpy(val, mv.mv_data, sizeof(val));

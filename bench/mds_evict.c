@@ -61,7 +61,7 @@ static void run(const char *policy, uint64_t n, struct result *res)
 	mds_heartbeat(&s, inst, none, false, true, NULL);
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
-		struct mds_reg e = {{NULL, 0, IX_STR, {0}}, 1, i * 4096, 4096};
+		struct mds_reg e = {{NULL, 0, KEY_STR, {0}}, 1, i * 4096, 4096};
 
 		e.key.len = (uint32_t)snprintf(k, sizeof(k), KEYFMT, mix(i));
 		e.key.ptr = (const uint8_t *)k;
@@ -73,7 +73,7 @@ static void run(const char *policy, uint64_t n, struct result *res)
 	res->bytes_per_key = (double)(bench_rss_bytes() - rss0) / (double)n;
 	t0 = now_ns();
 	for (i = 0; i < lookups; i++) {
-		struct mds_key key = {NULL, 0, IX_STR, {0}};
+		struct mds_key key = {NULL, 0, KEY_STR, {0}};
 
 		/* a hot set of 10 000 keys: the touch, not the cache misses */
 		key.len = (uint32_t)snprintf(k, sizeof(k), KEYFMT,

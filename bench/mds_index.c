@@ -135,7 +135,7 @@ static double time_lookups(struct ix *ix, const struct keyset *ks,
 			   uint64_t total)
 {
 	uint64_t t0 = now_ns(), i, miss = 0;
-	struct ix_key k = {NULL, 0, IX_STR};
+	struct ix_key k = {NULL, 0, KEY_STR};
 
 	for (i = 0; i < total; i++) {
 		size_t j = i % ks->n;
@@ -162,7 +162,7 @@ static double time_batch_lookups(struct ix *ix, const struct keyset *ks,
 
 			k[n].ptr = (const uint8_t *)ks->k[j];
 			k[n].len = ks->len[j];
-			k[n].tag = IX_STR;
+			k[n].tag = KEY_STR;
 			h[n] = ix_hash(ix, &k[n]);
 			ix_prefetch(ix, h[n]);
 		}
@@ -190,7 +190,7 @@ static double time_requests(uint64_t n, uint64_t total)
 	mds_init(&s, &cfg, &nop_ops, NULL, 99);
 	mds_alloc(&s, inst, none, 2 << 20, NULL, &h, NULL);
 	for (i = 0; i < n; i++) {
-		struct mds_reg e = {{NULL, 0, IX_STR, {0}}, 1, i, 4096};
+		struct mds_reg e = {{NULL, 0, KEY_STR, {0}}, 1, i, 4096};
 		char k[40];
 
 		e.key.len = (uint32_t)key_of(k, sizeof(k), i);
@@ -249,7 +249,7 @@ static void run(uint64_t n, uint64_t lookups)
 	t = now_ns();
 	blk_cpu = bench_cpu_ns();
 	for (i = 0; i < n; i++) {
-		struct ix_key key = {(const uint8_t *)k, 0, IX_STR};
+		struct ix_key key = {(const uint8_t *)k, 0, KEY_STR};
 		struct ix_entry *e;
 		uint64_t a, b;
 

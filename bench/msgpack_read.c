@@ -322,7 +322,7 @@ int main(int argc, char **argv)
 	mds_init(&s, &cfg, &nop_ops, NULL, 99);
 	mds_alloc(&s, inst, none, 2 << 20, NULL, &h, NULL);
 	for (j = 0; j < nindex; j++) {
-		struct mds_reg e = {{NULL, 0, IX_STR, {0}}, 1, j, 4096};
+		struct mds_reg e = {{NULL, 0, KEY_STR, {0}}, 1, j, 4096};
 
 		e.key.len = (uint32_t)snprintf(k, sizeof(k), KEYFMT, j);
 		e.key.ptr = (const uint8_t *)k;

@@ -151,9 +151,8 @@ void si_inv(const struct si_map *m, const void *p);
 
 /* ---- keys ---- */
 
-/* si_digest - the digest of a key: @tag as maru-server's index (str 0,
- * bin 1, uint 2, negative int 3), @key its bytes (integers: 8 bytes,
- * little-endian) */
+/* si_digest - the digest of a key in its canonical form (keyform.h): @tag,
+ * and @key its bytes */
 void si_digest(uint8_t tag, const void *key, size_t len,
 	       uint8_t out[SI_DIGEST]);
 

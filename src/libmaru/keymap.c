@@ -24,34 +24,16 @@
 
 #include "buf.h"
 
-/* canonical bytes of a key: header into @hdr, body pointer into *body */
-static size_t key_form(const struct maru_key *k, uint8_t hdr[9],
-		       const uint8_t **body, size_t *bodylen)
+/*
+ * the canonical form of a key (keyform.h, maru__keyform()): its tag byte
+ * into @hdr, its bytes in *@body (for an integer, @ib)
+ */
+static size_t key_form(const struct maru_key *k, uint8_t hdr[1],
+		       const uint8_t **body, size_t *bodylen,
+		       uint8_t ib[KEY_INT_BYTES])
 {
-	switch (k->type) {
-	case MARU_KEY_STR:
-	case MARU_KEY_BIN:
-		hdr[0] = k->type == MARU_KEY_STR ? 'S' : 'B';
-		*body = (const uint8_t *)k->str;
-		*bodylen = k->len;
-		return 1;
-	case MARU_KEY_INT:
-		if (k->i < 0) {
-			hdr[0] = 'I';
-			put_u64le(hdr + 1, (uint64_t)k->i);
-			break;
-		}
-		hdr[0] = 'U';
-		put_u64le(hdr + 1, (uint64_t)k->i);
-		break;
-	default:
-		hdr[0] = 'U';
-		put_u64le(hdr + 1, k->u);
-		break;
-	}
-	*body = NULL;
-	*bodylen = 0;
-	return 9;
+	hdr[0] = maru__keyform(k, body, bodylen, ib);
+	return 1;
 }
 
 static uint64_t key_hash(const uint8_t *hdr, size_t hl, const uint8_t *body,
@@ -78,12 +60,12 @@ struct maru__keyent *maru__keymap_find(const struct maru__keymap *km,
 	struct maru__keyent *e;
 	struct hnode *n;
 	size_t hl, bl;
-	uint8_t hdr[9];
+	uint8_t hdr[1], ib[KEY_INT_BYTES];
 	uint64_t h;
 
 	if (!km->t.n)
 		return NULL;
-	hl = key_form(key, hdr, &body, &bl);
+	hl = key_form(key, hdr, &body, &bl, ib);
 	h = key_hash(hdr, hl, body, bl);
 	htab_for_hash(&km->t, h, n)
 	{
@@ -103,11 +85,11 @@ struct maru__keyent *maru__keymap_insert(struct maru__keymap *km,
 	const uint8_t *body;
 	struct maru__keyent *e;
 	size_t hl, bl;
-	uint8_t hdr[9];
+	uint8_t hdr[1], ib[KEY_INT_BYTES];
 
 	if (htab_reserve(&km->t) < 0)
 		return NULL;
-	hl = key_form(key, hdr, &body, &bl);
+	hl = key_form(key, hdr, &body, &bl, ib);
 	if (bl > SIZE_MAX - sizeof(*e) - hl)
 		return NULL;
 	e = malloc(sizeof(*e) + hl + bl);

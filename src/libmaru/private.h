@@ -37,6 +37,7 @@
 #include <maru/maru.h>
 
 #include "htab.h"
+#include "keyform.h"
 #include "rm_client.h"
 #include "shmidx.h"
 #include "zcurve.h"
@@ -359,6 +360,25 @@ struct maru__owned_region *maru__owned_find(const struct maru__owned *o,
 
 /* ------------------------------------------------------------------------ */
 /* keymap.c: keys this handler stored                                       */
+
+/*
+ * maru__keyform - @k in the canonical form every side shares (keyform.h):
+ * @p and @n: its bytes (an integer's are written into @ib)
+ * Return: its tag (enum key_tag).
+ */
+static inline uint8_t maru__keyform(const struct maru_key *k, const uint8_t **p,
+				    size_t *n, uint8_t ib[KEY_INT_BYTES])
+{
+	if (k->type == MARU_KEY_STR || k->type == MARU_KEY_BIN) {
+		*p = (const uint8_t *)k->str;
+		*n = k->len;
+		return k->type == MARU_KEY_STR ? KEY_STR : KEY_BIN;
+	}
+	*p = ib;
+	*n = KEY_INT_BYTES;
+	return key_int_form(k->type == MARU_KEY_INT ? (uint64_t)k->i : k->u,
+			    k->type == MARU_KEY_INT && k->i < 0, ib);
+}
 
 struct maru__keyent {
 	struct hnode hn;		/* in the key map, with its hash */

@@ -304,28 +304,14 @@ void maru__idx_refresh(struct maru_handler *h, struct maru__rpc *rpc)
 	maru__rpc_reply_release(&rr);
 }
 
-/* the key as maru-server's index holds it: tag and bytes */
+/* the key as maru-server's index holds it: tag and bytes (keyform.h) */
 static void key_form(const struct maru_key *k, uint8_t *tag, const void **p,
-		     size_t *n, uint8_t ib[8])
+		     size_t *n, uint8_t ib[KEY_INT_BYTES])
 {
-	uint64_t v;
-	int i;
+	const uint8_t *b;
 
-	switch (k->type) {
-	case MARU_KEY_STR:
-	case MARU_KEY_BIN:
-		*tag = k->type == MARU_KEY_STR ? 0 : 1;
-		*p = k->str;
-		*n = k->len;
-		return;
-	default:
-		v = k->type == MARU_KEY_INT ? (uint64_t)k->i : k->u;
-		*tag = k->type == MARU_KEY_INT && k->i < 0 ? 3 : 2;
-		for (i = 0; i < 8; i++)
-			ib[i] = (uint8_t)(v >> (8 * i));
-		*p = ib;
-		*n = 8;
-	}
+	*tag = maru__keyform(k, &b, n, ib);
+	*p = b;
 }
 
 /*

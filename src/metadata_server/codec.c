@@ -180,20 +180,16 @@ static int key_from(const struct mp_val *v, struct mds_key *k)
 			return -EPROTO;
 		k->ptr = v->ptr;
 		k->len = v->len;
-		k->tag = v->type == MP_STR ? IX_STR : IX_BIN;
+		k->tag = v->type == MP_STR ? KEY_STR : KEY_BIN;
 		return 0;
 	case MP_UINT:
-	case MP_NINT: {
-		uint64_t x = v->type == MP_UINT ? v->u : (uint64_t)v->i;
-		int i;
-
-		for (i = 0; i < 8; i++)
-			k->ibuf[i] = (uint8_t)(x >> (8 * i));
+	case MP_NINT:
+		k->tag =
+			key_int_form(v->type == MP_UINT ? v->u : (uint64_t)v->i,
+				     v->type == MP_NINT, k->ibuf);
 		k->ptr = NULL;
-		k->len = 8;
-		k->tag = v->type == MP_UINT ? IX_UINT : IX_NINT;
+		k->len = KEY_INT_BYTES;
 		return 0;
-	}
 	default:
 		return -EPROTO;
 	}

@@ -39,14 +39,14 @@
 struct mds_key {
 	const uint8_t *ptr; /* borrows: str/bin bytes; unused for ints */
 	uint32_t len;
-	uint8_t tag;	 /* enum ix_tag */
+	uint8_t tag;	 /* enum key_tag (keyform.h) */
 	uint8_t ibuf[8]; /* integer keys: the value, little-endian */
 };
 
 /* ix_key view of a decoded key; valid while @k is */
 static inline struct ix_key mds_key_ix(const struct mds_key *k)
 {
-	struct ix_key x = {k->tag >= IX_UINT ? k->ibuf : k->ptr, k->len,
+	struct ix_key x = {k->tag >= KEY_UINT ? k->ibuf : k->ptr, k->len,
 			   k->tag};
 
 	return x;

@@ -146,15 +146,15 @@ static void put_key(struct mp_wr *w, uint8_t tag, const uint8_t *key,
 	uint64_t v = 0;
 
 	switch (tag) {
-	case IX_STR:
+	case KEY_STR:
 		mp_put_str(w, key, klen);
 		break;
-	case IX_BIN:
+	case KEY_BIN:
 		mp_put_bin(w, key, klen);
 		break;
 	default:
 		memcpy(&v, key, klen < 8 ? klen : 8); /* little-endian */
-		if (tag == IX_NINT)
+		if (tag == KEY_NINT)
 			mp_put_int(w, (int64_t)v);
 		else
 			mp_put_uint(w, v);

@@ -66,7 +66,7 @@ int ev_open(struct mds_events **out, const char *endpoint,
 	    const char *server_id);
 void ev_close(struct mds_events *ev);
 
-/* a key was stored: @tag is its enum ix_tag; @inst may be NULL */
+/* a key was stored: @tag is its enum key_tag; @inst may be NULL */
 void ev_stored(struct mds_events *ev, uint8_t tag, const uint8_t *key,
 	       uint32_t klen, const char *inst, uint32_t inst_len,
 	       uint64_t region, uint64_t offset, uint64_t length);

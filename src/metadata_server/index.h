@@ -22,13 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* key tags (2 bits) */
-enum ix_tag {
-	IX_STR = 0,  /* msgpack str */
-	IX_BIN = 1,  /* msgpack bin */
-	IX_UINT = 2, /* non-negative integer, 8 bytes little-endian */
-	IX_NINT = 3, /* negative integer, 8 bytes little-endian */
-};
+#include "keyform.h" /* the tags: enum key_tag */
 
 #define IX_KEY_MAX ((1u << 30) - 1) /* longest key in bytes */
 #define IX_NO_SLOT UINT32_MAX
@@ -37,7 +31,7 @@ enum ix_tag {
 struct ix_key {
 	const uint8_t *ptr; /* borrows */
 	uint32_t len;	    /* <= IX_KEY_MAX */
-	uint8_t tag;	    /* enum ix_tag */
+	uint8_t tag;	    /* enum key_tag */
 };
 
 /*

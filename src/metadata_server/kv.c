@@ -39,7 +39,7 @@ struct pin_key {
 static struct ix_key pin_key(const struct ix_entry *e,
 			     const struct mds_pins *hp, struct pin_key *b)
 {
-	struct ix_key k = {(const uint8_t *)b, sizeof(*b), IX_BIN};
+	struct ix_key k = {(const uint8_t *)b, sizeof(*b), KEY_BIN};
 
 	b->entry = (uint64_t)(uintptr_t)e;
 	b->uid = hp->uid;

@@ -101,8 +101,8 @@ static struct mds_str rec_str(const struct jr_bytes *b)
 /* a key of a record: checks the tag and the length of integer keys */
 static int rec_key(uint64_t tag, const struct jr_bytes *b, struct ix_key *k)
 {
-	if (tag > IX_NINT || b->len > IX_KEY_MAX ||
-	    (tag >= IX_UINT && b->len != 8))
+	if (tag > KEY_NINT || b->len > IX_KEY_MAX ||
+	    (tag >= KEY_UINT && b->len != 8))
 		return -EPROTO;
 	k->ptr = b->p;
 	k->len = b->len;

@@ -59,7 +59,7 @@ static char *dup_n(const char *s, uint32_t n)
 static struct ix_key item_key(uint8_t kb[KEY_MAX], const char *client,
 			      uint32_t clen, const char *op, uint32_t oplen)
 {
-	struct ix_key k = {kb, 0, client ? IX_STR : IX_BIN};
+	struct ix_key k = {kb, 0, client ? KEY_STR : KEY_BIN};
 
 	if (!client)
 		clen = 0;

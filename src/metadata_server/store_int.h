@@ -28,14 +28,14 @@ struct jr_rec;
 
 static inline struct ix_key str_key(struct mds_str s)
 {
-	struct ix_key k = {(const uint8_t *)s.ptr, s.len, IX_STR};
+	struct ix_key k = {(const uint8_t *)s.ptr, s.len, KEY_STR};
 
 	return k;
 }
 
 static inline struct ix_key id_key(const uint64_t *id_le, uint8_t *buf)
 {
-	struct ix_key k = {buf, 8, IX_UINT};
+	struct ix_key k = {buf, 8, KEY_UINT};
 
 	put_u64le(buf, *id_le);
 	return k;

@@ -381,7 +381,7 @@ static void test_decode_every_type(void **state)
 	pk_str(&r.pk, "kv_length");
 	msgpack_pack_uint64(&r.pk, 512);
 	assert_int_equal(decode(&r, &q, &why), 0);
-	assert_int_equal(q.reg.key.tag, IX_NINT);
+	assert_int_equal(q.reg.key.tag, KEY_NINT);
 	assert_int_equal(q.reg.region_id, 3);
 	assert_int_equal(q.reg.kv_offset, 4096);
 	assert_int_equal(q.reg.kv_length, 512);
@@ -405,9 +405,9 @@ static void test_decode_every_type(void **state)
 			else
 				msgpack_pack_uint64(&r.pk, 1ull << 63);
 			assert_int_equal(decode(&r, &q, &why), 0);
-			assert_int_equal(q.reg.key.tag, i % 3 == 0   ? IX_STR
-							: i % 3 == 1 ? IX_BIN
-								     : IX_UINT);
+			assert_int_equal(q.reg.key.tag, i % 3 == 0   ? KEY_STR
+							: i % 3 == 1 ? KEY_BIN
+								     : KEY_UINT);
 			req_free(&r);
 		}
 	}
@@ -449,9 +449,9 @@ static void test_decode_every_type(void **state)
 	pk_bin(&r.pk, "", 0);
 	assert_int_equal(decode(&r, &q, &why), 0);
 	mds_iter_init(&it, &q.list);
-	assert_true(mds_next_key(&it, &k) && k.tag == IX_STR);
-	assert_true(mds_next_key(&it, &k) && k.tag == IX_NINT);
-	assert_true(mds_next_key(&it, &k) && k.tag == IX_BIN && k.len == 0);
+	assert_true(mds_next_key(&it, &k) && k.tag == KEY_STR);
+	assert_true(mds_next_key(&it, &k) && k.tag == KEY_NINT);
+	assert_true(mds_next_key(&it, &k) && k.tag == KEY_BIN && k.len == 0);
 	assert_false(mds_next_key(&it, &k));
 	req_free(&r);
 	req_begin(&r, MDS_BATCH_EXISTS_KV, 13);

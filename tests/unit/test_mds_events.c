@@ -179,11 +179,11 @@ static void test_events_fields_and_order(void **state)
 	assert_str(get(e, "type"), "cleared");
 	msgpack_unpacked_destroy(&up);
 
-	ev_stored(ev, IX_STR, (const uint8_t *)"k1", 2, "inst", 4, 7, 4096,
+	ev_stored(ev, KEY_STR, (const uint8_t *)"k1", 2, "inst", 4, 7, 4096,
 		  100);
-	ev_stored(ev, IX_BIN, (const uint8_t *)"\0\1", 2, NULL, 0, 8, 0, 1);
-	ev_removed(ev, IX_UINT, ikey, 8, EVR_EVICTED);
-	ev_removed(ev, IX_STR, (const uint8_t *)"k1", 2, EVR_DELETED);
+	ev_stored(ev, KEY_BIN, (const uint8_t *)"\0\1", 2, NULL, 0, 8, 0, 1);
+	ev_removed(ev, KEY_UINT, ikey, 8, EVR_EVICTED);
+	ev_removed(ev, KEY_STR, (const uint8_t *)"k1", 2, EVR_DELETED);
 	ev_flush(ev);
 	ev_flush(ev); /* nothing new: no message */
 	assert_int_equal(recv_msg(&up), 2);
@@ -204,7 +204,7 @@ static void test_events_fields_and_order(void **state)
 
 	/* a batch past EV_BATCH_MAX is two messages, numbered in order */
 	for (int i = 0; i < EV_BATCH_MAX + 1; i++)
-		ev_removed(ev, IX_STR, (const uint8_t *)"x", 1, EVR_EXPIRED);
+		ev_removed(ev, KEY_STR, (const uint8_t *)"x", 1, EVR_EXPIRED);
 	ev_flush(ev);
 	assert_int_equal(recv_msg(&up), 3);
 	events_of(&up.data, EV_BATCH_MAX);
@@ -257,8 +257,8 @@ static void test_events_null(void **state)
 
 	(void)state;
 	ev_cleared(NULL);
-	ev_stored(NULL, IX_STR, (const uint8_t *)"k", 1, NULL, 0, 0, 0, 0);
-	ev_removed(NULL, IX_STR, (const uint8_t *)"k", 1, EVR_DELETED);
+	ev_stored(NULL, KEY_STR, (const uint8_t *)"k", 1, NULL, 0, 0, 0, 0);
+	ev_removed(NULL, KEY_STR, (const uint8_t *)"k", 1, EVR_DELETED);
 	ev_flush(NULL);
 	ev_tick(NULL);
 	ev_counters(NULL, &c);

@@ -52,33 +52,33 @@ static void test_basic(void **state)
 	int isnew;
 
 	ix_init(&ix, 42);
-	assert_null(get(&ix, "a", IX_STR));
-	e = put(&ix, "a", IX_STR, &isnew);
+	assert_null(get(&ix, "a", KEY_STR));
+	e = put(&ix, "a", KEY_STR, &isnew);
 	assert_int_equal(isnew, 1);
 	assert_int_equal(e->slot, IX_NO_SLOT);
 	assert_int_equal(e->pins, 0);
 	e->off = 7;
 	e->len = 9;
-	assert_ptr_equal(put(&ix, "a", IX_STR, &isnew), e);
+	assert_ptr_equal(put(&ix, "a", KEY_STR, &isnew), e);
 	assert_int_equal(isnew, 0);
-	assert_ptr_equal(get(&ix, "a", IX_STR), e);
-	assert_int_equal(get(&ix, "a", IX_STR)->off, 7);
+	assert_ptr_equal(get(&ix, "a", KEY_STR), e);
+	assert_int_equal(get(&ix, "a", KEY_STR)->off, 7);
 	/* same bytes under another tag is another key */
-	assert_null(get(&ix, "a", IX_BIN));
-	assert_ptr_not_equal(put(&ix, "a", IX_BIN, &isnew), e);
+	assert_null(get(&ix, "a", KEY_BIN));
+	assert_ptr_not_equal(put(&ix, "a", KEY_BIN, &isnew), e);
 	assert_int_equal(isnew, 1);
 	/* the empty key and prefixes are keys of their own */
-	put(&ix, "", IX_STR, &isnew);
+	put(&ix, "", KEY_STR, &isnew);
 	assert_int_equal(isnew, 1);
-	put(&ix, "ab", IX_STR, &isnew);
+	put(&ix, "ab", KEY_STR, &isnew);
 	assert_int_equal(isnew, 1);
 	assert_int_equal(ix.count, 4);
-	assert_int_equal(ix_entry_klen(get(&ix, "ab", IX_STR)), 2);
-	assert_int_equal(ix_entry_tag(get(&ix, "a", IX_BIN)), IX_BIN);
+	assert_int_equal(ix_entry_klen(get(&ix, "ab", KEY_STR)), 2);
+	assert_int_equal(ix_entry_tag(get(&ix, "a", KEY_BIN)), KEY_BIN);
 	ix_delete(&ix, e);
-	assert_null(get(&ix, "a", IX_STR));
-	assert_non_null(get(&ix, "a", IX_BIN));
-	assert_non_null(get(&ix, "", IX_STR));
+	assert_null(get(&ix, "a", KEY_STR));
+	assert_non_null(get(&ix, "a", KEY_BIN));
+	assert_non_null(get(&ix, "", KEY_STR));
 	assert_int_equal(ix.count, 3);
 	ix_destroy(&ix);
 	assert_int_equal(ix.count, 0);
@@ -87,7 +87,7 @@ static void test_basic(void **state)
 static void test_key_too_long(void **state)
 {
 	struct ix ix;
-	struct ix_key k = {(const uint8_t *)"", IX_KEY_MAX + 1u, IX_STR};
+	struct ix_key k = {(const uint8_t *)"", IX_KEY_MAX + 1u, KEY_STR};
 	struct ix_entry *e = NULL;
 
 	ix_init(&ix, 1);
@@ -104,13 +104,13 @@ static void fill(struct ix *ix, int from, int to, bool *saw_rehash)
 
 	for (i = from; i < to; i++) {
 		snprintf(s, sizeof(s), "k%d", i);
-		put(ix, s, IX_STR, &isnew)->off = (uint64_t)i;
+		put(ix, s, KEY_STR, &isnew)->off = (uint64_t)i;
 		assert_int_equal(isnew, 1);
 		if (ix_rehashing(ix) && saw_rehash)
 			*saw_rehash = true;
 		if (i % 97 == 0) {
 			snprintf(s, sizeof(s), "k%d", from + (i - from) / 2);
-			assert_non_null(get(ix, s, IX_STR));
+			assert_non_null(get(ix, s, KEY_STR));
 		}
 	}
 }
@@ -123,7 +123,7 @@ static void check_all(struct ix *ix, int from, int to)
 
 	for (i = from; i < to; i++) {
 		snprintf(s, sizeof(s), "k%d", i);
-		e = get(ix, s, IX_STR);
+		e = get(ix, s, KEY_STR);
 		assert_non_null(e);
 		assert_int_equal(e->off, (uint64_t)i);
 	}
@@ -185,12 +185,12 @@ static void test_one_home_during_resize(void **state)
 	ix_init(&ix, 11);
 	for (i = 0; i < 70000; i++) {
 		snprintf(s, sizeof(s), "k%d", i);
-		put(&ix, s, IX_STR, &isnew)->off = (uint64_t)i;
+		put(&ix, s, KEY_STR, &isnew)->off = (uint64_t)i;
 		assert_int_equal(isnew, 1);
 		/* deletes move buckets too: remove every 5th key again */
 		if (i % 5 == 4) {
 			snprintf(s, sizeof(s), "k%d", i - 2);
-			ix_delete(&ix, get(&ix, s, IX_STR));
+			ix_delete(&ix, get(&ix, s, KEY_STR));
 		}
 		if (ix_rehashing(&ix) && i % 61 == 0) {
 			check_homes(&ix);
@@ -201,9 +201,9 @@ static void test_one_home_during_resize(void **state)
 	for (i = 0; i < 70000; i++) {
 		snprintf(s, sizeof(s), "k%d", i);
 		if (i % 5 == 2)
-			assert_null(get(&ix, s, IX_STR));
+			assert_null(get(&ix, s, KEY_STR));
 		else
-			assert_int_equal(get(&ix, s, IX_STR)->off, (uint64_t)i);
+			assert_int_equal(get(&ix, s, KEY_STR)->off, (uint64_t)i);
 	}
 	ix_destroy(&ix);
 }
@@ -227,16 +227,16 @@ static void test_delete_during_rehash(void **state)
 		struct ix_entry *e;
 
 		snprintf(s, sizeof(s), "k%d", i);
-		e = get(&ix, s, IX_STR);
+		e = get(&ix, s, KEY_STR);
 		assert_non_null(e);
 		ix_delete(&ix, e);
 		deleted++;
-		assert_null(get(&ix, s, IX_STR));
+		assert_null(get(&ix, s, KEY_STR));
 	}
 	assert_int_equal(ix.count, (uint64_t)(n - deleted));
 	for (i = 1; i < n; i += 2) {
 		snprintf(s, sizeof(s), "k%d", i);
-		assert_non_null(get(&ix, s, IX_STR));
+		assert_non_null(get(&ix, s, KEY_STR));
 	}
 	ix_destroy(&ix);
 }
@@ -255,7 +255,7 @@ static void test_shrink(void **state)
 	big = ix.t[0].size;
 	for (i = 10; i < 50000; i++) {
 		snprintf(s, sizeof(s), "k%d", i);
-		ix_delete(&ix, get(&ix, s, IX_STR));
+		ix_delete(&ix, get(&ix, s, KEY_STR));
 	}
 	while (ix_rehash_for(&ix, 1000000))
 		;
@@ -280,7 +280,7 @@ static void test_collisions(void **state)
 		struct ix_key k;
 
 		snprintf(keys[n], sizeof(keys[n]), "c%d", i);
-		k = mkkey(keys[n], IX_STR);
+		k = mkkey(keys[n], KEY_STR);
 		h = ix_hash(&ix, &k);
 		if (n == 0)
 			want = h & 0x3ff;
@@ -288,19 +288,19 @@ static void test_collisions(void **state)
 			n++;
 	}
 	for (i = 0; i < n; i++) {
-		e = put(&ix, keys[i], IX_STR, &isnew);
+		e = put(&ix, keys[i], KEY_STR, &isnew);
 		assert_int_equal(isnew, 1);
 		e->off = (uint64_t)i;
 	}
 	for (i = 0; i < n; i++) {
-		e = get(&ix, keys[i], IX_STR);
+		e = get(&ix, keys[i], KEY_STR);
 		assert_non_null(e);
 		assert_int_equal(e->off, (uint64_t)i);
 	}
 	for (i = 0; i < n; i += 3)
-		ix_delete(&ix, get(&ix, keys[i], IX_STR));
+		ix_delete(&ix, get(&ix, keys[i], KEY_STR));
 	for (i = 0; i < n; i++) {
-		e = get(&ix, keys[i], IX_STR);
+		e = get(&ix, keys[i], KEY_STR);
 		if (i % 3 == 0)
 			assert_null(e);
 		else
@@ -337,7 +337,7 @@ static void test_full_hash32_collision(void **state)
 		struct ix_key k;
 
 		snprintf(a, sizeof(a), "x%d", i);
-		k = mkkey(a, IX_STR);
+		k = mkkey(a, KEY_STR);
 		v[i].h = (uint32_t)ix_hash(&ix, &k);
 		v[i].i = i;
 	}
@@ -347,15 +347,15 @@ static void test_full_hash32_collision(void **state)
 			continue;
 		snprintf(a, sizeof(a), "x%d", v[i - 1].i);
 		snprintf(b, sizeof(b), "x%d", v[i].i);
-		put(&ix, a, IX_STR, &isnew)->off = 1;
+		put(&ix, a, KEY_STR, &isnew)->off = 1;
 		assert_int_equal(isnew, 1);
-		put(&ix, b, IX_STR, &isnew)->off = 2;
+		put(&ix, b, KEY_STR, &isnew)->off = 2;
 		assert_int_equal(isnew, 1);
-		assert_int_equal(get(&ix, a, IX_STR)->off, 1);
-		assert_int_equal(get(&ix, b, IX_STR)->off, 2);
-		ix_delete(&ix, get(&ix, a, IX_STR));
-		assert_null(get(&ix, a, IX_STR));
-		assert_int_equal(get(&ix, b, IX_STR)->off, 2);
+		assert_int_equal(get(&ix, a, KEY_STR)->off, 1);
+		assert_int_equal(get(&ix, b, KEY_STR)->off, 2);
+		ix_delete(&ix, get(&ix, a, KEY_STR));
+		assert_null(get(&ix, a, KEY_STR));
+		assert_int_equal(get(&ix, b, KEY_STR)->off, 2);
 		pairs++;
 	}
 	/* 300k keys over 2^32 hashes: about ten colliding pairs expected */
@@ -453,7 +453,7 @@ static void test_scan_shrink_during_iteration(void **state)
 		cur = ix_scan(&ix, cur, on_entry, &s);
 		for (i = 0; i < 3000 && del < ORIG + EXTRA; i++, del++) {
 			snprintf(k, sizeof(k), "k%d", del);
-			ix_delete(&ix, get(&ix, k, IX_STR));
+			ix_delete(&ix, get(&ix, k, KEY_STR));
 		}
 	} while (cur);
 	for (i = 0; i < ORIG; i++)
@@ -488,7 +488,7 @@ static void test_alloc_failures(void **state)
 			struct ix_entry *e = NULL;
 
 			snprintf(s, sizeof(s), "k%d", i);
-			k = mkkey(s, IX_STR);
+			k = mkkey(s, KEY_STR);
 			rc = ix_insert(&ix, &k, ix_hash(&ix, &k), &e);
 			assert_true(rc == 1 || rc == -ENOMEM);
 			if (rc == 1) {
@@ -496,14 +496,14 @@ static void test_alloc_failures(void **state)
 				ok++;
 			} else {
 				assert_null(e);
-				assert_null(get(&ix, s, IX_STR));
+				assert_null(get(&ix, s, KEY_STR));
 			}
 		}
 		ix_fail_hook = NULL;
 		assert_int_equal(ix.count, (uint64_t)ok);
 		for (n = 0, i = 0; i < 100; i++) {
 			snprintf(s, sizeof(s), "k%d", i);
-			if (get(&ix, s, IX_STR))
+			if (get(&ix, s, KEY_STR))
 				n++;
 		}
 		assert_int_equal(n, ok);
@@ -553,7 +553,7 @@ static void test_random_model(void **state)
 		case 0:
 		case 1:
 		case 2:
-			e = put(&ix, s, t ? IX_BIN : IX_STR, &isnew);
+			e = put(&ix, s, t ? KEY_BIN : KEY_STR, &isnew);
 			assert_int_equal(isnew, !m->present[t][i]);
 			if (isnew) {
 				e->off = r;
@@ -565,7 +565,7 @@ static void test_random_model(void **state)
 			break;
 		case 3:
 		case 4:
-			e = get(&ix, s, t ? IX_BIN : IX_STR);
+			e = get(&ix, s, t ? KEY_BIN : KEY_STR);
 			if (m->present[t][i]) {
 				assert_non_null(e);
 				ix_delete(&ix, e);
@@ -580,7 +580,7 @@ static void test_random_model(void **state)
 			if ((r >> 40) % 64 == 0) {
 				for (i = 0; i < MK; i++) {
 					snprintf(s, sizeof(s), "r%d", i);
-					e = get(&ix, s, t ? IX_BIN : IX_STR);
+					e = get(&ix, s, t ? KEY_BIN : KEY_STR);
 					if (e) {
 						ix_delete(&ix, e);
 						m->present[t][i] = false;
@@ -590,7 +590,7 @@ static void test_random_model(void **state)
 			}
 			break;
 		default:
-			e = get(&ix, s, t ? IX_BIN : IX_STR);
+			e = get(&ix, s, t ? KEY_BIN : KEY_STR);
 			if (m->present[t][i])
 				assert_int_equal(e->off, m->off[t][i]);
 			else

@@ -233,7 +233,7 @@ static struct mds_key
 key(const char *k)
 {
 	struct mds_key x = {
-		(const uint8_t *)k, (uint32_t)strlen(k), IX_STR, {0}};
+		(const uint8_t *)k, (uint32_t)strlen(k), KEY_STR, {0}};
 
 	return x;
 }
@@ -943,7 +943,7 @@ static void test_crc_is_zlibs(void **state)
 	assert_int_equal(jr_open(&j, DIR_, false, false, err, sizeof(err)), 0);
 	assert_int_equal(jr_start(&j, "0123456789abcdef"), 0);
 	for (i = 0; i <= sizeof(key); i += 3)
-		jr_put_key(&j, IX_BIN, key, i, 9, i, i + 1, i);
+		jr_put_key(&j, KEY_BIN, key, i, 9, i, i + 1, i);
 	assert_int_equal(jr_commit(&j), 0);
 	jr_close(&j);
 	snprintf(path, sizeof(path), "%s/journal.0000000000000001", DIR_);

@@ -17,6 +17,11 @@ target_link_libraries(mds-index PRIVATE mds_core m)
 add_executable(mds-load-pc ${CMAKE_CURRENT_SOURCE_DIR}/mds_load.c
 	${CMAKE_CURRENT_SOURCE_DIR}/pidcache.c)
 target_link_libraries(mds-load-pc PRIVATE maru_common PkgConfig::ZMQ m)
+# msgpack-write: the project's MessagePack writer against msgpack-c's
+# packer, on maru-server's batch reply and journal record and on libmaru's
+# batch request (docs/architecture.md, "Dependencies")
+add_executable(msgpack-write ${CMAKE_CURRENT_SOURCE_DIR}/msgpack_write.c)
+target_link_libraries(msgpack-write PRIVATE mds_core PkgConfig::MSGPACK m)
 # msgpack-read: the one hand-written MessagePack reader (src/common/msgpk.c)
 # against msgpack-c's unpacker, on the server's batch request and on the
 # reply libmaru decodes (docs/architecture.md, "Dependencies")

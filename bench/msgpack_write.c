@@ -1,23 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * msgpack_write.c - the project's MessagePack writer (src/common/msgpk.h,
- * mp_put_*) against msgpack-c's packer, on the paths where writing costs
- * most
+ * msgpack_write.c - MessagePack writing on the paths where it costs most:
+ * the project's writer (src/common/msgpk.h, mp_put_*) against msgpack-c's
+ * packer into its own msgpack_sbuffer
  *
  *   msgpack-write [--keys 256] [--index 1000000] [--rounds 15] [--call-us 23]
  *
- * The question: one writer for the project -- msgpack-c's, unless writing
- * with it costs at least 1.3x on a hot path.  Measured in one process, the
- * variants alternating round by round, medians of --rounds rounds:
+ * The question it answered: one writer for the project -- msgpack-c's,
+ * unless writing with it costs at least 1.3x on a hot path.  The project
+ * then had a writer of its own (mpwr below); it did not reach 1.3x on any
+ * path (docs/architecture.md, "Dependencies", has the figures), so the
+ * writer is msgpack-c's packer, and mp_put_* only give it a struct buf to
+ * write into (its calls inline: what a value costs is the same as with the
+ * hand-written writer).  What this measures now: msgpack-c's packer
+ * writing through mp_wr (mpwr) against writing into an msgpack_sbuffer
+ * through a function pointer (msgpackc), on the same values.
+ *
+ * Measured in one process, the variants alternating round by round,
+ * medians of --rounds rounds:
  *
  *  batch  maru-server's BATCH_LOOKUP_KV reply of --keys hits, written as
  *         the server writes it (a map, "entries", an array; per hit the
  *         bytes up to kv_offset's value copied from the region's
  *         pre-encoded prefix, then kv_offset, kv_length, kv_gen)
- *    mpwr      the project's writer into a reused buffer
+ *    mpwr      mp_put_* into a reused buffer
  *    msgpackc  msgpack-c's packer into a reused msgpack_sbuffer (cleared,
- *              not freed: msgpack-c at its best), the prefix copied with
- *              msgpack_sbuffer_write()
+ *              not freed), the prefix copied with msgpack_sbuffer_write()
  *    handler   the whole request in maru-server's code: mds_handle() on an
  *              index of --index keys (decode, every lookup, the reply)
  *    "server ratio" = (handler - mpwr + msgpackc) / handler: what the
@@ -333,10 +341,11 @@ int main(int argc, char **argv)
 	printf("RESULT what=request entries=%d mpwr_ns=%.0f msgpackc_ns=%.0f "
 	       "write_ratio=%.2f call_us=%.1f call_ratio=%.4f\n",
 	       NREG, qmp, qmc, qmc / qmp, call_us, call);
-	printf("verdict: with msgpack-c writing, BATCH_LOOKUP_KV(%u) in the "
-	       "server would cost %.3fx, a REGISTER's journal record %.3fx, a "
-	       "libmaru BATCH_REGISTER_KV(%d) call %.4fx (keep the project's "
-	       "writer only at >= 1.3x on a hot path)\n",
+	printf("verdict: writing into an msgpack_sbuffer instead, "
+	       "BATCH_LOOKUP_KV(%u) in the server would cost %.3fx, a "
+	       "REGISTER's journal record %.3fx, a libmaru "
+	       "BATCH_REGISTER_KV(%d) "
+	       "call %.4fx\n",
 	       nkeys, server, regr, NREG, call);
 	msgpack_sbuffer_destroy(&batch);
 	msgpack_sbuffer_destroy(&sb);

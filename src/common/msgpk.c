@@ -184,27 +184,3 @@ int mp_skip_rest(struct mp_rd *r, const struct mp_val *v)
 		return skip_n(r, 2 * (uint64_t)v->n);
 	return 0;
 }
-
-void mp_put_int(struct mp_wr *w, int64_t v)
-{
-	if (v >= 0)
-		mp_put_uint(w, (uint64_t)v);
-	else if (v >= -32)
-		mp_put_tagged(w, (uint8_t)(int8_t)v, 0, 0);
-	else if (v >= INT8_MIN)
-		mp_put_tagged(w, 0xd0, (uint64_t)v, 1);
-	else if (v >= INT16_MIN)
-		mp_put_tagged(w, 0xd1, (uint64_t)v, 2);
-	else if (v >= INT32_MIN)
-		mp_put_tagged(w, 0xd2, (uint64_t)v, 4);
-	else
-		mp_put_tagged(w, 0xd3, (uint64_t)v, 8);
-}
-
-void mp_put_float(struct mp_wr *w, double v)
-{
-	uint64_t bits;
-
-	memcpy(&bits, &v, 8);
-	mp_put_tagged(w, 0xcb, bits, 8);
-}

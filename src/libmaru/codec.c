@@ -93,7 +93,7 @@ static int pack_cstr(msgpack_packer *pk, const char *s)
 	return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, s, n);
 }
 
-static int pack_key(msgpack_packer *pk, const struct maru_key *k)
+int maru__pack_key(msgpack_packer *pk, const struct maru_key *k)
 {
 	switch (k->type) {
 	case MARU_KEY_STR:
@@ -209,7 +209,7 @@ int maru__enc_key(struct maru__msg *m, const struct maru_key *key)
 
 	msgpack_packer_init(&pk, m, msg_write);
 	rc = msgpack_pack_map(&pk, 1);
-	rc |= pack_cstr(&pk, "key") | pack_key(&pk, key);
+	rc |= pack_cstr(&pk, "key") | maru__pack_key(&pk, key);
 	return pack_rc(rc, m);
 }
 
@@ -218,7 +218,7 @@ static int pack_reg(msgpack_packer *pk, const struct maru__reg *r)
 	int rc;
 
 	rc = msgpack_pack_map(pk, 4);
-	rc |= pack_cstr(pk, "key") | pack_key(pk, r->key);
+	rc |= pack_cstr(pk, "key") | maru__pack_key(pk, r->key);
 	rc |= pack_cstr(pk, "region_id") |
 	      msgpack_pack_uint64(pk, r->region_id);
 	rc |= pack_cstr(pk, "kv_offset") |
@@ -243,7 +243,7 @@ static int pack_reg_at(msgpack_packer *pk, const void *v, size_t i)
 
 static int pack_key_at(msgpack_packer *pk, const void *v, size_t i)
 {
-	return pack_key(pk, &((const struct maru_key *)v)[i]);
+	return maru__pack_key(pk, &((const struct maru_key *)v)[i]);
 }
 
 /* {@name: [@n elements of @v, each packed by @one]} */

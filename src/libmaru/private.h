@@ -38,6 +38,7 @@
 
 #include "htab.h"
 #include "keyform.h"
+#include "msgpk.h" /* msgpack-c's packer, and its sink mp_wr */
 #include "rm_client.h"
 #include "shmidx.h"
 #include "zcurve.h"
@@ -157,6 +158,10 @@ void maru__msg_init(struct maru__msg *m, uint8_t type);
 /* maru__enc_raw - @n payload bytes the caller encoded.  Return: 0 or -ENOMEM */
 int maru__enc_raw(struct maru__msg *m, const void *p, size_t n);
 void maru__msg_release(struct maru__msg *m);
+/* maru__pack_key - @k as every request names a key (str, bin, integer)
+ * with msgpack-c's packer @pk.  Return: 0 or -1 (a bad key, a failed
+ * write) */
+int maru__pack_key(msgpack_packer *pk, const struct maru_key *k);
 
 /* One REGISTER entry of BATCH_REGISTER_KV. */
 struct maru__reg {

@@ -638,20 +638,8 @@ void maru__idx_touch(struct maru_handler *h, const struct maru_key *key,
 	if (atomic_load_explicit(&x->ntouched, memory_order_relaxed) <
 	    MARU_TOUCH_MAX) {
 		len0 = x->touched.len;
-		switch (key->type) {
-		case MARU_KEY_STR:
-			mp_put_str(&w, key->str, (uint32_t)key->len);
-			break;
-		case MARU_KEY_BIN:
-			mp_put_bin(&w, key->str, (uint32_t)key->len);
-			break;
-		case MARU_KEY_INT:
-			mp_put_int(&w, key->i);
-			break;
-		default:
-			mp_put_uint(&w, key->u);
-		}
-		if (w.err)
+		/* as a request names it (codec.c) */
+		if (maru__pack_key(MP_PACKER(&w), key) < 0 || w.err)
 			x->touched.len = len0;
 		else
 			atomic_fetch_add_explicit(&x->ntouched, 1,

@@ -517,7 +517,13 @@ int main(int argc, char **argv)
 	rc = parse_opts(argc, argv, &o);
 	if (rc)
 		return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
-	if (mt_conn_init(&c, o.server, MT_TIMEOUT_MS) < 0) {
+	rc = mt_conn_init(&c, o.server, MT_TIMEOUT_MS);
+	if (rc < 0) {
+		mt_conn_close(&c);
+		if (rc != -EINVAL) {
+			fprintf(stderr, "marutop: %s\n", strerror(-rc));
+			return 1;
+		}
 		bad_option("invalid server (expected tcp://host:port)",
 			   o.server);
 		return 2;
@@ -528,6 +534,7 @@ int main(int argc, char **argv)
 		if (mt_conn_curve(&c, o.curve_server, o.curve_secret, why,
 				  sizeof(why)) < 0) {
 			fprintf(stderr, "marutop: %s\n", why);
+			mt_conn_close(&c);
 			return 1;
 		}
 	}
@@ -563,6 +570,5 @@ int main(int argc, char **argv)
 	mt_snap_free(&st.cur);
 	buf_free(&st.frame);
 	mt_conn_close(&c);
-	explicit_bzero(&c.me, sizeof(c.me));
 	return rc;
 }

@@ -284,6 +284,16 @@ int maru_config_set_enable_stats(struct maru_config *cfg, bool on);
 int maru_config_set_curve_server_key(struct maru_config *cfg, const char *key);
 int maru_config_set_curve_secret_key_file(struct maru_config *cfg,
 					  const char *path);
+/*
+ * @on (default true): a call that finds no connection to the server retries
+ * its connect until its deadline, as libzmq reconnects.  false: it makes
+ * one attempt and fails at once with that attempt's error (-ECONNREFUSED,
+ * -EHOSTUNREACH, -EPROTO, -EACCES ...), its cause in
+ * maru_handler_last_error(): for tools that sample a server that may be
+ * away (marutop).  LIBMARU_0.9.
+ */
+int maru_config_set_connect_retry(struct maru_config *cfg, bool on);
+bool maru_config_get_connect_retry(const struct maru_config *cfg);
 
 /* Getters: strings are borrowed from @cfg (valid until the next set/free);
  * instance_id is NULL when unset, expand_size 0 when unset. */
@@ -806,8 +816,9 @@ int maru_kv_batch_unpin(struct maru_handler *h, const struct maru_key *keys,
  * maru_handler_call - one request to the metadata server, outside the
  * handler's session: no HANDSHAKE, no lease, no regions.  @h need not be
  * connected; it gives the configuration (server_url, timeout_ms,
- * use_async_rpc: pipelined, max_inflight) and the logging.  The calls use
- * a connection of their own, made at the first one.
+ * use_async_rpc: pipelined, max_inflight, connect_retry, the CURVE keys)
+ * and the logging.  The calls use a connection of their own, made at the
+ * first one.
  * @msg_type: the request's type (docs/protocol.md)
  * @payload, @len: its MessagePack payload; the header is written here
  * @reply, @reply_len: get the reply's payload (a malloc()ed copy; release

@@ -243,14 +243,20 @@ void log_write(int prio, const char *fmt, ...)
 		return;
 }
 
+/*
+ * The one vocabulary of level names: the daemons' --log-level (upstream's
+ * debug, info, warn, warning, error) and libmaru's MARU_LOG (which also
+ * took syslog's err and notice) accept the same words.
+ */
 int log_level_parse(const char *name)
 {
 	static const struct {
 		const char *name;
 		int prio;
 	} levels[] = {
-		{"debug", LOG_DEBUG},  {"info", LOG_INFO},
-		{"warn", LOG_WARNING}, {"warning", LOG_WARNING},
+		{"debug", LOG_DEBUG},	  {"info", LOG_INFO},
+		{"notice", LOG_NOTICE},	  {"warn", LOG_WARNING},
+		{"warning", LOG_WARNING}, {"err", LOG_ERR},
 		{"error", LOG_ERR},
 	};
 	size_t i;
@@ -267,6 +273,8 @@ const char *log_level_name(int prio)
 		return "debug";
 	if (prio >= LOG_INFO)
 		return "info";
+	if (prio >= LOG_NOTICE)
+		return "notice";
 	if (prio >= LOG_WARNING)
 		return "warn";
 	return "error";

@@ -53,12 +53,14 @@ void log_init(const char *ident, int prio);
 
 /**
  * log_level_parse - map a level name to a syslog priority
- * Accepts debug, info, warn, warning, error (any case).
- * Return: the priority, or -EINVAL for an unknown name.
+ * Accepts debug, info, notice, warn, warning, err, error (any case): the
+ * names of both daemons' --log-level and of libmaru's MARU_LOG.
+ * Return: the priority, or -EINVAL for an unknown name (each caller
+ * decides what that means).
  */
 int log_level_parse(const char *name);
 
-/* log_level_name - "debug", "info", "warn" or "error" */
+/* log_level_name - "debug", "info", "notice", "warn" or "error" */
 const char *log_level_name(int prio);
 
 enum log_format {

@@ -6,6 +6,8 @@
  * 256 so that no short letter collides); each value is checked and stored
  * by its row's kind, and a bad one is reported in one format with the
  * row's hint, or a hint made from the row (its range, its choices).
+ * getopt's own messages (an unknown option, a missing value, an ambiguous
+ * abbreviation) name @prog too: argv[0] is @prog while it scans.
  */
 #include "opts.h"
 
@@ -44,7 +46,7 @@ static const char *hint_of(const struct opt *o, char *buf, size_t len)
 	switch (o->kind) {
 	case OPT_INT:
 	case OPT_ATOI:
-		if (o->hi == INT_MAX)
+		if (o->hi == INT_MAX || o->hi == LONG_MAX)
 			snprintf(buf, len, "must be >= %lld", o->lo);
 		else
 			snprintf(buf, len, "must be %lld-%lld", o->lo, o->hi);
@@ -88,6 +90,10 @@ static int take(const struct opt *o, const char *arg)
 		*(bool *)o->dst = true;
 		return 0;
 	}
+	if (o->kind == OPT_SET) {
+		*(int *)o->dst = o->set;
+		return 0;
+	}
 	if ((o->flags & OPT_NONEMPTY) && !*arg)
 		return OPT_BAD;
 	switch (o->kind) {
@@ -115,7 +121,8 @@ static int take(const struct opt *o, const char *arg)
 		errno = 0;
 		d = strtod(arg, &end);
 		if (errno || end == arg || *end || !isfinite(d) || d < 0 ||
-		    d > 365.0 * 86400)
+		    d > (o->hi ? (double)o->hi : 365.0 * 86400) ||
+		    (d == 0 && (o->flags & OPT_POSITIVE)))
 			return OPT_BAD;
 		*(double *)o->dst = d;
 		return 0;
@@ -152,7 +159,7 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 	       int argc, char **argv)
 {
 	struct option *lo;
-	char shorts[64], hint[160];
+	char shorts[64], hint[160], *argv0;
 	size_t i, n, ns = 0;
 	int c, rc = 0;
 
@@ -164,8 +171,8 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
-		bool arg = t[i].kind != OPT_FLAG && t[i].kind != OPT_HELP &&
-			   t[i].kind != OPT_VERSION;
+		bool arg = t[i].kind != OPT_FLAG && t[i].kind != OPT_SET &&
+			   t[i].kind != OPT_HELP && t[i].kind != OPT_VERSION;
 
 		lo[i] = (struct option){t[i].name,
 					arg ? required_argument : no_argument,
@@ -179,6 +186,10 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 		}
 	}
 	shorts[ns] = '\0';
+	/* getopt names argv[0] in its messages: @prog, as ours do */
+	argv0 = argc > 0 ? argv[0] : NULL;
+	if (argv0)
+		argv[0] = (char *)prog;
 	optind = 0; /* from the start, also when called again (tests) */
 	while (!rc && (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
 		const struct opt *o = NULL;
@@ -207,6 +218,8 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 			argv[optind]);
 		rc = -EINVAL;
 	}
+	if (argv0)
+		argv[0] = argv0;
 	free(lo);
 	if (rc == -ENOMEM)
 		fprintf(stderr, "%s: out of memory\n", prog);

@@ -9,9 +9,13 @@
  *   maru-server: invalid port: x (must be 1-65535)
  *   Try 'maru-server --help'.
  *
+ * Every program with options parses them here: the two daemons and the
+ * tools (marutop, pool_monitor).
+ *
  * getopt_long does the scanning (GNU conventions: --name=value, --name
  * value, -p value, "--" ends the options; its own messages for an unknown
- * option or a missing value).  Positional arguments are refused.
+ * option or a missing value, which name @prog as ours do).  Positional
+ * arguments are refused.
  * Integers are parsed whole (strtol) unless the row asks for upstream's
  * atoi() (the resource manager's classic options).
  *
@@ -25,11 +29,13 @@
 
 enum opt_kind {
 	OPT_FLAG,    /* no value: bool = true */
+	OPT_SET,     /* no value: an int field = @set (rows that share a
+		      * field: the last one given wins, e.g. --csv, --json) */
 	OPT_STR,     /* const char * (borrows argv) */
 	OPT_INT,     /* an integer field (int, long, uint16_t...) in [lo, hi] */
 	OPT_ATOI,    /* the same, parsed with atoi() as upstream does */
 	OPT_SIZE,    /* uint64_t, parse_size(): "4096", "512K", "1G"; >= lo */
-	OPT_SECONDS, /* double, 0 to a year */
+	OPT_SECONDS, /* double, 0 to @hi seconds (@hi 0: a year) */
 	OPT_CHOICE,  /* int: @values[i] of the name @choices[i]; without
 		      * @values the name itself (const char *) */
 	OPT_LIST,    /* struct opt_list: every value, in order */
@@ -43,9 +49,11 @@ enum opt_kind {
 #define OPT_BAD (-4096)	 /* opts says it, with the row's hint */
 #define OPT_SAID (-4097) /* the callback said why */
 
-/* OPT_STR, OPT_LIST: the empty string is refused; OPT_SIZE: "0" is 0 */
+/* OPT_STR, OPT_LIST: the empty string is refused; OPT_SIZE: "0" is 0;
+ * OPT_SECONDS: 0 is refused */
 #define OPT_NONEMPTY 1u
 #define OPT_ZERO_OK 2u
+#define OPT_POSITIVE 4u
 
 struct opt {
 	const char *name; /* long name, without "--" */
@@ -54,12 +62,13 @@ struct opt {
 	void *dst;
 	size_t size;	  /* OPT_INT, OPT_ATOI: sizeof the field: uint16_t, int
 			   * or long (checked at compile time by the macros) */
-	long long lo, hi; /* OPT_SIZE: lo >= 0 */
-	unsigned flags;	  /* OPT_NONEMPTY, OPT_ZERO_OK */
+	long long lo, hi; /* OPT_SIZE: lo >= 0; OPT_SECONDS: hi */
+	unsigned flags;	  /* OPT_NONEMPTY, OPT_ZERO_OK, OPT_POSITIVE */
 	const char *hint; /* "(...)" of the error; NULL: from lo/hi */
 	const char *const *choices; /* OPT_CHOICE: NULL-terminated */
 	const int *values;
 	int (*call)(const char *arg, void *dst);
+	int set; /* OPT_SET: the value stored */
 };
 
 /* the values of an OPT_LIST option; free(v) when done */
@@ -102,6 +111,19 @@ struct opt_list {
 #define OPTS_SECONDS(nm, f)                                                    \
 	{                                                                      \
 		.name = (nm), .kind = OPT_SECONDS, .dst = &(f)                 \
+	}
+/* seconds up to @max (fractions allowed); @fl OPT_POSITIVE: not 0 */
+#define OPTS_SECONDS_IN(nm, l, f, max, fl, h)                                  \
+	{                                                                      \
+		.name = (nm), .letter = (l), .kind = OPT_SECONDS, .dst = &(f), \
+		.hi = (max), .flags = (fl), .hint = (h)                        \
+	}
+/* @f = @v when given; @f an int (or an enum of its size) */
+#define OPTS_SET(nm, f, v)                                                     \
+	{                                                                      \
+		.name = (nm), .kind = OPT_SET, .dst = &(f), .set = (v),        \
+		.size = sizeof(f) +                                            \
+			0 * sizeof(char[sizeof(f) == sizeof(int) ? 1 : -1])    \
 	}
 #define OPTS_CHOICE(nm, f, names, vals, h)                                     \
 	{                                                                      \

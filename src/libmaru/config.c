@@ -81,6 +81,7 @@ MARU_EXPORT int maru_config_new(struct maru_config **out)
 	cfg->auto_expand = true;
 	cfg->expand_size = 0;
 	cfg->enable_stats = false;
+	cfg->connect_retry = true;
 	*out = cfg;
 	return 0;
 }
@@ -244,6 +245,17 @@ MARU_EXPORT int maru_config_set_enable_stats(struct maru_config *cfg, bool on)
 {
 	cfg->enable_stats = on;
 	return 0;
+}
+
+MARU_EXPORT int maru_config_set_connect_retry(struct maru_config *cfg, bool on)
+{
+	cfg->connect_retry = on;
+	return 0;
+}
+
+MARU_EXPORT bool maru_config_get_connect_retry(const struct maru_config *cfg)
+{
+	return cfg->connect_retry;
 }
 
 MARU_EXPORT const char *

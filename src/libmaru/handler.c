@@ -2149,6 +2149,7 @@ MARU_EXPORT int maru_handler_call(struct maru_handler *h, uint8_t msg_type,
 {
 	int rc = 0;
 
+	maru__fail_clear(h);
 	if (len && !payload)
 		return -EINVAL;
 	pthread_mutex_lock(&h->raw_lock);

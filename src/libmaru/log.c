@@ -3,7 +3,8 @@
  * log.c - the handler's log sink (ndctl's log_ctx)
  *
  * libmaru prints nothing by default.  Each handler has a priority (from
- * MARU_LOG at creation, -1 = silent) and a replaceable sink; the Python
+ * MARU_LOG at creation, -1 = silent; its level names are the daemons',
+ * src/common/log.h) and a replaceable sink; the Python
  * package routes the sink into `logging`.  The priority is tested before
  * anything is formatted (the lerr/ldbg macros), so a disabled debug line
  * costs one relaxed load.  The default sink writes one line to stderr with
@@ -23,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,28 +73,22 @@ MARU_EXPORT const char *maru_handler_last_error(const struct maru_handler *h)
 	return maru__fail_text(h);
 }
 
+/*
+ * MARU_LOG: a level name (log_level_parse(), the daemons' vocabulary) or
+ * one digit, syslog's priority itself (8 and 9 mean debug); anything else
+ * still turns logging on, at errors only.
+ */
 int maru__log_env_priority(void)
 {
-	static const struct {
-		const char *name;
-		int prio;
-	} names[] = {
-		{"err", LOG_ERR},	{"error", LOG_ERR},
-		{"warn", LOG_WARNING},	{"warning", LOG_WARNING},
-		{"notice", LOG_NOTICE}, {"info", LOG_INFO},
-		{"debug", LOG_DEBUG},
-	};
 	const char *v = getenv("MARU_LOG");
-	size_t i;
+	int prio;
 
 	if (!v || !*v)
 		return -1;
 	if (isdigit((unsigned char)v[0]) && !v[1])
 		return v[0] - '0' > LOG_DEBUG ? LOG_DEBUG : v[0] - '0';
-	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (!strcasecmp(v, names[i].name))
-			return names[i].prio;
-	return LOG_ERR;
+	prio = log_level_parse(v);
+	return prio < 0 ? LOG_ERR : prio;
 }
 
 void maru__log(const struct maru_handler *h, int prio, const char *file,

@@ -72,6 +72,8 @@ struct maru_config {
 	bool enable_stats;    /* REPORT_STATS every second */
 	char *curve_server;   /* owns: Z85 key or certificate path; NULL */
 	char *curve_secret;   /* owns: our secret certificate; NULL */
+	bool connect_retry;   /* a call without a connection retries its dial
+			       * until its deadline; else one attempt */
 };
 
 /* maru__config_copy - deep copy of @src into @dst. 0 or -ENOMEM */
@@ -457,6 +459,8 @@ struct maru__rpc {
 	uint32_t next_seq;   /* from 1 */
 	int warned;	     /* the reconnect failure last logged (-errno), 0
 			      * once a connection is made again */
+	bool once;	     /* connect_retry off: one dial per call, whose
+			      * failure is the call's cause */
 	/* DEALER only */
 	bool connecting;	/* a caller dials with @lock dropped */
 	pthread_cond_t conn_cv; /* @connecting ended */

@@ -19,7 +19,10 @@
  * writable); TCP_NODELAY.  A server that is not listening yet is retried
  * every few ms, growing to 100 ms, until the call's deadline, like libzmq's
  * reconnect; then -ETIMEDOUT, and the last cause is logged once ("connection
- * refused (retried for 2000 ms)") until a connection is made again.
+ * refused (retried for 2000 ms)") until a connection is made again.  With
+ * the handler's connect_retry off (@once: tools that sample, marutop) a
+ * call makes one attempt instead and fails with its own error, the cause
+ * kept for maru_handler_last_error().
  * maru_handler_connect() dials through maru__rpc_connect() instead: once,
  * no retry, and every failure is one error line naming the address and the
  * cause (describe(): refused, no route, a peer that sent no greeting, closed
@@ -536,6 +539,9 @@ static int dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
  */
 static void dial_failed(struct maru__rpc *r, int rc, const char *why)
 {
+	/* one attempt per call: each failed call says its own cause */
+	if (r->once && why[0])
+		maru__fail(r->h, rc, "%s", why);
 	if (!why[0] || rc == r->warned)
 		return;
 	r->warned = rc;
@@ -1020,6 +1026,7 @@ int maru__rpc_open(struct maru__rpc *r, const struct maru_handler *h,
 	memset(r, 0, sizeof(*r));
 	r->h = h;
 	r->curve = h ? h->curve : NULL;
+	r->once = h && !h->cfg.connect_retry;
 	r->timeout_ms = timeout_ms;
 	r->async = async;
 	r->max_inflight = max_inflight > 0 ? max_inflight : 1;
@@ -1182,7 +1189,7 @@ static int call_sync(struct maru__rpc *r, struct maru__msg *m,
 	}
 	check_idle(r);
 	if (r->fd < 0) {
-		rc = dial(r, deadline, &fd, &z, &cz, false, why, sizeof(why));
+		rc = dial(r, deadline, &fd, &z, &cz, r->once, why, sizeof(why));
 		if (rc < 0) {
 			dial_failed(r, rc, why);
 			goto out_unlock;
@@ -1335,7 +1342,7 @@ static int ensure_conn(struct maru__rpc *r, uint64_t deadline)
 		}
 		r->connecting = true;
 		pthread_mutex_unlock(&r->lock);
-		rc = dial(r, deadline, &fd, &z, &cz, false, why, sizeof(why));
+		rc = dial(r, deadline, &fd, &z, &cz, r->once, why, sizeof(why));
 		pthread_mutex_lock(&r->lock);
 		r->connecting = false;
 		pthread_cond_broadcast(&r->conn_cv);

@@ -13,7 +13,12 @@
  * the stored nonce and owner, and compares in constant time.
  *
  * The secret is 32 random bytes in <state_dir>/secret, mode 0600, created
- * with O_EXCL and fsync'ed.  Ownership: the secret lives in struct rm.
+ * with O_EXCL and fsync'ed.  client.key and reader.key (0640) are replaced
+ * atomically (src/common/atomicfile.h), then the directory fsync'ed.
+ *
+ * Layering: below region.c (which asks for tokens); this file calls only
+ * src/common (rm_auth.c, atomicfile.c) and libcrypto.
+ * Ownership: the secret and the keys live in struct rm.
  */
 #include "rm.h"
 
@@ -28,6 +33,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "atomicfile.h"
 #include "log.h"
 
 uint64_t auth_token(const struct rm *rm, uint64_t region_id, uint64_t offset,
@@ -140,8 +146,8 @@ static int write_reader_key(struct rm *rm)
 	    !memcmp(old, rm->reader_key, sizeof(old)))
 		return 0;
 	rm_auth_key_text(rm->reader_key, text);
-	rc = state_write_atomic(rm, RM_AUTH_READER_KEY_FILE, text, strlen(text),
-				0640);
+	rc = atomicfile_write(rm->state_dirfd, RM_AUTH_READER_KEY_FILE, text,
+			      strlen(text), 0640);
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 	if (rc < 0)
@@ -180,7 +186,8 @@ int auth_load_client_key(struct rm *rm)
 		return rc;
 	}
 	rm_auth_key_text(rm->client_key, text);
-	rc = state_write_atomic(rm, RM_AUTH_KEY_FILE, text, strlen(text), 0640);
+	rc = atomicfile_write(rm->state_dirfd, RM_AUTH_KEY_FILE, text,
+			      strlen(text), 0640);
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 	if (rc < 0) {

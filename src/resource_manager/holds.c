@@ -19,10 +19,14 @@
  *
  * The set of durable clients and when each went away are kept in
  * holds.meta (statefmt.h), so that a restart of the resource manager
- * holds them as before.  A declaration is written (tmp, fsync, rename,
- * directory fsync) before the AUTH answer that accepts it; departures and
- * returns only change the time shown to operators, and are written before
- * the loop next sleeps (holds_flush()).
+ * holds them as before.  A declaration is written (tmp, fsync, rename:
+ * src/common/atomicfile.h; then the directory fsync) before the AUTH answer
+ * that accepts it; departures and returns only change the time shown to
+ * operators, and are written before the loop next sleeps (holds_flush()).
+ *
+ * Layering: uses client.c's table and the file helpers of src/common; it
+ * is called by server.c, the cron and rm_open(), never by the region or
+ * WAL code.
  *
  * Context: the event-loop thread only.
  */
@@ -35,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "atomicfile.h"
 #include "log.h"
 
 #define HOLDS_FILE "holds.meta"
@@ -79,7 +84,8 @@ static int holds_save(struct rm *rm)
 	}
 	rc = state_holds_encode(&b, co.v, co.n);
 	if (rc == 0)
-		rc = state_write_atomic(rm, HOLDS_FILE, b.data, b.len, 0600);
+		rc = atomicfile_write(rm->state_dirfd, HOLDS_FILE, b.data,
+				      b.len, 0600);
 	if (rc == 0 && fsync(rm->state_dirfd) < 0)
 		rc = -errno;
 out:
@@ -108,7 +114,7 @@ int holds_load(struct rm *rm)
 	struct client *c;
 	int rc;
 
-	rc = state_read_file(rm, HOLDS_FILE, &data, &len);
+	rc = atomicfile_read(rm->state_dirfd, HOLDS_FILE, &data, &len);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc < 0) {

@@ -15,7 +15,7 @@
  * first entry too old to matter.  A scan of 1024 small entries costs far
  * less than the fdatasync every cached operation already paid.
  *
- * After a restart, state.c refills the cache from the WAL records that
+ * After a restart, recovery.c refills the cache from the WAL records that
  * carry a request_id, so a client retrying a request the daemon logged
  * just before it died gets the original answer instead of a second region.
  *

@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomicfile.h"
 #include "daemon.h"
 #include "log.h"
 #include "opts.h"
@@ -338,26 +339,27 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 	return 0;
 }
 
-/* <state_dir>/rm.conf, tmp + rename; informational, failure only warns */
+/*
+ * <state_dir>/rm.conf, replaced whole (atomicfile.h), mode 0644: anyone may
+ * read where the daemon listens; informational, failure only warns
+ */
 static void write_rm_conf(struct rm *rm)
 {
-	char path[4096], tmp[4200];
-	FILE *f;
+	char *text = NULL;
+	int n, rc;
 
-	snprintf(path, sizeof(path), "%s/rm.conf", rm->cfg.state_dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "we");
-	if (!f) {
-		log_warn("%s: %s", tmp, strerror(errno));
-		return;
-	}
-	fprintf(f, "host=%s\nport=%u\nlog_level=%s\n",
-		rm->cfg.host[0] ? rm->cfg.host : "0.0.0.0", rm->cfg.port,
-		log_level_name(rm->cfg.log_level));
-	if (fclose(f) != 0 || rename(tmp, path) < 0) {
-		log_warn("%s: %s", path, strerror(errno));
-		unlink(tmp);
-	}
+	n = asprintf(&text, "host=%s\nport=%u\nlog_level=%s\n",
+		     rm->cfg.host[0] ? rm->cfg.host : "0.0.0.0", rm->cfg.port,
+		     log_level_name(rm->cfg.log_level));
+	if (n < 0)
+		rc = -ENOMEM;
+	else
+		rc = atomicfile_write(rm->state_dirfd, "rm.conf", text,
+				      (size_t)n, 0644);
+	if (rc < 0)
+		log_warn("%s/rm.conf: %s", rm->cfg.state_dir, strerror(-rc));
+	if (n >= 0)
+		free(text);
 }
 
 static void banner(struct rm *rm)

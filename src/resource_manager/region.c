@@ -3,16 +3,21 @@
  * region.c - the region table, and allocate/free as durable operations
  *
  * An allocation is: pick a pool and an extent (pool.c), create the region
- * file for FS_DAX pools, draw a nonce and compute the token, append an
- * ALLOC record to the WAL with fdatasync (state.c), and only then insert
- * the region and answer.  Any failure before the WAL append undoes the
- * earlier steps, so a failed ALLOC leaves nothing behind (this also fixes
+ * file for FS_DAX pools, draw a nonce and compute the token (auth.c),
+ * append an ALLOC record to the WAL with fdatasync (state.c), and only
+ * then insert the region and answer.  Any failure before the WAL append undoes
+ * the earlier steps, so a failed ALLOC leaves nothing behind (this also fixes
  * upstream's extent leak when FS_DAX file creation fails).  A free logs
  * the FREE record first and then releases the extent and the file.
  *
  * Table: chained hash on the region id, doubled at load 1.  Region ids
  * are global, start at 1 and are never reused, even after a failed
  * allocation.
+ *
+ * Layering: this file calls down into state.c (the WAL), auth.c, client.c,
+ * pool.c and dev.c; none of them calls it back.  Recovery (recovery.c)
+ * sits above and rebuilds the table with region_restore() and
+ * region_unrestore(), which write nothing to the WAL.
  *
  * Ownership: @rm owns every region; a region borrows its pool and its
  * owner (counted in owner->nallocs).  Context: the event-loop thread.
@@ -73,21 +78,6 @@ const char *region_path(const struct region *r, char *buf, size_t len)
 	return buf;
 }
 
-void region_to_state(const struct region *r, struct state_alloc *a)
-{
-	memset(a, 0, sizeof(*a));
-	a->handle.region_id = r->id;
-	a->handle.offset = r->pool->kind == POOL_FS_DAX ? 0 : r->offset;
-	a->handle.length = r->length;
-	a->handle.auth_token = r->token;
-	memcpy(a->owner, r->owner->id, r->owner->idlen);
-	a->requested_size = r->requested;
-	a->alloc_length = r->length;
-	a->nonce = r->nonce;
-	a->pool_id = r->pool->id;
-	a->real_offset = r->offset;
-}
-
 /*
  * FS_DAX: create the region's file exclusively, --pool-mode/--pool-group
  * (dev_file_perm), sized to the aligned length (sparse: ftruncate
@@ -142,7 +132,7 @@ int region_alloc(struct rm *rm, struct client *owner, uint64_t size,
 	rc = state_wal_ready(rm);
 	if (rc < 0)
 		return rc;
-	/* --client-quota (issue 12): what one client may hold */
+	/* --client-quota: what one client may hold */
 	if (rm->cfg.client_quota &&
 	    (size > rm->cfg.client_quota ||
 	     owner->bytes > rm->cfg.client_quota - size))

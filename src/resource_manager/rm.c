@@ -9,7 +9,8 @@
  *
  *   rm_init    no resources yet: descriptors -1, region ids from 1, our
  *              host name for the local-client rule
- *   rm_open    pools, then the state that refers to them, then the secret
+ *   rm_open    the state dir and its lock, pools, then the state that
+ *              refers to them (recovery.c), then the secret
  *              (required if anything was recovered), the token check, the
  *              owners held until they return (holds.meta) and the
  *              reaper's view of the others
@@ -41,7 +42,7 @@ static void verify_token(struct rm *rm, struct region *r, void *arg)
 	struct state_alloc a;
 	size_t *bad = arg;
 
-	region_to_state(r, &a);
+	state_alloc_of(r, &a);
 	if (!auth_check(rm, r, &a.handle))
 		(*bad)++;
 }
@@ -57,7 +58,7 @@ int rm_open(struct rm *rm)
 	rc = dev_load_configured(rm);
 	if (rc < 0)
 		return rc;
-	rc = state_open(rm);
+	rc = recovery_run(rm);
 	if (rc < 0)
 		return rc;
 	rc = auth_load_secret(rm, rm->nregions > 0);

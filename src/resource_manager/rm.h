@@ -7,19 +7,27 @@
  * connections.  Nothing is shared with another thread, so nothing is
  * locked (docs/resource-manager.md, "Threads").
  *
- * Modules (each file starts with its own design notes):
- *   main.c     options, signals, banner, rm.conf, the loop
- *   rm.c       life cycle: rm_init, rm_open (recovery order), rm_close
- *   server.c   listening socket, connection state machine, request handlers
- *   region.c   the region table; allocate/free as one durable operation
- *   client.c   client_id bookkeeping (pins, allocation counts, pid info)
- *   idem.c     idempotency cache (client_id:request_id -> outcome)
- *   auth.c     the HMAC secret and auth tokens
- *   state.c    WAL, checkpoints and recovery (byte layouts in statefmt.c)
- *   dev.c      DEV_DAX / FS_DAX / emulated pools: discovery, header, ids
- *   reaper.c   the 1 s cron: dead or departed clients lose their regions
- *   holds.c    owners whose regions are kept until they return (holds.meta)
- *   pool.c     the allocator (pure)
+ * Modules, each calling only the ones listed below it (each file starts
+ * with its own design notes):
+ *   main.c      options, signals, banner, rm.conf, the loop
+ *   rm.c        life cycle: rm_init, rm_open (recovery order), rm_close
+ *   server.c    listening socket, connection state machine, request handlers
+ *   reaper.c    the 1 s cron: dead or departed clients lose their regions
+ *   holds.c     owners whose regions are kept until they return (holds.meta)
+ *   recovery.c  start-up: global.meta, pool_*.meta and the WAL back into
+ *               the region table, FS_DAX files reconciled
+ *   region.c    the region table; allocate/free as one durable operation
+ *   state.c     state dir, WAL appends, checkpoints (byte layouts in
+ *               statefmt.c); reads the region table as data, calls none of
+ *               region.c
+ *   auth.c      the HMAC secret, client.key and reader.key, auth tokens
+ *   client.c    client_id bookkeeping (pins, allocation counts, pid info)
+ *   idem.c      idempotency cache (client_id:request_id -> outcome)
+ *   dev.c       DEV_DAX / FS_DAX / emulated pools: discovery, header, ids
+ *   pool.c      the allocator (pure); statefmt.c: the state-file codecs
+ *               (pure)
+ * Under all of them, src/common: atomicfile.c (files replaced with tmp +
+ * fsync + rename, and read back), statedir.c, evloop.c, rm_proto.c, ...
  */
 #ifndef MARU_RM_RM_H
 #define MARU_RM_RM_H
@@ -255,9 +263,6 @@ void region_unrestore(struct rm *rm, struct region *r);
 /* region_path - the path a client opens for @r (FS_DAX: its file) */
 const char *region_path(const struct region *r, char *buf, size_t len);
 
-/* region_to_state - the durable record of @r */
-void region_to_state(const struct region *r, struct state_alloc *a);
-
 /* region_foreach_safe-style iteration: call @fn for every region */
 void region_for_each(struct rm *rm,
 		     void (*fn)(struct rm *, struct region *, void *),
@@ -348,12 +353,13 @@ bool auth_check(const struct rm *rm, const struct region *r,
 int state_dir_open(struct rm *rm);
 
 /**
- * state_open - in the state dir (state_dir_open()): adopt a legacy WAL
- * name, recover global.meta, pool_*.meta and the WAL into @rm, and open
- * the WAL
- * Return: 0 or -errno; a refusal is logged as one clear line.
+ * state_wal_open - open the WAL for appending once recovery has read it
+ * @keep: bytes of good records; anything after them (a torn tail) is cut
+ *        off, so that new records follow good ones
+ * @records: records in it, counted towards the next checkpoint
+ * Return: 0 or -errno (logged).
  */
-int state_open(struct rm *rm);
+int state_wal_open(struct rm *rm, uint64_t keep, unsigned records);
 
 /**
  * state_wal_ready - can the WAL take a record now?  After an append whose
@@ -372,6 +378,10 @@ int state_wal_ready(struct rm *rm);
 int state_log_alloc(struct rm *rm, const struct region *r, uint64_t request_id);
 int state_log_free(struct rm *rm, const struct region *r, uint64_t request_id);
 
+/* state_alloc_of - the durable record of @r (WAL, global.meta), whose
+ * handle is also what ALLOC answers */
+void state_alloc_of(const struct region *r, struct state_alloc *a);
+
 /**
  * state_checkpoint - write every pool_<id>.meta and global.meta (tmp,
  * fsync, rename), then empty the WAL
@@ -379,28 +389,22 @@ int state_log_free(struct rm *rm, const struct region *r, uint64_t request_id);
  */
 int state_checkpoint(struct rm *rm);
 
-/**
- * state_read_file - a whole file of the state directory
- * Return: 0 (*@out owns a malloc()ed copy, NULL when empty), -ENOENT if
- * missing, or -errno.
- */
-int state_read_file(struct rm *rm, const char *name, uint8_t **out,
-		    size_t *len);
-
-/**
- * state_write_atomic - <state_dir>/@name as @len bytes at @p, mode @mode:
- * a temporary file written, fsync'ed and renamed, so @name is the old or
- * the new content, never torn (the caller fsyncs the directory)
- * Return: 0 or -errno.
- */
-int state_write_atomic(struct rm *rm, const char *name, const void *p,
-		       size_t len, mode_t mode);
-
 /* state_maybe_checkpoint - checkpoint once checkpoint_ops records were
  * logged (called before the loop sleeps, after responses went out) */
 void state_maybe_checkpoint(struct rm *rm);
 
 void state_close(struct rm *rm);
+
+/* ---- recovery.c ---- */
+
+/**
+ * recovery_run - in the state dir (state_dir_open()), with the pools
+ * loaded: adopt a legacy WAL name, recover global.meta, pool_*.meta and
+ * the WAL into @rm, open the WAL (state_wal_open()) and reconcile FS_DAX
+ * region files
+ * Return: 0 or -errno; a refusal is logged as one clear line.
+ */
+int recovery_run(struct rm *rm);
 
 /* ---- dev.c ---- */
 

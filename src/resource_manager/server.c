@@ -285,7 +285,7 @@ int server_encode_alloc_ok(struct rm *rm, struct buf *out,
 	char path[4200];
 	struct state_alloc a;
 
-	region_to_state(r, &a);
+	state_alloc_of(r, &a);
 	m.status = 0;
 	m.access_type = 0;
 	m.handle = a.handle;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_marutop_reply.c - marutop's GET_USAGE / GET_STATS decoders
- * (tools/marutop/fetch.c) and everything that then shows the sample
+ * (tools/marutop/decode.c) and everything that then shows the sample
  *
  * Input: byte 0 says which decoder sees the rest first (bit 0) and the
  * table width (the other bits, 20..147 columns); the rest is one reply

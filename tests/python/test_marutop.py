@@ -261,7 +261,7 @@ def test_unreachable_and_bad_options():
     p = marutop("--once", "--server", f"tcp://127.0.0.1:{free_port()}")
     assert p.returncode == 1
     assert p.stderr.startswith("marutop: cannot reach maru-server at")
-    for args, text in ((["--bogus"], "unknown option"),
+    for args, text in ((["--bogus"], "unrecognized option"),
                        (["-w", "0"], "invalid interval"),
                        (["--sort", "nope"], "unknown column"),
                        (["--server", "nocolon"], "invalid server")):

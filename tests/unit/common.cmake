@@ -6,3 +6,4 @@ maru_add_unit_test(test_zcurve SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_zcu
 maru_add_unit_test(test_log SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_log.c LIBS maru_common)
 maru_add_unit_test(test_shmidx SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_shmidx.c LIBS maru_common Threads::Threads)
 maru_add_unit_test(test_opts SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_opts.c LIBS maru_common)
+maru_add_unit_test(test_atomicfile SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_atomicfile.c LIBS maru_common)

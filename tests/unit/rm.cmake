@@ -22,14 +22,16 @@ maru_add_unit_test(test_rm_core
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_rm_core.c
 	LIBS rm_core)
 
-# Every daemon module with the fault-injecting allocator hook.
+# Every daemon module with the fault-injecting allocator hook, and the
+# common file reader they load their state with (its malloc fails too).
 maru_add_unit_test(test_rm_faults
 	SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_rm_faults.c
-		${RM_SRC}/rm.c ${RM_SRC}/server.c ${RM_SRC}/region.c
-		${RM_SRC}/client.c ${RM_SRC}/idem.c ${RM_SRC}/auth.c
-		${RM_SRC}/state.c ${RM_SRC}/dev.c ${RM_SRC}/reaper.c
-		${RM_SRC}/holds.c
+		${RM_SRC}/rm.c ${RM_SRC}/server.c ${RM_SRC}/reaper.c
+		${RM_SRC}/holds.c ${RM_SRC}/recovery.c ${RM_SRC}/region.c
+		${RM_SRC}/state.c ${RM_SRC}/auth.c ${RM_SRC}/client.c
+		${RM_SRC}/idem.c ${RM_SRC}/dev.c
 		${RM_SRC}/pool.c ${RM_SRC}/statefmt.c
+		${PROJECT_SOURCE_DIR}/src/common/atomicfile.c
 	LIBS maru_common PkgConfig::CRYPTO PkgConfig::DAXCTL PkgConfig::ZLIB)
 target_include_directories(test_rm_faults PRIVATE ${RM_SRC})
 target_compile_options(test_rm_faults PRIVATE

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_libmaru_codec.c - libmaru's metadata payload codec (codec.c) and
- * configuration (config.c)
+ * configuration (config.c, and MARU_LOG in log.c)
  *
  * Requests are checked byte for byte against upstream's worked example and
  * against msgpack-c's own unpacker (keys keep their kind, u64 >= 2^63 goes
@@ -753,6 +753,31 @@ static void test_config(void **state)
 	maru_config_free(c);
 }
 
+/* MARU_LOG: the daemons' level names, a digit, else errors only */
+static void test_log_env(void **state)
+{
+	static const struct {
+		const char *v;
+		int prio;
+	} cases[] = {
+		{"debug", 7}, {"INFO", 6}, {"notice", 5}, {"Warning", 4},
+		{"warn", 4},  {"err", 3},  {"error", 3},  {"0", 0},
+		{"7", 7},     {"9", 7},	   {"loud", 3},	  {"10", 3},
+	};
+	size_t i;
+
+	(void)state;
+	unsetenv("MARU_LOG");
+	assert_int_equal(maru__log_env_priority(), -1);
+	setenv("MARU_LOG", "", 1);
+	assert_int_equal(maru__log_env_priority(), -1);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setenv("MARU_LOG", cases[i].v, 1);
+		assert_int_equal(maru__log_env_priority(), cases[i].prio);
+	}
+	unsetenv("MARU_LOG");
+}
+
 static void test_uuid4(void **state)
 {
 	char a[37], b[37];
@@ -782,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_dec_stats),
 		cmocka_unit_test(test_devhdr),
 		cmocka_unit_test(test_config),
+		cmocka_unit_test(test_log_env),
 		cmocka_unit_test(test_uuid4),
 	};
 

@@ -11,6 +11,10 @@
  * until the timeout, which would give -ETIMEDOUT), one line naming the
  * address and the cause, and exactly one LOG_ERR line through the log
  * function -- also kept when the log priority is silent.
+ *
+ * Raw calls (maru_handler_call()) retry a refused connect until their
+ * deadline, unless connect_retry is off: then one attempt, its own errno
+ * at once and its cause in maru_handler_last_error().
  */
 #include <maru/maru.h>
 
@@ -25,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -242,6 +247,70 @@ static void test_last_error(void **state)
 	(void)state;
 }
 
+static long elapsed_ms(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000 +
+	       (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void test_raw_call_retry(void **state)
+{
+	struct sink s = {0};
+	int port, fd = tcp_socket(0, &port); /* bound, not listening */
+	struct maru_config *cfg;
+	struct maru_handler *h;
+	struct timespec t0;
+	char url[64];
+	void *reply = NULL;
+	size_t len = 0;
+
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", port);
+	assert_int_equal(maru_config_new(&cfg), 0);
+	assert_true(maru_config_get_connect_retry(cfg)); /* the default */
+	assert_int_equal(maru_config_set_server_url(cfg, url), 0);
+	assert_int_equal(maru_config_set_timeout_ms(cfg, 300), 0);
+	assert_int_equal(maru_config_set_use_async_rpc(cfg, false), 0);
+
+	/* retried until the deadline */
+	assert_int_equal(maru_handler_new(cfg, &h), 0);
+	maru_handler_set_log_fn(h, log_fn, &s);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(maru_handler_call(h, 11, "\x80", 1, &reply, &len),
+			 -ETIMEDOUT);
+	assert_true(elapsed_ms(&t0) >= 250);
+	maru_handler_free(h);
+
+	/* one attempt: its own error at once, and its cause */
+	assert_int_equal(maru_config_set_connect_retry(cfg, false), 0);
+	assert_false(maru_config_get_connect_retry(cfg));
+	assert_int_equal(maru_handler_new(cfg, &h), 0);
+	maru_handler_set_log_fn(h, log_fn, &s);
+	maru_handler_set_log_priority(h, -1);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(maru_handler_call(h, 11, "\x80", 1, &reply, &len),
+			 -ECONNREFUSED);
+	assert_true(elapsed_ms(&t0) < 250);
+	if (!strstr(maru_handler_last_error(h), url) ||
+	    !strstr(maru_handler_last_error(h), "connection refused"))
+		fail_msg("cause '%s'", maru_handler_last_error(h));
+	/* every call says its own; a call that fails only by its code
+	 * leaves "" */
+	assert_int_equal(maru_handler_call(h, 11, "\x80", 1, &reply, &len),
+			 -ECONNREFUSED);
+	assert_non_null(strstr(maru_handler_last_error(h), "refused"));
+	assert_int_equal(maru_handler_call(h, 11, NULL, 1, &reply, &len),
+			 -EINVAL);
+	assert_string_equal(maru_handler_last_error(h), "");
+	assert_null(reply);
+	maru_handler_free(h);
+	maru_config_free(cfg);
+	close(fd);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_silent_peer),
 		cmocka_unit_test(test_closed_handler),
 		cmocka_unit_test(test_last_error),
+		cmocka_unit_test(test_raw_call_retry),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

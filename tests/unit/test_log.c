@@ -2,7 +2,8 @@
 /*
  * test_log.c - the log line formats of src/common/log.c: plain (ISO-8601
  * time, level), journal (<N>), json (escaping, invalid UTF-8, a cut line
- * stays one whole object), and MARU_LOG_FORMAT / JOURNAL_STREAM.
+ * stays one whole object), and MARU_LOG_FORMAT / JOURNAL_STREAM; the
+ * level names that --log-level and MARU_LOG share.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -215,6 +216,34 @@ static void test_format_from_env(void **state)
 	unsetenv("JOURNAL_STREAM");
 }
 
+/* every name either user of the vocabulary ever took, any case */
+static void test_level_names(void **state)
+{
+	static const struct {
+		const char *name;
+		int prio;
+	} ok[] = {
+		{"debug", LOG_DEBUG},	  {"INFO", LOG_INFO},
+		{"Notice", LOG_NOTICE},	  {"warn", LOG_WARNING},
+		{"WARNING", LOG_WARNING}, {"err", LOG_ERR},
+		{"Error", LOG_ERR},
+	};
+	static const char *const bad[] = {"", "loud", "7", "errors", "crit"};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		assert_int_equal(log_level_parse(ok[i].name), ok[i].prio);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(log_level_parse(bad[i]), -EINVAL);
+	/* the name written back (rm.conf) parses to the same level */
+	for (i = LOG_ERR; i <= LOG_DEBUG; i++)
+		assert_int_equal(log_level_parse(log_level_name((int)i)),
+				 (int)i);
+	assert_string_equal(log_level_name(LOG_WARNING), "warn");
+	assert_string_equal(log_level_name(LOG_ERR), "error");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -224,6 +253,7 @@ int main(void)
 		cmocka_unit_test(test_no_forged_lines),
 		cmocka_unit_test(test_cut_lines_stay_whole),
 		cmocka_unit_test(test_format_from_env),
+		cmocka_unit_test(test_level_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

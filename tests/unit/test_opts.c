@@ -3,6 +3,7 @@
  * stores what it should, refuses what it should, and bad usage says so */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +30,10 @@ struct cfg {
 	long big;
 	uint8_t g_big[8];
 	uint64_t size, quota;
-	double secs;
+	double secs, wait;
+	int out;
+	uint8_t g_out[4];
+	long count;
 	struct opt_list list;
 	int calls;
 };
@@ -55,11 +59,12 @@ static void fill(struct cfg *c)
 
 static void guards_intact(const struct cfg *c)
 {
-	const uint8_t *g[] = {c->g_port, c->g_workers, c->g_mode, c->g_big};
-	const size_t len[] = {6, 4, 4, 8};
+	const uint8_t *g[] = {c->g_port, c->g_workers, c->g_mode, c->g_big,
+			      c->g_out};
+	const size_t len[] = {6, 4, 4, 8, 4};
 	size_t i, j;
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		for (j = 0; j < len[i]; j++)
 			assert_int_equal(g[i][j], GUARD);
 }
@@ -68,6 +73,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage\n");
 }
+
+static FILE *capture; /* parse()'s stderr; NULL: silenced */
 
 /* parse the NULL-terminated @args into @c (stderr silenced) */
 static int parse(struct cfg *c, const char **args)
@@ -83,6 +90,11 @@ static int parse(struct cfg *c, const char **args)
 		OPTS_SIZE("size", c->size, 4096, 0, "at least 4K"),
 		OPTS_SIZE("quota", c->quota, 1 << 20, OPT_ZERO_OK, NULL),
 		OPTS_SECONDS("secs", c->secs),
+		OPTS_SECONDS_IN("wait", 'W', c->wait, 86400, OPT_POSITIVE,
+				NULL),
+		OPTS_SET("csv", c->out, 1),
+		OPTS_SET("json", c->out, 2),
+		OPTS_INT("count", 'n', c->count, 0, LONG_MAX),
 		OPTS_CHOICE("mode", c->mode, names, vals, NULL),
 		OPTS_CHOICE("name", c->name, names, NULL, NULL),
 		OPTS_LIST("item", 'i', c->list, OPT_NONEMPTY, "a path"),
@@ -98,9 +110,10 @@ static int parse(struct cfg *c, const char **args)
 	while (*args)
 		argv[argc++] = (char *)*args++;
 	argv[argc] = NULL;
-	stderr = fopen("/dev/null", "w");
+	stderr = capture ? capture : fopen("/dev/null", "w");
 	rc = opts_parse("prog", usage, t, argc, argv);
-	fclose(stderr);
+	if (!capture)
+		fclose(stderr);
 	stderr = err;
 	return rc;
 }
@@ -146,6 +159,22 @@ static void test_kinds(void **state)
 	assert_int_equal(c.big, -5);
 	assert_int_equal(c.workers, -3);
 	assert_int_equal(c.port, 1);
+
+	/* rows that share a field: the last one given wins; bounded
+	 * seconds; a long up to LONG_MAX */
+	fill(&c);
+	assert_int_equal(PARSE(&c, "--csv", "--json", "-W", "0.25", "-n",
+			       "9223372036854775807"),
+			 0);
+	guards_intact(&c);
+	assert_int_equal(c.out, 2);
+	assert_true(c.wait == 0.25);
+	assert_int_equal(c.count, LONG_MAX);
+	fill(&c);
+	assert_int_equal(PARSE(&c, "--json", "--csv", "--wait=86400"), 0);
+	guards_intact(&c);
+	assert_int_equal(c.out, 1);
+	assert_true(c.wait == 86400);
 }
 
 static void test_refused(void **state)
@@ -170,6 +199,12 @@ static void test_refused(void **state)
 		{"--odd", "said"},
 		{"-w", "1073741825"},
 		{"-w", "-4"},
+		{"-W", "0"},
+		{"-W", "-0"},
+		{"-W", "86400.5"},
+		{"--csv=1"},
+		{"-n", "-1"},
+		{"-n", "9223372036854775808"},
 		{"--big", "1099511627777"},
 		{"--bogus"},
 		{"--port"},
@@ -194,6 +229,39 @@ static void test_refused(void **state)
 	}
 }
 
+/* the message of a bad value: the row's name, the value, the hint */
+static void test_message(void **state)
+{
+	static const char *const cases[][3] = {
+		{"-n", "-1", "prog: invalid count: -1 (must be >= 0)\n"},
+		{"-W", "0", "prog: invalid wait: 0 (a number of seconds)\n"},
+		{"--odd", "", "prog: invalid odd: '' (an odd number)\n"},
+	};
+	char text[256];
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cfg c;
+		FILE *f = tmpfile();
+
+		assert_non_null(f);
+		fill(&c);
+		capture = f;
+		assert_int_equal(PARSE(&c, cases[i][0], cases[i][1]), -EINVAL);
+		capture = NULL;
+		fflush(f);
+		rewind(f);
+		n = fread(text, 1, sizeof(text) - 1, f);
+		text[n] = '\0';
+		fclose(f);
+		/* then "Try 'prog --help'." */
+		assert_int_equal(
+			strncmp(text, cases[i][2], strlen(cases[i][2])), 0);
+		assert_non_null(strstr(text, "Try 'prog --help'.\n"));
+	}
+}
+
 static void test_help(void **state)
 {
 	struct cfg c;
@@ -212,6 +280,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_message),
 		cmocka_unit_test(test_help),
 	};
 

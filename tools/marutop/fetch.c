@@ -1,18 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fetch.c - marutop's connection to maru-server and its reply decoders
+ * fetch.c - marutop's connection to maru-server: libmaru's raw calls
  *
- * One lock-step REQ connection over the project's own ZMTP code (the
- * connection state machine of src/common/zmtp.c, TCP from net.c): send
- * [delimiter][header + {}] and read whole messages until the reply body
- * comes.  Each sample is GET_USAGE then GET_STATS.  An error closes the
- * socket; the next sample dials again, so marutop outlives restarts of
- * the server.
+ * The metadata-server client is libmaru's (src/libmaru/rpc.c: dial, the
+ * ZMTP and CURVE handshakes, request and reply); marutop asks through its
+ * public API.  The handler is never connected (no HANDSHAKE, no lease, so
+ * marutop is not an instance in what it shows): maru_handler_call() sends
+ * GET_USAGE and GET_STATS with an empty map on a lock-step (REQ)
+ * connection of its own, made by the first sample.  connect_retry is off:
+ * a server that is away fails the sample at once with the connect's own
+ * error, and the next sample dials again, so marutop outlives restarts of
+ * the server.  libmaru's log is silenced (the screen is curses'); what a
+ * failed call met comes back as its error code and, for a failed connect,
+ * maru_handler_last_error().
  *
- * The decoders walk the MessagePack replies with msgpk.c and keep only
- * what they know: unknown keys are skipped, absent ones stay MT_NA.  That
- * is how marutop reads upstream's Python server (no "keys", "pinned",
- * "eviction", ...) and later servers with more keys alike.
+ * Errors are said as one line each (mt_fetch()): a server that cannot be
+ * reached, a CURVE key it refused or a CURVE exchange that failed, a peer
+ * whose ZMTP handshake failed (not maru-server, or a CURVE server while we
+ * talk NULL), a reply that does not decode.
  *
  * Context: single thread; @c belongs to the caller.
  */
@@ -23,964 +28,153 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
+
+#include <maru/maru.h>
 
 #include "mds_proto.h"
-#include "msgpk.h"
-#include "net.h"
 #include "util.h"
-
-#define MT_READY_MAX 4096
-#define MT_MSG_MAX (64u << 20) /* the largest reply accepted */
+#include "zcurve.h"
 
 int mt_conn_init(struct mt_conn *c, const char *url, int timeout_ms)
 {
 	const char *hp = url;
+	char host[256];
 	uint16_t port;
+	int rc;
 
 	memset(c, 0, sizeof(*c));
-	c->fd = -1;
-	c->timeout_ms = timeout_ms;
 	if (strncmp(hp, "tcp://", 6) == 0)
 		hp += 6;
-	if (parse_host_port(hp, c->host, sizeof(c->host), &port) < 0)
+	if (parse_host_port(hp, host, sizeof(host), &port) < 0)
 		return -EINVAL;
-	snprintf(c->port, sizeof(c->port), "%u", port);
-	snprintf(c->url, sizeof(c->url), "tcp://%s:%u", c->host, port);
-	return 0;
+	snprintf(c->url, sizeof(c->url), "tcp://%s:%u", host, port);
+	rc = maru_config_new(&c->cfg);
+	if (rc == 0)
+		rc = maru_config_set_server_url(c->cfg, c->url);
+	if (rc == 0)
+		rc = maru_config_set_timeout_ms(c->cfg, timeout_ms);
+	if (rc == 0)
+		rc = maru_config_set_use_async_rpc(c->cfg, false);
+	if (rc == 0)
+		rc = maru_config_set_connect_retry(c->cfg, false);
+	return rc;
 }
 
 void mt_conn_close(struct mt_conn *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
-	buf_free(&c->in);
-	buf_free(&c->raw);
-	buf_free(&c->sb);
-	if (c->curve)
-		zcurve_wipe(&c->cz);
+	maru_handler_free(c->h);
+	maru_config_free(c->cfg);
+	c->h = NULL;
+	c->cfg = NULL;
 }
 
+/*
+ * The keys are read here first, with the loaders libmaru uses, so that a
+ * missing or bad file is said now, naming it; libmaru reads them again
+ * when the handler is made.
+ */
 int mt_conn_curve(struct mt_conn *c, const char *server_key,
 		  const char *secret_file, char *why, size_t whylen)
 {
+	struct zcurve_keys me;
+	uint8_t server[ZCURVE_KEY];
 	int rc;
 
 	if (zcurve_sodium_init() < 0) {
 		snprintf(why, whylen, "CURVE: libsodium failed to initialise");
 		return -EIO;
 	}
-	rc = zcurve_load_cert(secret_file, c->me.pub, c->me.sec, why, whylen);
+	rc = zcurve_load_cert(secret_file, me.pub, me.sec, why, whylen);
 	if (rc == 0)
-		rc = zcurve_load_public(server_key, c->server, why, whylen);
-	c->curve = rc == 0;
+		rc = zcurve_load_public(server_key, server, why, whylen);
+	explicit_bzero(&me, sizeof(me));
+	if (rc < 0)
+		return rc;
+	rc = maru_config_set_curve_server_key(c->cfg, server_key);
+	if (rc == 0)
+		rc = maru_config_set_curve_secret_key_file(c->cfg, secret_file);
+	if (rc < 0) {
+		snprintf(why, whylen, "CURVE: %s", strerror(-rc));
+		return rc;
+	}
+	c->curve = true;
+	return 0;
+}
+
+/*
+ * One request of @type with an empty map, its reply given to @decode.
+ * Return: 0, or -errno with *@in_call telling whether the call (not the
+ * decoder) failed.
+ */
+static int ask(struct mt_conn *c, uint8_t type, struct mt_snap *s,
+	       int (*decode)(struct mt_snap *, const uint8_t *, size_t),
+	       bool *in_call)
+{
+	void *reply = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = maru_handler_call(c->h, type, "\x80", 1, &reply, &len);
+	*in_call = rc < 0;
+	if (rc == 0)
+		rc = decode(s, reply, len);
+	maru_buf_free(reply);
 	return rc;
 }
 
-/* Write plaintext ZMTP frames @p, sealed when CURVE is on. */
-static int xsend(struct mt_conn *c, const uint8_t *p, size_t n,
-		 uint64_t deadline)
+/* the one line that says why a sample failed */
+static void say(const struct mt_conn *c, int rc, bool in_call, const char *what,
+		char *err, size_t errlen)
 {
-	int rc;
+	/* only a failed connect has a cause: the handshake failed */
+	const char *cause = in_call ? maru_handler_last_error(c->h) : "";
 
-	if (!c->curve)
-		return net_send_all(c->fd, p, n, deadline);
-	buf_reset(&c->sb);
-	rc = zcurve_seal(&c->cz, p, n, &c->sb);
-	return rc ? rc : net_send_all(c->fd, c->sb.data, c->sb.len, deadline);
-}
-
-/*
- * Read once from the server: plaintext into c->in, at least @want bytes of
- * room (CURVE: the raw bytes are opened into c->in, possibly none yet).
- * Return: 0 or -errno.
- */
-static int xrecv(struct mt_conn *c, size_t want, uint64_t deadline)
-{
-	struct buf *b = c->curve ? &c->raw : &c->in;
-	ssize_t k;
-	int rc;
-
-	if (c->curve)
-		want = c->raw.len + 4096 + c->cz.need;
-	rc = buf_reserve(b, want - b->len);
-	if (rc < 0)
-		return rc;
-	k = net_recv_some(c->fd, b->data + b->len, want - b->len, deadline);
-	if (k < 0)
-		return (int)k;
-	b->len += (size_t)k;
-	if (!c->curve)
-		return 0;
-	buf_reset(&c->sb);
-	rc = zcurve_input(&c->cz, c->raw.data, c->raw.len, &c->in, &c->sb);
-	if (rc < 0)
-		return rc;
-	memmove(c->raw.data, c->raw.data + c->cz.rd, c->raw.len - c->cz.rd);
-	c->raw.len -= c->cz.rd;
-	zcurve_shift(&c->cz, c->cz.rd);
-	return 0;
-}
-
-/* Read until @c->z has a whole message.  Return: 1, or -errno. */
-static int next_msg(struct mt_conn *c, struct zmtp_msg *m, uint64_t deadline)
-{
-	size_t want;
-	int rc;
-
-	for (;;) {
-		rc = zmtp_conn_next(&c->z, c->in.data, c->in.len, m);
-		if (rc != 0)
-			return rc;
-		if (c->z.pong_len) {
-			rc = xsend(c, c->z.pong, c->z.pong_len, deadline);
-			c->z.pong_len = 0;
-			if (rc < 0)
-				return rc;
-		}
-		want = c->z.rd + c->z.need;
-		if (want < c->in.len + 4096)
-			want = c->in.len + 4096;
-		rc = xrecv(c, want, deadline);
-		if (rc < 0)
-			return rc;
-	}
-}
-
-/*
- * The CURVE handshake: greeting and HELLO, WELCOME, INITIATE, READY (as
- * libmaru's rpc.c does it); then @c->z starts open.  Return: 0 or -errno
- * (-EACCES: the server refused our key).
- */
-static int dial_curve(struct mt_conn *c, uint64_t deadline)
-{
-	int rc;
-
-	buf_reset(&c->sb);
-	buf_reset(&c->raw);
-	rc = zcurve_client(&c->cz, &c->me, c->server, "REQ", NULL, 0,
-			   MT_MSG_MAX, &c->sb);
-	while (rc == 0) {
-		if (c->sb.len) {
-			rc = net_send_all(c->fd, c->sb.data, c->sb.len,
-					  deadline);
-			buf_reset(&c->sb);
-			if (rc < 0)
-				break;
-		}
-		if (zcurve_open(&c->cz))
-			break;
-		rc = xrecv(c, 0, deadline);
-	}
-	if (rc < 0)
-		return rc;
-	zmtp_conn_init(&c->z, "REQ", MT_READY_MAX, MT_MSG_MAX);
-	c->z.st = ZMTP_ST_OPEN;
-	c->z.minor = c->cz.minor;
-	return 0;
-}
-
-/* Dial and do the NULL handshake.  Return: 0 or -errno. */
-static int dial(struct mt_conn *c, uint64_t deadline)
-{
-	uint8_t out[ZMTP_GREETING_LEN + 64];
-	struct zmtp_msg m;
-	ssize_t k;
-	int rc;
-
-	rc = net_dial(c->host, c->port, deadline);
-	if (rc < 0)
-		return rc;
-	c->fd = rc;
-	buf_reset(&c->in);
-	if (c->curve)
-		return dial_curve(c, deadline);
-	zmtp_greeting(out, false);
-	k = zmtp_ready(out + ZMTP_GREETING_LEN, sizeof(out) - ZMTP_GREETING_LEN,
-		       "REQ", NULL, 0);
-	if (k < 0)
-		return (int)k;
-	rc = net_send_all(c->fd, out, ZMTP_GREETING_LEN + (size_t)k, deadline);
-	if (rc < 0)
-		return rc;
-	zmtp_conn_init(&c->z, "REQ", MT_READY_MAX, MT_MSG_MAX);
-	while (c->z.st != ZMTP_ST_OPEN) {
-		/* no message may come before READY */
-		if (zmtp_conn_next(&c->z, c->in.data, c->in.len, &m) != 0)
-			return -EPROTO;
-		if (c->z.st == ZMTP_ST_OPEN)
-			break;
-		rc = buf_reserve(&c->in, c->z.rd + c->z.need - c->in.len);
-		if (rc < 0)
-			return rc;
-		k = net_recv_some(c->fd, c->in.data + c->in.len,
-				  c->z.rd + c->z.need - c->in.len, deadline);
-		if (k < 0)
-			return (int)k;
-		c->in.len += (size_t)k;
-	}
-	return 0;
-}
-
-/*
- * One request of @type with an empty map; the reply's payload is copied
- * into @reply.  Return: 0 or -errno.
- */
-static int call(struct mt_conn *c, uint8_t type, struct buf *reply,
-		uint64_t deadline)
-{
-	uint8_t req[2 + ZMTP_HDR_MAX + MDS_HDR_SIZE + 1] = {ZMTP_MORE, 0};
-	struct zmtp_msg m;
-	struct mds_hdr h;
-	size_t n;
-	uint32_t seq = ++c->seq;
-	int rc;
-
-	if (c->fd < 0) {
-		rc = dial(c, deadline);
-		c->hs_failed = rc == -EPROTO;
-		if (rc < 0)
-			return rc;
-	}
-	n = 2 + zmtp_hdr(req + 2, 0, MDS_HDR_SIZE + 1);
-	mds_hdr_put(req + n, type, 0, seq, 1);
-	req[n + MDS_HDR_SIZE] = 0x80; /* {} */
-	rc = xsend(c, req, n + MDS_HDR_SIZE + 1, deadline);
-	if (rc < 0)
-		return rc;
-	for (;;) {
-		rc = next_msg(c, &m, deadline);
-		if (rc < 0)
-			return rc;
-		/* REQ: [empty delimiter][body] */
-		if (m.nf != 2 || m.n[0] != 0 ||
-		    mds_hdr_decode(m.p[1], m.n[1], &h) < 0)
-			return -EPROTO;
-		if (h.sequence == seq)
-			break; /* else a late reply to an earlier request */
-	}
-	if (h.msg_type != mds_resp_type(type))
-		return -EPROTO;
-	buf_reset(reply);
-	rc = buf_put(reply, m.p[1] + MDS_HDR_SIZE, h.payload_len);
-	/* drop what was consumed */
-	memmove(c->in.data, c->in.data + c->z.rd, c->in.len - c->z.rd);
-	c->in.len -= c->z.rd;
-	zmtp_conn_shift(&c->z, c->z.rd);
-	return rc;
-}
-
-void mt_snap_free(struct mt_snap *s)
-{
-	size_t i;
-
-	for (i = 0; i < s->n; i++) {
-		free(s->v[i].id);
-		free(s->v[i].devices);
-		free(s->v[i].host);
-	}
-	free(s->v);
-	memset(s, 0, sizeof(*s));
-}
-
-void mt_snap_init(struct mt_snap *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->pool_total = s->pool_free = MT_NA;
-	s->entries = s->kv_bytes = MT_NA;
-	s->nalloc = s->total_alloc = s->active_clients = MT_NA;
-	s->evictions = s->evicted_bytes = s->recovered_keys = MT_NA;
-	s->eviction_rate = s->elapsed = -1;
-	s->p50_us = s->p99_us = -1;
+	if (rc == -EPROTO && c->curve && cause[0])
+		snprintf(err, errlen, "%s", cause); /* "<url>: CURVE: ..." */
+	else if (rc == -EACCES)
+		snprintf(err, errlen, "%s: CURVE: the server refused our key",
+			 c->url);
+	else if (rc == -EPROTO && cause[0])
+		snprintf(err, errlen,
+			 "%s: the ZMTP handshake failed: not a "
+			 "maru-server, or one with CURVE (then give "
+			 "--curve-server-key and "
+			 "--curve-secret-key-file)",
+			 c->url);
+	else if (rc == -EPROTO)
+		snprintf(err, errlen, "%s: %s: not a valid reply", c->url,
+			 what);
+	else
+		snprintf(err, errlen, "cannot reach maru-server at %s: %s",
+			 c->url, strerror(-rc));
 }
 
 int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen)
 {
-	uint64_t deadline = now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
-	struct buf reply = BUF_INIT;
-	struct mt_snap s;
 	const char *what = "GET_USAGE";
-	int rc;
+	bool in_call = false;
+	struct mt_snap s;
+	int rc = 0;
 
 	mt_snap_init(&s);
 	s.t_ns = now_ns();
 	s.wall = (long long)time(NULL);
-	rc = call(c, MDS_GET_USAGE, &reply, deadline);
-	if (rc == 0)
-		rc = mt_decode_usage(&s, reply.data, reply.len);
-	if (rc == 0) {
-		what = "GET_STATS";
-		rc = call(c, MDS_GET_STATS, &reply, deadline);
+	if (!c->h) {
+		rc = maru_handler_new(c->cfg, &c->h);
+		if (rc == 0)
+			maru_handler_set_log_priority(c->h, -1);
 	}
 	if (rc == 0)
-		rc = mt_decode_stats(&s, reply.data, reply.len);
-	buf_free(&reply);
+		rc = ask(c, MDS_GET_USAGE, &s, mt_decode_usage, &in_call);
+	if (rc == 0) {
+		what = "GET_STATS";
+		rc = ask(c, MDS_GET_STATS, &s, mt_decode_stats, &in_call);
+	}
 	if (rc < 0) {
-		if (rc == -EPROTO && c->curve && c->cz.why)
-			snprintf(err, errlen, "%s: CURVE: %s", c->url,
-				 c->cz.why);
-		else if (rc == -EACCES)
-			snprintf(err, errlen,
-				 "%s: CURVE: the server refused our key",
-				 c->url);
-		else if (rc == -EPROTO && c->hs_failed)
-			snprintf(err, errlen,
-				 "%s: the ZMTP handshake failed: not a "
-				 "maru-server, or one with CURVE (then give "
-				 "--curve-server-key and "
-				 "--curve-secret-key-file)",
-				 c->url);
-		else if (rc == -EPROTO)
-			snprintf(err, errlen, "%s: %s: not a valid reply",
-				 c->url, what);
-		else
-			snprintf(err, errlen,
-				 "cannot reach maru-server at %s: %s", c->url,
-				 strerror(-rc));
-		mt_conn_close(c);
+		say(c, rc, in_call && c->h, what, err, errlen);
 		mt_snap_free(&s);
 		return rc;
 	}
 	*out = s;
 	return 0;
-}
-
-/* ---- decoding ---- */
-
-static bool key_is(const struct mp_val *k, const char *lit)
-{
-	size_t n = strlen(lit);
-
-	return k->type == MP_STR && k->len == n && !memcmp(k->ptr, lit, n);
-}
-
-/* a non-negative integer value, else MT_NA (value consumed either way) */
-static int get_uint(struct mp_rd *r, uint64_t *out)
-{
-	struct mp_val v;
-	int rc = mp_read(r, &v);
-
-	if (rc < 0)
-		return rc;
-	if (v.type == MP_UINT)
-		*out = v.u;
-	else if (v.type == MP_FLOAT && v.f >= 0 && v.f < 0x1p64)
-		*out = (uint64_t)v.f; /* in range: the cast is defined */
-	else
-		*out = MT_NA;
-	return mp_skip_rest(r, &v);
-}
-
-static int get_double(struct mp_rd *r, double *out)
-{
-	struct mp_val v;
-	int rc = mp_read(r, &v);
-
-	if (rc < 0)
-		return rc;
-	if (v.type == MP_FLOAT)
-		*out = v.f;
-	else if (v.type == MP_UINT)
-		*out = (double)v.u;
-	return mp_skip_rest(r, &v);
-}
-
-/* a string copy with control bytes as '?'; NULL on -ENOMEM */
-static char *dup_clean(const uint8_t *p, uint32_t n)
-{
-	char *s = malloc((size_t)n + 1);
-	uint32_t i;
-
-	if (!s)
-		return NULL;
-	for (i = 0; i < n; i++)
-		s[i] = p[i] < 0x20 || p[i] == 0x7f ? '?' : (char)p[i];
-	s[n] = '\0';
-	return s;
-}
-
-/* Read a map header.  Return: its pairs, or -EPROTO if not a map. */
-static int read_map(struct mp_rd *r)
-{
-	struct mp_val v;
-
-	if (mp_read(r, &v) < 0)
-		return -EPROTO;
-	if (v.type != MP_MAP) {
-		mp_skip_rest(r, &v);
-		return -ENOENT;
-	}
-	return (int)(v.n > INT32_MAX ? INT32_MAX : v.n);
-}
-
-static int append_text(char **dst, const char *add)
-{
-	size_t a = *dst ? strlen(*dst) : 0, b = strlen(add);
-	char *s = realloc(*dst, a + b + 2);
-
-	if (!s)
-		return -ENOMEM;
-	if (a)
-		s[a++] = ' ';
-	memcpy(s + a, add, b + 1);
-	*dst = s;
-	return 0;
-}
-
-/*
- * upstream's InstanceUsage.devices: a list of {dax_path, bytes|used|
- * allocated|size} or a map {dax_path: bytes}; kept as text.
- */
-static int decode_devices(struct mp_rd *r, struct mt_inst *in)
-{
-	struct mp_val v, k, pv;
-	uint64_t bytes;
-	char path[256], txt[300], nb[32];
-	uint32_t i, j, m;
-	int rc;
-
-	if (mp_read(r, &v) < 0)
-		return -EPROTO;
-	if (v.type != MP_ARRAY && v.type != MP_MAP)
-		return mp_skip_rest(r, &v);
-	for (i = 0; i < v.n; i++) {
-		path[0] = '\0';
-		bytes = MT_NA;
-		if (v.type == MP_MAP) {
-			if (mp_read(r, &k) < 0)
-				return -EPROTO;
-			if (k.type == MP_STR)
-				snprintf(path, sizeof(path), "%.*s", (int)k.len,
-					 (const char *)k.ptr);
-			else if (mp_skip_rest(r, &k) < 0)
-				return -EPROTO;
-			if (get_uint(r, &bytes) < 0)
-				return -EPROTO;
-		} else {
-			rc = read_map(r);
-			if (rc == -EPROTO)
-				return rc;
-			m = rc < 0 ? 0 : (uint32_t)rc;
-			for (j = 0; j < m; j++) {
-				if (mp_read(r, &k) < 0)
-					return -EPROTO;
-				if (key_is(&k, "dax_path") ||
-				    key_is(&k, "path")) {
-					if (mp_read(r, &pv) < 0)
-						return -EPROTO;
-					if (pv.type == MP_STR)
-						snprintf(path, sizeof(path),
-							 "%.*s", (int)pv.len,
-							 (const char *)pv.ptr);
-					if (mp_skip_rest(r, &pv) < 0)
-						return -EPROTO;
-				} else if (key_is(&k, "bytes") ||
-					   key_is(&k, "used") ||
-					   key_is(&k, "allocated") ||
-					   key_is(&k, "size")) {
-					if (get_uint(r, &bytes) < 0)
-						return -EPROTO;
-				} else if (mp_skip_rest(r, &k) < 0 ||
-					   mp_skip(r) < 0) {
-					return -EPROTO;
-				}
-			}
-		}
-		for (j = 0; path[j]; j++)
-			if ((unsigned char)path[j] < 0x20 || path[j] == ' ')
-				path[j] = '?';
-		if (bytes == MT_NA)
-			snprintf(nb, sizeof(nb), "-");
-		else
-			snprintf(nb, sizeof(nb), "%llu",
-				 (unsigned long long)bytes);
-		snprintf(txt, sizeof(txt), "%s=%s", path[0] ? path : "?", nb);
-		if (append_text(&in->devices, txt) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int decode_inst(struct mp_rd *r, struct mt_inst *in)
-{
-	struct mp_val k, v;
-	int n, i, rc = 0;
-
-	memset(in, 0, sizeof(*in));
-	in->regions = in->allocated = in->used = in->pinned = MT_NA;
-	in->keys = in->leases = in->conns = MT_NA;
-	in->stores = in->retrieves = in->hits = in->misses = MT_NA;
-	in->store_rate = in->retrieve_rate = -1;
-	in->pid = MT_NA;
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "instance_id")) {
-			if (mp_read(r, &v) < 0)
-				return -EPROTO;
-			if (v.type == MP_STR && !in->id) {
-				in->id = dup_clean(v.ptr, v.len);
-				if (!in->id)
-					return -ENOMEM;
-			}
-			rc = mp_skip_rest(r, &v);
-		} else if (key_is(&k, "regions")) {
-			rc = get_uint(r, &in->regions);
-		} else if (key_is(&k, "allocated")) {
-			rc = get_uint(r, &in->allocated);
-		} else if (key_is(&k, "used")) {
-			rc = get_uint(r, &in->used);
-		} else if (key_is(&k, "pinned")) {
-			rc = get_uint(r, &in->pinned);
-		} else if (key_is(&k, "keys")) {
-			rc = get_uint(r, &in->keys);
-		} else if (key_is(&k, "leases")) {
-			rc = get_uint(r, &in->leases);
-		} else if (key_is(&k, "connections")) {
-			rc = get_uint(r, &in->conns);
-		} else if (key_is(&k, "devices")) {
-			rc = decode_devices(r, in);
-		} else if (key_is(&k, "host")) {
-			if (mp_read(r, &v) < 0)
-				return -EPROTO;
-			if (v.type == MP_STR && v.len && !in->host) {
-				in->host = dup_clean(v.ptr, v.len);
-				if (!in->host)
-					return -ENOMEM;
-			}
-			rc = mp_skip_rest(r, &v);
-		} else if (key_is(&k, "pid")) {
-			rc = get_uint(r, &in->pid);
-		} else {
-			rc = mp_skip_rest(r, &k);
-			if (rc == 0)
-				rc = mp_skip(r);
-		}
-	}
-	if (rc == 0 && !in->id)
-		in->id = dup_clean((const uint8_t *)"?", 1);
-	return rc < 0 ? rc : in->id ? 0 : -ENOMEM;
-}
-
-static int cmp_id(const void *a, const void *b)
-{
-	return strcmp(((const struct mt_inst *)a)->id,
-		      ((const struct mt_inst *)b)->id);
-}
-
-/* is the reply {"error": ...}? */
-static bool is_error(const uint8_t *p, size_t n)
-{
-	struct mp_rd r;
-	struct mp_val v;
-
-	mp_rd_init(&r, p, n);
-	return mp_read(&r, &v) == 0 && v.type == MP_MAP && v.n >= 1 &&
-	       mp_read(&r, &v) == 0 && key_is(&v, "error");
-}
-
-int mt_decode_usage(struct mt_snap *s, const uint8_t *p, size_t n)
-{
-	struct mp_rd r;
-	struct mp_val k, v;
-	int np, i, rc = 0;
-	uint32_t j;
-
-	if (is_error(p, n))
-		return -EPROTO;
-	mp_rd_init(&r, p, n);
-	np = read_map(&r);
-	if (np < 0)
-		return -EPROTO;
-	for (i = 0; i < np && rc == 0; i++) {
-		if (mp_read(&r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "pool_total")) {
-			rc = get_uint(&r, &s->pool_total);
-		} else if (key_is(&k, "pool_free")) {
-			rc = get_uint(&r, &s->pool_free);
-		} else if (key_is(&k, "instances")) {
-			if (mp_read(&r, &v) < 0)
-				return -EPROTO;
-			if (v.type != MP_ARRAY) {
-				rc = mp_skip_rest(&r, &v);
-				continue;
-			}
-			for (j = 0; j < v.n && rc == 0; j++) {
-				if (s->n == s->cap &&
-				    array_grow(&s->v, &s->cap, s->n,
-					       sizeof(*s->v), 8) < 0)
-					return -ENOMEM;
-				rc = decode_inst(&r, &s->v[s->n]);
-				if (s->v[s->n].id)
-					s->n++; /* kept, even half decoded */
-				else {
-					free(s->v[s->n].devices);
-					free(s->v[s->n].host);
-				}
-			}
-		} else {
-			rc = mp_skip_rest(&r, &k);
-			if (rc == 0)
-				rc = mp_skip(&r);
-		}
-	}
-	if (rc < 0)
-		return rc;
-	if (s->n)
-		qsort(s->v, s->n, sizeof(*s->v), cmp_id);
-	return 0;
-}
-
-/* the "operations" of one stats_manager client, into @ops (may be NULL) */
-struct opsum {
-	uint64_t stores, retrieves, hits, misses;
-	bool any;
-};
-
-static int decode_acc(struct mp_rd *r, uint64_t *count, uint64_t *hit,
-		      uint64_t *miss, double *lat_sum)
-{
-	struct mp_val k;
-	int n, i, rc = 0;
-
-	*count = *hit = *miss = 0;
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "count"))
-			rc = get_uint(r, count);
-		else if (key_is(&k, "hit_count"))
-			rc = get_uint(r, hit);
-		else if (key_is(&k, "miss_count"))
-			rc = get_uint(r, miss);
-		else if (key_is(&k, "latency_sum_us") && lat_sum)
-			rc = get_double(r, lat_sum);
-		else if ((rc = mp_skip_rest(r, &k)) == 0)
-			rc = mp_skip(r);
-	}
-	return rc;
-}
-
-static int decode_ops(struct mp_rd *r, struct opsum *sum, struct mt_snap *all)
-{
-	struct mp_val k, op;
-	uint64_t count, hit, miss;
-	double lat;
-	int n, i, m, j, rc = 0;
-
-	memset(sum, 0, sizeof(*sum));
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (!key_is(&k, "operations")) {
-			if ((rc = mp_skip_rest(r, &k)) == 0)
-				rc = mp_skip(r);
-			continue;
-		}
-		m = read_map(r);
-		if (m < 0) {
-			rc = m == -ENOENT ? 0 : m;
-			continue;
-		}
-		for (j = 0; j < m && rc == 0; j++) {
-			if (mp_read(r, &op) < 0 || op.type != MP_STR)
-				return -EPROTO;
-			lat = 0;
-			rc = decode_acc(r, &count, &hit, &miss, &lat);
-			if (rc < 0)
-				break;
-			if (count == MT_NA)
-				count = 0;
-			if (hit == MT_NA)
-				hit = 0;
-			if (miss == MT_NA)
-				miss = 0;
-			sum->any = true;
-			if (key_is(&op, "store") ||
-			    key_is(&op, "batch_store")) {
-				sum->stores += count;
-			} else if (key_is(&op, "retrieve") ||
-				   key_is(&op, "batch_retrieve")) {
-				sum->retrieves += count;
-				sum->hits += hit;
-				sum->misses += miss;
-			}
-			if (all && all->nops < MT_MAX_OPS) {
-				struct mt_op *o = &all->ops[all->nops++];
-
-				snprintf(o->name, sizeof(o->name), "%.*s",
-					 (int)op.len, (const char *)op.ptr);
-				o->count = count;
-				o->lat_sum_us = lat;
-				o->rate = o->lat_us = -1;
-			}
-		}
-	}
-	return rc;
-}
-
-static struct mt_inst *find_inst(struct mt_snap *s, const uint8_t *id,
-				 uint32_t n)
-{
-	size_t i;
-
-	for (i = 0; i < s->n; i++)
-		if (strlen(s->v[i].id) == n && !memcmp(s->v[i].id, id, n))
-			return &s->v[i];
-	return NULL;
-}
-
-static int decode_clients(struct mp_rd *r, struct mt_snap *s)
-{
-	struct mp_val k, c;
-	struct opsum sum;
-	struct mt_inst *in;
-	int n, i, m, j, rc = 0;
-
-	n = read_map(r); /* stats_manager */
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (!key_is(&k, "clients")) {
-			if ((rc = mp_skip_rest(r, &k)) == 0)
-				rc = mp_skip(r);
-			continue;
-		}
-		m = read_map(r);
-		if (m < 0) {
-			rc = m == -ENOENT ? 0 : m;
-			continue;
-		}
-		for (j = 0; j < m && rc == 0; j++) {
-			if (mp_read(r, &c) < 0)
-				return -EPROTO;
-			if (c.type != MP_STR) {
-				if ((rc = mp_skip_rest(r, &c)) == 0)
-					rc = mp_skip(r);
-				continue;
-			}
-			if (key_is(&c, "_all")) {
-				rc = decode_ops(r, &sum, s);
-				continue;
-			}
-			rc = decode_ops(r, &sum, NULL);
-			in = find_inst(s, c.ptr, c.len);
-			if (rc == 0 && in && sum.any) {
-				in->stores = sum.stores;
-				in->retrieves = sum.retrieves;
-				in->hits = sum.hits;
-				in->misses = sum.misses;
-			}
-		}
-	}
-	return rc;
-}
-
-/* a map of { @name: uint } pairs into @outs (others skipped) */
-static int decode_uints(struct mp_rd *r, const char *const *names,
-			uint64_t **outs, int nn)
-{
-	struct mp_val k;
-	int n, i, j, rc = 0;
-	bool done;
-
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		done = false;
-		for (j = 0; j < nn && !done; j++)
-			if (key_is(&k, names[j])) {
-				rc = get_uint(r, outs[j]);
-				done = true;
-			}
-		if (!done && (rc = mp_skip_rest(r, &k)) == 0)
-			rc = mp_skip(r);
-	}
-	return rc;
-}
-
-/* journal: {..., recovery: {keys, ...}} */
-static int decode_journal(struct mp_rd *r, struct mt_snap *s)
-{
-	static const char *const names[] = {"keys"};
-	uint64_t *outs[] = {&s->recovered_keys};
-	struct mp_val k;
-	int n, i, rc = 0;
-
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "recovery"))
-			rc = decode_uints(r, names, outs, 1);
-		else if ((rc = mp_skip_rest(r, &k)) == 0)
-			rc = mp_skip(r);
-	}
-	return rc;
-}
-
-/* an array of up to @cap numbers into @out; Return: how many, or -errno */
-static int decode_numbers(struct mp_rd *r, double *out, size_t cap)
-{
-	struct mp_val v;
-	uint32_t i, n;
-	size_t got = 0;
-	double d;
-	int rc;
-
-	if (mp_read(r, &v) < 0)
-		return -EPROTO;
-	if (v.type != MP_ARRAY)
-		return mp_skip_rest(r, &v) < 0 ? -EPROTO : 0;
-	n = v.n;
-	for (i = 0; i < n; i++) {
-		d = -1;
-		rc = get_double(r, &d);
-		if (rc < 0)
-			return rc;
-		if (got < cap)
-			out[got++] = d;
-	}
-	return (int)got;
-}
-
-/* one type of "requests".by_type: {ok, error, abandoned, latency_buckets} */
-static int decode_req(struct mp_rd *r, struct mt_req *q)
-{
-	double b[MT_LAT_BUCKETS];
-	uint64_t v;
-	struct mp_val k;
-	int n, i, j, m, rc = 0;
-
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "ok") || key_is(&k, "error") ||
-		    key_is(&k, "abandoned")) {
-			rc = get_uint(r, &v);
-			if (rc == 0 && v != MT_NA)
-				q->count += v;
-		} else if (key_is(&k, "latency_buckets")) {
-			m = decode_numbers(r, b, MT_LAT_BUCKETS);
-			rc = m < 0 ? m : 0;
-			for (j = 0; j < m; j++)
-				q->buckets[j] = b[j] >= 0 && b[j] < 0x1p64
-							? (uint64_t)b[j]
-							: 0;
-		} else if ((rc = mp_skip_rest(r, &k)) == 0) {
-			rc = mp_skip(r);
-		}
-	}
-	return rc;
-}
-
-/* requests: {latency_bounds_us: [...], by_type: {TYPE: {...}}} */
-static int decode_requests(struct mp_rd *r, struct mt_snap *s)
-{
-	struct mp_val k, t;
-	struct mt_req skip;
-	int n, i, m, j, rc = 0;
-
-	n = read_map(r);
-	if (n < 0)
-		return n == -ENOENT ? 0 : n;
-	for (i = 0; i < n && rc == 0; i++) {
-		if (mp_read(r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "latency_bounds_us")) {
-			m = decode_numbers(r, s->lat_bounds_us,
-					   MT_LAT_BUCKETS - 1);
-			rc = m < 0 ? m : 0;
-			s->nbounds = m < 0 ? 0 : (size_t)m;
-		} else if (key_is(&k, "by_type")) {
-			m = read_map(r);
-			if (m < 0) {
-				rc = m == -ENOENT ? 0 : m;
-				continue;
-			}
-			for (j = 0; j < m && rc == 0; j++) {
-				struct mt_req *q = &skip;
-
-				if (mp_read(r, &t) < 0 || t.type != MP_STR)
-					return -EPROTO;
-				if (s->nreqs < MT_MAX_REQS)
-					q = &s->reqs[s->nreqs++];
-				memset(q, 0, sizeof(*q));
-				snprintf(q->name, sizeof(q->name), "%.*s",
-					 (int)(t.len < sizeof(q->name) - 1
-						       ? t.len
-						       : sizeof(q->name) - 1),
-					 (const char *)t.ptr);
-				for (char *c = q->name; *c; c++)
-					if ((unsigned char)*c < 0x20 ||
-					    *c == 0x7f)
-						*c = '?';
-				rc = decode_req(r, q);
-			}
-		} else if ((rc = mp_skip_rest(r, &k)) == 0) {
-			rc = mp_skip(r);
-		}
-	}
-	return rc;
-}
-
-int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
-{
-	static const char *const kvn[] = {"total_entries", "total_size"};
-	static const char *const amn[] = {"num_allocations", "total_allocated",
-					  "active_clients"};
-	static const char *const evn[] = {"evictions", "evicted_bytes"};
-	uint64_t *kvo[] = {&s->entries, &s->kv_bytes};
-	uint64_t *amo[] = {&s->nalloc, &s->total_alloc, &s->active_clients};
-	uint64_t *evo[] = {&s->evictions, &s->evicted_bytes};
-	struct mp_rd r;
-	struct mp_val k;
-	int np, i, rc = 0;
-
-	if (is_error(p, n))
-		return -EPROTO;
-	mp_rd_init(&r, p, n);
-	np = read_map(&r);
-	if (np < 0)
-		return -EPROTO;
-	for (i = 0; i < np && rc == 0; i++) {
-		if (mp_read(&r, &k) < 0)
-			return -EPROTO;
-		if (key_is(&k, "kv_manager"))
-			rc = decode_uints(&r, kvn, kvo, 2);
-		else if (key_is(&k, "allocation_manager"))
-			rc = decode_uints(&r, amn, amo, 3);
-		else if (key_is(&k, "eviction"))
-			rc = decode_uints(&r, evn, evo, 2);
-		else if (key_is(&k, "journal"))
-			rc = decode_journal(&r, s);
-		else if (key_is(&k, "stats_manager"))
-			rc = decode_clients(&r, s);
-		else if (key_is(&k, "requests"))
-			rc = decode_requests(&r, s);
-		else if ((rc = mp_skip_rest(&r, &k)) == 0)
-			rc = mp_skip(&r);
-	}
-	return rc < 0 ? rc : 0;
 }

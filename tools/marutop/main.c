@@ -24,6 +24,10 @@
  * into slices of at most 200 ms that check it.  SIGPIPE is ignored, so
  * `marutop --csv | head` ends on EPIPE.
  *
+ * Options are a table for src/common/opts.c, the daemons' parser: a bad
+ * value is said as theirs are ("marutop: invalid count: -1 (must be >=
+ * 0)"), an unknown option in getopt's words.
+ *
  * Exit status: 0; 1 when the server never answered (--once: did not
  * answer); 2 on bad options.
  *
@@ -34,9 +38,8 @@
 
 #include <curses.h>
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <locale.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "opts.h"
 #include "util.h"
 
 #define MT_DEFAULT_SERVER "tcp://127.0.0.1:5555"
@@ -61,7 +65,7 @@ struct mt_opts {
 	long count;   /* samples; 0 = until stopped */
 	bool once;
 	enum mt_mode mode;
-	int sort;
+	int sort; /* an enum mt_col */
 	bool rev;
 	const char *server;	  /* borrows: argv or the default */
 	const char *curve_server; /* borrows: argv or the environment */
@@ -146,36 +150,46 @@ static int col_by_name(const char *s)
 	return -1;
 }
 
-/* Return: 0, 1 for --help, 2 for --version, or -EINVAL. */
+/* -s: a column's header, any case */
+static int sort_arg(const char *arg, void *dst)
+{
+	int c = col_by_name(arg);
+
+	if (c < 0)
+		return OPT_BAD;
+	*(int *)dst = c;
+	return 0;
+}
+
+/*
+ * The command line (src/common/opts.h), then what needs every option
+ * seen: the CURVE pair, --once.  Return: 0 to run, 1 after --help or
+ * --version (exit 0), -EINVAL (said: exit 2) or -ENOMEM (exit 1).
+ */
 static int parse_opts(int argc, char **argv, struct mt_opts *o)
 {
-	enum {
-		OPT_ONCE = 256,
-		OPT_CSV,
-		OPT_JSON,
-		OPT_SERVER,
-		OPT_CURVE_SERVER,
-		OPT_CURVE_SECRET,
-		OPT_VERSION,
+	const struct opt t[] = {
+		OPTS_SECONDS_IN("interval", 'w', o->watch, MT_WATCH_MAX,
+				OPT_POSITIVE,
+				"seconds, more than 0 and at most 86400"),
+		OPTS_INT("count", 'n', o->count, 0, LONG_MAX),
+		OPTS_FLAG("once", o->once),
+		OPTS_SET("csv", o->mode, MT_CSV),
+		OPTS_SET("json", o->mode, MT_JSON),
+		OPTS_CALL("sort", 's', sort_arg, &o->sort,
+			  "unknown column; a header such as KEYS or STORE/s"),
+		{.name = "reverse",
+		 .letter = 'r',
+		 .kind = OPT_FLAG,
+		 .dst = &o->rev},
+		OPTS_STR("server", 0, o->server, 0),
+		OPTS_STR("curve-server-key", 0, o->curve_server, 0),
+		OPTS_STR("curve-secret-key-file", 0, o->curve_secret, 0),
+		{.name = "help", .letter = 'h', .kind = OPT_HELP},
+		{.name = "version", .kind = OPT_VERSION},
+		{0},
 	};
-	static const struct option longopts[] = {
-		{"interval", required_argument, NULL, 'w'},
-		{"count", required_argument, NULL, 'n'},
-		{"once", no_argument, NULL, OPT_ONCE},
-		{"csv", no_argument, NULL, OPT_CSV},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"sort", required_argument, NULL, 's'},
-		{"reverse", no_argument, NULL, 'r'},
-		{"server", required_argument, NULL, OPT_SERVER},
-		{"curve-server-key", required_argument, NULL, OPT_CURVE_SERVER},
-		{"curve-secret-key-file", required_argument, NULL,
-		 OPT_CURVE_SECRET},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, OPT_VERSION},
-		{NULL, 0, NULL, 0},
-	};
-	char *end;
-	int opt;
+	int rc;
 
 	memset(o, 0, sizeof(*o));
 	o->watch = MT_DEFAULT_WATCH;
@@ -183,63 +197,9 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 	o->server = MT_DEFAULT_SERVER;
 	o->curve_server = getenv("MARU_CURVE_SERVER_KEY");
 	o->curve_secret = getenv("MARU_CURVE_SECRET_KEY_FILE");
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":w:n:s:rh", longopts, NULL)) !=
-	       -1) {
-		switch (opt) {
-		case 'w':
-			errno = 0;
-			o->watch = strtod(optarg, &end);
-			if (errno || end == optarg || *end ||
-			    !isfinite(o->watch) || o->watch <= 0 ||
-			    o->watch > MT_WATCH_MAX)
-				return bad_option("invalid interval", optarg);
-			break;
-		case 'n':
-			errno = 0;
-			o->count = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || o->count < 0)
-				return bad_option("invalid count", optarg);
-			break;
-		case OPT_ONCE:
-			o->once = true;
-			break;
-		case OPT_CSV:
-			o->mode = MT_CSV;
-			break;
-		case OPT_JSON:
-			o->mode = MT_JSON;
-			break;
-		case 's':
-			o->sort = col_by_name(optarg);
-			if (o->sort < 0)
-				return bad_option("unknown column", optarg);
-			break;
-		case 'r':
-			o->rev = true;
-			break;
-		case OPT_SERVER:
-			o->server = optarg;
-			break;
-		case OPT_CURVE_SERVER:
-			o->curve_server = optarg;
-			break;
-		case OPT_CURVE_SECRET:
-			o->curve_secret = optarg;
-			break;
-		case 'h':
-			return 1;
-		case OPT_VERSION:
-			return 2;
-		case ':':
-			return bad_option("option needs a value",
-					  argv[optind - 1]);
-		default:
-			return bad_option("unknown option", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return bad_option("unexpected argument", argv[optind]);
+	rc = opts_parse("marutop", usage, t, argc, argv);
+	if (rc)
+		return rc;
 	if (o->curve_server && !*o->curve_server)
 		o->curve_server = NULL;
 	if (o->curve_secret && !*o->curve_secret)
@@ -555,17 +515,15 @@ int main(int argc, char **argv)
 
 	setlocale(LC_ALL, "");
 	rc = parse_opts(argc, argv, &o);
-	if (rc == 1) {
-		usage(stdout);
-		return 0;
-	}
-	if (rc == 2) {
-		printf("marutop %s\n", MARU_VERSION);
-		return 0;
-	}
-	if (rc < 0)
-		return 2;
-	if (mt_conn_init(&c, o.server, MT_TIMEOUT_MS) < 0) {
+	if (rc)
+		return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
+	rc = mt_conn_init(&c, o.server, MT_TIMEOUT_MS);
+	if (rc < 0) {
+		mt_conn_close(&c);
+		if (rc != -EINVAL) {
+			fprintf(stderr, "marutop: %s\n", strerror(-rc));
+			return 1;
+		}
 		bad_option("invalid server (expected tcp://host:port)",
 			   o.server);
 		return 2;
@@ -576,6 +534,7 @@ int main(int argc, char **argv)
 		if (mt_conn_curve(&c, o.curve_server, o.curve_secret, why,
 				  sizeof(why)) < 0) {
 			fprintf(stderr, "marutop: %s\n", why);
+			mt_conn_close(&c);
 			return 1;
 		}
 	}
@@ -611,6 +570,5 @@ int main(int argc, char **argv)
 	mt_snap_free(&st.cur);
 	buf_free(&st.frame);
 	mt_conn_close(&c);
-	explicit_bzero(&c.me, sizeof(c.me));
 	return rc;
 }

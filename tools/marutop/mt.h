@@ -2,15 +2,18 @@
 /*
  * mt.h - marutop internals: samples of maru-server, rendering, the RPCs
  *
- * marutop is split in three, like pool_monitor:
- *   fetch.c   one blocking REQ connection to maru-server (src/common's
- *             net.c for TCP, zmtp.c for ZeroMQ's framing, mds_proto.h for
- *             the 16-byte header, msgpk.c for MessagePack): GET_USAGE and
- *             GET_STATS, decoded leniently into a struct mt_snap (a field
- *             the server does not send stays MT_NA, shown as '-')
+ * marutop is split in four, like pool_monitor:
+ *   fetch.c   the connection to maru-server: libmaru's raw calls
+ *             (maru_handler_call(), the library's one client of the
+ *             metadata protocol), GET_USAGE and GET_STATS per sample
+ *   decode.c  their replies, decoded leniently (msgpk.c) into a struct
+ *             mt_snap (a field the server does not send stays MT_NA,
+ *             shown as '-')
  *   render.c  pure functions: two samples -> rates; a sample -> the table
  *             (columns fitted to a width), CSV rows or JSON lines
  *   main.c    options, the watch loop, ncurses, keys, signals
+ * decode.c and render.c are marutop_core (fuzzed without a server or
+ * libmaru); fetch.c and main.c make the program.
  *
  * A snapshot owns its strings; nothing here keeps global state.
  * Context: single-threaded tool.
@@ -23,8 +26,6 @@
 #include <stdint.h>
 
 #include "buf.h"
-#include "zcurve.h"
-#include "zmtp.h"
 
 #define MT_NA UINT64_MAX /* a field the server did not send */
 #define MT_ERR_LEN 512
@@ -114,28 +115,21 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev);
 
 /* ---- the connection (fetch.c) ---- */
 
+struct maru_config;
+struct maru_handler;
+
 struct mt_conn {
-	char host[256];
-	char port[8];
-	char url[300]; /* for messages */
-	int fd;	       /* -1: not connected */
-	int timeout_ms;
-	uint32_t seq;
-	struct zmtp_conn z;
-	struct buf in; /* owns: received plaintext, not yet consumed */
-	/* CURVE (mt_conn_curve): the raw bytes go through @cz */
-	bool curve;
-	bool hs_failed;		    /* the last dial failed in the handshake */
-	struct zcurve_keys me;	    /* our certificate */
-	uint8_t server[ZCURVE_KEY]; /* the server's public key */
-	struct zcurve cz;
-	struct buf raw; /* owns: received ciphertext, not yet consumed */
-	struct buf sb;	/* owns: sealed output */
+	char url[300];		 /* "tcp://host:port", for messages */
+	struct maru_config *cfg; /* owns: server, timeout, keys */
+	struct maru_handler *h;	 /* owns: made by the first mt_fetch() */
+	bool curve;		 /* mt_conn_curve() gave keys */
 };
 
 /**
  * mt_conn_init - parse @url ("tcp://host:port" or "host:port")
- * Return: 0 or -EINVAL.  Nothing is connected yet.
+ * @timeout_ms: each request's, connect included
+ * Return: 0, -EINVAL (not host:port) or -ENOMEM.  Nothing is connected
+ * yet; mt_conn_close() either way.
  */
 int mt_conn_init(struct mt_conn *c, const char *url, int timeout_ms);
 void mt_conn_close(struct mt_conn *c);
@@ -155,10 +149,12 @@ int mt_conn_curve(struct mt_conn *c, const char *server_key,
  * mt_fetch - one sample: GET_USAGE and GET_STATS
  * @out: on success filled (release with mt_snap_free)
  * @err: one line on failure ("cannot reach maru-server at ...: ...")
- * Return: 0 or -errno; the connection is dropped after an error and
- * made again by the next call.
+ * Return: 0 or -errno; a connection that failed is made again by the
+ * next call.
  */
 int mt_fetch(struct mt_conn *c, struct mt_snap *out, char *err, size_t errlen);
+
+/* ---- decoding (decode.c) ---- */
 
 /**
  * mt_decode_usage / mt_decode_stats - fill @s from a reply payload

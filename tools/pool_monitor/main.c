@@ -27,6 +27,9 @@
  *              drive).  While the daemon is
  *              unreachable the frame shows the error (CSV: stderr) and the
  *              next frame tries again.
+ * Options are a table for src/common/opts.c, the daemons' parser (a bad
+ * value: "pool_monitor: invalid count: -1 (must be >= 0)").
+ *
  * Ctrl-C (or SIGTERM) ends watch mode with "Stopped." on stdout.  Plain
  * tables written to a terminal are fitted to its width (TIOCGWINSZ); to a
  * pipe they are never narrowed.
@@ -45,10 +48,9 @@
 
 #include <curses.h>
 #include <errno.h>
-#include <getopt.h>
 #include <langinfo.h>
+#include <limits.h>
 #include <locale.h>
-#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -58,6 +60,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "opts.h"
 #include "util.h"
 
 #define PM_DEFAULT_ADDRESS "127.0.0.1:9850"
@@ -149,29 +152,34 @@ static int bad_option(const char *what, const char *arg)
 	return -EINVAL;
 }
 
-/* Return: 0, 1 for --help, 2 for --version (exit 0), or -EINVAL (exit 2). */
+/* --release: an owner's client id, 1-127 bytes */
+static int owner_arg(const char *arg, void *dst)
+{
+	if (!*arg || strlen(arg) > RM_CLIENT_ID_MAX)
+		return OPT_BAD;
+	*(const char **)dst = arg;
+	return 0;
+}
+
+/*
+ * The command line (src/common/opts.h).  Return: 0 to run, 1 after --help
+ * or --version (exit 0), -EINVAL (said: exit 2) or -ENOMEM (exit 1).
+ */
 static int parse_opts(int argc, char **argv, struct pm_opts *o)
 {
-	enum {
-		OPT_CSV = 256,
-		OPT_SCROLL,
-		OPT_ADDRESS,
-		OPT_VERSION,
-		OPT_RELEASE
+	const struct opt t[] = {
+		OPTS_SECONDS_IN("watch", 'w', o->watch, PM_WATCH_MAX, 0,
+				"seconds, 0 (one snapshot) to 86400"),
+		OPTS_INT("count", 'c', o->count, 0, LONG_MAX),
+		OPTS_FLAG("csv", o->csv),
+		OPTS_FLAG("scroll", o->scroll),
+		OPTS_STR("address", 0, o->address, 0),
+		OPTS_CALL("release", 0, owner_arg, &o->release,
+			  "an owner: 1-127 bytes"),
+		{.name = "help", .letter = 'h', .kind = OPT_HELP},
+		{.name = "version", .kind = OPT_VERSION},
+		{0},
 	};
-	static const struct option longopts[] = {
-		{"watch", required_argument, NULL, 'w'},
-		{"count", required_argument, NULL, 'c'},
-		{"csv", no_argument, NULL, OPT_CSV},
-		{"scroll", no_argument, NULL, OPT_SCROLL},
-		{"address", required_argument, NULL, OPT_ADDRESS},
-		{"release", required_argument, NULL, OPT_RELEASE},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, OPT_VERSION},
-		{NULL, 0, NULL, 0},
-	};
-	char *end;
-	int opt;
 
 	o->watch = 0;
 	o->count = 0;
@@ -179,55 +187,7 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 	o->scroll = false;
 	o->address = PM_DEFAULT_ADDRESS;
 	o->release = NULL;
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":w:c:h", longopts, NULL)) !=
-	       -1) {
-		switch (opt) {
-		case 'w':
-			errno = 0;
-			o->watch = strtod(optarg, &end);
-			if (errno || end == optarg || *end ||
-			    !isfinite(o->watch) || o->watch < 0 ||
-			    o->watch > PM_WATCH_MAX)
-				return bad_option("invalid watch interval",
-						  optarg);
-			break;
-		case 'c':
-			errno = 0;
-			o->count = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || o->count < 0)
-				return bad_option("invalid count", optarg);
-			break;
-		case OPT_CSV:
-			o->csv = true;
-			break;
-		case OPT_SCROLL:
-			o->scroll = true;
-			break;
-		case OPT_ADDRESS:
-			o->address = optarg;
-			break;
-		case OPT_RELEASE:
-			if (!*optarg || strlen(optarg) > RM_CLIENT_ID_MAX)
-				return bad_option("invalid owner (1-127 "
-						  "bytes)",
-						  optarg);
-			o->release = optarg;
-			break;
-		case 'h':
-			return 1;
-		case OPT_VERSION:
-			return 2;
-		case ':':
-			return bad_option("option needs a value",
-					  argv[optind - 1]);
-		default:
-			return bad_option("unknown option", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return bad_option("unexpected argument", argv[optind]);
-	return 0;
+	return opts_parse("pool_monitor", usage, t, argc, argv);
 }
 
 static int install_signals(void)
@@ -652,16 +612,8 @@ int main(int argc, char **argv)
 
 	setlocale(LC_ALL, "");
 	rc = parse_opts(argc, argv, &o);
-	if (rc == 1) {
-		usage(stdout);
-		return 0;
-	}
-	if (rc == 2) {
-		printf("pool_monitor %s\n", MARU_VERSION);
-		return 0;
-	}
-	if (rc < 0)
-		return 2;
+	if (rc)
+		return rc == 1 ? 0 : rc == -ENOMEM ? 1 : 2;
 	if (rm_client_init(&c, o.address, NULL, PM_TIMEOUT_MS) < 0) {
 		rm_client_destroy(&c);
 		bad_option("invalid address (expected host:port)", o.address);

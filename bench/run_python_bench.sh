@@ -44,7 +44,7 @@ PY=${MARU_PYTHON:-$TOP/.venv/bin/python}
 for f in "$BENCH" "$RMBIN" "$MDSBIN"; do
 	[ -x "$f" ] || { echo "missing $f (build first)" >&2; exit 1; }
 done
-"$PY" -c 'import maru_handler._maru' || { echo "the maru package is not installed in $PY (./dev.sh setup)" >&2; exit 1; }
+"$PY" -c 'import maru_core._maru' || { echo "the maru package is not installed in $PY (./dev.sh setup)" >&2; exit 1; }
 NCPU=$(nproc)
 C0=0
 C1=$((NCPU > 1 ? 1 : 0))

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * _maru.c - maru_handler._maru, the CPython extension over libmaru
+ * _maru.c - maru_core._maru, the CPython extension over libmaru
  *
  * A thin layer: argument conversion, the buffer protocol, the GIL, and
  * libmaru's -errno codes turned into Python values.  The semantics live in
  * libmaru (include/maru/maru.h); the public Python classes live in
- * maru_handler/handler.py and call the Handler type below.
+ * maru_handler/handler.py (the Handler type below) and maru_shm (RmClient
+ * and the device_* functions).  The module sits in maru_core, a package
+ * that imports no other maru package, so that both import it one way.
  *
  * Design:
  *  - Handler owns one struct maru_handler.  Every libmaru call runs with
@@ -146,7 +148,7 @@ static PyGetSetDef mapping_getset[] = {
 /* clang-format off */
 static PyTypeObject Mapping_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "maru_handler._maru.Mapping",
+	.tp_name = "maru_core._maru.Mapping",
 	.tp_basicsize = sizeof(MappingObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "A mapped region, exported read+write through the buffer API",
@@ -1657,7 +1659,7 @@ static PyGetSetDef handler_getset[] = {
 /* clang-format off */
 static PyTypeObject Handler_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "maru_handler._maru.Handler",
+	.tp_name = "maru_core._maru.Handler",
 	.tp_basicsize = sizeof(HandlerObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_doc = "libmaru handler (use maru.MaruHandler)",
@@ -2013,7 +2015,7 @@ static PyGetSetDef rm_getset[] = {
 /* clang-format off */
 static PyTypeObject Rm_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "maru_handler._maru.RmClient",
+	.tp_name = "maru_core._maru.RmClient",
 	.tp_basicsize = sizeof(RmObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "RmClient(address, timeout_ms=0): libmaru's resource-manager "
@@ -2118,7 +2120,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef maru_module = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "maru_handler._maru",
+	.m_name = "maru_core._maru",
 	.m_doc = "CPython bindings of libmaru (internal; use maru.MaruHandler)",
 	.m_size = -1,
 	.m_methods = module_methods,
@@ -2136,7 +2138,7 @@ PyMODINIT_FUNC PyInit__maru(void)
 	m = PyModule_Create(&maru_module);
 	if (!m)
 		return NULL;
-	RmError = PyErr_NewException("maru_handler._maru.RmError", NULL, NULL);
+	RmError = PyErr_NewException("maru_core._maru.RmError", NULL, NULL);
 	Py_INCREF(&Rm_Type);
 	if (!RmError || PyModule_AddObject(m, "RmError", RmError) < 0 ||
 	    PyModule_AddObject(m, "RmClient", (PyObject *)&Rm_Type) < 0) {

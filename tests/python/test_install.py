@@ -193,7 +193,7 @@ def test_find_package_example(prefix, mds, tmp_path):
 CLIENT = r"""
 import sys
 from maru import MaruConfig, MaruHandler
-import maru_handler._maru as ext
+import maru_core._maru as ext
 
 maps = open("/proc/self/maps").read()
 libs = sorted({l.split()[-1] for l in maps.splitlines() if "libmaru.so" in l})

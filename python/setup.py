@@ -136,6 +136,7 @@ if LIBMARU:
     ext_modules.append(Extension(
         "maru_core._maru",
         sources=[os.path.join("src", "_maru.c")],
+        depends=[os.path.join("src", "_maru.h")],
         include_dirs=LIBMARU["include_dirs"],
         library_dirs=LIBMARU["library_dirs"],
         libraries=LIBMARU["libraries"],

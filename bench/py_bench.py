@@ -19,15 +19,19 @@ bench/run_python_bench.sh can put C and Python side by side from one run:
 Each prints one line "RESULT what=py_<x> size=S ..." like the C bench.
 
 With --inproc, the same process also measures the C path on the same
-handler and sockets (the extension's private _bench_store/_bench_retrieve,
-which loop over libmaru in C with the GIL released), alternating C and
-Python (store: whole rounds; retrieve: call by call, paired); it prints
+handler and sockets (the module py_bench_c, bench/py_bench_c.c, whose
+loops call libmaru in C with the GIL released; CMake builds it with the
+benchmarks into $MARU_BUILD_DIR/bench, default <repo>/build/bench; it is not
+part of the installed package), alternating C and Python (store: whole
+rounds; retrieve: call by call, paired); it prints
 "RESULT what=inproc_<x> ..." with both numbers.
 Comparing within one process cancels most of the machine's noise, so this is
 the Python overhead per operation; the separate-process numbers give the
 end-to-end ratio.
 """
 import argparse
+import functools
+import os
 import sys
 import time
 
@@ -36,6 +40,7 @@ import numpy
 from maru import MaruConfig, MaruHandler
 
 SIZES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_size(s: str) -> int:
@@ -52,6 +57,19 @@ def handler(server: str, size: int, pool: int, eager: bool = False) -> MaruHandl
     if not h.connect():
         sys.exit("py_bench: connect failed")
     return h
+
+
+def c_loops():
+    """The module py_bench_c of the CMake build dir (after maru, so that it
+    shares the package's libmaru)."""
+    build = os.environ.get("MARU_BUILD_DIR") or os.path.join(REPO, "build")
+    sys.path.insert(0, os.path.join(build, "bench"))
+    try:
+        import py_bench_c
+    except ImportError as e:
+        sys.exit(f"py_bench: --inproc needs py_bench_c in {build}/bench "
+                 f"(cmake --build {build} --target py_bench_c): {e}")
+    return py_bench_c
 
 
 def source(size: int) -> bytes:
@@ -72,10 +90,11 @@ def cmd_store(a) -> None:
     store, alloc, batch_store = h.store, h.alloc, h.batch_store
     c_timed = c_cpu = py_cpu = 0
     cpu = time.process_time_ns
+    c_store = functools.partial(c_loops().store, h._h) if a.inproc else None
 
     def c_round():
         t = cpu()
-        ns = h._h._bench_store(ckeys, src, per)  # deletes included in its CPU
+        ns = c_store(ckeys, src, per)  # deletes included in its CPU
         return ns, cpu() - t
 
     while rnd < 2 or time.perf_counter_ns() < end:
@@ -177,7 +196,7 @@ def pct(lat: list, q: float) -> float:
 def inproc_retrieve(a, h: MaruHandler, keys: list) -> None:
     """C-loop and Python retrieves of the same key, paired one by one.
 
-    Each iteration times one C call (inside the extension) and one Python
+    Each iteration times one C call (py_bench_c) and one Python
     call back to back, alternating which goes first, so both see the same
     machine state; pair_ovh_us is the median of the per-pair differences.
     CPU time is measured over blocks of calls for each path.
@@ -186,7 +205,7 @@ def inproc_retrieve(a, h: MaruHandler, keys: list) -> None:
     c_lat, py_lat = [], []
     c_cpu = py_cpu = 0
     retrieve, clock, cpu = h.retrieve, time.perf_counter_ns, time.process_time_ns
-    bench = h._h._bench_retrieve
+    bench = functools.partial(c_loops().retrieve, h._h)
     frombuffer, u64 = numpy.frombuffer, numpy.uint64
     sink = 0
     for b in range(max(1, a.iters // block)):

@@ -16,8 +16,9 @@
 #     from `maru-client-bench retrieve` and `py_bench.py retrieve` on keys
 #     another process stored (`maru-client-bench prepare`)
 # and then the same four again with C and Python interleaved in blocks inside
-# one process on one handler (py_bench.py --inproc: the extension's private
-# C loops), which cancels most of the machine's noise.
+# one process on one handler (py_bench.py --inproc: the C loops of the
+# module py_bench_c, bench/py_bench_c.c, built in BUILD_DIR/bench), which
+# cancels most of the machine's noise.
 # Prints both tables with the Python/C ratio and the Python overhead per
 # operation (target: ratio <= 1.15).  Raw RESULT lines go to OUT/results.txt.
 # QUICK=1 shortens every measurement.  Uses the .venv Python (./dev.sh setup),
@@ -44,7 +45,11 @@ PY=${MARU_PYTHON:-$TOP/.venv/bin/python}
 for f in "$BENCH" "$RMBIN" "$MDSBIN"; do
 	[ -x "$f" ] || { echo "missing $f (build first)" >&2; exit 1; }
 done
-"$PY" -c 'import maru_handler._maru' || { echo "the maru package is not installed in $PY (./dev.sh setup)" >&2; exit 1; }
+"$PY" -c 'import maru_core._maru' || { echo "the maru package is not installed in $PY (./dev.sh setup)" >&2; exit 1; }
+# py_bench.py --inproc finds py_bench_c in $MARU_BUILD_DIR/bench
+export MARU_BUILD_DIR=$B
+"$PY" -c 'import sys, maru; sys.path.insert(0, sys.argv[1]); import py_bench_c' "$B/bench" ||
+	{ echo "py_bench_c is not built in $B/bench (cmake --build $B --target py_bench_c)" >&2; exit 1; }
 NCPU=$(nproc)
 C0=0
 C1=$((NCPU > 1 ? 1 : 0))

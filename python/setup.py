@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build and install the `maru` Python distribution.
 
-Two ways to find libmaru, for the extension maru_handler._maru:
+Two ways to find libmaru, for the extension maru_core._maru:
 
   * a build tree (the dev.sh way), when $MARU_BUILD_DIR is set:
 
@@ -22,7 +22,8 @@ Two ways to find libmaru, for the extension maru_handler._maru:
 
   When neither is there, <repo>/build is tried as before.
 
-Packages: maru, maru_common, maru_handler (+ memory), maru_shm,
+Packages: maru, maru_common, maru_core (the extension, which the other
+packages import from there), maru_handler (+ memory), maru_shm,
 maru_lmcache, maru_exporter (the maru-exporter command; needs
 prometheus_client, Debian's python3-prometheus-client).
 
@@ -133,8 +134,9 @@ if LIBMARU:
         cflags.append("-Werror")
     print(f"setup.py: libmaru from {LIBMARU['where']}", file=sys.stderr)
     ext_modules.append(Extension(
-        "maru_handler._maru",
+        "maru_core._maru",
         sources=[os.path.join("src", "_maru.c")],
+        depends=[os.path.join("src", "_maru.h")],
         include_dirs=LIBMARU["include_dirs"],
         library_dirs=LIBMARU["library_dirs"],
         libraries=LIBMARU["libraries"],
@@ -159,6 +161,7 @@ setup(
     packages=[
         "maru",
         "maru_common",
+        "maru_core",
         "maru_handler",
         "maru_handler.memory",
         "maru_shm",

@@ -77,7 +77,7 @@ check_binaries() {
 	for b in "$RM_BIN" "$POOL_MONITOR" "$MDS_BIN"; do
 		[ -x "$b" ] || die "$b is not built (run ./dev.sh setup, or set BUILD_DIR)"
 	done
-	"$PYTHON" -c 'import maru_handler._maru' 2>/dev/null ||
+	"$PYTHON" -c 'import maru_core._maru' 2>/dev/null ||
 		die "the maru Python package is not installed in $PYTHON (run ./dev.sh setup)"
 }
 

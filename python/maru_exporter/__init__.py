@@ -51,6 +51,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, InfoMetricFamily,
                                     SummaryMetricFamily, UnknownMetricFamily)
 
+from maru_core import lib
 from maru_shm.types import DaxType, MaruPoolInfo
 
 VERSION = "0.1.0"
@@ -258,9 +259,7 @@ class MaruCollector:
 
     # -- resource manager: STATS ----------------------------------------
     def _rm(self, out, address):
-        from maru_handler import _maru
-
-        c = _maru.RmClient(address, self.timeout_ms)
+        c = lib().RmClient(address, self.timeout_ms)
         try:
             pools = [MaruPoolInfo(*p) for p in c.stats()]
             try:

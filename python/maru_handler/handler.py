@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """MaruHandler: upstream's handler API over libmaru (docs/python-api.md).
 
-Every operation is one call into the extension maru_handler._maru, which
+Every operation is one call into the extension maru_core._maru, which
 releases the GIL around libmaru and raises upstream's state errors
 ("Handler is closing", "Not connected. Call connect() first.").  This module
 adds what is Python-only: MaruConfig -> libmaru config, errno -> upstream's
@@ -24,6 +24,7 @@ from typing import Callable
 import msgpack
 
 from maru_common.config import MaruConfig
+from maru_core import _maru, lib
 from maru_shm.types import MaruHandle
 
 from .memory.allocator import PagedMemoryAllocator
@@ -33,14 +34,6 @@ from .memory.types import AllocHandle, MappedRegion, MemoryInfo, OwnedRegion
 
 logger = logging.getLogger(__name__)
 _libmaru_logger = logging.getLogger("maru_handler.libmaru")
-
-try:
-    from . import _maru
-except ImportError as _e:  # libmaru was not built when the package was installed
-    _maru = None
-    _import_error: ImportError | None = _e
-else:
-    _import_error = None
 
 # syslog priority -> logging level
 _PRIO_LEVEL = {0: 50, 1: 50, 2: 50, 3: 40, 4: 30, 5: 20, 6: 20, 7: 10}
@@ -68,13 +61,7 @@ def _errno_name(e: int) -> str:
 def libmaru_handler(c: MaruConfig):
     """A libmaru handler for @c, not connected: MaruHandler's own, and the
     context of RpcClient/RpcAsyncClient (their raw calls, maru_handler_call)."""
-    if _maru is None:
-        raise ImportError(
-            "maru_handler._maru is not available: libmaru was not built when "
-            f"the package was installed ({_import_error}); build it and "
-            "reinstall (./dev.sh setup)"
-        )
-    return _maru.Handler(
+    return lib().Handler(
         c.server_url,
         c.instance_id,
         int(c.pool_size),

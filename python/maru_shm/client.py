@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """MaruShmClient: upstream's resource-manager (RM) client, over libmaru.
 
-The wire client is libmaru's (maru_rm_*, through maru_handler._maru): one
+The wire client is libmaru's (maru_rm_*, through maru_core._maru): one
 persistent TCP connection, one request at a time, reconnect and retry once
 on a broken connection with the same request id (process-global ids, so the
 RM's idempotency cache answers a retry instead of executing it twice), client
@@ -24,6 +24,8 @@ import platform
 import socket
 import threading
 from dataclasses import dataclass
+
+from maru_core import lib
 
 from .constants import (
     CONNECT_TIMEOUT_S,
@@ -64,13 +66,6 @@ class AccessResult:
     uuid: str
 
 
-def _lib():
-    # imported at first use: maru_handler imports maru_shm
-    from maru_handler import _maru
-
-    return _maru
-
-
 class MaruShmClient:
     """Client of the resource manager at @address ("host:port").
 
@@ -108,16 +103,16 @@ class MaruShmClient:
 
     def _request(self, context: str, op: str, *args):
         """RmClient.@op(*args), its failures as upstream raised them."""
-        lib = _lib()
+        ext = lib()
         # held across the call (libmaru serialises requests anyway), so
         # that close() waits for it
         with self._conn_lock:
             if self._rm is None or self._rm_pid != os.getpid():
-                self._rm = lib.RmClient(self._address, int(RPC_TIMEOUT_S * 1000))
+                self._rm = ext.RmClient(self._address, int(RPC_TIMEOUT_S * 1000))
                 self._rm_pid = os.getpid()
             try:
                 return getattr(self._rm, op)(*args)
-            except lib.RmError as e:
+            except ext.RmError as e:
                 err, answered, msg = e.args
         if answered and msg:
             raise RuntimeError(f"{context} ({-err}): {msg}")

@@ -14,19 +14,14 @@ requires); this module keeps upstream's function names and return values.
 import logging
 import uuid as uuid_mod
 
+from maru_core import lib
+
 logger = logging.getLogger(__name__)
 
 HEADER_MAGIC = b"MARUDEV\x00"
 HEADER_VERSION = 1
 HEADER_SIZE = 32
 SYSFS_DAX_DIR = "/sys/bus/dax/devices"
-
-
-def _lib():
-    # imported at first use: maru_handler imports maru_shm
-    from maru_handler import _maru
-
-    return _maru
 
 
 def uuid_to_string(uuid_bytes: bytes) -> str:
@@ -37,7 +32,7 @@ def uuid_to_string(uuid_bytes: bytes) -> str:
 def read_device_uuid(dax_path: str) -> str | None:
     """UUID string of @dax_path's header, or None without a valid header."""
     try:
-        got = _lib().device_header_read(dax_path)
+        got = lib().device_header_read(dax_path)
     except OSError:
         logger.debug("%s: cannot read the device header", dax_path, exc_info=True)
         return None
@@ -51,7 +46,7 @@ def read_device_uuid(dax_path: str) -> str | None:
 
 def scan_dax_devices() -> list[tuple[str, str]]:
     """(uuid, /dev/daxX.Y) of every local DEV_DAX device with a header."""
-    found = _lib().device_scan()
+    found = lib().device_scan()
     for u, path in found:
         logger.debug("%s: uuid %s", path, u)
     return found
@@ -63,10 +58,10 @@ def write_device_header(dax_path: str, uuid_bytes: bytes | None = None) -> str:
         uuid_bytes = uuid_mod.uuid4().bytes
     if len(uuid_bytes) != 16:
         raise ValueError("uuid_bytes must be 16 bytes")
-    _lib().device_header_write(dax_path, bytes(uuid_bytes))
+    lib().device_header_write(dax_path, bytes(uuid_bytes))
     return uuid_to_string(uuid_bytes)
 
 
 def clear_device_header(dax_path: str) -> None:
     """Zero the 32 header bytes of @dax_path."""
-    _lib().device_header_write(dax_path, None)
+    lib().device_header_write(dax_path, None)

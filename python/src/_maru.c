@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * _maru.c - maru_handler._maru, the CPython extension over libmaru
+ * _maru.c - maru_core._maru, the CPython extension over libmaru
  *
  * A thin layer: argument conversion, the buffer protocol, the GIL, and
  * libmaru's -errno codes turned into Python values.  The semantics live in
  * libmaru (include/maru/maru.h); the public Python classes live in
- * maru_handler/handler.py and call the Handler type below.
+ * maru_handler/handler.py (the Handler type below) and maru_shm (RmClient
+ * and the device_* functions).  The module sits in maru_core, a package
+ * that imports no other maru package, so that both import it one way.
  *
  * Design:
  *  - Handler owns one struct maru_handler.  Every libmaru call runs with
@@ -34,6 +36,10 @@
  *  - libmaru log lines go to a Python callable (set_log_sink()), called with
  *    the GIL taken in whatever thread logs; after interpreter shutdown
  *    starts (atexit -> _shutdown()) they are dropped.
+ *  - Other C modules built from this tree (the benchmark's) reach a
+ *    Handler's libmaru handler through the capsule _C_API (_maru.h), which
+ *    does the same state check and in-flight count as the methods; they
+ *    never see the layout of HandlerObject.
  *
  * Ownership: Handler owns h (maru_handler_free() in dealloc), the mappings
  * dict (region id -> Mapping) and the region-added callable.  A Mapping
@@ -44,7 +50,7 @@
  * ->inflight (atomic: read by close() with the GIL released).
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_maru.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -53,8 +59,6 @@
 #include <sys/mman.h>
 #include <syslog.h>
 #include <time.h>
-
-#include <maru/maru.h>
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -146,7 +150,7 @@ static PyGetSetDef mapping_getset[] = {
 /* clang-format off */
 static PyTypeObject Mapping_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "maru_handler._maru.Mapping",
+	.tp_name = "maru_core._maru.Mapping",
 	.tp_basicsize = sizeof(MappingObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "A mapped region, exported read+write through the buffer API",
@@ -1378,170 +1382,6 @@ KV_BATCH_BOOL_OP(batch_exists, maru_kv_batch_exists)
 KV_BATCH_BOOL_OP(batch_pin, maru_kv_batch_pin)
 KV_BATCH_BOOL_OP(batch_unpin, maru_kv_batch_unpin)
 
-/* ---------------------------- benchmark helpers ------------------------- */
-
-/*
- * The C path measured from inside the same process, on the same handler and
- * sockets, so that bench/py_bench.py can interleave it with the Python path
- * and report the Python overhead per operation with the network noise
- * cancelled out.  Not part of the API.
- */
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static volatile uint64_t bench_sink; /* keeps the read loop from vanishing */
-
-/* @iters retrieves of @keys round robin, each timed into @lat; misses */
-static int retrieve_loop(struct maru_handler *h, const struct maru_key *keys,
-			 Py_ssize_t n, int iters, int read, uint64_t *lat)
-{
-	int i, misses = 0;
-
-	for (i = 0; i < iters; i++) {
-		struct maru_view v;
-		uint64_t t0 = mono_ns();
-		int rc = maru_kv_retrieve(h, &keys[i % n], &v);
-
-		if (read && rc == 1) {
-			const uint64_t *w = v.ptr;
-			uint64_t sum = 0;
-			size_t j;
-
-			for (j = 0; j < v.len / 8; j++)
-				sum += w[j];
-			bench_sink += sum;
-		}
-		lat[i] = mono_ns() - t0;
-		misses += rc != 1;
-	}
-	return misses;
-}
-
-/*
- * store_loop - alloc + copy @size bytes of @src + store for @n keys, in
- * batches of @per; then delete them all (untimed)
- * Return: 0 or -errno; *@ns the time of the first part.
- */
-static int store_loop(struct maru_handler *h, const struct maru_key *keys,
-		      struct maru_page *pages, bool *ok, Py_ssize_t n,
-		      Py_ssize_t per, const void *src, size_t size,
-		      uint64_t *ns)
-{
-	uint64_t t0 = mono_ns();
-	Py_ssize_t i, j;
-	int rc = 0;
-
-	for (i = 0; rc >= 0 && i < n; i += per) {
-		for (j = 0; rc >= 0 && j < per; j++) {
-			rc = maru_page_alloc(h, size, &pages[i + j]);
-			if (rc >= 0)
-				memcpy(pages[i + j].ptr, src, size);
-		}
-		if (rc < 0)
-			break;
-		if (per == 1)
-			rc = maru_kv_store(h, &keys[i], &pages[i]);
-		else
-			rc = maru_kv_batch_store(h, &keys[i], &pages[i],
-						 (size_t)per, ok);
-	}
-	*ns = mono_ns() - t0;
-	for (i = 0; i < n; i++)
-		maru_kv_delete(h, &keys[i]);
-	return rc < 0 ? rc : 0;
-}
-
-static PyObject *handler_bench_retrieve(PyObject *obj, PyObject *args)
-{
-	HandlerObject *self = (HandlerObject *)obj;
-	struct maru_key *keys = NULL;
-	PyObject *keys_obj, *seq = NULL, *list = NULL;
-	uint64_t *lat = NULL;
-	int iters, read, misses = 0;
-	Py_ssize_t n, i;
-
-	if (!PyArg_ParseTuple(args, "Oip", &keys_obj, &iters, &read))
-		return NULL;
-	if (check_state(self) < 0)
-		return NULL;
-	n = keys_array(keys_obj, &seq, &keys);
-	if (n <= 0 || iters <= 0) {
-		if (n == 0)
-			PyErr_SetString(PyExc_ValueError, "no keys");
-		goto out;
-	}
-	lat = PyMem_Malloc((size_t)iters * sizeof(*lat));
-	if (!lat) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	CALL(self, misses = retrieve_loop(self->h, keys, n, iters, read, lat));
-	if (misses) {
-		PyErr_Format(PyExc_RuntimeError, "%d retrieves missed", misses);
-		goto out;
-	}
-	list = PyList_New(iters);
-	for (i = 0; list && i < iters; i++)
-		PyList_SET_ITEM(list, i, PyLong_FromUnsignedLongLong(lat[i]));
-out:
-	PyMem_Free(lat);
-	PyMem_Free(keys);
-	Py_XDECREF(seq);
-	return list;
-}
-
-static PyObject *handler_bench_store(PyObject *obj, PyObject *args)
-{
-	HandlerObject *self = (HandlerObject *)obj;
-	Py_ssize_t size, n, per;
-	struct maru_key *keys = NULL;
-	struct maru_page *pages = NULL;
-	PyObject *keys_obj, *seq = NULL, *res = NULL;
-	Py_buffer src;
-	bool *ok = NULL;
-	uint64_t t = 0;
-	int rc;
-
-	if (!PyArg_ParseTuple(args, "Oy*n", &keys_obj, &src, &per))
-		return NULL;
-	size = src.len;
-	if (check_state(self) < 0)
-		goto out_buf;
-	n = keys_array(keys_obj, &seq, &keys);
-	if (n < 0)
-		goto out_buf;
-	if (per < 1 || n % per) {
-		PyErr_SetString(PyExc_ValueError, "len(keys) % batch != 0");
-		goto out;
-	}
-	pages = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*pages));
-	ok = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*ok));
-	if (!pages || !ok) {
-		PyErr_NoMemory();
-		goto out;
-	}
-	CALL(self, rc = store_loop(self->h, keys, pages, ok, n, per, src.buf,
-				   (size_t)size, &t));
-	if (rc < 0) {
-		raise_errno(rc);
-		goto out;
-	}
-	res = PyLong_FromUnsignedLongLong(t);
-out:
-	PyMem_Free(ok);
-	PyMem_Free(pages);
-	PyMem_Free(keys);
-	Py_XDECREF(seq);
-out_buf:
-	PyBuffer_Release(&src);
-	return res;
-}
-
 /* ---------------------------- type tables ------------------------------- */
 
 /* call(msg_type, payload) -> reply payload: maru_handler_call(), which
@@ -1627,13 +1467,6 @@ static PyMethodDef handler_methods[] = {
 	 "batch_pin(keys) -> list[bool]"},
 	{"batch_unpin", handler_batch_unpin, METH_O,
 	 "batch_unpin(keys) -> list[bool]"},
-	{"_bench_retrieve", handler_bench_retrieve, METH_VARARGS,
-	 "_bench_retrieve(keys, iters, read) -> per-call ns (C loop; bench "
-	 "only)"},
-	{"_bench_store", handler_bench_store, METH_VARARGS,
-	 "_bench_store(keys, src, batch) -> ns for alloc+copy+store of all "
-	 "keys, "
-	 "then deletes them untimed (C loop; bench only)"},
 	{NULL},
 };
 
@@ -1657,7 +1490,7 @@ static PyGetSetDef handler_getset[] = {
 /* clang-format off */
 static PyTypeObject Handler_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "maru_handler._maru.Handler",
+	.tp_name = "maru_core._maru.Handler",
 	.tp_basicsize = sizeof(HandlerObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
 	.tp_doc = "libmaru handler (use maru.MaruHandler)",
@@ -1670,6 +1503,38 @@ static PyTypeObject Handler_Type = {
 	.tp_getset = handler_getset,
 };
 /* clang-format on */
+
+/* ---------------------------- C interface (_maru.h) -------------------- */
+
+/* the capsule's table, exported as _C_API; _maru.h documents each entry */
+
+static struct maru_handler *api_call_begin(PyObject *obj)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+
+	if (!PyObject_TypeCheck(obj, &Handler_Type)) {
+		PyErr_Format(PyExc_TypeError,
+			     "a maru_core._maru.Handler is needed, not %.100s",
+			     Py_TYPE(obj)->tp_name);
+		return NULL;
+	}
+	if (check_state(self) < 0)
+		return NULL;
+	atomic_fetch_add(&self->inflight, 1);
+	return self->h;
+}
+
+static void api_call_end(PyObject *obj)
+{
+	atomic_fetch_sub(&((HandlerObject *)obj)->inflight, 1);
+}
+
+static struct maru_py_api py_api = {
+	.version = MARU_PY_API_VERSION,
+	.call_begin = api_call_begin,
+	.call_end = api_call_end,
+	.keys_array = keys_array,
+};
 
 /* ---------------------------- module ------------------------------------ */
 
@@ -2013,7 +1878,7 @@ static PyGetSetDef rm_getset[] = {
 /* clang-format off */
 static PyTypeObject Rm_Type = {
 	PyVarObject_HEAD_INIT(NULL, 0)
-	.tp_name = "maru_handler._maru.RmClient",
+	.tp_name = "maru_core._maru.RmClient",
 	.tp_basicsize = sizeof(RmObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "RmClient(address, timeout_ms=0): libmaru's resource-manager "
@@ -2118,7 +1983,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef maru_module = {
 	PyModuleDef_HEAD_INIT,
-	.m_name = "maru_handler._maru",
+	.m_name = "maru_core._maru",
 	.m_doc = "CPython bindings of libmaru (internal; use maru.MaruHandler)",
 	.m_size = -1,
 	.m_methods = module_methods,
@@ -2128,7 +1993,7 @@ PyMODINIT_FUNC PyInit__maru(void); /* the only exported symbol */
 
 PyMODINIT_FUNC PyInit__maru(void)
 {
-	PyObject *m;
+	PyObject *m, *capi;
 
 	if (PyType_Ready(&Mapping_Type) < 0 ||
 	    PyType_Ready(&Handler_Type) < 0 || PyType_Ready(&Rm_Type) < 0)
@@ -2136,7 +2001,7 @@ PyMODINIT_FUNC PyInit__maru(void)
 	m = PyModule_Create(&maru_module);
 	if (!m)
 		return NULL;
-	RmError = PyErr_NewException("maru_handler._maru.RmError", NULL, NULL);
+	RmError = PyErr_NewException("maru_core._maru.RmError", NULL, NULL);
 	Py_INCREF(&Rm_Type);
 	if (!RmError || PyModule_AddObject(m, "RmError", RmError) < 0 ||
 	    PyModule_AddObject(m, "RmClient", (PyObject *)&Rm_Type) < 0) {
@@ -2151,6 +2016,12 @@ PyMODINIT_FUNC PyInit__maru(void)
 	Py_INCREF(&Mapping_Type);
 	if (PyModule_AddObject(m, "Mapping", (PyObject *)&Mapping_Type) < 0)
 		goto out_mapping;
+	capi = PyCapsule_New(&py_api, MARU_PY_API_CAPSULE, NULL);
+	if (!capi || PyModule_AddObject(m, "_C_API", capi) < 0) {
+		Py_XDECREF(capi);
+		Py_DECREF(m);
+		return NULL;
+	}
 	return m;
 
 out_mapping:

@@ -193,11 +193,13 @@ def test_find_package_example(prefix, mds, tmp_path):
 CLIENT = r"""
 import sys
 from maru import MaruConfig, MaruHandler
-import maru_handler._maru as ext
+import maru_core._maru as ext
 
 maps = open("/proc/self/maps").read()
 libs = sorted({l.split()[-1] for l in maps.splitlines() if "libmaru.so" in l})
 print("ext", ext.__file__)
+# the benchmark's C loops are bench/py_bench_c.c, not the package's
+assert not [n for n in dir(ext.Handler) if "bench" in n], dir(ext.Handler)
 print("libmaru", *libs)
 data = bytes(range(256)) * 4096
 with MaruHandler(MaruConfig(server_url=sys.argv[1], pool_size=4 << 20,

@@ -140,7 +140,7 @@ def test_alloc_statuses(rm):
         assert k["alloc_failures"] == 5, k   # 3 refused above, ENOENT, ENOMEM
         assert k["regions"] == 4 and k["pools"] == 1, k
         assert k["connections"] >= 1 and k["uptime_seconds"] >= 0, k
-    from maru_handler import _maru
+    from maru_core import _maru
     lib = _maru.RmClient(rm.address, 5000)
     try:
         assert lib.counters()["allocs"] == 5

@@ -8,6 +8,11 @@
  * row's hint, or a hint made from the row (its range, its choices).
  * getopt's own messages (an unknown option, a missing value, an ambiguous
  * abbreviation) name @prog too: argv[0] is @prog while it scans.
+ *
+ * --help is written (to memory) before any option is taken, so that it
+ * tells the defaults the program set, not what the options before it on
+ * the line changed; the line is then taken in order, as before: a bad
+ * value before --help or --version is bad usage.
  */
 #include "opts.h"
 
@@ -155,21 +160,178 @@ static int take(const struct opt *o, const char *arg)
 	}
 }
 
-int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
-	       int argc, char **argv)
+/* the value a row's field holds (OPT_INT, OPT_ATOI) */
+static long long load_int(const struct opt *o)
 {
-	struct option *lo;
-	char shorts[64], hint[160], *argv0;
-	size_t i, n, ns = 0;
-	int c, rc = 0;
+	if (o->size == sizeof(uint16_t))
+		return *(const uint16_t *)o->dst;
+	if (o->size == sizeof(int))
+		return *(const int *)o->dst;
+	return *(const long *)o->dst;
+}
 
-	for (n = 0; t[n].name; n++)
-		;
-	lo = calloc(n + 1, sizeof(*lo));
-	if (!lo) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		return -ENOMEM;
+/* "1G", "512K", "4096" */
+static void size_text(uint64_t v, char *buf, size_t len)
+{
+	static const char units[] = "KMGT";
+	int u = -1;
+
+	while (v && v % 1024 == 0 && u < 3) {
+		v /= 1024;
+		u++;
 	}
+	if (u < 0)
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, len, "%llu%c", (unsigned long long)v, units[u]);
+}
+
+/* the default --help tells for row @o, or NULL for none */
+static const char *dflt_of(const struct opt *o, char *buf, size_t len)
+{
+	size_t i;
+
+	if (o->dflt)
+		return *o->dflt ? o->dflt : NULL;
+	switch (o->kind) {
+	case OPT_STR:
+		return *(const char *const *)o->dst;
+	case OPT_INT:
+	case OPT_ATOI:
+		snprintf(buf, len, "%lld", load_int(o));
+		return buf;
+	case OPT_SIZE:
+		size_text(*(const uint64_t *)o->dst, buf, len);
+		return buf;
+	case OPT_SECONDS:
+		snprintf(buf, len, "%g", *(const double *)o->dst);
+		return buf;
+	case OPT_CHOICE:
+		if (!o->values)
+			return *(const char *const *)o->dst;
+		for (i = 0; o->choices[i]; i++)
+			if (o->values[i] == *(const int *)o->dst)
+				return o->choices[i];
+		return NULL;
+	default:
+		return NULL;
+	}
+}
+
+/* the name of a row's value in --help */
+static const char *arg_of(const struct opt *o)
+{
+	if (o->arg)
+		return o->arg;
+	switch (o->kind) {
+	case OPT_FLAG:
+	case OPT_SET:
+	case OPT_HELP:
+	case OPT_VERSION:
+		return NULL;
+	case OPT_INT:
+	case OPT_ATOI:
+		return "N";
+	case OPT_SIZE:
+		return "SIZE";
+	case OPT_SECONDS:
+		return "SEC";
+	case OPT_CHOICE:
+		return "MODE";
+	default:
+		return "VALUE";
+	}
+}
+
+#define HELP_COL 26   /* where the rows' text starts */
+#define HELP_WIDTH 79 /* and where it ends */
+
+/* @text from column @at, its words wrapped at HELP_WIDTH, continued at
+ * HELP_COL; "\n" in @text starts a line */
+static void put_wrapped(FILE *f, int at, const char *text)
+{
+	const char *p = text;
+
+	while (*p) {
+		size_t w = strcspn(p, " \n");
+
+		if (at > HELP_COL && at + 1 + (int)w > HELP_WIDTH) {
+			fprintf(f, "\n%*s", HELP_COL, "");
+			at = HELP_COL;
+		} else if (at > HELP_COL) {
+			fputc(' ', f);
+			at++;
+		}
+		fwrite(p, 1, w, f);
+		at += (int)w;
+		p += w;
+		if (*p == '\n') {
+			fprintf(f, "\n%*s", HELP_COL, "");
+			at = HELP_COL;
+		}
+		while (*p == ' ' || *p == '\n')
+			p++;
+	}
+	fputc('\n', f);
+}
+
+void opts_usage(FILE *f, const char *prog, const struct opts_doc *doc,
+		const struct opt *t)
+{
+	char left[128], text[1024], dbuf[64];
+	bool letters = false;
+	const char *d, *a;
+	size_t i;
+	int n;
+
+	for (i = 0; t[i].name; i++)
+		letters |= t[i].letter != 0;
+	fprintf(f, "Usage: %s [OPTIONS]\n\n%s\nOptions:\n", prog,
+		doc->about ? doc->about : "");
+	for (i = 0; t[i].name; i++) {
+		const struct opt *o = &t[i];
+
+		a = arg_of(o);
+		if (o->letter)
+			n = snprintf(left, sizeof(left), "  -%c, --%s%s%s",
+				     o->letter, o->name, a ? " " : "",
+				     a ? a : "");
+		else
+			n = snprintf(left, sizeof(left), "%s--%s%s%s",
+				     letters ? "      " : "  ", o->name,
+				     a ? " " : "", a ? a : "");
+		d = dflt_of(o, dbuf, sizeof(dbuf));
+		if (d)
+			snprintf(text, sizeof(text), "%s%s(default %s%s%s)",
+				 o->help ? o->help : "", o->help ? " " : "", d,
+				 o->why ? ": " : "", o->why ? o->why : "");
+		else
+			snprintf(text, sizeof(text), "%s",
+				 o->help ? o->help : "");
+		fputs(left, f);
+		if (!*text)
+			fputc('\n', f);
+		else if (n + 2 > HELP_COL)
+			fprintf(f, "\n%*s", HELP_COL, "");
+		else
+			fprintf(f, "%*s", HELP_COL - n, "");
+		if (*text)
+			put_wrapped(f, HELP_COL, text);
+	}
+	if (doc->after)
+		fprintf(f, "\n%s", doc->after);
+}
+
+/* getopt's tables for @t (n rows).  Return: the long options (free them),
+ * or NULL */
+static struct option *tables(const struct opt *t, size_t n, char *shorts,
+			     size_t len)
+{
+	struct option *lo = calloc(n + 1, sizeof(*lo));
+	size_t i, ns = 0;
+
+	if (!lo)
+		return NULL;
 	for (i = 0; i < n; i++) {
 		bool arg = t[i].kind != OPT_FLAG && t[i].kind != OPT_SET &&
 			   t[i].kind != OPT_HELP && t[i].kind != OPT_VERSION;
@@ -178,7 +340,7 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 					arg ? required_argument : no_argument,
 					NULL, ROW0 + (int)i};
 		if (t[i].letter) {
-			if (ns + 3 >= sizeof(shorts))
+			if (ns + 3 >= len)
 				abort(); /* more short names than letters */
 			shorts[ns++] = (char)t[i].letter;
 			if (arg)
@@ -186,23 +348,60 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 		}
 	}
 	shorts[ns] = '\0';
+	return lo;
+}
+
+/* the row getopt_long returned @c for, or NULL */
+static const struct opt *row_of(const struct opt *t, size_t n, int c)
+{
+	size_t i;
+
+	if (c >= ROW0)
+		return &t[c - ROW0];
+	for (i = 0; c != '?' && c != ':' && i < n; i++)
+		if (t[i].letter == c)
+			return &t[i];
+	return NULL;
+}
+
+int opts_parse(const char *prog, const struct opts_doc *doc,
+	       const struct opt *t, int argc, char **argv)
+{
+	const struct opt *o;
+	struct option *lo;
+	char shorts[64], hint[160], *argv0, *help = NULL;
+	size_t n, help_len = 0;
+	FILE *hf;
+	int c, rc = 0;
+
+	for (n = 0; t[n].name; n++)
+		;
+	lo = tables(t, n, shorts, sizeof(shorts));
+	/* --help as it is before any option changes a field */
+	hf = lo ? open_memstream(&help, &help_len) : NULL;
+	if (hf) {
+		opts_usage(hf, prog, doc, t);
+		if (fclose(hf)) {
+			free(help);
+			help = NULL;
+		}
+	}
+	if (!help) {
+		free(lo);
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return -ENOMEM;
+	}
 	/* getopt names argv[0] in its messages: @prog, as ours do */
 	argv0 = argc > 0 ? argv[0] : NULL;
 	if (argv0)
 		argv[0] = (char *)prog;
 	optind = 0; /* from the start, also when called again (tests) */
 	while (!rc && (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
-		const struct opt *o = NULL;
-
-		if (c >= ROW0)
-			o = &t[c - ROW0];
-		for (i = 0; !o && c != '?' && i < n; i++)
-			if (t[i].letter == c)
-				o = &t[i];
+		o = row_of(t, n, c);
 		if (!o) {
 			rc = -EINVAL; /* getopt said which */
 		} else if (o->kind == OPT_HELP) {
-			usage(stdout);
+			fwrite(help, 1, help_len, stdout);
 			rc = 1;
 		} else if (o->kind == OPT_VERSION) {
 			printf("%s %s\n", prog, MARU_VERSION);
@@ -221,6 +420,7 @@ int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
 	if (argv0)
 		argv[0] = argv0;
 	free(lo);
+	free(help);
 	if (rc == -ENOMEM)
 		fprintf(stderr, "%s: out of memory\n", prog);
 	else if (rc < 0) {

@@ -10,7 +10,10 @@
  *   Try 'maru-server --help'.
  *
  * Every program with options parses them here: the two daemons and the
- * tools (marutop, pool_monitor).
+ * tools (marutop, pool_monitor).  Their --help (and so their man page) is
+ * printed from the same rows: each row says what the option does, its
+ * default, read from the field before parsing so that the value set in
+ * code is the one told, and why the default is what it is.
  *
  * getopt_long does the scanning (GNU conventions: --name=value, --name
  * value, -p value, "--" ends the options; its own messages for an unknown
@@ -69,6 +72,20 @@ struct opt {
 	const int *values;
 	int (*call)(const char *arg, void *dst);
 	int set; /* OPT_SET: the value stored */
+
+	/* --help, which is also the man page (help2man) */
+	const char *arg;  /* the value's name: "HOST"; NULL: from the kind */
+	const char *help; /* what it does, words wrapped by opts_usage() */
+	const char *dflt; /* the default as said; NULL: the field's value
+			   * before parsing (kinds with a value), "": none */
+	const char *why;  /* why the default is what it is */
+};
+
+/* what --help says around the options */
+struct opts_doc {
+	const char *about; /* after "Usage: PROG [OPTIONS]" */
+	const char *after; /* after the options: signals, exit status,
+			    * environment, files (preformatted) */
 };
 
 /* the values of an OPT_LIST option; free(v) when done */
@@ -78,14 +95,14 @@ struct opt_list {
 };
 
 /* rows, in brief (a compound literal each; @f: a field of the config) */
-#define OPTS_FLAG(nm, f)                                                       \
+#define OPTS_FLAG(nm, f, ...)                                                  \
 	{                                                                      \
-		.name = (nm), .kind = OPT_FLAG, .dst = &(f)                    \
+		.name = (nm), .kind = OPT_FLAG, .dst = &(f), __VA_ARGS__       \
 	}
-#define OPTS_STR(nm, l, f, fl)                                                 \
+#define OPTS_STR(nm, l, f, fl, ...)                                            \
 	{                                                                      \
 		.name = (nm), .letter = (l), .kind = OPT_STR, .dst = &(f),     \
-		.flags = (fl)                                                  \
+		.flags = (fl), __VA_ARGS__                                     \
 	}
 /* sizeof(f), which must be one opts.c stores (else it does not compile) */
 #define OPTS_SIZEOF_INT(f)                                                     \
@@ -93,63 +110,86 @@ struct opt_list {
 						     sizeof(f) == sizeof(long) \
 					     ? 1                               \
 					     : -1]))
-#define OPTS_INT(nm, l, f, min, max)                                           \
+#define OPTS_INT(nm, l, f, min, max, ...)                                      \
 	{                                                                      \
 		.name = (nm), .letter = (l), .kind = OPT_INT, .dst = &(f),     \
-		.size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)           \
+		.size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max),          \
+		__VA_ARGS__                                                    \
 	}
-#define OPTS_ATOI(nm, l, f, min, max)                                          \
+#define OPTS_ATOI(nm, l, f, min, max, ...)                                     \
 	{                                                                      \
 		.name = (nm), .letter = (l), .kind = OPT_ATOI, .dst = &(f),    \
-		.size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max)           \
+		.size = OPTS_SIZEOF_INT(f), .lo = (min), .hi = (max),          \
+		__VA_ARGS__                                                    \
 	}
-#define OPTS_SIZE(nm, f, min, fl, h)                                           \
+#define OPTS_SIZE(nm, f, min, fl, h, ...)                                      \
 	{                                                                      \
 		.name = (nm), .kind = OPT_SIZE, .dst = &(f), .lo = (min),      \
-		.flags = (fl), .hint = (h)                                     \
+		.flags = (fl), .hint = (h), __VA_ARGS__                        \
 	}
-#define OPTS_SECONDS(nm, f)                                                    \
+#define OPTS_SECONDS(nm, f, ...)                                               \
 	{                                                                      \
-		.name = (nm), .kind = OPT_SECONDS, .dst = &(f)                 \
+		.name = (nm), .kind = OPT_SECONDS, .dst = &(f), __VA_ARGS__    \
 	}
 /* seconds up to @max (fractions allowed); @fl OPT_POSITIVE: not 0 */
-#define OPTS_SECONDS_IN(nm, l, f, max, fl, h)                                  \
+#define OPTS_SECONDS_IN(nm, l, f, max, fl, h, ...)                             \
 	{                                                                      \
 		.name = (nm), .letter = (l), .kind = OPT_SECONDS, .dst = &(f), \
-		.hi = (max), .flags = (fl), .hint = (h)                        \
+		.hi = (max), .flags = (fl), .hint = (h), __VA_ARGS__           \
 	}
 /* @f = @v when given; @f an int (or an enum of its size) */
-#define OPTS_SET(nm, f, v)                                                     \
+#define OPTS_SET(nm, f, v, ...)                                                \
 	{                                                                      \
 		.name = (nm), .kind = OPT_SET, .dst = &(f), .set = (v),        \
 		.size = sizeof(f) +                                            \
-			0 * sizeof(char[sizeof(f) == sizeof(int) ? 1 : -1])    \
+			0 * sizeof(char[sizeof(f) == sizeof(int) ? 1 : -1]),   \
+		__VA_ARGS__                                                    \
 	}
-#define OPTS_CHOICE(nm, f, names, vals, h)                                     \
+#define OPTS_CHOICE(nm, f, names, vals, h, ...)                                \
 	{                                                                      \
 		.name = (nm), .kind = OPT_CHOICE, .dst = &(f),                 \
 		.choices = (names), .values = (vals), .hint = (h),             \
-		.size = sizeof(f)                                              \
+		.size = sizeof(f), __VA_ARGS__                                 \
 	}
-#define OPTS_LIST(nm, l, f, fl, h)                                             \
+#define OPTS_LIST(nm, l, f, fl, h, ...)                                        \
 	{                                                                      \
 		.name = (nm), .letter = (l), .kind = OPT_LIST, .dst = &(f),    \
-		.flags = (fl), .hint = (h)                                     \
+		.flags = (fl), .hint = (h), __VA_ARGS__                        \
 	}
-#define OPTS_CALL(nm, l, fn, d, h)                                             \
+#define OPTS_CALL(nm, l, fn, d, h, ...)                                        \
 	{                                                                      \
 		.name = (nm), .letter = (l), .kind = OPT_CALL, .dst = (d),     \
-		.call = (fn), .hint = (h)                                      \
+		.call = (fn), .hint = (h), __VA_ARGS__                         \
+	}
+
+#define OPTS_HELP                                                              \
+	{                                                                      \
+		.name = "help", .letter = 'h', .kind = OPT_HELP,               \
+		.help = "this text"                                            \
+	}
+#define OPTS_VERSION                                                           \
+	{                                                                      \
+		.name = "version", .kind = OPT_VERSION,                        \
+		.help = "print the version and exit"                           \
 	}
 
 /**
  * opts_parse - read @argv by the rows of @t (ended by a row with no name)
- * @prog: the program's name, for messages and --version
- * @usage: prints the usage to the stream (OPT_HELP)
+ * @prog: the program's name, for messages, --help and --version
+ * @doc: what --help says around the rows
+ * Options are taken in order; --help and --version stop there (--help
+ * shows the defaults, not what the options before it set).
  * Return: 0 to run; 1 after --help or --version (exit 0); -EINVAL after
  * saying what was wrong (bad usage: exit 2); -ENOMEM.
  */
-int opts_parse(const char *prog, void (*usage)(FILE *), const struct opt *t,
-	       int argc, char **argv);
+int opts_parse(const char *prog, const struct opts_doc *doc,
+	       const struct opt *t, int argc, char **argv);
+
+/**
+ * opts_usage - print --help: "Usage:", @doc->about, one entry a row (its
+ * names, its value's name, its help, its default and why), @doc->after
+ */
+void opts_usage(FILE *f, const char *prog, const struct opts_doc *doc,
+		const struct opt *t);
 
 #endif

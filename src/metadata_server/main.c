@@ -48,13 +48,21 @@
 
 #include <sodium.h>
 
+/* the defaults --help says from a string (the others it reads from the
+ * fields) */
+#define DEFAULT_LEVEL "INFO"
+#define DEFAULT_RM "127.0.0.1:9850"
+#define DEFAULT_HIGH "0.95"
+#define DEFAULT_LOW "0.90"
+
+/* every option's default; why each is what it is: parse_args() */
 static void config_defaults(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->host = "127.0.0.1";
 	c->port = MDS_DEFAULT_PORT;
-	c->log_level = "INFO";
-	c->rm_address = "127.0.0.1:9850";
+	c->log_level = DEFAULT_LEVEL;
+	c->rm_address = DEFAULT_RM;
 	c->rm_wait_s = 10;
 	c->lease_ttl = 30;
 	c->peer_grace = 60;
@@ -65,8 +73,9 @@ static void config_defaults(struct config *c)
 	c->eviction = "lru";
 	c->evict_grace_ms = 300;
 	c->evict_wait_ms = 1500;
-	c->evict_high_pm = 950;
-	c->evict_low_pm = 900;
+	c->evict_high_pm = lround(atof(DEFAULT_HIGH) * 1000);
+	c->evict_low_pm = lround(atof(DEFAULT_LOW) * 1000);
+	c->snap_min = MDS_SNAP_MIN;
 	c->durability = JR_PROCESS;
 	c->shm_mode = SHM_AUTO;
 	c->coherence = -1;
@@ -99,179 +108,44 @@ static int parse_fraction(const char *arg, void *pm)
 	return 0;
 }
 
-static void usage(FILE *f)
+/* --rm-address: HOST:PORT (kept as given) */
+static int rm_address_arg(const char *arg, void *dst)
 {
-	fprintf(f,
-		"Usage: maru-server [OPTIONS]\n"
-		"\n"
-		"Maru metadata server: KV index and region owner, ZeroMQ on "
-		"tcp://HOST:PORT.\n"
-		"\n"
-		"Options:\n"
-		"  --host HOST             bind address (default 127.0.0.1)\n"
-		"  --port PORT             port (default 5555)\n"
-		"  --log-level LEVEL       DEBUG, INFO, WARNING or ERROR "
-		"(default INFO)\n"
-		"  --rm-address HOST:PORT  resource manager; also told to "
-		"clients in\n"
-		"                          HANDSHAKE (default 127.0.0.1:9850)\n"
-		"  --rm-wait S             at start, wait this long for a "
-		"resource manager\n"
-		"                          that refuses connections (one "
-		"started at the\n"
-		"                          same time); default 10, 0: fail at "
-		"once\n"
-		"  --dax-path PATH         pool to allocate from; repeatable, "
-		"tried in\n"
-		"                          order (fill-first); default: any "
-		"pool\n"
-		"  --client-lease-ttl S    lease time-to-live granted to "
-		"clients that\n"
-		"                          heartbeat with a lease_id; 0 "
-		"disables (default 30)\n"
-		"  --peer-grace S          a client without a lease whose "
-		"connections are\n"
-		"                          all closed this long loses its "
-		"regions;\n"
-		"                          0 disables (default 60)\n"
-		"  --busy-poll-us US       after a request, keep looking for "
-		"the next one\n"
-		"                          this long before sleeping "
-		"(yielding the CPU\n"
-		"                          to anything runnable); trades idle "
-		"CPU for\n"
-		"                          latency across cores; 0 disables "
-		"(default 0)\n"
-		"  --max-connections N     open client connections; past it a "
-		"new one\n"
-		"                          displaces the oldest still in its "
-		"handshake,\n"
-		"                          or is closed (default 4096, within "
-		"the fd\n"
-		"                          limit; 0: only the fd limit)\n"
-		"  --max-key-bytes N       longest key REGISTER_KV stores "
-		"(default 65536)\n"
-		"  --max-input-bytes SIZE  input buffered for all connections "
-		"together;\n"
-		"                          past it the largest are closed "
-		"(default 1G;\n"
-		"                          0: no limit)\n"
-		"  --owner-delete          a key in a live region is deleted "
-		"only by the\n"
-		"                          region's owner (default: any "
-		"client, as upstream)\n"
-		"  --rm-key-file PATH      the resource manager's client.key, "
-		"to\n"
-		"                          authenticate ALLOC/FREE (default: "
-		"$MARU_RM_KEY_FILE,\n"
-		"                          else client.key in the resource "
-		"manager's default\n"
-		"                          state directory: "
-		"/var/lib/maru-resourced as root,\n"
-		"                          else $XDG_STATE_HOME/maru/"
-		"resource-manager)\n"
-		"  --max-connections-per-address N\n"
-		"                          from one non-loopback address "
-		"(default 256;\n"
-		"                          0: no limit)\n"
-		"  --instance-quota SIZE   bytes of regions one instance may "
-		"hold\n"
-		"                          (default 0: no limit)\n"
-		"  --eviction POLICY       lru: a full pool evicts the least "
-		"recently used\n"
-		"                          unpinned keys; none: stores fail "
-		"when it is\n"
-		"                          full (default lru)\n"
-		"  --evict-grace-ms MS     an evicted page is reused no sooner "
-		"(readers of\n"
-		"                          the evicted key finish; default "
-		"300)\n"
-		"  --evict-wait-ms MS      a REQUEST_ALLOC waits this long for "
-		"capacity\n"
-		"                          when the pool is full (default "
-		"1500)\n"
-		"  --evict-high F          evict in the background above this "
-		"fraction\n"
-		"                          of the pool (default 0.95; 0: "
-		"only on demand)\n"
-		"  --evict-low F           ... down to this fraction "
-		"(default 0.90)\n"
-		"  --state-dir DIR         the journal a restart recovers "
-		"the index from\n"
-		"                          (default " STATE_DIR_ROOT " for "
-		"root, else\n"
-		"                          $XDG_STATE_HOME/maru/server)\n"
-		"  --durability LEVEL      none: no journal, a restart "
-		"starts empty;\n"
-		"                          process: written before each "
-		"reply, survives\n"
-		"                          a crash of the server (as a pool "
-		"on /dev/shm);\n"
-		"                          host: also fdatasync, survives "
-		"the host\n"
-		"                          (default process)\n"
-		"  --events-bind ENDPOINT  publish KV events (stored, "
-		"removed, cleared)\n"
-		"                          on a ZeroMQ PUB socket bound "
-		"there, e.g.\n"
-		"                          tcp://127.0.0.1:5556 (default: "
-		"off); not\n"
-		"                          authenticated: another host's "
-		"address needs --insecure\n"
-		"  --shm-index MODE        publish the key index in shared "
-		"memory, so that\n"
-		"                          clients look keys up with no "
-		"request: file (a\n"
-		"                          file, this host's clients), pool "
-		"(a region of\n"
-		"                          the pool, every host's), off, or "
-		"auto (pool when\n"
-		"                          a pool is device-DAX, else file; "
-		"the default)\n"
-		"  --shm-index-path PATH   the file (default "
-		"$RUNTIME_DIRECTORY/shm-index,\n"
-		"                          else /dev/shm/maru-index-PORT)\n"
-		"  --shm-index-size SIZE   its bytes (default 1G for a file: "
-		"sparse, only\n"
-		"                          tables use memory; a 64th of the "
-		"pool within\n"
-		"                          4M..1G for a region of it)\n"
-		"  --shm-index-keys N      size the first table for N keys "
-		"(default: the\n"
-		"                          keys recovered, at least 32K; it "
-		"grows "
-		"by itself,\n"
-		"                          a rebuild costs a copy of every "
-		"key)\n"
-		"  --coherence MODE        none: one host, or hardware "
-		"coherence; flush:\n"
-		"                          write lines back and have readers "
-		"invalidate\n"
-		"                          them (hosts sharing CXL memory); "
-		"default flush\n"
-		"                          for the pool mode on device-DAX, "
-		"else none\n"
-		"  --verify-state          read the journal, print what a "
-		"restart would\n"
-		"                          recover, exit (0: readable to the "
-		"end)\n"
-		"  --curve-secret-key-file PATH\n"
-		"                          CURVE: every client authenticates "
-		"and all\n"
-		"                          traffic is encrypted; PATH is this "
-		"server's\n"
-		"                          secret certificate (maru-keygen)\n"
-		"  --curve-clients DIR     with CURVE, the clients let in: "
-		"their public\n"
-		"                          certificates (*.key) in DIR "
-		"(required)\n"
-		"  --insecure              allow a --host other hosts can "
-		"reach without\n"
-		"                          CURVE (then nothing is "
-		"authenticated)\n"
-		"  -h, --help              this text\n"
-		"  --version               print the version and exit\n"
-		"\n"
+	char host[256];
+	uint16_t port;
+
+	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
+		return OPT_BAD;
+	*(const char **)dst = arg;
+	return 0;
+}
+
+/* --log-level: a name log_level_parse() knows (any case), kept as given */
+static int level_arg(const char *arg, void *dst)
+{
+	if (log_level_parse(arg) < 0)
+		return OPT_BAD;
+	*(const char **)dst = arg;
+	return 0;
+}
+
+/* --coherence: auto (-1), or a mode shmidx.c names ("simulate" is the
+ * tests' non-coherence injector) */
+static int coherence_arg(const char *arg, void *dst)
+{
+	int v = strcmp(arg, "auto") ? si_coh_parse(arg) : -1;
+
+	if (v < -1)
+		return OPT_BAD;
+	*(int *)dst = v;
+	return 0;
+}
+
+/* what --help says around the options (and so the man page) */
+static const struct opts_doc doc = {
+	.about = "Maru metadata server: KV index and region owner, ZeroMQ on "
+		 "tcp://HOST:PORT.\n",
+	.after =
 		"Signals: SIGTERM/SIGINT stop cleanly.\n"
 		"\n"
 		"Exit status: 0 after a clean stop, 1 when it cannot start or "
@@ -306,44 +180,14 @@ static void usage(FILE *f)
 		"                          the resource manager's key "
 		"(default of root;\n"
 		"                          others: $XDG_STATE_HOME/maru/"
-		"resource-manager/client.key)\n");
-}
+		"resource-manager/client.key)\n",
+};
 
-/* --@name @arg: a whole number in [@lo, @hi]; 0, or -EINVAL after a
- * message */
-/* --rm-address: HOST:PORT (kept as given) */
-static int rm_address_arg(const char *arg, void *dst)
-{
-	char host[256];
-	uint16_t port;
-
-	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
-		return OPT_BAD;
-	*(const char **)dst = arg;
-	return 0;
-}
-
-/* --log-level: a name log_level_parse() knows (any case), kept as given */
-static int level_arg(const char *arg, void *dst)
-{
-	if (log_level_parse(arg) < 0)
-		return OPT_BAD;
-	*(const char **)dst = arg;
-	return 0;
-}
-
-/* --coherence: auto (-1), or a mode shmidx.c names ("simulate" is the
- * tests' non-coherence injector) */
-static int coherence_arg(const char *arg, void *dst)
-{
-	int v = strcmp(arg, "auto") ? si_coh_parse(arg) : -1;
-
-	if (v < -1)
-		return OPT_BAD;
-	*(int *)dst = v;
-	return 0;
-}
-
+/*
+ * The options, each with what it does, its default (the field's value
+ * from config_defaults(), or said when it is worked out later) and why
+ * that default: the one source of the parser and of --help.
+ */
 static int parse_args(int argc, char **argv, struct config *c)
 {
 	static const char *const evictions[] = {"lru", "none", NULL};
@@ -352,56 +196,191 @@ static int parse_args(int argc, char **argv, struct config *c)
 	static const char *const shms[] = {"auto", "off", "file", "pool", NULL};
 	static const int shm_v[] = {SHM_AUTO, PUB_OFF, PUB_FILE, PUB_POOL};
 	const struct opt t[] = {
-		OPTS_STR("host", 0, c->host, 0),
-		OPTS_INT("port", 0, c->port, 1, 65535),
+		OPTS_STR("host", 0, c->host, 0, .arg = "HOST",
+			 .help = "bind address",
+			 .why = "upstream's, and only this host can reach it"),
+		OPTS_INT("port", 0, c->port, 1, 65535, .arg = "PORT",
+			 .help = "port", .why = "upstream's"),
 		OPTS_CALL("log-level", 0, level_arg, &c->log_level,
-			  "one of DEBUG, INFO, WARNING, ERROR"),
+			  "one of DEBUG, INFO, WARNING, ERROR", .arg = "LEVEL",
+			  .help = "DEBUG, INFO, WARNING or ERROR",
+			  .dflt = DEFAULT_LEVEL,
+			  .why = "nothing logged per request"),
 		OPTS_CALL("rm-address", 0, rm_address_arg, &c->rm_address,
-			  "want HOST:PORT"),
-		OPTS_INT("rm-wait", 0, c->rm_wait_s, 0, 3600),
-		OPTS_LIST("dax-path", 0, c->dax, 0, NULL),
-		OPTS_SECONDS("client-lease-ttl", c->lease_ttl),
-		OPTS_SECONDS("peer-grace", c->peer_grace),
-		OPTS_INT("busy-poll-us", 0, c->busy_poll_us, 0, 1000000),
-		OPTS_INT("max-connections", 0, c->max_conns, 0, 1000000),
-		OPTS_INT("max-key-bytes", 0, c->max_key, 1, IX_KEY_MAX),
+			  "want HOST:PORT", .arg = "HOST:PORT",
+			  .help = "resource manager; also told to clients in "
+				  "HANDSHAKE",
+			  .dflt = DEFAULT_RM,
+			  .why = "the resource manager's own default"),
+		OPTS_INT("rm-wait", 0, c->rm_wait_s, 0, 3600, .arg = "S",
+			 .help = "at start, wait this long for a resource "
+				 "manager that refuses connections (one "
+				 "started at the same time); 0: fail at once",
+			 .why = "both daemons started together"),
+		OPTS_LIST("dax-path", 0, c->dax, 0, NULL, .arg = "PATH",
+			  .help = "pool to allocate from; repeatable, tried in "
+				  "order (fill-first)",
+			  .dflt = "any pool"),
+		OPTS_SECONDS("client-lease-ttl", c->lease_ttl, .arg = "S",
+			     .help = "lease time-to-live granted to clients "
+				     "that heartbeat with a lease_id; 0 "
+				     "disables",
+			     .why = "a client that stopped is noticed within "
+				    "half a minute, a slow heartbeat is not "
+				    "taken for death"),
+		OPTS_SECONDS("peer-grace", c->peer_grace, .arg = "S",
+			     .help = "a client without a lease whose "
+				     "connections are all closed this long "
+				     "loses its regions; 0 disables",
+			     .why = "outlives the reconnects of a live "
+				    "client"),
+		OPTS_INT("busy-poll-us", 0, c->busy_poll_us, 0, 1000000,
+			 .arg = "US",
+			 .help = "after a request, keep looking for the next "
+				 "one this long before sleeping (yielding the "
+				 "CPU to anything runnable); trades idle CPU "
+				 "for latency across cores; 0 disables",
+			 .why = "idle costs nothing"),
+		OPTS_INT("max-connections", 0, c->max_conns, 0, 1000000,
+			 .help = "open client connections; past it a new one "
+				 "displaces the oldest still in its handshake, "
+				 "or is closed (0: only the fd limit)",
+			 .why = "well within the fd limit the service sets"),
+		OPTS_INT("max-key-bytes", 0, c->max_key, 1, IX_KEY_MAX,
+			 .help = "longest key REGISTER_KV stores",
+			 .why = "far above any KV-cache key"),
 		OPTS_SIZE("max-input-bytes", c->max_input, 1 << 20, OPT_ZERO_OK,
-			  "0, or a size of at least 1M"),
-		OPTS_FLAG("owner-delete", c->owner_delete),
-		OPTS_STR("rm-key-file", 0, c->rm_key, 0),
-		OPTS_FLAG("insecure", c->insecure),
+			  "0, or a size of at least 1M",
+			  .help = "input buffered for all connections "
+				  "together; past it the largest are closed "
+				  "(0: no limit)",
+			  .why = "eight 64M messages at once"),
+		OPTS_FLAG("owner-delete", c->owner_delete,
+			  .help = "a key in a live region is deleted only by "
+				  "the region's owner (default: any client, as "
+				  "upstream)"),
+		OPTS_STR("rm-key-file", 0, c->rm_key, 0, .arg = "PATH",
+			 .help = "the resource manager's client.key, to "
+				 "authenticate ALLOC/FREE",
+			 .dflt = "$MARU_RM_KEY_FILE, else client.key in the "
+				 "resource manager's default state directory: "
+				 "/var/lib/maru-resourced as root, else "
+				 "$XDG_STATE_HOME/maru/resource-manager"),
+		OPTS_FLAG("insecure", c->insecure,
+			  .help = "allow a --host other hosts can reach "
+				  "without CURVE (then nothing is "
+				  "authenticated)"),
 		OPTS_INT("max-connections-per-address", 0, c->max_per_addr, 0,
-			 1000000),
+			 1000000,
+			 .help = "from one non-loopback address (0: no limit)",
+			 .why = "one remote host cannot take every connection"),
 		OPTS_SIZE("instance-quota", c->inst_quota, 0, OPT_ZERO_OK,
-			  "a size, or 0 for none"),
-		OPTS_STR("curve-secret-key-file", 0, c->curve_secret, 0),
-		OPTS_STR("curve-clients", 0, c->curve_clients, 0),
-		OPTS_CHOICE("eviction", c->eviction, evictions, NULL, NULL),
-		OPTS_INT("evict-grace-ms", 0, c->evict_grace_ms, 0, 600000),
-		OPTS_INT("evict-wait-ms", 0, c->evict_wait_ms, 0, 600000),
+			  "a size, or 0 for none",
+			  .help = "bytes of regions one instance may hold "
+				  "(0: no limit)",
+			  .why = "one instance may use the whole pool"),
+		OPTS_STR("curve-secret-key-file", 0, c->curve_secret, 0,
+			 .arg = "PATH",
+			 .help = "CURVE: every client authenticates and all "
+				 "traffic is encrypted; PATH is this server's "
+				 "secret certificate (maru-keygen)"),
+		OPTS_STR("curve-clients", 0, c->curve_clients, 0, .arg = "DIR",
+			 .help = "with CURVE, the clients let in: their public "
+				 "certificates (*.key) in DIR (required)"),
+		OPTS_CHOICE(
+			"eviction", c->eviction, evictions, NULL, NULL,
+			.arg = "POLICY",
+			.help = "lru: a full pool evicts the least recently "
+				"used unpinned keys; none: stores fail when "
+				"it is full",
+			.why = "a cache makes room rather than refuse"),
+		OPTS_INT("evict-grace-ms", 0, c->evict_grace_ms, 0, 600000,
+			 .arg = "MS",
+			 .help = "an evicted page is reused no sooner",
+			 .why = "readers of the evicted key finish"),
+		OPTS_INT("evict-wait-ms", 0, c->evict_wait_ms, 0, 600000,
+			 .arg = "MS",
+			 .help = "a REQUEST_ALLOC waits this long for capacity "
+				 "when the pool is full",
+			 .why = "the grace of the pages being evicted, and "
+				"more"),
 		OPTS_CALL("evict-high", 0, parse_fraction, &c->evict_high_pm,
-			  "a fraction 0..1, or a percentage"),
+			  "a fraction 0..1, or a percentage", .arg = "F",
+			  .help = "evict in the background above this fraction "
+				  "of the pool (0: only on demand)",
+			  .dflt = DEFAULT_HIGH,
+			  .why = "stores seldom wait for room"),
 		OPTS_CALL("evict-low", 0, parse_fraction, &c->evict_low_pm,
-			  "a fraction 0..1, or a percentage"),
-		OPTS_STR("state-dir", 0, c->state_dir, OPT_NONEMPTY),
-		OPTS_CHOICE("durability", c->durability, durs, dur_v, NULL),
-		OPTS_FLAG("verify-state", c->verify_state),
+			  "a fraction 0..1, or a percentage", .arg = "F",
+			  .help = "... down to this fraction",
+			  .dflt = DEFAULT_LOW,
+			  .why = "a pass frees enough to be worth it"),
+		OPTS_STR(
+			"state-dir", 0, c->state_dir, OPT_NONEMPTY,
+			.arg = "DIR",
+			.help = "the journal a restart recovers the index from",
+			.dflt = STATE_DIR_ROOT " for root, else "
+					       "$XDG_STATE_HOME/maru/server"),
+		OPTS_CHOICE(
+			"durability", c->durability, durs, dur_v, NULL,
+			.arg = "LEVEL",
+			.help = "none: no journal, a restart starts empty; "
+				"process: written before each reply, "
+				"survives a crash of the server; host: also "
+				"fdatasync, survives the host",
+			.why = "survives what a pool on /dev/shm "
+			       "survives"),
+		OPTS_FLAG("verify-state", c->verify_state,
+			  .help = "read the journal, print what a restart "
+				  "would recover, exit (0: readable to the "
+				  "end)"),
 		OPTS_SIZE("journal-snapshot-bytes", c->snap_min, 4096, 0,
-			  "a size of at least 4K"),
-		OPTS_STR("events-bind", 0, c->events_bind, OPT_NONEMPTY),
-		OPTS_CHOICE("shm-index", c->shm_mode, shms, shm_v, NULL),
-		OPTS_STR("shm-index-path", 0, c->shm_path, OPT_NONEMPTY),
+			  "a size of at least 4K",
+			  .help = "a snapshot is written once the journal "
+				  "exceeds this and twice the state it holds",
+			  .why = "a restart reads little, snapshots are rare"),
+		OPTS_STR("events-bind", 0, c->events_bind, OPT_NONEMPTY,
+			 .arg = "ENDPOINT",
+			 .help = "publish KV events (stored, removed, cleared) "
+				 "on a ZeroMQ PUB socket bound there, e.g. "
+				 "tcp://127.0.0.1:5556; not authenticated: "
+				 "another host's address needs --insecure",
+			 .dflt = "off"),
+		OPTS_CHOICE("shm-index", c->shm_mode, shms, shm_v, NULL,
+			    .help = "publish the key index in shared memory, "
+				    "so that clients look keys up with no "
+				    "request: file (a file, this host's "
+				    "clients), pool (a region of the pool, "
+				    "every host's), off, or auto (pool when a "
+				    "pool is device-DAX, else file)",
+			    .why = "every client that can map it gains"),
+		OPTS_STR("shm-index-path", 0, c->shm_path, OPT_NONEMPTY,
+			 .arg = "PATH", .help = "the file",
+			 .dflt = "$RUNTIME_DIRECTORY/shm-index, else "
+				 "/dev/shm/maru-index-PORT"),
 		OPTS_SIZE("shm-index-size", c->shm_size, 1 << 20, 0,
-			  "a size of at least 1M"),
+			  "a size of at least 1M", .help = "its bytes",
+			  .dflt = "1G for a file, a 64th of the pool within "
+				  "4M..1G for a region of it",
+			  .why = "a file is sparse, only tables use memory"),
 		OPTS_SIZE("shm-index-keys", c->shm_keys, 0, 0,
-			  "a number, K/M suffixes allowed"),
+			  "a number, K/M suffixes allowed", .arg = "N",
+			  .help = "size the first table for N keys (it grows "
+				  "by itself; a rebuild costs a copy of every "
+				  "key)",
+			  .dflt = "the keys recovered, at least 32K"),
 		OPTS_CALL("coherence", 0, coherence_arg, &c->coherence,
-			  "one of auto, none or flush"),
-		{.name = "help", .letter = 'h', .kind = OPT_HELP},
-		{.name = "version", .kind = OPT_VERSION},
+			  "one of auto, none or flush", .arg = "MODE",
+			  .help = "none: one host, or hardware coherence; "
+				  "flush: write lines back and have readers "
+				  "invalidate them (hosts sharing CXL memory)",
+			  .dflt = "flush for the pool mode on device-DAX, else "
+				  "none"),
+		OPTS_HELP,
+		OPTS_VERSION,
 		{0},
 	};
-	int rc = opts_parse("maru-server", usage, t, argc, argv);
+	int rc = opts_parse("maru-server", &doc, t, argc, argv);
 
 	if (rc == 1)
 		exit(0);

@@ -45,162 +45,77 @@
 #include "statedir.h"
 #include "util.h"
 
-/* Defaults, with the reason for each (memcached style). */
+/* every option's default; why each is what it is: parse_args() */
 static void rm_config_defaults(struct rm_config *c)
 {
-	memset(c, 0, sizeof(*c));
-	/* loopback: the protocol has no transport security */
-	c->host = "127.0.0.1";
-	/* upstream's port; clients and maru-server default to it */
-	c->port = RM_DEFAULT_PORT;
-	/* upstream's state dir for root, so an upstream install is adopted
-	 * in place; one the user can write otherwise (statedir.h) */
-	{
-		static char buf[4096];
+	static char buf[4096];
 
-		c->state_dir =
-			statedir_default(buf, sizeof(buf), RM_DEFAULT_STATE_DIR,
-					 STATEDIR_RM_NAME);
-	}
-	/* nothing per request at info level, so info is quiet enough */
+	memset(c, 0, sizeof(*c));
+	c->host = "127.0.0.1";
+	c->port = RM_DEFAULT_PORT;
+	c->state_dir = statedir_default(buf, sizeof(buf), RM_DEFAULT_STATE_DIR,
+					STATEDIR_RM_NAME);
 	c->log_level = LOG_INFO;
-	/* accepted for compatibility; one event-loop thread serves all */
 	c->num_workers = 32;
-	/* long enough for a client to reconnect after a network blip */
 	c->grace_period = 30;
-	/* upstream's limit; each connection costs ~8 KiB here */
 	c->max_clients = 256;
-	/* a small pool for development; sparse, so it costs nothing unused */
 	c->emulate_size = 4ull << 30;
-	/* upstream's receive timeout for a partially received message */
 	c->msg_timeout = 30;
-	/* a connection's first request: generous for a slow client */
 	c->idle_timeout = 60;
-	/* upstream's checkpoint interval: bounds WAL length and replay time */
+	/* no option: upstream's checkpoint interval, which bounds the WAL's
+	 * length and so its replay */
 	c->checkpoint_ops = 100;
-	/* one remote host cannot take every slot (loopback is exempt) */
 	c->max_per_addr = 64;
-	/* covers maru-server's default hold (30 s TTL + 7.5 s) */
 	c->recovered_hold = 60;
-	/* our own until the operator names the workers' group */
 	c->pool_mode = 0600;
 	c->pool_gid = (gid_t)-1;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: maru-resource-manager [OPTIONS]\n"
-		"\n"
-		"Serves CXL/DAX shared-memory pools to Maru clients (TCP "
-		"protocol v2).\n"
-		"\n"
-		"Options:\n"
-		"  -H, --host ADDR          listen address, numeric IPv4 "
-		"(default 127.0.0.1)\n"
-		"  -p, --port PORT          listen port (default 9850)\n"
-		"  -d, --state-dir PATH     state directory (default "
-		"/var/lib/maru-resourced for root,\n"
-		"                           else $XDG_STATE_HOME/maru/"
-		"resource-manager)\n"
-		"  -l, --log-level LEVEL    debug, info, warn or error "
-		"(default info)\n"
-		"  -w, --num-workers N      accepted for compatibility "
-		"(default 32)\n"
-		"  -g, --grace-period SEC   a disconnected client keeps its "
-		"regions this long (default 30)\n"
-		"  -m, --max-clients N      concurrent connections "
-		"(default 256)\n"
-		"      --pool PATH          serve this pool (repeatable): "
-		"/dev/daxX.Y = DEV_DAX,\n"
-		"                           a directory = FS_DAX, a file = "
-		"emulated pool\n"
-		"      --pools-from FILE    more pool paths, one per line; "
-		"re-read on SIGHUP\n"
-		"      --emulate-size SIZE  size of a new emulated pool file "
-		"(default 4G)\n"
-		"      --pool-group GROUP   group of the pool files we create "
-		"(the emulated pool,\n"
-		"                           FS_DAX region files), so that "
-		"workers in it can map\n"
-		"                           them (default: ours; --pool-mode "
-		"then defaults to 0660)\n"
-		"      --pool-mode MODE     their mode, octal (default 0600)\n"
-		"      --msg-timeout SEC    drop a connection whose message "
-		"stays partial (default 30)\n"
-		"      --idle-timeout SEC   drop a connection that sends no "
-		"request this long\n"
-		"                           after connecting (default 60; 0: "
-		"never)\n"
-		"      --client-quota SIZE  bytes one client id may own "
-		"(default 0: no limit)\n"
-		"      --recovered-hold SEC\n"
-		"                           a dead owner recovered after a "
-		"restart keeps its\n"
-		"                           regions this long (default 60: "
-		"its clients fence)\n"
-		"      --max-clients-per-address N\n"
-		"                           connections from one non-loopback "
-		"address\n"
-		"                           (default 64; 0: no limit)\n"
-		"      --no-client-auth     ALLOC and FREE without "
-		"authentication (upstream's\n"
-		"                           behaviour); default: only clients "
-		"that prove they\n"
-		"                           know <state-dir>/client.key\n"
-		"      --require-auth       every request (STATS, GET_ACCESS "
-		"too) needs a\n"
-		"                           connection authenticated with "
-		"client.key: for\n"
-		"                           workers on other hosts (libmaru "
-		"authenticates\n"
-		"                           when it has $MARU_RM_KEY_FILE)\n"
-		"      --insecure           allow --no-client-auth on a "
-		"non-loopback address\n"
-		"  -h, --help               this text\n"
-		"      --version            print the version and exit\n"
-		"\n"
-		"Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
-		"discovered; if\n"
-		"there are none, an emulated pool is served at "
-		"/dev/shm/maru-pool.\n"
-		"\n"
-		"Signals: SIGTERM/SIGINT stop cleanly, SIGHUP rescans for new "
-		"pools.\n"
-		"\n"
-		"Exit status: 0 after a clean stop, 1 when it cannot start or "
-		"run (the log\n"
-		"says why), 2 on bad usage (an unknown option or a bad "
-		"value).\n"
-		"\n"
-		"Environment:\n"
-		"  XDG_STATE_HOME, HOME     where a user that is not root "
-		"keeps the state\n"
-		"                           directory: "
-		"$XDG_STATE_HOME/maru/resource-manager,\n"
-		"                           else "
-		"~/.local/state/maru/resource-manager\n"
-		"  MARU_LOG_FORMAT          log line format: plain (an "
-		"ISO-8601 UTC time and\n"
-		"                           the level first), journal (a "
-		"<N> priority prefix)\n"
-		"                           or json (one object a line); "
-		"default journal when\n"
-		"                           stderr is systemd's "
-		"JOURNAL_STREAM, else plain\n"
-		"  JOURNAL_STREAM           set by systemd: stderr's "
-		"device:inode\n"
-		"\n"
-		"Files:\n"
-		"  /var/lib/maru-resourced  the state directory of root "
-		"(--state-dir): WAL,\n"
-		"                           checkpoints, client.key, "
-		"reader.key, rm.conf, lock\n"
-		"                           (held while running: one "
-		"daemon per directory)\n"
-		"  /dev/shm/maru-pool       the emulated pool when no device "
-		"is found\n");
-}
+/* what --help says around the options (and so the man page) */
+static const struct opts_doc doc = {
+	.about = "Serves CXL/DAX shared-memory pools to Maru clients (TCP "
+		 "protocol v2).\n",
+	.after = "Without --pool/--pools-from, DEV_DAX and FS_DAX devices are "
+		 "discovered; if\n"
+		 "there are none, an emulated pool is served at "
+		 "/dev/shm/maru-pool.\n"
+		 "\n"
+		 "Signals: SIGTERM/SIGINT stop cleanly, SIGHUP rescans for new "
+		 "pools.\n"
+		 "\n"
+		 "Exit status: 0 after a clean stop, 1 when it cannot start or "
+		 "run (the log\n"
+		 "says why), 2 on bad usage (an unknown option or a bad "
+		 "value).\n"
+		 "\n"
+		 "Environment:\n"
+		 "  XDG_STATE_HOME, HOME     where a user that is not root "
+		 "keeps the state\n"
+		 "                           directory: "
+		 "$XDG_STATE_HOME/maru/resource-manager,\n"
+		 "                           else "
+		 "~/.local/state/maru/resource-manager\n"
+		 "  MARU_LOG_FORMAT          log line format: plain (an "
+		 "ISO-8601 UTC time and\n"
+		 "                           the level first), journal (a "
+		 "<N> priority prefix)\n"
+		 "                           or json (one object a line); "
+		 "default journal when\n"
+		 "                           stderr is systemd's "
+		 "JOURNAL_STREAM, else plain\n"
+		 "  JOURNAL_STREAM           set by systemd: stderr's "
+		 "device:inode\n"
+		 "\n"
+		 "Files:\n"
+		 "  /var/lib/maru-resourced  the state directory of root "
+		 "(--state-dir): WAL,\n"
+		 "                           checkpoints, client.key, "
+		 "reader.key, rm.conf, lock\n"
+		 "                           (held while running: one "
+		 "daemon per directory)\n"
+		 "  /dev/shm/maru-pool       the emulated pool when no device "
+		 "is found\n",
+};
 
 /* may we give files to @gid?  root, or a member (chown(2)) */
 static bool group_ours(gid_t gid)
@@ -290,39 +205,111 @@ static int level_arg(const char *arg, void *dst)
 static int parse_args(int argc, char **argv, struct rm_config *c)
 {
 	const struct opt t[] = {
-		OPTS_STR("host", 'H', c->host, 0),
-		OPTS_ATOI("port", 'p', c->port, 1, 65535),
-		OPTS_STR("state-dir", 'd', c->state_dir, 0),
-		OPTS_CALL("log-level", 'l', level_arg, &c->log_level, NULL),
-		OPTS_ATOI("num-workers", 'w', c->num_workers, 1, INT_MAX),
-		OPTS_ATOI("grace-period", 'g', c->grace_period, 0, INT_MAX),
-		OPTS_ATOI("max-clients", 'm', c->max_clients, 1, INT_MAX),
-		{.name = "help", .letter = 'h', .kind = OPT_HELP},
-		{.name = "version", .kind = OPT_VERSION},
+		OPTS_STR("host", 'H', c->host, 0, .arg = "ADDR",
+			 .help = "listen address, numeric IPv4",
+			 .why = "the protocol has no transport security"),
+		OPTS_ATOI("port", 'p', c->port, 1, 65535, .arg = "PORT",
+			  .help = "listen port",
+			  .why = "upstream's; clients and maru-server default "
+				 "to it"),
+		OPTS_STR("state-dir", 'd', c->state_dir, 0, .arg = "PATH",
+			 .help = "state directory",
+			 .dflt = RM_DEFAULT_STATE_DIR " for root, else "
+						      "$XDG_STATE_HOME/maru/"
+						      "resource-manager",
+			 .why = "upstream's for root, so that an upstream "
+				"install is adopted in place"),
+		OPTS_CALL("log-level", 'l', level_arg, &c->log_level, NULL,
+			  .arg = "LEVEL", .help = "debug, info, warn or error",
+			  .dflt = "info", .why = "nothing logged per request"),
+		OPTS_ATOI("num-workers", 'w', c->num_workers, 1, INT_MAX,
+			  .help = "accepted for compatibility",
+			  .why = "upstream's; one event-loop thread serves "
+				 "all"),
+		OPTS_ATOI("grace-period", 'g', c->grace_period, 0, INT_MAX,
+			  .arg = "SEC",
+			  .help = "a disconnected client keeps its regions "
+				  "this long",
+			  .why = "a client reconnects after a network blip"),
+		OPTS_ATOI("max-clients", 'm', c->max_clients, 1, INT_MAX,
+			  .help = "concurrent connections",
+			  .why = "upstream's; each costs about 8K here"),
 		/* (empty: an unset shell variable, else the current
 		 * directory became a file-system pool) */
 		OPTS_LIST("pool", 0, c->pools, OPT_NONEMPTY,
-			  "a /dev/dax device, a directory or a file"),
-		OPTS_STR("pools-from", 0, c->pools_from, 0),
+			  "a /dev/dax device, a directory or a file",
+			  .arg = "PATH",
+			  .help = "serve this pool (repeatable): /dev/daxX.Y = "
+				  "DEV_DAX, a directory = FS_DAX, a file = "
+				  "emulated pool"),
+		OPTS_STR("pools-from", 0, c->pools_from, 0, .arg = "FILE",
+			 .help = "more pool paths, one per line; re-read on "
+				 "SIGHUP"),
 		OPTS_SIZE("emulate-size", c->emulate_size, 4 << 20, 0,
-			  "at least 4M: a 2M header unit and one 2M region"),
-		OPTS_ATOI("msg-timeout", 0, c->msg_timeout, 1, INT_MAX),
-		OPTS_ATOI("idle-timeout", 0, c->idle_timeout, 0, INT_MAX),
-		OPTS_FLAG("no-client-auth", c->no_client_auth),
-		OPTS_FLAG("require-auth", c->require_auth),
-		OPTS_SIZE("client-quota", c->client_quota, 0, OPT_ZERO_OK,
-			  "a size, or 0 for none"),
-		OPTS_ATOI("recovered-hold", 0, c->recovered_hold, 0, INT_MAX),
-		OPTS_ATOI("max-clients-per-address", 0, c->max_per_addr, 0,
-			  INT_MAX),
-		OPTS_FLAG("insecure", c->insecure),
-		OPTS_CALL("pool-group", 0, group_arg, c, NULL),
+			  "at least 4M: a 2M header unit and one 2M region",
+			  .help = "size of a new emulated pool file",
+			  .why = "a small pool for development, sparse: it "
+				 "costs nothing unused"),
+		OPTS_CALL(
+			"pool-group", 0, group_arg, c, NULL, .arg = "GROUP",
+			.help = "group of the pool files we create (the "
+				"emulated pool, FS_DAX region files), so "
+				"that workers in it can map them; --pool-mode "
+				"then defaults to 0660",
+			.dflt = "ours"),
 		OPTS_CALL("pool-mode", 0, mode_arg, c,
 			  "octal, read and write bits only, owner rw, e.g. "
-			  "0660"),
+			  "0660",
+			  .arg = "MODE", .help = "their mode, octal",
+			  .dflt = "0600",
+			  .why = "ours until the operator names the workers' "
+				 "group"),
+		OPTS_ATOI("msg-timeout", 0, c->msg_timeout, 1, INT_MAX,
+			  .arg = "SEC",
+			  .help = "drop a connection whose message stays "
+				  "partial",
+			  .why = "upstream's receive timeout"),
+		OPTS_ATOI(
+			"idle-timeout", 0, c->idle_timeout, 0, INT_MAX,
+			.arg = "SEC",
+			.help = "drop a connection that sends no request this "
+				"long after connecting (0: never)",
+			.why = "generous for a slow client"),
+		OPTS_SIZE("client-quota", c->client_quota, 0, OPT_ZERO_OK,
+			  "a size, or 0 for none",
+			  .help = "bytes one client id may own (0: no limit)",
+			  .why = "one client may use the whole pool"),
+		OPTS_ATOI(
+			"recovered-hold", 0, c->recovered_hold, 0, INT_MAX,
+			.arg = "SEC",
+			.help = "a dead owner recovered after a restart keeps "
+				"its regions this long",
+			.why = "its clients fence: it covers maru-server's "
+			       "lease of 30 s and its margin"),
+		OPTS_ATOI("max-clients-per-address", 0, c->max_per_addr, 0,
+			  INT_MAX,
+			  .help = "connections from one non-loopback address "
+				  "(0: no limit)",
+			  .why = "one remote host cannot take every slot"),
+		OPTS_FLAG("no-client-auth", c->no_client_auth,
+			  .help = "ALLOC and FREE without authentication "
+				  "(upstream's behaviour); default: only "
+				  "clients that prove they know "
+				  "<state-dir>/client.key"),
+		OPTS_FLAG("require-auth", c->require_auth,
+			  .help = "every request (STATS, GET_ACCESS too) needs "
+				  "a connection authenticated with client.key: "
+				  "for workers on other hosts (libmaru "
+				  "authenticates when it has "
+				  "$MARU_RM_KEY_FILE)"),
+		OPTS_FLAG("insecure", c->insecure,
+			  .help = "allow --no-client-auth on a non-loopback "
+				  "address"),
+		OPTS_HELP,
+		OPTS_VERSION,
 		{0},
 	};
-	int rc = opts_parse("maru-resource-manager", usage, t, argc, argv);
+	int rc = opts_parse("maru-resource-manager", &doc, t, argc, argv);
 
 	if (rc)
 		return rc;

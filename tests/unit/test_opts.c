@@ -55,6 +55,7 @@ static void fill(struct cfg *c)
 	c->list.n = 0;
 	c->calls = 0;
 	c->flag = false;
+	c->str = c->name = NULL; /* --help reads them */
 }
 
 static void guards_intact(const struct cfg *c)
@@ -69,10 +70,10 @@ static void guards_intact(const struct cfg *c)
 			assert_int_equal(g[i][j], GUARD);
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage\n");
-}
+static const struct opts_doc doc = {
+	.about = "What prog does.\n",
+	.after = "Exit status: 0.\n",
+};
 
 static FILE *capture; /* parse()'s stderr; NULL: silenced */
 
@@ -84,7 +85,11 @@ static int parse(struct cfg *c, const char **args)
 	const struct opt t[] = {
 		OPTS_FLAG("flag", c->flag),
 		OPTS_STR("str", 's', c->str, OPT_NONEMPTY),
-		OPTS_INT("port", 'p', c->port, 1, 65535),
+		OPTS_INT("port", 'p', c->port, 1, 65535, .arg = "PORT",
+			 .help = "the port to listen on, a number that this "
+				 "test makes long enough to be wrapped onto a "
+				 "second line and a third",
+			 .why = "upstream's"),
 		OPTS_ATOI("workers", 'w', c->workers, -3, 1 << 30),
 		OPTS_INT("big", 0, c->big, -5, 1L << 40),
 		OPTS_SIZE("size", c->size, 4096, 0, "at least 4K"),
@@ -98,8 +103,9 @@ static int parse(struct cfg *c, const char **args)
 		OPTS_CHOICE("mode", c->mode, names, vals, NULL),
 		OPTS_CHOICE("name", c->name, names, NULL, NULL),
 		OPTS_LIST("item", 'i', c->list, OPT_NONEMPTY, "a path"),
-		OPTS_CALL("odd", 0, odd_only, c, "an odd number"),
-		{.name = "help", .letter = 'h', .kind = OPT_HELP},
+		OPTS_CALL("odd", 0, odd_only, c, "an odd number", .help = "odd",
+			  .dflt = "1"),
+		OPTS_HELP,
 		{0},
 	};
 	char *argv[32];
@@ -111,7 +117,7 @@ static int parse(struct cfg *c, const char **args)
 		argv[argc++] = (char *)*args++;
 	argv[argc] = NULL;
 	stderr = capture ? capture : fopen("/dev/null", "w");
-	rc = opts_parse("prog", usage, t, argc, argv);
+	rc = opts_parse("prog", &doc, t, argc, argv);
 	if (!capture)
 		fclose(stderr);
 	stderr = err;
@@ -262,17 +268,51 @@ static void test_message(void **state)
 	}
 }
 
+/* --help: from the rows, with the defaults the fields held before
+ * parsing; it stops the line there */
 static void test_help(void **state)
 {
+	char text[8192], *line;
 	struct cfg c;
-	FILE *out = stdout;
+	FILE *out = stdout, *f = tmpfile();
+	size_t n;
+	int rc;
 
 	(void)state;
+	assert_non_null(f);
 	fill(&c);
-	stdout = fopen("/dev/null", "w");
-	assert_int_equal(PARSE(&c, "-h", "--bogus"), 1); /* stops there */
-	fclose(stdout);
+	c.port = 5555;
+	c.str = "dflt";
+	stdout = f;
+	rc = PARSE(&c, "--port", "80", "-h", "--bogus");
 	stdout = out;
+	assert_int_equal(rc, 1);
+	assert_int_equal(c.port, 80); /* taken in order, up to -h */
+	fflush(f);
+	rewind(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	assert_int_equal(strncmp(text,
+				 "Usage: prog [OPTIONS]\n\nWhat prog "
+				 "does.\n\nOptions:\n",
+				 strlen("Usage: prog [OPTIONS]\n\nWhat prog "
+					"does.\n\nOptions:\n")),
+			 0);
+	assert_non_null(strstr(text, "  -p, --port PORT         the port to "));
+	assert_non_null(strstr(text, "(default 5555: upstream's)"));
+	assert_non_null(
+		strstr(text, "      --odd VALUE         odd (default 1)"));
+	assert_non_null(
+		strstr(text, "  -s, --str VALUE         (default dflt)"));
+	assert_non_null(strstr(text, "  -h, --help              this text\n"));
+	assert_non_null(strstr(text, "      --flag\n"));
+	/* long help goes on at the text's column */
+	assert_non_null(
+		strstr(text, "makes\n                          long enough"));
+	assert_non_null(strstr(text, "\nExit status: 0.\n"));
+	for (line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+		assert_true(strlen(line) <= 79);
 }
 
 int main(void)

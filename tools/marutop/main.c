@@ -79,60 +79,29 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: marutop [OPTIONS]\n"
-		"A live, top-style view of maru-server: per instance regions, "
-		"bytes, keys,\n"
-		"pinned bytes, lease state, store/retrieve rates and hit "
-		"ratio; server\n"
-		"totals (requests/s by type, latency, evictions, recovered "
-		"keys).\n"
-		"\n"
-		"Options:\n"
-		"  -w, --interval SEC  seconds between samples (fractions "
-		"allowed; default %g)\n"
-		"  -n, --count N       stop after N samples (0 = until q or "
-		"Ctrl+C)\n"
-		"      --once          print one table to stdout and exit\n"
-		"      --csv           CSV: one row per instance per sample "
-		"(header first)\n"
-		"      --json          JSON lines: one object per instance per "
-		"sample\n"
-		"  -s, --sort COLUMN   sort by COLUMN (a header, e.g. KEYS or "
-		"STORE/s;\n"
-		"                      default INSTANCE)\n"
-		"  -r, --reverse       reverse the sort order\n"
-		"      --server URL    maru-server to watch (default %s)\n"
-		"      --curve-server-key KEY\n"
-		"                      CURVE: the server's public key (40 Z85 "
-		"characters or\n"
-		"                      its .key file); with "
-		"--curve-secret-key-file\n"
-		"      --curve-secret-key-file FILE\n"
-		"                      CURVE: our certificate (maru-keygen "
-		"NAME.key_secret)\n"
-		"  -h, --help          this text\n"
-		"      --version       print the version and exit\n"
-		"\n"
-		"Keys on the screen: s next sort column, < > sort column "
-		"left/right,\n"
-		"r reverse, space refresh, ? help, q quit.  '-': a figure the "
-		"server\n"
-		"does not send (an older or upstream server).\n"
-		"\n"
-		"Exit status: 0 on success; 1 when the server cannot be "
-		"reached "
-		"(--once)\n"
-		"or never answered; 2 on bad options.\n"
-		"\n"
-		"Environment:\n"
-		"  MARU_CURVE_SERVER_KEY, MARU_CURVE_SECRET_KEY_FILE\n"
-		"                      defaults of the two CURVE options (as "
-		"libmaru)\n",
-		MT_DEFAULT_WATCH, MT_DEFAULT_SERVER);
-}
+/* what --help says around the options (and so the man page) */
+static const struct opts_doc doc = {
+	.about = "A live, top-style view of maru-server: per instance regions, "
+		 "bytes, keys,\n"
+		 "pinned bytes, lease state, store/retrieve rates and hit "
+		 "ratio; server\n"
+		 "totals (requests/s by type, latency, evictions, recovered "
+		 "keys).\n",
+	.after = "Keys on the screen: s next sort column, < > sort column "
+		 "left/right,\n"
+		 "r reverse, space refresh, ? help, q quit.  '-': a figure "
+		 "the server\n"
+		 "does not send (an older or upstream server).\n"
+		 "\n"
+		 "Exit status: 0 on success; 1 when the server cannot be "
+		 "reached (--once)\n"
+		 "or never answered; 2 on bad options.\n"
+		 "\n"
+		 "Environment:\n"
+		 "  MARU_CURVE_SERVER_KEY, MARU_CURVE_SECRET_KEY_FILE\n"
+		 "                      defaults of the two CURVE options (as "
+		 "libmaru)\n",
+};
 
 static int bad_option(const char *what, const char *arg)
 {
@@ -171,22 +140,45 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 	const struct opt t[] = {
 		OPTS_SECONDS_IN("interval", 'w', o->watch, MT_WATCH_MAX,
 				OPT_POSITIVE,
-				"seconds, more than 0 and at most 86400"),
-		OPTS_INT("count", 'n', o->count, 0, LONG_MAX),
-		OPTS_FLAG("once", o->once),
-		OPTS_SET("csv", o->mode, MT_CSV),
-		OPTS_SET("json", o->mode, MT_JSON),
+				"seconds, more than 0 and at most 86400",
+				.help = "seconds between samples (fractions "
+					"allowed)",
+				.why = "a rate over two seconds is steady "
+				       "enough to read"),
+		OPTS_INT("count", 'n', o->count, 0, LONG_MAX,
+			 .help = "stop after N samples (0: until q or Ctrl+C)"),
+		OPTS_FLAG("once", o->once,
+			  .help = "print one table to stdout and exit"),
+		OPTS_SET("csv", o->mode, MT_CSV,
+			 .help = "CSV: one row per instance per sample (header "
+				 "first)"),
+		OPTS_SET("json", o->mode, MT_JSON,
+			 .help = "JSON lines: one object per instance per "
+				 "sample"),
 		OPTS_CALL("sort", 's', sort_arg, &o->sort,
-			  "unknown column; a header such as KEYS or STORE/s"),
-		{.name = "reverse",
-		 .letter = 'r',
-		 .kind = OPT_FLAG,
-		 .dst = &o->rev},
-		OPTS_STR("server", 0, o->server, 0),
-		OPTS_STR("curve-server-key", 0, o->curve_server, 0),
-		OPTS_STR("curve-secret-key-file", 0, o->curve_secret, 0),
-		{.name = "help", .letter = 'h', .kind = OPT_HELP},
-		{.name = "version", .kind = OPT_VERSION},
+			  "unknown column; a header such as KEYS or STORE/s",
+			  .arg = "COLUMN",
+			  .help = "sort by COLUMN (a header, e.g. KEYS or "
+				  "STORE/s)",
+			  .dflt = "INSTANCE"),
+		OPTS_FLAG("reverse", o->rev, .letter = 'r',
+			  .help = "reverse the sort order"),
+		OPTS_STR("server", 0, o->server, 0, .arg = "URL",
+			 .help = "maru-server to watch",
+			 .why = "maru-server's own default"),
+		OPTS_STR("curve-server-key", 0, o->curve_server, 0,
+			 .arg = "KEY",
+			 .help = "CURVE: the server's public key (40 Z85 "
+				 "characters or its .key file); with "
+				 "--curve-secret-key-file",
+			 .dflt = ""),
+		OPTS_STR("curve-secret-key-file", 0, o->curve_secret, 0,
+			 .arg = "FILE",
+			 .help = "CURVE: our certificate (maru-keygen "
+				 "NAME.key_secret)",
+			 .dflt = ""),
+		OPTS_HELP,
+		OPTS_VERSION,
 		{0},
 	};
 	int rc;
@@ -197,7 +189,7 @@ static int parse_opts(int argc, char **argv, struct mt_opts *o)
 	o->server = MT_DEFAULT_SERVER;
 	o->curve_server = getenv("MARU_CURVE_SERVER_KEY");
 	o->curve_secret = getenv("MARU_CURVE_SECRET_KEY_FILE");
-	rc = opts_parse("marutop", usage, t, argc, argv);
+	rc = opts_parse("marutop", &doc, t, argc, argv);
 	if (rc)
 		return rc;
 	if (o->curve_server && !*o->curve_server)

@@ -93,56 +93,30 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: pool_monitor [OPTIONS]\n"
-		"Show the resource manager's pools: used, free, total, delta, "
-		"usage bar.\n"
-		"\n"
-		"Options:\n"
-		"  -w, --watch SEC     refresh every SEC seconds (fractions "
-		"allowed);\n"
-		"                      0 (default) prints one snapshot and "
-		"exits\n"
-		"  -c, --count N       stop after N frames in watch mode (0 = "
-		"until Ctrl+C)\n"
-		"      --csv           print CSV: timestamp,dax_path,dax_type,"
-		"total_bytes,\n"
-		"                      free_bytes,used_bytes,usage_pct\n"
-		"      --scroll        append frames instead of redrawing the "
-		"screen\n"
-		"      --address H:P   resource manager address (default "
-		"%s)\n"
-		"      --release OWNER free the regions held for OWNER, a "
-		"client that is\n"
-		"                      away (listed under \"Held for owners "
-		"that are away\");\n"
-		"                      needs the resource manager's "
-		"client.key\n"
-		"  -h, --help          this text\n"
-		"      --version       print the version and exit\n"
-		"\n"
-		"In watch mode on a terminal the screen is redrawn and fitted\n"
-		"to the window; q or Ctrl+C quits, ? shows the keys.\n"
-		"\n"
-		"Exit status: 0 on success; 1 when the resource manager cannot "
-		"be\n"
-		"reached (one-shot) or never answered (watch); 2 on bad "
-		"options.\n"
-		"\n"
-		"Environment:\n"
-		"  MARU_RM_KEY_FILE    the resource manager's client.key, for "
-		"one that\n"
-		"                      runs with --require-auth\n"
-		"  MARU_RM_READER_KEY_FILE\n"
-		"                      its reader.key (STATS only), when "
-		"MARU_RM_KEY_FILE\n"
-		"                      is not set\n"
-		"  TERM                dumb, or stdout not a terminal: plain "
-		"frames\n",
-		PM_DEFAULT_ADDRESS);
-}
+/* what --help says around the options (and so the man page) */
+static const struct opts_doc doc = {
+	.about = "Show the resource manager's pools: used, free, total, delta, "
+		 "usage bar.\n",
+	.after = "In watch mode on a terminal the screen is redrawn and "
+		 "fitted\n"
+		 "to the window; q or Ctrl+C quits, ? shows the keys.\n"
+		 "\n"
+		 "Exit status: 0 on success; 1 when the resource manager "
+		 "cannot be\n"
+		 "reached (one-shot) or never answered (watch); 2 on bad "
+		 "options.\n"
+		 "\n"
+		 "Environment:\n"
+		 "  MARU_RM_KEY_FILE    the resource manager's client.key, "
+		 "for one that\n"
+		 "                      runs with --require-auth\n"
+		 "  MARU_RM_READER_KEY_FILE\n"
+		 "                      its reader.key (STATS only), when "
+		 "MARU_RM_KEY_FILE\n"
+		 "                      is not set\n"
+		 "  TERM                dumb, or stdout not a terminal: plain "
+		 "frames\n",
+};
 
 /* "pool_monitor: @what: @arg" and a hint, on stderr.  Return: -EINVAL */
 static int bad_option(const char *what, const char *arg)
@@ -169,15 +143,33 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 {
 	const struct opt t[] = {
 		OPTS_SECONDS_IN("watch", 'w', o->watch, PM_WATCH_MAX, 0,
-				"seconds, 0 (one snapshot) to 86400"),
-		OPTS_INT("count", 'c', o->count, 0, LONG_MAX),
-		OPTS_FLAG("csv", o->csv),
-		OPTS_FLAG("scroll", o->scroll),
-		OPTS_STR("address", 0, o->address, 0),
-		OPTS_CALL("release", 0, owner_arg, &o->release,
-			  "an owner: 1-127 bytes"),
-		{.name = "help", .letter = 'h', .kind = OPT_HELP},
-		{.name = "version", .kind = OPT_VERSION},
+				"seconds, 0 (one snapshot) to 86400",
+				.help = "refresh every SEC seconds (fractions "
+					"allowed); 0 prints one snapshot and "
+					"exits"),
+		OPTS_INT("count", 'c', o->count, 0, LONG_MAX,
+			 .help = "stop after N frames in watch mode (0: until "
+				 "Ctrl+C)"),
+		OPTS_FLAG(
+			"csv", o->csv,
+			.help = "print CSV, with the columns timestamp, "
+				"dax_path, dax_type, total_bytes, free_bytes, "
+				"used_bytes, usage_pct"),
+		OPTS_FLAG("scroll", o->scroll,
+			  .help = "append frames instead of redrawing the "
+				  "screen"),
+		OPTS_STR("address", 0, o->address, 0, .arg = "H:P",
+			 .help = "resource manager address",
+			 .why = "the resource manager's own default"),
+		OPTS_CALL(
+			"release", 0, owner_arg, &o->release,
+			"an owner: 1-127 bytes", .arg = "OWNER",
+			.help = "free the regions held for OWNER, a client "
+				"that is away (listed under \"Held for owners "
+				"that are away\"); needs the resource "
+				"manager's client.key"),
+		OPTS_HELP,
+		OPTS_VERSION,
 		{0},
 	};
 
@@ -187,7 +179,7 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 	o->scroll = false;
 	o->address = PM_DEFAULT_ADDRESS;
 	o->release = NULL;
-	return opts_parse("pool_monitor", usage, t, argc, argv);
+	return opts_parse("pool_monitor", &doc, t, argc, argv);
 }
 
 static int install_signals(void)

@@ -9,7 +9,7 @@
  * evloop_run_once() at a time so that it can look without sleeping while
  * it has work (see below), and sleeps on:
  *
- *   - the listening TCP socket: accept, then at once our whole 64-byte
+ *   - the listening TCP socket (accept.c): accept, then at once our 64-byte
  *     greeting and READY (Socket-Type ROUTER) in one write;
  *   - every connection: read what is there (one read), then answer up to
  *     SERVER_DRAIN_BATCH complete messages and write the replies with one
@@ -96,7 +96,7 @@
  * that clients are not declared dead for our own absence.  Heartbeat
  * deadlines use the same clock.
  */
-#include "server.h"
+#include "server_int.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -127,96 +127,6 @@
 #include "zcurve.h"
 #include "zmtp.h"
 
-#define BIG_REPLY (64u << 10) /* written from the reply buffer, no copy */
-#define LOOKAHEAD 3	      /* messages taken ahead of the one handled */
-#define WIN (LOOKAHEAD + 1)
-#define IN_MIN_FREE (16u << 10) /* room for one read */
-#define BUF_KEEP (1u << 20)	/* larger idle buffers are released */
-#define FEED_FD 3		/* server_feed()'s connection, for store.c */
-#define MAX_EVENTS 64		/* accepts per readable listening socket */
-#define ROOM_MIN_AGE_NS 1000000000ull /* displaceable in a handshake */
-#define TRIM_AFTER_CLOSES 64	      /* closed connections ... */
-#define TRIM_EVERY_NS 10000000000ull  /* ... and at most every 10 s */
-
-struct conn {
-	int fd;		    /* owns; -1: server_feed()'s connection */
-	int key;	    /* the fd store.c knows it by */
-	uint32_t serial;    /* unique per connection: its "routing id" */
-	bool ping_out;	    /* a PING sent, nothing heard since */
-	bool queued;	    /* complete messages may wait in @in */
-	bool dead;	    /* closed; freed at the end of the round */
-	uint32_t ev;	    /* EVLOOP_* registered */
-	struct zmtp_conn z; /* the ZMTP state of @in (src/common/zmtp.h) */
-	struct buf in;	    /* owns: received bytes (z.rd: consumed) */
-	struct buf out;	    /* owns: bytes not yet written */
-	size_t wr;	    /* out: written prefix */
-	/* CURVE (--curve-secret-key-file): @raw is what the socket gave,
-	 * @in its plaintext; out[0, sealed) is on-the-wire bytes, the rest
-	 * plaintext frames that conn_flush() seals first */
-	struct zcurve *cz; /* owns; NULL: the NULL mechanism */
-	struct buf raw;	   /* owns: received bytes (cz->rd: consumed) */
-	size_t sealed;
-	uint64_t born;	   /* vclock: accepted */
-	uint64_t last_rx;  /* vclock: last input */
-	uint64_t stuck_at; /* vclock: output waiting, no progress since */
-	int outq;	   /* SIOCOUTQ when stuck_at was last looked at */
-	/* a request waiting for the resource manager: nothing more is
-	 * taken from this connection until it is answered */
-	struct mds_wait *wait; /* borrows (the RM session holds it) */
-	struct buf env;	       /* owns: its reply's envelope, encoded */
-	struct server *sv;     /* borrows: the loop it belongs to */
-	struct conn *next_dead;
-	uint8_t addr[16]; /* the peer's address (IPv4 mapped into IPv6) */
-	bool remote;	  /* not loopback: counted per address */
-};
-
-struct server {
-	struct evloop *el;   /* owns: the loop (src/common/evloop.h) */
-	int lfd, tfd;	     /* owns: listening socket, tick timerfd */
-	bool lfd_off;	     /* accept paused (out of fds) */
-	struct mds *s;	     /* borrows */
-	struct rmsess *rm;   /* borrows; NULL without sockets */
-	struct buf body;     /* owns: reply body, reused */
-	struct conn **conns; /* owns: by fd */
-	size_t nconns;	     /* slots */
-	int maxfd;	     /* highest fd with a connection, or -1 */
-	int nqueued;	     /* connections with queued set */
-	uint32_t serial;
-	struct conn *dead;	  /* closed, to free at the end of the round */
-	struct conn *feed;	  /* server_feed()'s connection */
-	struct zmtp_msg win[WIN]; /* the one handled and the look-ahead */
-	uint64_t hs[WIN];	  /* mds_prefetch() of each, 0: none */
-	uint8_t ready[128];	  /* greeting + READY, sent at accept */
-	size_t ready_len;
-	const struct zcurve_keys *curve;  /* borrows; NULL: no CURVE */
-	const struct zcurve_allow *allow; /* borrows: the clients let in */
-	struct buf seal;		  /* owns: sealed output, reused */
-	uint64_t last_wake;		  /* monotonic ns */
-	uint64_t stall_total;		  /* ns subtracted from the clock */
-	uint64_t stall_min;		  /* a gap this long is a stall */
-	uint64_t hb_ivl, hb_timeout;	  /* ns: SERVER_HB_* or the test knob */
-	uint64_t busy_ns;		  /* --busy-poll-us, 0: off */
-	int max_conns;			  /* --max-connections, 0: none */
-	int max_per_addr;   /* --max-connections-per-address, 0: none */
-	int nopen;	    /* open client connections */
-	uint64_t max_input; /* --max-input-bytes, 0: none */
-	uint64_t in_total;  /* bytes allocated to open connections' input */
-	uint32_t closed_since_trim; /* connections closed since malloc_trim */
-	uint64_t last_trim;	    /* monotonic ns */
-	uint64_t next_full_log;	    /* monotonic ns: "max connections" logged */
-	uint64_t spin_until;	    /* monotonic ns: look without sleeping */
-	uint64_t proto_errs;	    /* connections closed for bad input */
-	uint64_t next_proto_log;
-	uint64_t next_refuse_log; /* monotonic ns: a refused CURVE key */
-	bool stop;
-};
-
-/* the handshake is over (ZMTP's, and CURVE's when on) */
-static bool conn_ready(const struct conn *c)
-{
-	return c->z.st == ZMTP_ST_OPEN && (!c->cz || zcurve_open(c->cz));
-}
-
 /* what a connection is read for: a parked one only for its hangup */
 static uint32_t in_ev(const struct conn *c)
 {
@@ -233,7 +143,7 @@ static void conn_arm(struct server *sv, struct conn *c, uint32_t ev)
 		c->ev = ev;
 }
 
-static void conn_close(struct server *sv, struct conn *c, const char *why)
+void conn_close(struct server *sv, struct conn *c, const char *why)
 {
 	if (c->dead)
 		return;
@@ -266,7 +176,7 @@ static void conn_close(struct server *sv, struct conn *c, const char *why)
 	sv->dead = c;
 }
 
-static void conn_free(struct conn *c)
+void conn_free(struct conn *c)
 {
 	if (c->cz) {
 		zcurve_wipe(c->cz);
@@ -346,8 +256,8 @@ static int conn_seal(struct server *sv, struct conn *c, const uint8_t *extra,
 	return rc < 0 ? -ENOMEM : 0;
 }
 
-static int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
-		      size_t nextra)
+int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
+	       size_t nextra)
 {
 	struct iovec iov[2];
 	struct msghdr mh = {.msg_iov = iov};
@@ -911,7 +821,7 @@ static void conn_writable(struct server *sv, struct conn *c)
 		conn_close(sv, c, strerror(-rc));
 }
 
-static struct conn *conn_new(struct server *sv, int fd, int key)
+struct conn *conn_new(struct server *sv, int fd, int key)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 
@@ -941,166 +851,6 @@ static struct conn *conn_new(struct server *sv, int fd, int key)
 	}
 	mds_conn_open(sv->s, key);
 	return c;
-}
-
-static void set_sockopts(int fd)
-{
-	int one = 1, idle = SERVER_HB_IVL_MS / 1000, intvl = 5, cnt = 4;
-	unsigned int uto = SERVER_HB_TIMEOUT_MS;
-
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
-}
-
-static int slots_for(struct server *sv, int fd)
-{
-	return array_grow(&sv->conns, &sv->nconns, (size_t)fd,
-			  sizeof(*sv->conns), 256);
-}
-
-static void conn_event(struct evloop *el, int fd, unsigned events, void *arg);
-
-/*
- * At --max-connections, a new connection takes the place of the one that
- * has been in its handshake the longest, if that is ROOM_MIN_AGE_NS or
- * more (a peer that did not finish it may never; one accepted a moment
- * ago, e.g. in the same burst, is not displaced); connections that
- * finished theirs keep their places.
- * Return: true when one was closed.
- */
-static bool make_room(struct server *sv)
-{
-	struct conn *c, *old = NULL;
-	int fd;
-
-	for (fd = 0; fd <= sv->maxfd; fd++) {
-		c = sv->conns[fd];
-		if (c && !c->dead && !conn_ready(c) &&
-		    sv->s->vnow - c->born >= ROOM_MIN_AGE_NS &&
-		    (!old || c->born < old->born))
-			old = c;
-	}
-	if (old)
-		conn_close(sv, old, "closed to make room (max connections)");
-	return old != NULL;
-}
-
-/* the peer's address as 16 bytes; Return: false for loopback */
-static bool peer_addr(const struct sockaddr_storage *ss, uint8_t out[16])
-{
-	const struct sockaddr_in6 *s6 = (const void *)ss;
-	const struct sockaddr_in *s4 = (const void *)ss;
-
-	memset(out, 0, 16);
-	if (ss->ss_family == AF_INET) {
-		out[10] = out[11] = 0xff;
-		memcpy(out + 12, &s4->sin_addr, 4);
-		return (ntohl(s4->sin_addr.s_addr) >> 24) != 127;
-	}
-	if (ss->ss_family != AF_INET6)
-		return false;
-	memcpy(out, &s6->sin6_addr, 16);
-	if (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr))
-		return false;
-	return !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr) || out[12] != 127;
-}
-
-/*
- * --max-connections-per-address: one remote host may not take every
- * connection.  Loopback peers are exempt (every local process is
- * 127.0.0.1; --max-connections bounds them).
- */
-static bool over_address_limit(struct server *sv, const uint8_t addr[16])
-{
-	struct conn *c;
-	int fd, n = 0;
-
-	for (fd = 0; fd <= sv->maxfd; fd++) {
-		c = sv->conns[fd];
-		n += c && !c->dead && c->remote && !memcmp(c->addr, addr, 16);
-	}
-	return n >= sv->max_per_addr;
-}
-
-static void on_accept(struct server *sv)
-{
-	struct sockaddr_storage ss;
-	socklen_t sslen;
-	uint8_t addr[16];
-	struct conn *c;
-	bool remote;
-	int fd, i;
-
-	for (i = 0; i < MAX_EVENTS; i++) {
-		sslen = sizeof(ss);
-		fd = accept4(sv->lfd, (struct sockaddr *)&ss, &sslen,
-			     SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE ||
-			    errno == ENOBUFS || errno == ENOMEM) {
-				/* level-triggered: pause until the tick */
-				log_warn("accept: %s; not accepting for a "
-					 "moment",
-					 strerror(errno));
-				evloop_mod_fd(sv->el, sv->lfd, 0);
-				sv->lfd_off = true;
-			}
-			return;
-		}
-		/* the per-address cap first: an address at its cap must not
-		 * displace others' connections (review) */
-		remote = peer_addr(&ss, addr);
-		if (remote && sv->max_per_addr &&
-		    over_address_limit(sv, addr)) {
-			if (now_ns() >= sv->next_full_log) {
-				log_warn("%d connections from one address "
-					 "(--max-connections-per-address): new "
-					 "ones from it are closed",
-					 sv->max_per_addr);
-				sv->next_full_log = now_ns() + 10000000000ull;
-			}
-			close(fd);
-			continue;
-		}
-		if (sv->max_conns && sv->nopen >= sv->max_conns &&
-		    !make_room(sv)) {
-			if (now_ns() >= sv->next_full_log) {
-				log_warn("%d connections open "
-					 "(--max-connections)"
-					 ": new ones are closed",
-					 sv->nopen);
-				sv->next_full_log = now_ns() + 10000000000ull;
-			}
-			close(fd);
-			continue;
-		}
-		set_sockopts(fd);
-		c = slots_for(sv, fd) < 0 ? NULL : conn_new(sv, fd, fd);
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		memcpy(c->addr, addr, 16);
-		c->remote = remote;
-		if (evloop_add_fd(sv->el, fd, EVLOOP_READ, conn_event, c) < 0) {
-			mds_conn_close(sv->s, fd);
-			close(fd);
-			conn_free(c);
-			continue;
-		}
-		c->ev = EVLOOP_READ;
-		sv->conns[fd] = c;
-		sv->nopen++;
-		if (fd > sv->maxfd)
-			sv->maxfd = fd;
-		/* our greeting and READY at once: libzmq waits for them */
-		if (conn_flush(sv, c, NULL, 0) < 0)
-			conn_close(sv, c, "write failed");
-	}
 }
 
 /* The connections with complete messages left over: one batch each. */
@@ -1267,7 +1017,7 @@ static void listen_event(struct evloop *el, int fd, unsigned events, void *arg)
 	(void)fd;
 	(void)events;
 	wake(arg);
-	on_accept(arg);
+	server_accept(arg);
 }
 
 static void signal_event(struct evloop *el, int signo, void *arg)
@@ -1280,7 +1030,7 @@ static void signal_event(struct evloop *el, int signo, void *arg)
 }
 
 /* A connection's events; the busy-poll window opens with any of them. */
-static void conn_event(struct evloop *el, int fd, unsigned events, void *arg)
+void conn_event(struct evloop *el, int fd, unsigned events, void *arg)
 {
 	struct conn *c = arg;
 	struct server *sv = c->sv;
@@ -1302,64 +1052,6 @@ static void conn_event(struct evloop *el, int fd, unsigned events, void *arg)
 		conn_writable(sv, c);
 	if (!c->dead && (events & (EVLOOP_READ | EVLOOP_ERROR)))
 		conn_readable(sv, c);
-}
-
-/* --host as libzmq's tcp bind took it: "*" is every IPv4 interface,
- * names are IPv4; IPv6 literals ("::1", "[::1]") work too */
-static int open_listener(struct server *sv, const struct server_opts *o)
-{
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-	struct addrinfo *res, *ai;
-	char host[256], port[16];
-	const char *h = o->host;
-	size_t hl = strlen(h);
-	int one = 1, rc, err = EADDRNOTAVAIL, fd;
-
-	if (!strcmp(h, "*")) {
-		h = "0.0.0.0";
-	} else if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']' &&
-		   hl - 2 < sizeof(host)) {
-		memcpy(host, h + 1, hl - 2);
-		host[hl - 2] = 0;
-		h = host;
-	}
-	/* names resolve to IPv4, as libzmq's without ZMQ_IPV6 did ("localhost"
-	 * must not become ::1 on hosts that list it first); IPv6 literals
-	 * are taken as such */
-	hints.ai_family = strchr(h, ':') ? AF_UNSPEC : AF_INET;
-	snprintf(port, sizeof(port), "%d", o->port);
-	rc = getaddrinfo(h, port, &hints, &res);
-	if (rc) {
-		log_err("cannot bind tcp://%s:%d: %s", o->host, o->port,
-			gai_strerror(rc));
-		return -EINVAL;
-	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		fd = socket(ai->ai_family,
-			    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			    ai->ai_protocol);
-		if (fd < 0) {
-			err = errno;
-			continue;
-		}
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, SOMAXCONN) == 0) {
-			sv->lfd = fd;
-			break;
-		}
-		err = errno;
-		close(fd);
-	}
-	freeaddrinfo(res);
-	if (sv->lfd < 0) {
-		log_err("cannot bind tcp://%s:%d: %s", o->host, o->port,
-			strerror(err));
-		return -err;
-	}
-	log_info("listening on tcp://%s:%d", o->host, o->port);
-	return 0;
 }
 
 /*
@@ -1514,7 +1206,7 @@ int server_run(const struct server_opts *o, struct mds *s, struct rmsess *rm)
 		log_err("signals/timer: %s", strerror(-rc));
 		goto out;
 	}
-	rc = open_listener(sv, o);
+	rc = server_listen(sv, o);
 	if (rc < 0)
 		goto out;
 	rc = evloop_add_fd(sv->el, sv->lfd, EVLOOP_READ, listen_event, sv);

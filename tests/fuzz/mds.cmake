@@ -27,7 +27,8 @@ maru_add_fuzz_target(fuzz_mds_conn
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
 		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
 		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
-		${MDS_SRC}/handler.c ${MDS_SRC}/server.c ${MDS_SRC}/rmsess.c
+		${MDS_SRC}/handler.c ${MDS_SRC}/server.c ${MDS_SRC}/accept.c
+		${MDS_SRC}/rmsess.c
 		${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
 	LIBS maru_common maru_daemon PkgConfig::MSGPACK PkgConfig::ISAL
 		PkgConfig::ZMQ m)

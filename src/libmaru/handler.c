@@ -93,6 +93,7 @@ static int load_curve(struct maru_handler *h)
 MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 				 struct maru_handler **out)
 {
+	struct maru__hb_hooks hooks;
 	struct maru_handler *h;
 	char id[37];
 	int rc;
@@ -124,7 +125,10 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 	maru__owned_init(&h->owned, cfg->chunk_size);
 	maru__keymap_init(&h->keys);
 	atomic_init(&h->stats.enabled, false);
-	maru__lease_init(h);
+	/* what the lease's HEARTBEATs bring goes to the eviction inbox */
+	hooks = (struct maru__hb_hooks){maru__evict_ack, maru__evict_note,
+					maru__evict_apply_try, h};
+	maru__lease_init(h, &hooks);
 	pthread_mutex_init(&h->inbox.lock, NULL);
 	maru__fence_init(h);
 	maru__rpc_watch_init(&h->watch);
@@ -307,19 +311,6 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	return 0;
 }
 
-/*
- * Before a request that acts for this instance but carries no lease id
- * (UNPIN, RETURN_ALLOC): after a dropped connection, verify first -- its
- * HEARTBEAT presents the lease, so that the server takes the new
- * connection for ours (docs/metadata-server.md, "Authority").  Writes do
- * the same in maru__write_gate().
- */
-static void rejoin(struct maru_handler *h)
-{
-	if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
-		(void)maru__verify(h, &h->rpc);
-}
-
 /* RETURN_ALLOC; errors only logged (upstream close() does the same) */
 static void return_region(struct maru_handler *h, uint64_t region_id)
 {
@@ -327,7 +318,7 @@ static void return_region(struct maru_handler *h, uint64_t region_id)
 	struct maru__msg m;
 	int rc;
 
-	rejoin(h);
+	maru__rejoin(h);
 	reply_init(&r);
 	maru__msg_init(&m, MDS_RETURN_ALLOC);
 	rc = send_msg(h, &m,
@@ -479,30 +470,6 @@ static void teardown(struct maru_handler *h)
 	if (h->rpc_open)
 		maru__rpc_close(&h->rpc);
 	h->rpc_open = false;
-}
-
-void maru__log_capture(const struct maru_handler *h, int prio, const char *file,
-		       int line, const char *func, const char *fmt, ...)
-{
-	/* a handler is never const-defined: only its users see it const */
-	char *err = (char *)h->conn_err;
-	char msg[1024]; /* as maru__log()'s */
-	va_list ap;
-	size_t n;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (pthread_equal(pthread_self(), h->capture_thread) && !err[0]) {
-		n = strlen(msg);
-		if (n >= sizeof(h->conn_err))
-			n = sizeof(h->conn_err) - 1; /* cut: one line still */
-		memcpy(err, msg, n);
-		err[n] = '\0';
-	}
-	if (prio <=
-	    atomic_load_explicit(&h->log_priority, memory_order_relaxed))
-		maru__log(h, prio, file, line, func, "%s", msg);
 }
 
 /* from now on until capture_end(), the connecting thread's first error is
@@ -931,8 +898,9 @@ static bool inbox_put(uint64_t **v, size_t *nv, size_t *cap,
 	return true;
 }
 
-void maru__evict_note(struct maru_handler *h, const struct maru__reply *r)
+void maru__evict_note(void *arg, const struct maru__reply *r)
 {
+	struct maru_handler *h = arg;
 	struct maru__inbox *in = &h->inbox;
 	bool ok = true, warn = false;
 
@@ -1067,8 +1035,17 @@ size_t maru__evict_apply(struct maru_handler *h)
 	return freed + given;
 }
 
-void maru__evict_apply_try(struct maru_handler *h)
+uint64_t maru__evict_ack(void *arg)
 {
+	struct maru_handler *h = arg;
+
+	return atomic_load(&h->inbox.ack);
+}
+
+void maru__evict_apply_try(void *arg)
+{
+	struct maru_handler *h = arg;
+
 	if (!atomic_load(&h->inbox.pending) || pthread_mutex_trylock(&h->wlock))
 		return; /* a writer applies it at its next allocation */
 	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
@@ -1790,7 +1767,7 @@ MARU_EXPORT int maru_kv_unpin(struct maru_handler *h,
 			      const struct maru_key *key)
 {
 	if (state_check(h) == 0)
-		rejoin(h);
+		maru__rejoin(h);
 	return key_op(h, MDS_UNPIN_KV, key, "unpin");
 }
 
@@ -2052,7 +2029,7 @@ static int batch_bool(struct maru_handler *h, uint8_t type,
 	if (rc < 0 || !n)
 		return rc;
 	if (type == MDS_BATCH_UNPIN_KV)
-		rejoin(h);
+		maru__rejoin(h);
 	if (type == MDS_BATCH_EXISTS_KV)
 		return batch_exists(h, keys, n, results, t0);
 	reply_init(&r);

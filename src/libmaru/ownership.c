@@ -59,12 +59,25 @@
  * region-added callback fires).  A store of a page in a fenced region
  * fails with -ESTALE without any RPC.
  *
+ * Eviction notices ride on the same HEARTBEATs (docs/metadata-server.md,
+ * "Eviction"): the requests acknowledge the last one held and the replies
+ * carry new ones, which are the handler's to apply.  This module neither
+ * reads nor applies them: it asks and tells through the hooks handler.c
+ * gives at maru__lease_init() (struct maru__hb_hooks: @ack for the request,
+ * @on_reply for every decoded reply, @on_round after each round of the
+ * lease thread, where the handler applies them if no writer is busy).
+ *
+ * Dependencies: handler.c (lifecycle, and the KV calls above it) ->
+ * this file -> rpc.c (HEARTBEATs), mapper.c (fencing), shmindex.c (its
+ * report rides on the HEARTBEAT), alloc.c and keymap.c (a recovery drops
+ * the owned regions and local keys) -> codec.c.  Nothing here names a
+ * function of the files above it: they are reached only through the hooks;
+ * rpc.c reaches this file only through the two callbacks given to its
+ * watch (maru__fence_lost: flags only; maru__fence_tick: the watch thread,
+ * no lock held).
+ *
  * Locks, in this order: fence.lock -> olock -> the mapper's lock.  Nothing
- * logs with fence.lock held (the Python log sink takes the GIL).  This
- * module calls down into rpc.c (HEARTBEATs) and mapper.c (fencing), never
- * the other way: rpc.c reaches it only through the two callbacks given to
- * its watch (maru__fence_lost: flags only; maru__fence_tick: the watch
- * thread, no lock held).
+ * logs with fence.lock held (the Python log sink takes the GIL).
  *
  * Threads: the lease thread (renewals), and the rpc watch's thread, which
  * runs maru__fence_tick (docs/threads.md).
@@ -153,7 +166,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	gen = maru__idx_susp_gen(h);
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
-				 atomic_load(&h->inbox.ack), &hr);
+				 h->lease.hooks.ack(h->lease.hooks.arg), &hr);
 	buf_free(&keys);
 	if (rc == 0)
 		rc = maru__rpc_call(rpc, &m, &rr);
@@ -163,9 +176,10 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	memset(&rep, 0, sizeof(rep));
 	rc = maru__decode_reply(rr.payload, rr.len, &rep);
 	if (rc == 0) {
-		maru__evict_note(h, &rep); /* applied under wlock, later */
+		/* eviction notices: the handler applies them under wlock */
+		h->lease.hooks.on_reply(h->lease.hooks.arg, &rep);
 		/* every heartbeat reply says it: its absence ends a request */
-		atomic_store(&h->inbox.renew_ms, rep.renew_ms);
+		atomic_store(&h->lease.renew_ms, rep.renew_ms);
 		/* which shared index the server publishes (or none) */
 		if (!rep.error)
 			maru__idx_heard(h, rep.has_idx_id, rep.idx_id, gen);
@@ -403,6 +417,12 @@ int maru__gate_slow(struct maru_handler *h)
 			  h->cfg.server_url);
 }
 
+void maru__rejoin(struct maru_handler *h)
+{
+	if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
+		(void)maru__verify(h, &h->rpc);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The RPC watch's callbacks                                                */
 
@@ -528,12 +548,13 @@ static void *lease_thread(void *arg)
 			if (silent >= l->ttl_ns / 2)
 				fence_by_time(h, silent);
 		}
-		/* evicted pages of ours: free them now if no writer is busy
-		 * (a writer applies them at its next allocation otherwise) */
-		maru__evict_apply_try(h);
+		/* evicted pages of ours: the handler frees them now if no
+		 * writer is busy (a writer applies them at its next
+		 * allocation otherwise) */
+		l->hooks.on_round(l->hooks.arg);
 		/* the server publishes another shared index: attach it */
 		maru__idx_refresh(h, &l->rpc);
-		renew = (uint64_t)atomic_load(&h->inbox.renew_ms) * 1000000ull;
+		renew = (uint64_t)atomic_load(&l->renew_ms) * 1000000ull;
 		next = sent + (renew && renew < period ? renew : period);
 		pthread_mutex_lock(&l->lock);
 	}
@@ -541,11 +562,13 @@ static void *lease_thread(void *arg)
 	return NULL;
 }
 
-void maru__lease_init(struct maru_handler *h)
+void maru__lease_init(struct maru_handler *h,
+		      const struct maru__hb_hooks *hooks)
 {
 	struct maru__lease *l = &h->lease;
 	pthread_condattr_t a;
 
+	l->hooks = *hooks;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);

@@ -95,7 +95,7 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 /*
  * maru__log_capture - an error while maru_handler_connect() runs: kept as
  * its cause (the first one, by the connecting thread only) whatever the
- * priority, and logged as maru__log() would (handler.c)
+ * priority, and logged as maru__log() would
  */
 void maru__log_capture(const struct maru_handler *h, int prio, const char *file,
 		       int line, const char *func, const char *fmt, ...)
@@ -628,11 +628,36 @@ bool maru__mapper_is_retired(struct maru__mapper *mp, uint64_t region_id);
 /* ------------------------------------------------------------------------ */
 /* ownership.c (leases) and stats.c: background threads                     */
 
+/*
+ * What the HEARTBEATs of this module carry and learn on behalf of the
+ * handler's eviction inbox, given by handler.c at maru__lease_init() (as
+ * rpc.c's watch reports through on_lost/on_tick): ownership.c calls up
+ * only through these, so it names no function of the files above it.
+ *   @ack(arg): the notice number the HEARTBEAT acknowledges ("evicted_ack");
+ *     any thread, atomics only.
+ *   @on_reply(arg, r): a HEARTBEAT reply was decoded (error or not),
+ *     before its bytes go: copy out what it says for the handler.  Any
+ *     thread that sent one (the lease thread, the watch's, a writer that
+ *     verifies, connect, close), with no lock of this module held; it may
+ *     take only leaf locks.
+ *   @on_round(arg): the lease thread after each renewal, no lock held.  A
+ *     writer holding @wlock may be joining this thread (a recovery stops
+ *     the lease), so it may take @wlock only with a try-lock.
+ */
+struct maru__hb_hooks {
+	uint64_t (*ack)(void *arg);
+	void (*on_reply)(void *arg, const struct maru__reply *r);
+	void (*on_round)(void *arg);
+	void *arg;
+};
+
 struct maru__lease {
 	bool active; /* the server granted a lease */
 	char id[37]; /* lease_id; changed only with the thread stopped */
 	uint64_t ttl_ns;
 	_Atomic uint64_t renewed_ns; /* last successful renewal */
+	_Atomic uint32_t renew_ms;   /* the server asked for this period */
+	struct maru__hb_hooks hooks; /* set at init, for the lifetime */
 	pthread_t thread;
 	bool thread_started;
 	pthread_mutex_t lock; /* @stop + @cv (live from handler_new to free) */
@@ -642,8 +667,10 @@ struct maru__lease {
 	bool rpc_open;
 };
 
-/* the lock and condition variable, for the handler's lifetime */
-void maru__lease_init(struct maru_handler *h);
+/* the lock and condition variable, for the handler's lifetime; @hooks
+ * copied */
+void maru__lease_init(struct maru_handler *h,
+		      const struct maru__hb_hooks *hooks);
 void maru__lease_destroy(struct maru_handler *h);
 /**
  * maru__lease_start - pick a new lease_id, HEARTBEAT it, start renewing
@@ -740,6 +767,14 @@ int maru__verify(struct maru_handler *h, struct maru__rpc *rpc);
  */
 void maru__fence_lost(void *arg);
 int maru__fence_tick(void *arg);
+/*
+ * maru__rejoin - before a request that acts for this instance but carries
+ * no lease id (UNPIN, RETURN_ALLOC): after a dropped connection, verify
+ * first -- its HEARTBEAT presents the lease, so that the server takes the
+ * new connection for ours (docs/metadata-server.md, "Authority").  Writes
+ * do the same in maru__write_gate().
+ */
+void maru__rejoin(struct maru_handler *h);
 /**
  * maru__gate_slow - make a write safe: recover from a loss of ownership,
  * verify after a dropped connection or a stale lease
@@ -895,8 +930,7 @@ struct maru__inbox {
 	uint64_t *ev;  /* owns: (region, offset, gen) triples */
 	uint64_t *rel; /* owns: region ids */
 	size_t nev, evcap, nrel, relcap;
-	_Atomic bool pending;	   /* something to apply */
-	_Atomic uint32_t renew_ms; /* the server asked for this period */
+	_Atomic bool pending; /* something to apply */
 	/* notices had up to this number, all of them ("evicted_ack") */
 	_Atomic uint64_t ack;
 	bool dropped; /* warned once */
@@ -945,8 +979,12 @@ struct maru_handler {
 	struct maru__idx idx;	      /* the shared index (issue 16) */
 };
 
-/* copy @r's eviction notices into the inbox (any thread) */
-void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
+/* copy @r's eviction notices into the inbox (any thread; @arg: the
+ * handler; a struct maru__hb_hooks on_reply) */
+void maru__evict_note(void *arg, const struct maru__reply *r);
+/* the last notice number held, for requests to acknowledge (@arg: the
+ * handler; a struct maru__hb_hooks ack) */
+uint64_t maru__evict_ack(void *arg);
 /*
  * apply the inbox (@wlock held): free the pages named, then give back the
  * regions asked for (the server emptied them for another instance's
@@ -955,8 +993,9 @@ void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
  * changed; after a failed REQUEST_ALLOC, > 0 means "ask again")
  */
 size_t maru__evict_apply(struct maru_handler *h);
-/* apply it if @wlock is free (the lease thread) */
-void maru__evict_apply_try(struct maru_handler *h);
+/* apply it if @wlock is free (the lease thread: @arg the handler; a
+ * struct maru__hb_hooks on_round) */
+void maru__evict_apply_try(void *arg);
 
 /*
  * maru__write_gate - before a write hands out or registers pool memory

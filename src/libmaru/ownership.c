@@ -63,15 +63,16 @@
  * "Eviction"): the requests acknowledge the last one held and the replies
  * carry new ones, which are the handler's to apply.  This module neither
  * reads nor applies them: it asks and tells through the hooks handler.c
- * gives at maru__lease_init() (struct maru__hb_hooks: @ack for the request,
- * @on_reply for every decoded reply, @on_round after each round of the
- * lease thread, where the handler applies them if no writer is busy).
+ * gives at maru__lease_init(), which lead to evict.c (struct
+ * maru__hb_hooks: @ack for the request, @on_reply for every decoded reply,
+ * @on_round after each round of the lease thread, where the inbox is
+ * applied if no writer is busy).
  *
- * Dependencies: handler.c (lifecycle, and the KV calls above it) ->
- * this file -> rpc.c (HEARTBEATs), mapper.c (fencing), shmindex.c (its
- * report rides on the HEARTBEAT), alloc.c and keymap.c (a recovery drops
+ * Dependencies (docs/threads.md): kv.c -> handler.c -> evict.c -> this
+ * file -> shmindex.c (its report rides on the HEARTBEAT), rpc.c
+ * (HEARTBEATs), mapper.c (fencing), alloc.c and keymap.c (a recovery drops
  * the owned regions and local keys) -> codec.c.  Nothing here names a
- * function of the files above it: they are reached only through the hooks;
+ * function of the files above it: they reach it only through the hooks;
  * rpc.c reaches this file only through the two callbacks given to its
  * watch (maru__fence_lost: flags only; maru__fence_tick: the watch thread,
  * no lock held).
@@ -156,7 +157,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	struct maru__msg m;
 	int rc;
 
-	/* the shared index's report (issue 16): lost with a failed call
+	/* the shared index's report: lost with a failed call
 	 * (hints and statistics, nothing a client depends on) */
 	if (!release) {
 		maru__idx_take_report(h, &keys, &hr.ntouched, hr.idx);
@@ -446,7 +447,7 @@ int maru__fence_tick(void *arg)
 	struct maru__fence *f = &h->fence;
 	int rc;
 
-	/* another shared index to attach (issue 16): a HANDSHAKE */
+	/* another shared index to attach: a HANDSHAKE */
 	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
 		maru__idx_refresh(h, &h->rpc);
 	if (!(atomic_load(&f->alarm) & MARU_ALARM_SUSPECT))
@@ -466,7 +467,7 @@ int maru__fence_tick(void *arg)
 /* Leases                                                                   */
 
 /*
- * Fencing by time (issue 12, defect 4): no renewal for TTL/2 means the
+ * Fencing by time: no renewal for TTL/2 means the
  * server may be gone, and the resource manager frees a dead server's
  * regions TTL + a margin after its death (the hold maru-server declares
  * at its AUTH).  The lease thread checks after every failed renewal, at
@@ -484,7 +485,7 @@ static void fence_by_time(struct maru_handler *h, uint64_t silent_ns)
 	/*
 	 * every time, not once: mappings a read made since an earlier loss
 	 * (nothing cleared it: no write recovered) are fenced too; fencing
-	 * is idempotent, so only new ones count and are logged (review)
+	 * is idempotent, so only new ones count and are logged
 	 */
 	pthread_mutex_lock(&f->lock);
 	if (!f->recovering)
@@ -509,7 +510,7 @@ static void *lease_thread(void *arg)
 	int rc;
 
 	/* at least twice a second: eviction notices and requests to give
-	 * regions back come in the replies (issue 13) */
+	 * regions back come in the replies */
 	if (period > 500000000ull)
 		period = 500000000ull;
 	next = maru__now_ns() + period;

@@ -120,7 +120,7 @@ void maru__fence_reset(struct maru_handler *h)
 	f->server_id[0] = '\0';
 	f->retry_at = 0;
 	/* a test knob: leave the verification to the write path */
-	f->bg_verify = !getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
+	f->bg_verify = !maru__test_getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
 	pthread_mutex_unlock(&f->lock);
 }
 

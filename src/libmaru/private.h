@@ -59,6 +59,18 @@
 
 #define MARU_EXPORT __attribute__((visibility("default")))
 
+/*
+ * maru__test_getenv - a knob of the tests (a fault injector, a background
+ * job turned off), read from the environment only by the test variant of
+ * the library, compiled with MARU_TEST_HOOKS (src/libmaru/CMakeLists.txt).
+ * In the product it is NULL, and @name is not even in the binary.
+ */
+#ifdef MARU_TEST_HOOKS
+#define maru__test_getenv(name) getenv(name)
+#else
+#define maru__test_getenv(name) ((const char *)NULL)
+#endif
+
 #define MARU_DEFAULT_SERVER_URL "tcp://localhost:5555"
 #define MARU_DEFAULT_RM_ADDRESS "127.0.0.1:9850"
 #define MARU_DEFAULT_POOL_SIZE (100ull << 20)
@@ -758,7 +770,8 @@ struct maru__fence {
 	uint64_t epoch;		/* recoveries so far */
 	bool recovering;	/* a recovery's HEARTBEAT is in flight */
 	/* the background verification after a drop (the watch's on_tick) */
-	bool bg_verify;	   /* off: left to the next write (a test knob) */
+	bool bg_verify;	   /* off: left to the next write (a knob of the
+			    * test variant, MARU_TEST_NO_BACKGROUND_VERIFY) */
 	uint64_t retry_at; /* monotonic ns: not before, after a failure */
 };
 
@@ -860,7 +873,7 @@ struct maru__idx {
 	uint64_t failed_id, failed_at; /* the area that could not be used */
 	_Atomic(struct maru__memo *) memo; /* owns: MARU_MEMO_SLOTS, or NULL */
 	bool off;			   /* MARU_SHM_INDEX=0 */
-	int fault;			   /* MARU_SHM_INDEX_FAULT (tests) */
+	int fault; /* MARU_SHM_INDEX_FAULT: the test variant only */
 	/* what it answered: local hits, local misses, fallbacks to RPC */
 	_Atomic uint64_t n[3];
 	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */

@@ -15,7 +15,10 @@
  * then the others in order, and the one that had a page becomes active.  A
  * region added by expansion becomes active at once.
  *
- * Context: not locked here; handler.c holds its olock around every call.
+ * Context: not locked here.  The handler's files (kv.c, evict.c,
+ * handler.c, ownership.c) call it under its write lock, and hold its olock
+ * around every change and around the reads of threads without the write
+ * lock (docs/threads.md).
  */
 #include "private.h"
 

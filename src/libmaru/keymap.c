@@ -12,9 +12,11 @@
  * collide with integers or with each other.
  *
  * Each entry is also linked into its page's list (owned_region.page_keys),
- * maintained by handler.c.
+ * maintained by kv.c (a store links it) and evict.c (a release or an
+ * eviction unlinks it).
  *
- * Context: handler.c calls it under the handler's write lock only.
+ * Context: the handler's files (kv.c, evict.c, handler.c, ownership.c's
+ * recovery) call it under the handler's write lock only.
  */
 #include "private.h"
 

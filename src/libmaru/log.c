@@ -13,6 +13,15 @@
  * MARU_LOG_FORMAT says), with "libmaru" as the ident.  The format is
  * chosen once, at the first line.
  *
+ * While maru_handler_connect() runs, the connecting thread's first error
+ * line is also kept as the connect's cause (maru__log_capture, which the
+ * lerr macros call while h->capturing is set): whichever module failed
+ * (rpc.c, mapper.c, ownership.c) says why without knowing about connect.
+ * The calling thread's cause of a failed call is kept as well
+ * (maru__fail, maru_handler_last_error()).
+ *
+ * A leaf: it calls nothing of the library but the handler's log sink.
+ *
  * Context: any thread, including the background threads.
  */
 #include "private.h"
@@ -121,4 +130,33 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 	if (write(STDERR_FILENO, out, n) < 0) {
 		/* nowhere left to report it */
 	}
+}
+
+/*
+ * An error while maru_handler_connect() runs (h->capturing, set and cleared
+ * by handler.c around it): the connecting thread's first one becomes the
+ * connect's cause, maru_handler_connect_error().
+ */
+void maru__log_capture(const struct maru_handler *h, int prio, const char *file,
+		       int line, const char *func, const char *fmt, ...)
+{
+	/* a handler is never const-defined: only its users see it const */
+	char *err = (char *)h->conn_err;
+	char msg[1024]; /* as maru__log()'s */
+	va_list ap;
+	size_t n;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (pthread_equal(pthread_self(), h->capture_thread) && !err[0]) {
+		n = strlen(msg);
+		if (n >= sizeof(h->conn_err))
+			n = sizeof(h->conn_err) - 1; /* cut: one line still */
+		memcpy(err, msg, n);
+		err[n] = '\0';
+	}
+	if (prio <=
+	    atomic_load_explicit(&h->log_priority, memory_order_relaxed))
+		maru__log(h, prio, file, line, func, "%s", msg);
 }

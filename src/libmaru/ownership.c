@@ -59,12 +59,26 @@
  * region-added callback fires).  A store of a page in a fenced region
  * fails with -ESTALE without any RPC.
  *
+ * Eviction notices ride on the same HEARTBEATs (docs/metadata-server.md,
+ * "Eviction"): the requests acknowledge the last one held and the replies
+ * carry new ones, which are the handler's to apply.  This module neither
+ * reads nor applies them: it asks and tells through the hooks handler.c
+ * gives at maru__lease_init(), which lead to evict.c (struct
+ * maru__hb_hooks: @ack for the request, @on_reply for every decoded reply,
+ * @on_round after each round of the lease thread, where the inbox is
+ * applied if no writer is busy).
+ *
+ * Dependencies (docs/threads.md): kv.c -> handler.c -> evict.c -> this
+ * file -> shmindex.c (its report rides on the HEARTBEAT), rpc.c
+ * (HEARTBEATs), mapper.c (fencing), alloc.c and keymap.c (a recovery drops
+ * the owned regions and local keys) -> codec.c.  Nothing here names a
+ * function of the files above it: they reach it only through the hooks;
+ * rpc.c reaches this file only through the two callbacks given to its
+ * watch (maru__fence_lost: flags only; maru__fence_tick: the watch thread,
+ * no lock held).
+ *
  * Locks, in this order: fence.lock -> olock -> the mapper's lock.  Nothing
- * logs with fence.lock held (the Python log sink takes the GIL).  This
- * module calls down into rpc.c (HEARTBEATs) and mapper.c (fencing), never
- * the other way: rpc.c reaches it only through the two callbacks given to
- * its watch (maru__fence_lost: flags only; maru__fence_tick: the watch
- * thread, no lock held).
+ * logs with fence.lock held (the Python log sink takes the GIL).
  *
  * Threads: the lease thread (renewals), and the rpc watch's thread, which
  * runs maru__fence_tick (docs/threads.md).
@@ -106,7 +120,7 @@ void maru__fence_reset(struct maru_handler *h)
 	f->server_id[0] = '\0';
 	f->retry_at = 0;
 	/* a test knob: leave the verification to the write path */
-	f->bg_verify = !getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
+	f->bg_verify = !maru__test_getenv("MARU_TEST_NO_BACKGROUND_VERIFY");
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -143,7 +157,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	struct maru__msg m;
 	int rc;
 
-	/* the shared index's report (issue 16): lost with a failed call
+	/* the shared index's report: lost with a failed call
 	 * (hints and statistics, nothing a client depends on) */
 	if (!release) {
 		maru__idx_take_report(h, &keys, &hr.ntouched, hr.idx);
@@ -153,7 +167,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	gen = maru__idx_susp_gen(h);
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
-				 atomic_load(&h->inbox.ack), &hr);
+				 h->lease.hooks.ack(h->lease.hooks.arg), &hr);
 	buf_free(&keys);
 	if (rc == 0)
 		rc = maru__rpc_call(rpc, &m, &rr);
@@ -163,9 +177,10 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	memset(&rep, 0, sizeof(rep));
 	rc = maru__decode_reply(rr.payload, rr.len, &rep);
 	if (rc == 0) {
-		maru__evict_note(h, &rep); /* applied under wlock, later */
+		/* eviction notices: the handler applies them under wlock */
+		h->lease.hooks.on_reply(h->lease.hooks.arg, &rep);
 		/* every heartbeat reply says it: its absence ends a request */
-		atomic_store(&h->inbox.renew_ms, rep.renew_ms);
+		atomic_store(&h->lease.renew_ms, rep.renew_ms);
 		/* which shared index the server publishes (or none) */
 		if (!rep.error)
 			maru__idx_heard(h, rep.has_idx_id, rep.idx_id, gen);
@@ -403,6 +418,12 @@ int maru__gate_slow(struct maru_handler *h)
 			  h->cfg.server_url);
 }
 
+void maru__rejoin(struct maru_handler *h)
+{
+	if (atomic_load(&h->fence.alarm) & MARU_ALARM_SUSPECT)
+		(void)maru__verify(h, &h->rpc);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The RPC watch's callbacks                                                */
 
@@ -426,7 +447,7 @@ int maru__fence_tick(void *arg)
 	struct maru__fence *f = &h->fence;
 	int rc;
 
-	/* another shared index to attach (issue 16): a HANDSHAKE */
+	/* another shared index to attach: a HANDSHAKE */
 	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
 		maru__idx_refresh(h, &h->rpc);
 	if (!(atomic_load(&f->alarm) & MARU_ALARM_SUSPECT))
@@ -446,7 +467,7 @@ int maru__fence_tick(void *arg)
 /* Leases                                                                   */
 
 /*
- * Fencing by time (issue 12, defect 4): no renewal for TTL/2 means the
+ * Fencing by time: no renewal for TTL/2 means the
  * server may be gone, and the resource manager frees a dead server's
  * regions TTL + a margin after its death (the hold maru-server declares
  * at its AUTH).  The lease thread checks after every failed renewal, at
@@ -464,7 +485,7 @@ static void fence_by_time(struct maru_handler *h, uint64_t silent_ns)
 	/*
 	 * every time, not once: mappings a read made since an earlier loss
 	 * (nothing cleared it: no write recovered) are fenced too; fencing
-	 * is idempotent, so only new ones count and are logged (review)
+	 * is idempotent, so only new ones count and are logged
 	 */
 	pthread_mutex_lock(&f->lock);
 	if (!f->recovering)
@@ -489,7 +510,7 @@ static void *lease_thread(void *arg)
 	int rc;
 
 	/* at least twice a second: eviction notices and requests to give
-	 * regions back come in the replies (issue 13) */
+	 * regions back come in the replies */
 	if (period > 500000000ull)
 		period = 500000000ull;
 	next = maru__now_ns() + period;
@@ -528,12 +549,13 @@ static void *lease_thread(void *arg)
 			if (silent >= l->ttl_ns / 2)
 				fence_by_time(h, silent);
 		}
-		/* evicted pages of ours: free them now if no writer is busy
-		 * (a writer applies them at its next allocation otherwise) */
-		maru__evict_apply_try(h);
+		/* evicted pages of ours: the handler frees them now if no
+		 * writer is busy (a writer applies them at its next
+		 * allocation otherwise) */
+		l->hooks.on_round(l->hooks.arg);
 		/* the server publishes another shared index: attach it */
 		maru__idx_refresh(h, &l->rpc);
-		renew = (uint64_t)atomic_load(&h->inbox.renew_ms) * 1000000ull;
+		renew = (uint64_t)atomic_load(&l->renew_ms) * 1000000ull;
 		next = sent + (renew && renew < period ? renew : period);
 		pthread_mutex_lock(&l->lock);
 	}
@@ -541,11 +563,13 @@ static void *lease_thread(void *arg)
 	return NULL;
 }
 
-void maru__lease_init(struct maru_handler *h)
+void maru__lease_init(struct maru_handler *h,
+		      const struct maru__hb_hooks *hooks)
 {
 	struct maru__lease *l = &h->lease;
 	pthread_condattr_t a;
 
+	l->hooks = *hooks;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_condattr_init(&a);
 	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);

@@ -6,22 +6,36 @@
  * entry points are marked MARU_EXPORT.  Helpers shared across files are
  * named maru__x (libuv convention).
  *
- * Module map (docs/c-api.md has the picture):
- *   config.c   struct maru_config, env overrides, validation, uuid4
- *   log.c      the handler's replaceable log sink
+ * Module map, each file above the ones it calls (docs/threads.md,
+ * "Dependencies"; docs/c-api.md has the picture):
+ *   kv.c       the KV calls: page alloc/free, store, retrieve, recheck,
+ *              exists, pin/unpin, delete, batch forms
+ *   handler.c  the handler's life: new, connect, close, free, accessors,
+ *              healthcheck and stats; regions obtained (REQUEST_ALLOC)
+ *   evict.c    the eviction inbox: notices noted from every reply, applied
+ *              under wlock; pages and regions given back (RETURN_ALLOC);
+ *              maru__call, the requests on the main connection
+ *   ownership.c  leases (docs/metadata-server.md) and loss of ownership:
+ *              verification, fencing of stale mappings, recovery on the
+ *              next write; calls up only through the hooks it is given
+ *              (struct maru__hb_hooks)
+ *   stats.c    per-op stats buffer and the REPORT_STATS thread
+ *   shmindex.c the shared index: keys looked up with no request
+ *              (docs/shm-index.md), attached from HANDSHAKE replies
+ *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
+ *              or DEALER pipelined; its watch thread calls up only through
+ *              the callbacks it is given (on_lost, on_tick)
+ *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
+ *   alloc.c    page allocator (FIFO free ring) + owned-region manager
+ *   keymap.c   the handler's local key -> (region, page) map
  *   codec.c    metadata-server payloads: msgpack-c encoders for requests,
  *              decoders for replies over the one MessagePack reader
  *              (src/common/msgpk.h), the MARUDEV device-header parser
- *   alloc.c    page allocator (FIFO free ring) + owned-region manager
- *   keymap.c   the handler's local key -> (region, page) map
- *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
- *              or DEALER pipelined
- *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
- *   ownership.c  leases (docs/metadata-server.md) and loss of ownership:
- *              verification, fencing, recovery
- *              of stale mappings, recovery on the next write
- *   stats.c    per-op stats buffer and the REPORT_STATS thread
- *   handler.c  the public handler and KV API
+ *   config.c   struct maru_config, env overrides, validation, uuid4
+ *   log.c      the handler's replaceable log sink, a connect's cause, the
+ *              calling thread's last failure
+ *   tools.c    the protocols without a handler's session: maru_rm_* and
+ *              maru_device_* over src/common (no handler, no other file)
  */
 #ifndef MARU_PRIVATE_H
 #define MARU_PRIVATE_H
@@ -32,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <syslog.h>
 
 #include <maru/maru.h>
@@ -45,6 +60,18 @@
 #include "zmtp.h"
 
 #define MARU_EXPORT __attribute__((visibility("default")))
+
+/*
+ * maru__test_getenv - a knob of the tests (a fault injector, a background
+ * job turned off), read from the environment only by the test variant of
+ * the library, compiled with MARU_TEST_HOOKS (src/libmaru/CMakeLists.txt).
+ * In the product it is NULL, and @name is not even in the binary.
+ */
+#ifdef MARU_TEST_HOOKS
+#define maru__test_getenv(name) getenv(name)
+#else
+#define maru__test_getenv(name) ((const char *)NULL)
+#endif
 
 #define MARU_DEFAULT_SERVER_URL "tcp://localhost:5555"
 #define MARU_DEFAULT_RM_ADDRESS "127.0.0.1:9850"
@@ -99,7 +126,7 @@ void maru__log(const struct maru_handler *h, int prio, const char *file,
 /*
  * maru__log_capture - an error while maru_handler_connect() runs: kept as
  * its cause (the first one, by the connecting thread only) whatever the
- * priority, and logged as maru__log() would (handler.c)
+ * priority, and logged as maru__log() would
  */
 void maru__log_capture(const struct maru_handler *h, int prio, const char *file,
 		       int line, const char *func, const char *fmt, ...)
@@ -218,7 +245,7 @@ struct maru__lookup {
 };
 
 /*
- * HANDSHAKE's "shm_index" (issue 16, docs/shm-index.md): where the
+ * HANDSHAKE's "shm_index" (docs/shm-index.md): where the
  * server's shared index is.  @usable when its layout and digest are ones
  * this library reads.
  */
@@ -268,7 +295,7 @@ struct maru__reply {
 	int (*on_handle)(void *arg, const struct maru_region_handle *h);
 	void *arg;
 	size_t handles_len; /* out: "allocations" elements seen (all lists) */
-	/* eviction (issue 13): REGISTER's number, BATCH_REGISTER's first */
+	/* eviction: REGISTER's number, BATCH_REGISTER's first */
 	uint64_t kv_gen, kv_gen_first;
 	uint32_t renew_ms;	   /* heartbeat again within this (0: absent) */
 	struct maru__idx_desc idx; /* HANDSHAKE: the shared index */
@@ -294,6 +321,12 @@ int maru__uints_next(const uint8_t **p, const uint8_t *end, uint64_t *v);
  * Pure and bounded: reads only [p, p + len), allocates nothing.
  */
 int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *r);
+
+/* an empty reply: no sinks, every field zero */
+static inline void maru__reply_init(struct maru__reply *r)
+{
+	memset(r, 0, sizeof(*r));
+}
 
 /* maru__decode_stats - the typed part of a GET_STATS reply. 0 or -EPROTO */
 int maru__decode_stats(const uint8_t *p, size_t len,
@@ -657,11 +690,36 @@ bool maru__mapper_is_retired(struct maru__mapper *mp, uint64_t region_id);
 /* ------------------------------------------------------------------------ */
 /* ownership.c (leases) and stats.c: background threads                     */
 
+/*
+ * What the HEARTBEATs of this module carry and learn on behalf of the
+ * handler's eviction inbox, given by handler.c at maru__lease_init() (as
+ * rpc.c's watch reports through on_lost/on_tick): ownership.c calls up
+ * only through these, so it names no function of the files above it.
+ *   @ack(arg): the notice number the HEARTBEAT acknowledges ("evicted_ack");
+ *     any thread, atomics only.
+ *   @on_reply(arg, r): a HEARTBEAT reply was decoded (error or not),
+ *     before its bytes go: copy out what it says for the handler.  Any
+ *     thread that sent one (the lease thread, the watch's, a writer that
+ *     verifies, connect, close), with no lock of this module held; it may
+ *     take only leaf locks.
+ *   @on_round(arg): the lease thread after each renewal, no lock held.  A
+ *     writer holding @wlock may be joining this thread (a recovery stops
+ *     the lease), so it may take @wlock only with a try-lock.
+ */
+struct maru__hb_hooks {
+	uint64_t (*ack)(void *arg);
+	void (*on_reply)(void *arg, const struct maru__reply *r);
+	void (*on_round)(void *arg);
+	void *arg;
+};
+
 struct maru__lease {
 	bool active; /* the server granted a lease */
 	char id[37]; /* lease_id; changed only with the thread stopped */
 	uint64_t ttl_ns;
 	_Atomic uint64_t renewed_ns; /* last successful renewal */
+	_Atomic uint32_t renew_ms;   /* the server asked for this period */
+	struct maru__hb_hooks hooks; /* set at init, for the lifetime */
 	pthread_t thread;
 	bool thread_started;
 	pthread_mutex_t lock; /* @stop + @cv (live from handler_new to free) */
@@ -671,8 +729,10 @@ struct maru__lease {
 	bool rpc_open;
 };
 
-/* the lock and condition variable, for the handler's lifetime */
-void maru__lease_init(struct maru_handler *h);
+/* the lock and condition variable, for the handler's lifetime; @hooks
+ * copied */
+void maru__lease_init(struct maru_handler *h,
+		      const struct maru__hb_hooks *hooks);
 void maru__lease_destroy(struct maru_handler *h);
 /**
  * maru__lease_start - pick a new lease_id, HEARTBEAT it, start renewing
@@ -739,7 +799,8 @@ struct maru__fence {
 	uint64_t epoch;		/* recoveries so far */
 	bool recovering;	/* a recovery's HEARTBEAT is in flight */
 	/* the background verification after a drop (the watch's on_tick) */
-	bool bg_verify;	   /* off: left to the next write (a test knob) */
+	bool bg_verify;	   /* off: left to the next write (a knob of the
+			    * test variant, MARU_TEST_NO_BACKGROUND_VERIFY) */
 	uint64_t retry_at; /* monotonic ns: not before, after a failure */
 };
 
@@ -769,6 +830,14 @@ int maru__verify(struct maru_handler *h, struct maru__rpc *rpc);
  */
 void maru__fence_lost(void *arg);
 int maru__fence_tick(void *arg);
+/*
+ * maru__rejoin - before a request that acts for this instance but carries
+ * no lease id (UNPIN, RETURN_ALLOC): after a dropped connection, verify
+ * first -- its HEARTBEAT presents the lease, so that the server takes the
+ * new connection for ours (docs/metadata-server.md, "Authority").  Writes
+ * do the same in maru__write_gate().
+ */
+void maru__rejoin(struct maru_handler *h);
 /**
  * maru__gate_slow - make a write safe: recover from a loss of ownership,
  * verify after a dropped connection or a stale lease
@@ -779,7 +848,7 @@ int maru__fence_tick(void *arg);
 int maru__gate_slow(struct maru_handler *h);
 
 /* ------------------------------------------------------------------------ */
-/* shmindex.c: the shared index, read with no RPC (issue 16)               */
+/* shmindex.c: the shared index, read with no RPC                          */
 
 /* One attached area.  Never unmapped before the handler is freed: a
  * lookup may stand on it while another thread detaches it. */
@@ -833,7 +902,7 @@ struct maru__idx {
 	uint64_t failed_id, failed_at; /* the area that could not be used */
 	_Atomic(struct maru__memo *) memo; /* owns: MARU_MEMO_SLOTS, or NULL */
 	bool off;			   /* MARU_SHM_INDEX=0 */
-	int fault;			   /* MARU_SHM_INDEX_FAULT (tests) */
+	int fault; /* MARU_SHM_INDEX_FAULT: the test variant only */
 	/* what it answered: local hits, local misses, fallbacks to RPC */
 	_Atomic uint64_t n[3];
 	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */
@@ -898,7 +967,7 @@ void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 			   uint32_t *n, uint64_t delta[3]);
 
 /* ------------------------------------------------------------------------ */
-/* handler.c                                                                */
+/* The handler: handler.c (its life), evict.c (its inbox), kv.c (KV calls) */
 
 enum maru__state {
 	MARU_ST_NEW = 0, /* never connected, or connect failed */
@@ -913,7 +982,7 @@ struct maru__curve {
 };
 
 /*
- * Eviction notices (issue 13) waiting to be applied: pages of ours whose
+ * Eviction notices (evict.c) waiting to be applied: pages of ours whose
  * entry maru-server evicted, regions it asks back.  Filled by whichever
  * thread got the reply (maru__evict_note), emptied under @wlock
  * (maru__evict_apply).  Bounded: notices past MARU_INBOX_MAX are dropped
@@ -924,8 +993,7 @@ struct maru__inbox {
 	uint64_t *ev;  /* owns: (region, offset, gen) triples */
 	uint64_t *rel; /* owns: region ids */
 	size_t nev, evcap, nrel, relcap;
-	_Atomic bool pending;	   /* something to apply */
-	_Atomic uint32_t renew_ms; /* the server asked for this period */
+	_Atomic bool pending; /* something to apply */
 	/* notices had up to this number, all of them ("evicted_ack") */
 	_Atomic uint64_t ack;
 	bool dropped; /* warned once */
@@ -971,11 +1039,59 @@ struct maru_handler {
 	struct maru__fence fence;
 	struct maru__rpc_watch watch; /* watches h->rpc and the lease's */
 	struct maru__inbox inbox;     /* eviction notices */
-	struct maru__idx idx;	      /* the shared index (issue 16) */
+	struct maru__idx idx;	      /* the shared index */
 };
 
-/* copy @r's eviction notices into the inbox (any thread) */
-void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
+/* still ours: not fenced (a fenced one waits for the next write to go) */
+static inline bool maru__region_live(const struct maru__owned_region *r)
+{
+	return !r->map || !atomic_load(&r->map->fenced);
+}
+
+/* handler.c */
+
+/*
+ * maru__state_check - at the start of a call: connected?  The calling
+ * thread's cause (maru_handler_last_error) starts empty.
+ * Return: 0, -ENOTCONN (never connected, or the last connect failed) or
+ * -ESHUTDOWN (closed).
+ */
+int maru__state_check(const struct maru_handler *h);
+/*
+ * maru__region_expand - REQUEST_ALLOC a region, map it, add it to the
+ * owned ones and announce it (the region-added callback).  @wlock held.
+ * Return: 0; -EAGAIN (the pool is full but pages of ours were evicted:
+ * apply the inbox and ask again); -ENOSPC, -EBUSY or another -errno, the
+ * cause kept (maru__fail).
+ */
+int maru__region_expand(struct maru_handler *h);
+
+/* evict.c */
+
+/* the inbox's lock, for the handler's lifetime; destroy frees what is left */
+void maru__inbox_init(struct maru_handler *h);
+void maru__inbox_destroy(struct maru_handler *h);
+/* maru__call - one RPC with @m on the main connection, decoded into @r;
+ * the eviction notices it carries go to the inbox */
+int maru__call(struct maru_handler *h, struct maru__msg *m,
+	       struct maru__reply *r);
+/* maru__send - maru__call() of @m, already encoded (@enc_rc: its
+ * encoder's result); @m is released in every case */
+int maru__send(struct maru_handler *h, struct maru__msg *m, int enc_rc,
+	       struct maru__reply *r);
+/* maru__page_release - return a page to its allocator and drop its keys
+ * (@wlock held).  Return: 0, -ENOENT (not an owned region), -ERANGE or
+ * -EINVAL (not allocated) */
+int maru__page_release(struct maru_handler *h, uint64_t rid, uint64_t page);
+/* maru__region_return - RETURN_ALLOC; errors only logged (upstream close()
+ * does the same) */
+void maru__region_return(struct maru_handler *h, uint64_t region_id);
+/* copy @r's eviction notices into the inbox (any thread; @arg: the
+ * handler; a struct maru__hb_hooks on_reply) */
+void maru__evict_note(void *arg, const struct maru__reply *r);
+/* the last notice number held, for requests to acknowledge (@arg: the
+ * handler; a struct maru__hb_hooks ack) */
+uint64_t maru__evict_ack(void *arg);
 /*
  * apply the inbox (@wlock held): free the pages named, then give back the
  * regions asked for (the server emptied them for another instance's
@@ -984,12 +1100,16 @@ void maru__evict_note(struct maru_handler *h, const struct maru__reply *r);
  * changed; after a failed REQUEST_ALLOC, > 0 means "ask again")
  */
 size_t maru__evict_apply(struct maru_handler *h);
-/* apply it if @wlock is free (the lease thread) */
-void maru__evict_apply_try(struct maru_handler *h);
+/* apply it if @wlock is free (the lease thread: @arg the handler; a
+ * struct maru__hb_hooks on_round) */
+void maru__evict_apply_try(void *arg);
+
+/* ownership.c's fast path, here because it needs struct maru_handler */
 
 /*
  * maru__write_gate - before a write hands out or registers pool memory
- * (@wlock held).  Nothing happened: one relaxed load and the lease check.
+ * (@wlock held).  Nothing happened: one relaxed load and the lease check;
+ * otherwise ownership.c's maru__gate_slow().
  */
 static inline int maru__write_gate(struct maru_handler *h)
 {
@@ -999,9 +1119,5 @@ static inline int maru__write_gate(struct maru_handler *h)
 		return 0;
 	return maru__gate_slow(h);
 }
-
-/* maru__call - one RPC with @m on the main connection, decoded into @r */
-int maru__call(struct maru_handler *h, struct maru__msg *m,
-	       struct maru__reply *r);
 
 #endif

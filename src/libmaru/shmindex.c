@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shmindex.c - lookups in maru-server's shared index, with no RPC
- * (issue 16, docs/shm-index.md)
+ * (docs/shm-index.md)
  *
  * At connect the HANDSHAKE reply may describe an area (a file, or a region
  * of the pool); we map it read-only (O_RDONLY, PROT_READ) and check its
@@ -20,9 +20,12 @@
  *
  * Local answers are counted (hits, misses, fallbacks) and, with the keys
  * of local hits, reported in the next HEARTBEAT, so that the server's
- * statistics and its eviction policy see them (issue 13's "touched").
+ * statistics and its eviction policy see them ("touched" in HEARTBEAT,
+ * docs/metadata-server.md "Eviction").
  *
- * MARU_SHM_INDEX=0 turns it off (A/B, debugging).
+ * MARU_SHM_INDEX=0 turns it off (A/B, debugging).  The test variant of the
+ * library also reads MARU_SHM_INDEX_FAULT=no-inv: a reader that never
+ * invalidates, for the tests of the non-coherence injector.
  *
  * Context: lookups from any thread, lock-free; attach and detach under
  * idx.lock; touched keys under idx.tlock (a leaf).
@@ -47,7 +50,7 @@ void maru__idx_init(struct maru_handler *h)
 {
 	struct maru__idx *x = &h->idx;
 	const char *e = getenv("MARU_SHM_INDEX");
-	const char *f = getenv("MARU_SHM_INDEX_FAULT");
+	const char *f = maru__test_getenv("MARU_SHM_INDEX_FAULT");
 
 	memset(x, 0, sizeof(*x));
 	atomic_init(&x->area, NULL);

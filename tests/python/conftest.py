@@ -13,8 +13,15 @@ unique name; all of it is removed when the test ends (Redis `start_server`).
         r.stop(); r.start()         # same port, state dir and pool file
 
 Binaries come from $MARU_BUILD_DIR (default: <repo>/build).
+
+The test variant of libmaru is loaded into this process before any test
+imports maru_handler (LIBMARU_TEST below): the knobs the tests set in the
+environment (MARU_TEST_NO_BACKGROUND_VERIFY, MARU_SHM_INDEX_FAULT) are read
+only by it, never by the library users install.
 """
+import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,6 +34,47 @@ import rm_wire
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD_DIR = os.environ.get("MARU_BUILD_DIR", os.path.join(REPO, "build"))
+
+
+def _plain_build(build_dir):
+    """Is @build_dir a build without sanitizers, whose libraries any
+    process can load?"""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            cache = f.read()
+    except OSError:
+        return False
+    return not re.search(r"^MARU_SANITIZE:\w+=\S", cache, re.M) and \
+        not re.search(r"^MARU_FUZZ:\w+=(ON|1|TRUE|YES)$", cache, re.M | re.I)
+
+
+def _load_libmaru_test():
+    """<build>/src/libmaru/test/libmaru.so.0, the test variant of libmaru
+    (src/libmaru/CMakeLists.txt): the product's code, exports and soname,
+    plus the tests' knobs.  Loaded now, the extension of the installed
+    Python package (which carries the product library beside it) finds a
+    libmaru.so.0 loaded already when a test imports it, and uses that one:
+    the dynamic linker matches it by soname.  Python processes a test
+    starts load the product library, without the knobs.  From a sanitizer
+    build it could not be loaded (its runtime must come first): then from
+    <repo>/build, which the package is normally built from (./dev.sh)."""
+    for d in (BUILD_DIR, os.path.join(REPO, "build")):
+        path = os.path.join(d, "src", "libmaru", "test", "libmaru.so.0")
+        if os.path.exists(path) and _plain_build(d):
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    return None
+
+
+LIBMARU_TEST = _load_libmaru_test()
+
+
+@pytest.fixture
+def libmaru_knobs():
+    """For a test that sets a knob of libmaru's test variant in this
+    process: fail, saying why, when the variant is not loaded."""
+    if LIBMARU_TEST is None:
+        pytest.fail(f"no test variant of libmaru in {BUILD_DIR}/src/libmaru/test "
+                    "(a plain build with BUILD_TESTING: ./dev.sh setup)")
 
 
 def binary(*parts):

@@ -146,6 +146,11 @@ def test_install_tree(prefix):
               "cmake/maru/maruTargets.cmake"):
         assert f"{libdir}/{f}" in files, (f, sorted(files))
     assert "include/maru/maru.h" in files
+    # the tests' knobs are only in the test variant, which is not installed
+    with open(os.path.join(lib_dir(prefix), "libmaru.so.0"), "rb") as f:
+        lib = f.read()
+    for knob in (b"MARU_TEST_NO_BACKGROUND_VERIFY", b"MARU_SHM_INDEX_FAULT"):
+        assert knob not in lib, knob
     for f in ("store_retrieve.c", "CMakeLists.txt"):
         assert filecmp.cmp(os.path.join(REPO, "examples", f),
                            os.path.join(prefix, "share/doc/maru/examples", f), shallow=False)

@@ -143,10 +143,12 @@ def test_server_restart(rm, start_mds, libmaru_log, ttl, async_rpc):
     assert wait_until(lambda: pool_free(rm) == free0)
 
 
-def test_write_path_verifies_after_a_drop(rm, start_mds, monkeypatch):
-    """No lease, no background verification (a test knob): only the
-    dropped connection is known when A writes again.  The write itself
-    verifies (server_id), fences, recovers and lands in a new region."""
+def test_write_path_verifies_after_a_drop(rm, start_mds, monkeypatch,
+                                          libmaru_knobs):
+    """No lease, no background verification (a knob of libmaru's test
+    variant): only the dropped connection is known when A writes again.
+    The write itself verifies (server_id), fences, recovers and lands in a
+    new region."""
     monkeypatch.setenv("MARU_TEST_NO_BACKGROUND_VERIFY", "1")
     m = start_mds(rm.address, extra=["--client-lease-ttl", "0",
                                      "--durability", "none"])

@@ -4,6 +4,8 @@
 #  - test_libmaru_codec: request encoders, reply decoders, config
 #  - test_libmaru_header: the public header compiles alone (C and C++ style)
 #  - test_libmaru_connect: connect's failures name their cause
+#  - libmaru_layers: the library's files call one way only (the order of
+#    docs/threads.md, "Dependencies"), read from the objects' symbols
 set(LIBMARU_SRC ${PROJECT_SOURCE_DIR}/src/libmaru)
 
 maru_add_unit_test(test_libmaru_alloc
@@ -44,3 +46,8 @@ target_link_libraries(test_libmaru_e2e PRIVATE maru maru_common
 add_executable(test_libmaru_rpc
 	${CMAKE_CURRENT_SOURCE_DIR}/unit/test_libmaru_rpc.c)
 target_link_libraries(test_libmaru_rpc PRIVATE maru_internal Threads::Threads)
+
+add_test(NAME libmaru_layers
+	COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/unit/libmaru_layers.sh
+		$<TARGET_FILE:maru_internal>)
+set_tests_properties(libmaru_layers PROPERTIES LABELS unit TIMEOUT 60)

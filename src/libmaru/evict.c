@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * evict.c - the eviction inbox: what the server takes back, and the
+ * requests whose replies tell of it
+ *
+ * maru-server evicts keys of ours when the pool is full and asks back
+ * regions that eviction emptied for another instance's request
+ * (docs/metadata-server.md, "Eviction").  It says so in the replies of
+ * any request: the replies on the main connection come through
+ * maru__call(), those to HEARTBEATs (the lease thread's, a verification's)
+ * through the hooks handler.c gives ownership.c (struct maru__hb_hooks:
+ * maru__evict_ack, maru__evict_note, maru__evict_apply_try).  Whichever
+ * thread decoded a reply copies its notices into the inbox
+ * (maru__evict_note); they are applied under @wlock, by a writer before
+ * its allocation (kv.c) or by the lease thread when @wlock is free
+ * (maru__evict_apply_try: a try-lock, because a writer holding @wlock may
+ * be joining the lease thread, a recovery stopping the lease).  Requests
+ * acknowledge the last notice held ("evicted_ack": maru__evict_ack, and
+ * handler.c's REQUEST_ALLOC).
+ *
+ * What it owns: the inbox (h->inbox, under its leaf lock @inbox.lock, made
+ * and freed with the handler: maru__inbox_init/destroy).  It gives pages
+ * back to their allocator with their keys (maru__page_release, for kv.c
+ * too) and regions to the server (maru__region_return, RETURN_ALLOC: when
+ * the server asks, and for handler.c at close or after a failed adoption).
+ *
+ * Dependencies (docs/threads.md): kv.c -> handler.c -> this file ->
+ * ownership.c (maru__rejoin before RETURN_ALLOC) -> rpc.c, mapper.c (a
+ * region given back is fenced first), alloc.c, keymap.c -> codec.c.  It
+ * names nothing of handler.c or kv.c.
+ *
+ * Context: maru__evict_note and maru__evict_ack from any thread; the rest
+ * with @wlock held, except maru__evict_apply_try, which takes it only if
+ * it is free.
+ */
+#include "private.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mds_proto.h"
+
+/* ------------------------------------------------------------------------ */
+/* Requests on the main connection                                          */
+
+/* every reply on the main connection: its notices noted before its bytes
+ * go */
+int maru__call(struct maru_handler *h, struct maru__msg *m,
+	       struct maru__reply *r)
+{
+	struct maru__rpc_reply rr;
+	int rc;
+
+	rc = maru__rpc_call(&h->rpc, m, &rr);
+	if (rc < 0)
+		return rc;
+	rc = maru__decode_reply(rr.payload, rr.len, r);
+	if (rc == 0)
+		maru__evict_note(h, r); /* before the reply's bytes go */
+	maru__rpc_reply_release(&rr);
+	if (rc < 0)
+		return rc;
+	return r->error ? -EREMOTEIO : 0;
+}
+
+int maru__send(struct maru_handler *h, struct maru__msg *m, int enc_rc,
+	       struct maru__reply *r)
+{
+	int rc = enc_rc;
+
+	if (rc == 0)
+		rc = maru__call(h, m, r);
+	maru__msg_release(m);
+	return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Giving pages and regions back                                            */
+
+/* forget every local key stored in (@r, @page) (@wlock held) */
+static void page_forget_keys(struct maru_handler *h,
+			     struct maru__owned_region *r, uint64_t page)
+{
+	struct maru__keyent *e, *next;
+
+	for (e = r->page_keys[page]; e; e = next) {
+		next = e->page_next;
+		maru__keymap_remove(&h->keys, e);
+	}
+	r->page_keys[page] = NULL;
+}
+
+/* return a page to its allocator and drop its keys (@wlock held) */
+int maru__page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
+{
+	struct maru__owned_region *r;
+	int rc;
+
+	pthread_mutex_lock(&h->olock);
+	r = maru__owned_find(&h->owned, rid);
+	rc = r ? maru__pagealloc_free(&r->pa, page) : -ENOENT;
+	pthread_mutex_unlock(&h->olock);
+	if (rc == 0)
+		page_forget_keys(h, r, page);
+	return rc;
+}
+
+/* RETURN_ALLOC; errors only logged (upstream close() does the same) */
+void maru__region_return(struct maru_handler *h, uint64_t region_id)
+{
+	struct maru__reply r;
+	struct maru__msg m;
+	int rc;
+
+	maru__rejoin(h);
+	maru__reply_init(&r);
+	maru__msg_init(&m, MDS_RETURN_ALLOC);
+	rc = maru__send(h, &m,
+			maru__enc_return_alloc(&m, h->instance_id, region_id),
+			&r);
+	if (rc < 0)
+		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC failed: %s",
+		      region_id, strerror(-rc));
+	else if (!r.success)
+		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC refused", region_id);
+	else
+		ldbg(h, "region %" PRIu64 ": returned", region_id);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The inbox                                                                */
+
+/*
+ * maru-server evicts keys of ours when the pool is full and tells us, once
+ * a grace has passed (no reader still copies them), which pages it took:
+ * (region, offset, gen).  We free such a page only while the registration
+ * @gen still holds it -- a page freed and stored again since then is not
+ * the evicted one.  It also asks back regions that eviction emptied: we
+ * return those in which we hold no page.
+ */
+
+/* append @n values read from @u to *@v (cap *@cap, count *@nv) */
+static bool inbox_put(uint64_t **v, size_t *nv, size_t *cap,
+		      const struct maru__uints *u, size_t max)
+{
+	const uint8_t *p = u->p;
+	size_t want = *nv + u->n, i;
+	uint64_t *nb;
+
+	if (want > max)
+		return false;
+	if (want > *cap) {
+		size_t nc = *cap ? *cap : 64;
+
+		while (nc < want)
+			nc *= 2;
+		nb = realloc(*v, nc * sizeof(*nb));
+		if (!nb)
+			return false;
+		*v = nb;
+		*cap = nc;
+	}
+	for (i = 0; i < u->n; i++)
+		if (maru__uints_next(&p, u->end, &(*v)[*nv + i]) < 0)
+			return false; /* (checked by the decoder) */
+	*nv = want;
+	return true;
+}
+
+void maru__evict_note(void *arg, const struct maru__reply *r)
+{
+	struct maru_handler *h = arg;
+	struct maru__inbox *in = &h->inbox;
+	bool ok = true, warn = false;
+
+	if (!r->evicted.n && !r->release.n && !r->evicted_last)
+		return;
+	pthread_mutex_lock(&in->lock);
+	if (r->evicted.n)
+		ok = inbox_put(&in->ev, &in->nev, &in->evcap, &r->evicted,
+			       3 * (size_t)MARU_INBOX_MAX);
+	if (r->release.n)
+		ok &= inbox_put(&in->rel, &in->nrel, &in->relcap, &r->release,
+				MARU_INBOX_MAX);
+	/*
+	 * Acknowledge only what we hold, in order: a reply lost before this
+	 * one (a timeout) leaves a gap, and the server sends again what we
+	 * did not acknowledge (applying a notice twice does nothing).
+	 */
+	if (ok && r->evicted_last && r->evicted_first <= in->ack + 1 &&
+	    r->evicted_last > in->ack)
+		atomic_store(&in->ack, r->evicted_last);
+	if (!ok && !in->dropped)
+		warn = in->dropped = true;
+	if (r->evicted.n || r->release.n)
+		atomic_store(&in->pending, true);
+	pthread_mutex_unlock(&in->lock);
+	if (warn)
+		lwarn(h, "eviction notices dropped (inbox full or out of "
+			 "memory): they come again");
+}
+
+/*
+ * Registration @gen of (@rid, @off) was evicted: forget its key, and free
+ * the page once no key of ours is stored in it any more (two keys may
+ * share a page) (@wlock held).  Return: whether the page was freed.
+ */
+static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
+		       uint64_t gen)
+{
+	struct maru__owned_region *r;
+	struct maru__keyent *e, **pp;
+	uint64_t page = off / h->cfg.chunk_size;
+
+	if (!gen || off % h->cfg.chunk_size)
+		return false;
+	r = maru__owned_find(&h->owned, rid);
+	if (!r || page >= r->pa.page_count)
+		return false;
+	for (pp = &r->page_keys[page]; (e = *pp); pp = &e->page_next)
+		if (e->gen == gen)
+			break;
+	if (!e)
+		return false; /* not that registration's page any more */
+	*pp = e->page_next;
+	maru__keymap_remove(&h->keys, e);
+	if (r->page_keys[page])
+		return false; /* another key of ours is still stored there */
+	return maru__page_release(h, rid, page) == 0;
+}
+
+/*
+ * Give region @rid back: the server emptied it for another instance's
+ * request, so every page of ours there is free or holds keys it evicted
+ * (or keys stored since: they stay readable, the server's until it evicts
+ * them).  Not while a page there is allocated without a stored key (being
+ * written, or held by the application): no page of it is handed out for
+ * MARU_DRAIN_NS then, and the server asks again.  (@wlock held)
+ */
+#define MARU_DRAIN_NS 2000000000ull
+static bool evict_region(struct maru_handler *h, uint64_t rid)
+{
+	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
+	uint64_t p;
+
+	if (!r || !maru__region_live(r))
+		return false;
+	for (p = 0; p < r->pa.page_count; p++) {
+		if (r->pa.used[p] && !r->page_keys[p]) {
+			/* being written: none of its pages goes out meanwhile,
+			 * and the server asks again */
+			pthread_mutex_lock(&h->olock);
+			r->drain_until = maru__now_ns() + MARU_DRAIN_NS;
+			pthread_mutex_unlock(&h->olock);
+			return false;
+		}
+	}
+	for (p = 0; p < r->pa.page_count; p++)
+		if (r->pa.used[p])
+			maru__page_release(h, rid, p); /* and their keys */
+	/*
+	 * Fenced before it goes: a handle the application kept writes into
+	 * private memory, not into the next owner's region.  The mapping
+	 * stays in the table (readers look mappings up without a lock) and
+	 * is never found again.
+	 */
+	if (r->map)
+		maru__mapper_fence(&h->mapper, r->map);
+	pthread_mutex_lock(&h->olock);
+	maru__owned_remove(&h->owned, rid);
+	pthread_mutex_unlock(&h->olock);
+	maru__region_return(h, rid);
+	linfo(h, "region %" PRIu64 ": given back (eviction emptied it)", rid);
+	return true;
+}
+
+size_t maru__evict_apply(struct maru_handler *h)
+{
+	struct maru__inbox *in = &h->inbox;
+	uint64_t *ev, *rel;
+	size_t nev, nrel, i, freed = 0, given = 0;
+
+	if (!atomic_load(&in->pending))
+		return 0;
+	pthread_mutex_lock(&in->lock);
+	ev = in->ev;
+	nev = in->nev;
+	in->ev = NULL;
+	in->nev = in->evcap = 0;
+	rel = in->rel;
+	nrel = in->nrel;
+	in->rel = NULL;
+	in->nrel = in->relcap = 0;
+	atomic_store(&in->pending, false);
+	pthread_mutex_unlock(&in->lock);
+	for (i = 0; i + 2 < nev; i += 3)
+		freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
+	for (i = 0; i < nrel; i++)
+		given += evict_region(h, rel[i]);
+	if (freed)
+		ldbg(h, "eviction: %zu page(s) of ours free again", freed);
+	free(ev);
+	free(rel);
+	return freed + given;
+}
+
+uint64_t maru__evict_ack(void *arg)
+{
+	struct maru_handler *h = arg;
+
+	return atomic_load(&h->inbox.ack);
+}
+
+void maru__evict_apply_try(void *arg)
+{
+	struct maru_handler *h = arg;
+
+	if (!atomic_load(&h->inbox.pending) || pthread_mutex_trylock(&h->wlock))
+		return; /* a writer applies it at its next allocation */
+	if (atomic_load(&h->state) == MARU_ST_CONNECTED)
+		maru__evict_apply(h);
+	pthread_mutex_unlock(&h->wlock);
+}
+
+void maru__inbox_init(struct maru_handler *h)
+{
+	pthread_mutex_init(&h->inbox.lock, NULL);
+}
+
+void maru__inbox_destroy(struct maru_handler *h)
+{
+	free(h->inbox.ev);
+	free(h->inbox.rel);
+	pthread_mutex_destroy(&h->inbox.lock);
+}

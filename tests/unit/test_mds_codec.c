@@ -405,9 +405,10 @@ static void test_decode_every_type(void **state)
 			else
 				msgpack_pack_uint64(&r.pk, 1ull << 63);
 			assert_int_equal(decode(&r, &q, &why), 0);
-			assert_int_equal(q.reg.key.tag, i % 3 == 0   ? KEY_STR
-							: i % 3 == 1 ? KEY_BIN
-								     : KEY_UINT);
+			assert_int_equal(q.reg.key.tag, i % 3 == 0 ? KEY_STR
+							: i % 3 == 1
+								? KEY_BIN
+								: KEY_UINT);
 			req_free(&r);
 		}
 	}

@@ -203,7 +203,8 @@ static void test_one_home_during_resize(void **state)
 		if (i % 5 == 2)
 			assert_null(get(&ix, s, KEY_STR));
 		else
-			assert_int_equal(get(&ix, s, KEY_STR)->off, (uint64_t)i);
+			assert_int_equal(get(&ix, s, KEY_STR)->off,
+					 (uint64_t)i);
 	}
 	ix_destroy(&ix);
 }

@@ -279,7 +279,7 @@ int maru_config_set_enable_stats(struct maru_config *cfg, bool on);
  * NAME.key_secret).  Both or neither; NULL clears.  Read when the handler
  * is made (maru_handler_new() fails with -EINVAL/-errno and a log line
  * naming the file).  Environment: MARU_CURVE_SERVER_KEY and
- * MARU_CURVE_SECRET_KEY_FILE (maru_config_apply_env()).  LIBMARU_0.3.
+ * MARU_CURVE_SECRET_KEY_FILE (maru_config_apply_env()).
  */
 int maru_config_set_curve_server_key(struct maru_config *cfg, const char *key);
 int maru_config_set_curve_secret_key_file(struct maru_config *cfg,
@@ -290,7 +290,7 @@ int maru_config_set_curve_secret_key_file(struct maru_config *cfg,
  * one attempt and fails at once with that attempt's error (-ECONNREFUSED,
  * -EHOSTUNREACH, -EPROTO, -EACCES ...), its cause in
  * maru_handler_last_error(): for tools that sample a server that may be
- * away (marutop).  LIBMARU_0.9.
+ * away (marutop).
  */
 int maru_config_set_connect_retry(struct maru_config *cfg, bool on);
 bool maru_config_get_connect_retry(const struct maru_config *cfg);
@@ -434,7 +434,7 @@ int maru_handler_connect(struct maru_handler *h);
  * same line is logged at LOG_ERR when the priority lets it through).
  *
  * Return: borrowed, valid until the next connect or free of @h; "" before
- * the first connect and after a successful one.  (Since LIBMARU_0.5.)
+ * the first connect and after a successful one.
  * Context: after maru_handler_connect() returned, not concurrently with it.
  */
 const char *maru_handler_connect_error(const struct maru_handler *h);
@@ -449,7 +449,7 @@ const char *maru_handler_connect_error(const struct maru_handler *h);
  * --max-key-bytes (65536)", "value of 2097152 bytes is larger than a page
  * (chunk_size_bytes 1048576)").  Per thread, like errno: read it right
  * after the call, from the thread that made it.  Calls that cannot say
- * more than their error code leave it "".  (Since LIBMARU_0.8.)
+ * more than their error code leave it "".
  *
  * Return: borrowed, valid until the thread's next call on @h; "".
  * Context: any thread.

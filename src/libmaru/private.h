@@ -25,6 +25,8 @@
  *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
  *              or DEALER pipelined; its watch thread calls up only through
  *              the callbacks it is given (on_lost, on_tick)
+ *   dial.c     a connection for rpc.c: the URL, connect, the ZMTP or CURVE
+ *              handshake, one line on why it failed
  *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
  *   alloc.c    page allocator (FIFO free ring) + owned-region manager
  *   keymap.c   the handler's local key -> (region, page) map
@@ -508,6 +510,28 @@ struct maru__rpc {
 	int space_waiters;
 	struct maru__rpc_watch *watch; /* borrows: watches each connection */
 };
+
+#define MARU__RPC_MSG_MAX (256ull << 20) /* the largest reply accepted */
+
+/* dial.c: a connection to the metadata server, for rpc.c */
+
+/* "tcp://host:port" or "tcp://[v6]:port" into @r->host (owned), @r->port.
+ * Return: 0, -EINVAL or -ENOMEM */
+int maru__rpc_parse_url(struct maru__rpc *r, const char *url);
+/*
+ * maru__rpc_dial - connect and handshake.  @once (maru__rpc_connect): one
+ * attempt. Else a server that is not there (refused, or closed during the
+ * handshake) is retried until @deadline.  @why: the cause of a failure,
+ * one line (empty when there is none to tell).  Touches no state of @r
+ * but the constants (host, port, ident, async), so it runs without @lock.
+ * Return: 0 with *@fdp (gives) and *@z; -ETIMEDOUT (the deadline passed;
+ * with @once the connect's or the handshake's own error instead), -EPROTO
+ * (a peer that is not ZMTP: no retry), -EACCES (CURVE key refused) or
+ * -ENOMEM.
+ */
+int maru__rpc_dial(const struct maru__rpc *r, uint64_t deadline, int *fdp,
+		   struct zmtp_conn *z, struct zcurve *cz, bool once, char *why,
+		   size_t whyn);
 
 /* A reply: the received body frame; @payload/@len point into it. */
 struct maru__rpc_reply {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * client_bench.c - maru-client-bench: the C side of the issue-4 benchmark
+ * client_bench.c - maru-client-bench: the C side of the client library's
+ * benchmark
  *
  * One subcommand per measurement; bench/run_client_bench.sh starts the
  * daemons and Redis, pins processes with taskset and runs them all in one

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""evict_bench.py - pool-wide eviction against the policies it replaces
-(issue 13), one run, real daemons.
+"""evict_bench.py - pool-wide eviction against the policies it replaces,
+one run, real daemons (docs/performance.md, "Eviction").
 
   evict_bench.py [--requests 20000] [--rate 300] [--out DIR] [--seed 1]
 

@@ -1,4 +1,4 @@
-# maru-client-bench: the C side of the issue-4 benchmark (owner: libmaru);
+# maru-client-bench: the C side of the client library's benchmark (owner: libmaru);
 # bench/run_client_bench.sh runs it.  Needs hiredis for the Redis column.
 pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
 if(HIREDIS_FOUND)
@@ -9,7 +9,7 @@ else()
 	message(WARNING "hiredis not found: maru-client-bench is not built")
 endif()
 
-# shm-index-bench: lookups through the shared index against requests
-# (issue 16); bench/run_shm_index_bench.sh runs it
+# shm-index-bench: lookups through the shared index against requests;
+# bench/run_shm_index_bench.sh runs it
 add_executable(shm-index-bench ${CMAKE_CURRENT_SOURCE_DIR}/shm_index_bench.c)
 target_link_libraries(shm-index-bench PRIVATE maru Threads::Threads)

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""lockstep_proc.py - one fresh client process of the issue-18 benchmark.
+"""lockstep_proc.py - one fresh client process of the lock-step benchmark.
 
 bench/run_lockstep_bench.sh starts this script many times, one process after
-the other, so that a process-long slow mode (issue 18: some lock-step
+the other, so that a process-long slow mode (as once reported: some lock-step
 processes paid 10x on every call while others in the same placement did not)
 shows up as one bad line among good ones instead of vanishing in an average.
 
-The workload is issue 18's: the Python package, a chunk of --size bytes
+The workload is the one of that report: the Python package, a chunk of --size bytes
 written into the pool and stored (alloc + write + store), then retrieved to
 a view by the same process; the key is deleted (untimed) so pages recycle.
 Timed per call with perf_counter_ns:

@@ -28,7 +28,7 @@ target_link_libraries(msgpack-write PRIVATE mds_core PkgConfig::MSGPACK m)
 add_executable(msgpack-read ${CMAKE_CURRENT_SOURCE_DIR}/msgpack_read.c)
 target_link_libraries(msgpack-read PRIVATE mds_core maru_internal
 	PkgConfig::MSGPACK m)
-# mds-evict: what eviction costs the server (issue 13): bytes/key of the
+# mds-evict: what eviction costs the server: bytes/key of the
 # LRU, register and lookup with and without it, CPU per eviction
 add_executable(mds-evict ${CMAKE_CURRENT_SOURCE_DIR}/mds_evict.c)
 target_link_libraries(mds-evict PRIVATE mds_core m)

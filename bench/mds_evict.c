@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mds_evict.c - what eviction costs maru-server, in process (issue 13)
+ * mds_evict.c - what eviction costs maru-server, in process
  *
  *   mds-evict [--keys 1000000]
  *

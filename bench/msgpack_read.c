@@ -5,7 +5,7 @@
  *
  *   msgpack-read [--keys 256] [--index 1000000] [--rounds 15] [--call-us 23]
  *
- * The question (issue 11): is a hand-written reader worth having, i.e. does
+ * The question: is a hand-written reader worth having, i.e. does
  * reading with msgpack-c cost at least 1.3x on maru-server's
  * BATCH_LOOKUP_KV keys/s or on a libmaru call?  Measured in one process,
  * the variants alternating round by round, medians of --rounds rounds:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""py_bench.py - the Python column of the issue-4 benchmark.
+"""py_bench.py - the Python column of the client library's benchmark.
 
 The same measurements as maru-client-bench (bench/client_bench.c), made
 through the Python package (maru.MaruHandler over libmaru), so that

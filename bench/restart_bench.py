@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """restart_bench.py [BUILD_DIR] - what the journal of maru-server costs and
-what it buys (issue 14; docs/performance.md "Restart").
+what it buys (docs/performance.md "Restart").
 
   1. Restart time versus key count: a maru-server with its journal in a
      fresh state directory gets N keys (mds-load prefill: BATCH_REGISTER_KV

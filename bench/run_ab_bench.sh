@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_ab_bench.sh OLD_BUILD NEW_BUILD - two builds side by side, one run
 #
-# For a change that must not cost performance (issue 11's refactor): the
+# For a change that must not cost performance (a refactor): the
 # same measurements on two build trees (e.g. a `git worktree` of the old
 # commit built with cmake, and build/), interleaved so that the machine's
 # drift hits both alike.
@@ -49,7 +49,7 @@ trap bench_cleanup EXIT
 
 RMPORT=$(free_port)
 # maru-server (and libmaru) authenticate ALLOC/FREE with the RM's key;
-# an OLD build from before issue 12 cannot: --no-client-auth lets both
+# an OLD build from before client authentication cannot: --no-client-auth lets both
 # allocate (the NEW one still authenticates, the RM answers AUTH anyway)
 export MARU_RM_KEY_FILE="$WORK/rm/client.key"
 taskset -c 1 "$RMBIN" --host 127.0.0.1 --port "$RMPORT" --state-dir "$WORK/rm" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_client_bench.sh - the C side of the issue-4 benchmark, in one run
+# run_client_bench.sh - the C side of the client library's benchmark, in one run
 #
 #   bench/run_client_bench.sh [BUILD_DIR] [--plot PNG] [--out DIR]
 #

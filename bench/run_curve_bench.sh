@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_curve_bench.sh - what CURVE costs a libmaru client (issue 12)
+# run_curve_bench.sh - what CURVE costs a libmaru client
 #
 #   bench/run_curve_bench.sh [BUILD_DIR] [--rounds N] [--iters N] [--same]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run_events_bench.sh [BUILD_DIR] - what the KV event stream (issue 17,
-# --events-bind) costs REGISTER_KV.
+# run_events_bench.sh [BUILD_DIR] - what the KV event stream
+# (--events-bind) costs REGISTER_KV.
 #
 #   1. maru-resource-manager on an emulated pool (/dev/shm) and three
 #      maru-servers side by side on CPU A:
@@ -20,7 +20,7 @@
 #      (ratio_to_first_median), and their median over the REPS runs, in
 #      OUT/events.csv and on stdout.
 #
-# Target (issue 17): within 5 % (ratios >= 0.95).
+# Target: within 5 % (ratios >= 0.95).
 # Environment: SECS (default 6), REPS (default 3), MODES (default "req
 # dealer"), CPUS (default "0 1"), OUT (default BUILD_DIR/bench-events).
 # Needs: taskset, /usr/bin/python3 with python3-zmq (the subscriber).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run_lockstep_bench.sh - is any client process stuck in a slow mode? (issue 18)
+# run_lockstep_bench.sh - is any client process stuck in a slow mode?
 #
 #   bench/run_lockstep_bench.sh [BUILD_DIR] [--procs N] [--iters N] [--size BYTES]
 #
@@ -12,7 +12,7 @@
 # alloc + write + store of a 1 MiB chunk, then retrieve it to a view) and
 # prints every process's p50/p99 of the register and the retrieve RPC, so a
 # bimodal result is visible, then per cell the worst process p50 divided by
-# the best one (issue 18: within 2.5x in every lock-step cell).
+# the best one (the target: within 2.5x in every lock-step cell).
 # Cells are interleaved (one process of each in turn) so that the machine's
 # drift hits them alike.  Uses the .venv Python, or MARU_PYTHON.
 set -euo pipefail

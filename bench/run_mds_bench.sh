@@ -11,7 +11,7 @@
 #      process (mds-load bench --target ...: 100 ms on the server, 100 ms
 #      on the echo, 100 ms on echo-pc, again, for SECS), REPS times:
 #        echo     a bare libzmq ROUTER echo with the server's message sizes
-#                 (the floor of issue 3);
+#                 (the floor the targets are set against);
 #        echo-pc  the same echo with maru-server's getpid() cache
 #                 (bench/pidcache.c), i.e. like with like:
 #                 what the server costs on top of the same libzmq usage;

@@ -3,7 +3,7 @@
 #
 #   bench/run_python_bench.sh [BUILD_DIR] [--out DIR]
 #
-# The "same from Python" part of the issue-4 benchmark.  Starts
+# The "same from Python" part of the client library's benchmark.  Starts
 # maru-resource-manager (emulated 4 GiB pool on /dev/shm) and maru-server on
 # free ports, then for each placement
 #   same:  server and client pinned to core 0 (one core)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run_shm_index_bench.sh [BUILD_DIR] - lookups with no round trip (issue
-# 16): the shared index against requests, and what publishing costs.
+# run_shm_index_bench.sh [BUILD_DIR] - lookups with no round trip: the
+# shared index against requests, and what publishing costs.
 #
 #   1. maru-resource-manager on an emulated pool (/dev/shm) and three
 #      maru-servers on CPU B: "none" (the index in a file, coherent),
@@ -19,7 +19,7 @@
 #      flight; each round registers new keys), REPS runs, the order
 #      swapped between runs; the median ratio index/off.
 #
-# Targets (issue 16): retrieve p50 <= 1 us in C, <= 3 us in Python, >= 20x
+# Targets: retrieve p50 <= 1 us in C, <= 3 us in Python, >= 20x
 # below the request in the same run; <= 2 us with --coherence flush;
 # batch_exists of 1000 keys >= 20 M keys/s; REGISTER loss <= 10 %.
 # Environment: KEYS (10000), ITERS (200000), ROUNDS (5), SECS (4), REPS (3),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_ttft_bench.sh [BUILD_DIR] - time to first token with the prefix's KV
 # cache from Maru (shared index on and off), from Redis, or recomputed
-# (issue 16; bench/ttft_bench.py says how).  Starts an emulated pool, both
+# (bench/ttft_bench.py says how).  Starts an emulated pool, both
 # daemons and a redis-server on CPU B, runs the producer and the consumer
 # on CPU A, writes OUT/ttft.csv and the plot OUT/ttft.png (docs/img/ttft.png
 # is one of these).

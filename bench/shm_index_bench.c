@@ -2,7 +2,7 @@
 /*
  * shm_index_bench.c - shm-index-bench: lookups through maru-server's
  * shared index against the same lookups as requests, in one process
- * (issue 16; bench/run_shm_index_bench.sh runs it, docs/performance.md
+ * (bench/run_shm_index_bench.sh runs it, docs/performance.md
  * "Shared index" has the figures)
  *
  *   shm-index-bench store --server URL --keys N [--size S] [--prefix P]

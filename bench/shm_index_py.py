@@ -2,7 +2,7 @@
 """shm_index_py.py URL KEYS [ITERS] - MaruHandler.retrieve() and exists()
 through the shared index and as requests (MARU_SHM_INDEX=0), in one
 process, on keys bench/shm-index-bench stored (the same names): p50/p99
-in microseconds, one line each (issue 16; run_shm_index_bench.sh)."""
+in microseconds, one line each (run_shm_index_bench.sh runs it)."""
 import os
 import random
 import statistics

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ttft_bench.py - time to first token with the prefix's KV cache from Maru
-(shared index on and off), from Redis, or recomputed (issue 16).
+(shared index on and off), from Redis, or recomputed.
 
 A small GPT-style decoder (PyTorch on the CPU, random weights from a fixed
 seed: nothing is downloaded) serves a prompt in two processes:

@@ -723,8 +723,8 @@ int maru_kv_recheck(struct maru_handler *h, const struct maru_key *key,
 int maru_kv_exists(struct maru_handler *h, const struct maru_key *key);
 
 /*
- * What a handler answered from maru-server's shared index (issue 16,
- * docs/shm-index.md) since it was made.
+ * What a handler answered from maru-server's shared index
+ * (docs/shm-index.md) since it was made.
  */
 struct maru_index_stats {
 	bool attached;	       /* an index is mapped and in use now */

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""maru-exporter: both daemons' figures for Prometheus (issue 17).
+"""maru-exporter: both daemons' figures for Prometheus (docs/operations.md,
+"Metrics (Prometheus)").
 
 Design.  A Prometheus exporter in the "one scrape = one poll" style of the
 Redis and memcached exporters: nothing is cached or sampled in between.
@@ -96,7 +97,7 @@ SERVER_STATS = {
     ("events", "events"): ("maru_events_total", C, "KV events made", 1),
     ("events", "messages"): ("maru_event_messages_total", C, "KV event messages handed to libzmq", 1),
     ("events", "dropped"): ("maru_event_messages_dropped_total", C, "KV event messages lost before libzmq took them", 1),
-    # the shared index (issue 16, docs/shm-index.md)
+    # the shared index (docs/shm-index.md)
     ("shm_index", "enabled"): ("maru_shm_index_enabled", G, "1 when the server publishes its index in shared memory", 1),
     ("shm_index", "published"): ("maru_shm_index_keys", G, "Keys clients can look up with no request", 1),
     ("shm_index", "rpc_only"): ("maru_shm_index_rpc_only_keys", G, "Keys only the server answers (overflowed groups, untracked regions)", 1),

@@ -375,8 +375,8 @@ class MaruHandler:
         }
         if "cxl_pool" in raw:
             stats["cxl_pool"] = raw["cxl_pool"]
-        # the shared index (an addition, issue 16): the server's side, and
-        # what this handler answered from it without a request
+        # the shared index (an addition to upstream's stats): the server's
+        # side, and what this handler answered from it without a request
         if "shm_index" in raw:
             stats["shm_index"] = raw["shm_index"]
         stats["shm_index_local"] = self.index_stats()

@@ -3,8 +3,9 @@
  * mds_proto.h - metadata server framing: the 16-byte big-endian header and
  * the message codes (docs/protocol.md §2)
  *
- * The MessagePack payloads are built and parsed by each side with msgpack-c;
- * this header only fixes the envelope both sides share.
+ * The MessagePack payloads are written with msgpack-c's packer and read
+ * with the project's own reader, on both sides (msgpk.h); this header only
+ * fixes the envelope both sides share.
  */
 #ifndef MARU_COMMON_MDS_PROTO_H
 #define MARU_COMMON_MDS_PROTO_H

@@ -2,7 +2,7 @@
 /*
  * shmidx.h - the shared index: the layout and line protocol of the hash
  * index that maru-server publishes into shared memory and that libmaru
- * searches with no RPC (issue 16, docs/shm-index.md)
+ * searches with no RPC (docs/shm-index.md)
  *
  * One writer (maru-server's loop thread) and any number of readers, in
  * other processes and possibly on other hosts behind one CXL switch,

@@ -150,7 +150,7 @@ void server_accept(struct server *sv)
 			return;
 		}
 		/* the per-address cap first: an address at its cap must not
-		 * displace others' connections (review) */
+		 * displace others' connections */
 		remote = peer_addr(&ss, addr);
 		if (remote && sv->max_per_addr &&
 		    over_address_limit(sv, addr)) {

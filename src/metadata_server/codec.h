@@ -93,7 +93,7 @@ struct mds_req {
 	struct mds_reg reg;	    /* REGISTER_KV; reg.key for all *_KV */
 	struct mds_list list;	    /* keys / entries of batches */
 	bool lease_release;	    /* HEARTBEAT */
-	bool notices;		    /* HEARTBEAT: takes "evicted" (issue 13) */
+	bool notices;		    /* HEARTBEAT: takes "evicted" notices */
 	uint64_t ack;	     /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
 	struct mds_str host; /* HEARTBEAT, REQUEST_ALLOC: additions */
 	uint64_t pid;

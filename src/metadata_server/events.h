@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * events.h - maru-server's KV event stream (--events-bind; issue 17,
+ * events.h - maru-server's KV event stream (--events-bind;
  * docs/protocol.md "KV events", docs/metadata-server.md "KV events")
  *
  * What happens to keys -- stored, removed (with a reason), cleared -- is

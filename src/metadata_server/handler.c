@@ -56,13 +56,14 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
 	mp_put_uint(w, e->off);
 	mp_put_key(w, "kv_length");
 	mp_put_uint(w, e->len);
-	/* the hit's ticket: re-check it after use (issue 13) */
+	/* the hit's ticket: re-check it after use (eviction may reuse the
+	 * page) */
 	mp_put_key(w, "kv_gen");
 	mp_put_uint(w, e->gen);
 }
 
 /*
- * Eviction notices for one instance (issue 13), optional reply fields
+ * Eviction notices for one instance, optional reply fields
  * that upstream clients ignore (and never get: only a client that said
  * "evict_notices" in its HEARTBEAT has any):
  *   "evicted": [region_id, kv_offset, kv_gen, ...]  pages of yours whose
@@ -533,7 +534,7 @@ static int pool_figures(struct mds *s, bool dax_only, const struct mds_req *q,
 	return 0;
 }
 
-/* GET_STATS "eviction" (issue 13; docs/metadata-server.md) */
+/* GET_STATS "eviction" (docs/metadata-server.md, Eviction) */
 static void put_eviction(const struct mds *s, struct mp_wr *w)
 {
 	static const char *const why[EV_NWHY] = {"lru", "owner_gone", "region",
@@ -579,7 +580,7 @@ static void put_eviction(const struct mds *s, struct mp_wr *w)
 	mp_put_uint(w, s->cfg.evict_grace_ns / 1000000);
 }
 
-/* GET_STATS "journal" (issue 14; docs/metadata-server.md "Restart") */
+/* GET_STATS "journal" (docs/metadata-server.md "Restart") */
 static void put_journal(const struct mds *s, struct mp_wr *w)
 {
 	const struct mds_recovered *r = &s->rec;
@@ -621,7 +622,7 @@ static void put_journal(const struct mds *s, struct mp_wr *w)
 }
 
 /*
- * GET_STATS "operator_events" and "events" (issue 17): the events the
+ * GET_STATS "operator_events" and "events": the events the
  * operator's log lines report, counted for metrics, and the KV event
  * stream's counters (docs/metadata-server.md "Watching it").
  */
@@ -675,11 +676,11 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_uint(w, avail);
 	put_eviction(s, w);
 	put_journal(s, w);
-	/* an addition (issue 17): the server's own request counts */
+	/* an addition to upstream's reply: the server's own request counts */
 	mp_put_key(w, "requests");
 	reqstats_encode(&s->req, w);
 	put_operator_events(s, w);
-	/* an addition (issue 16): the shared index */
+	/* an addition to upstream's reply: the shared index */
 	if (s->pub) {
 		mp_put_key(w, "shm_index");
 		pub_encode_stats(s->pub, w, s->idx_clients);
@@ -962,7 +963,7 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	s->idx_clients[2] += q->idx[2];
 	if (q->list.n) {
 		/* "touched": uses the client made without a request (lookups
-		 * in a shared index, issue 16): the policy sees them too */
+		 * in a shared index): the policy sees them too */
 		struct mds_iter it;
 		struct mds_key k;
 
@@ -978,7 +979,7 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 		false, &nt);
 	mp_put_map(w, 2 + (s->server_id[0] != '\0') + notices_fields(&nt) +
 			      (s->pub != NULL));
-	/* the shared index the client should use (issue 16): a client
+	/* the shared index the client should use: a client
 	 * whose area differs (re)attaches (HANDSHAKE) */
 	if (s->pub) {
 		mp_put_key(w, "shm_index_id");
@@ -1003,7 +1004,8 @@ static void do_handshake(struct mds *s, struct mp_wr *w)
 	 * refuses a longer one itself, naming the limit */
 	mp_put_key(w, "max_key_bytes");
 	mp_put_uint(w, s->cfg.max_key ? s->cfg.max_key : IX_KEY_MAX);
-	/* additions (issue 16): lookups need no request, where to map */
+	/* additions: lookups need no request (the shared index), where to
+	 * map it */
 	if (idx) {
 		mp_put_key(w, "capabilities");
 		mp_put_array(w, 1);

@@ -68,7 +68,7 @@ int mds_handle(struct mds *s, const uint8_t *body, size_t len,
  * @w: taken (freed) when answered
  * @out: reset, then filled with the reply body
  * Return: 0 (answered), or 1: @w waits again (a REQUEST_ALLOC that found
- * the pool full waits for capacity, issue 13): @out is empty, @w stays
+ * the pool full waits for eviction to free room): @out is empty, @w stays
  * the caller's parked request and its done() comes again.
  */
 int mds_resume(struct mds *s, struct mds_wait *w, struct buf *out);

@@ -25,7 +25,7 @@
 #include "shmidx.h"
 #include "util.h"
 
-/* ---- the shared index at start (issue 16; docs/shm-index.md) ---- */
+/* ---- the shared index at start (docs/shm-index.md) ---- */
 
 #define IDX_REGION_FILE "shm-index.region"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * journal.h - maru-server's journal: what a restart recovers (issue 14)
+ * journal.h - maru-server's journal: what a restart recovers
+ * (docs/metadata-server.md, Restart)
  *
  * A directory (--state-dir) of segments "journal.<16 hex digits>", read
  * in the order of their numbers.  A segment is a sequence of frames

@@ -163,13 +163,13 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	if (too_long)
 		return -E2BIG; /* --max-key-bytes */
 	r = region_find(s, reg->region_id, &slot);
-	/* a location must lie inside its region (issue 12) */
+	/* a location must lie inside its region */
 	if (r && (reg->kv_offset > r->h.length ||
 		  reg->kv_length > r->h.length - reg->kv_offset))
 		return -ERANGE;
 	if (r && r->state == REG_GONE && r->gone_why == GONE_LEASE)
 		return -EPERM;
-	/* only the owner writes into its region (issue 12) */
+	/* only the owner writes into its region */
 	if (r && !claim(s, peer, r->owner, IX_NO_SLOT))
 		return -EPERM;
 	if (r && r->state == REG_GONE)

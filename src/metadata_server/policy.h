@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy.h - which KV entry to evict next (issue 13)
+ * policy.h - which KV entry to evict next (docs/metadata-server.md, Eviction)
  *
  * A policy orders the evictable entries of the index: those not pinned.
  * The store tells it every use of an entry (REGISTER, LOOKUP, EXISTS,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pubidx.h - maru-server publishes its key index into shared memory
- * (issue 16, docs/shm-index.md)
+ * (docs/shm-index.md)
  *
  * The server stays the only writer of the shared index (src/common's
  * shmidx: its lines and their protocol); this module decides what goes

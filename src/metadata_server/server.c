@@ -268,7 +268,7 @@ int conn_flush(struct server *sv, struct conn *c, const uint8_t *extra,
 	/* what a reply tells is in the journal before it leaves (group
 	 * commit: one write for the batch of replies of a drain) */
 	mds_journal_commit(sv->s);
-	/* and the shared index's lines are in memory (issue 16) */
+	/* and the shared index's lines are in memory */
 	pub_fence(sv->s->pub);
 	if (c->fd < 0) {
 		/* server_feed(): the peer reads everything */
@@ -735,7 +735,7 @@ static void conn_readable_curve(struct server *sv, struct conn *c)
 	int rc;
 
 	/* a message's first frames wait for the rest: to the front, or the
-	 * plaintext buffer keeps what was taken (review) */
+	 * plaintext buffer keeps what was taken */
 	zmtp_conn_shift(&c->z, in_compact(sv, &c->in, c->z.rd, 0, true));
 	if (!conn_fill(sv, c, &c->raw, z->rd, z->need, &drop)) {
 		zcurve_shift(z, drop);

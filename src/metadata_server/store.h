@@ -15,7 +15,7 @@
  *  - REPORT_STATS accumulators (stats.h).
  *  - Pins, each held by an instance (or by a connection that named
  *    none): released when the holder goes.
- *  - Eviction (issue 13, docs/metadata-server.md "Eviction"): the policy
+ *  - Eviction (docs/metadata-server.md "Eviction"): the policy
  *    (policy.h) orders the unpinned entries of tracked regions; evicted
  *    pages are queued per owner as numbered notices until acknowledged;
  *    REQUEST_ALLOCs the pool has no room for wait in a FIFO (cap_head)
@@ -158,13 +158,13 @@ struct mds_config {
 	uint32_t max_key;	/* longest key REGISTER stores; 0: IX_KEY_MAX */
 	bool owner_delete;	/* --owner-delete: live keys only by owner */
 	uint64_t inst_quota;	/* --instance-quota: bytes; 0: none */
-	/* eviction (issue 13; docs/metadata-server.md "Eviction") */
+	/* eviction (docs/metadata-server.md "Eviction") */
 	const char *eviction;	 /* policy name: "lru", "none"; NULL: lru */
 	uint64_t evict_grace_ns; /* an evicted page is reused after this */
 	uint64_t evict_wait_ns;	 /* a REQUEST_ALLOC waits for capacity */
 	uint32_t evict_high_pm;	 /* background reclaim above this (per */
 	uint32_t evict_low_pm;	 /* ... mille of the pool) down to this */
-	/* journal (issue 14): a snapshot once it outgrows this and twice
+	/* journal: a snapshot once it outgrows this and twice
 	 * the size right after the last one; 0: JR_SNAP_MIN */
 	uint64_t snap_min;
 };
@@ -365,7 +365,7 @@ struct mds_counters {
 	uint64_t notices_sent; /* evicted pages told to their owners */
 	uint64_t released;     /* regions owners gave back when asked */
 	/*
-	 * Operator events (issue 17): each is one INFO log line, counted
+	 * Operator events: each is one INFO log line, counted
 	 * here for metrics (GET_STATS "operator_events", with
 	 * lease_expired and peer_dead above).  Add new ones here.
 	 */
@@ -623,7 +623,7 @@ void mds_conn_close(struct mds *s, int fd);
  */
 void mds_tick(struct mds *s, uint64_t vnow);
 
-/* ---- eviction (issue 13; see "Eviction" in store.c) ---- */
+/* ---- eviction (see "Eviction" in store.c) ---- */
 
 /**
  * mds_evict - evict the coldest evictable keys until @bytes of key
@@ -719,7 +719,7 @@ mds_region_owner(const struct mds *s, const struct mds_region *r)
 /* mds_active_clients - distinct owners of LIVE regions */
 uint64_t mds_active_clients(const struct mds *s);
 
-/* ---- the journal (issue 14; store.c, "Journal") ---- */
+/* ---- the journal (store.c, "Journal") ---- */
 
 struct jr_rec;
 

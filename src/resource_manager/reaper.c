@@ -15,7 +15,7 @@
  *      allocation (the pid was reused).  EPERM from kill counts as alive.
  *      A client that declared a hold when it authenticated (maru-server:
  *      its lease TTL plus a margin, by which its own clients have fenced
- *      their mappings, issue 12) is reaped by either rule only once the
+ *      their mappings) is reaped by either rule only once the
  *      hold has passed since the later of its last connection closing
  *      and its death (as first seen here); owners recovered after a
  *      restart get --recovered-hold until they authenticate again.

@@ -29,9 +29,9 @@
  * --idle-timeout seconds after its accept is closed; at --max-clients a new
  * connection takes the place of the anonymous (no client id) idle one idle the
  * longest, STATS pollers included (they reconnect): silent sockets cannot lock
- * clients out (issue 12).  Nothing else is timed out for idleness:
- * maru-server's session may sit idle, without a client id, for as long as it
- * owns nothing.
+ * clients out (docs/operations.md, Security).  Nothing else is timed out for
+ * idleness: maru-server's session may sit idle, without a client id, for as
+ * long as it owns nothing.
  *
  * Ownership: @rm owns the connections (a doubly linked list); a
  * connection owns its fd and output buffer and borrows its pinned client
@@ -964,7 +964,7 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 			return;
 		}
 		/* the per-address cap first: an address at its cap must not
-		 * displace others' connections (review) */
+		 * displace others' connections */
 		if (over_address_limit(rm, sa.sin_addr.s_addr)) {
 			log_dbg("max clients per address (%d) reached: "
 				"connection dropped",

@@ -39,7 +39,7 @@ foreach(t fuzz_mds_conn_replay fuzz_mds_conn)
 	endif()
 endforeach()
 
-# maru-server: its journal read back (issue 14) -- frames (jr_next),
+# maru-server: its journal read back -- frames (jr_next),
 # records (jr_decode) and their replay into a store (mds_apply), as a
 # restart does after a crash left anything at all in the state directory.
 maru_add_fuzz_target(fuzz_mds_journal

@@ -1,4 +1,4 @@
-"""Command-line conventions of every installed program (issue 15).
+"""Command-line conventions of every installed program.
 
 * --version prints "<name> <project version>" (the version of CMakeLists.txt's
   project()) and --help prints the usage to stdout, both exit 0;

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""CURVE (CurveZMQ) between maru-server and its clients (issue 12,
-"authentication for networked deployments").
+"""CURVE (CurveZMQ) between maru-server and its clients: authentication for
+networked deployments (docs/operations.md, "Security").
 
 libzmq is the reference peer both ways: pyzmq REQ/DEALER clients with CURVE
 options against maru-server (server role), and libmaru's RpcClient /
@@ -205,8 +205,9 @@ def test_maru_handler_refused(cmds, keys, monkeypatch):
 
 def test_pipelined_stream_within_the_input_budget(rm, start_mds, keys):
     """Thousands of pipelined requests, read by the server wherever the
-    socket cuts them: the opened plaintext does not pile up (a review
-    found it kept growing until --max-input-bytes closed the client)."""
+    socket cuts them: the opened plaintext does not pile up (a plaintext
+    buffer that kept what was taken grew until --max-input-bytes closed the
+    client)."""
     m = start_mds(rm.address, extra=curve_args(keys) +
                   ["--max-input-bytes", "1M"])
     d = DealerClient(m.url, curve=opts(keys), timeout_ms=20000)

@@ -101,8 +101,8 @@ def test_slug_rule():
     assert slug("The server speaks ZMTP itself (no libzmq): A/B") == \
         "the-server-speaks-zmtp-itself-no-libzmq-ab"
     assert slug("`MaruHandler`") == "maruhandler"
-    assert slug("Issue 12's limits on the request path") == \
-        "issue-12s-limits-on-the-request-path"
+    assert slug("A client's limits on the request path") == \
+        "a-clients-limits-on-the-request-path"
 
 
 # Citations of documents that are not in this repository.  Upstream Maru's

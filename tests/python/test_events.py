@@ -1,4 +1,4 @@
-"""KV events (issue 17): maru-server --events-bind publishes what happens
+"""KV events: maru-server --events-bind publishes what happens
 to keys on a ZeroMQ PUB socket (docs/protocol.md "KV events").
 
   - a subscriber sees a "cleared" at the start of an empty server, then

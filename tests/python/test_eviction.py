@@ -1,4 +1,4 @@
-"""Eviction when the pool is full (issue 13), end to end: a real resource
+"""Eviction when the pool is full, end to end: a real resource
 manager and maru-server, the installed `maru` package over libmaru.
 
   - stores keep succeeding on a pool written ten times over by three

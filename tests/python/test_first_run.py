@@ -1,5 +1,5 @@
 """A first run as anyone: default state directories, one daemon per state
-directory and pool, workers that are not root (issue 15).
+directory and pool, workers that are not root.
 
 - The README's "Using it" commands, run verbatim, as root and as a user
   made for the test, each in a private mount and network namespace (a

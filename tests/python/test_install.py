@@ -1,4 +1,5 @@
-"""What a user installs, used the way a user would (issue 15, "Packages").
+"""What a user installs, used the way a user would (docs/operations.md,
+"Install").
 
 One `cmake --install $MARU_BUILD_DIR --prefix <tmp>` per module, then:
   - pkg-config: `libmaru` resolves with only libmaru's .pc visible

@@ -311,7 +311,7 @@ def test_lmcache_adapter_after_lease_expiry(rm, start_mds):
 
 
 def test_fencing_by_time_while_the_server_is_down(rm, start_mds, libmaru_log):
-    """Issue 12, defect 4: maru-server dies and nothing answers.  Before,
+    """maru-server dies and nothing answers.  Without fencing by time,
     the client fenced only once a server answered again, while the
     resource manager freed the dead server's regions within a second: the
     stale writer kept writing into bytes the next owner got.  Now

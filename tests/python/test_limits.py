@@ -1,6 +1,6 @@
-"""Issue 12, "bounded everything": quotas (bytes per resource-manager client
-id, bytes per maru-server instance) and connections per peer address on
-both daemons.  Each limit is tested at the limit."""
+"""Bounded everything (docs/operations.md, "Limits"): quotas (bytes per
+resource-manager client id, bytes per maru-server instance) and connections
+per peer address on both daemons.  Each limit is tested at the limit."""
 import socket
 import time
 

@@ -1,4 +1,4 @@
-"""marutop (issue 17): a top-style view of maru-server (docs/marutop.md).
+"""marutop: a top-style view of maru-server (docs/marutop.md).
 
 * three MaruHandler instances (enable_stats: their REPORT_STATS carry the
   store/retrieve counts) do a scripted number of stores, retrieves (hits
@@ -96,7 +96,7 @@ def instances(mds):
 
 
 def test_get_usage_additions(instances, rm):
-    """maru-server's additions to GET_USAGE (issue 17): keys, leases,
+    """maru-server's additions to GET_USAGE: keys, leases,
     connections per instance, read with the wire client."""
     _, usage = instances
     for name, (nstore, _, _, npin) in SCRIPT.items():

@@ -115,7 +115,7 @@ def test_dead_client_with_lease_is_reclaimed(rm, start_mds):
     assert r == {"success": False, "is_new": False}
     _, r = c.call(HEARTBEAT, {"instance_id": "leased", "lease_id": "lease-1"})
     r.pop("server_id")                  # an addition (docs/protocol.md §2)
-    assert r.pop("shm_index_id")        # the shared index's (issue 16)
+    assert r.pop("shm_index_id")        # the shared index's (an addition)
     assert r == {"lease_ttl": 2.0, "lease_expired": True}
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "leased", "size": MiB,
                                   "lease_id": "lease-1"})
@@ -131,7 +131,7 @@ def test_clean_close_with_lease_release(rm, start_mds):
     c = ReqClient(mds.url)
     _, r = c.call(HEARTBEAT, {"instance_id": "i", "lease_id": "L"})
     r.pop("server_id")                  # an addition (docs/protocol.md §2)
-    assert r.pop("shm_index_id")        # the shared index's (issue 16)
+    assert r.pop("shm_index_id")        # the shared index's (an addition)
     assert r == {"lease_ttl": 5.0, "lease_expired": False}
     _, r = c.call(REQUEST_ALLOC, {"instance_id": "i", "size": MiB,
                                   "lease_id": "L"})
@@ -263,7 +263,7 @@ def test_rm_stopped_blocks_nobody(start_rm, start_mds):
         assert not a.sock.poll(0), "the allocation was answered while the RM was stopped"
         print(f"LOOKUP p99 {base:.0f} us ({n0} calls), with the RM stopped "
               f"and an allocation waiting {stalled:.0f} us ({n1} calls)")
-        # the issue's bound is 2x; CI machines are noisy (the p99 of this
+        # the target's bound is 2x; CI machines are noisy (the p99 of this
         # Python REQ loop alone ranges 0.2-2.7 ms here from run to run), so
         # allow 3 ms more: a loop blocked on the RM shows its 5 s timeout
         assert stalled < max(2 * base, base + 3000), (base, stalled)
@@ -535,7 +535,7 @@ class LosingRm:
 
 
 def test_lost_alloc_answers_are_asked_for_until_answered(start_mds):
-    """Issue 12, defect 5: an ALLOC whose answers are lost (the RM dies
+    """An ALLOC whose answers are lost (the RM dies
     after logging it, four times over) fails for its requester, but
     maru-server asks again with the same request id until the RM answers,
     then frees the region that answer names: no allocation is left
@@ -560,7 +560,7 @@ def test_session_owning_nothing_is_not_idle(start_rm, start_mds):
     """After a reconnect, a server that owns no region has no client id to
     re-pin; it still sends a request (STATS), so the RM's --idle-timeout,
     which closes connections that never sent one, leaves it alone instead of
-    cutting it every timeout (found by review)."""
+    cutting it every timeout."""
     rm = start_rm(extra=["--idle-timeout", "1"])
     mds = start_mds(rm.address)
     rm.kill()

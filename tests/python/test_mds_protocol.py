@@ -51,7 +51,7 @@ def test_every_message_type(client, rm, mds):
     h, r = client.call(HANDSHAKE, {})
     server_id = r.pop("server_id")      # an addition: 16 hex digits
     assert len(server_id) == 16 and int(server_id, 16) >= 0
-    # additions (issue 16): the shared index, where to map it
+    # additions: the shared index, where to map it
     assert r.pop("capabilities") == ["shm_index_v1"]
     desc = r.pop("shm_index")
     assert desc["kind"] == "file" and desc["layout"] == 2
@@ -482,7 +482,7 @@ def _str8(b):
 
 
 def test_text_must_be_utf8(mds):
-    """Issue 12, defect 9: text that the server keeps or echoes must be
+    """Text that the server keeps or echoes must be
     valid UTF-8, so that no client can make another's replies undecodable
     (GET_STATS and GET_USAGE are decoded strictly by parse())."""
     c = ReqClient(mds.url)
@@ -522,7 +522,7 @@ def test_text_must_be_utf8(mds):
 
 
 def test_key_size_is_bounded(rm, mds):
-    """Issue 12, defect 7: REGISTER_KV stores keys up to --max-key-bytes
+    """REGISTER_KV stores keys up to --max-key-bytes
     (65536 by default); larger ones are refused and cost the server nothing
     that stays (upstream stored 48 MiB keys: +442 MB for eight)."""
     from conftest import usage
@@ -545,7 +545,7 @@ def test_key_size_is_bounded(rm, mds):
 
 
 def test_get_stats_requests_by_type(mds):
-    """GET_STATS "requests" (an addition, issue 17): the server's own count
+    """GET_STATS "requests" (an addition): the server's own count
     of the requests it handled, by type and outcome, with a cumulative
     histogram of their service time."""
     c = ReqClient(mds.url)

@@ -1,4 +1,4 @@
-"""maru-server restarts without forgetting (issue 14; docs/metadata-server.md
+"""maru-server restarts without forgetting (docs/metadata-server.md,
 "Restart").
 
 The server journals every change into its --state-dir (the conftest
@@ -499,7 +499,7 @@ def test_verify_state_and_stats(rm, start_mds):
 
 
 def test_usage_devices_and_host_after_restart(rm, start_mds):
-    """GET_USAGE's per-instance devices (bytes per pool, issue 17) come
+    """GET_USAGE's per-instance devices (bytes per pool, an addition) come
     from the RM's ALLOC answer and, after a restart, from its GET_ACCESS
     answers; the host/pid a client said come back with its next request."""
     m = start_mds(rm.address)

@@ -270,7 +270,7 @@ def test_max_connections(rm, start_mds):
     """--max-connections: past it a new connection displaces the one that
     has been in its handshake the longest (1 s at least: not one of its own
     burst), else it is closed at once; peers that finished their handshake
-    keep their places (issue 12, defect 7)."""
+    keep their places."""
     m = start_mds(rm.address, extra=["--max-connections", "3"])
     # start_mds's port probe must be gone first: it counts until the
     # server has seen its close (a CI run failed on that race)
@@ -297,7 +297,7 @@ def test_max_connections(rm, start_mds):
 
 def test_input_budget(rm, start_mds):
     """--max-input-bytes: the input buffers of all connections together are
-    bounded; past it the largest are closed (issue 12, defect 7: each
+    bounded; past it the largest are closed (without the budget each
     connection could hold a 64 MiB partial frame, and eight took +393 MB)."""
     m = start_mds(rm.address, extra=["--max-input-bytes", "8M"])
     big = Raw(m).handshake(minor=0)
@@ -329,7 +329,8 @@ def test_input_budget(rm, start_mds):
 def test_input_budget_spares_idle_peers(rm, start_mds):
     """Idle connections keep a small input buffer; the budget releases
     those before it closes anyone, so 80 idle peers under a 1 MiB budget
-    all stay (review finding: 16 of them were closed)."""
+    all stay (a budget that did not release idle buffers first closed 16
+    of them)."""
     m = start_mds(rm.address, extra=["--max-input-bytes", "1M"])
     peers = [Raw(m).handshake(minor=0) for _ in range(80)]
     for i, p in enumerate(peers):
@@ -526,7 +527,7 @@ def has_ipv6_loopback():
 
 @pytest.mark.parametrize("host", ["*", "0.0.0.0", "192.0.2.1"])
 def test_protected_by_default(rm, start_mds, host):
-    """Issue 12: the metadata protocol authenticates nobody, so an address
+    """The metadata protocol authenticates nobody, so an address
     other hosts can reach needs --insecure (as Redis's protected mode)."""
     m = start_mds(rm.address, wait=False)
     m.stop()
@@ -660,7 +661,7 @@ def test_big_frame_before_ready_is_refused(mds):
 
 
 def test_connection_flood_leaves_nothing(mds):
-    """Issue 12: 600 connections (half of them greeting, half silent) and
+    """600 connections (half of them greeting, half silent) and
     their close leave maru-server's fds and memory where they were."""
     from conftest import assert_flat, usage
     assert served(mds)

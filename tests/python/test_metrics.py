@@ -1,4 +1,4 @@
-"""maru-exporter end to end (issue 17, "Prometheus metrics").
+"""maru-exporter end to end (docs/operations.md, "Metrics (Prometheus)").
 
 Real maru-resource-manager + maru-server (conftest), a scripted workload
 through the maru package (stores, hits, misses, a delete, with
@@ -184,7 +184,7 @@ def test_scrape(rm, mds, workload):
         # -- requests by type and outcome, as the server counted them ------
         rq = "maru_requests_total"
         assert value(s, rq, type="REGISTER_KV", outcome="ok", **T) >= STORES
-        # lookups: requests, or answered from the shared index (issue 16)
+        # lookups: requests, or answered from the shared index
         local = "maru_shm_index_lookups_total"
         lookups = sum(v for (n, l), v in s.items() if n == rq and
                       dict(l).get("type") == "LOOKUP_KV")   # maybe none

@@ -1,7 +1,7 @@
 """MaruHandler end to end: real maru-resource-manager + maru-server (conftest
 fixtures), the installed `maru` package over libmaru.
 
-Covers every member of docs/python-api.md and the issue-4 scenarios: sharing
+Covers every member of docs/python-api.md and the client library's scenarios: sharing
 between processes (zero copy both ways), expansion, delete/reuse, first
 writer wins, pins, batches, eager vs lazy mapping, timeouts, threads, close
 returning regions, a SIGKILLed worker's regions being reclaimed.
@@ -292,7 +292,7 @@ def test_pin_blocks_delete(make):
     assert h1.delete("pinned") is False and h2.delete("pinned") is False
     assert h2.unpin("pinned") is True
     assert h1.delete("pinned") is False        # still pinned once
-    assert h1.unpin("pinned") is False         # h2's pin, not h1's (issue 12)
+    assert h1.unpin("pinned") is False         # h2's pin, not h1's to undo
     assert h2.unpin("pinned") is True
     assert h2.unpin("pinned") is False         # not pinned any more
     assert h2.delete("pinned") is True         # any client may delete
@@ -421,7 +421,7 @@ def test_timeouts_when_server_stopped(make, mds, monkeypatch, index):
     try:
         t0 = time.monotonic()
         if index:
-            # the shared index answers reads with no request (issue 16):
+            # the shared index answers reads with no request:
             # a stopped server loses no acknowledged key
             assert bytes(h.retrieve("before").view) == bytes(a.buf)
             assert h.exists("before") is True

@@ -1,6 +1,6 @@
-"""Issue 12, defect 1, and client authentication at the resource manager.
+"""Client authentication at the resource manager, and the hole it closes.
 
-Before issue 12 the resource manager believed any client_id: a token read
+Before it the resource manager believed any client_id: a token read
 from a LOOKUP_KV reply plus maru-server's id "<host>:<pid>" on a new
 connection freed a live region, and the next ALLOC handed its bytes to
 someone else.  Now ALLOC and FREE need a connection that proved it knows
@@ -27,7 +27,7 @@ MiB = 1 << 20
 
 
 def test_a_token_and_a_client_id_no_longer_free_a_region(rm, mds):
-    """Defect 1, as found: the attacker has the token (LOOKUP_KV) and
+    """The hole as it was: the attacker has the token (LOOKUP_KV) and
     maru-server's client id, on a connection of its own."""
     h = MaruHandler(MaruConfig(server_url=mds.url, pool_size=4 * MiB,
                                chunk_size_bytes=MiB, auto_connect=False))
@@ -198,7 +198,8 @@ def test_protected_by_default(start_rm, extra, starts):
 
 def test_a_declared_hold_covers_the_grace_rule(start_rm):
     """The hold a client declares at AUTH (maru-server: lease TTL + margin,
-    by when its own clients fenced) delays the grace rule too (review)."""
+    by when its own clients fenced) delays the grace rule too, not only the
+    process-gone rule."""
     import time
     r = start_rm(extra=["--grace-period", "1"])
     free0 = pool_free(r)

@@ -134,7 +134,7 @@ def dead_owner_across_a_restart(start_rm, hold):
 
 
 def test_recovered_owners_keep_a_default_hold(start_rm):
-    """Issue 12: a hold is not in the WAL, so after a restart a dead owner
+    """A hold is not in the WAL, so after a restart a dead owner
     keeps its regions for --recovered-hold (its clients may still write
     until they fence), then loses them."""
     r = dead_owner_across_a_restart(start_rm, "3")
@@ -165,7 +165,7 @@ def test_owners_after_restart_are_reaped_by_grace(start_rm):
 
 
 def test_dead_local_owner_after_restart_is_reaped(start_rm):
-    # --recovered-hold 0: a recovered owner's hold (issue 12) is not in
+    # --recovered-hold 0: a recovered owner's hold is not in
     # the WAL, and by default one long enough for maru-server's clients
     # to fence is assumed
     r = dead_owner_across_a_restart(start_rm, "0")

@@ -111,7 +111,7 @@ BAD_IDS = [
     ("id_len 128", struct.pack("<H", 128) + b"a" * 128),
     ("id does not fit", struct.pack("<H", 20) + b"short"),
     ("NUL in id", struct.pack("<H", 5) + b"ab\0cd"),
-    ("id not UTF-8", struct.pack("<H", 5) + b"ab\xffcd"),     # issue 12, defect 9
+    ("id not UTF-8", struct.pack("<H", 5) + b"ab\xffcd"),     # ids are text
     ("one byte left", b"\x01"),
 ]
 
@@ -273,8 +273,7 @@ def test_max_clients(start_rm):
     past the limit a new connection is accepted and closed; an anonymous
     idle one (no client id: STATS only, or nothing at all) makes room for
     a new one, the one idle longest first (and 1 s at least: not one of
-    the same burst), so silent sockets cannot lock clients out (issue 12,
-    defect 6)."""
+    the same burst), so silent sockets cannot lock clients out."""
     r = start_rm(extra=["--max-clients", "3"])
     conns = served_conns(r.address, 3)
     time.sleep(1.1)                       # displaceable once idle for 1 s
@@ -393,7 +392,7 @@ def test_command_line(start_rm, tmp_path):
 
 
 def test_connection_flood_leaves_nothing(start_rm):
-    """Issue 12: a flood of silent connections past --max-clients, then
+    """A flood of silent connections past --max-clients, then
     their close, leave the resource manager's fds and memory where they
     were, and it serves throughout."""
     from conftest import assert_flat, usage, wait_until

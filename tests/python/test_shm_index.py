@@ -1,4 +1,4 @@
-"""The shared index (issue 16, docs/shm-index.md): maru-server publishes its
+"""The shared index (docs/shm-index.md): maru-server publishes its
 key index into shared memory and libmaru answers retrieve / exists (single
 and batch) from it with no request, falling back to the server whenever
 the index cannot answer with certainty.
@@ -181,7 +181,7 @@ def test_untracked_region_keys_ask_the_server(mds):
         assert h.index_stats()["fallbacks"] == 2
         assert stats(mds.url)["shm_index"]["rpc_only"] == 100
         # keys no table can carry do not make the server rebuild its
-        # table again and again (review: they are not "no room")
+        # table again and again (such keys do not count as "no room")
         time.sleep(1.5)
         assert stats(mds.url)["shm_index"]["rebuilds"] == 0
     finally:

@@ -1,6 +1,7 @@
 """The systemd integration (systemd/, docs/operations.md "Running under
-systemd"): the installed units pass `systemd-analyze verify` and a
-security review, the sysusers.d file creates the maru user, and both
+systemd"): the installed units pass `systemd-analyze verify` and stay
+under an exposure bound of `systemd-analyze security`, the sysusers.d file
+creates the maru user, and both
 daemons tell a Type=notify supervisor READY=1 only once they serve, and
 STOPPING=1 when SIGTERM stops them.
 
@@ -31,7 +32,7 @@ import rm_wire
 from conftest import BUILD_DIR, REPO, MetadataServer, ResourceManager, wait_until
 
 UNITS = ("maru-resource-manager.service", "maru-server.service")
-# issue 15's targets: maru-server has no device access, the RM needs DAX
+# the targets: maru-server has no device access, the RM needs DAX
 EXPOSURE_MAX = {"maru-server.service": 3.0,
                 "maru-resource-manager.service": 4.5}
 
@@ -607,7 +608,7 @@ def test_units_under_systemd(booted):
     assert b.prop("maru-server.service", "MainPID") == pid
     out = b.run(python, "-c", WORKER, "7", "retrieve").stdout
     assert "retrieve ok" in out
-    # the shared index (issue 16): in the unit's RuntimeDirectory, which
+    # the shared index: in the unit's RuntimeDirectory, which
     # its clients can see, read-only for them
     assert "answered by the shared index" in out, out
     assert b.run("stat", "-c", "%U %a", "/run/maru-server/shm-index"

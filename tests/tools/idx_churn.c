@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * idx_churn.c - writers that churn keys and readers that verify every byte
- * they consume, through libmaru against real daemons (issue 16's
+ * they consume, through libmaru against real daemons (the shared index's
  * correctness test, driven by tests/python/test_shm_index.py)
  *
  *   idx_churn writer URL ID NKEYS SECONDS

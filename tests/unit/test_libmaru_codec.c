@@ -483,7 +483,7 @@ static void pk_key(msgpack_packer *pk, const char *k)
 	msgpack_pack_str_body(pk, k, strlen(k));
 }
 
-/* the eviction fields (issue 13), packed by msgpack-c, the reference peer */
+/* the eviction fields, packed by msgpack-c, the reference peer */
 static void test_dec_eviction_fields(void **state)
 {
 	static const uint64_t ev[] = {7, 65536, 41, 7, 1ull << 40, 1ull << 63};
@@ -693,7 +693,7 @@ static void test_config(void **state)
 	assert_string_equal(maru_config_get_server_url(c),
 			    "tcp://localhost:5555");
 	assert_null(maru_config_get_instance_id(c));
-	/* instance ids are text: the server refuses others (issue 12) */
+	/* instance ids are text: the server refuses others */
 	assert_int_equal(maru_config_set_instance_id(c, "bad\xff"), -EINVAL);
 	assert_null(maru_config_get_instance_id(c));
 	assert_int_equal(maru_config_get_pool_size(c), 100 << 20);

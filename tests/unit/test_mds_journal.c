@@ -635,8 +635,8 @@ static void test_bad_last_frame(void **state)
  * A segment created by a rotation and killed before anything reached it
  * (an empty file): recovery sets it aside and appends go on in the one
  * before, so what the next run acknowledges is there after another
- * restart (found by review: the records went into a segment without a
- * HEAD, rejected at the restart after).
+ * restart (appending to the empty segment instead would put the records
+ * into a segment without a HEAD, rejected at the restart after).
  */
 static void test_empty_segment(void **state)
 {
@@ -674,8 +674,8 @@ static void test_empty_segment(void **state)
 
 /*
  * Pins of an instance with no lease go with its last connection; no
- * connection survives a restart, so after one they are gone too (found
- * by review: they stayed, and the key could never be evicted).
+ * connection survives a restart, so after one they are gone too (were
+ * they kept, the key could never be evicted).
  */
 /*
  * Two clients of one instance id, each with its lease: their regions and
@@ -842,8 +842,8 @@ static int fail_nth(void)
 
 /*
  * Memory running out during a replay is not damage: jr_recover() says
- * -ENOMEM and leaves every file as it was (found by review: the journal
- * was cut at the record that could not be applied).
+ * -ENOMEM and leaves every file as it was (treating it as damage would
+ * cut the journal at the record that could not be applied).
  */
 static void test_replay_out_of_memory(void **state)
 {

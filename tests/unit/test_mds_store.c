@@ -267,7 +267,7 @@ static void test_alloc_register_lookup(void **state)
 	assert_int_equal(keyop(MDS_EXISTS_KV, "k2"), 0);
 }
 
-/* issue 12, defect 3: a location lies inside its region, and a key of an
+/* a location lies inside its region, and a key of an
  * unknown region (upstream accepts it, it never resolves) cannot make the
  * byte count wrap */
 static void test_locations_are_checked(void **state)
@@ -653,7 +653,7 @@ static void report(const char *client, const char *op)
 	assert_int_equal(mbool(mget(call(&r), "success")), 1);
 }
 
-/* issue 12, defect 7: a client's accumulators go when its instance leaves */
+/* a client's accumulators go when its instance leaves: they stay bounded */
 static void test_stats_leave_with_their_instance(void **state)
 {
 	msgpack_object *c;
@@ -1058,7 +1058,7 @@ static void test_authority(void **state)
 /*
  * A connection holds at most MDS_CONN_MAX_INST instances: one more is
  * refused, also the second time (the fast path must not remember a
- * connection that was never counted; review finding).
+ * connection that was never counted).
  */
 static void test_instances_per_connection(void **state)
 {
@@ -1201,7 +1201,7 @@ static msgpack_object *resume(struct mds_wait *w)
 	return R.root;
 }
 
-/* --instance-quota counts requests parked at the RM (review finding) */
+/* --instance-quota counts requests parked at the RM too */
 static void test_quota_counts_parked(void **state)
 {
 	static const char quota[] = "Allocation failed: quota exceeded";
@@ -1299,7 +1299,7 @@ static void test_parked_requests(void **state)
 	F.defer = false;
 }
 
-/* ---- eviction (issue 13) ---- */
+/* ---- eviction ---- */
 
 static struct mds_wait *DONE; /* the last wait the store answered */
 

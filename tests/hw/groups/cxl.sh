@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Group "cxl": the same discovery on an emulated CXL type-3 memory device
 # (q35 with a CXL host bridge, two root ports, a persistent-memory type-3
-# device), the other route to /dev/dax the issue names.  The RM must find
+# device), the other route to /dev/dax besides an NVDIMM.  The RM must find
 # it through libdaxctl, and the host must see the region's bytes and the
 # header in the backing file.
 TESTS_cxl=(

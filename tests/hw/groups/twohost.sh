@@ -12,10 +12,10 @@
 # must free the region at the resource manager.  A second worker that owns
 # only an empty region is killed too: that region must go back at once.
 # Before B boots, A kills its maru-server with SIGKILL five times in the
-# middle of a store loop (issue 14): every acknowledged store must come back
+# middle of a store loop: every acknowledged store must come back
 # in place with its bytes, every acknowledged delete stay deleted, and B
 # reads all those chunks after the last restart.  B also reads A's chunk
-# through the shared index (issue 16) that A's maru-server keeps in a
+# through the shared index that A's maru-server keeps in a
 # region of the pool with --coherence flush (the default on device-DAX),
 # with no request, and sees a delete there at once.
 TESTS_twohost=(

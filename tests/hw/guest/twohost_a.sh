@@ -53,7 +53,7 @@ else
 	fail hw.two.a_stores "$why"
 fi
 
-# Crash cycles (issue 14) on the real device: a loop of stores runs while
+# Crash cycles on the real device: a loop of stores runs while
 # maru-server is killed with SIGKILL at a random moment, then restarted on
 # the same state directory.  Every store acknowledged (maru-example exited
 # 0) must resolve again at the same place with its bytes, every delete

@@ -126,7 +126,7 @@ else
 	fail hw.two.b_libmaru_retrieves_a "maru-hwhold retrieve on B failed ($?)"
 fi
 
-# issue 16: A's maru-server publishes its index in a region of the shared
+# The shared index: A's maru-server publishes its index in a region of the shared
 # pool (coherence flush); B maps it read-only through the UUID mapping and
 # answers retrieves of A's chunk with no request
 out=$(run_for 60 /test/maru-hwhold --server $URL index-check hw-two-a2 300000 22)

@@ -23,7 +23,7 @@
  * "idle instance=I region=R lease_ttl_ms=T" and "holding pid=N", and waits
  * like store --hold.  index-check retrieves ten times and prints "index
  * attached=A noncoherent=N local_hits=H local_misses=M fallbacks=F
- * result=ok" when the shared index answered (issue 16); index-gone says
+ * result=ok" when the shared index answered; index-gone says
  * whether the index itself reports KEY absent.  Exit: 0 ok, 1 failure, 2
  * usage, 3 key not found, bytes differ, or not answered by the index.
  */
@@ -178,7 +178,7 @@ static void print_index(struct maru_handler *h, const char *result)
 }
 
 /*
- * index-check (issue 16): the chunk is found and verified through the
+ * index-check: the chunk is found and verified through the
  * shared index with no request -- the first retrieve may ask the server
  * (the region is not mapped yet), the next ones must not.  Exit 0 when
  * attached, every read verified, and some answered locally.

@@ -17,7 +17,8 @@
  * arrays are delivered into caller-provided sinks.  fuzz_libmaru_codec.c
  * feeds them arbitrary bytes.
  *
- * Also here: the MARUDEV device-header parser (first 32 bytes of a device).
+ * The MARUDEV device header is not here: src/common/devhdr.c reads and
+ * writes it for every part.
  *
  * Context: every function is reentrant; no shared state.
  */
@@ -298,7 +299,7 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		rc |= pack_whereabouts(&pk);
 	rc |= pack_cstr(&pk, "lease_id") |
 	      pack_cstr(&pk, lease_id ? lease_id : "");
-	/* we apply eviction notices (issue 13): maru-server may evict our
+	/* we apply eviction notices: maru-server may evict our
 	 * keys and tell us their pages */
 	rc |= pack_cstr(&pk, "evict_notices") | msgpack_pack_true(&pk);
 	if (ack) /* the notices we have, up to this number */
@@ -306,7 +307,7 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		      msgpack_pack_uint64(&pk, ack);
 	if (release)
 		rc |= pack_cstr(&pk, "lease_release") | msgpack_pack_true(&pk);
-	/* the shared index (issue 16): keys used with no request, for the
+	/* the shared index: keys used with no request, for the
 	 * server's eviction policy, and what was answered locally */
 	if (rep && rep->ntouched) {
 		rc |= pack_cstr(&pk, "touched") |
@@ -581,7 +582,7 @@ static int mp_array_header(struct mp_rd *r, uint32_t *n, bool *nil)
 	return 0;
 }
 
-/* HANDSHAKE's "shm_index" descriptor (issue 16) */
+/* HANDSHAKE's "shm_index" descriptor (docs/shm-index.md) */
 static int mp_idx_desc(struct mp_rd *r, struct maru__idx_desc *d, int depth)
 {
 	struct mp_val it, k;
@@ -887,6 +888,3 @@ int maru__decode_stats(const uint8_t *p, size_t len,
 	}
 	return 0;
 }
-
-/* ------------------------------------------------------------------------ */
-/* MARUDEV device header (docs/hardware.md)                                 */

@@ -32,7 +32,7 @@
  *   keymap.c   the handler's local key -> (region, page) map
  *   codec.c    metadata-server payloads: msgpack-c encoders for requests,
  *              decoders for replies over the one MessagePack reader
- *              (src/common/msgpk.h), the MARUDEV device-header parser
+ *              (src/common/msgpk.h)
  *   config.c   struct maru_config, env overrides, validation, uuid4
  *   log.c      the handler's replaceable log sink, a connect's cause, the
  *              calling thread's last failure

@@ -90,4 +90,17 @@ int log_format_from_env(enum log_format *out);
 size_t log_format_line(char *out, size_t len, enum log_format fmt, int prio,
 		       const char *ident, const char *msg);
 
+/* what a daemon's --help says of the log's environment (its own lines
+ * follow, aligned the same way) */
+#define LOG_HELP_ENV                                                           \
+	"  MARU_LOG_FORMAT         log line format: plain (an ISO-8601 UTC "   \
+	"time and\n"                                                           \
+	"                          the level first), journal (a <N> priority " \
+	"prefix)\n"                                                            \
+	"                          or json (one object a line); default "      \
+	"journal when\n"                                                       \
+	"                          stderr is systemd's JOURNAL_STREAM, else "  \
+	"plain\n"                                                              \
+	"  JOURNAL_STREAM          set by systemd: stderr's device:inode\n"
+
 #endif

@@ -9,7 +9,9 @@
 #   server  one resource manager, the OLD and the NEW maru-server side by
 #           side, KEYS keys each; mds-load (NEW) measures them in turn in
 #           100 ms blocks (--target ... --target ...) for LOOKUP_KV (REQ
-#           and DEALER x64) and BATCH_LOOKUP_KV(256) (DEALER x64), one
+#           and DEALER x64), BATCH_LOOKUP_KV(256) (DEALER x64) and
+#           REGISTER_KV (DEALER x64, new keys each block; both servers
+#           publish their shared index, the default), one
 #           core (everything on CPU 0) and one core each (servers CPU 0,
 #           client CPU 1), once in each order (the first target of a run
 #           measures a few % faster): ops/s or keys/s of each, and new/old
@@ -81,18 +83,21 @@ U_NEW=$U
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
 echo "== server (SECS=$SECS per cell)" >&2
+run=0
 for place in one-core two-cores; do
 	cc=0
 	[ $place = two-cores ] && cc=1
-	for cell in "lookup req" "lookup dealer" "batch_lookup dealer"; do
+	for cell in "lookup req" "lookup dealer" "batch_lookup dealer" \
+		"register dealer"; do
 		set -- $cell
 		# both orders: the first target of a run measured ~3-5 % faster
 		# here, whichever it was
 		for order in "$U_OLD,label=old $U_NEW,label=new" \
 			"$U_NEW,label=new $U_OLD,label=old"; do
 			set -- $cell $order
+			run=$((run + 1)) # register: new keys every run
 			taskset -c $cc "$LOAD" bench --mode "$2" --op "$1" \
-				--keys "$KEYS" --inflight 64 --batch 256 \
+				--keys "$KEYS" --inflight 64 --batch 256 --run $run \
 				--warmup 0.3 --seconds "$SECS" \
 				--target "url=$3" --target "url=$4" |
 				sed "s/^/SERVER place=$place op=$1 mode=$2 /" >>"$RAW"

@@ -135,8 +135,8 @@ if LIBMARU:
     print(f"setup.py: libmaru from {LIBMARU['where']}", file=sys.stderr)
     ext_modules.append(Extension(
         "maru_core._maru",
-        sources=[os.path.join("src", "_maru.c")],
-        depends=[os.path.join("src", "_maru.h")],
+        sources=[os.path.join("src", f) for f in ("_maru.c", "_maru_map.c", "_maru_rm.c")],
+        depends=[os.path.join("src", "_maru.h"), os.path.join("src", "_maru_int.h")],
         include_dirs=LIBMARU["include_dirs"],
         library_dirs=LIBMARU["library_dirs"],
         libraries=LIBMARU["libraries"],

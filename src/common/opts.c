@@ -286,7 +286,8 @@ void opts_usage(FILE *f, const char *prog, const struct opts_doc *doc,
 
 	for (i = 0; t[i].name; i++)
 		letters |= t[i].letter != 0;
-	fprintf(f, "Usage: %s [OPTIONS]\n\n%s\nOptions:\n", prog,
+	fprintf(f, "Usage: %s [OPTIONS]%s%s\n\n%s\nOptions:\n", prog,
+		doc->operands ? " " : "", doc->operands ? doc->operands : "",
 		doc->about ? doc->about : "");
 	for (i = 0; t[i].name; i++) {
 		const struct opt *o = &t[i];
@@ -412,9 +413,11 @@ int opts_parse(const char *prog, const struct opts_doc *doc,
 				hint_of(o, hint, sizeof(hint)));
 		}
 	}
-	if (!rc && optind < argc) {
+	if (!rc && optind < argc &&
+	    (!doc->operands || argc - optind > doc->max_operands)) {
 		fprintf(stderr, "%s: unexpected argument: %s\n", prog,
-			argv[optind]);
+			argv[doc->operands ? optind + doc->max_operands
+					   : optind]);
 		rc = -EINVAL;
 	}
 	if (argv0)

@@ -10,15 +10,16 @@
  *   Try 'maru-server --help'.
  *
  * Every program with options parses them here: the two daemons and the
- * tools (marutop, pool_monitor).  Their --help (and so their man page) is
- * printed from the same rows: each row says what the option does, its
- * default, read from the field before parsing so that the value set in
- * code is the one told, and why the default is what it is.
+ * tools (marutop, pool_monitor, maru-keygen).  Their --help (and so their
+ * man page) is printed from the same rows: each row says what the option
+ * does, its default, read from the field before parsing so that the value
+ * set in code is the one told, and why the default is what it is.
  *
  * getopt_long does the scanning (GNU conventions: --name=value, --name
  * value, -p value, "--" ends the options; its own messages for an unknown
- * option or a missing value, which name @prog as ours do).  Positional
- * arguments are refused.
+ * option or a missing value, which name @prog as ours do).  Operands
+ * (arguments that are not options) are refused unless the program names
+ * them (struct opts_doc).
  * Integers are parsed whole (strtol) unless the row asks for upstream's
  * atoi() (the resource manager's classic options).
  *
@@ -81,9 +82,13 @@ struct opt {
 	const char *why;  /* why the default is what it is */
 };
 
-/* what --help says around the options */
+/* what --help says around the options, and the operands taken */
 struct opts_doc {
-	const char *about; /* after "Usage: PROG [OPTIONS]" */
+	const char *operands; /* "NAME": up to @max_operands arguments after
+			       * the options, left at argv[optind..argc)
+			       * (getopt's); NULL: none (refused) */
+	int max_operands;
+	const char *about; /* after "Usage: PROG [OPTIONS] OPERANDS" */
 	const char *after; /* after the options: signals, exit status,
 			    * environment, files (preformatted) */
 };

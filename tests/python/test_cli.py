@@ -100,8 +100,10 @@ BAD_USAGE = [
     ("marutop", ["-w"], "requires an argument"),
     ("marutop", ["--count", "-1"], "invalid count"),
     ("marutop", ["--server", "nocolon"], "invalid server"),
-    ("maru-keygen", ["--bogus"], "unknown option"),
-    ("maru-keygen", [], "Usage"),
+    ("maru-keygen", ["--bogus"], "maru-keygen: unrecognized option"),
+    ("maru-keygen", [], "a NAME to write, or --public CERT-FILE"),
+    ("maru-keygen", ["a", "b"], "unexpected argument: b"),
+    ("maru-keygen", ["--public", "x.key", "a"], "--public takes no NAME"),
 ]
 
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <errno.h>
 #include <cmocka.h>
+#include <getopt.h>
 
 #include "opts.h"
 
@@ -315,13 +316,35 @@ static void test_help(void **state)
 		assert_true(strlen(line) <= 79);
 }
 
+/* operands: taken when the program names them, left at argv[optind] */
+static void test_operands(void **state)
+{
+	static const struct opts_doc named = {.operands = "NAME",
+					      .max_operands = 1};
+	bool flag = false;
+	const struct opt t[] = {OPTS_FLAG("flag", flag), {0}};
+	char *one[] = {"prog", "name", "--flag", NULL};
+	char *two[] = {"prog", "a", "b", NULL};
+	FILE *err = stderr;
+
+	(void)state;
+	assert_int_equal(opts_parse("prog", &named, t, 3, one), 0);
+	assert_true(flag);
+	assert_int_equal(optind, 2); /* getopt moved the operand last */
+	assert_string_equal(one[optind], "name");
+	stderr = fopen("/dev/null", "w");
+	assert_int_equal(opts_parse("prog", &named, t, 3, two), -EINVAL);
+	assert_int_equal(opts_parse("prog", &doc, t, 3, one), -EINVAL);
+	fclose(stderr);
+	stderr = err;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kinds),
-		cmocka_unit_test(test_refused),
-		cmocka_unit_test(test_message),
-		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_kinds),	 cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_message),	 cmocka_unit_test(test_help),
+		cmocka_unit_test(test_operands),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -753,9 +753,7 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
     if len(problems) > 20:
         log(f"  log: ... {len(problems) - 20} more lines")
     res["log_problems"] = len(problems)
-    log("RESULT " + " ".join(
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in res.items()))
+    log("RESULT " + result_fields(res))
     return res
 
 
@@ -848,12 +846,23 @@ def main(argv=None):
 def median_line(runs):
     """`MEDIAN runs=N key=value ...`: each numeric figure's median over
     @runs, the others as the first run had them."""
-    out = [f"runs={len(runs)}"]
+    out = {"runs": len(runs)}
     for k, v in runs[0].items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = float(np.median([r[k] for r in runs]))
-        out.append(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")
-    return "MEDIAN " + " ".join(out)
+            m = float(np.median([r[k] for r in runs]))
+            v = int(m) if isinstance(v, int) and m == int(m) else m
+        out[k] = v
+    return "MEDIAN " + result_fields(out)
+
+
+def result_fields(res):
+    """`key=value ...` of @res: floats to 4 significant digits (integral
+    ones in full), the rest as they are."""
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}" if abs(v) < 1e4 or v != int(v) else str(int(v))
+        return str(v)
+    return " ".join(f"{k}={fmt(v)}" for k, v in res.items())
 
 
 if __name__ == "__main__":

@@ -230,6 +230,8 @@ def worker_main(wi, cfg, inbox, ready_q, go, done, out_q):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if cfg["no_shm_index"]:
         os.environ["MARU_SHM_INDEX"] = "0"
+    if cfg["no_page_grants"]:
+        os.environ["MARU_PAGE_GRANTS"] = "0"
     from maru import MaruConfig, MaruHandler
 
     bb = cfg["block_bytes"]
@@ -329,12 +331,14 @@ def worker_main(wi, cfg, inbox, ready_q, go, done, out_q):
 # ----------------------------------------------------------------------
 # the daemons
 # ----------------------------------------------------------------------
-def pool_geometry(distinct, fraction, block_bytes, region):
+def pool_geometry(distinct, fraction, block_bytes, region, whole=True):
     """(data bytes, emulated file bytes, nominal bytes): the pool's data
     area is @fraction of @distinct blocks of @block_bytes, rounded up to
     whole regions (@region rounded up to the resource manager's 2 MiB
-    alignment, as it does)."""
-    unit = -(-region // RM_ALIGN) * RM_ALIGN
+    alignment, as it does) when clients own whole regions (@whole); with
+    pages granted one by one maru-server carves the regions itself, and
+    the pool is rounded up to the 2 MiB unit only."""
+    unit = -(-region // RM_ALIGN) * RM_ALIGN if whole else RM_ALIGN
     nominal = fraction * distinct * block_bytes
     data = max(1, math.ceil(nominal / unit)) * unit
     return data, data + RM_HEADER, nominal
@@ -453,7 +457,8 @@ def run(a, log=print):
     refs, distinct = trace_counts(reqs)
     owner = route(reqs, a.workers, a.route, a.route_blocks)
     data, emulate, nominal = pool_geometry(distinct, a.pool_fraction,
-                                           a.block_bytes, a.region)
+                                           a.block_bytes, a.region,
+                                           a.no_page_grants)
     capacity = data // a.block_bytes
     seqs = [ids for _, ids in reqs]
     s = time.monotonic()
@@ -470,8 +475,10 @@ def run(a, log=print):
         + (f", shuffled (seed {a.shuffle})" if a.shuffle is not None else ""))
     log(f"pool: {a.pool_fraction:g} x {distinct} blocks x {a.block_bytes} B"
         f" = {nominal / MiB:.1f} MiB, rounded up to {data // MiB} MiB "
-        f"({data // (-(-a.region // RM_ALIGN) * RM_ALIGN)} regions of "
-        f"{a.region / MiB:g} MiB; emulated file {emulate // MiB} MiB with "
+        + (f"({data // (-(-a.region // RM_ALIGN) * RM_ALIGN)} regions of "
+           f"{a.region / MiB:g} MiB; " if a.no_page_grants else
+           f"(regions of {a.region / MiB:g} MiB asked for, pages granted; ")
+        + f"emulated file {emulate // MiB} MiB with "
         f"the 2 MiB header) = {capacity} blocks")
     log(f"simulation at {yard_cap} blocks (the fraction unrounded: the "
         f"trace README's yardstick capacity): global "
@@ -493,7 +500,8 @@ def run(a, log=print):
         go, done = SPAWN.Event(), SPAWN.Event()
         cfg = {"url": daemons.url, "region": a.region,
                "block_bytes": a.block_bytes, "key_prefix": a.key_prefix,
-               "timeout_ms": a.timeout_ms, "no_shm_index": a.no_shm_index}
+               "timeout_ms": a.timeout_ms, "no_shm_index": a.no_shm_index,
+               "no_page_grants": a.no_page_grants}
         for wi in range(a.workers):
             p = SPAWN.Process(target=worker_main, name=f"replay-{wi}",
                               args=(wi, cfg, inboxes[wi], ready_q, go, done,
@@ -676,6 +684,7 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         "capacity_blocks": capacity,
         "shuffle": a.shuffle if a.shuffle is not None else "none",
         "shm_index": "off" if a.no_shm_index else "on",
+        "page_grants": "off" if a.no_page_grants else "on",
         "queue_depth": a.queue_depth,
         "hit_rate": 100.0 * hits / refs,
         "global_lru": 100.0 * sim_global / refs,
@@ -714,6 +723,8 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         "alloc_wait_failures": ev["alloc_wait_failures"],
         "pages_told": ev["pages_told"],
         "regions_released": ev["regions_released"],
+        "pages_granted": ev.get("pages", {}).get("granted", 0),
+        "pages_lent": ev.get("pages", {}).get("lent", 0),
         "index_local_hits": local.get("local_hits", 0),
         "index_fallbacks": local.get("fallbacks", 0),
     }
@@ -785,6 +796,9 @@ def arg_parser():
                          "--server-arg=--evict-high=0.9 for a dash)")
     ap.add_argument("--no-shm-index", action="store_true",
                     help="MARU_SHM_INDEX=0 in the workers")
+    ap.add_argument("--no-page-grants", action="store_true",
+                    help="MARU_PAGE_GRANTS=0 in the workers: each "
+                         "allocates in regions of its own only")
     ap.add_argument("--paced", type=float, default=0.0, metavar="FACTOR",
                     help="issue each request at its timestamp / FACTOR")
     ap.add_argument("--queue-depth", type=int, default=2, metavar="D",

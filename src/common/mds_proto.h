@@ -22,6 +22,15 @@
 #define MDS_RESPONSE_BIT 0x80
 #define MDS_DEFAULT_PORT 5555
 
+/*
+ * "evicted" notices are (region_id, kv_offset, gen) triples; the gen says
+ * what of the page: a registration number, the page is yours again; 0,
+ * the page is granted to you; with this bit, forget that registration but
+ * not the page, which is no longer yours once no key of yours is in it
+ * (docs/protocol.md §2, "Pages").
+ */
+#define MDS_GEN_FORGET (1ull << 63)
+
 enum mds_msg_type {
 	MDS_REQUEST_ALLOC = 0x01,
 	MDS_RETURN_ALLOC = 0x03,

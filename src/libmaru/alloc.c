@@ -10,6 +10,13 @@
  * one byte per page that catches double frees and frees of pages never
  * handed out.
  *
+ * Pages away.  Where maru-server hands pages out one by one (its
+ * "capacity by the page"), a page of ours can be taken (the server evicted
+ * its last key and pooled the page) and a page of another client's region
+ * granted to us: such a region is "borrowed", all its pages away but the
+ * granted ones.  An away page is neither free nor handed out: it is never
+ * allocated or freed until the server grants it (maru__pagealloc_grant).
+ *
  * The owned-region manager (upstream's OwnedRegionManager) keeps regions in
  * insertion order and an active region: allocation tries the active one,
  * then the others in order, and the one that had a page becomes active.  A
@@ -69,7 +76,7 @@ int64_t maru__pagealloc_alloc(struct maru__pagealloc *pa)
 	page = pa->ring[pa->head];
 	pa->head = pa->head + 1 == pa->page_count ? 0 : pa->head + 1;
 	pa->nfree--;
-	pa->used[page] = 1;
+	pa->used[page] = PA_USED;
 	return page;
 }
 
@@ -79,8 +86,8 @@ int maru__pagealloc_free(struct maru__pagealloc *pa, uint64_t page)
 
 	if (page >= pa->page_count)
 		return -ERANGE;
-	if (!pa->used[page])
-		return -EINVAL;
+	if (pa->used[page] != PA_USED)
+		return -EINVAL; /* free, or away */
 	/* a page can only be in use if at least one slot of the ring is free */
 	tail = pa->head + pa->nfree;
 	if (tail >= pa->page_count)
@@ -94,7 +101,25 @@ int maru__pagealloc_free(struct maru__pagealloc *pa, uint64_t page)
 bool maru__pagealloc_is_allocated(const struct maru__pagealloc *pa,
 				  uint64_t page)
 {
-	return page < pa->page_count && pa->used[page];
+	return page < pa->page_count && pa->used[page] == PA_USED;
+}
+
+int maru__pagealloc_away(struct maru__pagealloc *pa, uint64_t page)
+{
+	if (page >= pa->page_count || pa->used[page] != PA_USED)
+		return -EINVAL;
+	pa->used[page] = PA_AWAY;
+	pa->naway++;
+	return 0;
+}
+
+int maru__pagealloc_grant(struct maru__pagealloc *pa, uint64_t page)
+{
+	if (page >= pa->page_count || pa->used[page] != PA_AWAY)
+		return -EINVAL;
+	pa->used[page] = PA_USED; /* and freed: to the ring's tail */
+	pa->naway--;
+	return maru__pagealloc_free(pa, page);
 }
 
 void maru__owned_init(struct maru__owned *o, uint64_t chunk_size)
@@ -133,7 +158,8 @@ struct maru__owned_region *maru__owned_find(const struct maru__owned *o,
 }
 
 int maru__owned_add(struct maru__owned *o, uint64_t region_id,
-		    uint64_t pool_size, struct maru__mapping *map)
+		    uint64_t pool_size, struct maru__mapping *map,
+		    bool borrowed)
 {
 	struct maru__owned_region *r, **nr;
 	size_t ncap;
@@ -147,6 +173,13 @@ int maru__owned_add(struct maru__owned *o, uint64_t region_id,
 	rc = maru__pagealloc_init(&r->pa, pool_size, o->chunk_size);
 	if (rc < 0)
 		goto out_free;
+	if (borrowed) {
+		/* every page away until granted */
+		memset(r->pa.used, PA_AWAY, r->pa.page_count);
+		r->pa.naway = r->pa.page_count;
+		r->pa.nfree = 0;
+		r->borrowed = true;
+	}
 	rc = -ENOMEM;
 	r->page_keys = calloc(r->pa.page_count, sizeof(*r->page_keys));
 	if (!r->page_keys)

@@ -158,13 +158,15 @@ static int pack_whereabouts(msgpack_packer *pk)
 }
 
 int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
-			    uint64_t size, const char *lease_id, uint64_t ack)
+			    uint64_t size, const char *lease_id, uint64_t ack,
+			    uint32_t page_size)
 {
 	msgpack_packer pk;
 	int rc;
 
 	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 4 + (lease_id != NULL) + (ack != 0));
+	rc = msgpack_pack_map(&pk, 4 + (lease_id != NULL) + (ack != 0) +
+					   (page_size != 0));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	rc |= pack_whereabouts(&pk);
 	rc |= pack_cstr(&pk, "size") | msgpack_pack_uint64(&pk, size);
@@ -173,19 +175,27 @@ int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
 	if (ack)
 		rc |= pack_cstr(&pk, "evicted_ack") |
 		      msgpack_pack_uint64(&pk, ack);
+	/* pages of any region may be granted to us (docs/protocol.md) */
+	if (page_size)
+		rc |= pack_cstr(&pk, "page_size") |
+		      msgpack_pack_uint32(&pk, page_size);
 	return pack_rc(rc, m);
 }
 
 int maru__enc_return_alloc(struct maru__msg *m, const char *instance_id,
-			   uint64_t region_id)
+			   uint64_t region_id, uint64_t ack)
 {
 	msgpack_packer pk;
 	int rc;
 
 	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 2);
+	rc = msgpack_pack_map(&pk, 2 + (ack != 0));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	rc |= pack_cstr(&pk, "region_id") | msgpack_pack_uint64(&pk, region_id);
+	/* the notices we had: pages granted after them stay ours */
+	if (ack)
+		rc |= pack_cstr(&pk, "evicted_ack") |
+		      msgpack_pack_uint64(&pk, ack);
 	return pack_rc(rc, m);
 }
 
@@ -293,7 +303,8 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 	for (i = 0; rep && i < 3; i++)
 		nidx += rep->idx[i] != 0;
 	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0) +
-					   (rep && rep->ntouched) + nidx);
+					   (rep && rep->ntouched) + nidx +
+					   (rep && rep->page_size));
 	rc |= pack_cstr(&pk, "instance_id") | pack_cstr(&pk, instance_id);
 	if (!release)
 		rc |= pack_whereabouts(&pk);
@@ -318,6 +329,9 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		if (rep->idx[i])
 			rc |= pack_cstr(&pk, idx_names[i]) |
 			      msgpack_pack_uint64(&pk, rep->idx[i]);
+	if (rep && rep->page_size)
+		rc |= pack_cstr(&pk, "page_size") |
+		      msgpack_pack_uint32(&pk, rep->page_size);
 	return pack_rc(rc, m);
 }
 
@@ -529,6 +543,35 @@ static int mp_handle(struct mp_rd *r, struct maru_region_handle *h, int depth)
 	return rc <= 0 ? rc : seen == 15 ? 1 : -EPROTO;
 }
 
+/* an array of handle maps, each checked (a "granted_regions" list) */
+static int mp_handles(struct mp_rd *r, struct maru__uints *u)
+{
+	struct maru_region_handle h;
+	struct mp_val it;
+	uint32_t i;
+
+	if (mp_read(r, &it) || it.type != MP_ARRAY ||
+	    it.n > (size_t)(r->end - r->p))
+		return -EPROTO;
+	u->p = r->p;
+	u->n = (uint32_t)it.n;
+	for (i = 0; i < u->n; i++)
+		if (mp_handle(r, &h, 1) != 1)
+			return -EPROTO;
+	u->end = r->p;
+	return 0;
+}
+
+int maru__handles_next(const uint8_t **p, const uint8_t *end,
+		       struct maru_region_handle *h)
+{
+	struct mp_rd r = {*p, end};
+	int rc = mp_handle(&r, h, 1);
+
+	*p = r.p;
+	return rc == 1 ? 0 : -EPROTO;
+}
+
 /* a lookup map (LOOKUP_KV reply or BATCH_LOOKUP_KV entry) */
 static int mp_lookup(struct mp_rd *r, struct maru__lookup *l, int depth)
 {
@@ -732,6 +775,8 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 	rep->evicted_first = rep->evicted_last = 0;
 	memset(&rep->evicted, 0, sizeof(rep->evicted));
 	memset(&rep->release, 0, sizeof(rep->release));
+	memset(&rep->granted, 0, sizeof(rep->granted));
+	rep->pages_run = 0;
 
 	if (mp_read(&r, &it) || it.type != MP_MAP)
 		return -EPROTO;
@@ -809,6 +854,10 @@ int maru__decode_reply(const uint8_t *p, size_t len, struct maru__reply *rep)
 				rc = -EPROTO;
 		} else if (key_is(&k, "release")) {
 			rc = mp_uints(&r, &rep->release);
+		} else if (key_is(&k, "pages_run")) {
+			rc = mp_uint(&r, &rep->pages_run);
+		} else if (key_is(&k, "granted_regions")) {
+			rc = mp_handles(&r, &rep->granted);
 		} else if (key_is(&k, "evicted_seq")) {
 			struct maru__uints u;
 			const uint8_t *p2;

@@ -118,7 +118,8 @@ void maru__region_return(struct maru_handler *h, uint64_t region_id)
 	maru__reply_init(&r);
 	maru__msg_init(&m, MDS_RETURN_ALLOC);
 	rc = maru__send(h, &m,
-			maru__enc_return_alloc(&m, h->instance_id, region_id),
+			maru__enc_return_alloc(&m, h->instance_id, region_id,
+					       atomic_load(&h->inbox.ack)),
 			&r);
 	if (rc < 0)
 		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC failed: %s",
@@ -139,6 +140,13 @@ void maru__region_return(struct maru_handler *h, uint64_t region_id)
  * @gen still holds it -- a page freed and stored again since then is not
  * the evicted one.  It also asks back regions that eviction emptied: we
  * return those in which we hold no page.
+ *
+ * Where it hands pages out one by one (we said our "page_size"), the gen
+ * says more (mds_proto.h): MDS_GEN_FORGET, forget the registration and,
+ * once no key of ours is left in the page, the page too (it went to the
+ * server's pool: away); 0, the page is granted to us -- of a region of
+ * ours, or of another client's, which we map then ("granted_regions" has
+ * its handle) and allocate from as a borrowed region.
  */
 
 /* append @n values read from @u to *@v (cap *@cap, count *@nv) */
@@ -169,18 +177,61 @@ static bool inbox_put(uint64_t **v, size_t *nv, size_t *cap,
 	return true;
 }
 
+/* keep the handles of @u (granted pages' regions) in @in (@in->lock) */
+static bool inbox_put_handles(struct maru__inbox *in,
+			      const struct maru__uints *u)
+{
+	const uint8_t *p = u->p;
+	size_t want = in->ngr + u->n, i;
+	struct maru_region_handle *nb;
+
+	if (want > MARU_INBOX_MAX)
+		return false;
+	if (want > in->grcap) {
+		size_t nc = in->grcap ? in->grcap : 16;
+
+		while (nc < want)
+			nc *= 2;
+		nb = realloc(in->gr, nc * sizeof(*nb));
+		if (!nb)
+			return false;
+		in->gr = nb;
+		in->grcap = nc;
+	}
+	for (i = 0; i < u->n; i++)
+		if (maru__handles_next(&p, u->end, &in->gr[in->ngr + i]) < 0)
+			return false; /* (checked by the decoder) */
+	in->ngr = want;
+	return true;
+}
+
 void maru__evict_note(void *arg, const struct maru__reply *r)
 {
 	struct maru_handler *h = arg;
 	struct maru__inbox *in = &h->inbox;
 	bool ok = true, warn = false;
 
-	if (!r->evicted.n && !r->release.n && !r->evicted_last)
+	if (!r->evicted.n && !r->release.n && !r->evicted_last && !r->pages_run)
 		return;
 	pthread_mutex_lock(&in->lock);
+	if (r->pages_run && in->run && r->pages_run != in->run) {
+		/* another server process: what it granted before is not
+		 * ours any more (its page tables are not in the journal) */
+		free(in->ev);
+		free(in->gr);
+		in->ev = NULL;
+		in->gr = NULL;
+		in->nev = in->evcap = in->ngr = in->grcap = 0;
+		in->drop = true;
+		atomic_store(&in->pending, true);
+	}
+	if (r->pages_run)
+		in->run = r->pages_run;
+	if (r->granted.n)
+		ok = inbox_put_handles(in, &r->granted);
 	if (r->evicted.n)
-		ok = inbox_put(&in->ev, &in->nev, &in->evcap, &r->evicted,
-			       3 * (size_t)MARU_INBOX_MAX);
+		ok &= inbox_put(&in->ev, &in->nev, &in->evcap, &r->evicted,
+				3 * (size_t)MARU_INBOX_MAX);
 	if (r->release.n)
 		ok &= inbox_put(&in->rel, &in->nrel, &in->relcap, &r->release,
 				MARU_INBOX_MAX);
@@ -232,6 +283,97 @@ static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
 }
 
 /*
+ * Registration @gen of (@rid, @off) is gone and, once no key of ours is
+ * left in it, the page is the server's (@wlock held).  Return: whether
+ * the page went.
+ */
+static bool forget_page(struct maru_handler *h, uint64_t rid, uint64_t off,
+			uint64_t gen)
+{
+	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
+	uint64_t page = off / h->cfg.chunk_size;
+	struct maru__keyent *e, **pp;
+	int rc;
+
+	if (!r || off % h->cfg.chunk_size || page >= r->pa.page_count)
+		return false;
+	for (pp = &r->page_keys[page]; (e = *pp); pp = &e->page_next)
+		if (e->gen == gen)
+			break;
+	/* not that registration's page (any more): a notice sent again
+	 * does nothing */
+	if (!e)
+		return false;
+	*pp = e->page_next;
+	maru__keymap_remove(&h->keys, e);
+	if (r->page_keys[page])
+		return false; /* another key of ours is still stored there */
+	pthread_mutex_lock(&h->olock);
+	rc = maru__pagealloc_away(&r->pa, page);
+	pthread_mutex_unlock(&h->olock);
+	return rc == 0;
+}
+
+/* @hd's region, borrowed: mapped and added to the manager (@wlock
+ * held).  Return: it, or NULL */
+static struct maru__owned_region *
+borrow_region(struct maru_handler *h, const struct maru_region_handle *hd)
+{
+	struct maru__owned_region *r;
+	struct maru__mapping *m;
+	int rc;
+
+	rc = maru__mapper_map(&h->mapper, hd, true, h->prefault, &m);
+	if (rc < 0) {
+		lwarn(h,
+		      "region %" PRIu64 ": pages granted, but it cannot be "
+		      "mapped: %s",
+		      hd->region_id, strerror(-rc));
+		return NULL;
+	}
+	pthread_mutex_lock(&h->olock);
+	rc = maru__owned_add(&h->owned, hd->region_id, hd->length, m, true);
+	r = rc == 0 ? maru__owned_find(&h->owned, hd->region_id) : NULL;
+	pthread_mutex_unlock(&h->olock);
+	if (!r) {
+		lerr(h, "region %" PRIu64 ": cannot manage pages: %s",
+		     hd->region_id, strerror(-rc));
+		return NULL;
+	}
+	ldbg(h, "region %" PRIu64 ": borrowed (%" PRIu64 " bytes)",
+	     hd->region_id, hd->length);
+	if (h->on_added)
+		h->on_added(h->on_added_arg, hd->region_id,
+			    hd->length / h->cfg.chunk_size);
+	return r;
+}
+
+/* page (@rid, @off) is granted to us (@wlock held); @gr: the handles of
+ * the regions of this batch's grants.  Return: whether it is ours now */
+static bool grant_page(struct maru_handler *h, uint64_t rid, uint64_t off,
+		       const struct maru_region_handle *gr, size_t ngr)
+{
+	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
+	uint64_t page = off / h->cfg.chunk_size;
+	size_t i;
+	int rc;
+
+	if (off % h->cfg.chunk_size)
+		return false;
+	if (!r) {
+		for (i = 0; i < ngr && gr[i].region_id != rid; i++)
+			;
+		if (i == ngr || !(r = borrow_region(h, &gr[i])))
+			return false; /* never written: the server's again
+				       * when we are done */
+	}
+	pthread_mutex_lock(&h->olock);
+	rc = maru__pagealloc_grant(&r->pa, page);
+	pthread_mutex_unlock(&h->olock);
+	return rc == 0;
+}
+
+/*
  * Give region @rid back: the server emptied it for another instance's
  * request, so every page of ours there is free or holds keys it evicted
  * (or keys stored since: they stay readable, the server's until it evicts
@@ -243,12 +385,14 @@ static bool evict_page(struct maru_handler *h, uint64_t rid, uint64_t off,
 static bool evict_region(struct maru_handler *h, uint64_t rid)
 {
 	struct maru__owned_region *r = maru__owned_find(&h->owned, rid);
+	bool borrowed;
 	uint64_t p;
 
 	if (!r || !maru__region_live(r))
 		return false;
+	borrowed = r->borrowed;
 	for (p = 0; p < r->pa.page_count; p++) {
-		if (r->pa.used[p] && !r->page_keys[p]) {
+		if (r->pa.used[p] == PA_USED && !r->page_keys[p]) {
 			/* being written: none of its pages goes out meanwhile,
 			 * and the server asks again */
 			pthread_mutex_lock(&h->olock);
@@ -258,7 +402,7 @@ static bool evict_region(struct maru_handler *h, uint64_t rid)
 		}
 	}
 	for (p = 0; p < r->pa.page_count; p++)
-		if (r->pa.used[p])
+		if (r->pa.used[p] == PA_USED)
 			maru__page_release(h, rid, p); /* and their keys */
 	/*
 	 * Fenced before it goes: a handle the application kept writes into
@@ -272,38 +416,97 @@ static bool evict_region(struct maru_handler *h, uint64_t rid)
 	maru__owned_remove(&h->owned, rid);
 	pthread_mutex_unlock(&h->olock);
 	maru__region_return(h, rid);
-	linfo(h, "region %" PRIu64 ": given back (eviction emptied it)", rid);
+	if (borrowed)
+		ldbg(h, "region %" PRIu64 ": granted pages given back", rid);
+	else
+		linfo(h, "region %" PRIu64 ": given back (eviction emptied it)",
+		      rid);
 	return true;
+}
+
+/*
+ * maru-server restarted and its page tables with it: the regions we
+ * borrowed are not ours to write (fenced: a handle kept writes into
+ * private memory) and leave with their keys, without RETURN_ALLOC
+ * (@wlock held).  The keys stay readable, the server's until evicted.
+ */
+static size_t drop_borrowed(struct maru_handler *h)
+{
+	struct maru__owned_region *r;
+	size_t i = 0, n = 0;
+	uint64_t p, rid;
+
+	while (i < h->owned.n) {
+		r = h->owned.regions[i];
+		if (!r->borrowed) {
+			i++;
+			continue;
+		}
+		rid = r->region_id;
+		for (p = 0; p < r->pa.page_count; p++)
+			page_forget_keys(h, r, p);
+		if (r->map)
+			maru__mapper_fence(&h->mapper, r->map);
+		pthread_mutex_lock(&h->olock);
+		maru__owned_remove(&h->owned, rid);
+		pthread_mutex_unlock(&h->olock);
+		n++;
+	}
+	if (n)
+		linfo(h,
+		      "maru-server restarted: %zu region(s) we had pages of "
+		      "dropped (its grants are not in its journal)",
+		      n);
+	return n;
 }
 
 size_t maru__evict_apply(struct maru_handler *h)
 {
 	struct maru__inbox *in = &h->inbox;
+	size_t nev, nrel, ngr, i, freed = 0, given = 0, granted = 0;
+	struct maru_region_handle *gr;
 	uint64_t *ev, *rel;
-	size_t nev, nrel, i, freed = 0, given = 0;
+	bool drop;
 
 	if (!atomic_load(&in->pending))
 		return 0;
 	pthread_mutex_lock(&in->lock);
+	drop = in->drop;
+	in->drop = false;
 	ev = in->ev;
 	nev = in->nev;
 	in->ev = NULL;
 	in->nev = in->evcap = 0;
+	gr = in->gr;
+	ngr = in->ngr;
+	in->gr = NULL;
+	in->ngr = in->grcap = 0;
 	rel = in->rel;
 	nrel = in->nrel;
 	in->rel = NULL;
 	in->nrel = in->relcap = 0;
 	atomic_store(&in->pending, false);
 	pthread_mutex_unlock(&in->lock);
-	for (i = 0; i + 2 < nev; i += 3)
-		freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
+	if (drop)
+		drop_borrowed(h);
+	for (i = 0; i + 2 < nev; i += 3) {
+		if (!ev[i + 2])
+			granted += grant_page(h, ev[i], ev[i + 1], gr, ngr);
+		else if (ev[i + 2] & MDS_GEN_FORGET)
+			forget_page(h, ev[i], ev[i + 1],
+				    ev[i + 2] & ~MDS_GEN_FORGET);
+		else
+			freed += evict_page(h, ev[i], ev[i + 1], ev[i + 2]);
+	}
 	for (i = 0; i < nrel; i++)
 		given += evict_region(h, rel[i]);
-	if (freed)
-		ldbg(h, "eviction: %zu page(s) of ours free again", freed);
+	if (freed || granted)
+		ldbg(h, "eviction: %zu page(s) of ours free again, %zu granted",
+		     freed, granted);
 	free(ev);
 	free(rel);
-	return freed + given;
+	free(gr);
+	return freed + given + granted;
 }
 
 uint64_t maru__evict_ack(void *arg)
@@ -333,5 +536,6 @@ void maru__inbox_destroy(struct maru_handler *h)
 {
 	free(h->inbox.ev);
 	free(h->inbox.rel);
+	free(h->inbox.gr);
 	pthread_mutex_destroy(&h->inbox.lock);
 }

@@ -57,6 +57,21 @@
 /* ------------------------------------------------------------------------ */
 /* Lifecycle                                                                */
 
+/*
+ * We take pages of any region one by one (maru-server's capacity by the
+ * page, docs/architecture.md): our chunk size, said in REQUEST_ALLOC and
+ * HEARTBEAT; MARU_PAGE_GRANTS=0 turns it off (each handler allocates in
+ * the regions it owns only, as upstream's).
+ */
+static uint32_t env_page_size(uint64_t chunk_size)
+{
+	const char *v = getenv("MARU_PAGE_GRANTS");
+
+	if ((v && !strcmp(v, "0")) || chunk_size > UINT32_MAX)
+		return 0;
+	return (uint32_t)chunk_size;
+}
+
 static bool env_prefault(void)
 {
 	const char *v = getenv("MARU_PREFAULT");
@@ -122,6 +137,7 @@ MARU_EXPORT int maru_handler_new(const struct maru_config *cfg,
 		goto out_id;
 	atomic_init(&h->state, MARU_ST_NEW);
 	h->prefault = env_prefault();
+	h->page_size = env_page_size(cfg->chunk_size);
 	pthread_mutex_init(&h->wlock, NULL);
 	pthread_mutex_init(&h->olock, NULL);
 	pthread_mutex_init(&h->raw_lock, NULL);
@@ -231,7 +247,8 @@ static int request_region(struct maru_handler *h, uint64_t size,
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
 	rc = maru__send(h, &m,
 			maru__enc_request_alloc(&m, h->instance_id, size, lease,
-						maru__evict_ack(h)),
+						maru__evict_ack(h),
+						h->page_size),
 			&r);
 	if (rc == -EREMOTEIO && !r.success)
 		rc = -ENOSPC; /* {"success": false, "error": "Allocation
@@ -282,7 +299,7 @@ static int adopt_region(struct maru_handler *h,
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&h->olock);
-	rc = maru__owned_add(&h->owned, hd->region_id, hd->length, m);
+	rc = maru__owned_add(&h->owned, hd->region_id, hd->length, m, false);
 	pthread_mutex_unlock(&h->olock);
 	if (rc < 0) {
 		lerr(h, "region %" PRIu64 ": cannot manage pages: %s",
@@ -526,7 +543,10 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		goto out_teardown;
 
 	rc = request_region(h, h->cfg.pool_size, &hd);
-	if (rc == -ENOSPC || rc == -EAGAIN) {
+	if (rc == -EAGAIN && h->page_size && maru__evict_apply(h)) {
+		/* pages granted one by one (pages of any region): ours */
+		hd.region_id = 0;
+	} else if (rc == -ENOSPC || rc == -EAGAIN) {
 		/*
 		 * The server answered, but has no region for us now (the
 		 * pool is full, the resource manager is away, a quota):

@@ -791,8 +791,11 @@ MARU_EXPORT int maru_kv_delete(struct maru_handler *h,
 	rc = r.success;
 	if (rc) {
 		e = maru__keymap_find(&h->keys, key);
-		if (e) {
-			/* ours: the page is free again (drops its keys too) */
+		/* ours, if the registration deleted is ours ("kv_gen"; an
+		 * older server says none): the page is free again (drops
+		 * its keys too).  Another's (ours was evicted, and another
+		 * client stored the key since): our page is the notice's */
+		if (e && (!r.kv_gen || r.kv_gen == e->gen)) {
 			rid = e->region_id;
 			page = e->page;
 			maru__page_release(h, rid, page);

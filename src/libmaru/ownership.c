@@ -160,6 +160,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	/* the shared index's report: lost with a failed call
 	 * (hints and statistics, nothing a client depends on) */
 	if (!release) {
+		hr.page_size = h->page_size;
 		maru__idx_take_report(h, &keys, &hr.ntouched, hr.idx);
 		hr.touched = keys.data;
 		hr.touched_len = keys.len;
@@ -349,6 +350,9 @@ static int recover(struct maru_handler *h)
 	maru__owned_destroy(&h->owned);
 	pthread_mutex_unlock(&h->olock);
 	maru__keymap_destroy(&h->keys);
+	/* notices of the old lease name what is gone (a grant of a region
+	 * would map it again) */
+	maru__inbox_reset(&h->inbox);
 	maru__mapper_retire_fenced(&h->mapper);
 	seen = atomic_load(&f->alarm);
 	/* no RPC under fence.lock: a verification meanwhile (the watch's

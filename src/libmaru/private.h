@@ -213,9 +213,10 @@ struct maru__stat_entry {
 /* Encoders append the payload to @m.  Return: 0 or -ENOMEM/-EINVAL. */
 int maru__enc_empty(struct maru__msg *m);
 int maru__enc_request_alloc(struct maru__msg *m, const char *instance_id,
-			    uint64_t size, const char *lease_id, uint64_t ack);
+			    uint64_t size, const char *lease_id, uint64_t ack,
+			    uint32_t page_size);
 int maru__enc_return_alloc(struct maru__msg *m, const char *instance_id,
-			   uint64_t region_id);
+			   uint64_t region_id, uint64_t ack);
 int maru__enc_list_allocations(struct maru__msg *m, const char *exclude);
 int maru__enc_key(struct maru__msg *m, const struct maru_key *key);
 int maru__enc_register(struct maru__msg *m, const struct maru__reg *r);
@@ -228,7 +229,8 @@ struct maru__hb_report {
 	const uint8_t *touched; /* msgpack keys, concatenated */
 	size_t touched_len;
 	uint32_t ntouched;
-	uint64_t idx[3]; /* local hits, misses, fallbacks since the last */
+	uint64_t idx[3];    /* local hits, misses, fallbacks since the last */
+	uint32_t page_size; /* we take pages one by one ("page_size") */
 };
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,
@@ -312,7 +314,15 @@ struct maru__reply {
 		uint32_t n;
 
 	} evicted, release;
+	/* "granted_regions": handle maps, checked, borrowed from the reply
+	 * (maru__handles_next reads them) */
+	struct maru__uints granted;
+	uint64_t pages_run; /* "pages_run" (0: absent) */
 };
+
+/* the next handle of a checked "granted_regions" list. 0 or -EPROTO */
+int maru__handles_next(const uint8_t **p, const uint8_t *end,
+		       struct maru_region_handle *h);
 
 /* element @i of a checked array (maru__reply.evicted / .release) */
 int maru__uints_next(const uint8_t **p, const uint8_t *end, uint64_t *v);
@@ -348,7 +358,14 @@ struct maru__pagealloc {
 	uint32_t *ring; /* owns: page_count slots of free pages */
 	uint64_t head;	/* index of the oldest free page in @ring */
 	uint64_t nfree;
-	uint8_t *used; /* owns: 1 = allocated */
+	uint64_t naway;
+	uint8_t *used; /* owns: per page, PA_FREE, PA_USED or PA_AWAY */
+};
+
+enum {
+	PA_FREE = 0, /* in the ring */
+	PA_USED = 1, /* handed out (written, stored) */
+	PA_AWAY = 2, /* the server's or another client's (alloc.c) */
 };
 
 /* page_count = pool_size / chunk_size; 0 or > 2^32 -> -EINVAL */
@@ -357,6 +374,10 @@ int maru__pagealloc_init(struct maru__pagealloc *pa, uint64_t pool_size,
 void maru__pagealloc_destroy(struct maru__pagealloc *pa);
 /* Return: the page, or -ENOSPC when none is free */
 int64_t maru__pagealloc_alloc(struct maru__pagealloc *pa);
+/* a handed-out page is taken by the server: away. 0 or -EINVAL */
+int maru__pagealloc_away(struct maru__pagealloc *pa, uint64_t page);
+/* an away page is granted to us: free. 0 or -EINVAL */
+int maru__pagealloc_grant(struct maru__pagealloc *pa, uint64_t page);
 /* Return: 0, -ERANGE (out of range) or -EINVAL (not allocated) */
 int maru__pagealloc_free(struct maru__pagealloc *pa, uint64_t page);
 bool maru__pagealloc_is_allocated(const struct maru__pagealloc *pa,
@@ -373,6 +394,8 @@ struct maru__owned_region {
 	/* the server asked for it back and a page of it was being written:
 	 * no page is handed out from it before this (monotonic ns) */
 	uint64_t drain_until;
+	/* another client's region, pages of which the server granted us */
+	bool borrowed;
 };
 
 /* Upstream's OwnedRegionManager: regions in insertion order + active one. */
@@ -388,7 +411,8 @@ void maru__owned_init(struct maru__owned *o, uint64_t chunk_size);
 void maru__owned_destroy(struct maru__owned *o);
 /* add and make active. Return: 0, -EEXIST, -EINVAL (no page), -ENOMEM */
 int maru__owned_add(struct maru__owned *o, uint64_t region_id,
-		    uint64_t pool_size, struct maru__mapping *map);
+		    uint64_t pool_size, struct maru__mapping *map,
+		    bool borrowed);
 /* a free page, from a region not draining at @now (monotonic ns).
  * Return: 0 with *rid and *page set, or -ENOSPC */
 int maru__owned_alloc(struct maru__owned *o, uint64_t now, uint64_t *rid,
@@ -1014,16 +1038,36 @@ struct maru__curve {
  */
 struct maru__inbox {
 	pthread_mutex_t lock;
-	uint64_t *ev;  /* owns: (region, offset, gen) triples */
-	uint64_t *rel; /* owns: region ids */
-	size_t nev, evcap, nrel, relcap;
+	uint64_t *ev;		       /* owns: (region, offset, gen) triples */
+	uint64_t *rel;		       /* owns: region ids */
+	struct maru_region_handle *gr; /* owns: granted pages' regions */
+	size_t nev, evcap, nrel, relcap, ngr, grcap;
 	_Atomic bool pending; /* something to apply */
+	/* the server's "pages_run" (0: none yet); when it changes, the
+	 * pages granted of others' regions are dropped (@drop) */
+	uint64_t run;
+	bool drop;
 	/* notices had up to this number, all of them ("evicted_ack") */
 	_Atomic uint64_t ack;
 	bool dropped; /* warned once */
 };
 
 #define MARU_INBOX_MAX (1u << 20)
+
+/* forget every notice held (a recovery: what they name is gone) */
+static inline void maru__inbox_reset(struct maru__inbox *in)
+{
+	pthread_mutex_lock(&in->lock);
+	free(in->ev);
+	free(in->rel);
+	free(in->gr);
+	in->ev = in->rel = NULL;
+	in->gr = NULL;
+	in->nev = in->evcap = in->nrel = in->relcap = in->ngr = in->grcap = 0;
+	in->drop = false;
+	atomic_store(&in->pending, false);
+	pthread_mutex_unlock(&in->lock);
+}
 
 struct maru_handler {
 	struct maru_config cfg;	   /* owns: deep copy */
@@ -1063,6 +1107,7 @@ struct maru_handler {
 	struct maru__fence fence;
 	struct maru__rpc_watch watch; /* watches h->rpc and the lease's */
 	struct maru__inbox inbox;     /* eviction notices */
+	uint32_t page_size;	      /* pages may be granted to us (0: off) */
 	struct maru__idx idx;	      /* the shared index */
 };
 

@@ -53,6 +53,7 @@ enum fid {
 	F_LEASE_RELEASE,
 	F_NOTICES,
 	F_ACK,
+	F_PAGE_SIZE,
 	F_CLIENT_ID,
 	F_OP_TYPE,
 	F_RESULT,
@@ -115,6 +116,8 @@ static const struct field alloc_fields[] = {
 	FLD("size", FK_UINT, F_SIZE, true),
 	FLD("lease_id", FK_STR, F_LEASE_ID, false),
 	FLD("evicted_ack", FK_UINT, F_ACK, false),
+	/* an addition: the client takes pages one by one (pages.c) */
+	FLD("page_size", FK_UINT, F_PAGE_SIZE, false),
 	/* additions: where the client runs (informative, GET_USAGE) */
 	FLD("host", FK_SOFTSTR, F_HOST, false),
 	FLD("pid", FK_UINT, F_PID, false),
@@ -122,6 +125,8 @@ static const struct field alloc_fields[] = {
 static const struct field return_fields[] = {
 	FLD("instance_id", FK_STR, F_INSTANCE_ID, true),
 	FLD("region_id", FK_UINT, F_REGION_ID, true),
+	/* an addition: the notices the client had (pages.c) */
+	FLD("evicted_ack", FK_UINT, F_ACK, false),
 };
 static const struct field list_fields[] = {
 	FLD("exclude_instance_id", FK_STR, F_EXCLUDE, false),
@@ -147,6 +152,7 @@ static const struct field heartbeat_fields[] = {
 	FLD("lease_release", FK_BOOL, F_LEASE_RELEASE, false),
 	FLD("evict_notices", FK_BOOL, F_NOTICES, false),
 	FLD("evicted_ack", FK_UINT, F_ACK, false),
+	FLD("page_size", FK_UINT, F_PAGE_SIZE, false),
 	/* keys the client used without asking (a shared index): uses */
 	FLD("touched", FK_KEYS, F_LIST, false),
 	FLD("host", FK_SOFTSTR, F_HOST, false),
@@ -509,6 +515,9 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	req->notices = (v.seen & (1u << F_NOTICES)) && v.u[F_NOTICES];
 	if (v.seen & (1u << F_ACK))
 		req->ack = v.u[F_ACK];
+	/* (a page size no page table can use is no page size) */
+	if ((v.seen & (1u << F_PAGE_SIZE)) && v.u[F_PAGE_SIZE] <= UINT32_MAX)
+		req->page_size = (uint32_t)v.u[F_PAGE_SIZE];
 	req->host = opt_str(&v, F_HOST);
 	if (v.seen & (1u << F_PID))
 		req->pid = v.u[F_PID];

@@ -95,6 +95,7 @@ struct mds_req {
 	bool lease_release;	    /* HEARTBEAT */
 	bool notices;		    /* HEARTBEAT: takes "evicted" notices */
 	uint64_t ack;	     /* HEARTBEAT, REQUEST_ALLOC: "evicted_ack" */
+	uint32_t page_size;  /* HEARTBEAT, REQUEST_ALLOC: "page_size" */
 	struct mds_str host; /* HEARTBEAT, REQUEST_ALLOC: additions */
 	uint64_t pid;
 	uint64_t idx[3]; /* HEARTBEAT: shared-index hits, misses, fallbacks */

@@ -56,6 +56,20 @@ bool evict_on(const struct mds *s)
 }
 
 /*
+ * Who stored @e, as far as its page goes: its page's holder where pages
+ * are handed out (PG_NOBODY: a holder that is done), else its region's
+ * owner.
+ */
+static uint32_t entry_holder(const struct mds *s, const struct ix_entry *e)
+{
+	const struct mds_region *r = &s->regions[e->slot];
+
+	if (r->pg && e->off / r->pg->size < r->pg->n)
+		return r->pg->holder[e->off / r->pg->size];
+	return r->owner;
+}
+
+/*
  * Does evicting @e give its page to someone?  Yes when its region's owner
  * is done (the region is freed once empty) or takes notices (it reuses the
  * page).  A live owner that takes none (an upstream client) would never
@@ -64,8 +78,9 @@ bool evict_on(const struct mds *s)
 static bool reclaimable(const struct mds *s, const struct ix_entry *e)
 {
 	const struct mds_region *r = &s->regions[e->slot];
+	uint32_t h = entry_holder(s, e);
 
-	return r->state != REG_LIVE || s->insts[r->owner].notices;
+	return r->state != REG_LIVE || h == PG_NOBODY || s->insts[h].notices;
 }
 
 /*
@@ -78,16 +93,30 @@ static bool reclaimable(const struct mds *s, const struct ix_entry *e)
  */
 #define HERE_NS 2000000000ull /* four of libmaru's heartbeat periods */
 
-static bool owner_here(const struct mds *s, const struct mds_region *r)
+static bool inst_here(const struct mds *s, uint32_t islot)
 {
-	const struct mds_inst *in = &s->insts[r->owner];
+	const struct mds_inst *in = &s->insts[islot];
 
 	return in->notices && (in->nconns || s->vnow - in->hb_at < HERE_NS);
 }
 
-/* queue "page (@rid, @off) was evicted" for @in. Return: 0 or -ENOMEM */
+static bool owner_here(const struct mds *s, const struct mds_region *r)
+{
+	return inst_here(s, r->owner);
+}
+
+/* is whoever stored @e here (owner_here(), of its page's holder)? */
+static bool holder_here(const struct mds *s, const struct ix_entry *e)
+{
+	uint32_t h = entry_holder(s, e);
+
+	return h == PG_NOBODY || inst_here(s, h);
+}
+
+/* queue notice @kind of page (@rid, @off) for @in (NQ_EVICTED: due after
+ * the grace, the others at once). Return: 0 or -ENOMEM */
 int notice_push(struct mds *s, struct mds_inst *in, uint64_t rid, uint64_t off,
-		uint64_t gen)
+		uint64_t gen, enum notice_kind kind)
 {
 	if (in->nq_n == in->nq_cap) {
 		uint32_t cap = in->nq_cap ? in->nq_cap * 2 : 64, i;
@@ -108,7 +137,9 @@ int notice_push(struct mds *s, struct mds_inst *in, uint64_t rid, uint64_t off,
 	if (!in->nq_seq0)
 		in->nq_seq0 = 1; /* numbers start at 1: an ack of 0 is none */
 	in->nq[(in->nq_head + in->nq_n) % in->nq_cap] = (struct mds_notice){
-		rid, off, gen, s->vnow + s->cfg.evict_grace_ns};
+		rid, off, gen,
+		kind == NQ_EVICTED ? s->vnow + s->cfg.evict_grace_ns : s->vnow,
+		(uint8_t)kind};
 	in->nq_n++;
 	return 0;
 }
@@ -163,7 +194,7 @@ uint64_t evict_some(struct mds *s, uint64_t bytes, uint64_t max_keys)
 			pol_touch(&s->pol, e); /* passed over, for now */
 			continue;
 		}
-		if (r->state == REG_LIVE && !owner_here(s, r)) {
+		if (r->state == REG_LIVE && !holder_here(s, e)) {
 			if (++away > EVICT_WALK_MAX)
 				break;
 			continue;
@@ -381,11 +412,21 @@ uint32_t mds_take_notices(struct mds *s, uint32_t islot, uint64_t *out,
 		if (!*first)
 			*first = in->nq_seq0 + i;
 		*last = in->nq_seq0 + i;
-		if (!r || r->owner != islot || r->state != REG_LIVE)
+		/* on the wire the kind is in the gen: 0 granted, the top bit
+		 * set "forget the registration, not the page" */
+		if (q->kind == NQ_FORGET) {
+			out[3 * n + 2] = q->gen | MDS_GEN_FORGET;
+		} else if (q->kind == NQ_GRANTED) {
+			if (!pages_granted_to(s, islot, q->region_id, q->off))
+				continue; /* taken back meanwhile */
+			out[3 * n + 2] = 0;
+		} else if (!r || r->owner != islot || r->state != REG_LIVE) {
 			continue; /* freed, returned, gone: not its page now */
+		} else {
+			out[3 * n + 2] = q->gen;
+		}
 		out[3 * n] = q->region_id;
 		out[3 * n + 1] = q->off;
-		out[3 * n + 2] = q->gen;
 		n++;
 	}
 	if (i > in->nq_sent) {
@@ -506,7 +547,7 @@ static bool over_high(const struct mds *s)
 }
 
 /* the RM said "no room" lately: regions are not to be had */
-static bool pool_full(const struct mds *s)
+bool pool_full(const struct mds *s)
 {
 	return s->full_at && s->vnow - s->full_at < EVICT_FULL_NS;
 }
@@ -530,11 +571,14 @@ static bool inst_waits(const struct mds *s, uint32_t islot)
 uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 			    uint32_t max, bool only_wanted)
 {
-	uint32_t i, n = 0;
+	uint32_t i, n;
 	bool waits, wanted;
 
+	/* pages of regions whose owner is done, or that are wanted back:
+	 * under pressure or not */
+	n = pages_release_wanted(s, islot, out, max);
 	if (islot == IX_NO_SLOT || !mds_under_pressure(s))
-		return 0;
+		return n;
 	/*
 	 * Regions eviction emptied, once quiet (a reader of an evicted key
 	 * may still copy it from the owner's mapping, which goes with the
@@ -554,7 +598,12 @@ uint32_t mds_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 		if (r->owner != islot || r->state != REG_LIVE ||
 		    r->quiet_at > s->vnow)
 			continue;
-		if ((r->wanted && wanted) || (!waits && r->evicted && !r->refs))
+		/* (a region whose pages are granted is not asked back
+		 * because eviction emptied it: its pages went to the pool;
+		 * nor are the pages others hold of it when its owner is
+		 * done: it is the pool's, until nobody holds any) */
+		if ((r->wanted && wanted) ||
+		    (!waits && r->evicted && !r->refs && !r->pg))
 			out[n++] = r->h.region_id;
 	}
 	return n;
@@ -576,12 +625,20 @@ static uint64_t coming_bytes(const struct mds *s)
 		/* (an owner may hold on to one: a page of it held by the
 		 * application; after WANTED_NS it counts no more) */
 		if (r->state == REG_LIVE
-			    ? r->evicted && !r->refs && owner_here(s, r) &&
+			    ? r->evicted && !r->refs && !r->pg &&
+				      owner_here(s, r) &&
 				      r->quiet_at + WANTED_NS > s->vnow
 			    : r->deferred)
 			n += r->h.length;
 	}
 	return n;
+}
+
+/* does @islot take pages one by one (pages.c) rather than regions? */
+static bool page_mode(const struct mds *s, uint32_t islot)
+{
+	return islot != IX_NO_SLOT && s->insts[islot].page_size &&
+	       s->insts[islot].notices;
 }
 
 /* bytes the REQUEST_ALLOCs waiting for a region ask for (not those at
@@ -593,7 +650,8 @@ uint64_t waiting_bytes(struct mds *s)
 	uint64_t n = 0;
 
 	for (w = s->cap_head; w; w = w->next)
-		if (!w->cap_quota && !mds_notices_pending(s, wait_owner(s, w)))
+		if (!w->cap_quota && !page_mode(s, wait_owner(s, w)) &&
+		    !mds_notices_pending(s, wait_owner(s, w)))
 			n += w->size;
 	return n;
 }
@@ -648,6 +706,40 @@ static bool own_pages(struct mds *s, const struct mds_wait *w, uint32_t islot)
 }
 
 /*
+ * reclaim_for() for a client that takes pages one by one: pages from the
+ * pool, else the coldest keys of anybody evicted -- their pages go to the
+ * pool after the grace (cap_serve grants them), or, in regions whose
+ * owner is done, the regions go to the RM (cap_serve asks it for one).
+ */
+static int reclaim_pages(struct mds *s, struct mds_wait *w, uint32_t islot)
+{
+	uint32_t size = s->insts[islot].page_size;
+	uint64_t want = pages_want(s, islot, w->size), got = 0;
+
+	if (pages_grant(s, islot, w->size))
+		return MDS_RC_RECLAIMED;
+	if (!w->cap_deadline) {
+		w->cap_deadline = s->vnow + s->cfg.evict_wait_ns;
+		w->cap_told = s->insts[islot].told;
+		s->ctr.cap_waits++;
+		/* (pages, not bytes: a page holds one key, however
+		 * short its value) */
+		if (pages_pooled(s, size) * size < want)
+			got = evict_some(s, UINT64_MAX, want / size);
+	}
+	if (own_pages(s, w, islot))
+		return MDS_RC_RECLAIMED;
+	if (s->vnow >= w->cap_deadline ||
+	    (!got && !pages_pooled(s, size) && !coming_bytes(s) &&
+	     !mds_notices_pending(s, islot))) {
+		s->ctr.cap_fails++;
+		return -ENOSPC;
+	}
+	cap_append(s, w);
+	return -EINPROGRESS;
+}
+
+/*
  * The RM has no room for @w (a REQUEST_ALLOC by a live requester): evict,
  * then answer with the requester's own reclaimed pages, or wait for a
  * region to be freed (by the grace, or an owner asked to give one back).
@@ -660,6 +752,8 @@ int reclaim_for(struct mds *s, struct mds_wait *w)
 	uint64_t got = 0;
 
 	s->full_at = s->vnow;
+	if (page_mode(s, islot))
+		return reclaim_pages(s, w, islot);
 	if (!w->cap_deadline) {
 		w->cap_deadline = s->vnow + s->cfg.evict_wait_ns;
 		w->cap_told = islot != IX_NO_SLOT ? s->insts[islot].told : 0;
@@ -760,7 +854,8 @@ static void cap_serve(struct mds *s)
 	 * coming */
 	for (w = s->cap_head; !freed && w; w = w->next) {
 		islot = wait_owner(s, w);
-		if (w->cap_quota || mds_notices_pending(s, islot))
+		if (w->cap_quota || page_mode(s, islot) ||
+		    mds_notices_pending(s, islot))
 			continue;
 		if (coming_bytes(s) < waiting_bytes(s))
 			empty_a_region(s, islot, false);
@@ -769,8 +864,11 @@ static void cap_serve(struct mds *s)
 	for (w = s->cap_head; w; w = next) {
 		next = w->next;
 		islot = wait_owner(s, w);
-		if (own_pages(s, w, islot) ||
-		    (!w->cap_quota && holds_wanted(s, islot))) {
+		if (page_mode(s, islot) && !w->cap_quota &&
+		    pages_grant(s, islot, w->size)) {
+			w->rc = MDS_RC_RECLAIMED; /* pages of the pool */
+		} else if (own_pages(s, w, islot) ||
+			   (!w->cap_quota && holds_wanted(s, islot))) {
 			/* (one that holds a region another request waits
 			 * for: answered now, with the request for it, which
 			 * its writer -- waiting here -- applies) */
@@ -785,7 +883,7 @@ static void cap_serve(struct mds *s)
 			/* (one whose own pages come waits for them: the
 			 * region goes to one that has none coming) */
 			cap_unlink(s, w);
-			rc = s->rm->alloc(s->rm_arg, w->size, w, &h);
+			rc = s->rm->alloc(s->rm_arg, w->rm_size, w, &h);
 			if (rc == -EINPROGRESS)
 				continue; /* the RM session has it again */
 			w->rc = rc;
@@ -845,6 +943,7 @@ void evict_tick(struct mds *s)
 		s->pool_at = s->vnow;
 		s->reg_rate = (s->reg_rate + s->reg_bytes) / 2;
 		s->reg_bytes = 0;
+		pages_rate_tick(s);
 		notices_giveup(s);
 		if (s->cfg.evict_high_pm &&
 		    s->rm->pool_usage(s->rm_arg, s->cfg.dax_only, &total,
@@ -897,11 +996,23 @@ void evict_tick(struct mds *s)
 	}
 	if (s->kv_bytes > low)
 		evict_some(s, s->kv_bytes - low, EVICT_TICK_KEYS);
+	/* the pool of free pages ahead of the grants (pages.c) */
+	if (pool_full(s) && s->npgpools) {
+		uint64_t n = pages_reserve_need(s);
+
+		if (n)
+			evict_some(s, UINT64_MAX,
+				   n < EVICT_TICK_KEYS ? n : EVICT_TICK_KEYS);
+	}
 	if (s->ncap)
 		cap_serve(s);
 	if (s->any_wanted && !waiting_bytes(s)) {
 		/* nobody waits for a region any more: none is wanted */
 		for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next) {
+			if (s->regions[i].wanted && s->regions[i].pg) {
+				s->regions[i].wanted = 0;
+				pages_repool(s, i); /* its free pages */
+			}
 			s->regions[i].wanted = 0;
 			s->regions[i].wanted_for = 0;
 			s->regions[i].kicked = 0;
@@ -930,7 +1041,7 @@ void deferred_tick(struct mds *s)
 
 		nx = r->next;
 		if (r->deferred && !r->refs && r->state != REG_LIVE &&
-		    r->quiet_at <= s->vnow)
+		    !pages_lent(r) && r->quiet_at <= s->vnow)
 			region_release(s, i);
 	}
 }

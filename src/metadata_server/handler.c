@@ -74,21 +74,52 @@ static void put_lookup(struct mp_wr *w, const struct ix_entry *e,
  *   "evicted_seq": [first, last]  the numbers of those notices: the
  *	client acknowledges with "evicted_ack": N (HEARTBEAT, REQUEST_ALLOC)
  *	once it has every notice up to N; unacknowledged ones come again
+ *   "granted_regions": [handle, ...]  the regions of the pages these
+ *	notices grant (a gen of 0, pages.c), to map them: only for a client
+ *	that said its "page_size"
+ *   "pages_run": N  for a client that said its "page_size": this
+ *	process's number for its grants; when it changes (a restart), the
+ *	pages the client was granted of others' regions are not its own
+ *	any more
  *   "renew_ms": N  heartbeat again within N ms (more is coming)
  * A HEARTBEAT may carry "touched": [key, ...], uses of keys the client made
  * without a request: the policy counts them as uses.
  */
 #define NOTICES_MAX 1024 /* pages told per reply */
 #define RELEASE_MAX 64
+#define GRANTED_REGIONS_MAX NOTICES_MAX /* one per notice at most */
 #define RENEW_MS 100
 
 struct notices {
 	uint64_t ev[3 * NOTICES_MAX];
 	uint64_t rel[RELEASE_MAX];
+	struct rm_handle gr[GRANTED_REGIONS_MAX]; /* "granted_regions" */
 	uint64_t first, last; /* the notices' numbers: "evicted_seq" */
-	uint32_t nev, nrel;
+	uint32_t nev, nrel, ngr;
+	uint64_t run; /* "pages_run" (0: not a client that takes pages) */
 	bool renew;
 };
+
+/* the handles of the regions the grants among @nt's notices name */
+static void granted_regions(struct mds *s, struct notices *nt)
+{
+	const struct rm_handle *h;
+	uint32_t i, j;
+
+	nt->ngr = 0;
+	for (i = 0; i < nt->nev; i++) {
+		if (nt->ev[3 * i + 2] != 0)
+			continue;
+		for (j = 0; j < nt->ngr && nt->gr[j].region_id != nt->ev[3 * i];
+		     j++)
+			;
+		if (j < nt->ngr)
+			continue;
+		h = mds_region_handle(s, nt->ev[3 * i]);
+		if (h)
+			nt->gr[nt->ngr++] = *h;
+	}
+}
 
 /* @alloc: a REQUEST_ALLOC's reply (the requester is short of room: only
  * regions emptied for another's request are asked back) */
@@ -98,13 +129,18 @@ static void notices_take(struct mds *s, uint32_t islot, bool alloc,
 	nt->nrel = mds_release_wanted(s, islot, nt->rel, RELEASE_MAX, alloc);
 	nt->nev = mds_take_notices(s, islot, nt->ev, NOTICES_MAX, &nt->first,
 				   &nt->last, nt->rel, nt->nrel);
+	granted_regions(s, nt);
+	nt->run = islot != IX_NO_SLOT && s->insts[islot].page_size
+			  ? mds_pages_run(s)
+			  : 0;
 	nt->renew = islot != IX_NO_SLOT && s->insts[islot].notices &&
 		    (mds_notices_pending(s, islot) || mds_under_pressure(s));
 }
 
 static uint32_t notices_fields(const struct notices *nt)
 {
-	return (nt->nev != 0) + (nt->last != 0) + (nt->nrel != 0) + nt->renew;
+	return (nt->nev != 0) + (nt->last != 0) + (nt->nrel != 0) +
+	       (nt->ngr != 0) + (nt->run != 0) + nt->renew;
 }
 
 static void put_notices(struct mp_wr *w, const struct notices *nt)
@@ -124,6 +160,16 @@ static void put_notices(struct mp_wr *w, const struct notices *nt)
 		mp_put_array(w, 2);
 		mp_put_uint(w, nt->first);
 		mp_put_uint(w, nt->last);
+	}
+	if (nt->run) {
+		mp_put_key(w, "pages_run");
+		mp_put_uint(w, nt->run);
+	}
+	if (nt->ngr) {
+		mp_put_key(w, "granted_regions");
+		mp_put_array(w, nt->ngr);
+		for (i = 0; i < nt->ngr; i++)
+			put_handle(w, &nt->gr[i]);
 	}
 	if (nt->nrel) {
 		mp_put_key(w, "release");
@@ -149,6 +195,13 @@ static const char *alloc_why(struct mds *s, int rc, uint64_t size,
 
 	switch (rc) {
 	case MDS_RC_RECLAIMED:
+		if (islot != IX_NO_SLOT && s->insts[islot].page_size &&
+		    s->insts[islot].notices) {
+			snprintf(buf, len,
+				 "pages are granted one by one (see evicted "
+				 "and granted_regions)");
+			return "granted";
+		}
 		snprintf(buf, len,
 			 "pool full; pages of yours were evicted "
 			 "(see evicted)");
@@ -282,6 +335,7 @@ static struct mds_wait *wait_new(const struct mds_req *q,
 	snprintf(w->host, sizeof(w->host), "%.*s", (int)q->host.len,
 		 q->host.ptr ? q->host.ptr : "");
 	w->pid = q->pid <= UINT32_MAX ? (uint32_t)q->pid : 0;
+	w->page_size = q->page_size;
 	if (w->kind == MDS_REQUEST_ALLOC &&
 	    (dup_str(&w->inst, q->instance_id) < 0 ||
 	     dup_str(&w->lease, q->lease_id) < 0)) {
@@ -358,7 +412,7 @@ static int do_register(struct mds *s, const struct mds_req *q,
 		       struct mds_peer *peer, struct mp_wr *w)
 {
 	int rc = mds_register(s, &q->reg, peer);
-	char why[160];
+	char why[200];
 
 	if (rc == -ENOMEM)
 		return rc;
@@ -381,6 +435,21 @@ static int do_register(struct mds *s, const struct mds_req *q,
 				 "outside region %llu",
 				 (unsigned long long)q->reg.kv_offset,
 				 (unsigned long long)q->reg.kv_length,
+				 (unsigned long long)q->reg.region_id);
+		else if (rc == -EXDEV)
+			snprintf(why, sizeof(why),
+				 "kv_offset %llu + kv_length %llu is not "
+				 "inside one page of region %llu (its pages "
+				 "are handed out one by one)",
+				 (unsigned long long)q->reg.kv_offset,
+				 (unsigned long long)q->reg.kv_length,
+				 (unsigned long long)q->reg.region_id);
+		else if (rc == -EACCES)
+			snprintf(why, sizeof(why),
+				 "the page at kv_offset %llu of region %llu is "
+				 "not this client's (another client's, or the "
+				 "server took it back)",
+				 (unsigned long long)q->reg.kv_offset,
 				 (unsigned long long)q->reg.region_id);
 		else
 			snprintf(why, sizeof(why),
@@ -534,6 +603,26 @@ static int pool_figures(struct mds *s, bool dax_only, const struct mds_req *q,
 	return 0;
 }
 
+/* GET_STATS "eviction" "pages": capacity by the page (pages.c) */
+static void put_pages(const struct mds *s, struct mp_wr *w)
+{
+	struct mds_pages_stats ps;
+
+	mds_pages_stats(s, &ps);
+	mp_put_key(w, "pages");
+	mp_put_map(w, 5);
+	mp_put_key(w, "granted");
+	mp_put_uint(w, s->ctr.pages_granted);
+	mp_put_key(w, "pooled");
+	mp_put_uint(w, s->ctr.pages_pooled);
+	mp_put_key(w, "free");
+	mp_put_uint(w, ps.free);
+	mp_put_key(w, "lent");
+	mp_put_uint(w, ps.lent);
+	mp_put_key(w, "regions");
+	mp_put_uint(w, ps.regions);
+}
+
 /* GET_STATS "eviction" (docs/metadata-server.md, Eviction) */
 static void put_eviction(const struct mds *s, struct mp_wr *w)
 {
@@ -547,7 +636,7 @@ static void put_eviction(const struct mds *s, struct mp_wr *w)
 		b += s->ctr.evicted_bytes[i];
 	}
 	mp_put_key(w, "eviction");
-	mp_put_map(w, 11);
+	mp_put_map(w, 12);
 	mp_put_key(w, "policy");
 	mp_put_str(w, s->pol.ops->name, (uint32_t)strlen(s->pol.ops->name));
 	mp_put_key(w, "evictions");
@@ -578,6 +667,7 @@ static void put_eviction(const struct mds *s, struct mp_wr *w)
 	mp_put_uint(w, s->ctr.released);
 	mp_put_key(w, "grace_ms");
 	mp_put_uint(w, s->cfg.evict_grace_ns / 1000000);
+	put_pages(s, w);
 }
 
 /* GET_STATS "journal" (docs/metadata-server.md "Restart") */
@@ -951,10 +1041,13 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			q->lease_id, q->ack);
 	/* (informative: a keep-alive, which claims nothing, still says
 	 * where the owner its name resolves to runs) */
-	if (rc == 0 && !q->lease_release)
-		mds_inst_label(
-			s, mds_inst_named(s, q->instance_id, q->lease_id, peer),
-			q->host, q->pid);
+	if (rc == 0 && !q->lease_release) {
+		uint32_t islot =
+			mds_inst_named(s, q->instance_id, q->lease_id, peer);
+
+		mds_inst_label(s, islot, q->host, q->pid);
+		mds_inst_page_size(s, islot, q->page_size);
+	}
 	/* what the client answered from the shared index since it last
 	 * said (additions of counters: a repeat after a lost reply counts
 	 * twice, statistics only) */
@@ -1041,7 +1134,8 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		return do_alloc(s, q, peer, w, wp);
 	case MDS_RETURN_ALLOC:
 		PUT_BOOL_MAP(w, "success",
-			     mds_return(s, q->instance_id, q->region_id, peer));
+			     mds_return(s, q->instance_id, q->region_id, peer,
+					q->ack));
 		return 0;
 	case MDS_LIST_ALLOCATIONS:
 		do_list(s, q, w);
@@ -1055,9 +1149,20 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 	case MDS_EXISTS_KV:
 		PUT_BOOL_MAP(w, "exists", mds_exists(s, &q->reg.key));
 		return 0;
-	case MDS_DELETE_KV:
-		PUT_BOOL_MAP(w, "success", mds_delete(s, &q->reg.key, peer));
+	case MDS_DELETE_KV: {
+		/* an addition: which registration went ("kv_gen"): a client
+		 * frees its page only if it was its own registration */
+		uint64_t gen = mds_delete(s, &q->reg.key, peer);
+
+		mp_put_map(w, 1 + (gen != 0));
+		mp_put_key(w, "success");
+		mp_put_bool(w, gen != 0);
+		if (gen) {
+			mp_put_key(w, "kv_gen");
+			mp_put_uint(w, gen);
+		}
 		return 0;
+	}
 	case MDS_PIN_KV:
 		PUT_BOOL_MAP(w, "exists", mds_pin(s, &q->reg.key, peer));
 		return 0;

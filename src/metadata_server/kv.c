@@ -151,7 +151,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	uint64_t h = ix_hash(&s->kv, &k);
 	struct mds_region *r;
 	struct ix_entry *e;
-	uint32_t slot = IX_NO_SLOT;
+	uint32_t slot = IX_NO_SLOT, who = IX_NO_SLOT;
 	bool too_long = s->cfg.max_key && reg->key.len > s->cfg.max_key;
 	int rc;
 
@@ -167,12 +167,23 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	if (r && (reg->kv_offset > r->h.length ||
 		  reg->kv_length > r->h.length - reg->kv_offset))
 		return -ERANGE;
-	if (r && r->state == REG_GONE && r->gone_why == GONE_LEASE)
+	/* (where pages are handed out, the page's holder decides: its owner
+	 * held none from the end of its lease) */
+	if (r && !r->pg && r->state == REG_GONE && r->gone_why == GONE_LEASE)
 		return -EPERM;
-	/* only the owner writes into its region */
-	if (r && !claim(s, peer, r->owner, IX_NO_SLOT))
-		return -EPERM;
-	if (r && r->state == REG_GONE)
+	/* only the owner writes into its region; into a page of a region
+	 * whose pages are handed out, only the page's holder */
+	if (r && r->pg) {
+		rc = pages_check(s, r, peer, reg->kv_offset, reg->kv_length,
+				 &who);
+		if (rc < 0)
+			return rc;
+	} else if (r) {
+		if (!claim(s, peer, r->owner, IX_NO_SLOT))
+			return -EPERM;
+		who = r->owner;
+	}
+	if (r && r->state == REG_GONE && who == r->owner)
 		revive(s, r->owner); /* a write is proof of life */
 	rc = ix_insert(&s->kv, &k, h, &e);
 	if (rc <= 0)
@@ -188,14 +199,15 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		e->slot = slot;
 		r->refs++;
 		r->used += reg->kv_length;
+		if (r->pg)
+			pages_ref(r, reg->kv_offset);
 		pol_add(&s->pol, e); /* only these free anything if evicted */
 	}
 	log_key(s, e);
 	pub_put(s->pub, e, r ? r->h.region_id : 0);
 	ev_stored(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
-		  r ? s->insts[r->owner].id : NULL,
-		  r ? s->insts[r->owner].id_len : 0, reg->region_id, e->off,
-		  e->len);
+		  r ? s->insts[who].id : NULL, r ? s->insts[who].id_len : 0,
+		  reg->region_id, e->off, e->len);
 	return 1;
 }
 
@@ -222,24 +234,30 @@ bool mds_exists(struct mds *s, const struct mds_key *k)
 	return e != NULL;
 }
 
-bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
+uint64_t mds_delete(struct mds *s, const struct mds_key *k,
+		    struct mds_peer *peer)
 {
 	struct ix_key x = mds_key_ix(k);
 	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
-	uint32_t slot;
+	const struct mds_region *r;
+	uint64_t gen;
+	bool own;
 
 	if (!e || e->pins)
-		return false;
-	slot = e->slot;
-	/* --owner-delete: a key in a live region is its owner's to delete */
-	if (slot != IX_NO_SLOT && s->cfg.owner_delete &&
-	    s->regions[slot].state == REG_LIVE &&
-	    !may_act(s, peer, s->regions[slot].owner, IX_NO_SLOT))
-		return false;
+		return 0;
+	r = e->slot != IX_NO_SLOT ? &s->regions[e->slot] : NULL;
+	/* does the page's holder delete it (it keeps the page)? */
+	own = r && r->pg && pages_held_by(s, r, e->off, peer);
+	/* --owner-delete: a key in a live region is its owner's to delete
+	 * (its page holder's, where pages are handed out) */
+	if (r && s->cfg.owner_delete && r->state == REG_LIVE &&
+	    (r->pg ? !own : !may_act(s, peer, r->owner, IX_NO_SLOT)))
+		return 0;
 	/* (its owner is told too: another client may have deleted it; its
 	 * own delete freed the page, and the notice then does nothing) */
-	key_gone(s, e, KG_DELETED);
-	return true;
+	gen = e->gen;
+	key_gone(s, e, own ? KG_DELETED_OWN : KG_DELETED);
+	return gen;
 }
 
 /* who a pin by @peer belongs to; NULL: an untracked connection */
@@ -328,15 +346,14 @@ uint64_t mds_entry_region_id(void *arg, const struct ix_entry *e)
 void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why)
 {
 	static const uint8_t event[] = {
-		[KG_DELETED] = EVR_DELETED,
-		[KG_EVICTED] = EVR_EVICTED,
-		[KG_OWNER_GONE] = EVR_OWNER_GONE,
+		[KG_DELETED] = EVR_DELETED, [KG_DELETED_OWN] = EVR_DELETED,
+		[KG_EVICTED] = EVR_EVICTED, [KG_OWNER_GONE] = EVR_OWNER_GONE,
 		[KG_LOST] = EVR_EXPIRED,
 	};
 	uint32_t slot = e->slot, i;
 	struct mds_region *r = slot != IX_NO_SLOT ? &s->regions[slot] : NULL;
-	bool told =
-		why == KG_DELETED || why == KG_EVICTED || why == KG_OWNER_GONE;
+	bool told = why == KG_DELETED || why == KG_DELETED_OWN ||
+		    why == KG_EVICTED || why == KG_OWNER_GONE;
 
 	for (i = 0; e->pins && i < s->ninst_slots; i++) {
 		struct ix_entry *rec;
@@ -348,9 +365,13 @@ void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why)
 		s->kv_bytes -= e->len;
 		r->refs--;
 		r->used -= e->len;
-		if (told && r->state == REG_LIVE && s->insts[r->owner].notices)
+		if (r->pg)
+			pages_key_gone(s, slot, e, why); /* its page's holder */
+		else if (told && r->state == REG_LIVE &&
+			 s->insts[r->owner].notices)
 			(void)notice_push(s, &s->insts[r->owner],
-					  r->h.region_id, e->off, e->gen);
+					  r->h.region_id, e->off, e->gen,
+					  NQ_EVICTED);
 	}
 	pol_remove(&s->pol, e);
 	if (why != KG_REPLAY)
@@ -360,6 +381,6 @@ void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why)
 		ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 			   event[why]);
 	ix_delete(&s->kv, e);
-	if (told && r && !r->refs && r->state != REG_LIVE)
+	if (told && r && !r->refs && r->state != REG_LIVE && !pages_lent(r))
 		region_done(s, slot);
 }

@@ -218,6 +218,8 @@ void inst_maybe_gc(struct mds *s, uint32_t slot)
 
 	if (!in->id || in->nregions || in->nconns || in->nleases || in->pending)
 		return;
+	/* nobody acts for it any more: its pages of others' regions go */
+	pages_lose_holder(s, slot);
 	pins_release(s, &in->pins);
 	if (!s->replaying)
 		log_dbg("instance %s: a client left", in->id);

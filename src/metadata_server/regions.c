@@ -129,6 +129,8 @@ void regions_lose_owner(struct mds *s, uint32_t islot, uint32_t lslot)
 	struct mds_lease *l = lslot != IX_NO_SLOT ? &s->leases[lslot] : NULL;
 	uint32_t i, nx;
 
+	/* the pages it holds in others' regions go first (pages.c) */
+	pages_lose_holder(s, islot);
 	for (i = s->reg_head; i != IX_NO_SLOT && (!l || l->nregions); i = nx) {
 		struct mds_region *r = &s->regions[i];
 
@@ -139,7 +141,7 @@ void regions_lose_owner(struct mds *s, uint32_t islot, uint32_t lslot)
 			continue;
 		if (r->state == REG_LIVE)
 			region_set(s, r, REG_GONE, l ? GONE_LEASE : GONE_PEER);
-		if (r->refs == 0) {
+		if (r->refs == 0 && !pages_lent(r)) {
 			region_done(s, i);
 			if (r->state == REG_UNUSED)
 				continue;
@@ -182,6 +184,7 @@ void region_forget(struct mds *s, uint32_t slot)
 
 	if (r->deferred)
 		s->ndeferred--;
+	pages_drop(r);
 	memset(r, 0, sizeof(*r));
 	r->next = s->reg_free;
 	s->reg_free = slot;
@@ -339,6 +342,13 @@ static int alloc_track(struct mds *s, const struct rm_handle *h, uint32_t islot,
 		       uint32_t lslot, struct rm_handle *out)
 {
 	int rc = region_add(s, h, islot, lslot);
+	uint32_t slot;
+
+	/* a client that takes pages one by one: a page table (pages.c; no
+	 * memory for one: its owner keeps every page, as without) */
+	if (rc == 0 && s->insts[islot].page_size &&
+	    region_find(s, h->region_id, &slot))
+		(void)pages_enable(s, slot, s->insts[islot].page_size);
 
 	if (rc < 0) {
 		log_err("region %llu: cannot track it (%d); freeing it",
@@ -368,6 +378,19 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 	if (w) {
 		w->oslot = islot;
 		w->ouid = s->insts[islot].pins.uid;
+		if (w->page_size)
+			mds_inst_page_size(s, islot, w->page_size);
+		w->rm_size = size;
+		if (s->insts[islot].page_size && s->insts[islot].notices) {
+			/* pages of the pool first (pages.c) */
+			if (pages_ready(s, s->insts[islot].page_size) &&
+			    pages_grant(s, islot, size))
+				return MDS_RC_RECLAIMED;
+			/* else a region, smaller than asked for if the pool
+			 * has no room for that much */
+			if (!never_fits(s, size))
+				w->rm_size = pages_region_size(s, islot, size);
+		}
 	}
 	/* --instance-quota: what one instance id may hold, all its owners */
 	if (s->cfg.inst_quota &&
@@ -398,7 +421,7 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 		 * them), not to one that comes now and asks the RM first */
 		rc = -ENOMEM;
 	} else {
-		rc = s->rm->alloc(s->rm_arg, size, w, &h);
+		rc = s->rm->alloc(s->rm_arg, w ? w->rm_size : size, w, &h);
 	}
 	if (rc == -ENOMEM && never_fits(s, size)) {
 		inst_maybe_gc(s, islot);
@@ -512,7 +535,7 @@ int mds_alloc_finish(struct mds *s, struct mds_wait *w, struct mds_peer *peer,
 }
 
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
-		struct mds_peer *peer)
+		struct mds_peer *peer, uint64_t ack)
 {
 	struct mds_region *r;
 	struct mds_inst *in;
@@ -522,15 +545,17 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 	if (!r)
 		return false;
 	in = &s->insts[r->owner];
-	if (in->id_len != inst.len || memcmp(in->id, inst.ptr, inst.len))
-		return false;
+	if (in->id_len != inst.len || memcmp(in->id, inst.ptr, inst.len) ||
+	    (r->pg && !may_act(s, peer, r->owner, IX_NO_SLOT)))
+		/* a client that holds pages of it gives them back */
+		return pages_give_back(s, slot, inst, peer, ack);
 	if (!claim(s, peer, r->owner, IX_NO_SLOT))
 		return false;
 	if (r->state == REG_LIVE && r->evicted && !r->refs)
 		s->ctr.released++; /* given back after eviction emptied it */
 	if (r->state == REG_LIVE)
 		region_set(s, r, REG_RETURNED, 0);
-	if (r->refs == 0)
+	if (r->refs == 0 && !pages_lent(r))
 		region_done(s, slot);
 	return true;
 }

@@ -19,6 +19,8 @@
  *               key_gone(), the one place a key leaves the index
  *   evict.c     eviction, its notices to owners, and the REQUEST_ALLOCs
  *               that wait for capacity
+ *   pages.c     pages granted one by one: page holders, the pool of free
+ *               pages, grants (below evict.c and kv.c, which call it)
  *   recovery.c  the journal: records as changes are made, replay,
  *               snapshots, and the check of recovered regions at the RM
  *
@@ -139,6 +141,9 @@ void mds_destroy(struct mds *s)
 	ix_destroy(&s->pin_map);
 	free(s->insts);
 	free(s->leases);
+	for (i = 0; i < s->nreg_slots; i++)
+		pages_drop(&s->regions[i]);
+	pages_destroy(s);
 	free(s->regions);
 	free(s->conns);
 	free(s->pending);
@@ -305,7 +310,8 @@ int mds_check(struct mds *s)
 			goto out;
 		/* an ownerless region without entries must have been freed,
 		 * or wait for the grace of an eviction (region_done()) */
-		if (r->state != REG_LIVE && r->refs == 0 && !r->deferred)
+		if (r->state != REG_LIVE && r->refs == 0 && !r->deferred &&
+		    !pages_lent(r))
 			goto out;
 		if (r->deferred)
 			ndef++;

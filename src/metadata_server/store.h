@@ -110,6 +110,9 @@ struct mds_wait {
 	char host[MDS_HOST_MAX + 1];
 	uint32_t pid;
 	char *path; /* owns: the RM's pool of the region (NULL: unknown) */
+	uint32_t page_size; /* REQUEST_ALLOC: "page_size" (pages.c) */
+	uint64_t rm_size;   /* ... what the RM is asked for: @size, or less
+			     * for a client that takes pages (pages.c) */
 };
 
 /*
@@ -191,11 +194,46 @@ enum evict_why {
 	EV_NWHY
 };
 
-/* An evicted page its (live) owner has not been told of yet. */
+/*
+ * What an owner is told of a page, as a numbered notice it acknowledges:
+ * a key of its evicted or deleted by another client (classic regions:
+ * the page is its own again, after the grace), a key of its gone from a
+ * page of a region whose pages are handed out one by one (pages.c: the
+ * page is not its own any more once no key of its is there), or a page
+ * granted to it.
+ */
+enum notice_kind {
+	NQ_EVICTED = 0, /* registration @gen gone: reuse the page */
+	NQ_FORGET = 1,	/* registration @gen gone: forget it, not the page */
+	NQ_GRANTED = 2, /* the page is yours to write (@gen 0) */
+};
+
 struct mds_notice {
 	uint64_t region_id, off;
-	uint64_t gen; /* the evicted entry's registration number */
-	uint64_t due; /* vclock: told once the grace has passed */
+	uint64_t gen; /* the entry's registration number (0: granted) */
+	uint64_t due; /* vclock: told from then on (after the grace for
+		       * NQ_EVICTED, at once for the others) */
+	uint8_t kind; /* enum notice_kind */
+};
+
+/*
+ * A region whose pages are handed out one by one (pages.c): its owner's
+ * client said its page size, so each page has a holder -- the one
+ * instance that may write it and register keys in it: its owner at
+ * first, then whoever the server granted it to -- or none: it is free
+ * (in the pool of free pages while the region is live) or holds keys of
+ * a holder that is done.
+ */
+#define PG_NOBODY 0xFFFFFFFFu
+
+struct mds_pages {
+	uint32_t size;	  /* page bytes: its owner's chunk size */
+	uint32_t n;	  /* pages: the region's length / size */
+	uint32_t *holder; /* owns: per page, an instance slot or PG_NOBODY */
+	uint32_t *refs;	  /* owns: per page, entries in it */
+	uint8_t *pooled;  /* owns: per page, an entry of it is in the pool */
+	uint32_t nlent;	  /* pages held by instances other than its owner */
+	uint32_t nfree;	  /* pages held by nobody with no entry */
 };
 
 enum region_state {
@@ -228,8 +266,10 @@ struct mds_region {
 	uint8_t kicked;	     /* ... and a waiter of its owner was answered
 			      * at once for it (holds_wanted) */
 	uint8_t hit_len;
-	uint16_t dev;	   /* its pool: mds.devs[dev - 1]; 0 unknown */
-	uint64_t quiet_at; /* vclock: its last eviction + grace */
+	uint16_t dev;	      /* its pool: mds.devs[dev - 1]; 0 unknown */
+	uint64_t quiet_at;    /* vclock: its last eviction + grace */
+	struct mds_pages *pg; /* owns; NULL: its owner's client allocates
+			       * its pages (no grants) */
 	/* a LOOKUP hit's bytes up to kv_offset (h encoded once) */
 	uint8_t hit[MDS_HIT_PREFIX_MAX];
 };
@@ -306,6 +346,11 @@ struct mds_inst {
 	uint32_t nq_head, nq_n, nq_cap, nq_sent;
 	uint64_t nq_seq0, nq_hi, ack_hi, ack_lease, sent_at;
 	uint64_t told; /* replies that told it pages (any connection) */
+	/* pages (pages.c): its client's page size, said in REQUEST_ALLOC
+	 * and HEARTBEAT ("page_size"; 0: it takes no grants), and the
+	 * pages of other owners' regions it holds */
+	uint32_t page_size;
+	uint32_t ngranted;
 	/* where it runs, as its client said (REQUEST_ALLOC, HEARTBEAT):
 	 * informative only (GET_USAGE), "" / 0 unknown */
 	char host[MDS_HOST_MAX + 1];
@@ -359,11 +404,13 @@ struct mds_counters {
 	uint64_t rm_free_retries;
 	uint64_t stalls; /* stalls compensated (by the loop) */
 	uint64_t evictions[EV_NWHY], evicted_bytes[EV_NWHY];
-	uint64_t evict_bursts; /* reclaim passes that evicted something */
-	uint64_t cap_waits;    /* REQUEST_ALLOCs that waited for capacity */
-	uint64_t cap_fails;    /* ... and found none in --evict-wait */
-	uint64_t notices_sent; /* evicted pages told to their owners */
-	uint64_t released;     /* regions owners gave back when asked */
+	uint64_t evict_bursts;	/* reclaim passes that evicted something */
+	uint64_t cap_waits;	/* REQUEST_ALLOCs that waited for capacity */
+	uint64_t cap_fails;	/* ... and found none in --evict-wait */
+	uint64_t notices_sent;	/* evicted pages told to their owners */
+	uint64_t pages_granted; /* pages handed out from the pool */
+	uint64_t pages_pooled;	/* pages that went to the pool */
+	uint64_t released;	/* regions owners gave back when asked */
 	/*
 	 * Operator events: each is one INFO log line, counted
 	 * here for metrics (GET_STATS "operator_events", with
@@ -400,6 +447,12 @@ struct mds {
 	uint64_t reg_bytes;  /* bytes registered since reg_rate was updated */
 	uint64_t reg_rate;   /* ... per second, smoothed (headroom) */
 	uint64_t burst_keys, burst_bytes, burst_last; /* for the log line */
+	struct mds_pgpool *pgpools; /* owns: free pages by size (pages.c) */
+	uint32_t npgpools;
+	uint64_t pages_run;  /* random, this process's: a client that sees it
+			      * change drops the pages it was granted */
+	uint64_t grant_n;    /* pages granted since grant_rate was updated */
+	uint64_t grant_rate; /* ... per second, smoothed (the reserve) */
 
 	/* the pools regions come from (GET_USAGE "devices"): paths as the
 	 * RM names them, owned, interned by mds_dev_intern() */
@@ -540,9 +593,14 @@ int mds_alloc(struct mds *s, struct mds_str inst, struct mds_str lease,
 int mds_alloc_finish(struct mds *s, struct mds_wait *w, struct mds_peer *peer,
 		     struct rm_handle *out);
 
-/* mds_return - RETURN_ALLOC by the region's owner. Return: success */
+/*
+ * mds_return - RETURN_ALLOC by the region's owner, or by a client that
+ * holds pages of it (pages.c: it gives them back, but those granted in
+ * notices numbered after @ack, its "evicted_ack": it had not seen them
+ * when it returned the region; 0: all).  Return: success
+ */
 bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
-		struct mds_peer *peer);
+		struct mds_peer *peer, uint64_t ack);
 
 /* ---- KV (the batch forms loop over these) ---- */
 
@@ -551,6 +609,8 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
  * Return: 1 new entry, 0 key already present, -EPERM the region's owner
  * is gone (lease expired: registrations refused) or is another instance
  * (see "Authority" above), -ERANGE the location is outside its region,
+ * where the region's pages are handed out (pages.c) -EXDEV the location
+ * is not inside one page and -EACCES its page is another client's,
  * -E2BIG the key is longer than --max-key-bytes, -ENOMEM.
  */
 int mds_register(struct mds *s, const struct mds_reg *r, struct mds_peer *peer);
@@ -561,8 +621,12 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 
 bool mds_exists(struct mds *s, const struct mds_key *k);
 
-/* mds_delete - DELETE_KV: false if absent, pinned, or not @peer's to delete */
-bool mds_delete(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
+/*
+ * mds_delete - DELETE_KV.  Return: the deleted entry's registration number
+ * (its kv_gen, never 0), or 0 if absent, pinned, or not @peer's to delete
+ */
+uint64_t mds_delete(struct mds *s, const struct mds_key *k,
+		    struct mds_peer *peer);
 
 /* mds_pin - PIN_KV: a pin held by @peer's instance (else its connection) */
 bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
@@ -587,6 +651,29 @@ void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
  */
 void mds_inst_label(struct mds *s, uint32_t slot, struct mds_str host,
 		    uint64_t pid);
+
+/*
+ * mds_inst_page_size - owner @slot's client takes pages one by one, of
+ * @size bytes (pages.c): its live regions without a page table get one
+ * (after a restart), and the pool grants it pages.  0 changes nothing.
+ */
+void mds_inst_page_size(struct mds *s, uint32_t slot, uint32_t size);
+
+/* the page model's state now (GET_STATS "eviction" "pages") */
+struct mds_pages_stats {
+	uint64_t free;	  /* pages in the pool (in their grace too) */
+	uint64_t lent;	  /* pages held by others than their region's owner */
+	uint64_t regions; /* regions whose pages are handed out */
+};
+void mds_pages_stats(const struct mds *s, struct mds_pages_stats *ps);
+
+/* mds_pages_run - this process's random number for its grants: a
+ * client that sees it change (a restart) drops the pages it was granted
+ * (HEARTBEAT and REQUEST_ALLOC replies, "pages_run") */
+uint64_t mds_pages_run(struct mds *s);
+
+/* mds_region_handle - the handle of region @rid (NULL: unknown) */
+const struct rm_handle *mds_region_handle(struct mds *s, uint64_t rid);
 
 /* mds_entry_region_id - the region id of @e's region, 0 if untracked
  * (pubidx's question; @arg: the store) */

@@ -110,11 +110,12 @@ void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
 void pins_release(struct mds *s, struct mds_pins *hp);
 /* why a key leaves the index (key_gone()) */
 enum key_gone_why {
-	KG_DELETED,    /* DELETE_KV */
-	KG_EVICTED,    /* evicted from a live owner's region */
-	KG_OWNER_GONE, /* evicted from a region whose owner is done */
-	KG_LOST,       /* its region is gone at the RM (recovery) */
-	KG_REPLAY,     /* the journal says so (nothing logged or told) */
+	KG_DELETED,	/* DELETE_KV */
+	KG_DELETED_OWN, /* DELETE_KV by the holder of its page (pages.c) */
+	KG_EVICTED,	/* evicted from a live owner's region */
+	KG_OWNER_GONE,	/* evicted from a region whose owner is done */
+	KG_LOST,	/* its region is gone at the RM (recovery) */
+	KG_REPLAY,	/* the journal says so (nothing logged or told) */
 };
 void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why);
 
@@ -123,7 +124,8 @@ void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why);
 void earmark(struct mds *s, uint32_t islot);
 bool evict_on(const struct mds *s);
 int notice_push(struct mds *s, struct mds_inst *in, uint64_t rid, uint64_t off,
-		uint64_t gen);
+		uint64_t gen, enum notice_kind kind);
+bool pool_full(const struct mds *s);
 uint64_t evict_some(struct mds *s, uint64_t bytes, uint64_t max_keys);
 uint64_t evict_own(struct mds *s, uint32_t islot, uint64_t bytes, uint32_t walk,
 		   int why);
@@ -133,6 +135,36 @@ void cap_append(struct mds *s, struct mds_wait *w);
 int reclaim_for(struct mds *s, struct mds_wait *w);
 void evict_tick(struct mds *s);
 void deferred_tick(struct mds *s);
+
+/* ---- pages.c: capacity by the page ---- */
+
+int pages_enable(struct mds *s, uint32_t slot, uint32_t size);
+void pages_drop(struct mds_region *r);
+bool pages_lent(const struct mds_region *r);
+int pages_check(struct mds *s, const struct mds_region *r,
+		struct mds_peer *peer, uint64_t off, uint64_t len,
+		uint32_t *holder);
+void pages_ref(struct mds_region *r, uint64_t off);
+void pages_key_gone(struct mds *s, uint32_t slot, const struct ix_entry *e,
+		    enum key_gone_why why);
+bool pages_held_by(struct mds *s, const struct mds_region *r, uint64_t off,
+		   struct mds_peer *peer);
+uint64_t pages_ready(struct mds *s, uint32_t size);
+uint64_t pages_pooled(struct mds *s, uint32_t size);
+uint64_t pages_want(const struct mds *s, uint32_t islot, uint64_t bytes);
+uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes);
+uint64_t pages_region_size(const struct mds *s, uint32_t islot, uint64_t size);
+bool pages_granted_to(struct mds *s, uint32_t islot, uint64_t rid,
+		      uint64_t off);
+void pages_lose_holder(struct mds *s, uint32_t islot);
+bool pages_give_back(struct mds *s, uint32_t slot, struct mds_str inst,
+		     struct mds_peer *peer, uint64_t ack);
+uint32_t pages_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
+			      uint32_t max);
+uint64_t pages_reserve_need(struct mds *s);
+void pages_repool(struct mds *s, uint32_t slot);
+void pages_rate_tick(struct mds *s);
+void pages_destroy(struct mds *s);
 
 /* ---- recovery.c: the journal ---- */
 

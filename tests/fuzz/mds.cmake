@@ -8,7 +8,7 @@ maru_add_fuzz_target(fuzz_mds_request
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
 		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
-		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
+		${MDS_SRC}/evict.c ${MDS_SRC}/pages.c ${MDS_SRC}/recovery.c
 		${MDS_SRC}/handler.c ${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
 	LIBS maru_common PkgConfig::MSGPACK PkgConfig::ISAL PkgConfig::ZMQ m)
 foreach(t fuzz_mds_request_replay fuzz_mds_request)
@@ -26,7 +26,7 @@ maru_add_fuzz_target(fuzz_mds_conn
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
 		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
-		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
+		${MDS_SRC}/evict.c ${MDS_SRC}/pages.c ${MDS_SRC}/recovery.c
 		${MDS_SRC}/handler.c ${MDS_SRC}/server.c ${MDS_SRC}/accept.c
 		${MDS_SRC}/rmsess.c
 		${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
@@ -47,7 +47,7 @@ maru_add_fuzz_target(fuzz_mds_journal
 		${MDS_SRC}/index.c ${MDS_SRC}/policy.c ${MDS_SRC}/codec.c
 		${MDS_SRC}/stats.c ${MDS_SRC}/journal.c ${MDS_SRC}/store.c
 		${MDS_SRC}/owners.c ${MDS_SRC}/regions.c ${MDS_SRC}/kv.c
-		${MDS_SRC}/evict.c ${MDS_SRC}/recovery.c
+		${MDS_SRC}/evict.c ${MDS_SRC}/pages.c ${MDS_SRC}/recovery.c
 		${MDS_SRC}/events.c ${MDS_SRC}/pubidx.c
 	LIBS maru_common PkgConfig::ISAL PkgConfig::ZMQ m)
 foreach(t fuzz_mds_journal_replay fuzz_mds_journal)

@@ -164,7 +164,12 @@ def test_pinned_keys_survive_and_a_pinned_full_pool_says_so(pool, handlers):
         assert a.exists(key(i))
 
 
-def test_capacity_moves_from_an_idle_owner(pool, handlers):
+@pytest.mark.parametrize("grants", ["1", "0"])
+def test_capacity_moves_from_an_idle_owner(pool, handlers, monkeypatch,
+                                           grants):
+    """With pages granted one by one (the default) the newcomer gets pages
+    of the idle owner's regions; without, whole regions move."""
+    monkeypatch.setenv("MARU_PAGE_GRANTS", grants)
     mds = pool()
     a = handlers(mds.url, "a")
     # a takes the whole pool (and goes on: evicting its own oldest keys),
@@ -173,7 +178,7 @@ def test_capacity_moves_from_an_idle_owner(pool, handlers):
         assert put(a, i)
     # ... which a second owner cannot have, unless a's keys go
     before = len(a.get_owned_region_ids())
-    assert before >= 10
+    assert before >= (10 if grants == "0" else 3)
     b = handlers(mds.url, "b")           # its first region: from a
     for m in range(300):                 # and more
         assert put(b, 10000 + m), f"b's store {m} failed"
@@ -181,6 +186,11 @@ def test_capacity_moves_from_an_idle_owner(pool, handlers):
     # a's cold keys are the ones that went: its newest are still there
     assert all(a.exists(key(i)) for i in range(680, 700))
     assert not any(a.exists(key(i)) for i in range(0, 200))
+    if grants == "1":
+        ev = stats(mds.url)
+        assert ev["pages"]["granted"] >= 300 and ev["pages"]["lent"] > 0
+        assert ev["regions_released"] == 0
+        return
     wait_until(lambda: len(a.get_owned_region_ids()) < before, timeout=10)
     ev = stats(mds.url)
     assert ev["regions_released"] >= 1
@@ -246,12 +256,13 @@ def test_keys_of_an_owner_that_died_wait_for_its_lease(pool, handlers):
                       args=(mds.url, child, "b", 0, 240, CHUNK, REGION))
     b.start()
     try:
-        assert recv(parent)[0] == "stored"   # 15 MiB: half the pool
+        assert recv(parent) == ("stored", 240)   # 15 MiB: half the pool
     finally:
         b.kill()
         b.join()
     died = time.monotonic()
     a = handlers(mds.url, "a")
+    print("GONE0", [i for i in range(240) if not a.exists(key(i))])
     time.sleep(2.5)          # b's last HEARTBEAT: 2 s ago (maru-server's
                              # HERE_NS), b has no connection: it is away
     n = 0
@@ -272,11 +283,16 @@ def test_keys_of_an_owner_that_died_wait_for_its_lease(pool, handlers):
         assert put(c, 20000 + m), f"c's store {m} failed"
 
 
-def test_a_busy_owner_gives_a_region_to_a_new_one(pool, handlers):
+@pytest.mark.parametrize("grants", ["1", "0"])
+def test_a_busy_owner_gives_a_region_to_a_new_one(pool, handlers, monkeypatch,
+                                                  grants):
     """A writer that holds the whole pool and goes on storing is asked for
     a region when a new instance needs one; it gives it back before its
     own next allocation could fill it again.  (It used to free the
-    region's pages for itself first, and the newcomer waited and failed.)"""
+    region's pages for itself first, and the newcomer waited and failed.)
+    With pages granted one by one (the default) the newcomers get pages
+    of the pool instead, and no region has to move."""
+    monkeypatch.setenv("MARU_PAGE_GRANTS", grants)
     mds = pool()
     parent, child = SPAWN.Pipe()
     w = SPAWN.Process(target=evict_workers.busy_writer,
@@ -302,7 +318,12 @@ def test_a_busy_owner_gives_a_region_to_a_new_one(pool, handlers):
         w.join(30)
         if w.is_alive():
             w.kill()
-    assert stats(mds.url)["regions_released"] >= 3
+    ev = stats(mds.url)
+    if grants == "1":
+        assert ev["pages"]["granted"] >= 3 * 40
+    else:
+        assert ev["regions_released"] >= 3
+        assert ev["pages"]["granted"] == 0
 
 
 def test_background_reclaim_between_watermarks(pool, handlers):

@@ -27,6 +27,16 @@ from maru import MaruConfig, MaruHandler
 MiB = 1 << 20
 
 
+@pytest.fixture(autouse=True)
+def regions_of_their_own(monkeypatch):
+    """These tests take the pool offsets a client had mapped and check who
+    gets them next, so the clients own whole regions (no pages granted one
+    by one: MARU_PAGE_GRANTS=0, inherited by the worker processes).  The
+    pages a client was granted of others' regions are in the same list of
+    mappings, and fenced by the same code."""
+    monkeypatch.setenv("MARU_PAGE_GRANTS", "0")
+
+
 @pytest.fixture
 def libmaru_log():
     """libmaru's log lines (the package loggers do not propagate)."""

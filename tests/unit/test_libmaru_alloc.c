@@ -147,8 +147,8 @@ static void test_owned_active_switch(void **state)
 
 	maru__owned_init(&o, 10);
 	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
-	assert_int_equal(maru__owned_add(&o, 7, 20, NULL), 0);
-	assert_int_equal(maru__owned_add(&o, 7, 20, NULL), -EEXIST);
+	assert_int_equal(maru__owned_add(&o, 7, 20, NULL, false), 0);
+	assert_int_equal(maru__owned_add(&o, 7, 20, NULL, false), -EEXIST);
 	/* region 7 has pages 0, 1 */
 	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 7);
@@ -157,7 +157,7 @@ static void test_owned_active_switch(void **state)
 	assert_int_equal(page, 1);
 	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
 	/* an added region becomes active */
-	assert_int_equal(maru__owned_add(&o, 9, 35, NULL), 0);
+	assert_int_equal(maru__owned_add(&o, 9, 35, NULL, false), 0);
 	assert_int_equal(o.regions[1]->pa.page_count, 3);
 	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
 	assert_int_equal(rid, 9);
@@ -181,10 +181,53 @@ static void test_owned_active_switch(void **state)
 	assert_non_null(maru__owned_find(&o, 9));
 	assert_null(maru__owned_find(&o, 10));
 	/* a region smaller than one page cannot be managed */
-	assert_int_equal(maru__owned_add(&o, 11, 5, NULL), -EINVAL);
+	assert_int_equal(maru__owned_add(&o, 11, 5, NULL, false), -EINVAL);
 	assert_int_equal(o.n, 2);
 	maru__owned_destroy(&o);
 	assert_int_equal(o.n, 0);
+}
+
+/* pages away: taken by the server, granted back; borrowed regions */
+static void test_owned_away_and_granted(void **state)
+{
+	struct maru__owned o;
+	struct maru__owned_region *r;
+	uint64_t rid, page;
+
+	maru__owned_init(&o, 10);
+	assert_int_equal(maru__owned_add(&o, 7, 30, NULL, false), 0);
+	r = maru__owned_find(&o, 7);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
+	assert_int_equal(page, 0);
+	/* only a handed-out page can go away; then it is neither free nor
+	 * handed out */
+	assert_int_equal(maru__pagealloc_away(&r->pa, 1), -EINVAL);
+	assert_int_equal(maru__pagealloc_away(&r->pa, 0), 0);
+	assert_false(maru__pagealloc_is_allocated(&r->pa, 0));
+	assert_int_equal(maru__pagealloc_free(&r->pa, 0), -EINVAL);
+	assert_int_equal(maru__pagealloc_away(&r->pa, 0), -EINVAL);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
+	/* granted back: free again, once */
+	assert_int_equal(maru__pagealloc_grant(&r->pa, 0), 0);
+	assert_int_equal(maru__pagealloc_grant(&r->pa, 0), -EINVAL);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
+	assert_int_equal(page, 0);
+	/* a borrowed region: every page away until granted */
+	assert_int_equal(maru__owned_add(&o, 9, 40, NULL, true), 0);
+	r = maru__owned_find(&o, 9);
+	assert_true(r->borrowed);
+	assert_int_equal(r->pa.naway, 4);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
+	assert_int_equal(maru__pagealloc_grant(&r->pa, 2), 0);
+	assert_int_equal(maru__pagealloc_grant(&r->pa, 4), -EINVAL);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
+	assert_int_equal(rid, 9);
+	assert_int_equal(page, 2);
+	assert_int_equal(r->pa.naway, 3);
+	assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), -ENOSPC);
+	maru__owned_destroy(&o);
 }
 
 static void test_owned_many_regions(void **state)
@@ -194,7 +237,7 @@ static void test_owned_many_regions(void **state)
 
 	maru__owned_init(&o, 1);
 	for (i = 1; i <= 20; i++)
-		assert_int_equal(maru__owned_add(&o, i, 2, NULL), 0);
+		assert_int_equal(maru__owned_add(&o, i, 2, NULL, false), 0);
 	/* 40 pages in all; the last added region is used first */
 	for (i = 0; i < 40; i++)
 		assert_int_equal(maru__owned_alloc(&o, 0, &rid, &page), 0);
@@ -209,8 +252,9 @@ static void test_owned_draining(void **state)
 	uint64_t rid, page;
 
 	maru__owned_init(&o, 10);
-	assert_int_equal(maru__owned_add(&o, 7, 30, NULL), 0);
-	assert_int_equal(maru__owned_add(&o, 9, 20, NULL), 0); /* active */
+	assert_int_equal(maru__owned_add(&o, 7, 30, NULL, false), 0);
+	assert_int_equal(maru__owned_add(&o, 9, 20, NULL, false),
+			 0); /* active */
 	o.regions[1]->drain_until = 1000;
 	assert_int_equal(maru__owned_alloc(&o, 500, &rid, &page), 0);
 	assert_int_equal(rid, 7); /* not 9: draining */
@@ -235,7 +279,8 @@ static void test_owned_oom(void **state)
 		maru__owned_destroy(&o);
 		fail_countdown = n;
 		for (i = 0, rc = 0; i < 5 && rc == 0; i++)
-			rc = maru__owned_add(&o, (uint64_t)i + 1, 4, NULL);
+			rc = maru__owned_add(&o, (uint64_t)i + 1, 4, NULL,
+					     false);
 		fail_countdown = -1;
 		if (rc == 0)
 			break;
@@ -347,6 +392,7 @@ int main(void)
 		cmocka_unit_test(test_pagealloc_errors),
 		cmocka_unit_test(test_pagealloc_oom),
 		cmocka_unit_test(test_owned_active_switch),
+		cmocka_unit_test(test_owned_away_and_granted),
 		cmocka_unit_test(test_owned_many_regions),
 		cmocka_unit_test(test_owned_draining),
 		cmocka_unit_test(test_owned_oom),

@@ -138,7 +138,7 @@ static void test_enc_requests(void **state)
 
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
 	assert_int_equal(
-		maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1", 0), 0);
+		maru__enc_request_alloc(&m, "inst", 1ull << 40, "L1", 0, 0), 0);
 	o = unpack(&m, &u);
 	assert_int_equal(map_get(&o, "size")->via.u64, 1ull << 40);
 	v = map_get(&o, "lease_id");
@@ -148,7 +148,8 @@ static void test_enc_requests(void **state)
 	maru__msg_release(&m);
 
 	maru__msg_init(&m, MDS_REQUEST_ALLOC);
-	assert_int_equal(maru__enc_request_alloc(&m, "inst", 4096, NULL, 7), 0);
+	assert_int_equal(maru__enc_request_alloc(&m, "inst", 4096, NULL, 7, 0),
+			 0);
 	o = unpack(&m, &u);
 	assert_null(map_get(&o, "lease_id"));
 	assert_int_equal(map_get(&o, "evicted_ack")->via.u64, 7);

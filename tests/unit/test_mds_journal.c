@@ -319,9 +319,9 @@ static void load(struct mds *s, int round)
 		(void)mds_delete(s, &x, NULL); /* pinned ones stay */
 	}
 	/* c returns its region: RETURNED, freed once its keys go */
-	assert_true(mds_return(s, S("inst-c"), rc, NULL));
+	assert_true(mds_return(s, S("inst-c"), rc, NULL, 0));
 	/* a region b returns at once: freed (FREE queued, answered) */
-	assert_true(mds_return(s, S(ib), alloc(s, ib, lb, &b), &b));
+	assert_true(mds_return(s, S(ib), alloc(s, ib, lb, &b), &b, 0));
 }
 
 /* a lease that ends: its regions lose their owner, its pins go */
@@ -799,7 +799,7 @@ static void test_lease_id_taken_again(void **state)
 	assert_true(r.found && !r.lossy);
 	assert_int_equal(s.kv.count, 2);
 	mds_conn_open(&s, 63);
-	assert_false(mds_return(&s, S("X"), rid, &q));
+	assert_false(mds_return(&s, S("X"), rid, &q, 0));
 	close_store(&s, &j);
 }
 

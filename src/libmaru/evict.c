@@ -107,6 +107,16 @@ int maru__page_release(struct maru_handler *h, uint64_t rid, uint64_t page)
 	return rc;
 }
 
+static uint64_t inbox_applied(struct maru__inbox *in)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&in->lock);
+	v = in->applied;
+	pthread_mutex_unlock(&in->lock);
+	return v;
+}
+
 /* RETURN_ALLOC; errors only logged (upstream close() does the same) */
 void maru__region_return(struct maru_handler *h, uint64_t region_id)
 {
@@ -119,7 +129,7 @@ void maru__region_return(struct maru_handler *h, uint64_t region_id)
 	maru__msg_init(&m, MDS_RETURN_ALLOC);
 	rc = maru__send(h, &m,
 			maru__enc_return_alloc(&m, h->instance_id, region_id,
-					       atomic_load(&h->inbox.ack)),
+					       inbox_applied(&h->inbox)),
 			&r);
 	if (rc < 0)
 		lwarn(h, "region %" PRIu64 ": RETURN_ALLOC failed: %s",
@@ -216,12 +226,20 @@ void maru__evict_note(void *arg, const struct maru__reply *r)
 	pthread_mutex_lock(&in->lock);
 	if (r->pages_run && in->run && r->pages_run != in->run) {
 		/* another server process: what it granted before is not
-		 * ours any more (its page tables are not in the journal) */
-		free(in->ev);
+		 * ours any more (its page tables are not in the journal);
+		 * its other notices still hold */
+		size_t i, k = 0;
+
+		for (i = 0; i + 2 < in->nev; i += 3)
+			if (in->ev[i + 2]) {
+				memmove(&in->ev[k], &in->ev[i],
+					3 * sizeof(*in->ev));
+				k += 3;
+			}
+		in->nev = k;
 		free(in->gr);
-		in->ev = NULL;
 		in->gr = NULL;
-		in->nev = in->evcap = in->ngr = in->grcap = 0;
+		in->ngr = in->grcap = 0;
 		in->drop = true;
 		atomic_store(&in->pending, true);
 	}
@@ -361,6 +379,9 @@ static bool grant_page(struct maru_handler *h, uint64_t rid, uint64_t off,
 	if (off % h->cfg.chunk_size)
 		return false;
 	if (!r) {
+		for (i = 0; i < 16; i++)
+			if (h->inbox.returned[i] == rid)
+				return false; /* ours, given back */
 		for (i = 0; i < ngr && gr[i].region_id != rid; i++)
 			;
 		if (i == ngr || !(r = borrow_region(h, &gr[i])))
@@ -415,6 +436,8 @@ static bool evict_region(struct maru_handler *h, uint64_t rid)
 	pthread_mutex_lock(&h->olock);
 	maru__owned_remove(&h->owned, rid);
 	pthread_mutex_unlock(&h->olock);
+	if (!borrowed)
+		h->inbox.returned[h->inbox.nreturned++ % 16] = rid;
 	maru__region_return(h, rid);
 	if (borrowed)
 		ldbg(h, "region %" PRIu64 ": granted pages given back", rid);
@@ -473,6 +496,9 @@ size_t maru__evict_apply(struct maru_handler *h)
 	pthread_mutex_lock(&in->lock);
 	drop = in->drop;
 	in->drop = false;
+	/* (every notice up to the acknowledged one is in this batch: the
+	 * note adds both under the lock) */
+	in->applied = atomic_load(&in->ack);
 	ev = in->ev;
 	nev = in->nev;
 	in->ev = NULL;

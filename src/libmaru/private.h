@@ -1047,6 +1047,13 @@ struct maru__inbox {
 	 * pages granted of others' regions are dropped (@drop) */
 	uint64_t run;
 	bool drop;
+	/* the notices applied (taken out by maru__evict_apply): what
+	 * RETURN_ALLOC says it had ("evicted_ack") */
+	uint64_t applied;
+	/* regions of ours we gave back: a grant of one still on its way
+	 * is not ours (the server pooled its pages) */
+	uint64_t returned[16];
+	unsigned nreturned;
 	/* notices had up to this number, all of them ("evicted_ack") */
 	_Atomic uint64_t ack;
 	bool dropped; /* warned once */

@@ -727,8 +727,6 @@ static int reclaim_pages(struct mds *s, struct mds_wait *w, uint32_t islot)
 		if (pages_pooled(s, size) * size < want)
 			got = evict_some(s, UINT64_MAX, want / size);
 	}
-	if (own_pages(s, w, islot))
-		return MDS_RC_RECLAIMED;
 	if (s->vnow >= w->cap_deadline ||
 	    (!got && !pages_pooled(s, size) && !coming_bytes(s) &&
 	     !mds_notices_pending(s, islot))) {
@@ -867,7 +865,7 @@ static void cap_serve(struct mds *s)
 		if (page_mode(s, islot) && !w->cap_quota &&
 		    pages_grant(s, islot, w->size)) {
 			w->rc = MDS_RC_RECLAIMED; /* pages of the pool */
-		} else if (own_pages(s, w, islot) ||
+		} else if ((!page_mode(s, islot) && own_pages(s, w, islot)) ||
 			   (!w->cap_quota && holds_wanted(s, islot))) {
 			/* (one that holds a region another request waits
 			 * for: answered now, with the request for it, which

@@ -24,6 +24,7 @@
 
 #include "events.h"
 #include "journal.h"
+#include "mds_proto.h"
 #include "pubidx.h"
 #include "util.h"
 
@@ -257,7 +258,9 @@ uint64_t mds_delete(struct mds *s, const struct mds_key *k,
 	 * own delete freed the page, and the notice then does nothing) */
 	gen = e->gen;
 	key_gone(s, e, own ? KG_DELETED_OWN : KG_DELETED);
-	return gen;
+	/* (where pages are granted and the deleter does not hold the page:
+	 * the page is not its own to reuse) */
+	return r && r->pg && !own ? gen | MDS_GEN_FORGET : gen;
 }
 
 /* who a pin by @peer belongs to; NULL: an untracked connection */

@@ -172,15 +172,38 @@ int pages_enable(struct mds *s, uint32_t slot, uint32_t size)
 	for (i = 0; i < pg->n; i++)
 		pg->holder[i] = r->owner;
 	r->pg = pg;
-	/* keys it has (a restart): each counts in its page */
-	if (r->refs) {
-		struct ix_entry *e;
-
-		for (e = pol_coldest(&s->pol); e; e = pol_warmer(&s->pol, e))
-			if (e->slot == slot && e->off / size < pg->n)
-				pg->refs[e->off / size]++;
-	}
+	/* keys it has already (a restart): counted by the caller, in one
+	 * scan of the index for all its regions (count_refs) */
+	pg->fresh = r->refs != 0;
 	return 0;
+}
+
+/* the keys of the regions whose page tables are fresh, each in its page
+ * (pinned ones too: every entry of the index; one counted twice across
+ * a resize keeps its page, never frees it) */
+static void count_one(struct ix_entry *e, void *arg)
+{
+	struct mds *s = arg;
+	struct mds_pages *pg;
+
+	if (e->slot == IX_NO_SLOT || e->slot >= s->nreg_slots)
+		return;
+	pg = s->regions[e->slot].pg;
+	if (pg && pg->fresh && e->off / pg->size < pg->n)
+		pg->refs[e->off / pg->size]++;
+}
+
+static void count_refs(struct mds *s)
+{
+	uint64_t cursor = 0;
+	uint32_t i;
+
+	do
+		cursor = ix_scan(&s->kv, cursor, count_one, s);
+	while (cursor);
+	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next)
+		if (s->regions[i].pg)
+			s->regions[i].pg->fresh = 0;
 }
 
 void pages_drop(struct mds_region *r)
@@ -257,7 +280,7 @@ static void page_free(struct mds *s, uint32_t slot, uint32_t page)
 
 /*
  * The size of a region asked for by @islot, which takes pages one by one:
- * what it asked (@size), but no more than a 32nd of the pool (a whole
+ * what it asked (@size), but no more than a 16th of the pool (a whole
  * number of 2 MiB, the resource manager's unit).  Its pages are the
  * client's as any region's until it writes them; what it has not written
  * when the pool fills is nobody else's, so a client that asks for the
@@ -265,7 +288,7 @@ static void page_free(struct mds *s, uint32_t slot, uint32_t page)
  * remainder too small for anybody.)
  */
 #define CARVE_UNIT (2ull << 20)
-#define CARVE_PARTS 32
+#define CARVE_PARTS 16
 
 static uint64_t ps_or_unit(uint32_t ps)
 {
@@ -405,9 +428,12 @@ void pages_repool(struct mds *s, uint32_t slot)
 	struct mds_region *r = &s->regions[slot];
 	uint32_t i;
 
+	/* (after the grace of its last eviction: a reader may still copy) */
 	for (i = 0; r->pg && i < r->pg->n; i++)
 		if (r->pg->holder[i] == PG_NOBODY && !r->pg->refs[i])
-			pool_page(s, slot, i, s->vnow);
+			pool_page(s, slot, i,
+				  r->quiet_at > s->vnow ? r->quiet_at
+							: s->vnow);
 }
 
 uint64_t pages_ready(struct mds *s, uint32_t size)
@@ -460,7 +486,7 @@ uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes)
 	uint32_t size = in->page_size, n = 0;
 	struct mds_pgpool *p;
 	struct pg_free *f;
-	uint64_t want;
+	uint64_t want, skip;
 
 	if (!size || !in->notices)
 		return 0;
@@ -468,6 +494,7 @@ uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes)
 	if (!p)
 		return 0;
 	want = pages_want(s, islot, bytes) / size;
+	skip = p->n;
 	while (n < want && (f = pool_head(p)) && f->ready <= s->vnow) {
 		struct mds_region *r = entry_valid(s, f, size);
 		struct pg_free g = *f;
@@ -475,6 +502,14 @@ uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes)
 		entry_pop(s, p, f);
 		if (!r)
 			continue;
+		if (r->state != REG_LIVE && r->owner == islot) {
+			/* not to the owner that gave it back (its client
+			 * ignores grants of it): to the tail, for others */
+			if (skip-- == 0 || pool_push(p, &g, false) < 0)
+				break;
+			r->pg->pooled[g.page] = 1;
+			continue;
+		}
 		if (notice_push(s, in, g.region_id, (uint64_t)g.page * size, 0,
 				NQ_GRANTED) < 0)
 			break; /* (the page is lost to the pool: see above) */
@@ -505,6 +540,7 @@ bool pages_granted_to(struct mds *s, uint32_t islot, uint64_t rid, uint64_t off)
 void mds_inst_page_size(struct mds *s, uint32_t slot, uint32_t size)
 {
 	struct mds_inst *in;
+	bool any = false;
 	uint32_t i;
 
 	if (slot == IX_NO_SLOT || !size || s->insts[slot].page_size == size)
@@ -515,6 +551,10 @@ void mds_inst_page_size(struct mds *s, uint32_t slot, uint32_t size)
 	 * held granted to others */
 	if (!in->nleases)
 		return;
+	/* (nor under --instance-quota: granted pages are not counted in
+	 * an instance's bytes; its clients own whole regions) */
+	if (s->cfg.inst_quota)
+		return;
 	if (in->page_size) {
 		/* another size: its pages of the old size stay as they are,
 		 * its new regions get the new one */
@@ -524,8 +564,12 @@ void mds_inst_page_size(struct mds *s, uint32_t slot, uint32_t size)
 	in->page_size = size;
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next)
 		if (s->regions[i].owner == slot &&
-		    s->regions[i].state == REG_LIVE && !s->regions[i].pg)
-			(void)pages_enable(s, i, size);
+		    s->regions[i].state == REG_LIVE && !s->regions[i].pg &&
+		    pages_enable(s, i, size) == 0 && s->regions[i].pg &&
+		    s->regions[i].pg->fresh)
+			any = true;
+	if (any)
+		count_refs(s);
 }
 
 void mds_pages_stats(const struct mds *s, struct mds_pages_stats *ps)
@@ -568,6 +612,12 @@ static uint32_t let_go(struct mds *s, uint32_t slot, uint32_t islot)
 			page_free(s, slot, i);
 	}
 	return n;
+}
+
+void pages_owner_returned(struct mds *s, uint32_t slot)
+{
+	if (s->regions[slot].pg)
+		let_go(s, slot, s->regions[slot].owner);
 }
 
 /* a region whose owner is done may go once nothing is left in it */

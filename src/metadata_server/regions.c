@@ -555,6 +555,9 @@ bool mds_return(struct mds *s, struct mds_str inst, uint64_t region_id,
 		s->ctr.released++; /* given back after eviction emptied it */
 	if (r->state == REG_LIVE)
 		region_set(s, r, REG_RETURNED, 0);
+	/* its client fenced it: the pages it held serve the pool (its
+	 * client ignores grants of them from now on) */
+	pages_owner_returned(s, slot);
 	if (r->refs == 0 && !pages_lent(r))
 		region_done(s, slot);
 	return true;

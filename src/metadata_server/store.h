@@ -234,6 +234,7 @@ struct mds_pages {
 	uint8_t *pooled;  /* owns: per page, an entry of it is in the pool */
 	uint32_t nlent;	  /* pages held by instances other than its owner */
 	uint32_t nfree;	  /* pages held by nobody with no entry */
+	uint8_t fresh;	  /* its keys are not counted in @refs yet */
 };
 
 enum region_state {
@@ -623,7 +624,9 @@ bool mds_exists(struct mds *s, const struct mds_key *k);
 
 /*
  * mds_delete - DELETE_KV.  Return: the deleted entry's registration number
- * (its kv_gen, never 0), or 0 if absent, pinned, or not @peer's to delete
+ * (its kv_gen, never 0; with MDS_GEN_FORGET where pages are granted and
+ * @peer does not hold its page), or 0 if absent, pinned, or not @peer's
+ * to delete
  */
 uint64_t mds_delete(struct mds *s, const struct mds_key *k,
 		    struct mds_peer *peer);

@@ -163,6 +163,7 @@ uint32_t pages_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 			      uint32_t max);
 uint64_t pages_reserve_need(struct mds *s);
 void pages_repool(struct mds *s, uint32_t slot);
+void pages_owner_returned(struct mds *s, uint32_t slot);
 void pages_rate_tick(struct mds *s);
 void pages_destroy(struct mds *s);
 

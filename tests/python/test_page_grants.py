@@ -23,8 +23,8 @@ import pytest
 from conftest import pool_free, wait_until
 from evict_workers import KiB, key, value
 from maru import MaruConfig, MaruHandler
-from mds_wire import (GET_STATS, HEARTBEAT, LOOKUP_KV, REGISTER_KV,
-                      REQUEST_ALLOC, ReqClient, handle_of)
+from mds_wire import (DELETE_KV, GET_STATS, HEARTBEAT, LOOKUP_KV,
+                      REGISTER_KV, REQUEST_ALLOC, ReqClient)
 
 MiB = 1 << 20
 CHUNK = 64 * KiB
@@ -154,6 +154,15 @@ def test_only_a_pages_holder_registers_in_it(pool, handlers):
         _, r = c.call(REGISTER_KV, {"key": "inside", "region_id": own,
                                     "kv_offset": off + 64, "kv_length": 16})
         assert r["success"] and r["is_new"]
+        gen = r["kv_gen"]
+        # deleted by a client that does not hold its page: the reply says
+        # which registration went, and that the page is not the deleter's
+        d = ReqClient(mds.url)
+        try:
+            _, r = d.call(DELETE_KV, {"key": "inside"})
+            assert r == {"success": True, "kv_gen": gen | (1 << 63)}
+        finally:
+            d.close()
         # the victim cannot register into the page granted to the raw
         # client (libmaru would not try: its page there is away)
         assert c.call(LOOKUP_KV, {"key": "forged"})[1] == {"found": False}

@@ -152,9 +152,11 @@ else
 fi
 
 # a worker on B stores a chunk, holds its region, and is killed (SIGKILL)
+# (a region of its own: MARU_PAGE_GRANTS=0, or a full pool would grant it
+# pages of others' regions)
 free_of() { field free "$($P rm-stats $RMADDR | grep '^pool path=/dev/dax0.0 ')"; }
 F0=$(free_of)
-/test/maru-hwhold --server $URL --instance hw-victim --pool-size 4194304 \
+MARU_PAGE_GRANTS=0 /test/maru-hwhold --server $URL --instance hw-victim --pool-size 4194304 \
 	store hw-two-victim 4096 24 --hold >/tmp/victim.log 2>&1 &
 VPID=$!
 for i in $(seq 1 150); do
@@ -213,7 +215,7 @@ fi
 # a worker that owns only an empty region is killed: once its lease
 # expires the region goes back to the resource manager at once
 F0=$(free_of)
-/test/maru-hwhold --server $URL --instance hw-idle --pool-size 4194304 idle >/tmp/idle.log 2>&1 &
+MARU_PAGE_GRANTS=0 /test/maru-hwhold --server $URL --instance hw-idle --pool-size 4194304 idle >/tmp/idle.log 2>&1 &
 VPID=$!
 for i in $(seq 1 150); do
 	grep -q '^holding' /tmp/idle.log && break

@@ -22,8 +22,8 @@ import pytest
 
 from conftest import pool_free, wait_until
 from evict_workers import KiB, key, value
-from maru import MaruConfig, MaruHandler
-from mds_wire import (DELETE_KV, GET_STATS, HEARTBEAT, LOOKUP_KV,
+from test_eviction import handlers, stats  # noqa: F401 (a fixture)
+from mds_wire import (DELETE_KV, HEARTBEAT, LOOKUP_KV,
                       REGISTER_KV, REQUEST_ALLOC, ReqClient)
 
 MiB = 1 << 20
@@ -40,30 +40,10 @@ def pool(start_rm, start_mds):
 
 
 @pytest.fixture
-def handlers():
-    made = []
-
-    def make(url, name, **kw):
-        kw.setdefault("pool_size", 16 * MiB)
-        kw.setdefault("chunk_size_bytes", CHUNK)
-        kw.setdefault("timeout_ms", 10000)
-        h = MaruHandler(MaruConfig(server_url=url, instance_id=name,
-                                   auto_connect=False, **kw))
-        made.append(h)
-        assert h.connect(), f"{name}: connect failed"
-        return h
-
-    yield make
-    for h in made:
-        h.close()
-
-
-def eviction(url):
-    c = ReqClient(url)
-    try:
-        return c.call(GET_STATS, {})[1]["eviction"]
-    finally:
-        c.close()
+def large(handlers):
+    """test_eviction.py's handlers, asking for regions of 16 MiB."""
+    return lambda url, name, **kw: handlers(
+        url, name, **{"pool_size": 16 * MiB, **kw})
 
 
 def put(h, i):
@@ -72,23 +52,23 @@ def put(h, i):
     return h.store(key(i), a)
 
 
-def test_large_regions_are_shared_by_the_page(pool, handlers):
+def test_large_regions_are_shared_by_the_page(pool, large):
     """Two instances take the pool in two 16 MiB regions; a third finds
     none and stores on pages granted from theirs, as the three go on in
     turn -- no failed store, every key that is there reads back right."""
     _, mds = pool()
-    a = handlers(mds.url, "a")
-    b = handlers(mds.url, "b")
+    a = large(mds.url, "a")
+    b = large(mds.url, "b")
     for i in range(400):                 # the pool is full of cold keys
         assert put(a if i % 2 else b, i), f"store {i}"
-    c = handlers(mds.url, "c")           # no region left for it
+    c = large(mds.url, "c")           # no region left for it
     n = 400
     for rnd in range(3):
         for h in (c, a, b):
             for _ in range(150):
                 assert put(h, n), f"store {n}"
                 n += 1
-    ev = eviction(mds.url)
+    ev = stats(mds.url)
     print(ev)
     assert ev["pages"]["granted"] >= 150
     assert ev["pages"]["lent"] > 0       # c writes in a's and b's regions
@@ -106,13 +86,13 @@ def test_large_regions_are_shared_by_the_page(pool, handlers):
     assert held >= 0.75 * POOL // CHUNK, f"{held} keys held"
 
 
-def test_only_a_pages_holder_registers_in_it(pool, handlers):
+def test_only_a_pages_holder_registers_in_it(pool, large):
     """A key in a page of another client's region is refused even when
     the pages are handed out one by one; so is one across two pages.  A
     raw client that says its page size is granted pages of a full pool
     (read here as the wire says, not through libmaru)."""
     _, mds = pool()
-    victim = handlers(mds.url, "victim")
+    victim = large(mds.url, "victim")
     for i in range(600):                 # the pool is full
         assert put(victim, i)
     time.sleep(0.3)                      # the reserve's grace
@@ -166,33 +146,33 @@ def test_only_a_pages_holder_registers_in_it(pool, handlers):
         # the victim cannot register into the page granted to the raw
         # client (libmaru would not try: its page there is away)
         assert c.call(LOOKUP_KV, {"key": "forged"})[1] == {"found": False}
-        assert eviction(mds.url)["pages"]["granted"] >= len(pages)
+        assert stats(mds.url)["pages"]["granted"] >= len(pages)
     finally:
         c.close()
     assert victim.retrieve("forged") is None
     assert bytes(victim.retrieve(key(599)).view) == value(599, CHUNK)
 
 
-def test_pages_go_back_when_their_holders_close(pool, handlers):
+def test_pages_go_back_when_their_holders_close(pool, large):
     """A borrower's pages go back to the pool when it closes; the region
     of an owner that closed goes to the RM once nobody holds pages of it
     and its keys are gone."""
     rm, mds = pool()
     free0 = pool_free(rm)
-    a = handlers(mds.url, "a", pool_size=24 * MiB)   # most of it
+    a = large(mds.url, "a", pool_size=24 * MiB)   # most of it
     for i in range(600):
         assert put(a, i)
-    b = handlers(mds.url, "b")
+    b = large(mds.url, "b")
     for i in range(1000, 1100):
         assert put(b, i)
-    ev = eviction(mds.url)
+    ev = stats(mds.url)
     assert ev["pages"]["lent"] >= 100
     b.close()
-    wait_until(lambda: eviction(mds.url)["pages"]["lent"] == 0, timeout=10)
+    wait_until(lambda: stats(mds.url)["pages"]["lent"] == 0, timeout=10)
     # b's keys stay readable (the server's until evicted)
     assert bytes(a.retrieve(key(1099)).view) == value(1099, CHUNK)
     # a borrower again, then the owner goes: the borrower keeps storing
-    b2 = handlers(mds.url, "b2")
+    b2 = large(mds.url, "b2")
     for i in range(2000, 2100):
         assert put(b2, i)
     a.close()
@@ -202,8 +182,8 @@ def test_pages_go_back_when_their_holders_close(pool, handlers):
     b2.close()
     # nobody left: the keys stay until evicted, the regions with them;
     # a newcomer that needs room evicts them and the pool comes back
-    c = handlers(mds.url, "c", pool_size=24 * MiB)
+    c = large(mds.url, "c", pool_size=24 * MiB)
     assert put(c, 3000)
     c.close()
-    wait_until(lambda: eviction(mds.url)["pages"]["lent"] == 0, timeout=10)
+    wait_until(lambda: stats(mds.url)["pages"]["lent"] == 0, timeout=10)
     assert free0 > 0

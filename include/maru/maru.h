@@ -749,6 +749,19 @@ int maru_handler_index_stats(struct maru_handler *h,
 int maru_kv_pin(struct maru_handler *h, const struct maru_key *key);
 
 /**
+ * maru_kv_pin_ttl - PIN_KV with a deadline: a soft pin that maru-server
+ * drops by itself @ttl_ms milliseconds later (0: a plain pin), so that a
+ * process that pinned and died cannot hold the key forever.  A later soft
+ * pin of the same key by the same instance moves the deadline of all its
+ * soft pins of it; maru_kv_unpin() drops a soft pin first.  Soft pins do
+ * not outlive a restart of maru-server; an upstream server takes it as a
+ * plain pin.
+ * Return: 1 pinned, 0 absent, -errno.  Context: any thread (read).
+ */
+int maru_kv_pin_ttl(struct maru_handler *h, const struct maru_key *key,
+		    uint32_t ttl_ms);
+
+/**
  * maru_kv_unpin - UNPIN_KV
  * Return: 1 unpinned, 0 absent or not pinned, -errno.
  * Context: any thread (read).
@@ -802,6 +815,10 @@ int maru_kv_batch_exists(struct maru_handler *h, const struct maru_key *keys,
 /* maru_kv_batch_pin - BATCH_PIN_KV (stops at the first missing key) */
 int maru_kv_batch_pin(struct maru_handler *h, const struct maru_key *keys,
 		      size_t n, bool *results);
+
+/* maru_kv_batch_pin_ttl - BATCH_PIN_KV of soft pins (maru_kv_pin_ttl) */
+int maru_kv_batch_pin_ttl(struct maru_handler *h, const struct maru_key *keys,
+			  size_t n, bool *results, uint32_t ttl_ms);
 
 /* maru_kv_batch_unpin - BATCH_UNPIN_KV */
 int maru_kv_batch_unpin(struct maru_handler *h, const struct maru_key *keys,

@@ -151,6 +151,26 @@ INSTANCE = {
     "pinned": ("maru_instance_pinned_bytes", "Bytes of the keys it holds pins on"),
 }
 
+# GET_STATS "lookups" (pool-wide) and "lookups.instances" (per instance
+# id): counters with numerator and denominator, so that hit ratios are
+# rates of two counters (hits / keys, prefix_hits / batch_keys)
+LOOKUPS = {
+    "keys": ("keys", "Keys looked up (LOOKUP, EXISTS and their batch forms; "
+             "the shared index's answers as clients reported them)"),
+    "hits": ("hits", "Keys looked up and found"),
+    "hit_bytes": ("hit_bytes", "Value bytes of the keys found"),
+    "batches": ("batches", "Batch lookups"),
+    "batch_keys": ("batch_keys", "Keys in batch lookups"),
+    "prefix_hits": ("prefix_hits", "Keys of batch lookups found as a prefix "
+                    "(the leading run of hits)"),
+}
+# GET_USAGE per instance: counters
+INSTANCE_COUNTERS = {
+    "stores": ("maru_instance_stores", "Keys the instance registered (new)"),
+    "stored_bytes": ("maru_instance_stored_bytes",
+                     "Value bytes of the keys the instance registered"),
+}
+
 _BAD = re.compile(r"[^a-zA-Z0-9_]+")
 
 
@@ -335,16 +355,36 @@ class MaruCollector:
                         "Lookups clients answered from the shared index (hit, miss) "
                         "or could not (fallback: a request), as they reported",
                         ["target", "result"], [url, result], v)
+        self._lookups(out, url, st.get("lookups") or {})
         self._operations(out, url, st.get("stats_manager") or {})
         self._requests(out, url, st.get("requests") or {})
         # everything else, generically
         done = set(SERVER_STATS) | {("eviction", k) for k in EVICTION_OWN}
+        done |= {("lookups",)}
         done |= {("shm_index", "clients")}
         done |= {("journal", "recovery", k) for k in RECOVERY}
         for sec, body in st.items():
             if sec in ("stats_manager", "requests"):
                 continue
             self._generic(out, url, [sec], body, done)
+
+    def _lookups(self, out, url, lk):
+        """GET_STATS "lookups": the server's count of lookups and hits,
+        pool-wide and per instance id."""
+        for k, (name, doc) in LOOKUPS.items():
+            v = _num(lk.get(k))
+            if v is not None:
+                out.add(C, f"maru_lookup_{name}", doc + ", pool-wide",
+                        ["target"], [url], v)
+        for iid, d in sorted((lk.get("instances") or {}).items()):
+            if not isinstance(d, dict):
+                continue
+            for k, (name, doc) in LOOKUPS.items():
+                v = _num(d.get(k))
+                if v is not None:
+                    out.add(C, f"maru_instance_lookup_{name}",
+                            doc + ", by instance id",
+                            ["target", "instance_id"], [url, str(iid)], v)
 
     def _generic(self, out, url, path, v, done):
         """Every numeric leaf under @path not in @done, as untyped
@@ -429,6 +469,9 @@ class MaruCollector:
                 n = _num(v)
                 if k in INSTANCE and n is not None:
                     out.add("gauge", INSTANCE[k][0], INSTANCE[k][1], *lbl, n)
+                elif k in INSTANCE_COUNTERS and n is not None:
+                    out.add(C, INSTANCE_COUNTERS[k][0], INSTANCE_COUNTERS[k][1],
+                            *lbl, n)
                 elif n is not None:
                     out.add("untyped", metric_name("maru_instance", k),
                             f"GET_USAGE instances[].{k}", *lbl, n)

@@ -58,6 +58,20 @@ def _errno_name(e: int) -> str:
     return errno.errorcode.get(e, str(e))
 
 
+def _ttl_ms(ttl) -> int | None:
+    """A pin's time to live in seconds as libmaru's milliseconds (None:
+    a plain pin); a clear error for anything else."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError(f"ttl must be seconds (int or float), not "
+                        f"{type(ttl).__name__}")
+    if not ttl > 0 or ttl > 4294967.295:
+        raise ValueError(f"ttl must be more than 0 and at most 4294967.295 "
+                         f"seconds (49 days), not {ttl!r}")
+    return max(1, int(round(ttl * 1000)))
+
+
 def libmaru_handler(c: MaruConfig):
     """A libmaru handler for @c, not connected: MaruHandler's own, and the
     context of RpcClient/RpcAsyncClient (their raw calls, maru_handler_call)."""
@@ -313,8 +327,12 @@ class MaruHandler:
     def exists(self, key) -> bool:
         return self._h.exists(key)
 
-    def pin(self, key) -> bool:
-        return self._h.pin(key)
+    def pin(self, key, ttl=None) -> bool:
+        """PIN_KV.  With ``ttl`` (seconds): a soft pin that maru-server
+        drops by itself that long after, so that a process that pinned and
+        died cannot hold the key forever (an addition to upstream's API;
+        docs/python-api.md)."""
+        return self._h.pin(key, _ttl_ms(ttl))
 
     def unpin(self, key) -> bool:
         return self._h.unpin(key)
@@ -344,8 +362,10 @@ class MaruHandler:
     def batch_exists(self, keys) -> list[bool]:
         return self._h.batch_exists(keys)
 
-    def batch_pin(self, keys) -> list[bool]:
-        return self._h.batch_pin(keys)
+    def batch_pin(self, keys, ttl=None) -> list[bool]:
+        """BATCH_PIN_KV (stops at the first missing key); ``ttl`` as
+        pin()'s."""
+        return self._h.batch_pin(keys, _ttl_ms(ttl))
 
     def batch_unpin(self, keys) -> list[bool]:
         return self._h.batch_unpin(keys)

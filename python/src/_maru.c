@@ -1095,7 +1095,52 @@ static PyObject *handler_retrieve(PyObject *obj, PyObject *key)
 		return PyBool_FromLong(rc > 0);                                \
 	}
 KV_BOOL_OP(exists, maru_kv_exists)
-KV_BOOL_OP(pin, maru_kv_pin)
+
+/* a pin's deadline in ms from "ttl_ms" (0: none; refused when negative) */
+static int ttl_arg(PyObject *o, uint32_t *ms)
+{
+	unsigned long long v;
+
+	*ms = 0;
+	if (!o || o == Py_None)
+		return 0;
+	v = PyLong_AsUnsignedLongLong(o);
+	if (PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_SetString(
+			PyExc_ValueError,
+			"ttl_ms must be an integer from 0 to 4294967295");
+		return -1;
+	}
+	if (v > UINT32_MAX) {
+		PyErr_SetString(
+			PyExc_ValueError,
+			"ttl_ms must be an integer from 0 to 4294967295");
+		return -1;
+	}
+	*ms = (uint32_t)v;
+	return 0;
+}
+
+/* pin(key, ttl_ms=None): a soft pin with a deadline when ttl_ms > 0 */
+static PyObject *handler_pin(PyObject *obj, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"key", "ttl_ms", NULL};
+	HandlerObject *self = (HandlerObject *)obj;
+	PyObject *key, *ttl = NULL;
+	struct maru_key k;
+	uint32_t ms;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:pin", kwlist, &key,
+					 &ttl) ||
+	    ttl_arg(ttl, &ms) < 0)
+		return NULL;
+	if (check_state(self) < 0 || to_key(key, &k) < 0)
+		return NULL;
+	CALL(self, rc = maru_kv_pin_ttl(self->h, &k, ms));
+	return PyBool_FromLong(rc > 0);
+}
 KV_BOOL_OP(unpin, maru_kv_unpin)
 KV_BOOL_OP(delete, maru_kv_delete)
 
@@ -1275,7 +1320,44 @@ static PyObject *handler_recheck(PyObject *obj, PyObject *args)
 		return res;                                                    \
 	}
 KV_BATCH_BOOL_OP(batch_exists, maru_kv_batch_exists)
-KV_BATCH_BOOL_OP(batch_pin, maru_kv_batch_pin)
+
+/* batch_pin(keys, ttl_ms=None) */
+static PyObject *handler_batch_pin(PyObject *obj, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"keys", "ttl_ms", NULL};
+	HandlerObject *self = (HandlerObject *)obj;
+	struct maru_key *keys = NULL;
+	PyObject *keys_obj, *ttl = NULL, *seq = NULL, *res = NULL;
+	bool *results;
+	Py_ssize_t n;
+	uint32_t ms;
+	int rc;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_pin", kwlist,
+					 &keys_obj, &ttl) ||
+	    ttl_arg(ttl, &ms) < 0)
+		return NULL;
+	if (check_state(self) < 0)
+		return NULL;
+	n = keys_array(keys_obj, &seq, &keys);
+	if (n < 0)
+		return NULL;
+	results = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*results));
+	if (!results) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	CALL(self,
+	     rc = maru_kv_batch_pin_ttl(self->h, keys, (size_t)n, results, ms));
+	if (rc < 0)
+		memset(results, 0, (size_t)n * sizeof(*results));
+	res = bool_list(results, n);
+out:
+	PyMem_Free(results);
+	PyMem_Free(keys);
+	Py_XDECREF(seq);
+	return res;
+}
 KV_BATCH_BOOL_OP(batch_unpin, maru_kv_batch_unpin)
 
 /* ---------------------------- type tables ------------------------------- */
@@ -1350,7 +1432,9 @@ static PyMethodDef handler_methods[] = {
 	{"retrieve", handler_retrieve, METH_O,
 	 "retrieve(key) -> MemoryInfo | None"},
 	{"exists", handler_exists, METH_O, "exists(key) -> bool"},
-	{"pin", handler_pin, METH_O, "pin(key) -> bool"},
+	{"pin", (PyCFunction)(void (*)(void))handler_pin,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "pin(key, ttl_ms=None) -> bool (ttl_ms: a soft pin's life)"},
 	{"unpin", handler_unpin, METH_O, "unpin(key) -> bool"},
 	{"delete", handler_delete, METH_O, "delete(key) -> bool"},
 	{"batch_store", handler_batch_store, METH_VARARGS,
@@ -1359,8 +1443,9 @@ static PyMethodDef handler_methods[] = {
 	 "batch_retrieve(keys) -> list[MemoryInfo | None]"},
 	{"batch_exists", handler_batch_exists, METH_O,
 	 "batch_exists(keys) -> list[bool]"},
-	{"batch_pin", handler_batch_pin, METH_O,
-	 "batch_pin(keys) -> list[bool]"},
+	{"batch_pin", (PyCFunction)(void (*)(void))handler_batch_pin,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "batch_pin(keys, ttl_ms=None) -> list[bool]"},
 	{"batch_unpin", handler_batch_unpin, METH_O,
 	 "batch_unpin(keys) -> list[bool]"},
 	{NULL},

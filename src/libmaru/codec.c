@@ -213,15 +213,40 @@ int maru__enc_list_allocations(struct maru__msg *m, const char *exclude)
 	return pack_rc(rc, m);
 }
 
-int maru__enc_key(struct maru__msg *m, const struct maru_key *key)
+/* additions to a key request: "count": false, "ttl_ms" (@o may be NULL) */
+static int pack_key_opts(msgpack_packer *pk, const struct maru__key_opts *o)
+{
+	int rc = 0;
+
+	if (o && o->uncounted)
+		rc |= pack_cstr(pk, "count") | msgpack_pack_false(pk);
+	if (o && o->ttl_ms)
+		rc |= pack_cstr(pk, "ttl_ms") |
+		      msgpack_pack_uint32(pk, o->ttl_ms);
+	return rc;
+}
+
+static uint32_t key_opts_n(const struct maru__key_opts *o)
+{
+	return o ? (o->uncounted != 0) + (o->ttl_ms != 0) : 0;
+}
+
+int maru__enc_key_opts(struct maru__msg *m, const struct maru_key *key,
+		       const struct maru__key_opts *o)
 {
 	msgpack_packer pk;
 	int rc;
 
 	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 1);
+	rc = msgpack_pack_map(&pk, 1 + key_opts_n(o));
 	rc |= pack_cstr(&pk, "key") | maru__pack_key(&pk, key);
+	rc |= pack_key_opts(&pk, o);
 	return pack_rc(rc, m);
+}
+
+int maru__enc_key(struct maru__msg *m, const struct maru_key *key)
+{
+	return maru__enc_key_opts(m, key, NULL);
 }
 
 static int pack_reg(msgpack_packer *pk, const struct maru__reg *r)
@@ -260,7 +285,8 @@ static int pack_key_at(msgpack_packer *pk, const void *v, size_t i)
 /* {@name: [@n elements of @v, each packed by @one]} */
 static int enc_list(struct maru__msg *m, const char *name, const void *v,
 		    size_t n,
-		    int (*one)(msgpack_packer *, const void *, size_t))
+		    int (*one)(msgpack_packer *, const void *, size_t),
+		    const struct maru__key_opts *o)
 {
 	msgpack_packer pk;
 	size_t i;
@@ -269,23 +295,30 @@ static int enc_list(struct maru__msg *m, const char *name, const void *v,
 	if (n > UINT32_MAX)
 		return -EINVAL;
 	msgpack_packer_init(&pk, m, msg_write);
-	rc = msgpack_pack_map(&pk, 1);
+	rc = msgpack_pack_map(&pk, 1 + key_opts_n(o));
 	rc |= pack_cstr(&pk, name) | msgpack_pack_array(&pk, n);
 	for (i = 0; i < n && !rc; i++)
 		rc |= one(&pk, v, i);
+	rc |= pack_key_opts(&pk, o);
 	return pack_rc(rc, m);
 }
 
 int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
 			     size_t n)
 {
-	return enc_list(m, "entries", r, n, pack_reg_at);
+	return enc_list(m, "entries", r, n, pack_reg_at, NULL);
+}
+
+int maru__enc_batch_keys_opts(struct maru__msg *m, const struct maru_key *keys,
+			      size_t n, const struct maru__key_opts *o)
+{
+	return enc_list(m, "keys", keys, n, pack_key_at, o);
 }
 
 int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 			 size_t n)
 {
-	return enc_list(m, "keys", keys, n, pack_key_at);
+	return maru__enc_batch_keys_opts(m, keys, n, NULL);
 }
 
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
@@ -294,6 +327,14 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 {
 	static const char *const idx_names[3] = {"index_hits", "index_misses",
 						 "index_fallbacks"};
+	static const char *const lk_names[MARU_LK_N] = {
+		[MARU_LK_KEYS] = "lookup_keys",
+		[MARU_LK_HITS] = "lookup_hits",
+		[MARU_LK_HIT_BYTES] = "lookup_hit_bytes",
+		[MARU_LK_BATCHES] = "lookup_batches",
+		[MARU_LK_BATCH_KEYS] = "lookup_batch_keys",
+		[MARU_LK_PREFIX_HITS] = "lookup_prefix_hits",
+	};
 	msgpack_packer pk;
 	int rc, i, nidx = 0;
 
@@ -302,6 +343,8 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
 	for (i = 0; rep && i < 3; i++)
 		nidx += rep->idx[i] != 0;
+	for (i = 0; rep && i < MARU_LK_N; i++)
+		nidx += rep->lk[i] != 0;
 	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0) +
 					   (rep && rep->ntouched) + nidx +
 					   (rep && rep->page_size));
@@ -329,6 +372,11 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		if (rep->idx[i])
 			rc |= pack_cstr(&pk, idx_names[i]) |
 			      msgpack_pack_uint64(&pk, rep->idx[i]);
+	/* the lookups we answered ourselves: the server counts the rest */
+	for (i = 0; rep && i < MARU_LK_N; i++)
+		if (rep->lk[i])
+			rc |= pack_cstr(&pk, lk_names[i]) |
+			      msgpack_pack_uint64(&pk, rep->lk[i]);
 	if (rep && rep->page_size)
 		rc |= pack_cstr(&pk, "page_size") |
 		      msgpack_pack_uint32(&pk, rep->page_size);
@@ -361,7 +409,7 @@ int maru__enc_report_stats(struct maru__msg *m, const char *client_id,
 {
 	struct report_list l = {client_id, e};
 
-	return enc_list(m, "entries", &l, n, pack_report_at);
+	return enc_list(m, "entries", &l, n, pack_report_at, NULL);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -585,6 +585,44 @@ static int idx_answer(struct maru_handler *h, const struct maru_key *key,
 	return -1;
 }
 
+/*
+ * Lookups we answer ourselves (all of a batch the server saw only part
+ * of: it was told "count": false) are counted here and reported in the
+ * next HEARTBEAT; maru-server counts the rest.
+ */
+static void lk_one(struct maru_handler *h, bool hit, uint64_t bytes)
+{
+	uint64_t d[MARU_LK_N] = {0};
+
+	d[MARU_LK_KEYS] = 1;
+	d[MARU_LK_HITS] = hit;
+	d[MARU_LK_HIT_BYTES] = hit ? bytes : 0;
+	maru__lk_count(h, d);
+}
+
+/* a whole batch: key i found when @len[i] > 0 or @found[i] (either NULL) */
+static void lk_batch(struct maru_handler *h, size_t n, const bool *found,
+		     const struct maru_view *views, const uint64_t *len)
+{
+	uint64_t d[MARU_LK_N] = {0};
+	bool run = true, hit;
+	size_t i;
+
+	d[MARU_LK_BATCHES] = 1;
+	d[MARU_LK_BATCH_KEYS] = n;
+	d[MARU_LK_KEYS] = n;
+	for (i = 0; i < n; i++) {
+		hit = found ? found[i] : views[i].ptr != NULL;
+		run = run && hit;
+		if (!hit)
+			continue;
+		d[MARU_LK_HITS]++;
+		d[MARU_LK_HIT_BYTES] += views ? views[i].len : len ? len[i] : 0;
+		d[MARU_LK_PREFIX_HITS] += run;
+	}
+	maru__lk_count(h, d);
+}
+
 static void idx_counted(struct maru_handler *h, const uint64_t cnt[3])
 {
 	int i;
@@ -602,6 +640,8 @@ static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
 
 	r = idx_answer(h, key, kh, r, &hit, out, gen, cnt);
 	idx_counted(h, cnt);
+	if (r >= 0)
+		lk_one(h, r == 1, out->len);
 	return r;
 }
 
@@ -656,6 +696,7 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 				const struct maru_key *key,
 				const struct maru_view *v, uint64_t ticket)
 {
+	static const struct maru__key_opts uncounted = {.uncounted = true};
 	struct maru__reply r;
 	struct maru__msg m;
 	struct si_hit hit;
@@ -679,7 +720,8 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 	}
 	maru__reply_init(&r);
 	maru__msg_init(&m, MDS_LOOKUP_KV);
-	rc = maru__send(h, &m, maru__enc_key(&m, key), &r);
+	/* (not a lookup to count: the retrieve it checks was) */
+	rc = maru__send(h, &m, maru__enc_key_opts(&m, key, &uncounted), &r);
 	if (rc < 0)
 		return rc;
 	/* the same entry: registration number and location */
@@ -690,10 +732,12 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 	       (ticket == 0 || r.lookup.kv_gen == ticket);
 }
 
-/* EXISTS_KV / PIN_KV / UNPIN_KV / DELETE_KV: one key, one boolean */
+/* EXISTS_KV / PIN_KV / UNPIN_KV / DELETE_KV: one key, one boolean
+ * (@ttl_ms: PIN_KV's soft pin) */
 static int key_op(struct maru_handler *h, uint8_t type,
-		  const struct maru_key *key, const char *op)
+		  const struct maru_key *key, const char *op, uint32_t ttl_ms)
 {
+	struct maru__key_opts o = {.ttl_ms = ttl_ms};
 	uint64_t t0 = maru__now_ns();
 	struct maru__reply r;
 	struct maru__msg m;
@@ -712,6 +756,7 @@ static int key_op(struct maru_handler *h, uint8_t type,
 
 		if (ir == SI_HIT || ir == SI_MISS) {
 			maru__idx_count(h, ir, 1);
+			lk_one(h, ir == SI_HIT, hit.kv_length);
 			if (ir == SI_HIT)
 				maru__idx_touch(h, key, kh);
 			maru__stats_record(h, op, ir == SI_HIT ? "hit" : "miss",
@@ -723,7 +768,7 @@ static int key_op(struct maru_handler *h, uint8_t type,
 	}
 	maru__reply_init(&r);
 	maru__msg_init(&m, type);
-	rc = maru__send(h, &m, maru__enc_key(&m, key), &r);
+	rc = maru__send(h, &m, maru__enc_key_opts(&m, key, &o), &r);
 	if (rc < 0)
 		return rc;
 	/* EXISTS and PIN answer "exists", UNPIN and DELETE "success" */
@@ -736,7 +781,7 @@ static int key_op(struct maru_handler *h, uint8_t type,
 MARU_EXPORT int maru_kv_exists(struct maru_handler *h,
 			       const struct maru_key *key)
 {
-	return key_op(h, MDS_EXISTS_KV, key, "exists");
+	return key_op(h, MDS_EXISTS_KV, key, "exists", 0);
 }
 
 MARU_EXPORT bool maru_view_valid(struct maru_handler *h,
@@ -756,7 +801,13 @@ MARU_EXPORT bool maru_view_valid(struct maru_handler *h,
 
 MARU_EXPORT int maru_kv_pin(struct maru_handler *h, const struct maru_key *key)
 {
-	return key_op(h, MDS_PIN_KV, key, "pin");
+	return key_op(h, MDS_PIN_KV, key, "pin", 0);
+}
+
+MARU_EXPORT int maru_kv_pin_ttl(struct maru_handler *h,
+				const struct maru_key *key, uint32_t ttl_ms)
+{
+	return key_op(h, MDS_PIN_KV, key, "pin", ttl_ms);
 }
 
 MARU_EXPORT int maru_kv_unpin(struct maru_handler *h,
@@ -764,7 +815,7 @@ MARU_EXPORT int maru_kv_unpin(struct maru_handler *h,
 {
 	if (maru__state_check(h) == 0)
 		maru__rejoin(h);
-	return key_op(h, MDS_UNPIN_KV, key, "unpin");
+	return key_op(h, MDS_UNPIN_KV, key, "unpin", 0);
 }
 
 MARU_EXPORT int maru_kv_delete(struct maru_handler *h,
@@ -855,6 +906,7 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 					       uint64_t *tickets)
 {
 	uint64_t t0 = maru__now_ns(), gen;
+	struct maru__key_opts o = {0};
 	struct maru__lookup *ents = NULL;
 	struct maru_key *ask = NULL;
 	uint64_t *kh, cnt[3] = {0, 0, 0};
@@ -913,8 +965,11 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 		r.entries = ents;
 		r.nentries = (size_t)k;
 		maru__msg_init(&m, MDS_BATCH_LOOKUP_KV);
-		rc = maru__send(h, &m, maru__enc_batch_keys(&m, ask, (size_t)k),
-				&r);
+		/* part of a batch: we count all of it (its prefix) */
+		o.uncounted = (size_t)k < n;
+		rc = maru__send(
+			h, &m,
+			maru__enc_batch_keys_opts(&m, ask, (size_t)k, &o), &r);
 		for (j = 0; rc == 0 && j < (size_t)k && j < r.entries_len;
 		     j++) {
 			i = idx[j];
@@ -927,6 +982,8 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 				tickets[i] = views[i].ptr ? ents[j].kv_gen : 0;
 		}
 	}
+	if (rc == 0 && (size_t)k < n)
+		lk_batch(h, n, NULL, views, NULL);
 	if (rc == 0)
 		maru__stats_record(h, "batch_retrieve", hit_result(hits, n), 0,
 				   t0);
@@ -942,6 +999,7 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 			size_t n, bool *results, uint64_t t0)
 {
 	uint64_t *kh, cnt[3] = {0, 0, 0};
+	struct maru__key_opts o = {0};
 	struct maru_key *ask = NULL;
 	struct maru__reply r;
 	struct maru__msg m;
@@ -974,9 +1032,12 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 		}
 		idx_counted(h, cnt);
 	}
+	/* kh now: the lengths of the keys found here (for the counters;
+	 * BATCH_EXISTS's answer has none) */
+	for (i = 0; i < n; i++)
+		kh[i] = known[i] && results[i] ? hit[i].kv_length : 0;
 	free(ir);
 	free(hit);
-	free(kh);
 	k = batch_asks(keys, n, known, &idx, &ask);
 	rc = k < 0 ? (int)k : 0;
 	if (k > 0) {
@@ -988,11 +1049,16 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 		r.results = res;
 		r.nresults = (size_t)k;
 		maru__msg_init(&m, MDS_BATCH_EXISTS_KV);
-		rc = maru__send(h, &m, maru__enc_batch_keys(&m, ask, (size_t)k),
-				&r);
+		/* part of a batch: we count all of it (its prefix) */
+		o.uncounted = (size_t)k < n;
+		rc = maru__send(
+			h, &m,
+			maru__enc_batch_keys_opts(&m, ask, (size_t)k, &o), &r);
 		for (j = 0; rc == 0 && j < (size_t)k; j++)
 			results[idx[j]] = res[j];
 	}
+	if (rc == 0 && (size_t)k < n)
+		lk_batch(h, n, results, NULL, kh);
 	if (rc < 0) {
 		for (i = 0; i < n; i++)
 			results[i] = false;
@@ -1006,14 +1072,16 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 	free(idx);
 	free(ask);
 	free(known);
+	free(kh);
 	return rc < 0 ? rc : (int)hits;
 }
 
-/* BATCH_EXISTS_KV / BATCH_PIN_KV / BATCH_UNPIN_KV */
+/* BATCH_EXISTS_KV / BATCH_PIN_KV / BATCH_UNPIN_KV (@ttl_ms: a soft pin) */
 static int batch_bool(struct maru_handler *h, uint8_t type,
 		      const struct maru_key *keys, size_t n, bool *results,
-		      const char *op)
+		      const char *op, uint32_t ttl_ms)
 {
+	struct maru__key_opts o = {.ttl_ms = ttl_ms};
 	uint64_t t0 = maru__now_ns();
 	struct maru__reply r;
 	struct maru__msg m;
@@ -1035,7 +1103,7 @@ static int batch_bool(struct maru_handler *h, uint8_t type,
 	r.results = results;
 	r.nresults = n;
 	maru__msg_init(&m, type);
-	rc = maru__send(h, &m, maru__enc_batch_keys(&m, keys, n), &r);
+	rc = maru__send(h, &m, maru__enc_batch_keys_opts(&m, keys, n, &o), &r);
 	if (rc < 0) {
 		for (i = 0; i < n; i++)
 			results[i] = false;
@@ -1052,14 +1120,23 @@ MARU_EXPORT int maru_kv_batch_exists(struct maru_handler *h,
 				     bool *results)
 {
 	return batch_bool(h, MDS_BATCH_EXISTS_KV, keys, n, results,
-			  "batch_exists");
+			  "batch_exists", 0);
 }
 
 MARU_EXPORT int maru_kv_batch_pin(struct maru_handler *h,
 				  const struct maru_key *keys, size_t n,
 				  bool *results)
 {
-	return batch_bool(h, MDS_BATCH_PIN_KV, keys, n, results, "batch_pin");
+	return batch_bool(h, MDS_BATCH_PIN_KV, keys, n, results, "batch_pin",
+			  0);
+}
+
+MARU_EXPORT int maru_kv_batch_pin_ttl(struct maru_handler *h,
+				      const struct maru_key *keys, size_t n,
+				      bool *results, uint32_t ttl_ms)
+{
+	return batch_bool(h, MDS_BATCH_PIN_KV, keys, n, results, "batch_pin",
+			  ttl_ms);
 }
 
 MARU_EXPORT int maru_kv_batch_unpin(struct maru_handler *h,
@@ -1067,5 +1144,5 @@ MARU_EXPORT int maru_kv_batch_unpin(struct maru_handler *h,
 				    bool *results)
 {
 	return batch_bool(h, MDS_BATCH_UNPIN_KV, keys, n, results,
-			  "batch_unpin");
+			  "batch_unpin", 0);
 }

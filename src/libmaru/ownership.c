@@ -159,12 +159,11 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 
 	/* the shared index's report: lost with a failed call
 	 * (hints and statistics, nothing a client depends on) */
-	if (!release) {
+	maru__idx_take_report(h, &keys, &hr.ntouched, hr.idx, hr.lk);
+	hr.touched = keys.data;
+	hr.touched_len = keys.len;
+	if (!release)
 		hr.page_size = h->page_size;
-		maru__idx_take_report(h, &keys, &hr.ntouched, hr.idx);
-		hr.touched = keys.data;
-		hr.touched_len = keys.len;
-	}
 	gen = maru__idx_susp_gen(h);
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,

@@ -224,13 +224,36 @@ int maru__enc_batch_register(struct maru__msg *m, const struct maru__reg *r,
 			     size_t n);
 int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 			 size_t n);
+/* additions to a key request (NULL: none) */
+struct maru__key_opts {
+	bool uncounted;	 /* "count": false -- we count the lookup ourselves */
+	uint32_t ttl_ms; /* PIN: a soft pin's life ("ttl_ms"); 0 none */
+};
+int maru__enc_key_opts(struct maru__msg *m, const struct maru_key *key,
+		       const struct maru__key_opts *o);
+int maru__enc_batch_keys_opts(struct maru__msg *m, const struct maru_key *keys,
+			      size_t n, const struct maru__key_opts *o);
+/*
+ * The lookups a client answers itself (the shared index) and reports in
+ * HEARTBEAT ("lookup_*"): maru-server counts those it answers.
+ */
+enum {
+	MARU_LK_KEYS,	     /* keys looked up */
+	MARU_LK_HITS,	     /* ... found */
+	MARU_LK_HIT_BYTES,   /* their lengths */
+	MARU_LK_BATCHES,     /* batch lookups */
+	MARU_LK_BATCH_KEYS,  /* keys in them */
+	MARU_LK_PREFIX_HITS, /* keys of their found leading run */
+	MARU_LK_N
+};
 /* what a HEARTBEAT reports besides the lease (the shared index's) */
 struct maru__hb_report {
 	const uint8_t *touched; /* msgpack keys, concatenated */
 	size_t touched_len;
 	uint32_t ntouched;
-	uint64_t idx[3];    /* local hits, misses, fallbacks since the last */
-	uint32_t page_size; /* we take pages one by one ("page_size") */
+	uint64_t idx[3]; /* local hits, misses, fallbacks since the last */
+	uint64_t lk[MARU_LK_N]; /* lookups we answered, since the last */
+	uint32_t page_size;	/* we take pages one by one ("page_size") */
 };
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,
@@ -954,6 +977,9 @@ struct maru__idx {
 	/* what it answered: local hits, local misses, fallbacks to RPC */
 	_Atomic uint64_t n[3];
 	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */
+	/* the lookups we counted ourselves (MARU_LK_*), and the told part */
+	_Atomic uint64_t lk[MARU_LK_N];
+	uint64_t lk_told[MARU_LK_N];
 	/* keys answered locally, for the eviction policy ("touched") */
 	pthread_mutex_t tlock;
 	struct buf touched; /* msgpack keys, concatenated */
@@ -1003,6 +1029,8 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 			   uint64_t *kh);
 /* count @n answers (SI_HIT, SI_MISS, SI_ASK: a fallback) */
 void maru__idx_count(struct maru_handler *h, int what, uint64_t n);
+/* count lookups we answered (or counted) ourselves: @d[MARU_LK_N] */
+void maru__lk_count(struct maru_handler *h, const uint64_t *d);
 /* @key (quick hash @kh from a lookup, or 0) was used with no request:
  * tell the server's policy (HEARTBEAT) */
 void maru__idx_touch(struct maru_handler *h, const struct maru_key *key,
@@ -1012,7 +1040,7 @@ void maru__idx_touch(struct maru_handler *h, const struct maru_key *key,
  * the bytes, *@n of them) and the counters since the last one
  */
 void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
-			   uint32_t *n, uint64_t delta[3]);
+			   uint32_t *n, uint64_t delta[3], uint64_t *lk);
 
 /* ------------------------------------------------------------------------ */
 /* The handler: handler.c (its life), evict.c (its inbox), kv.c (KV calls) */

@@ -651,8 +651,18 @@ void maru__idx_touch(struct maru_handler *h, const struct maru_key *key,
 	pthread_mutex_unlock(&x->tlock);
 }
 
+void maru__lk_count(struct maru_handler *h, const uint64_t *d)
+{
+	int i;
+
+	for (i = 0; i < MARU_LK_N; i++)
+		if (d[i])
+			atomic_fetch_add_explicit(&h->idx.lk[i], d[i],
+						  memory_order_relaxed);
+}
+
 void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
-			   uint32_t *n, uint64_t delta[3])
+			   uint32_t *n, uint64_t delta[3], uint64_t *lk)
 {
 	struct maru__idx *x = &h->idx;
 	uint64_t now;
@@ -671,6 +681,11 @@ void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 		now = atomic_load_explicit(&x->n[i], memory_order_relaxed);
 		delta[i] = now - x->told[i];
 		x->told[i] = now;
+	}
+	for (i = 0; i < MARU_LK_N; i++) {
+		now = atomic_load_explicit(&x->lk[i], memory_order_relaxed);
+		lk[i] = now - x->lk_told[i];
+		x->lk_told[i] = now;
 	}
 	pthread_mutex_unlock(&x->lock);
 }

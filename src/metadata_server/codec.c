@@ -63,8 +63,17 @@ enum fid {
 	F_IDX_HITS,
 	F_IDX_MISSES,
 	F_IDX_FALLBACKS,
+	F_LK_KEYS,
+	F_LK_HITS,
+	F_LK_HIT_BYTES,
+	F_LK_BATCHES,
+	F_LK_BATCH_KEYS,
+	F_LK_PREFIX_HITS,
+	F_UNCOUNTED,
+	F_TTL,
 	F_COUNT
 };
+_Static_assert(F_COUNT <= 64, "fvals.seen has a bit per field");
 
 struct field {
 	const char *name;
@@ -81,7 +90,7 @@ struct field {
 
 /* values of one parsed map; only fields whose bit is in @seen are set */
 struct fvals {
-	uint32_t seen;
+	uint64_t seen;
 	struct mds_str str[F_COUNT];
 	uint64_t u[F_COUNT];
 	int64_t i;
@@ -139,12 +148,17 @@ static const struct field reg_fields[] = {
 };
 static const struct field key_fields[] = {
 	FLD("key", FK_KEY, F_KEY, true),
+	/* additions: a lookup the client counts itself; a pin's deadline */
+	FLD("count", FK_BOOL, F_UNCOUNTED, false),
+	FLD("ttl_ms", FK_UINT, F_TTL, false),
 };
 static const struct field batch_reg_fields[] = {
 	FLD("entries", FK_REGS, F_LIST, false),
 };
 static const struct field batch_key_fields[] = {
 	FLD("keys", FK_KEYS, F_LIST, false),
+	FLD("count", FK_BOOL, F_UNCOUNTED, false),
+	FLD("ttl_ms", FK_UINT, F_TTL, false),
 };
 static const struct field heartbeat_fields[] = {
 	FLD("instance_id", FK_STR, F_INSTANCE_ID, false),
@@ -161,6 +175,14 @@ static const struct field heartbeat_fields[] = {
 	FLD("index_hits", FK_UINT, F_IDX_HITS, false),
 	FLD("index_misses", FK_UINT, F_IDX_MISSES, false),
 	FLD("index_fallbacks", FK_UINT, F_IDX_FALLBACKS, false),
+	/* the lookups it answered itself since it last said (the server's
+	 * lookup counters) */
+	FLD("lookup_keys", FK_UINT, F_LK_KEYS, false),
+	FLD("lookup_hits", FK_UINT, F_LK_HITS, false),
+	FLD("lookup_hit_bytes", FK_UINT, F_LK_HIT_BYTES, false),
+	FLD("lookup_batches", FK_UINT, F_LK_BATCHES, false),
+	FLD("lookup_batch_keys", FK_UINT, F_LK_BATCH_KEYS, false),
+	FLD("lookup_prefix_hits", FK_UINT, F_LK_PREFIX_HITS, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),
@@ -337,7 +359,7 @@ static int parse_value(struct mp_rd *r, const struct field *f,
 			out->list.n = MDS_REPORT_MAX;
 		break;
 	}
-	out->seen |= 1u << f->id;
+	out->seen |= 1ull << f->id;
 	return 0;
 }
 
@@ -372,7 +394,7 @@ static int parse_map(struct mp_rd *r, uint32_t npairs, const struct field *fl,
 			return -EPROTO;
 	}
 	for (j = 0; j < nf; j++)
-		if (fl[j].required && !(out->seen & (1u << fl[j].id)))
+		if (fl[j].required && !(out->seen & (1ull << fl[j].id)))
 			return fail(c, "missing '%s'", fl[j].name);
 	return 0;
 }
@@ -411,6 +433,7 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	struct mp_rd r;
 	struct mp_val top;
 	size_t nf = 0;
+	int i;
 
 	memset(req, 0, sizeof(*req));
 	if (len < MDS_HDR_SIZE) {
@@ -495,11 +518,11 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	req->instance_id = opt_str(&v, F_INSTANCE_ID);
 	req->lease_id = opt_str(&v, F_LEASE_ID);
 	req->exclude = opt_str(&v, F_EXCLUDE);
-	if (v.seen & (1u << F_SIZE))
+	if (v.seen & (1ull << F_SIZE))
 		req->size = v.u[F_SIZE];
-	if (v.seen & (1u << F_REGION_ID))
+	if (v.seen & (1ull << F_REGION_ID))
 		req->region_id = v.u[F_REGION_ID];
-	if (v.seen & (1u << F_KEY)) {
+	if (v.seen & (1ull << F_KEY)) {
 		/* only REGISTER_KV has the other three, and requires them */
 		req->reg.key = v.key;
 		if (req->hdr.msg_type == MDS_REGISTER_KV) {
@@ -508,25 +531,33 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 			req->reg.kv_length = v.u[F_KV_LENGTH];
 		}
 	}
-	if (v.seen & (1u << F_LIST))
+	if (v.seen & (1ull << F_LIST))
 		req->list = v.list;
 	req->lease_release =
-		(v.seen & (1u << F_LEASE_RELEASE)) && v.u[F_LEASE_RELEASE];
-	req->notices = (v.seen & (1u << F_NOTICES)) && v.u[F_NOTICES];
-	if (v.seen & (1u << F_ACK))
+		(v.seen & (1ull << F_LEASE_RELEASE)) && v.u[F_LEASE_RELEASE];
+	req->notices = (v.seen & (1ull << F_NOTICES)) && v.u[F_NOTICES];
+	if (v.seen & (1ull << F_ACK))
 		req->ack = v.u[F_ACK];
 	/* (a page size no page table can use is no page size) */
-	if ((v.seen & (1u << F_PAGE_SIZE)) && v.u[F_PAGE_SIZE] <= UINT32_MAX)
+	if ((v.seen & (1ull << F_PAGE_SIZE)) && v.u[F_PAGE_SIZE] <= UINT32_MAX)
 		req->page_size = (uint32_t)v.u[F_PAGE_SIZE];
 	req->host = opt_str(&v, F_HOST);
-	if (v.seen & (1u << F_PID))
+	if (v.seen & (1ull << F_PID))
 		req->pid = v.u[F_PID];
-	if (v.seen & (1u << F_IDX_HITS))
+	if (v.seen & (1ull << F_IDX_HITS))
 		req->idx[0] = v.u[F_IDX_HITS];
-	if (v.seen & (1u << F_IDX_MISSES))
+	if (v.seen & (1ull << F_IDX_MISSES))
 		req->idx[1] = v.u[F_IDX_MISSES];
-	if (v.seen & (1u << F_IDX_FALLBACKS))
+	if (v.seen & (1ull << F_IDX_FALLBACKS))
 		req->idx[2] = v.u[F_IDX_FALLBACKS];
+	for (i = 0; i < MDS_LK_N; i++)
+		if (v.seen & (1ull << (F_LK_KEYS + i)))
+			req->lk[i] = v.u[F_LK_KEYS + i];
+	/* "count": false -- the client counts this lookup itself */
+	req->uncounted = (v.seen & (1ull << F_UNCOUNTED)) && !v.u[F_UNCOUNTED];
+	if (v.seen & (1ull << F_TTL))
+		req->ttl_ms = v.u[F_TTL] > MDS_TTL_MAX_MS ? MDS_TTL_MAX_MS
+							  : v.u[F_TTL];
 	return 0;
 }
 
@@ -590,8 +621,8 @@ bool mds_next_report(struct mds_iter *it, struct mds_report *e)
 	e->client_id = dflt(&v, F_CLIENT_ID, "_unknown");
 	e->op_type = dflt(&v, F_OP_TYPE, "unknown");
 	e->result = dflt(&v, F_RESULT, "none");
-	e->size = (v.seen & (1u << F_SIZE)) ? v.i : 0;
-	e->latency_us = (v.seen & (1u << F_LATENCY)) ? v.f : 0.0;
+	e->size = (v.seen & (1ull << F_SIZE)) ? v.i : 0;
+	e->latency_us = (v.seen & (1ull << F_LATENCY)) ? v.f : 0.0;
 	return true;
 }
 

@@ -82,6 +82,23 @@ struct mds_report {
 	double latency_us;
 };
 
+/*
+ * The lookup counters (GET_STATS "lookups"), in the order HEARTBEAT's
+ * "lookup_*" fields and struct mds_lookups have them
+ */
+enum {
+	MDS_LK_KEYS,	    /* keys looked up (LOOKUP, EXISTS, batches) */
+	MDS_LK_HITS,	    /* ... found */
+	MDS_LK_HIT_BYTES,   /* kv_length of those found */
+	MDS_LK_BATCHES,	    /* batch lookups (BATCH_LOOKUP, BATCH_EXISTS) */
+	MDS_LK_BATCH_KEYS,  /* keys in them */
+	MDS_LK_PREFIX_HITS, /* keys of their found leading run (a prefix) */
+	MDS_LK_N
+};
+
+/* a pin's longest life (49 days): longer ones are cut to it */
+#define MDS_TTL_MAX_MS ((uint64_t)UINT32_MAX)
+
 struct mds_req {
 	struct mds_hdr hdr;
 	struct mds_str instance_id; /* REQUEST/RETURN_ALLOC, HEARTBEAT,
@@ -99,6 +116,10 @@ struct mds_req {
 	struct mds_str host; /* HEARTBEAT, REQUEST_ALLOC: additions */
 	uint64_t pid;
 	uint64_t idx[3]; /* HEARTBEAT: shared-index hits, misses, fallbacks */
+	/* HEARTBEAT: lookups the client answered itself (MDS_LK_*) */
+	uint64_t lk[MDS_LK_N];
+	bool uncounted;	 /* lookups: "count": false (the client counts) */
+	uint64_t ttl_ms; /* PIN_KV, BATCH_PIN_KV: a soft pin's life; 0 none */
 };
 
 /* Result of mds_decode besides 0. */

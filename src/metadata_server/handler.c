@@ -504,9 +504,49 @@ static int do_batch_register(struct mds *s, const struct mds_req *q,
  * bucket (in cache by now) is prefetched; if key i + PF2's first entry is
  * another key, the second is prefetched; key i is looked up and encoded.
  */
-static void do_batch_lookup(struct mds *s, const struct mds_req *q,
-			    struct mp_wr *w)
+/* a batch's lookups: keys, hits and their bytes, the found prefix */
+struct lk_batch {
+	struct mds_lookups d;
+	bool run; /* every key so far found */
+};
+
+static void lk_batch_init(struct lk_batch *b, uint32_t n)
 {
+	memset(b, 0, sizeof(*b));
+	b->d.n[MDS_LK_BATCHES] = 1;
+	b->d.n[MDS_LK_BATCH_KEYS] = n;
+	b->run = true;
+}
+
+static void lk_batch_key(struct lk_batch *b, const struct ix_entry *e)
+{
+	b->d.n[MDS_LK_KEYS]++;
+	b->run = b->run && e;
+	if (!e)
+		return;
+	b->d.n[MDS_LK_HITS]++;
+	b->d.n[MDS_LK_HIT_BYTES] += e->len;
+	b->d.n[MDS_LK_PREFIX_HITS] += b->run;
+}
+
+/* one key's lookup, unless its client counts it ("count": false) */
+static void count_one(struct mds *s, const struct mds_req *q,
+		      struct mds_peer *peer, const struct ix_entry *e)
+{
+	struct mds_lookups d = {{0}};
+
+	if (q->uncounted)
+		return;
+	d.n[MDS_LK_KEYS] = 1;
+	d.n[MDS_LK_HITS] = e != NULL;
+	d.n[MDS_LK_HIT_BYTES] = e ? e->len : 0;
+	mds_count_lookups(s, peer, IX_NO_SLOT, &d);
+}
+
+static void do_batch_lookup(struct mds *s, const struct mds_req *q,
+			    struct mds_peer *peer, struct mp_wr *w)
+{
+	struct lk_batch lb;
 	struct mds_key k[RING];
 	uint64_t h[RING];
 	struct ix_key x;
@@ -515,6 +555,7 @@ static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 	struct ix_entry *e;
 	uint32_t n = q->list.n, dec = 0, i;
 
+	lk_batch_init(&lb, n);
 	mp_put_map(w, 1);
 	mp_put_key(w, "entries");
 	mp_put_array(w, n);
@@ -538,7 +579,10 @@ static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 		if (r)
 			pol_touch(&s->pol, e);
 		put_lookup(w, r ? e : NULL, r);
+		lk_batch_key(&lb, r ? e : NULL);
 	}
+	if (!q->uncounted)
+		mds_count_lookups(s, peer, IX_NO_SLOT, &lb.d);
 }
 
 /* BATCH_EXISTS / BATCH_PIN (prefix stop) / BATCH_UNPIN */
@@ -546,25 +590,32 @@ static void do_batch_bools(struct mds *s, const struct mds_req *q,
 			   struct mds_peer *peer, struct mp_wr *w)
 {
 	uint8_t t = q->hdr.msg_type;
+	const struct ix_entry *e;
+	struct lk_batch lb;
 	struct mds_iter it;
 	struct mds_key k;
 	bool stopped = false, v;
 
+	lk_batch_init(&lb, q->list.n);
 	mp_put_map(w, 1);
 	mp_put_key(w, "results");
 	mp_put_array(w, q->list.n);
 	mds_iter_init(&it, &q->list);
 	while (mds_next_key(&it, &k)) {
 		if (t == MDS_BATCH_EXISTS_KV) {
-			v = mds_exists(s, &k);
+			e = mds_exists(s, &k);
+			lk_batch_key(&lb, e);
+			v = e != NULL;
 		} else if (t == MDS_BATCH_UNPIN_KV) {
 			v = mds_unpin(s, &k, peer);
 		} else {
-			v = !stopped && mds_pin(s, &k, peer);
+			v = !stopped && mds_pin(s, &k, peer, q->ttl_ms);
 			stopped = !v;
 		}
 		mp_put_bool(w, v);
 	}
+	if (t == MDS_BATCH_EXISTS_KV && !q->uncounted)
+		mds_count_lookups(s, peer, IX_NO_SLOT, &lb.d);
 }
 
 static void do_report(struct mds *s, const struct mds_req *q, struct mp_wr *w)
@@ -738,10 +789,62 @@ static void put_operator_events(const struct mds *s, struct mp_wr *w)
 	ev_encode(s->ev, w);
 }
 
+static const char *const lk_names[MDS_LK_N] = {
+	[MDS_LK_KEYS] = "keys",
+	[MDS_LK_HITS] = "hits",
+	[MDS_LK_HIT_BYTES] = "hit_bytes",
+	[MDS_LK_BATCHES] = "batches",
+	[MDS_LK_BATCH_KEYS] = "batch_keys",
+	[MDS_LK_PREFIX_HITS] = "prefix_hits",
+};
+
+/* the counters of @l as map entries (the caller counted MDS_LK_N) */
+static void put_lk_fields(struct mp_wr *w, const struct mds_lookups *l)
+{
+	int i;
+
+	for (i = 0; i < MDS_LK_N; i++) {
+		mp_put_str(w, lk_names[i], (uint32_t)strlen(lk_names[i]));
+		mp_put_uint(w, l->n[i]);
+	}
+}
+
+static bool lk_any(const struct mds_lookups *l)
+{
+	return l->n[MDS_LK_KEYS] || l->n[MDS_LK_BATCHES];
+}
+
+/*
+ * "lookups": {keys, hits, hit_bytes, batches, batch_keys, prefix_hits,
+ * instances: {instance id: {the same}}} -- the instance ids present that
+ * looked anything up (bounded as instance ids are)
+ */
+static void put_lookups(const struct mds *s, struct mp_wr *w)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < s->nlabel_slots; i++)
+		n += s->labels[i].id && lk_any(&s->labels[i].lk);
+	mp_put_key(w, "lookups");
+	mp_put_map(w, MDS_LK_N + 1);
+	put_lk_fields(w, &s->lk);
+	mp_put_key(w, "instances");
+	mp_put_map(w, n);
+	for (i = 0; i < s->nlabel_slots; i++) {
+		const struct mds_label *lb = &s->labels[i];
+
+		if (!lb->id || !lk_any(&lb->lk))
+			continue;
+		mp_put_str(w, lb->id, lb->id_len);
+		mp_put_map(w, MDS_LK_N);
+		put_lk_fields(w, &lb->lk);
+	}
+}
+
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
-	mp_put_map(w, 7 + 2 + (s->pub != NULL)); /* + put_operator_events() */
+	mp_put_map(w, 8 + 2 + (s->pub != NULL)); /* + put_operator_events() */
 	mp_put_key(w, "kv_manager");
 	mp_put_map(w, 2);
 	mp_put_key(w, "total_entries");
@@ -770,6 +873,8 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	mp_put_key(w, "requests");
 	reqstats_encode(&s->req, w);
 	put_operator_events(s, w);
+	/* an addition: lookups, pool-wide and per instance id */
+	put_lookups(s, w);
 	/* an addition to upstream's reply: the shared index */
 	if (s->pub) {
 		mp_put_key(w, "shm_index");
@@ -947,7 +1052,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		for (j = k; j < (size_t)ndev && d[j].pos == i; j++)
 			;
 		nd = (uint32_t)(j - k);
-		mp_put_map(w, 9 + (g[i].host != NULL) + (g[i].pid != 0) +
+		mp_put_map(w, 12 + (g[i].host != NULL) + (g[i].pid != 0) +
 				      (nd != 0));
 		mp_put_key(w, "instance_id");
 		mp_put_str(w, in->id, in->id_len);
@@ -973,6 +1078,16 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		mp_put_uint(w, g[i].conns);
 		mp_put_key(w, "clients");
 		mp_put_uint(w, g[i].owners);
+		/* its lookups (GET_STATS "lookups" has the pool's), and
+		 * the keys its clients registered (new ones), since the
+		 * instance id appeared */
+		mp_put_key(w, "lookups");
+		mp_put_map(w, MDS_LK_N);
+		put_lk_fields(w, &s->labels[in->label].lk);
+		mp_put_key(w, "stores");
+		mp_put_uint(w, s->labels[in->label].stores);
+		mp_put_key(w, "stored_bytes");
+		mp_put_uint(w, s->labels[in->label].stored_bytes);
 		/* where it runs, as its (first) client said */
 		if (g[i].host) {
 			mp_put_key(w, "host");
@@ -1054,6 +1169,23 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	s->idx_clients[0] += q->idx[0];
 	s->idx_clients[1] += q->idx[1];
 	s->idx_clients[2] += q->idx[2];
+	/* ... and the lookups it answered itself, for its instance id (a
+	 * closing client's last figures: its connection's, if any is left) */
+	{
+		uint32_t islot = rc == 0 && !q->lease_release
+					 ? mds_inst_named(s, q->instance_id,
+							  q->lease_id, peer)
+					 : IX_NO_SLOT;
+		struct mds_lookups d;
+		int i;
+
+		for (i = 0; i < MDS_LK_N; i++)
+			d.n[i] = q->lk[i];
+		mds_count_lookups(s, peer,
+				  islot != IX_NO_SLOT ? s->insts[islot].label
+						      : IX_NO_SLOT,
+				  &d);
+	}
 	if (q->list.n) {
 		/* "touched": uses the client made without a request (lookups
 		 * in a shared index): the policy sees them too */
@@ -1145,9 +1277,12 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 	case MDS_LOOKUP_KV:
 		e = mds_lookup(s, &q->reg.key, &r);
 		put_lookup(w, e, r);
+		count_one(s, q, peer, e);
 		return 0;
 	case MDS_EXISTS_KV:
-		PUT_BOOL_MAP(w, "exists", mds_exists(s, &q->reg.key));
+		e = mds_exists(s, &q->reg.key);
+		PUT_BOOL_MAP(w, "exists", e != NULL);
+		count_one(s, q, peer, e);
 		return 0;
 	case MDS_DELETE_KV: {
 		/* an addition: which registration went ("kv_gen"): a client
@@ -1164,7 +1299,8 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 		return 0;
 	}
 	case MDS_PIN_KV:
-		PUT_BOOL_MAP(w, "exists", mds_pin(s, &q->reg.key, peer));
+		PUT_BOOL_MAP(w, "exists",
+			     mds_pin(s, &q->reg.key, peer, q->ttl_ms));
 		return 0;
 	case MDS_UNPIN_KV:
 		PUT_BOOL_MAP(w, "success", mds_unpin(s, &q->reg.key, peer));
@@ -1172,7 +1308,7 @@ static int dispatch(struct mds *s, const struct mds_req *q,
 	case MDS_BATCH_REGISTER_KV:
 		return do_batch_register(s, q, peer, w);
 	case MDS_BATCH_LOOKUP_KV:
-		do_batch_lookup(s, q, w);
+		do_batch_lookup(s, q, peer, w);
 		return 0;
 	case MDS_BATCH_EXISTS_KV:
 	case MDS_BATCH_PIN_KV:

@@ -11,6 +11,11 @@
  * Pins: mds.pin_map holds one record per (KV entry, holder) with the
  * holder's count (ix_entry.off) and its position in the holder's array
  * (ix_entry.len); ix_entry.pins of the KV entry is the sum over holders.
+ * Of a record's count, ix_entry.pins of the record are soft pins (PIN_KV
+ * with "ttl_ms"), all dropped at the record's deadline (ix_entry.gen,
+ * vclock): mds_tick() calls pins_expire() when the earliest is due.  Soft
+ * pins are not journaled (log_pin() writes the others): a restart ends
+ * them, as it ends a connection's pins.
  * A pinned entry is never deleted or evicted, so a record's entry address
  * stays valid.  A holder's pins are released with it: a connection's when
  * it closes, an owner's when its lease ends or its last connection closes
@@ -64,8 +69,33 @@ struct ix_entry *pin_find(struct mds *s, const struct ix_entry *e,
 	return ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
 }
 
-/* one more pin of @e by @hp. Return: 0, -ENOSPC (holder's cap), -ENOMEM */
-int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
+/* the pins of record @rec that outlive a restart (journaled) */
+static uint64_t hard_pins(const struct ix_entry *rec)
+{
+	return rec->off - rec->pins;
+}
+
+/* a soft pin's deadline: the earliest is the one mds_tick() waits for */
+static void soft_deadline(struct mds *s, struct ix_entry *rec, uint64_t ttl_ms)
+{
+	uint64_t at = s->vnow + ttl_ms * 1000000ull;
+
+	if (!rec->pins++) {
+		s->soft_recs++;
+		rec->gen = at;
+	} else if (at > rec->gen) {
+		rec->gen = at;
+	}
+	if (at < s->soft_next)
+		s->soft_next = at;
+}
+
+/*
+ * one more pin of @e by @hp (@ttl_ms > 0: a soft one)
+ * Return: 0, -ENOSPC (holder's cap), -ENOMEM
+ */
+int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp,
+	    uint64_t ttl_ms)
 {
 	struct pin_key b;
 	struct ix_key k = pin_key(e, hp, &b);
@@ -77,24 +107,22 @@ int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 		return 0;      /* saturated: counted no further */
 	pol_touch(&s->pol, e); /* a use (a no-op once pinned) */
 	rec = ix_find(&s->pin_map, &k, ix_hash(&s->pin_map, &k));
-	if (rec) {
-		rec->off++;
-		e->pins++;
-		log_pin(s, hp, e, rec->off);
-		return 0;
-	}
-	if (hp->n >= HOLDER_MAX_PINS)
-		return -ENOSPC;
-	if (array_grow(&hp->rec, &cap, hp->n, sizeof(*hp->rec), 8) < 0)
-		return -ENOMEM;
-	hp->cap = (uint32_t)cap;
-	rc = ix_insert(&s->pin_map, &k, ix_hash(&s->pin_map, &k), &rec);
-	if (rc < 0)
-		return rc;
-	if (rc == 1) {
-		rec->len = hp->n;
-		hp->rec[hp->n++] = rec;
-		hp->bytes += e->len;
+	if (!rec) {
+		if (hp->n >= HOLDER_MAX_PINS)
+			return -ENOSPC;
+		if (array_grow(&hp->rec, &cap, hp->n, sizeof(*hp->rec), 8) < 0)
+			return -ENOMEM;
+		hp->cap = (uint32_t)cap;
+		rc = ix_insert(&s->pin_map, &k, ix_hash(&s->pin_map, &k), &rec);
+		if (rc < 0)
+			return rc;
+		if (rc == 1) {
+			rec->len = hp->n;
+			rec->pins = 0;
+			rec->gen = 0;
+			hp->rec[hp->n++] = rec;
+			hp->bytes += e->len;
+		}
 	}
 	rec->off++;
 	if (!e->pins++) {
@@ -102,7 +130,10 @@ int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp)
 		pol_remove(&s->pol, e);
 		s->pinned_bytes += e->len;
 	}
-	log_pin(s, hp, e, rec->off);
+	if (ttl_ms)
+		soft_deadline(s, rec, ttl_ms);
+	else
+		log_pin(s, hp, e, hard_pins(rec));
 	return 0;
 }
 
@@ -114,20 +145,36 @@ void unpinned(struct mds *s, struct ix_entry *e)
 		pol_add(&s->pol, e);
 }
 
-/* drop one pin (@all: every pin) of record @rec of holder @hp */
-void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec, bool all)
+/*
+ * drop @n pins (a soft one first) of record @rec of holder @hp; every
+ * one with @all
+ */
+static void pin_drop(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
+		     uint64_t n, bool all)
 {
 	struct ix_entry *e = pin_entry(rec);
+	uint64_t hard = hard_pins(rec), soft = rec->pins;
 	uint32_t i = (uint32_t)rec->len;
 
-	if (!all && rec->off > 1) {
-		rec->off--;
-		if (!--e->pins)
+	if (all || n > rec->off)
+		n = rec->off;
+	if (n < rec->off) {
+		/* soft pins go first; the journal counts the others */
+		rec->off -= n;
+		rec->pins = (uint32_t)(soft > n ? soft - n : 0);
+		if (soft && !rec->pins)
+			s->soft_recs--;
+		e->pins -= (uint32_t)n;
+		if (!e->pins)
 			unpinned(s, e);
-		log_pin(s, hp, e, rec->off);
+		if (hard_pins(rec) != hard)
+			log_pin(s, hp, e, hard_pins(rec));
 		return;
 	}
-	log_pin(s, hp, e, 0);
+	if (hard)
+		log_pin(s, hp, e, 0);
+	if (soft)
+		s->soft_recs--;
 	e->pins -= (uint32_t)rec->off;
 	if (!e->pins)
 		unpinned(s, e);
@@ -137,10 +184,52 @@ void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec, bool all)
 	ix_delete(&s->pin_map, rec);
 }
 
+/* drop one pin (@all: every pin) of record @rec of holder @hp */
+void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec, bool all)
+{
+	pin_drop(s, hp, rec, 1, all);
+}
+
 void pins_release(struct mds *s, struct mds_pins *hp)
 {
 	while (hp->n)
 		pin_put(s, hp, hp->rec[hp->n - 1], true);
+}
+
+/* the soft pins of @hp past their deadline go; the next deadline kept */
+static void pins_expire_holder(struct mds *s, struct mds_pins *hp,
+			       uint64_t *next)
+{
+	struct ix_entry *rec;
+	uint32_t i;
+
+	/* backwards: pin_drop() moves the last record into a freed place */
+	for (i = hp->n; i-- > 0;) {
+		rec = hp->rec[i];
+		if (!rec->pins)
+			continue;
+		if (rec->gen <= s->vnow)
+			pin_drop(s, hp, rec, rec->pins, false);
+		else if (rec->gen < *next)
+			*next = rec->gen;
+	}
+}
+
+void pins_expire(struct mds *s)
+{
+	uint64_t next = UINT64_MAX;
+	uint32_t i;
+	int fd;
+
+	if (!s->soft_recs || s->soft_next > s->vnow)
+		return;
+	for (i = 0; i < s->ninst_slots; i++)
+		if (s->insts[i].id)
+			pins_expire_holder(s, &s->insts[i].pins, &next);
+	for (fd = 0; fd < s->nconn_slots; fd++)
+		pins_expire_holder(s, &s->conns[fd].pins, &next);
+	pins_expire_holder(s, &s->anon_pins, &next);
+	s->soft_next = s->soft_recs ? next : UINT64_MAX;
 }
 
 /* ---- KV ---- */
@@ -203,6 +292,9 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 		if (r->pg)
 			pages_ref(r, reg->kv_offset);
 		pol_add(&s->pol, e); /* only these free anything if evicted */
+		/* (GET_USAGE "stores": the writer's instance id) */
+		s->labels[s->insts[who].label].stores++;
+		s->labels[s->insts[who].label].stored_bytes += reg->kv_length;
 	}
 	log_key(s, e);
 	pub_put(s->pub, e, r ? r->h.region_id : 0);
@@ -225,14 +317,14 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 	return e;
 }
 
-bool mds_exists(struct mds *s, const struct mds_key *k)
+const struct ix_entry *mds_exists(struct mds *s, const struct mds_key *k)
 {
 	struct ix_key x = mds_key_ix(k);
 	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
 
 	if (e)
 		pol_touch(&s->pol, e);
-	return e != NULL;
+	return e;
 }
 
 uint64_t mds_delete(struct mds *s, const struct mds_key *k,
@@ -285,7 +377,8 @@ static struct mds_pins *pin_holder(struct mds *s, struct mds_peer *peer)
 	return &c->pins;
 }
 
-bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
+bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer,
+	     uint64_t ttl_ms)
 {
 	struct ix_key x = mds_key_ix(k);
 	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
@@ -294,7 +387,7 @@ bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)
 	if (!e)
 		return false;
 	hp = pin_holder(s, peer);
-	return hp && pin_add(s, e, hp) == 0;
+	return hp && pin_add(s, e, hp, ttl_ms) == 0;
 }
 
 bool mds_unpin(struct mds *s, const struct mds_key *k, struct mds_peer *peer)

@@ -94,6 +94,8 @@ static uint32_t label_get(struct mds *s, struct mds_str id)
 	lb->nowners = 0;
 	lb->first = IX_NO_SLOT;
 	lb->bytes = lb->pending = 0;
+	memset(&lb->lk, 0, sizeof(lb->lk));
+	lb->stores = lb->stored_bytes = 0;
 	lb->ie = e;
 	e->slot = slot;
 	if (!s->replaying) {
@@ -356,6 +358,26 @@ struct mds_conn *peer_conn(struct mds *s, struct mds_peer *peer)
 	c->has_rid = true;
 	c->rid_hash = peer->rid_hash;
 	return c;
+}
+
+void mds_count_lookups(struct mds *s, struct mds_peer *peer, uint32_t label,
+		       const struct mds_lookups *d)
+{
+	struct mds_lookups *l = NULL;
+	struct mds_conn *c;
+	int i;
+
+	/* the instance id its connection claimed first (lookups name none) */
+	if (label == IX_NO_SLOT && peer && (c = peer_conn(s, peer)) && c->ninst)
+		label = s->insts[c->inst[0]].label;
+	if (label != IX_NO_SLOT && label < s->nlabel_slots &&
+	    s->labels[label].id)
+		l = &s->labels[label].lk;
+	for (i = 0; i < MDS_LK_N; i++) {
+		s->lk.n[i] += d->n[i];
+		if (l)
+			l->n[i] += d->n[i];
+	}
 }
 
 static bool conn_has(const struct mds_conn *c, uint32_t slot)

@@ -278,7 +278,7 @@ static int apply_pin(struct mds *s, const struct jr_rec *rec)
 		return 0;
 	}
 	if (!pr) {
-		int rc = pin_add(s, e, hp);
+		int rc = pin_add(s, e, hp, 0);
 
 		if (rc < 0)
 			return rc == -ENOMEM ? rc : -EPROTO;
@@ -728,8 +728,11 @@ static void snap_end(struct mds *s)
 	for (i = 0; i < s->ninst_slots; i++) {
 		const struct mds_pins *hp = &s->insts[i].pins;
 
+		/* (soft pins are not journaled: kv.c) */
 		for (j = 0; s->insts[i].id && j < hp->n; j++)
-			log_pin(s, hp, pin_entry(hp->rec[j]), hp->rec[j]->off);
+			if (hp->rec[j]->off > hp->rec[j]->pins)
+				log_pin(s, hp, pin_entry(hp->rec[j]),
+					hp->rec[j]->off - hp->rec[j]->pins);
 	}
 	jr_put_snap_end(s->jr);
 	s->snap_on = false;

@@ -97,6 +97,7 @@ int mds_init(struct mds *s, const struct mds_config *cfg,
 	if (pol_init(&s->pol, cfg->eviction ? cfg->eviction : "lru") < 0)
 		return -EINVAL;
 	s->anon_pins.uid = ++s->next_uid;
+	s->soft_next = UINT64_MAX;
 	s->reg_free = s->reg_head = s->reg_tail = IX_NO_SLOT;
 	s->inst_free = s->lease_free = s->label_free = IX_NO_SLOT;
 	s->ended_ring = calloc(MDS_ENDED_LEASES, sizeof(*s->ended_ring));
@@ -193,6 +194,8 @@ void mds_tick(struct mds *s, uint64_t vnow)
 		flush_pending(s);
 	if (s->ndeferred)
 		deferred_tick(s);
+	if (s->soft_recs && s->soft_next <= vnow)
+		pins_expire(s);
 	evict_tick(s);
 	snap_tick(s, MDS_SNAP_STEP_NS);
 	mds_journal_commit(s);
@@ -253,15 +256,18 @@ static void chk_entry(struct ix_entry *e, void *arg)
 }
 
 /* a holder's records point back at their positions; Return: their pins */
-static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec, bool *bad)
+static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec,
+			   uint64_t *nsoft, bool *bad)
 {
 	uint64_t n = 0, bytes = 0;
 	uint32_t i;
 
 	for (i = 0; i < hp->n; i++) {
-		if (hp->rec[i]->len != i || !hp->rec[i]->off)
+		if (hp->rec[i]->len != i || !hp->rec[i]->off ||
+		    hp->rec[i]->pins > hp->rec[i]->off)
 			*bad = true;
 		n += hp->rec[i]->off;
+		*nsoft += hp->rec[i]->pins != 0;
 		bytes += pin_entry(hp->rec[i])->len;
 	}
 	if (bytes != hp->bytes)
@@ -273,7 +279,7 @@ static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec, bool *bad)
 int mds_check(struct mds *s)
 {
 	struct chk c = {s, NULL, NULL, 0, 0, 0, 0, 0, false};
-	uint64_t pins = 0, nrec = 0;
+	uint64_t pins = 0, nrec = 0, nsoft = 0;
 	uint32_t *nl = NULL;
 	uint64_t cur = 0, nreg = 0, total = 0, ndef = 0;
 	uint32_t i, *nr = NULL, *np = NULL, *ng = NULL, *nc = NULL;
@@ -329,7 +335,7 @@ int mds_check(struct mds *s)
 	for (fd = 0; fd < s->nconn_slots; fd++) {
 		for (i = 0; s->conns[fd].open && i < s->conns[fd].ninst; i++)
 			nc[s->conns[fd].inst[i]]++;
-		pins += chk_holder(&s->conns[fd].pins, &nrec, &c.bad);
+		pins += chk_holder(&s->conns[fd].pins, &nrec, &nsoft, &c.bad);
 	}
 	for (i = 0; i < s->nlease_slots; i++)
 		if (s->leases[i].id)
@@ -350,7 +356,7 @@ int mds_check(struct mds *s)
 		    s->labels[in->label].id_len != in->id_len ||
 		    memcmp(s->labels[in->label].id, in->id, in->id_len))
 			goto out;
-		pins += chk_holder(&in->pins, &nrec, &c.bad);
+		pins += chk_holder(&in->pins, &nrec, &nsoft, &c.bad);
 	}
 	/* each label: its owners' list, their counts and bytes */
 	for (i = 0, nreg = 0; i < s->nlabel_slots; i++) {
@@ -374,8 +380,9 @@ int mds_check(struct mds *s)
 	}
 	if (nreg != s->label_map.count)
 		goto out;
-	pins += chk_holder(&s->anon_pins, &nrec, &c.bad);
-	if (c.bad || pins != c.pins || nrec != s->pin_map.count)
+	pins += chk_holder(&s->anon_pins, &nrec, &nsoft, &c.bad);
+	if (c.bad || pins != c.pins || nrec != s->pin_map.count ||
+	    nsoft != s->soft_recs)
 		goto out;
 	rc = 0;
 out:

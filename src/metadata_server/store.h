@@ -289,6 +289,15 @@ struct mds_pins {
 };
 
 /*
+ * Lookups counted (GET_STATS "lookups"; codec.h's MDS_LK_* index n[]):
+ * what the server answered, and what clients answered from the shared
+ * index and reported in HEARTBEAT -- per instance id and pool-wide.
+ */
+struct mds_lookups {
+	uint64_t n[MDS_LK_N];
+};
+
+/*
  * An instance id as a label (store.c, "instance ids and their owners"):
  * what its owners hold, for usage and --instance-quota.
  */
@@ -300,7 +309,9 @@ struct mds_label {
 	uint64_t bytes;	  /* lengths of their tracked regions */
 	uint64_t pending; /* sizes of their parked REQUEST_ALLOCs */
 	uint32_t next_free;
-	struct ix_entry *ie; /* borrows: its entry in label_map */
+	struct ix_entry *ie;   /* borrows: its entry in label_map */
+	struct mds_lookups lk; /* its lookups (they go with the label) */
+	uint64_t stores, stored_bytes; /* keys its owners registered */
 };
 
 /*
@@ -520,6 +531,14 @@ struct mds {
 	 */
 	struct pub *pub;
 	uint64_t idx_clients[3];
+	/* lookups pool-wide, since start (never decrease) */
+	struct mds_lookups lk;
+	/*
+	 * Soft pins (PIN_KV "ttl_ms"): pin records holding some (kv.c) and
+	 * the earliest deadline among them (vclock; UINT64_MAX none),
+	 * for mds_tick()
+	 */
+	uint64_t soft_recs, soft_next;
 
 	/*
 	 * The journal (journal.h), NULL with --durability none: every
@@ -620,7 +639,16 @@ int mds_register(struct mds *s, const struct mds_reg *r, struct mds_peer *peer);
 const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 				  const struct mds_region **reg);
 
-bool mds_exists(struct mds *s, const struct mds_key *k);
+/* mds_exists - the entry (NULL: absent); a use for the policy */
+const struct ix_entry *mds_exists(struct mds *s, const struct mds_key *k);
+
+/*
+ * mds_count_lookups - add @d to the lookups of @peer's instance id (if
+ * its connection names one; @label: that label's slot, or IX_NO_SLOT to
+ * find it from @peer) and to the pool's
+ */
+void mds_count_lookups(struct mds *s, struct mds_peer *peer, uint32_t label,
+		       const struct mds_lookups *d);
 
 /*
  * mds_delete - DELETE_KV.  Return: the deleted entry's registration number
@@ -631,10 +659,17 @@ bool mds_exists(struct mds *s, const struct mds_key *k);
 uint64_t mds_delete(struct mds *s, const struct mds_key *k,
 		    struct mds_peer *peer);
 
-/* mds_pin - PIN_KV: a pin held by @peer's instance (else its connection) */
-bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
+/*
+ * mds_pin - PIN_KV: a pin held by @peer's instance (else its connection);
+ * @ttl_ms > 0: a soft pin, dropped by itself that long after (a later
+ * soft pin of the same key by the same holder extends the deadline of
+ * all its soft pins of the key)
+ */
+bool mds_pin(struct mds *s, const struct mds_key *k, struct mds_peer *peer,
+	     uint64_t ttl_ms);
 
-/* mds_unpin - UNPIN_KV: false unless @peer holds a pin on @k */
+/* mds_unpin - UNPIN_KV: false unless @peer holds a pin on @k (a soft pin
+ * goes first) */
 bool mds_unpin(struct mds *s, const struct mds_key *k, struct mds_peer *peer);
 
 /**

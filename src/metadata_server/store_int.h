@@ -103,11 +103,14 @@ int region_add(struct mds *s, const struct rm_handle *h, uint32_t owner,
 struct ix_entry *pin_entry(const struct ix_entry *rec);
 struct ix_entry *pin_find(struct mds *s, const struct ix_entry *e,
 			  const struct mds_pins *hp);
-int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp);
+int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp,
+	    uint64_t ttl_ms);
 void unpinned(struct mds *s, struct ix_entry *e);
 void pin_put(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
 	     bool all);
 void pins_release(struct mds *s, struct mds_pins *hp);
+/* the soft pins past their deadline go (mds_tick) */
+void pins_expire(struct mds *s);
 /* why a key leaves the index (key_gone()) */
 enum key_gone_why {
 	KG_DELETED,	/* DELETE_KV */

@@ -1,15 +1,16 @@
 """marutop: a top-style view of maru-server (docs/marutop.md).
 
-* three MaruHandler instances (enable_stats: their REPORT_STATS carry the
-  store/retrieve counts) do a scripted number of stores, retrieves (hits
-  and misses) and pins; `marutop --once`, `--csv` and `--json` show per
-  instance exactly those keys and counts, and the bytes GET_USAGE gives
-  (read with the independent wire client, mds_wire);
+* three MaruHandler instances (no MARU_STAT: the counts are the server's
+  own, GET_USAGE "stores" and "lookups") do a scripted number of stores,
+  retrieves (hits and misses) and pins; `marutop --once`, `--csv` and
+  `--json` show per instance exactly those keys and counts, and the bytes
+  GET_USAGE gives (read with the independent wire client, mds_wire);
 * the screen, in tmux at 160 and 60 columns: the expected columns, no
   number cut, `?` shows the keys, `q` quits;
 * a stand-in server speaking upstream's GET_USAGE/GET_STATS without the
   additions: the missing figures are shown as '-' (CSV: empty, JSON: null),
-  and upstream's `devices` list is shown when sent;
+  the workers' REPORT_STATS counts stand in for the server's, and
+  upstream's `devices` list is shown when sent;
 * maru-server's own `devices` (bytes per pool) and the host:pid libmaru
   reports, in GET_USAGE and in every marutop mode.
 """
@@ -57,8 +58,7 @@ def instances(mds):
         for name, (nstore, nret, nmiss, npin) in SCRIPT.items():
             h = MaruHandler(MaruConfig(
                 server_url=mds.url, instance_id=name, pool_size=4 * MiB,
-                chunk_size_bytes=MiB, auto_connect=False, timeout_ms=10000,
-                enable_stats=True))
+                chunk_size_bytes=MiB, auto_connect=False, timeout_ms=10000))
             assert h.connect(), h.connect_error
             hs[name] = h
             for i in range(nstore):
@@ -71,23 +71,22 @@ def instances(mds):
                 assert h.retrieve(f"{name}-none{i}") is None
             for i in range(npin):
                 assert h.pin(f"{name}-k{i}")
-        # the reports reach the server within about a second
+        # lookups the shared index answered reach the server with the
+        # next HEARTBEAT
         c = ReqClient(mds.url)
 
-        def count(ops, op):
-            return ops.get(op, {}).get("count", 0)
+        def usage():
+            return {u["instance_id"]: u
+                    for u in c.call(GET_USAGE, {})[1]["instances"]}
 
-        def reported():
-            # every op of the script: a report may split them
-            cl = c.call(GET_STATS, {})[1]["stats_manager"]["clients"]
-            return all(n in cl and
-                       count(cl[n]["operations"], "store") == s[0] and
-                       count(cl[n]["operations"], "retrieve") == s[1] + s[2] and
-                       count(cl[n]["operations"], "pin") == s[3]
+        def counted():
+            u = usage()
+            return all(n in u and u[n]["stores"] == s[0] and
+                       u[n]["lookups"]["keys"] == s[1] + s[2] and
+                       u[n]["lookups"]["hits"] == s[1]
                        for n, s in SCRIPT.items())
-        assert wait_until(reported), c.call(GET_STATS, {})[1]["stats_manager"]
-        usage = {u["instance_id"]: u
-                 for u in c.call(GET_USAGE, {})[1]["instances"]}
+        assert wait_until(counted), usage()
+        usage = usage()
         c.close()
         yield hs, usage
     finally:
@@ -123,7 +122,7 @@ def test_once_csv_json_match(instances, mds, rm):
     hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
     cols = lines[hdr].split()
     assert cols == ["INSTANCEv", "REGIONS", "ALLOC", "USED", "KEYS", "PINNED",
-                    "LEASE", "STORE/s", "RETR/s", "HIT%", "STORES", "RETRIEVES",
+                    "LEASE", "STORE/s", "LOOKUP/s", "HIT%", "STORES", "LOOKUPS",
                     "HOST"]
     me = f"{socket.gethostname()[:64]}:{os.getpid()}"
     table = lines[hdr + 1:lines.index("DEVICES")]
@@ -134,7 +133,7 @@ def test_once_csv_json_match(instances, mds, rm):
         r = rows[name]
         assert r["KEYS"] == str(nstore)
         assert r["STORES"] == str(nstore)
-        assert r["RETRIEVES"] == str(nret + nmiss)
+        assert r["LOOKUPS"] == str(nret + nmiss)
         assert r["REGIONS"] == str(usage[name]["regions"])
         assert r["LEASE"] == "lease"
         assert r["HIT%"] == f"{100.0 * nret / (nret + nmiss):.1f}"
@@ -155,7 +154,7 @@ def test_once_csv_json_match(instances, mds, rm):
         u = usage[r["instance_id"]]
         assert int(r["keys"]) == nstore
         assert int(r["stores"]) == nstore
-        assert int(r["retrieves"]) == nret + nmiss
+        assert int(r["lookups"]) == nret + nmiss
         assert int(r["hits"]) == nret and int(r["misses"]) == nmiss
         assert int(r["regions"]) == u["regions"]
         assert int(r["allocated_bytes"]) == u["allocated"]
@@ -176,7 +175,7 @@ def test_once_csv_json_match(instances, mds, rm):
     for o in objs:
         nstore, nret, nmiss, _ = SCRIPT[o["instance_id"]]
         u = usage[o["instance_id"]]
-        assert (o["keys"], o["stores"], o["retrieves"], o["hits"]) == \
+        assert (o["keys"], o["stores"], o["lookups"], o["hits"]) == \
             (nstore, nstore, nret + nmiss, nret)
         assert o["used_bytes"] == u["used"] and o["allocated_bytes"] == u["allocated"]
         assert o["store_rate"] is None
@@ -297,7 +296,14 @@ class StandIn:
                     "allocation_manager": {"num_allocations": 3,
                                            "total_allocated": 12 * MiB,
                                            "active_clients": 2},
-                    "stats_manager": {"clients": {"_all": {"operations": {}}}}}
+                    # what workers report (MARU_STAT=1): marutop's
+                    # counts where the server has none of its own
+                    "stats_manager": {"clients": {
+                        "_all": {"operations": {}},
+                        "up-1": {"operations": {
+                            "store": {"count": 2},
+                            "retrieve": {"count": 4, "hit_count": 3,
+                                         "miss_count": 1}}}}}}
         return {"error": f"Unknown message type: {mtype}"}
 
     def serve(self):
@@ -331,8 +337,10 @@ def test_upstream_server_fields_missing():
         hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
         row = lines[hdr + 1].split()
         assert row[:5] == ["up-1", "2", "8.0M", "4.9K", "-"]   # no "keys"
-        assert row[5:] == ["-"] * 8        # pinned, lease, rates, counts,
-                                           # host
+        # pinned, lease, rates; hit%, stores, lookups reported; host
+        assert row[5:] == ["-"] * 4 + ["75.0", "2", "4", "-"]
+        row = lines[hdr + 2].split()
+        assert row[5:] == ["-"] * 8        # up-2 reported nothing
         assert "evictions - (-/s)" in p.stdout
         assert "recovered keys -" in p.stdout
         # upstream's devices, a line each
@@ -411,14 +419,15 @@ def test_screen_under_tmux(instances, mds, tmp_path, cols):
         if cols == 160:
             assert cols_shown == ["INSTANCEv", "REGIONS", "ALLOC", "USED",
                                   "KEYS", "PINNED", "LEASE", "STORE/s",
-                                  "RETR/s", "HIT%", "STORES", "RETRIEVES",
+                                  "LOOKUP/s", "HIT%", "STORES", "LOOKUPS",
                                   "HOST"]
         else:
             # narrow: host and the cumulative counts go first, the rates
             # stay
-            assert "RETRIEVES" not in cols_shown and "STORES" not in cols_shown
+            assert "LOOKUPS" not in cols_shown and "STORES" not in cols_shown
             assert "HOST" not in cols_shown
-            for c in ("INSTANCEv", "ALLOC", "KEYS", "STORE/s", "RETR/s", "HIT%"):
+            for c in ("INSTANCEv", "ALLOC", "KEYS", "STORE/s", "LOOKUP/s",
+                      "HIT%"):
                 assert c in cols_shown, hdr
         row = next(l for l in lines if l.startswith("top-b")).split()
         shown = dict(zip(cols_shown, row))
@@ -436,8 +445,8 @@ def test_screen_under_tmux(instances, mds, tmp_path, cols):
         if cols == 160:
             # a resize redraws at once, fitted to the new width
             tmux.run("resize-window", "-t", tmux.name, "-x", "60")
-            screen = tmux.wait_for(r"^INSTANCE +ALLOCv? +USED +KEYS +LEASE")
-            assert "RETRIEVES" not in screen
+            screen = tmux.wait_for(r"^INSTANCE +ALLOCv? +(USED +)?KEYS +LEASE")
+            assert "LOOKUPS" not in screen
             assert all(len(l) <= 60 for l in screen.splitlines())
         tmux.keys("q")
         tmux.wait_for(r"marutop exited with 0")

@@ -120,6 +120,13 @@ def test_every_message_type(client, rm, mds):
                              "free_size": pools[0].free_size}
 
     _, r = client.call(GET_USAGE, {})
+    # additions: "lookups", "stores", "stored_bytes" (the server's counts:
+    # test_lookup_counters.py has their figures)
+    u = r["instances"][0]
+    lk = u.pop("lookups")
+    assert set(lk) == {"keys", "hits", "hit_bytes", "batches", "batch_keys",
+                       "prefix_hits"} and lk["keys"] >= lk["hits"] > 0
+    assert u.pop("stores") >= 1 and u.pop("stored_bytes") >= 10
     # additions: "pinned" (bytes of the keys it pins); "keys", "leases",
     # "connections", "devices" (marutop); "clients" (owners sharing the id)
     assert r == {"instances": [{"instance_id": "inst-a", "regions": 1,

@@ -191,6 +191,23 @@ def test_scrape(rm, mds, workload):
         assert lookups + value(s, local, result="hit", **T) + \
             value(s, local, result="miss", **T) >= HITS + MISSES
         assert value(s, local, result="hit", **T) >= HITS
+        # the server's own lookup counters: numerator and denominator,
+        # pool-wide and per instance id (no MARU_STAT needed)
+        lk = raw["lookups"]
+        assert value(s, "maru_lookup_keys_total", **T) == lk["keys"] >= \
+            HITS + MISSES
+        assert value(s, "maru_lookup_hits_total", **T) == lk["hits"] >= HITS
+        assert value(s, "maru_lookup_hit_bytes_total", **T) == \
+            lk["hit_bytes"] >= HITS * 4096
+        assert fams["maru_lookup_keys"].type == "counter"
+        I = dict(instance_id=iid, **T)
+        assert value(s, "maru_instance_lookup_keys_total", **I) == \
+            lk["instances"][iid]["keys"]
+        assert value(s, "maru_instance_lookup_hits_total", **I) == \
+            lk["instances"][iid]["hits"]
+        assert value(s, "maru_instance_stores_total", **I) == STORES
+        assert value(s, "maru_instance_stored_bytes_total", **I) == \
+            STORES * 4096
         assert value(s, "maru_shm_index_enabled", **T) == 1
         assert value(s, "maru_shm_index_keys", **T) == STORES - 1
         assert value(s, rq, type="GET_STATS", outcome="ok", **T) >= 1

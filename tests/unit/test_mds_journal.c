@@ -305,9 +305,9 @@ static void load(struct mds *s, int round)
 
 		snprintf(k, sizeof(k), "r%d-key-%d", round, i);
 		x = key(k);
-		assert_true(mds_pin(s, &x, i % 2 ? &a : &b));
+		assert_true(mds_pin(s, &x, i % 2 ? &a : &b, 0));
 		if (i % 3 == 0)
-			assert_true(mds_pin(s, &x, &a)); /* twice */
+			assert_true(mds_pin(s, &x, &a, 0)); /* twice */
 		if (i % 5 == 0)
 			assert_true(mds_unpin(s, &x, i % 2 ? &a : &b));
 	}
@@ -706,7 +706,7 @@ static void test_shared_instance_id(void **state)
 		    i % 2 ? &p2 : &p1);
 		x = key(k);
 		if (i % 3 == 0)
-			assert_true(mds_pin(&s, &x, i % 4 ? &p1 : &p2));
+			assert_true(mds_pin(&s, &x, i % 4 ? &p1 : &p2, 0));
 	}
 	recover_equal(&s, &j, &r);
 	/* each lease's owner: one region and its pins */
@@ -791,7 +791,7 @@ static void test_lease_id_taken_again(void **state)
 			mds_heartbeat(&s, S("Z"), S(l), true, false, NULL), 0);
 	}
 	(void)inst_on(&s, 61, "Y", "L");
-	assert_true(mds_pin(&s, &x, &p));
+	assert_true(mds_pin(&s, &x, &p, 0));
 	reg(&s, "after", 999999, 0, 10, NULL); /* a record after it */
 	mds_journal_commit(&s);
 	close_store(&s, &j);
@@ -817,7 +817,7 @@ static void test_leaseless_pins(void **state)
 	mds_conn_open(&s, 40);
 	rid = alloc(&s, "inst-nl", "", &p);
 	reg(&s, "pk", rid, 0, 4096, &p);
-	assert_true(mds_pin(&s, &x, &p));
+	assert_true(mds_pin(&s, &x, &p, 0));
 	assert_int_equal(s.pin_map.count, 1);
 	mds_journal_commit(&s);
 	close_store(&s, &j); /* a crash: the connection is gone */
@@ -831,6 +831,71 @@ static void test_leaseless_pins(void **state)
 	/* and the release was journaled: the next start agrees */
 	open_store(&s, &j, &r);
 	assert_int_equal(s.pin_map.count, 0);
+	close_store(&s, &j);
+}
+
+/*
+ * Soft pins (PIN_KV "ttl_ms"): they keep a key from eviction until their
+ * deadline, go first on UNPIN, are dropped by mds_tick() once due, and
+ * are not journaled -- the pins without a deadline are, beside them.
+ */
+static void test_soft_pins(void **state)
+{
+	struct mds_peer p;
+	struct mds_key x = key("sk"), y = key("sk2");
+	struct jr_recovery r;
+	struct mds s;
+	struct jr j;
+	uint64_t rid, t0;
+
+	(void)state;
+	open_store(&s, &j, &r);
+	p = inst_on(&s, 41, "inst-soft", "L-soft");
+	rid = alloc(&s, "inst-soft", "L-soft", &p);
+	reg(&s, "sk", rid, 0, 4096, &p);
+	reg(&s, "sk2", rid, 4096, 4096, &p);
+	t0 = s.vnow;
+	/* two soft pins and a hard one of sk; one soft pin of sk2 */
+	assert_true(mds_pin(&s, &x, &p, 100));
+	assert_true(mds_pin(&s, &x, &p, 0));
+	assert_true(mds_pin(&s, &x, &p, 300)); /* extends the deadline */
+	assert_true(mds_pin(&s, &y, &p, 50));
+	assert_int_equal(s.soft_recs, 2);
+	assert_int_equal(s.soft_next, t0 + 50 * 1000000ull);
+	assert_int_equal(s.pinned_bytes, 8192);
+	assert_int_equal(mds_check(&s), 0);
+	/* UNPIN drops a soft one first: the hard one stays journaled */
+	assert_true(mds_unpin(&s, &x, &p));
+	mds_tick(&s, t0 + 60 * 1000000ull); /* sk2's pin is due */
+	assert_int_equal(s.soft_recs, 1);
+	assert_int_equal(s.pinned_bytes, 4096);
+	assert_int_equal(s.soft_next, t0 + 300 * 1000000ull);
+	assert_int_equal(mds_check(&s), 0);
+	mds_tick(&s, t0 + 200 * 1000000ull); /* not yet */
+	assert_int_equal(s.soft_recs, 1);
+	mds_journal_commit(&s);
+	close_store(&s, &j);
+	/* a restart: the soft pin is gone, the hard one is back */
+	open_store(&s, &j, &r);
+	assert_true(r.found);
+	assert_int_equal(s.pin_map.count, 1);
+	assert_int_equal(s.soft_recs, 0);
+	assert_int_equal(s.pinned_bytes, 4096);
+	assert_int_equal(mds_check(&s), 0);
+	close_store(&s, &j);
+	/* and when the deadline passes with no restart, the key is free */
+	open_store(&s, &j, &r);
+	p = inst_on(&s, 42, "inst-soft", "L-soft");
+	t0 = s.vnow;
+	assert_true(mds_unpin(&s, &x, &p)); /* the hard pin */
+	assert_true(mds_pin(&s, &x, &p, 10));
+	assert_int_equal(s.pinned_bytes, 4096);
+	mds_tick(&s, t0 + 10 * 1000000ull);
+	assert_int_equal(s.pin_map.count, 0);
+	assert_int_equal(s.soft_recs, 0);
+	assert_int_equal(s.soft_next, UINT64_MAX);
+	assert_int_equal(s.pinned_bytes, 0);
+	assert_int_equal(mds_check(&s), 0);
 	close_store(&s, &j);
 }
 
@@ -1027,6 +1092,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_lease_id_taken_again,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_soft_pins, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_leaseless_pins, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_replay_equals_original,

@@ -42,7 +42,8 @@ void mt_snap_init(struct mt_snap *s)
 	s->entries = s->kv_bytes = MT_NA;
 	s->nalloc = s->total_alloc = s->active_clients = MT_NA;
 	s->evictions = s->evicted_bytes = s->recovered_keys = MT_NA;
-	s->eviction_rate = s->elapsed = -1;
+	s->lk_keys = s->lk_hits = s->lk_batch_keys = s->lk_prefix = MT_NA;
+	s->eviction_rate = s->elapsed = s->lookup_rate = -1;
 	s->p50_us = s->p99_us = -1;
 }
 
@@ -200,6 +201,26 @@ static int decode_devices(struct mp_rd *r, struct mt_inst *in)
 	return 0;
 }
 
+static int decode_uints(struct mp_rd *r, const char *const *names,
+			uint64_t **outs, int nn);
+
+/* GET_USAGE's "lookups" of an instance (maru-server's own count) */
+static int decode_inst_lookups(struct mp_rd *r, struct mt_inst *in)
+{
+	static const char *const names[] = {"keys", "hits"};
+	uint64_t keys = MT_NA, hits = MT_NA;
+	uint64_t *outs[] = {&keys, &hits};
+	int rc = decode_uints(r, names, outs, 2);
+
+	if (rc < 0 || keys == MT_NA || hits == MT_NA || hits > keys)
+		return rc;
+	in->lookups = keys;
+	in->hits = hits;
+	in->misses = keys - hits;
+	in->counted = true;
+	return 0;
+}
+
 static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 {
 	struct mp_val k, v;
@@ -208,8 +229,8 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 	memset(in, 0, sizeof(*in));
 	in->regions = in->allocated = in->used = in->pinned = MT_NA;
 	in->keys = in->leases = in->conns = MT_NA;
-	in->stores = in->retrieves = in->hits = in->misses = MT_NA;
-	in->store_rate = in->retrieve_rate = -1;
+	in->stores = in->lookups = in->hits = in->misses = MT_NA;
+	in->store_rate = in->lookup_rate = -1;
 	in->pid = MT_NA;
 	n = read_map(r);
 	if (n < 0)
@@ -253,6 +274,11 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 			rc = mp_skip_rest(r, &v);
 		} else if (key_is(&k, "pid")) {
 			rc = get_uint(r, &in->pid);
+		} else if (key_is(&k, "lookups")) {
+			rc = decode_inst_lookups(r, in);
+		} else if (key_is(&k, "stores")) {
+			rc = get_uint(r, &in->stores);
+			in->counted = true;
 		} else {
 			rc = mp_skip_rest(r, &k);
 			if (rc == 0)
@@ -336,7 +362,7 @@ int mt_decode_usage(struct mt_snap *s, const uint8_t *p, size_t n)
 
 /* the "operations" of one stats_manager client, into @ops (may be NULL) */
 struct opsum {
-	uint64_t stores, retrieves, hits, misses;
+	uint64_t stores, lookups, hits, misses;
 	bool any;
 };
 
@@ -410,7 +436,7 @@ static int decode_ops(struct mp_rd *r, struct opsum *sum, struct mt_snap *all)
 				sum->stores += count;
 			} else if (key_is(&op, "retrieve") ||
 				   key_is(&op, "batch_retrieve")) {
-				sum->retrieves += count;
+				sum->lookups += count;
 				sum->hits += hit;
 				sum->misses += miss;
 			}
@@ -476,9 +502,10 @@ static int decode_clients(struct mp_rd *r, struct mt_snap *s)
 			}
 			rc = decode_ops(r, &sum, NULL);
 			in = find_inst(s, c.ptr, c.len);
-			if (rc == 0 && in && sum.any) {
+			/* (the server's own counts win: GET_USAGE) */
+			if (rc == 0 && in && sum.any && !in->counted) {
 				in->stores = sum.stores;
-				in->retrieves = sum.retrieves;
+				in->lookups = sum.lookups;
 				in->hits = sum.hits;
 				in->misses = sum.misses;
 			}
@@ -649,6 +676,10 @@ int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 	static const char *const amn[] = {"num_allocations", "total_allocated",
 					  "active_clients"};
 	static const char *const evn[] = {"evictions", "evicted_bytes"};
+	static const char *const lkn[] = {"keys", "hits", "batch_keys",
+					  "prefix_hits"};
+	uint64_t *lko[] = {&s->lk_keys, &s->lk_hits, &s->lk_batch_keys,
+			   &s->lk_prefix};
 	uint64_t *kvo[] = {&s->entries, &s->kv_bytes};
 	uint64_t *amo[] = {&s->nalloc, &s->total_alloc, &s->active_clients};
 	uint64_t *evo[] = {&s->evictions, &s->evicted_bytes};
@@ -677,6 +708,8 @@ int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 			rc = decode_clients(&r, s);
 		else if (key_is(&k, "requests"))
 			rc = decode_requests(&r, s);
+		else if (key_is(&k, "lookups"))
+			rc = decode_uints(&r, lkn, lko, 4);
 		else if ((rc = mp_skip_rest(&r, &k)) == 0)
 			rc = mp_skip(&r);
 	}

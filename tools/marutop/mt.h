@@ -40,18 +40,24 @@ struct mt_inst {
 	uint64_t keys;	    /* KV entries in its regions (addition) */
 	uint64_t leases;    /* active leases (addition) */
 	uint64_t conns;	    /* open connections (addition) */
-	/* from REPORT_STATS, client_id == instance id (MT_NA: never
-	 * reported) */
-	uint64_t stores;    /* "store" + "batch_store" operations */
-	uint64_t retrieves; /* "retrieve" + "batch_retrieve" operations */
-	uint64_t hits;	    /* ... of those that found their keys */
+	/*
+	 * Stores and lookups: maru-server's own count (GET_USAGE "stores",
+	 * "lookups": keys registered, keys looked up and found; @counted),
+	 * else what its workers reported (REPORT_STATS, client_id ==
+	 * instance id: "store" + "batch_store", "retrieve" +
+	 * "batch_retrieve"); MT_NA: neither
+	 */
+	uint64_t stores;
+	uint64_t lookups;
+	uint64_t hits; /* ... of those that found their keys */
 	uint64_t misses;
+	bool counted;
 	char *devices; /* owns: "path=bytes ..." or NULL (upstream's
 			* InstanceUsage.devices, when sent) */
 	char *host;    /* owns: where it runs, as its client said; NULL */
 	uint64_t pid;  /* ... its process id (MT_NA: not said) */
 	/* rates from the previous sample (mt_rates); < 0: unknown */
-	double store_rate, retrieve_rate;
+	double store_rate, lookup_rate;
 };
 
 /* Operations counted in stats_manager.clients._all, for the totals line */
@@ -88,7 +94,11 @@ struct mt_snap {
 	uint64_t entries, kv_bytes;		      /* kv_manager */
 	uint64_t nalloc, total_alloc, active_clients; /* allocation_manager */
 	uint64_t evictions, evicted_bytes;	      /* eviction (addition) */
-	uint64_t recovered_keys;      /* journal.recovery.keys */
+	uint64_t recovered_keys; /* journal.recovery.keys */
+	/* GET_STATS "lookups" (maru-server): keys looked up, found; keys in
+	 * batch lookups, found as a prefix */
+	uint64_t lk_keys, lk_hits, lk_batch_keys, lk_prefix;
+	double lookup_rate;	      /* per second; < 0 unknown */
 	struct mt_op ops[MT_MAX_OPS]; /* _all operations */
 	size_t nops;
 	struct mt_req reqs[MT_MAX_REQS]; /* "requests" (none: nreqs 0) */
@@ -175,10 +185,10 @@ enum mt_col {
 	MT_C_PINNED,
 	MT_C_LEASE,
 	MT_C_STORE_RATE,
-	MT_C_RETR_RATE,
+	MT_C_LOOKUP_RATE,
 	MT_C_HIT,
 	MT_C_STORES,
-	MT_C_RETRIEVES,
+	MT_C_LOOKUPS,
 	MT_C_HOST,
 	MT_NCOLS,
 };

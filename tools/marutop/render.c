@@ -28,16 +28,15 @@
 #define MT_CELL 96  /* the longest cell but the id (a host:pid) */
 
 static const char *const col_names[MT_NCOLS] = {
-	"INSTANCE", "REGIONS",	 "ALLOC",   "USED",   "KEYS",
-	"PINNED",   "LEASE",	 "STORE/s", "RETR/s", "HIT%",
-	"STORES",   "RETRIEVES", "HOST",
+	"INSTANCE", "REGIONS",	"ALLOC", "USED",   "KEYS",    "PINNED", "LEASE",
+	"STORE/s",  "LOOKUP/s", "HIT%",	 "STORES", "LOOKUPS", "HOST",
 };
 
 /* the order in which columns go when the screen is narrow */
 static const int drop_order[] = {
-	MT_C_HOST,	MT_C_RETRIEVES,	 MT_C_STORES, MT_C_REGIONS,
-	MT_C_PINNED,	MT_C_USED,	 MT_C_LEASE,  MT_C_HIT,
-	MT_C_RETR_RATE, MT_C_STORE_RATE, MT_C_KEYS,
+	MT_C_HOST,	  MT_C_LOOKUPS,	   MT_C_STORES, MT_C_REGIONS,
+	MT_C_PINNED,	  MT_C_USED,	   MT_C_LEASE,	MT_C_HIT,
+	MT_C_LOOKUP_RATE, MT_C_STORE_RATE, MT_C_KEYS,
 };
 #define MT_NDROP ((int)(sizeof(drop_order) / sizeof(drop_order[0])))
 
@@ -128,9 +127,9 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 	double dt;
 	size_t i, j;
 
-	cur->eviction_rate = cur->elapsed = -1;
+	cur->eviction_rate = cur->elapsed = cur->lookup_rate = -1;
 	for (i = 0; i < cur->n; i++)
-		cur->v[i].store_rate = cur->v[i].retrieve_rate = -1;
+		cur->v[i].store_rate = cur->v[i].lookup_rate = -1;
 	for (i = 0; i < cur->nops; i++)
 		cur->ops[i].rate = cur->ops[i].lat_us = -1;
 	for (i = 0; i < cur->nreqs; i++)
@@ -153,10 +152,9 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 		if (c->stores != MT_NA && p->stores != MT_NA &&
 		    p->stores <= c->stores)
 			c->store_rate = (double)(c->stores - p->stores) / dt;
-		if (c->retrieves != MT_NA && p->retrieves != MT_NA &&
-		    p->retrieves <= c->retrieves)
-			c->retrieve_rate =
-				(double)(c->retrieves - p->retrieves) / dt;
+		if (c->lookups != MT_NA && p->lookups != MT_NA &&
+		    p->lookups <= c->lookups)
+			c->lookup_rate = (double)(c->lookups - p->lookups) / dt;
 	}
 	for (i = 0; i < cur->nops; i++) {
 		struct mt_op *o = &cur->ops[i];
@@ -175,6 +173,9 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 		if (o->rate < 0 && prev->nops)
 			o->rate = (double)o->count / dt;
 	}
+	if (cur->lk_keys != MT_NA && prev->lk_keys != MT_NA &&
+	    cur->lk_keys >= prev->lk_keys)
+		cur->lookup_rate = (double)(cur->lk_keys - prev->lk_keys) / dt;
 	if (cur->evictions != MT_NA && prev->evictions != MT_NA &&
 	    cur->evictions >= prev->evictions)
 		cur->eviction_rate =
@@ -212,13 +213,13 @@ static double sort_val(const struct mt_inst *in, int c)
 	case MT_C_STORES:
 		v = in->stores;
 		break;
-	case MT_C_RETRIEVES:
-		v = in->retrieves;
+	case MT_C_LOOKUPS:
+		v = in->lookups;
 		break;
 	case MT_C_STORE_RATE:
 		return in->store_rate;
-	case MT_C_RETR_RATE:
-		return in->retrieve_rate;
+	case MT_C_LOOKUP_RATE:
+		return in->lookup_rate;
 	case MT_C_HIT:
 		return hit_ratio(in);
 	case MT_C_LEASE:
@@ -327,15 +328,15 @@ static const char *cell(const struct mt_inst *in, int c, char *out, size_t n)
 		return mt_lease_state(in);
 	case MT_C_STORE_RATE:
 		return fmt_rate(in->store_rate, out, n);
-	case MT_C_RETR_RATE:
-		return fmt_rate(in->retrieve_rate, out, n);
+	case MT_C_LOOKUP_RATE:
+		return fmt_rate(in->lookup_rate, out, n);
 	case MT_C_HIT:
 		h = hit_ratio(in);
 		return fmt_rate(h < 0 ? -1 : h * 100.0, out, n);
 	case MT_C_STORES:
 		return fmt_u(in->stores, out, n);
-	case MT_C_RETRIEVES:
-		return fmt_u(in->retrieves, out, n);
+	case MT_C_LOOKUPS:
+		return fmt_u(in->lookups, out, n);
 	case MT_C_HOST:
 		return mt_host(in, out, n);
 	default:
@@ -372,9 +373,19 @@ static const char *fmt_lat(double us, char *out, size_t n)
 	return out;
 }
 
+/* @num of @den as "12.5%" ("-": unknown or none) */
+static const char *fmt_pct(uint64_t num, uint64_t den, char *out, size_t n)
+{
+	if (num == MT_NA || den == MT_NA || !den || num > den)
+		snprintf(out, n, "-");
+	else
+		snprintf(out, n, "%.1f%%", 100.0 * (double)num / (double)den);
+	return out;
+}
+
 static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 {
-	char t[256], x[MT_CELL], y[MT_CELL], z[MT_CELL];
+	char t[256], x[MT_CELL], y[MT_CELL], z[MT_CELL], z2[MT_CELL];
 	size_t line0 = b->len, i;
 	double dl = 0, w = 0;
 	int rc;
@@ -417,15 +428,29 @@ static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 			dl += s->ops[i].lat_us * s->ops[i].rate;
 			w += s->ops[i].rate;
 		}
+	/* (only where workers report their operations: MARU_STAT) */
 	if (w > 0)
-		snprintf(z, sizeof(z), "%.1fus", dl / w);
+		snprintf(z, sizeof(z), "avg %.1fus ", dl / w);
+	else if (s->nops)
+		snprintf(z, sizeof(z), "avg - ");
 	else
-		snprintf(z, sizeof(z), "-");
+		z[0] = '\0';
 	/* percentiles: the server's histogram (a bucket bound, "<=") */
-	snprintf(t, sizeof(t), "latency avg %s p50 %s p99 %s", z,
+	snprintf(t, sizeof(t), "latency %sp50 %s p99 %s", z,
 		 fmt_lat(s->p50_us, x, sizeof(x)),
 		 fmt_lat(s->p99_us, y, sizeof(y)));
 	rc = rc ? rc : seg(b, &line0, width, t);
+	/* lookups pool-wide, the server's count: hits of keys, and of the
+	 * keys in batch lookups those found as a prefix */
+	if (s->lk_keys != MT_NA) {
+		snprintf(t, sizeof(t), "lookups %s (%s/s) hit %s prefix %s",
+			 fmt_u(s->lk_keys, x, sizeof(x)),
+			 fmt_rate(s->lookup_rate, y, sizeof(y)),
+			 fmt_pct(s->lk_hits, s->lk_keys, z, sizeof(z)),
+			 fmt_pct(s->lk_prefix, s->lk_batch_keys, z2,
+				 sizeof(z2)));
+		rc = rc ? rc : seg(b, &line0, width, t);
+	}
 	snprintf(t, sizeof(t), "evictions %s (%s/s)",
 		 fmt_u(s->evictions, x, sizeof(x)),
 		 fmt_rate(s->eviction_rate, y, sizeof(y)));
@@ -606,8 +631,9 @@ int mt_render_help(struct buf *b)
 		"\n"
 		"Columns: INSTANCE id, REGIONS owned, ALLOC bytes of them,\n"
 		"USED bytes of its keys, KEYS stored in its regions, PINNED\n"
-		"bytes it pins, LEASE lease|conn|gone, STORE/s RETR/s rates,\n"
-		"HIT% of retrieves, STORES RETRIEVES since it started,\n"
+		"bytes it pins, LEASE lease|conn|gone, STORE/s LOOKUP/s rates\n"
+		"(keys), HIT% of its lookups, STORES LOOKUPS since it "
+		"started,\n"
 		"HOST:pid where its client says it runs.\n"
 		"'-': the server does not send it (docs/marutop.md).\n";
 
@@ -618,8 +644,8 @@ int mt_render_help(struct buf *b)
 
 #define CSV_HEADER                                                             \
 	"timestamp,instance_id,regions,allocated_bytes,used_bytes,keys,"       \
-	"pinned_bytes,leases,connections,lease_state,stores,retrieves,hits,"   \
-	"misses,store_rate,retrieve_rate,hit_ratio,elapsed_s,devices,host,"    \
+	"pinned_bytes,leases,connections,lease_state,stores,lookups,hits,"     \
+	"misses,store_rate,lookup_rate,hit_ratio,elapsed_s,devices,host,"      \
 	"pid\n"
 
 int mt_render_csv_header(struct buf *b)
@@ -673,11 +699,11 @@ int mt_render_csv(struct buf *b, const char *ts, const struct mt_snap *s)
 		rc = rc ? rc : csv_u(b, in->conns);
 		rc = rc ? rc : bprintf(b, ",%s", mt_lease_state(in));
 		rc = rc ? rc : csv_u(b, in->stores);
-		rc = rc ? rc : csv_u(b, in->retrieves);
+		rc = rc ? rc : csv_u(b, in->lookups);
 		rc = rc ? rc : csv_u(b, in->hits);
 		rc = rc ? rc : csv_u(b, in->misses);
 		rc = rc ? rc : csv_d(b, in->store_rate, 2);
-		rc = rc ? rc : csv_d(b, in->retrieve_rate, 2);
+		rc = rc ? rc : csv_d(b, in->lookup_rate, 2);
 		rc = rc ? rc : csv_d(b, hit_ratio(in), 4);
 		rc = rc ? rc : csv_d(b, s->elapsed, 3);
 		rc = rc ? rc : buf_put(b, ",", 1);
@@ -748,11 +774,11 @@ int mt_render_json(struct buf *b, const char *ts, const struct mt_snap *s)
 		else if (rc == 0)
 			rc = json_str(b, mt_lease_state(in));
 		rc = rc ? rc : json_u(b, "stores", in->stores);
-		rc = rc ? rc : json_u(b, "retrieves", in->retrieves);
+		rc = rc ? rc : json_u(b, "lookups", in->lookups);
 		rc = rc ? rc : json_u(b, "hits", in->hits);
 		rc = rc ? rc : json_u(b, "misses", in->misses);
 		rc = rc ? rc : json_d(b, "store_rate", in->store_rate, 2);
-		rc = rc ? rc : json_d(b, "retrieve_rate", in->retrieve_rate, 2);
+		rc = rc ? rc : json_d(b, "lookup_rate", in->lookup_rate, 2);
 		rc = rc ? rc : json_d(b, "hit_ratio", hit_ratio(in), 4);
 		rc = rc ? rc : json_d(b, "elapsed_s", s->elapsed, 3);
 		rc = rc ? rc : bprintf(b, ", \"devices\": ");

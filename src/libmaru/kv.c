@@ -586,23 +586,30 @@ static int idx_answer(struct maru_handler *h, const struct maru_key *key,
 }
 
 /*
- * Lookups we answer ourselves (all of a batch the server saw only part
- * of: it was told "count": false) are counted here and reported in the
- * next HEARTBEAT; maru-server counts the rest.
+ * Lookups we answer ourselves are reported in the next HEARTBEAT;
+ * maru-server counts the rest.  The keys and hits answered from the
+ * shared index are its counters' (maru__idx_count: no second count on
+ * the fast path); here only what those do not say: the bytes found, the
+ * batches with their keys and found prefix, and the keys of a batch we
+ * answered partly ourselves that the server answered the rest of (it was
+ * told "count": false).
  */
-static void lk_one(struct maru_handler *h, bool hit, uint64_t bytes)
+static void lk_bytes(struct maru_handler *h, uint64_t bytes)
 {
 	uint64_t d[MARU_LK_N] = {0};
 
-	d[MARU_LK_KEYS] = 1;
-	d[MARU_LK_HITS] = hit;
-	d[MARU_LK_HIT_BYTES] = hit ? bytes : 0;
+	d[MARU_LK_HIT_BYTES] = bytes;
 	maru__lk_count(h, d);
 }
 
-/* a whole batch: key i found when @len[i] > 0 or @found[i] (either NULL) */
-static void lk_batch(struct maru_handler *h, size_t n, const bool *found,
-		     const struct maru_view *views, const uint64_t *len)
+/*
+ * A whole batch: key i found when @found[i] (else @views[i] has a
+ * pointer), its length @views[i].len (else @len[i]); @local[i]: answered
+ * from the shared index (counted there)
+ */
+static void lk_batch(struct maru_handler *h, size_t n, const bool *local,
+		     const bool *found, const struct maru_view *views,
+		     const uint64_t *len)
 {
 	uint64_t d[MARU_LK_N] = {0};
 	bool run = true, hit;
@@ -610,13 +617,15 @@ static void lk_batch(struct maru_handler *h, size_t n, const bool *found,
 
 	d[MARU_LK_BATCHES] = 1;
 	d[MARU_LK_BATCH_KEYS] = n;
-	d[MARU_LK_KEYS] = n;
 	for (i = 0; i < n; i++) {
 		hit = found ? found[i] : views[i].ptr != NULL;
 		run = run && hit;
+		if (!local[i]) {
+			d[MARU_LK_KEYS]++;
+			d[MARU_LK_HITS] += hit;
+		}
 		if (!hit)
 			continue;
-		d[MARU_LK_HITS]++;
 		d[MARU_LK_HIT_BYTES] += views ? views[i].len : len ? len[i] : 0;
 		d[MARU_LK_PREFIX_HITS] += run;
 	}
@@ -640,8 +649,8 @@ static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
 
 	r = idx_answer(h, key, kh, r, &hit, out, gen, cnt);
 	idx_counted(h, cnt);
-	if (r >= 0)
-		lk_one(h, r == 1, out->len);
+	if (r == 1)
+		lk_bytes(h, out->len);
 	return r;
 }
 
@@ -756,7 +765,8 @@ static int key_op(struct maru_handler *h, uint8_t type,
 
 		if (ir == SI_HIT || ir == SI_MISS) {
 			maru__idx_count(h, ir, 1);
-			lk_one(h, ir == SI_HIT, hit.kv_length);
+			if (ir == SI_HIT)
+				lk_bytes(h, hit.kv_length);
 			if (ir == SI_HIT)
 				maru__idx_touch(h, key, kh);
 			maru__stats_record(h, op, ir == SI_HIT ? "hit" : "miss",
@@ -983,7 +993,7 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 		}
 	}
 	if (rc == 0 && (size_t)k < n)
-		lk_batch(h, n, NULL, views, NULL);
+		lk_batch(h, n, known, NULL, views, NULL);
 	if (rc == 0)
 		maru__stats_record(h, "batch_retrieve", hit_result(hits, n), 0,
 				   t0);
@@ -1058,7 +1068,7 @@ static int batch_exists(struct maru_handler *h, const struct maru_key *keys,
 			results[idx[j]] = res[j];
 	}
 	if (rc == 0 && (size_t)k < n)
-		lk_batch(h, n, results, NULL, kh);
+		lk_batch(h, n, known, results, NULL, kh);
 	if (rc < 0) {
 		for (i = 0; i < n; i++)
 			results[i] = false;

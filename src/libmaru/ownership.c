@@ -693,8 +693,13 @@ void maru__lease_release(struct maru_handler *h)
 	struct maru__hb hb;
 	int rc;
 
-	if (!h->lease.active)
+	if (!h->lease.active) {
+		/* no renewals carried the shared index's report (a server
+		 * without leases): it goes once, now */
+		if (h->instance_id && maru__idx_unreported(h))
+			(void)maru__heartbeat(h, &h->rpc, NULL, false, &hb);
 		return;
+	}
 	rc = maru__heartbeat(h, &h->rpc, h->lease.id, true, &hb);
 	if (rc < 0)
 		lwarn(h, "lease %s: release failed: %s", h->lease.id,

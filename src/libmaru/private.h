@@ -977,7 +977,8 @@ struct maru__idx {
 	/* what it answered: local hits, local misses, fallbacks to RPC */
 	_Atomic uint64_t n[3];
 	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */
-	/* the lookups we counted ourselves (MARU_LK_*), and the told part */
+	/* the lookups we counted ourselves besides @n (MARU_LK_*: kv.c),
+	 * and the told part */
 	_Atomic uint64_t lk[MARU_LK_N];
 	uint64_t lk_told[MARU_LK_N];
 	/* keys answered locally, for the eviction policy ("touched") */
@@ -1041,6 +1042,8 @@ void maru__idx_touch(struct maru_handler *h, const struct maru_key *key,
  */
 void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 			   uint32_t *n, uint64_t delta[3], uint64_t *lk);
+/* counters the server was not told yet (a last report at close) */
+bool maru__idx_unreported(struct maru_handler *h);
 
 /* ------------------------------------------------------------------------ */
 /* The handler: handler.c (its life), evict.c (its inbox), kv.c (KV calls) */

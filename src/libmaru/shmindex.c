@@ -661,6 +661,21 @@ void maru__lk_count(struct maru_handler *h, const uint64_t *d)
 						  memory_order_relaxed);
 }
 
+bool maru__idx_unreported(struct maru_handler *h)
+{
+	struct maru__idx *x = &h->idx;
+	bool any = false;
+	int i;
+
+	pthread_mutex_lock(&x->lock);
+	for (i = 0; i < 3; i++)
+		any |= atomic_load(&x->n[i]) != x->told[i];
+	for (i = 0; i < MARU_LK_N; i++)
+		any |= atomic_load(&x->lk[i]) != x->lk_told[i];
+	pthread_mutex_unlock(&x->lock);
+	return any;
+}
+
 void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 			   uint32_t *n, uint64_t delta[3], uint64_t *lk)
 {
@@ -687,6 +702,9 @@ void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 		lk[i] = now - x->lk_told[i];
 		x->lk_told[i] = now;
 	}
+	/* the keys answered here are the index's own counts (kv.c) */
+	lk[MARU_LK_KEYS] += delta[SI_HIT] + delta[SI_MISS];
+	lk[MARU_LK_HITS] += delta[SI_HIT];
 	pthread_mutex_unlock(&x->lock);
 }
 

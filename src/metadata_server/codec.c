@@ -405,7 +405,7 @@ static const struct mds_str no_str = {NULL, 0};
 
 static struct mds_str opt_str(const struct fvals *v, int id)
 {
-	return (v->seen & (1u << id)) ? v->str[id] : no_str;
+	return (v->seen & (1ull << id)) ? v->str[id] : no_str;
 }
 
 int mds_peek_key(const uint8_t *body, size_t len, struct mds_key *k)

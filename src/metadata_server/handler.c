@@ -1143,6 +1143,13 @@ static void put_server_id(const struct mds *s, struct mp_wr *w)
 static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			struct mds_peer *peer, struct mp_wr *w)
 {
+	/* whose lookups the figures are (before a release lets go of it) */
+	uint32_t lk_owner =
+		q->instance_id.len
+			? mds_inst_named(s, q->instance_id, q->lease_id, peer)
+			: IX_NO_SLOT;
+	uint32_t lk_label =
+		lk_owner != IX_NO_SLOT ? s->insts[lk_owner].label : IX_NO_SLOT;
 	int rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
 			       q->notices, peer);
 	struct notices nt;
@@ -1169,22 +1176,19 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	s->idx_clients[0] += q->idx[0];
 	s->idx_clients[1] += q->idx[1];
 	s->idx_clients[2] += q->idx[2];
-	/* ... and the lookups it answered itself, for its instance id (a
-	 * closing client's last figures: its connection's, if any is left) */
+	/* ... and the lookups it answered itself, for its instance id (as
+	 * it was before the HEARTBEAT: a release's last figures too; pool-
+	 * wide only if the name resolves to no owner of it) */
 	{
-		uint32_t islot = rc == 0 && !q->lease_release
-					 ? mds_inst_named(s, q->instance_id,
-							  q->lease_id, peer)
-					 : IX_NO_SLOT;
 		struct mds_lookups d;
 		int i;
 
 		for (i = 0; i < MDS_LK_N; i++)
 			d.n[i] = q->lk[i];
-		mds_count_lookups(s, peer,
-				  islot != IX_NO_SLOT ? s->insts[islot].label
-						      : IX_NO_SLOT,
-				  &d);
+		if (lk_label != IX_NO_SLOT &&
+		    (lk_label >= s->nlabel_slots || !s->labels[lk_label].id))
+			lk_label = IX_NO_SLOT; /* (it left meanwhile) */
+		mds_count_lookups(s, NULL, lk_label, &d);
 	}
 	if (q->list.n) {
 		/* "touched": uses the client made without a request (lookups

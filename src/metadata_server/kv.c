@@ -76,12 +76,14 @@ static uint64_t hard_pins(const struct ix_entry *rec)
 }
 
 /* a soft pin's deadline: the earliest is the one mds_tick() waits for */
-static void soft_deadline(struct mds *s, struct ix_entry *rec, uint64_t ttl_ms)
+static void soft_deadline(struct mds *s, struct mds_pins *hp,
+			  struct ix_entry *rec, uint64_t ttl_ms)
 {
 	uint64_t at = s->vnow + ttl_ms * 1000000ull;
 
 	if (!rec->pins++) {
 		s->soft_recs++;
+		hp->nsoft++;
 		rec->gen = at;
 	} else if (at > rec->gen) {
 		rec->gen = at;
@@ -131,7 +133,7 @@ int pin_add(struct mds *s, struct ix_entry *e, struct mds_pins *hp,
 		s->pinned_bytes += e->len;
 	}
 	if (ttl_ms)
-		soft_deadline(s, rec, ttl_ms);
+		soft_deadline(s, hp, rec, ttl_ms);
 	else
 		log_pin(s, hp, e, hard_pins(rec));
 	return 0;
@@ -162,8 +164,10 @@ static void pin_drop(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
 		/* soft pins go first; the journal counts the others */
 		rec->off -= n;
 		rec->pins = (uint32_t)(soft > n ? soft - n : 0);
-		if (soft && !rec->pins)
+		if (soft && !rec->pins) {
 			s->soft_recs--;
+			hp->nsoft--;
+		}
 		e->pins -= (uint32_t)n;
 		if (!e->pins)
 			unpinned(s, e);
@@ -173,8 +177,10 @@ static void pin_drop(struct mds *s, struct mds_pins *hp, struct ix_entry *rec,
 	}
 	if (hard)
 		log_pin(s, hp, e, 0);
-	if (soft)
+	if (soft) {
 		s->soft_recs--;
+		hp->nsoft--;
+	}
 	e->pins -= (uint32_t)rec->off;
 	if (!e->pins)
 		unpinned(s, e);
@@ -204,7 +210,7 @@ static void pins_expire_holder(struct mds *s, struct mds_pins *hp,
 	uint32_t i;
 
 	/* backwards: pin_drop() moves the last record into a freed place */
-	for (i = hp->n; i-- > 0;) {
+	for (i = hp->n; hp->nsoft && i-- > 0;) {
 		rec = hp->rec[i];
 		if (!rec->pins)
 			continue;
@@ -215,6 +221,14 @@ static void pins_expire_holder(struct mds *s, struct mds_pins *hp,
 	}
 }
 
+/*
+ * Every soft pin past its deadline goes.  A walk over the pin records of
+ * the holders that have soft ones, when the earliest deadline is due: at
+ * most once per tick (SERVER_TICK_MS), so a soft pin ends up to a tick
+ * after its deadline, and the cost is bounded by the pins held (at most
+ * HOLDER_MAX_PINS per holder) per tick -- nothing while soft pins come
+ * and go before their deadlines, as pins around a read do.
+ */
 void pins_expire(struct mds *s)
 {
 	uint64_t next = UINT64_MAX;

@@ -360,12 +360,23 @@ struct mds_conn *peer_conn(struct mds *s, struct mds_peer *peer)
 	return c;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 void mds_count_lookups(struct mds *s, struct mds_peer *peer, uint32_t label,
 		       const struct mds_lookups *d)
 {
-	struct mds_lookups *l = NULL;
+	struct mds_lookups *l = NULL, v = *d;
 	struct mds_conn *c;
 	int i;
+
+	/* (a client's figures: consistent, and never wrapping a counter) */
+	if (v.n[MDS_LK_HITS] > v.n[MDS_LK_KEYS])
+		v.n[MDS_LK_HITS] = v.n[MDS_LK_KEYS];
+	if (v.n[MDS_LK_PREFIX_HITS] > v.n[MDS_LK_BATCH_KEYS])
+		v.n[MDS_LK_PREFIX_HITS] = v.n[MDS_LK_BATCH_KEYS];
 
 	/* the instance id its connection claimed first (lookups name none) */
 	if (label == IX_NO_SLOT && peer && (c = peer_conn(s, peer)) && c->ninst)
@@ -374,9 +385,9 @@ void mds_count_lookups(struct mds *s, struct mds_peer *peer, uint32_t label,
 	    s->labels[label].id)
 		l = &s->labels[label].lk;
 	for (i = 0; i < MDS_LK_N; i++) {
-		s->lk.n[i] += d->n[i];
+		s->lk.n[i] = sat_add(s->lk.n[i], v.n[i]);
 		if (l)
-			l->n[i] += d->n[i];
+			l->n[i] = sat_add(l->n[i], v.n[i]);
 	}
 }
 

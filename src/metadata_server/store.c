@@ -259,7 +259,7 @@ static void chk_entry(struct ix_entry *e, void *arg)
 static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec,
 			   uint64_t *nsoft, bool *bad)
 {
-	uint64_t n = 0, bytes = 0;
+	uint64_t n = 0, bytes = 0, soft = 0;
 	uint32_t i;
 
 	for (i = 0; i < hp->n; i++) {
@@ -268,9 +268,10 @@ static uint64_t chk_holder(const struct mds_pins *hp, uint64_t *nrec,
 			*bad = true;
 		n += hp->rec[i]->off;
 		*nsoft += hp->rec[i]->pins != 0;
+		soft += hp->rec[i]->pins != 0;
 		bytes += pin_entry(hp->rec[i])->len;
 	}
-	if (bytes != hp->bytes)
+	if (bytes != hp->bytes || soft != hp->nsoft)
 		*bad = true;
 	*nrec += hp->n;
 	return n;

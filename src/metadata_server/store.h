@@ -285,6 +285,7 @@ struct mds_pins {
 				* connection's (they die with it) */
 	struct ix_entry **rec; /* owns the array; the records are pin_map's */
 	uint32_t n, cap;
+	uint32_t nsoft; /* records with soft pins (kv.c) */
 	uint64_t bytes; /* kv_length of the distinct keys pinned */
 };
 

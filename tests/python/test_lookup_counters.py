@@ -146,8 +146,12 @@ def test_same_figures_with_and_without_the_index(rm, start_mds, index,
         w.close()
 
 
-def test_closing_client_reports_its_last_lookups(rm, start_mds):
-    m = start_mds(rm.address)  # the default lease: no HEARTBEAT meanwhile
+@pytest.mark.parametrize("ttl", [None, "0"])
+def test_closing_client_reports_its_last_lookups(rm, start_mds, ttl):
+    """The default lease (no renewal meanwhile), and a server that grants
+    no lease (no renewals at all): the last figures go at close."""
+    m = start_mds(rm.address,
+                  extra=["--client-lease-ttl", ttl] if ttl else [])
     w = handler(m.url, instance_id="w")
     r = handler(m.url, instance_id="r")
     try:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # dev.sh - set up a Debian/Ubuntu machine for Maru, then run something.
 #
 #   ./dev.sh deps    only install the Debian packages (repairing an

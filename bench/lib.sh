@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # bench/lib.sh - helpers the benchmark scripts share (sourced, not run)
 #
 #   free_port      print a TCP port free on 127.0.0.1 now

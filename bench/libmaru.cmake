@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # maru-client-bench: the C side of the client library's benchmark (owner: libmaru);
 # bench/run_client_bench.sh runs it.  Needs hiredis for the Redis column.
 pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # maru-server benchmarks (engineer "mds"); bench/run_mds_bench.sh runs all.
 #   mds-load   load generator (REQ lock-step / DEALER in flight) for
 #              LOOKUP/EXISTS/REGISTER/BATCH_LOOKUP, and the bare libzmq

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """plot_client.py - draw the C client benchmark's figure (docs/img/perf-client.png)
 
     /usr/bin/python3 bench/plot_client.py PNG RESULTS...

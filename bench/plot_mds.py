@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """plot_mds.py - draw the metadata server benchmark's figure (docs/img/perf-mds.png)
 
     /usr/bin/python3 bench/plot_mds.py PNG RESULTS_CSV [RUNS]

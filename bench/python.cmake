@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # py_bench_c: the C loops that bench/py_bench.py --inproc times on a
 # MaruHandler's own libmaru handler (bench/run_python_bench.sh runs it).  A
 # Python extension module built here, with the benchmarks, so that the

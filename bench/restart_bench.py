@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """restart_bench.py [BUILD_DIR] - what the journal of maru-server costs and
 what it buys (docs/performance.md "Restart").
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_ab_bench.sh OLD_BUILD NEW_BUILD - two builds side by side, one run
 #
 # For a change that must not cost performance (a refactor): the

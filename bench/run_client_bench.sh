@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_client_bench.sh - the C side of the client library's benchmark, in one run
 #
 #   bench/run_client_bench.sh [BUILD_DIR] [--plot PNG] [--out DIR]

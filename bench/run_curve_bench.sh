@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_curve_bench.sh - what CURVE costs a libmaru client
 #
 #   bench/run_curve_bench.sh [BUILD_DIR] [--rounds N] [--iters N] [--same]

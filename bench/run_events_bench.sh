@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_events_bench.sh [BUILD_DIR] - what the KV event stream
 # (--events-bind) costs REGISTER_KV.
 #

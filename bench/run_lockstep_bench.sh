@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_lockstep_bench.sh - is any client process stuck in a slow mode?
 #
 #   bench/run_lockstep_bench.sh [BUILD_DIR] [--procs N] [--iters N] [--size BYTES]

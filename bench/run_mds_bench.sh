@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_mds_bench.sh [BUILD_DIR] - the maru-server benchmark, all of it.
 #
 #   1. maru-resource-manager on an emulated pool (/dev/shm) and maru-server,

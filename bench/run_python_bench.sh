@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_python_bench.sh - Python (MaruHandler) vs C (libmaru) latency, one run
 #
 #   bench/run_python_bench.sh [BUILD_DIR] [--out DIR]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_shm_index_bench.sh [BUILD_DIR] - lookups with no round trip: the
 # shared index against requests, and what publishing costs.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run_ttft_bench.sh [BUILD_DIR] - time to first token with the prefix's KV
 # cache from Maru (shared index on and off), from Redis, or recomputed
 # (bench/ttft_bench.py says how).  Starts an emulated pool, both

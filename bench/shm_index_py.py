@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """shm_index_py.py URL KEYS [ITERS] - MaruHandler.retrieve() and exists()
 through the shared index and as requests (MARU_SHM_INDEX=0), in one
 process, on keys bench/shm-index-bench stored (the same names): p50/p99

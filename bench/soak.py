@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """soak.py - leave a Maru deployment running under load and faults, and
 check that it stays correct, keeps serving and does not grow.
 

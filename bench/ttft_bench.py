@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """ttft_bench.py - time to first token with the prefix's KV cache from Maru
 (shared index on and off), from Redis, or recomputed.
 

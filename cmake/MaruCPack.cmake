@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # MaruCPack.cmake - the Debian package, built from a configured and built
 # tree with
 #
@@ -26,8 +27,14 @@
 #    enabled or started by the package: the operator does that
 #    (docs/operations.md).
 #  - Stripped binaries (CPACK_STRIP_FILES), as Debian ships them.
-set(MARU_PACKAGE_MAINTAINER "Maru developers <maru@localhost>" CACHE STRING
-	"Maintainer field of the Debian package")
+#  - Maintainer: the address the project's commits come from (override
+#    with -DMARU_PACKAGE_MAINTAINER=... for a package of your own build).
+#  - The license: cmake/debian/copyright (installed by docs/CMakeLists.txt
+#    in /usr/share/doc/maru, where Debian looks for it); the man pages are
+#    gzip-compressed (docs/man/CMakeLists.txt).
+set(MARU_PACKAGE_MAINTAINER
+	"Maru maintainers <maintainers@users.noreply.a-seed-14fca37e.example>"
+	CACHE STRING "Maintainer field of the Debian package")
 
 set(CPACK_PACKAGE_NAME maru)
 set(CPACK_PACKAGE_VENDOR "Maru")

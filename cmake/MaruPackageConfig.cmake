@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # MaruPackageConfig.cmake - installs the CMake package of libmaru into
 # <libdir>/cmake/maru, so that an installed tree (`cmake --install`, the
 # .deb) answers find_package(maru CONFIG) with the imported target

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # demo.sh - the main job: Maru's resource manager on an emulated CXL pool.
 #
 #   ./dev.sh demo              (builds first, then runs this)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """pool-monitor-shots.py - the terminal captures of docs/pool-monitor.md
 
 Starts a resource manager from the build tree on two emulated 512 MiB pools

@@ -203,7 +203,7 @@ void server_accept(struct server *sv)
 
 /* --host as libzmq's tcp bind took it: "*" is every IPv4 interface,
  * names are IPv4; IPv6 literals ("::1", "[::1]") work too */
-int server_listen(struct server *sv, const struct server_opts *o)
+int server_bind(const struct server_opts *o)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -211,7 +211,7 @@ int server_listen(struct server *sv, const struct server_opts *o)
 	char host[256], port[16];
 	const char *h = o->host;
 	size_t hl = strlen(h);
-	int one = 1, rc, err = EADDRNOTAVAIL, fd;
+	int one = 1, rc, err = EADDRNOTAVAIL, fd, lfd = -1;
 
 	if (!strcmp(h, "*")) {
 		h = "0.0.0.0";
@@ -241,20 +241,37 @@ int server_listen(struct server *sv, const struct server_opts *o)
 			continue;
 		}
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-		    listen(fd, SOMAXCONN) == 0) {
-			sv->lfd = fd;
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+			lfd = fd;
 			break;
 		}
 		err = errno;
 		close(fd);
 	}
 	freeaddrinfo(res);
-	if (sv->lfd < 0) {
+	if (lfd < 0) {
 		log_err("cannot bind tcp://%s:%d: %s", o->host, o->port,
 			strerror(err));
 		return -err;
 	}
+	return lfd;
+}
+
+int server_listen(struct server *sv, const struct server_opts *o)
+{
+	int fd = o->bound_fd >= 0 ? o->bound_fd : server_bind(o);
+
+	if (fd < 0)
+		return fd;
+	if (listen(fd, SOMAXCONN) < 0) {
+		int err = errno;
+
+		log_err("cannot listen on tcp://%s:%d: %s", o->host, o->port,
+			strerror(err));
+		close(fd);
+		return -err;
+	}
+	sv->lfd = fd;
 	log_info("listening on tcp://%s:%d", o->host, o->port);
 	return 0;
 }

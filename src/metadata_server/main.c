@@ -663,6 +663,13 @@ int main(int argc, char **argv)
 	jr.dir = NULL;
 	if (!insecure_ok(&c) || load_curve(&c, &curve, &allow) < 0)
 		goto out_dax;
+	/* the port first: a start refused for it makes nothing (no journal,
+	 * no shared index); listened on once the server is ready */
+	so.host = c.host;
+	so.port = c.port;
+	so.bound_fd = server_bind(&so);
+	if (so.bound_fd < 0)
+		goto out_dax;
 	have_jr = open_journal(&c, dir, &jr);
 	if (have_jr < 0)
 		goto out_dax;
@@ -827,8 +834,6 @@ int main(int argc, char **argv)
 		ev_cleared(ev);
 	mds_journal_commit(&s);
 	log_info("server id %s", s.server_id);
-	so.host = c.host;
-	so.port = c.port;
 	so.busy_poll_ns = (uint64_t)c.busy_poll_us * 1000;
 	so.max_conns = (int)fit_fd_limit(c.max_conns);
 	so.max_input = c.max_input;

@@ -626,6 +626,13 @@ void pub_close(struct pub *p)
 	si_map_destroy(&p->map);
 	if (p->cfg.mode == PUB_FILE && p->mem)
 		munmap(p->mem, p->len);
+	/* nothing left behind: the file is ours while we hold its lock
+	 * (readers keep what they mapped and ask the server); a crash
+	 * leaves it, and the next start on it takes it over */
+	if (p->cfg.mode == PUB_FILE && p->fd >= 0 && unlink(p->cfg.path) < 0 &&
+	    errno != ENOENT)
+		log_warn("shared index: cannot remove %s: %s", p->cfg.path,
+			 strerror(errno));
 	if (p->fd >= 0)
 		close(p->fd);
 	si_shadow_free(&p->cur);

@@ -40,7 +40,19 @@ struct server_opts {
 	/* CURVE: every client proves a key of @curve_allow (zcurve.h) */
 	const struct zcurve_keys *curve;	/* borrows; NULL: NULL */
 	const struct zcurve_allow *curve_allow; /* borrows */
+	/* server_bind()'s socket, listened on by server_run() (which owns
+	 * it from then on); -1: server_run() binds */
+	int bound_fd;
 };
+
+/**
+ * server_bind - the port, bound but not yet listening: taken before
+ * anything else is made (a start refused for its port creates nothing),
+ * while clients that connect before the server is ready are refused as
+ * before (not left waiting in a backlog)
+ * Return: the socket, or -errno (said in the log).
+ */
+int server_bind(const struct server_opts *o);
 
 struct server;
 

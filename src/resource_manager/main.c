@@ -31,6 +31,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,11 +192,43 @@ static int level_arg(const char *arg, void *dst)
  * 0 (--help, --version), -ENOMEM to exit 1, any other negative value (bad
  * usage) to exit 2.
  */
+/*
+ * --host as a numeric IPv4 address: a name ("localhost", this host's)
+ * resolves to its first IPv4 address, as maru-server's --host does.
+ * Return: 0, or -1 (said on stderr) before anything is made.
+ */
+static int resolve_host(struct rm_config *c)
+{
+	static char numeric[INET_ADDRSTRLEN];
+	struct addrinfo hints = {.ai_family = AF_INET,
+				 .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res;
+	struct in_addr a;
+	int rc;
+
+	if (inet_pton(AF_INET, c->host, &a) == 1)
+		return 0;
+	rc = getaddrinfo(c->host, NULL, &hints, &res);
+	if (rc) {
+		fprintf(stderr,
+			"maru-resource-manager: --host %s: not an IPv4 "
+			"address, and the name does not resolve to one: %s\n",
+			c->host, gai_strerror(rc));
+		return -1;
+	}
+	inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr,
+		  numeric, sizeof(numeric));
+	freeaddrinfo(res);
+	c->host = numeric;
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct rm_config *c)
 {
 	const struct opt t[] = {
 		OPTS_STR("host", 'H', c->host, 0, .arg = "ADDR",
-			 .help = "listen address, numeric IPv4",
+			 .help = "listen address: IPv4, or a name that "
+				 "resolves to one (as maru-server's --host)",
 			 .why = "the protocol has no transport security"),
 		OPTS_ATOI("port", 'p', c->port, 1, 65535, .arg = "PORT",
 			  .help = "listen port",
@@ -308,8 +341,10 @@ static int parse_args(int argc, char **argv, struct rm_config *c)
 			"each other\n");
 		return -1;
 	}
-	if (!strcmp(c->host, "0.0.0.0"))
+	if (!strcmp(c->host, "0.0.0.0") || !strcmp(c->host, "*"))
 		c->host = "";
+	else if (resolve_host(c) < 0)
+		return -1; /* bad usage, said: nothing touched yet */
 	if (c->pool_gid != (gid_t)-1 && !c->pool_mode_set)
 		c->pool_mode = 0660; /* the point of naming a group */
 	return 0;
@@ -495,7 +530,12 @@ int main(int argc, char **argv)
 	rc = check_exposure(&rm);
 	if (rc < 0)
 		goto out;
-	/* 2. pools, recovered state, secret (rm.c), then the socket */
+	/* 2. the port: a start refused for it makes nothing (no pool, no
+	 * state directory); listened on once the state is recovered */
+	rc = server_bind(&rm);
+	if (rc < 0)
+		goto out;
+	/* 3. pools, recovered state, secret (rm.c), then the socket */
 	rc = rm_open(&rm);
 	if (rc < 0)
 		goto out;

@@ -483,7 +483,14 @@ void holds_tick(struct rm *rm);
 
 /* ---- server.c ---- */
 
-/* server_listen - bind and listen on cfg.host:cfg.port. Return: 0/-errno */
+/*
+ * server_bind - bind cfg.host:cfg.port (rm->listen_fd), not listening yet:
+ * taken first, so that a start refused for its port makes nothing.
+ * Return: 0/-errno (said in the log)
+ */
+int server_bind(struct rm *rm);
+/* server_listen - listen on the bound socket (binding it if not yet) and
+ * accept from the loop.  Return: 0/-errno */
 int server_listen(struct rm *rm);
 
 /* server_cron - per-second connection housekeeping (slow-loris timeout) */

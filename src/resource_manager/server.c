@@ -1007,7 +1007,7 @@ static void on_accept(struct evloop *el, int lfd, unsigned events, void *arg)
 	}
 }
 
-int server_listen(struct rm *rm)
+int server_bind(struct rm *rm)
 {
 	struct sockaddr_in sa = {0};
 	int one = 1, fd, rc;
@@ -1039,20 +1039,32 @@ int server_listen(struct rm *rm)
 				strerror(errno));
 		goto out_close;
 	}
-	if (listen(fd, RM_BACKLOG) < 0) {
-		rc = -errno;
-		log_err("listen: %s", strerror(errno));
-		goto out_close;
-	}
-	rc = evloop_add_fd(rm->el, fd, EVLOOP_READ, on_accept, rm);
-	if (rc < 0)
-		goto out_close;
 	rm->listen_fd = fd;
-	rm->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return 0;
 out_close:
 	close(fd);
 	return rc;
+}
+
+int server_listen(struct rm *rm)
+{
+	int rc;
+
+	if (rm->listen_fd < 0) {
+		rc = server_bind(rm);
+		if (rc < 0)
+			return rc;
+	}
+	if (listen(rm->listen_fd, RM_BACKLOG) < 0) {
+		rc = -errno;
+		log_err("listen: %s", strerror(errno));
+		return rc;
+	}
+	rc = evloop_add_fd(rm->el, rm->listen_fd, EVLOOP_READ, on_accept, rm);
+	if (rc < 0)
+		return rc;
+	rm->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return 0;
 }
 
 void server_cron(struct rm *rm)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # maru-server: the request path (decoder + handler + store) on peer bytes.
 # The server's sources are compiled into the target itself rather than
 # linked from mds_core, so that the libFuzzer build instruments them for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fuzz targets of the resource manager's own readers (the wire decoder has
 # fuzz_rm_proto in rm_proto.cmake): WAL records, checkpoint files and the
 # MARUDEV device header, and holds.meta.  They link only rm_fmt, the pure

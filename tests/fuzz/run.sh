@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # run.sh BUILD_DIR SRC_DIR TARGET... - run each libFuzzer target for
 # FUZZ_SECONDS (default 30) on its committed corpus.  New interesting inputs
 # go to a scratch copy, not the source tree; crashes are written to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/hw/run.sh - Maru on a real /dev/dax: the device-DAX tests, in QEMU.
 #
 # Each test group boots throw-away qemu guests (TCG) with an emulated NVDIMM

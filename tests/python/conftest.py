@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared pytest fixtures: real daemons on free ports, in temp dirs.
 
 Every test that needs a daemon gets its own process, its own port and its

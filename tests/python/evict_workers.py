@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Child-process bodies for test_eviction.py (multiprocessing "spawn").
 
 A value stored under key number i is value(i, n): its 8-byte number

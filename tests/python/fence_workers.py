@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Child-process body for tests/python/test_libmaru_fence.py.
 
 Run with multiprocessing's "spawn" context (a forked child would inherit the

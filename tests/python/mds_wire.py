@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """mds_wire - an independent raw-frame client of the metadata protocol
 (docs/protocol.md §2, with its additions), for tests.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Child-process bodies for the Python end-to-end tests.
 
 Run with multiprocessing's "spawn" context (never fork: a forked child would

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """rm_wire - a small, independent pure-Python client of the resource
 manager's TCP protocol v2 (docs/protocol.md §1), written with
 `struct` only, for tests.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # systemd_boot.sh - boot this machine's systemd as PID 1 of private
 # namespaces, with Maru installed, for test_systemd_units.py's opt-in
 # test_units_under_systemd (MARU_SYSTEMD_BOOT=1).

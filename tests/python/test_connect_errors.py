@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Errors that name the cause: what MaruHandler.connect() says when the
 metadata server's address is wrong, and what `with MaruHandler(cfg)` does.
 

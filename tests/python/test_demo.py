@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The main job, `./dev.sh demo` (scripts/demo.sh), run as a first user
 runs it, on the binaries already built: both daemons on an emulated pool,
 a KV chunk stored by one process and read in place by another through the

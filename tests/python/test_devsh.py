@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """dev.sh set-up tells the truth: it repairs an interrupted dpkg, waits
 for an apt lock, and otherwise stops with one message naming the packages
 still missing, a non-zero exit and no build, whatever command called it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The documentation has no dead ends.
 
 * every relative link and image in README.md and docs/**/*.md names a file

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """KV events: maru-server --events-bind publishes what happens
 to keys on a ZeroMQ PUB socket (docs/protocol.md "KV events").
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Eviction when the pool is full, end to end: a real resource
 manager and maru-server, the installed `maru` package over libmaru.
 

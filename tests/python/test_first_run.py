@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A first run as anyone: default state directories, one daemon per state
 directory and pool, workers that are not root.
 

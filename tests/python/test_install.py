@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a user installs, used the way a user would (docs/operations.md,
 "Install").
 
@@ -26,6 +27,7 @@ Nothing is rebuilt: everything comes from the existing build dir.
 """
 import filecmp
 import glob
+import gzip
 import os
 import re
 import shutil
@@ -303,6 +305,38 @@ def test_deb_metadata(deb, tmp_path):
     assert open(os.path.join(ctl, "shlibs")).read().split() == \
         ["libmaru", "0", "maru", "(>=", f"{project_version()})"]
     assert "activate-noawait ldconfig" in open(os.path.join(ctl, "triggers")).read()
+
+
+def test_deb_license_docs_and_man_pages(deb):
+    """A maintainer who can be written to, the copyright file where Debian
+    looks for it (Apache-2.0, machine-readable), compressed man pages whose
+    SEE ALSO resolves inside the package."""
+    path, root = deb
+    f = control(path)
+    assert re.fullmatch(r"[^<>]+ <[^@<>\s]+@[^@<>\s]+\.[a-z]+>",
+                        f["Maintainer"]), f["Maintainer"]
+    assert "localhost" not in f["Maintainer"]
+    doc = os.path.join(root, "usr", "share", "doc", "maru")
+    cp = open(os.path.join(doc, "copyright")).read()
+    assert cp.startswith("Format: https://www.debian.org/doc/packaging-"
+                         "manuals/copyright-format/1.0/")
+    assert re.search(r"^Files: \*\n(.+\n)*License: Apache-2\.0$", cp, re.M)
+    assert "/usr/share/common-licenses/Apache-2.0" in cp
+    mans = glob.glob(os.path.join(root, "usr", "share", "man", "man*", "*"))
+    assert len(mans) == 6 and all(m.endswith(".gz") for m in mans), mans
+    pages = {os.path.basename(m)[:-3] for m in mans}   # "maru-server.8"
+    for m in mans:
+        with gzip.open(m, "rt") as fh:
+            text = fh.read()
+        see = text[text.index("SEE ALSO"):]
+        # other pages: "maru-server (8)" in roff
+        for name, sec in re.findall(r"^\.BR? \\?\*?\*?([\w\\-]+)\*?\*? ?\((\d)\)",
+                                    see, re.M):
+            assert f"{name.replace(chr(92), '')}.{sec}" in pages, (m, name)
+        docs = re.findall(r"[\w/-]+\.(?:md|c)\b", see)
+        assert docs and "/usr/share/doc/maru" in see, (m, see)
+        for d in docs:
+            assert os.path.isfile(os.path.join(doc, d)), (m, d)
 
 
 def unit_path(unit, names):

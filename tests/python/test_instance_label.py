@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An instance id is a label, not an owner (docs/metadata-server.md
 "Authority"; docs/python-api.md "Instance ids").
 

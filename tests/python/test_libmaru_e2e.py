@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libmaru (C API) end to end against the real daemons.
 
 Each test starts maru-resource-manager (emulated pool on /dev/shm) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libmaru fencing: a client that lost its regions never writes into them.
 
 The hole (docs/c-api.md "Ownership loss and fencing"): client A maps its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libmaru's RPC transport (src/libmaru/rpc.c: ZMTP over TCP in the
 calling thread) against servers played here.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Bounded everything (docs/operations.md, "Limits"): quotas (bytes per
 resource-manager client id, bytes per maru-server instance) and connections
 per peer address on both daemons.  Each limit is tested at the limit."""

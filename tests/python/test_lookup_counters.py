@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Lookup counters and pins with a deadline (docs/metadata-server.md,
 "Lookups counted"; docs/protocol.md).
 

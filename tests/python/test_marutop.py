@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """marutop: a top-style view of maru-server (docs/marutop.md).
 
 * three MaruHandler instances (no MARU_STAT: the counts are the server's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Authority, end to end: an instance id is a name any client can read
 (GET_USAGE publishes it) and use, so a connection that merely names an
 instance may not act for what another client of it holds.  The victim is

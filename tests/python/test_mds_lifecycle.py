@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-server end to end: lifecycles around the protocol.
 
 Client processes that die (with a lease, and without one: connection

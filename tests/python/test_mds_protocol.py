@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-server end to end: the wire protocol.
 
 The real daemon pair (conftest `rm` + `mds`, emulated pool) driven from a

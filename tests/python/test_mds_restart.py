@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-server restarts without forgetting (docs/metadata-server.md,
 "Restart").
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-server's own ZMTP engine (server.c) on the wire.
 
 The server speaks ZMTP 3.1 itself (no libzmq ROUTER).  pyzmq REQ and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-exporter end to end (docs/operations.md, "Metrics (Prometheus)").
 
 Real maru-resource-manager + maru-server (conftest), a scripted workload

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An outage of maru-server, of any length, loses nothing
 (docs/operations.md "Outages"; docs/resource-manager.md "The reaper").
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Capacity by the page, end to end: a real resource manager and
 maru-server, the `maru` package over libmaru (which says its page size),
 and a raw-wire client for what libmaru would never send.

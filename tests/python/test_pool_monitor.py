@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """pool_monitor end to end: the real resource manager, the real binary.
 
 What is checked (docs/pool-monitor.md):

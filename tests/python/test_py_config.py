@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MaruConfig, logging setup and the import surface (docs/python-api.md).
 
 Pure Python: no daemon needed.

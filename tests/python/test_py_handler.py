@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """MaruHandler end to end: real maru-resource-manager + maru-server (conftest
 fixtures), the installed `maru` package over libmaru.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CxlMemoryAdapter end to end, the way LMCache's MaruBackend drives it:
 real daemons, real torch, two handlers in two processes, and
 tests/python/lmcache_stub as a labelled stand-in for LMCache's types."""

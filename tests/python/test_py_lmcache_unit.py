@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CxlMemoryAdapter against a pure-Python fake handler (fast; no daemons).
 
 Uses real torch and tests/python/lmcache_stub, a labelled stand-in for the

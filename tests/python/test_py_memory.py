@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Standalone memory classes: PagedMemoryAllocator, OwnedRegionManager,
 MappedRegion, AllocHandle/MemoryInfo (docs/python-api.md; no daemon)."""
 import dataclasses

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru_common protocol + serializer and maru_shm types/codec (no daemon)."""
 import struct
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """RpcClient / RpcAsyncClient against an in-process fake ROUTER server.
 
 The fake speaks the metadata protocol (header + msgpack) and can delay,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The pure-Python RPC clients (used by tools) against the real maru-server."""
 import pytest
 

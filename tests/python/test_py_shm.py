@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru_shm.MaruShmClient and device_scanner against the real resource
 manager (conftest `rm`: an emulated 256 MiB pool on /dev/shm)."""
 import os

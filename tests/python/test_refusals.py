@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every refusal names its cause, end to end (docs/operations.md "When a
 store or an alloc is refused").
 

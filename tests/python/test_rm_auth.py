@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Client authentication at the resource manager, and the hole it closes.
 
 Before it the resource manager believed any client_id: a token read

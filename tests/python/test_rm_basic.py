@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-resource-manager end to end: STATS, ALLOC/FREE/GET_ACCESS, sharing
 a region between two processes, tokens and ownership, idempotency.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-resource-manager durability: WAL + checkpoint + recovery.
 
 kill -9 in the middle of a burst recovers exactly the acknowledged

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-resource-manager reaper: dead local processes and departed clients
 lose their regions; a client that comes back within --grace-period keeps
 them; owners recovered after a restart are reaped by the same rules."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """maru-resource-manager against bad input: every malformed message of the
 spec, slow loris, too many connections, liveness probes.  After each
 insult the daemon must still be running and a client that was already
@@ -381,11 +382,16 @@ def test_command_line(start_rm, tmp_path):
                               capture_output=True, text=True, timeout=30)
         assert busy.returncode == 1
         assert f"port {r.port} is already in use" in busy.stderr
-        bad_host = subprocess.run([exe, "--host", "localhost", "--port", "1",
+        # refused for its port: nothing made (test_left_behind.py)
+        assert not (tmp_path / "other").exists()
+        bad_host = subprocess.run([exe, "--host", "no-such-host.invalid",
+                                   "--port", "1",
                                    "--state-dir", str(tmp_path / "o2"),
                                    "--pool", other_pool, "--emulate-size", "8M"],
-                                  capture_output=True, text=True, timeout=30)
-        assert bad_host.returncode == 1 and "numeric IPv4" in bad_host.stderr
+                                  capture_output=True, text=True, timeout=60)
+        assert bad_host.returncode == 2, bad_host.stderr
+        assert "does not resolve" in bad_host.stderr
+        assert not (tmp_path / "o2").exists()
     finally:
         if os.path.exists(other_pool):
             os.unlink(other_pool)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The shared index (docs/shm-index.md): maru-server publishes its
 key index into shared memory and libmaru answers retrieve / exists (single
 and batch) from it with no request, falling back to the server whenever

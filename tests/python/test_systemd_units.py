@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The systemd integration (systemd/, docs/operations.md "Running under
 systemd"): the installed units pass `systemd-analyze verify` and stay
 under an exposure bound of `systemd-analyze security`, the sysusers.d file

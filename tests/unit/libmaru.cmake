@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libmaru unit tests (owner: libmaru).
 #  - test_libmaru_alloc: page allocator, owned-region manager, key map; the
 #    library sources are compiled in with a fault-injecting allocator

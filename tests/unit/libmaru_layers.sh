@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libmaru_layers.sh ARCHIVE - libmaru's files call one way only
 #
 # Each file of libmaru may call only the files after it in LAYERS, the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # maru-server unit tests (engineer "mds")
 maru_add_unit_test(test_mds_index SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_mds_index.c LIBS mds_core)
 maru_add_unit_test(test_mds_codec SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/unit/test_mds_codec.c LIBS mds_core PkgConfig::MSGPACK)

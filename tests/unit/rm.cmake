@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # maru-resource-manager unit tests (cmocka).
 set(RM_SRC ${PROJECT_SOURCE_DIR}/src/resource_manager)
 

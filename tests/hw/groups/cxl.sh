@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Group "cxl": the same discovery on an emulated CXL type-3 memory device
 # (q35 with a CXL host bridge, two root ports, a persistent-memory type-3

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Group "datapath": the whole data path on a real device.  In one guest with
 # a label-less NVDIMM (dax0.0), the resource manager (discovery) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Group "discovery": maru-resource-manager finds a real device-DAX device by
 # itself (no --pool) through libdaxctl, reports it correctly, writes the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Group "failloud": devices the resource manager must refuse at start-up
 # with a clear error, never serving a wrong mapping, and never writing to

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Group "restart": acknowledged allocations and the device header survive a
 # restart of the resource manager (SIGTERM, then SIGKILL right after an

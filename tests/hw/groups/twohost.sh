@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # Group "twohost": two hosts on one pool, the emulated CXL switch.  Two
 # guests map the same backing file (share=on) and are joined by a private

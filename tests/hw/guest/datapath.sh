@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Guest script of the "datapath" group (see groups/datapath.sh).
 . ./lib.sh

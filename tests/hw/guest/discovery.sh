@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Guest script of the "discovery" group (see groups/discovery.sh): one
 # labelled NVDIMM, two devdax namespaces (the second created after the

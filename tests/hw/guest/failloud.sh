@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Guest script of the "failloud" group (see groups/failloud.sh).  FAIL_CASE
 # (from env.sh) picks the device set-up:

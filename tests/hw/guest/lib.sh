@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # tests/hw/guest/lib.sh - helpers for the guest scripts (busybox ash).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # First boot of the "restart" group (see groups/restart.sh).  The resource
 # manager keeps its state directory on the host (virtio-9p /mnt/host), so a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Second boot of the "restart" group: same backing file, same state dir.
 . ./lib.sh

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Guest A of the "twohost" group (see groups/twohost.sh): formats the shared
 # medium, runs the resource manager and maru-server for both hosts, stores

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=sh
 # Guest B of the "twohost" group (see groups/twohost.sh).  B has a private
 # NVDIMM first and the shared one second, so the shared pool is /dev/dax1.0

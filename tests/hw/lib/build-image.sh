@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/hw/lib/build-image.sh - build (once, cached) the guest kernel and
 # the base initramfs of the device-DAX test guests.
 #

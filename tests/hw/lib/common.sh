@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # tests/hw/lib/common.sh - shared helpers of the QEMU device-DAX harness.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # tests/hw/lib/run-guest.sh - boot one throw-away qemu guest (TCG) with
 # emulated NVDIMM / CXL memory and run a script in it.
 #

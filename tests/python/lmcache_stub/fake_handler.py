@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """FakeHandler: the slice of MaruHandler that CxlMemoryAdapter uses, over
 bytearrays instead of shared memory.  Test scaffolding only; the end-to-end
 tests use the real MaruHandler against the real daemons."""

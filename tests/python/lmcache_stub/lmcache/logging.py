@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """STAND-IN for lmcache.logging (tests only)."""
 import logging
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """STAND-IN for lmcache.v1.memory_management (tests only).
 
 Only what maru_lmcache.CxlMemoryAdapter uses, with LMCache's names and

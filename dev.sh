@@ -7,8 +7,10 @@
 #                    some are still missing
 #   ./dev.sh setup   install Debian packages, build, create .venv with the
 #                    Python package (no network beyond apt)
-#   ./dev.sh demo    setup, then the main job: both daemons on an emulated
-#                    pool and two processes sharing a KV chunk
+#   ./dev.sh demo    setup of what the demo needs (its packages only, a
+#                    build without tests and man pages), then the main
+#                    job: both daemons on an emulated pool and two
+#                    processes sharing a KV chunk
 #   ./dev.sh test    setup, then every test: C units (ctest, plain and
 #                    ASan/UBSan), bounded fuzzing, Python end-to-end tests,
 #                    and the QEMU device-DAX tests
@@ -24,20 +26,27 @@ BUILD_DIR=${BUILD_DIR:-$TOP/build}
 VENV=$TOP/.venv
 JOBS=$(nproc)
 
-# Everything the build, the tests and the benchmarks need, from Debian.
-DEB_PACKAGES=(
-	build-essential cmake pkg-config git
-	libzmq3-dev libmsgpack-dev libdaxctl-dev libcmocka-dev
+# What the build and the demo need, from Debian (./dev.sh demo installs
+# only these: the demo builds without man pages, tests and benchmarks).
+DEMO_PACKAGES=(
+	build-essential cmake pkg-config
+	libzmq3-dev libmsgpack-dev libdaxctl-dev
 	libssl-dev libsodium-dev zlib1g-dev libisal-dev libncurses-dev libsystemd-dev
-	clang libclang-rt-14-dev llvm clang-format
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
-	python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack
+	python3-msgpack
+)
+# ... and what the tests and the benchmarks add (./dev.sh test, deps).
+TEST_PACKAGES=(
+	git libcmocka-dev
+	clang libclang-rt-14-dev llvm clang-format
+	python3-pytest python3-numpy python3-torch python3-zmq
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
 	iproute2 passwd
 	qemu-system-x86 busybox-static cpio kmod
 	python3-matplotlib python3-seccomp python3-prometheus-client python3-redis
 	help2man pandoc groff-base
 )
+DEB_PACKAGES=("${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}")
 
 say() { printf '\n==> %s\n' "$*"; }
 
@@ -91,20 +100,23 @@ missing_packages() {
 	done
 }
 
-# Install what is missing, or stop set-up naming what still is.
+# Install what is missing of DEB_PACKAGES (the demo: DEMO_PACKAGES), or
+# stop set-up naming what still is.  Nothing missing needs no root.
 install_packages() {
 	local missing=() still=()
 	[ "${MARU_SKIP_APT:-0}" = 1 ] && return 0
 	command -v dpkg-query >/dev/null && command -v apt-get >/dev/null ||
 		die "no dpkg/apt-get: install the packages listed in DEB_PACKAGES" \
 			"of dev.sh yourself, then run with MARU_SKIP_APT=1"
-	if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null; then
-		die "not root and no sudo: run dev.sh as root, or install the" \
-			"DEB_PACKAGES of dev.sh and run with MARU_SKIP_APT=1"
-	fi
+	local can_root=1
+	[ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null && can_root=0
 	# A fresh machine may carry an interrupted dpkg run (half-configured
 	# packages): finish it first, or stop, never build on top of it.
 	if [ -n "$(dpkg --audit 2>/dev/null)" ]; then
+		[ $can_root = 1 ] ||
+			die "dpkg reports an interrupted run and this is not root" \
+				"(no sudo): run 'dpkg --configure -a' as root, then" \
+				"dev.sh again"
 		say "dpkg reports an interrupted run: dpkg --configure -a"
 		root_with_lock_wait dpkg --configure -a || true
 		[ -z "$(dpkg --audit 2>/dev/null)" ] ||
@@ -114,6 +126,10 @@ install_packages() {
 	fi
 	mapfile -t missing < <(missing_packages)
 	[ ${#missing[@]} -eq 0 ] && return 0
+	[ $can_root = 1 ] ||
+		die "not root and no sudo, and these Debian packages are" \
+			"missing: ${missing[*]}; install them as root (apt-get" \
+			"install ...), then run dev.sh again"
 	say "installing Debian packages: ${missing[*]}"
 	if ! root_with_lock_wait apt-get install -y -q \
 		--no-install-recommends "${missing[@]}"; then
@@ -132,10 +148,15 @@ install_packages() {
 			"then run dev.sh again"
 }
 
+# The build: everything (tests, benchmarks, man pages) unless BUILD_PARTS
+# is "demo" (the daemons, tools, libmaru: what DEMO_PACKAGES can build)
 build() {
+	local parts=(-DBUILD_TESTING=ON -DMARU_BUILD_BENCH=ON -DMARU_MAN_PAGES=ON)
+	[ "${BUILD_PARTS:-all}" = demo ] &&
+		parts=(-DBUILD_TESTING=OFF -DMARU_BUILD_BENCH=OFF -DMARU_MAN_PAGES=OFF)
 	say "building in $BUILD_DIR"
 	cmake -S "$TOP" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DMARU_WERROR=ON >/dev/null || return 1
+		-DMARU_WERROR=ON "${parts[@]}" >/dev/null || return 1
 	cmake --build "$BUILD_DIR" -j"$JOBS"
 }
 
@@ -230,6 +251,8 @@ case "${1:-}" in
 deps) install_packages ;;
 setup) setup ;;
 demo)
+	DEB_PACKAGES=("${DEMO_PACKAGES[@]}")
+	BUILD_PARTS=demo
 	setup
 	exec "$TOP/scripts/demo.sh"
 	;;

@@ -71,7 +71,7 @@ for p in "$@"; do grep -vx -- "$p" "$DB/missing" >"$DB/m" || true; mv "$DB/m" "$
 exit 0
 ''',
     "id": 'echo 1000',
-    "sudo": 'exec "$@"',
+    "sudo": 'exec "$@"',   # (removed from PATH with MARU_NO_SUDO=1)
     "sleep": 'exit 0',
     "cmake": 'exit 0',
 }
@@ -120,6 +120,11 @@ def devsh(tmp_path):
         env.update(PATH=f"{stubs}:/usr/bin:/bin", DB=str(db),
                    BUILD_DIR=str(tmp_path / "build"), MARU_SKIP_HW="1")
         env.update(env_extra or {})
+        sudo = stubs / "sudo"
+        if env.get("MARU_NO_SUDO") and sudo.exists():
+            sudo.rename(stubs / "sudo.off")
+        elif not env.get("MARU_NO_SUDO") and (stubs / "sudo.off").exists():
+            (stubs / "sudo.off").rename(sudo)
         p = subprocess.run(["bash", str(top / "dev.sh"), cmd], env=env,
                            capture_output=True, text=True, timeout=120)
         calls = (db / "calls").read_text().splitlines()
@@ -156,15 +161,16 @@ def test_interrupted_dpkg_unrepairable_stops(devsh, cmd):
 
 @pytest.mark.parametrize("cmd", ["setup", "test", "demo", "deps"])
 def test_package_apt_cannot_install_stops_naming_it(devsh, cmd):
-    p = devsh(cmd, missing=["libisal-dev", "python3-matplotlib"],
-              broken=["python3-matplotlib"])
+    # (python3-msgpack: a package of the demo's list too)
+    p = devsh(cmd, missing=["libisal-dev", "python3-msgpack"],
+              broken=["python3-msgpack"])
     assert p.returncode != 0
     assert not p.built
     msg = [line for line in p.stderr.splitlines()
            if line.startswith("dev.sh: ")]
     assert len(msg) == 1, p.stderr
     assert "still not installed" in msg[0]
-    assert "python3-matplotlib" in msg[0] and "libisal-dev" in msg[0]
+    assert "python3-msgpack" in msg[0] and "libisal-dev" in msg[0]
     assert "apt-get install failed" not in p.stderr
     # one try, then once more after apt-get update: not thirty
     assert len(p.apt_installs) == 2
@@ -192,3 +198,46 @@ def test_skip_apt_touches_no_package_tool(devsh):
     assert p.returncode == 0, p.stderr
     assert not [c for c in p.calls if c.split()[0] in ("dpkg", "apt-get")]
     assert p.built
+
+
+def package_lists():
+    """dev.sh's DEMO_PACKAGES and TEST_PACKAGES, as bash expands them."""
+    out = subprocess.run(
+        ["bash", "-c", f'eval "$(sed -n \'/^DEMO_PACKAGES=(/,/^DEB_PACKAGES=/p\' '
+                       f'{REPO}/dev.sh)"; echo "${{DEMO_PACKAGES[*]}}"; '
+                       f'echo "${{TEST_PACKAGES[*]}}"'],
+        capture_output=True, text=True, check=True).stdout.splitlines()
+    return out[0].split(), out[1].split()
+
+
+def test_demo_installs_only_its_packages(devsh):
+    """With only the demo's packages installed, `dev.sh demo` installs
+    nothing and builds without tests, benchmarks and man pages (no test
+    tool needed); `dev.sh test` then asks for exactly the rest."""
+    demo, test = package_lists()
+    assert demo and test and not set(demo) & set(test)
+    for heavy in ("qemu-system-x86", "python3-torch", "llvm", "pandoc",
+                  "redis-server", "clang", "libcmocka-dev", "help2man"):
+        assert heavy in test and heavy not in demo
+    p = devsh("demo", missing=test)
+    assert not p.apt_installs, p.calls
+    configure = [c for c in p.calls if c.startswith("cmake -S")]
+    assert configure and "-DBUILD_TESTING=OFF" in configure[0] and \
+        "-DMARU_MAN_PAGES=OFF" in configure[0] and \
+        "-DMARU_BUILD_BENCH=OFF" in configure[0], p.calls
+    p = devsh("test", missing=test)
+    assert len(p.apt_installs) == 1
+    assert p.apt_installs[0].split()[5:] == test, p.apt_installs
+    configure = [c for c in p.calls if c.startswith("cmake -S")]
+    assert "-DBUILD_TESTING=ON" in configure[0]
+
+
+@pytest.mark.parametrize("cmd", ["demo", "test"])
+def test_no_root_needed_when_everything_is_there(devsh, cmd):
+    """Not root and no sudo: with the packages present set-up carries on;
+    with one missing it stops naming it (no apt, no build)."""
+    p = devsh(cmd, env_extra={"MARU_NO_SUDO": "1"})
+    assert p.built and not p.apt_installs, p.stderr
+    p = devsh(cmd, missing=["libisal-dev"], env_extra={"MARU_NO_SUDO": "1"})
+    assert p.returncode != 0 and not p.built and not p.apt_installs
+    assert "not root and no sudo" in p.stderr and "libisal-dev" in p.stderr

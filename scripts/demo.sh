@@ -424,10 +424,13 @@ main() {
 	stop_resource_manager
 
 	step "done"
-	note "try it yourself: start the daemon as in step 1, then"
-	note "  pool_monitor -w 1            (live view, Ctrl+C to quit)"
-	note "  pool_monitor --csv -w 5      (CSV log)"
-	note "docs: docs/pool-monitor.md and docs/architecture.md"
+	note "try it yourself (README.md, \"Using it\"):"
+	note "  $BUILD_DIR/src/resource_manager/maru-resource-manager --pool /dev/shm/maru-pool --emulate-size 1G &"
+	note "  $BUILD_DIR/src/metadata_server/maru-server &"
+	note "  then store and retrieve from .venv/bin/python as README.md shows, or"
+	note "  point LMCache's Maru backend at it (docs/integrations/lmcache.md)"
+	note "  pool_monitor -w 1 / marutop -w 1   (live views of the pool and the server)"
+	note "docs: docs/architecture.md, docs/operations.md, docs/python-api.md"
 }
 
 main "$@"

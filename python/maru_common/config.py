@@ -8,6 +8,7 @@ enable_stats.  Validation runs after the overrides.
 """
 
 import os
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -17,6 +18,11 @@ DEFAULT_CHUNK_SIZE = 1024 * 1024
 DEFAULT_TIMEOUT_MS = 2000
 DEFAULT_MAX_INFLIGHT = 64
 DEFAULT_RM_ADDRESS = "127.0.0.1:9850"
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE_RE = re.compile(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", re.I)
+_URL_RE = re.compile(r"tcp://(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})")
+_ADDR_RE = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(\d{1,5})")
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -106,10 +112,7 @@ class MaruConfig:
                 "(CURVE needs both)"
             )
 
-        if self.chunk_size_bytes <= 0:
-            raise ValueError(
-                f"chunk_size_bytes must be positive, got {self.chunk_size_bytes}"
-            )
+        self._check_fields()
         if self.pool_size < self.chunk_size_bytes:
             raise ValueError(
                 f"pool_size ({self.pool_size}) must be >= "
@@ -124,7 +127,67 @@ class MaruConfig:
                     f"chunk_size_bytes ({self.chunk_size_bytes})"
                 )
 
+    def _check_fields(self) -> None:
+        """Each field as it is given: a clear error naming the field and
+        what it takes (sizes may be given as "100M", "1G": K/M/G/T are
+        powers of 1024)."""
+        url = self.server_url
+        if not isinstance(url, str) or not _URL_RE.fullmatch(url) or \
+                not 0 < int(_URL_RE.fullmatch(url).group(2)) < 65536:
+            raise ValueError(
+                f"MaruConfig.server_url must be 'tcp://HOST:PORT' "
+                f"(e.g. 'tcp://localhost:5555'), not {url!r}")
+        if not isinstance(self.instance_id, str) or not self.instance_id:
+            raise ValueError(
+                f"MaruConfig.instance_id must be a non-empty string (or "
+                f"None: a random UUID), not {self.instance_id!r}")
+        self.pool_size = _size("pool_size", self.pool_size)
+        self.chunk_size_bytes = _size("chunk_size_bytes",
+                                      self.chunk_size_bytes)
+        if self.chunk_size_bytes % 8:
+            raise ValueError(
+                f"MaruConfig.chunk_size_bytes must be a multiple of 8 "
+                f"(each page starts aligned for tensors of any dtype), "
+                f"not {self.chunk_size_bytes}")
+        if self.expand_size is not None:
+            self.expand_size = _size("expand_size", self.expand_size)
+        for name, lo, hi in (("timeout_ms", 1, 2**31 - 1),
+                             ("max_inflight", 1, 65536)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or \
+                    not lo <= v <= hi:
+                raise ValueError(
+                    f"MaruConfig.{name} must be an integer from {lo} to "
+                    f"{hi}, not {v!r}")
+        for name in ("auto_connect", "use_async_rpc", "eager_map",
+                     "auto_expand", "enable_stats"):
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                raise TypeError(
+                    f"MaruConfig.{name} must be True or False, not {v!r}")
+        addr = self.rm_address
+        if not isinstance(addr, str) or not _ADDR_RE.fullmatch(addr) or \
+                not 0 < int(_ADDR_RE.fullmatch(addr).group(2)) < 65536:
+            raise ValueError(
+                f"MaruConfig.rm_address must be 'HOST:PORT' (e.g. "
+                f"'127.0.0.1:9850'), not {addr!r}")
+
     @property
     def effective_expand_size(self) -> int:
         """Bytes requested per expansion."""
         return self.expand_size if self.expand_size is not None else self.pool_size
+
+
+def _size(name: str, v) -> int:
+    """A byte count: a positive int, or a string such as "100M"."""
+    if isinstance(v, str):
+        m = _SIZE_RE.fullmatch(v)
+        if m:
+            v = int(m.group(1)) * _UNITS[m.group(2).upper()]
+    if isinstance(v, int) and not isinstance(v, bool) and v <= 0:
+        raise ValueError(f"{name} must be positive, got {v}")  # upstream's
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(
+            f"MaruConfig.{name} must be a positive number of bytes (an int, "
+            f"or a size such as '100M' or '1G'), not {v!r}")
+    return v

@@ -188,11 +188,16 @@ def _num(v):
     return None
 
 
-def _dax_type(t) -> str:
+def _dax_type(t, path="") -> str:
+    """dev_dax, fs_dax -- or emulated: a DEV_DAX pool that is not a
+    /dev/dax device (a file the resource manager serves as one)."""
     try:
-        return DaxType(t).name.lower()
+        name = DaxType(t).name.lower()
     except ValueError:
         return str(t)
+    if name == "dev_dax" and path and not path.startswith("/dev/dax"):
+        return "emulated"
+    return name
 
 
 class _Families:
@@ -299,7 +304,7 @@ class MaruCollector:
                 ["target"], [address], len(pools))
         for p in pools:
             lbl = (["target", "dax_path", "type"],
-                   [address, p.dax_path, _dax_type(p.dax_type)])
+                   [address, p.dax_path, _dax_type(p.dax_type, p.dax_path)])
             out.add("gauge", "maru_pool_size_bytes", "Pool size", *lbl, p.total_size)
             out.add("gauge", "maru_pool_free_bytes", "Free bytes of the pool", *lbl, p.free_size)
             out.add("gauge", "maru_pool_used_bytes", "Allocated bytes of the pool", *lbl,

@@ -15,6 +15,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,6 +396,23 @@ MARU_EXPORT int maru_config_apply_env(struct maru_config *cfg, char *why,
 	return 0;
 }
 
+/* "HOST:PORT": a host (a name, an IPv4 address, an [IPv6] one) and a port
+ * from 1 to 65535 */
+static bool addr_ok(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	char *end;
+	long port;
+
+	if (!colon || colon == a || strpbrk(a, " /\t"))
+		return false;
+	if (a[0] == '[' ? colon[-1] != ']' : memchr(a, ':', colon - a) != NULL)
+		return false;
+	errno = 0;
+	port = strtol(colon + 1, &end, 10);
+	return colon[1] && !*end && !errno && port > 0 && port < 65536;
+}
+
 MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
 				     size_t whylen)
 {
@@ -433,8 +452,40 @@ MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
 			 "together (CURVE needs both)");
 		return -EINVAL;
 	}
-	if (!cfg->server_url || !cfg->rm_address || cfg->max_inflight < 1) {
-		snprintf(why, whylen, "invalid configuration");
+	if (cfg->chunk_size % 8) {
+		snprintf(why, whylen,
+			 "chunk_size_bytes must be a multiple of 8 (each page "
+			 "starts aligned for tensors of any dtype), not "
+			 "%" PRIu64,
+			 cfg->chunk_size);
+		return -EINVAL;
+	}
+	if (!cfg->server_url || strncmp(cfg->server_url, "tcp://", 6) ||
+	    !addr_ok(cfg->server_url + 6)) {
+		snprintf(why, whylen,
+			 "server_url must be 'tcp://HOST:PORT' (e.g. "
+			 "'tcp://localhost:5555'), not '%s'",
+			 cfg->server_url ? cfg->server_url : "");
+		return -EINVAL;
+	}
+	if (!cfg->rm_address || !addr_ok(cfg->rm_address)) {
+		snprintf(why, whylen,
+			 "rm_address must be 'HOST:PORT' (e.g. "
+			 "'127.0.0.1:9850'), not '%s'",
+			 cfg->rm_address ? cfg->rm_address : "");
+		return -EINVAL;
+	}
+	if (cfg->timeout_ms < 1) {
+		snprintf(why, whylen,
+			 "timeout_ms must be an integer from 1 to %d, not %d",
+			 INT_MAX, cfg->timeout_ms);
+		return -EINVAL;
+	}
+	if (cfg->max_inflight < 1 || cfg->max_inflight > 65536) {
+		snprintf(why, whylen,
+			 "max_inflight must be an integer from 1 to 65536, not "
+			 "%d",
+			 (int)cfg->max_inflight);
 		return -EINVAL;
 	}
 	return 0;

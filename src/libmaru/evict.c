@@ -442,8 +442,8 @@ static bool evict_region(struct maru_handler *h, uint64_t rid)
 	if (borrowed)
 		ldbg(h, "region %" PRIu64 ": granted pages given back", rid);
 	else
-		linfo(h, "region %" PRIu64 ": given back (eviction emptied it)",
-		      rid);
+		ldbg(h, "region %" PRIu64 ": given back (eviction emptied it)",
+		     rid);
 	return true;
 }
 

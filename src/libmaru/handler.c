@@ -333,10 +333,11 @@ int maru__region_expand(struct maru_handler *h)
 		return rc;
 	}
 	pages = (int64_t)(hd.length / h->cfg.chunk_size);
-	linfo(h,
-	      "region %" PRIu64 ": expanded by %" PRIu64 " bytes (%" PRId64
-	      " pages)",
-	      hd.region_id, hd.length, pages);
+	/* (routine: the one INFO line of a handler is its connect) */
+	ldbg(h,
+	     "region %" PRIu64 ": expanded by %" PRIu64 " bytes (%" PRId64
+	     " pages)",
+	     hd.region_id, hd.length, pages);
 	if (h->on_added)
 		h->on_added(h->on_added_arg, hd.region_id, (uint64_t)pages);
 	return 0;
@@ -627,7 +628,7 @@ MARU_EXPORT void maru_handler_close(struct maru_handler *h)
 	teardown(h);
 	h->on_added = NULL;
 	pthread_mutex_unlock(&h->wlock);
-	linfo(h, "closed");
+	ldbg(h, "closed");
 }
 
 MARU_EXPORT bool maru_handler_is_connected(const struct maru_handler *h)

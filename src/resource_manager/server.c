@@ -218,11 +218,13 @@ static bool check_client(struct conn *c, struct rm_str id, bool required)
 		struct client *cl =
 			id.len ? client_get(c->rm, id, false) : NULL;
 
+		/* (routine: workers map an owner's regions without its key,
+		 * e.g. again after a restart of maru-server: nothing is due
+		 * for the reaper while the owner itself is connected) */
 		if (cl && cl->nallocs && !c->told_unpinned) {
-			log_warn("conn %s: names owner %.*s without "
-				 "authenticating: not pinned, its regions "
-				 "stay due for the reaper",
-				 c->peer, (int)id.len, id.ptr);
+			log_dbg("conn %s: names owner %.*s without "
+				"authenticating: does not pin it",
+				c->peer, (int)id.len, id.ptr);
 			c->told_unpinned = true;
 		}
 		return true;

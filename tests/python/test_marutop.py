@@ -146,7 +146,7 @@ def test_once_csv_json_match(instances, mds, rm):
         assert f"\n{name}:\n  {rm.pool_path}  " in p.stdout, p.stdout
 
     # --csv: two samples, rates in the second
-    p = marutop("--csv", "-n", "2", "-w", "0.2", "--server", mds.url)
+    p = marutop("--csv", "-c", "2", "-w", "0.2", "--server", mds.url)
     assert p.returncode == 0, p.stderr
     recs = list(csv.DictReader(io.StringIO(p.stdout)))
     assert len(recs) == 2 * len(SCRIPT)
@@ -262,7 +262,7 @@ def test_unreachable_and_bad_options():
     assert p.returncode == 1
     assert p.stderr.startswith("marutop: cannot reach maru-server at")
     for args, text in ((["--bogus"], "unrecognized option"),
-                       (["-w", "0"], "invalid interval"),
+                       (["-w", "0"], "invalid watch"),
                        (["--sort", "nope"], "unknown column"),
                        (["--server", "nocolon"], "invalid server")):
         p = marutop(*args)
@@ -519,7 +519,7 @@ def test_server_request_rates_and_percentiles(rm, mds):
     t = threading.Thread(target=load, daemon=True)
     t.start()
     try:
-        p = marutop("-n", "3", "-w", "0.4", "--server", mds.url)
+        p = marutop("-c", "3", "-w", "0.4", "--server", mds.url)
     finally:
         stop.set()
         t.join(10)

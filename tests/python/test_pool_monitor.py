@@ -127,7 +127,11 @@ def check_csv_against(rows, stats):
         st = stats[r["dax_path"]]
         total, free = st.total_size, st.free_size
         assert TS_RE.match(r["timestamp"]), r
-        assert r["dax_type"] == {DEV_DAX: "DEV_DAX", FS_DAX: "FS_DAX"}[st.dax_type]
+        # (a DEV_DAX pool that is not a /dev/dax device: emulated)
+        want = {DEV_DAX: "DEV_DAX", FS_DAX: "FS_DAX"}[st.dax_type]
+        if want == "DEV_DAX" and not r["dax_path"].startswith("/dev/dax"):
+            want = "EMULATED"
+        assert r["dax_type"] == want
         assert int(r["total_bytes"]) == total
         assert int(r["free_bytes"]) == free
         assert int(r["used_bytes"]) == total - free
@@ -150,9 +154,9 @@ def test_csv_matches_daemon_state(rm, wire):
     check_csv_against(rows, stats)
     st = stats[rm.pool_path]
     total = st.total_size
-    # an emulated pool is a DEV_DAX device: the first alignment unit is the
-    # header, the rest is free
-    assert rows[0]["dax_type"] == "DEV_DAX"
+    # an emulated pool is a DEV_DAX device on the wire, shown as emulated:
+    # the first alignment unit is the header, the rest is free
+    assert st.dax_type == DEV_DAX and rows[0]["dax_type"] == "EMULATED"
     assert total == 256 * MiB - st.align_bytes and st.free_size == total
 
     handles = [wire.alloc(n) for n in (1, 5 * MiB, 64 * MiB)]
@@ -199,7 +203,7 @@ def test_table_one_shot(rm, wire):
     assert lines[2] == header(dev_width(rm.pool_path))
     assert lines[3] == dashes(dev_width(rm.pool_path))
     st = wire.stats()[rm.pool_path]
-    assert lines[4] == table_row(rm.pool_path, "DEV_DAX", st.total_size, st.free_size)
+    assert lines[4] == table_row(rm.pool_path, "EMULATED", st.total_size, st.free_size)
     assert lines[4].endswith("[------------------------------] 0.0%")
     assert len(lines) == 5
 
@@ -208,7 +212,7 @@ def test_table_one_shot(rm, wire):
     st = wire.stats()[rm.pool_path]
     assert st.total_size - st.free_size == 64 * MiB
     # no Delta in a one-shot table: there is no previous frame
-    assert lines[4] == table_row(rm.pool_path, "DEV_DAX", st.total_size, st.free_size)
+    assert lines[4] == table_row(rm.pool_path, "EMULATED", st.total_size, st.free_size)
     assert "   64.0M  " in lines[4]
 
 
@@ -285,7 +289,7 @@ def test_watch_count_scroll(rm):
     for f in frames:
         assert f[1:4] == ["", header(dev_width(rm.pool_path)),
                           dashes(dev_width(rm.pool_path))]
-        assert f[4].startswith("  " + rm.pool_path + "  DEV_DAX ")
+        assert f[4].startswith("  " + rm.pool_path + "  EMULATED")
         assert f[5:] == [""], "frames are separated by one blank line"
 
 
@@ -315,14 +319,14 @@ def test_watch_scroll_delta(rm, wire):
                           dashes(dev_width(rm.pool_path))]
         assert f[5:] == [""]
         row = f[4]
-        assert row.startswith("  " + rm.pool_path + "  DEV_DAX ")
+        assert row.startswith("  " + rm.pool_path + "  EMULATED")
         used_text = row[2 + len(rm.pool_path):].split()[1]
         used = 0 if used_text == "0B" else 64 * MiB
         assert human(used) == used_text, row
         delta = ""
         if prev_used is not None and used != prev_used:
             delta = ("+" if used > prev_used else "-") + human(abs(used - prev_used))
-        assert row == table_row(rm.pool_path, "DEV_DAX", total, total - used, delta)
+        assert row == table_row(rm.pool_path, "EMULATED", total, total - used, delta)
         deltas.append(delta)
         prev_used = used
     # no Delta in the first frame; the allocation shows up exactly once
@@ -457,7 +461,7 @@ def test_tui_under_tmux(rm, wire, tmp_path):
         assert lines[2] == header(dev_width(rm.pool_path))
         assert lines[3] == dashes(dev_width(rm.pool_path))
         st = wire.stats()[rm.pool_path]
-        assert lines[4].rstrip() == table_row(rm.pool_path, "DEV_DAX", st.total_size,
+        assert lines[4].rstrip() == table_row(rm.pool_path, "EMULATED", st.total_size,
                                               st.free_size)
         assert "   32.0M  " in lines[4]
 
@@ -536,9 +540,12 @@ def parse_screen(screen):
     return lines[0], [c[0] for c in hcols], rows
 
 
-def expected_cells(st):
+def expected_cells(st, path):
     used, total = st.total_size - st.free_size, st.total_size
-    return {"Type": {DEV_DAX: "DEV_DAX", FS_DAX: "FS_DAX"}[st.dax_type],
+    typ = {DEV_DAX: "DEV_DAX", FS_DAX: "FS_DAX"}[st.dax_type]
+    if typ == "DEV_DAX" and not path.startswith("/dev/dax"):
+        typ = "EMULATED"   # a file the resource manager treats as a device
+    return {"Type": typ,
             "Used": human(used), "Free": human(st.free_size), "Total": human(total),
             "Delta": "", "pct": f"{used / total * 100:.1f}%", "bar": bar(used, total)}
 
@@ -581,7 +588,7 @@ def frame_problems(screen, stats, width, live=True):
     if sorted(by_path) != sorted(stats):
         probs.append(f"pools shown {sorted(by_path)} != {sorted(stats)}")
     for path, row in by_path.items():
-        exp = expected_cells(stats[path])
+        exp = expected_cells(stats[path], path)
         for c in cols[1:]:
             want = (exp["bar"] if width >= 160 else exp["pct"]) if c == "Usage" else exp[c]
             if row[c] != want:

@@ -74,6 +74,34 @@ def test_validation_messages(kw, msg):
     assert str(ei.value) == msg
 
 
+@pytest.mark.parametrize("kw,exc,words", [
+    ({"server_url": ""}, ValueError, "MaruConfig.server_url must be 'tcp://HOST:PORT'"),
+    ({"server_url": "localhost:5555"}, ValueError, "server_url"),
+    ({"server_url": "tcp://h:99999"}, ValueError, "server_url"),
+    ({"pool_size": "100X"}, ValueError, "MaruConfig.pool_size must be a positive number of bytes"),
+    ({"pool_size": 1.5e9}, ValueError, "pool_size"),
+    ({"timeout_ms": -1}, ValueError, "MaruConfig.timeout_ms must be an integer from 1"),
+    ({"timeout_ms": 0}, ValueError, "timeout_ms"),
+    ({"max_inflight": 0}, ValueError, "MaruConfig.max_inflight"),
+    ({"chunk_size_bytes": 1001}, ValueError, "MaruConfig.chunk_size_bytes must be a multiple of 8"),
+    ({"rm_address": "nowhere"}, ValueError, "MaruConfig.rm_address must be 'HOST:PORT'"),
+    ({"eager_map": 1}, TypeError, "MaruConfig.eager_map must be True or False"),
+    ({"instance_id": ""}, ValueError, "MaruConfig.instance_id"),
+])
+def test_each_field_checked_when_made(kw, exc, words):
+    """Every field is checked when the config is made, and the error names
+    the field and what it takes."""
+    with pytest.raises(exc) as ei:
+        MaruConfig(**kw)
+    assert words in str(ei.value)
+
+
+def test_sizes_as_strings():
+    c = MaruConfig(pool_size="100M", chunk_size_bytes="64K", expand_size="1G")
+    assert (c.pool_size, c.chunk_size_bytes, c.expand_size) == \
+        (100 << 20, 64 << 10, 1 << 30)
+
+
 @pytest.mark.parametrize("raw,val", [
     ("1", True), ("true", True), (" YES ", True), ("On", True),
     ("0", False), ("false", False), ("no", False), (" OFF", False),

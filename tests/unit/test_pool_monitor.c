@@ -104,7 +104,7 @@ static void test_table(void **state)
 		"  --------  -----\n"
 		"  /dev/dax0.0         DEV_DAX         0B    256.0M    256.0M"
 		"            [------------------------------] 0.0%\n"
-		"  /dev/shm/maru-pool  DEV_DAX       1.0G      3.0G      4.0G"
+		"  /dev/shm/maru-pool  EMULATED      1.0G      3.0G      4.0G"
 		"            [#######-----------------------] 25.0%\n"
 		"  /mnt/pmem0          FS_DAX          0B        0B        0B"
 		"            [??????????????????????????????]\n");
@@ -154,8 +154,8 @@ static void assert_has(const char *t, const char *sub)
 static void assert_rows_whole(const char *t)
 {
 	static const char *const ok[] = {
-		"DEV_DAX", "FS_DAX", "96.0M", "158.0M", "254.0M", "+96.0M",
-		"1.0G",	   "3.0G",   "4.0G",  "25.0%",	"37.8%",
+		"DEV_DAX", "FS_DAX", "EMULATED", "96.0M", "158.0M", "254.0M",
+		"+96.0M",  "1.0G",   "3.0G",	 "4.0G",  "25.0%",  "37.8%",
 	};
 	char *copy = strdup(t), *line, *word, *save1, *save2;
 	size_t i;
@@ -200,7 +200,7 @@ static void test_fit_window(void **state)
 	assert_lines_fit(t, 160);
 	assert_has(t, "  Maru Pool Monitor  \xe2\x80\x94  " TS
 		      "  (q to quit, ? for help)\n");
-	assert_has(t, "  " LONG_PATH "  DEV_DAX      96.0M"
+	assert_has(t, "  " LONG_PATH "  EMULATED     96.0M"
 		      "    158.0M    254.0M    +96.0M  [###########"
 		      "-------------------] 37.8%\n");
 	assert_has(t, "  /dev/dax0.0" /* padded to the path */
@@ -274,13 +274,13 @@ static void test_delta(void **state)
 	pm_snap_sort(&cur);
 	assert_int_equal(pm_render_table(&b, TS, &cur, &prev), 0);
 	t = text(&b);
-	assert_non_null(strstr(t, "  /p/grow           DEV_DAX       1.5G"
+	assert_non_null(strstr(t, "  /p/grow           EMULATED      1.5G"
 				  "      2.5G      4.0G   +512.0M  [###"));
-	assert_non_null(strstr(t, "  /p/new            DEV_DAX       2.0G"
+	assert_non_null(strstr(t, "  /p/new            EMULATED      2.0G"
 				  "      2.0G      4.0G            [###"));
-	assert_non_null(strstr(t, "  /p/same           DEV_DAX       2.0G"
+	assert_non_null(strstr(t, "  /p/same           EMULATED      2.0G"
 				  "      2.0G      4.0G            [###"));
-	assert_non_null(strstr(t, "  /p/shrink         DEV_DAX         0B"
+	assert_non_null(strstr(t, "  /p/shrink         EMULATED        0B"
 				  "      4.0G      4.0G     -2.0G  [---"));
 	/* rows in path order */
 	assert_true(strstr(t, "/p/grow") < strstr(t, "/p/new"));
@@ -307,8 +307,8 @@ static void test_csv(void **state)
 		"timestamp,dax_path,dax_type,total_bytes,free_bytes,used_bytes,"
 		"usage_pct\n" TS ",/dev/shm/a,FS_DAX,0,0,0,0.00\n" TS
 		",/dev/shm/"
-		"b,DEV_DAX,3221225472,2147483648,1073741824,33.33\n" TS
-		",\"/odd,\"\"path\"\"\",DEV_DAX,100,0,100,100.00\n");
+		"b,EMULATED,3221225472,2147483648,1073741824,33.33\n" TS
+		",\"/odd,\"\"path\"\"\",EMULATED,100,0,100,100.00\n");
 	buf_free(&b);
 	pm_snap_free(&s);
 }

@@ -140,14 +140,19 @@ static int sort_arg(const char *arg, void *dst)
 static int parse_opts(int argc, char **argv, struct mt_opts *o)
 {
 	const struct opt t[] = {
-		OPTS_SECONDS_IN("interval", 'w', o->watch, MT_WATCH_MAX,
+		/* pool_monitor's flags (upstream's monitors'): -w, -c */
+		OPTS_SECONDS_IN("watch", 'w', o->watch, MT_WATCH_MAX,
 				OPT_POSITIVE,
 				"seconds, more than 0 and at most 86400",
 				.help = "seconds between samples (fractions "
 					"allowed)",
 				.why = "a rate over two seconds is steady "
 				       "enough to read"),
-		OPTS_INT("count", 'n', o->count, 0, LONG_MAX,
+		OPTS_SECONDS_IN("interval", 0, o->watch, MT_WATCH_MAX,
+				OPT_POSITIVE,
+				"seconds, more than 0 and at most 86400",
+				.help = "the same as --watch", .dflt = ""),
+		OPTS_INT("count", 'c', o->count, 0, LONG_MAX,
 			 .help = "stop after N samples (0: until q or Ctrl+C)"),
 		OPTS_FLAG("once", o->once,
 			  .help = "print one table to stdout and exit"),

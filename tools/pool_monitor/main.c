@@ -147,6 +147,9 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 				.help = "refresh every SEC seconds (fractions "
 					"allowed); 0 prints one snapshot and "
 					"exits"),
+		OPTS_SECONDS_IN("interval", 0, o->watch, PM_WATCH_MAX, 0,
+				"seconds, 0 (one snapshot) to 86400",
+				.help = "the same as --watch", .dflt = ""),
 		OPTS_INT("count", 'c', o->count, 0, LONG_MAX,
 			 .help = "stop after N frames in watch mode (0: until "
 				 "Ctrl+C)"),

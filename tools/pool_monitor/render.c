@@ -10,7 +10,7 @@
  *
  * Layout of a table row (two-space indent, two spaces between columns):
  *   Device  left-aligned, as wide as the longest path (at least 16)
- *   Type    left-aligned, DEV_DAX / FS_DAX (at least 8)
+ *   Type    left-aligned, DEV_DAX / FS_DAX / EMULATED (at least 8)
  *   Used, Free, Total, Delta  right-aligned human units (format_bytes),
  *           at least 8 wide
  *   Usage   the 30-character bar and the percentage with one decimal
@@ -219,11 +219,16 @@ char *pm_usage_bar(uint64_t used, uint64_t total, char *out, size_t outlen)
 	return usage_bar(used, total, PM_BAR_WIDTH, out, outlen);
 }
 
-static const char *type_name(uint32_t t)
+/*
+ * A pool's type as the protocol says it, except that an emulated pool (a
+ * file the resource manager treats as a device-DAX device: the protocol
+ * says DEV_DAX) is shown as such: a device is a /dev/dax path
+ */
+static const char *type_name(uint32_t t, const char *path)
 {
 	switch (t) {
 	case RM_DEV_DAX:
-		return "DEV_DAX";
+		return strncmp(path, "/dev/dax", 8) ? "EMULATED" : "DEV_DAX";
 	case RM_FS_DAX:
 		return "FS_DAX";
 	default:
@@ -552,7 +557,7 @@ static void row_fill(struct pm_row *r, const struct pm_pool *p,
 
 	r->device = p->path[0] ? p->path : "(unknown)";
 	snprintf(r->cell[COL_TYPE], sizeof(r->cell[0]), "%s",
-		 type_name(p->dax_type));
+		 type_name(p->dax_type, p->path));
 	format_bytes(used, r->cell[COL_USED], sizeof(r->cell[0]));
 	format_bytes(p->free_bytes, r->cell[COL_FREE], sizeof(r->cell[0]));
 	format_bytes(p->total_bytes, r->cell[COL_TOTAL], sizeof(r->cell[0]));
@@ -714,7 +719,7 @@ int pm_render_csv(struct buf *b, const char *ts, const struct pm_snap *cur)
 			rc = csv_field(b, p->path);
 		if (rc == 0)
 			rc = bprintf(b, ",%s,%llu,%llu,%llu,%.2f\n",
-				     type_name(p->dax_type),
+				     type_name(p->dax_type, p->path),
 				     (unsigned long long)p->total_bytes,
 				     (unsigned long long)p->free_bytes,
 				     (unsigned long long)used, pct);

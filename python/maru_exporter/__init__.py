@@ -67,6 +67,7 @@ G, C = "gauge", "counter"
 SERVER_STATS = {
     ("kv_manager", "total_entries"): ("maru_keys", G, "Keys in the index", 1),
     ("kv_manager", "total_size"): ("maru_key_bytes", G, "Sum of the keys' value lengths", 1),
+    ("kv_manager", "held_size"): ("maru_key_held_bytes", G, "Bytes of the pages holding the keys (a page per key)", 1),
     ("allocation_manager", "num_allocations"): ("maru_regions", G, "Regions the server tracks", 1),
     ("allocation_manager", "total_allocated"): ("maru_allocated_bytes", G, "Bytes of the regions the server tracks", 1),
     ("allocation_manager", "active_clients"): ("maru_clients", G, "Instances with a live connection or lease", 1),
@@ -148,6 +149,7 @@ INSTANCE = {
     "regions": ("maru_instance_regions", "Regions the instance owns"),
     "allocated": ("maru_instance_allocated_bytes", "Bytes of the regions the instance owns"),
     "used": ("maru_instance_used_bytes", "Bytes of its regions' keys"),
+    "held": ("maru_instance_held_bytes", "Bytes of the pages holding its regions' keys"),
     "pinned": ("maru_instance_pinned_bytes", "Bytes of the keys it holds pins on"),
 }
 

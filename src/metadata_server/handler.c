@@ -841,16 +841,38 @@ static void put_lookups(const struct mds *s, struct mp_wr *w)
 	}
 }
 
+/*
+ * The bytes of the pages that hold @r's keys: one page per key, of its
+ * page tables' size, else its owner's page size (said in REQUEST_ALLOC or
+ * HEARTBEAT); a client that never said (upstream's) counts the bytes
+ * stored.  What a full pool is made of: values smaller than their page
+ * leave the rest of it unused.
+ */
+static uint64_t region_held(const struct mds *s, const struct mds_region *r)
+{
+	uint64_t size = r->pg ? r->pg->size : s->insts[r->owner].page_size;
+
+	return size ? r->refs * size : r->used;
+}
+
 static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 		     struct mp_wr *w)
 {
+	const struct mds_region *r;
+	uint64_t held = 0;
+
 	mp_put_map(w, 8 + 2 + (s->pub != NULL)); /* + put_operator_events() */
+	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
+		held += region_held(s, r);
 	mp_put_key(w, "kv_manager");
-	mp_put_map(w, 2);
+	mp_put_map(w, 3);
 	mp_put_key(w, "total_entries");
 	mp_put_uint(w, s->kv.count);
 	mp_put_key(w, "total_size");
 	mp_put_uint(w, s->kv_bytes);
+	/* an addition: the bytes of the pages holding them */
+	mp_put_key(w, "held_size");
+	mp_put_uint(w, held);
 	mp_put_key(w, "allocation_manager");
 	mp_put_map(w, 3);
 	mp_put_key(w, "num_allocations");
@@ -887,6 +909,7 @@ struct usage {
 	uint32_t regions;
 	uint64_t allocated;
 	uint64_t used;
+	uint64_t held; /* bytes of the pages holding them */
 	uint64_t keys; /* KV entries in its regions */
 	const struct mds_inst *in;
 };
@@ -964,7 +987,7 @@ static int64_t usage_devs(const struct mds *s, const uint32_t *pos,
 struct usage_group {
 	const struct mds_inst *in; /* the first owner: id, host, pid */
 	uint32_t regions, owners;
-	uint64_t allocated, used, keys, pinned, leases, conns;
+	uint64_t allocated, used, held, keys, pinned, leases, conns;
 	const char *host; /* borrows: the first owner's that says */
 	uint32_t pid;
 };
@@ -1006,6 +1029,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		u[pos[r->owner]].regions++;
 		u[pos[r->owner]].allocated += r->h.length;
 		u[pos[r->owner]].used += r->used;
+		u[pos[r->owner]].held += region_held(s, r);
 		u[pos[r->owner]].keys += r->refs;
 	}
 	/* readers that own nothing but hold pins are listed too */
@@ -1028,6 +1052,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		g[ng - 1].regions += u[i].regions;
 		g[ng - 1].allocated += u[i].allocated;
 		g[ng - 1].used += u[i].used;
+		g[ng - 1].held += u[i].held;
 		g[ng - 1].keys += u[i].keys;
 		g[ng - 1].pinned += mds_pinned_bytes(in);
 		g[ng - 1].leases += in->nleases;
@@ -1052,7 +1077,7 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		for (j = k; j < (size_t)ndev && d[j].pos == i; j++)
 			;
 		nd = (uint32_t)(j - k);
-		mp_put_map(w, 12 + (g[i].host != NULL) + (g[i].pid != 0) +
+		mp_put_map(w, 13 + (g[i].host != NULL) + (g[i].pid != 0) +
 				      (nd != 0));
 		mp_put_key(w, "instance_id");
 		mp_put_str(w, in->id, in->id_len);
@@ -1062,6 +1087,9 @@ static int do_usage(struct mds *s, uint64_t total, uint64_t avail,
 		mp_put_uint(w, g[i].allocated);
 		mp_put_key(w, "used");
 		mp_put_uint(w, g[i].used);
+		/* an addition: the bytes of the pages holding them */
+		mp_put_key(w, "held");
+		mp_put_uint(w, g[i].held);
 		/* an addition: bytes of the keys it holds pins on */
 		mp_put_key(w, "pinned");
 		mp_put_uint(w, g[i].pinned);

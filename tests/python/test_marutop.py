@@ -122,7 +122,8 @@ def test_once_csv_json_match(instances, mds, rm):
     assert lines[0].startswith(f"marutop - {mds.url} - ")
     hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
     cols = lines[hdr].split()
-    assert cols == ["INSTANCEv", "REGIONS", "ALLOC", "USED", "KEYS", "PINNED",
+    assert cols == ["INSTANCEv", "REGIONS", "ALLOC", "USED", "HELD", "KEYS",
+                    "PINNED",
                     "LEASE", "STORE/s", "LOOKUP/s", "HIT%", "STORES", "LOOKUPS",
                     "HOST"]
     me = f"{socket.gethostname()[:64]}:{os.getpid()}"
@@ -140,7 +141,8 @@ def test_once_csv_json_match(instances, mds, rm):
         assert r["HIT%"] == f"{100.0 * nret / (nret + nmiss):.1f}"
         assert r["STORE/s"] == "-"      # one sample: no rate yet
         assert r["HOST"] == me
-    assert re.search(r"keys 10 \(", p.stdout), p.stdout
+    assert re.search(r"keys 10 \(40.0K in 10.0M of pages\)", p.stdout), \
+        p.stdout
     # maru-server's devices: a line per instance and pool
     for name in SCRIPT:
         assert f"\n{name}:\n  {rm.pool_path}  " in p.stdout, p.stdout
@@ -160,6 +162,8 @@ def test_once_csv_json_match(instances, mds, rm):
         assert int(r["regions"]) == u["regions"]
         assert int(r["allocated_bytes"]) == u["allocated"]
         assert int(r["used_bytes"]) == u["used"]
+        # each value in a page of its own: 1 MiB pages hold 4 KiB values
+        assert int(r["held_bytes"]) == u["held"] == nstore * MiB
         assert int(r["pinned_bytes"]) == u["pinned"]
         assert r["lease_state"] == "lease"
         assert r["devices"] == f"{rm.pool_path}={u['allocated']}"
@@ -337,11 +341,11 @@ def test_upstream_server_fields_missing():
         lines = p.stdout.splitlines()
         hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
         row = lines[hdr + 1].split()
-        assert row[:5] == ["up-1", "2", "8.0M", "4.9K", "-"]   # no "keys"
+        assert row[:6] == ["up-1", "2", "8.0M", "4.9K", "-", "-"]  # no held, keys
         # pinned, lease, rates; hit%, stores, lookups reported; host
-        assert row[5:] == ["-"] * 4 + ["75.0", "2", "4", "-"]
+        assert row[6:] == ["-"] * 4 + ["75.0", "2", "4", "-"]
         row = lines[hdr + 2].split()
-        assert row[5:] == ["-"] * 8        # up-2 reported nothing
+        assert row[6:] == ["-"] * 8        # up-2 reported nothing
         assert "evictions - (-/s)" in p.stdout
         assert "recovered keys -" in p.stdout
         # upstream's devices, a line each
@@ -419,7 +423,7 @@ def test_screen_under_tmux(instances, mds, tmp_path, cols):
         cols_shown = hdr.split()
         if cols == 160:
             assert cols_shown == ["INSTANCEv", "REGIONS", "ALLOC", "USED",
-                                  "KEYS", "PINNED", "LEASE", "STORE/s",
+                                  "HELD", "KEYS", "PINNED", "LEASE", "STORE/s",
                                   "LOOKUP/s", "HIT%", "STORES", "LOOKUPS",
                                   "HOST"]
         else:

@@ -108,7 +108,10 @@ def test_every_message_type(client, rm, mds):
          "size": 10, "latency_us": 12.5}]})
     assert r == {"success": True}
     _, r = client.call(GET_STATS, {})
-    assert r["kv_manager"] == {"total_entries": 1, "total_size": 10}
+    # "held_size" (an addition): the pages holding them; a client that
+    # never said its page size counts the bytes stored
+    assert r["kv_manager"] == {"total_entries": 1, "total_size": 10,
+                               "held_size": 10}
     assert r["allocation_manager"] == {
         "num_allocations": 1, "total_allocated": 4 * MiB,
         "active_clients": 1}
@@ -128,6 +131,7 @@ def test_every_message_type(client, rm, mds):
     assert set(lk) == {"keys", "hits", "hit_bytes", "batches", "batch_keys",
                        "prefix_hits"} and lk["keys"] >= lk["hits"] > 0
     assert u.pop("stores") >= 1 and u.pop("stored_bytes") >= 10
+    assert u.pop("held") == 10
     # additions: "pinned" (bytes of the keys it pins); "keys", "leases",
     # "connections", "devices" (marutop); "clients" (owners sharing the id)
     assert r == {"instances": [{"instance_id": "inst-a", "regions": 1,

@@ -39,7 +39,7 @@ void mt_snap_init(struct mt_snap *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->pool_total = s->pool_free = MT_NA;
-	s->entries = s->kv_bytes = MT_NA;
+	s->entries = s->kv_bytes = s->held_bytes = MT_NA;
 	s->nalloc = s->total_alloc = s->active_clients = MT_NA;
 	s->evictions = s->evicted_bytes = s->recovered_keys = MT_NA;
 	s->lk_keys = s->lk_hits = s->lk_batch_keys = s->lk_prefix = MT_NA;
@@ -228,6 +228,7 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 
 	memset(in, 0, sizeof(*in));
 	in->regions = in->allocated = in->used = in->pinned = MT_NA;
+	in->held = MT_NA;
 	in->keys = in->leases = in->conns = MT_NA;
 	in->stores = in->lookups = in->hits = in->misses = MT_NA;
 	in->store_rate = in->lookup_rate = -1;
@@ -253,6 +254,8 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 			rc = get_uint(r, &in->allocated);
 		} else if (key_is(&k, "used")) {
 			rc = get_uint(r, &in->used);
+		} else if (key_is(&k, "held")) {
+			rc = get_uint(r, &in->held);
 		} else if (key_is(&k, "pinned")) {
 			rc = get_uint(r, &in->pinned);
 		} else if (key_is(&k, "keys")) {
@@ -672,7 +675,8 @@ static int decode_requests(struct mp_rd *r, struct mt_snap *s)
 
 int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 {
-	static const char *const kvn[] = {"total_entries", "total_size"};
+	static const char *const kvn[] = {"total_entries", "total_size",
+					  "held_size"};
 	static const char *const amn[] = {"num_allocations", "total_allocated",
 					  "active_clients"};
 	static const char *const evn[] = {"evictions", "evicted_bytes"};
@@ -680,7 +684,7 @@ int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 					  "prefix_hits"};
 	uint64_t *lko[] = {&s->lk_keys, &s->lk_hits, &s->lk_batch_keys,
 			   &s->lk_prefix};
-	uint64_t *kvo[] = {&s->entries, &s->kv_bytes};
+	uint64_t *kvo[] = {&s->entries, &s->kv_bytes, &s->held_bytes};
 	uint64_t *amo[] = {&s->nalloc, &s->total_alloc, &s->active_clients};
 	uint64_t *evo[] = {&s->evictions, &s->evicted_bytes};
 	struct mp_rd r;
@@ -697,7 +701,7 @@ int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 		if (mp_read(&r, &k) < 0)
 			return -EPROTO;
 		if (key_is(&k, "kv_manager"))
-			rc = decode_uints(&r, kvn, kvo, 2);
+			rc = decode_uints(&r, kvn, kvo, 3);
 		else if (key_is(&k, "allocation_manager"))
 			rc = decode_uints(&r, amn, amo, 3);
 		else if (key_is(&k, "eviction"))

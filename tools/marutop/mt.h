@@ -36,6 +36,7 @@ struct mt_inst {
 	uint64_t regions;   /* regions it owns */
 	uint64_t allocated; /* their bytes */
 	uint64_t used;	    /* bytes of the KV entries in them */
+	uint64_t held;	    /* bytes of the pages holding them (addition) */
 	uint64_t pinned;    /* bytes of keys it pins (addition) */
 	uint64_t keys;	    /* KV entries in its regions (addition) */
 	uint64_t leases;    /* active leases (addition) */
@@ -91,7 +92,7 @@ struct mt_snap {
 	struct mt_inst *v; /* owns: array of n, sorted by id */
 	size_t n, cap;
 	uint64_t pool_total, pool_free;		      /* GET_USAGE */
-	uint64_t entries, kv_bytes;		      /* kv_manager */
+	uint64_t entries, kv_bytes, held_bytes;	      /* kv_manager */
 	uint64_t nalloc, total_alloc, active_clients; /* allocation_manager */
 	uint64_t evictions, evicted_bytes;	      /* eviction (addition) */
 	uint64_t recovered_keys; /* journal.recovery.keys */
@@ -181,6 +182,7 @@ enum mt_col {
 	MT_C_REGIONS,
 	MT_C_ALLOC,
 	MT_C_USED,
+	MT_C_HELD,
 	MT_C_KEYS,
 	MT_C_PINNED,
 	MT_C_LEASE,

@@ -28,15 +28,16 @@
 #define MT_CELL 96  /* the longest cell but the id (a host:pid) */
 
 static const char *const col_names[MT_NCOLS] = {
-	"INSTANCE", "REGIONS",	"ALLOC", "USED",   "KEYS",    "PINNED", "LEASE",
-	"STORE/s",  "LOOKUP/s", "HIT%",	 "STORES", "LOOKUPS", "HOST",
+	"INSTANCE", "REGIONS", "ALLOC",	  "USED",    "HELD",
+	"KEYS",	    "PINNED",  "LEASE",	  "STORE/s", "LOOKUP/s",
+	"HIT%",	    "STORES",  "LOOKUPS", "HOST",
 };
 
 /* the order in which columns go when the screen is narrow */
 static const int drop_order[] = {
-	MT_C_HOST,	  MT_C_LOOKUPS,	   MT_C_STORES, MT_C_REGIONS,
-	MT_C_PINNED,	  MT_C_USED,	   MT_C_LEASE,	MT_C_HIT,
-	MT_C_LOOKUP_RATE, MT_C_STORE_RATE, MT_C_KEYS,
+	MT_C_HOST,    MT_C_LOOKUPS,	MT_C_STORES,	 MT_C_HELD,
+	MT_C_REGIONS, MT_C_PINNED,	MT_C_USED,	 MT_C_LEASE,
+	MT_C_HIT,     MT_C_LOOKUP_RATE, MT_C_STORE_RATE, MT_C_KEYS,
 };
 #define MT_NDROP ((int)(sizeof(drop_order) / sizeof(drop_order[0])))
 
@@ -204,6 +205,9 @@ static double sort_val(const struct mt_inst *in, int c)
 	case MT_C_USED:
 		v = in->used;
 		break;
+	case MT_C_HELD:
+		v = in->held;
+		break;
 	case MT_C_KEYS:
 		v = in->keys;
 		break;
@@ -320,6 +324,8 @@ static const char *cell(const struct mt_inst *in, int c, char *out, size_t n)
 		return fmt_b(in->allocated, out, n);
 	case MT_C_USED:
 		return fmt_b(in->used, out, n);
+	case MT_C_HELD:
+		return fmt_b(in->held, out, n);
 	case MT_C_KEYS:
 		return fmt_u(in->keys, out, n);
 	case MT_C_PINNED:
@@ -385,7 +391,7 @@ static const char *fmt_pct(uint64_t num, uint64_t den, char *out, size_t n)
 
 static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 {
-	char t[256], x[MT_CELL], y[MT_CELL], z[MT_CELL], z2[MT_CELL];
+	char t[512], x[MT_CELL], y[MT_CELL], z[MT_CELL], z2[MT_CELL];
 	size_t line0 = b->len, i;
 	double dl = 0, w = 0;
 	int rc;
@@ -394,8 +400,16 @@ static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 		 fmt_b(s->pool_total, x, sizeof(x)),
 		 fmt_b(s->pool_free, y, sizeof(y)));
 	rc = seg(b, &line0, width, t);
-	snprintf(t, sizeof(t), "keys %s (%s)", fmt_u(s->entries, x, sizeof(x)),
-		 fmt_b(s->kv_bytes, y, sizeof(y)));
+	/* the bytes stored, and (maru-server) the pages they take */
+	if (s->held_bytes != MT_NA)
+		snprintf(t, sizeof(t), "keys %s (%s in %s of pages)",
+			 fmt_u(s->entries, x, sizeof(x)),
+			 fmt_b(s->kv_bytes, y, sizeof(y)),
+			 fmt_b(s->held_bytes, z, sizeof(z)));
+	else
+		snprintf(t, sizeof(t), "keys %s (%s)",
+			 fmt_u(s->entries, x, sizeof(x)),
+			 fmt_b(s->kv_bytes, y, sizeof(y)));
 	rc = rc ? rc : seg(b, &line0, width, t);
 	snprintf(t, sizeof(t), "regions %s (%s)",
 		 fmt_u(s->nalloc, x, sizeof(x)),
@@ -630,7 +644,8 @@ int mt_render_help(struct buf *b)
 		"  q        quit (also Ctrl+C)\n"
 		"\n"
 		"Columns: INSTANCE id, REGIONS owned, ALLOC bytes of them,\n"
-		"USED bytes of its keys, KEYS stored in its regions, PINNED\n"
+		"USED bytes of its keys, HELD bytes of the pages they take,\n"
+		"KEYS stored in its regions, PINNED\n"
 		"bytes it pins, LEASE lease|conn|gone, STORE/s LOOKUP/s rates\n"
 		"(keys), HIT% of its lookups, STORES LOOKUPS since it "
 		"started,\n"
@@ -643,7 +658,8 @@ int mt_render_help(struct buf *b)
 /* ---- CSV and JSON ---- */
 
 #define CSV_HEADER                                                             \
-	"timestamp,instance_id,regions,allocated_bytes,used_bytes,keys,"       \
+	"timestamp,instance_id,regions,allocated_bytes,used_bytes,held_bytes," \
+	"keys,"                                                                \
 	"pinned_bytes,leases,connections,lease_state,stores,lookups,hits,"     \
 	"misses,store_rate,lookup_rate,hit_ratio,elapsed_s,devices,host,"      \
 	"pid\n"
@@ -693,6 +709,7 @@ int mt_render_csv(struct buf *b, const char *ts, const struct mt_snap *s)
 		rc = rc ? rc : csv_u(b, in->regions);
 		rc = rc ? rc : csv_u(b, in->allocated);
 		rc = rc ? rc : csv_u(b, in->used);
+		rc = rc ? rc : csv_u(b, in->held);
 		rc = rc ? rc : csv_u(b, in->keys);
 		rc = rc ? rc : csv_u(b, in->pinned);
 		rc = rc ? rc : csv_u(b, in->leases);
@@ -764,6 +781,7 @@ int mt_render_json(struct buf *b, const char *ts, const struct mt_snap *s)
 		rc = rc ? rc : json_u(b, "regions", in->regions);
 		rc = rc ? rc : json_u(b, "allocated_bytes", in->allocated);
 		rc = rc ? rc : json_u(b, "used_bytes", in->used);
+		rc = rc ? rc : json_u(b, "held_bytes", in->held);
 		rc = rc ? rc : json_u(b, "keys", in->keys);
 		rc = rc ? rc : json_u(b, "pinned_bytes", in->pinned);
 		rc = rc ? rc : json_u(b, "leases", in->leases);

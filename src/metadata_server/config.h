@@ -43,12 +43,13 @@ struct config {
 	uint64_t snap_min;
 	const char *events_bind; /* NULL: no KV event stream */
 	/* the shared index (docs/shm-index.md) */
-	int shm_mode;	      /* SHM_AUTO or enum pub_mode */
-	const char *shm_path; /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
-	uint64_t shm_size;    /* 0: the mode's default */
-	uint64_t shm_keys;    /* the first table's keys (0: as many as
-			       * recovered) */
-	int coherence;	      /* -1: auto, else enum si_coh */
+	int shm_mode;	       /* SHM_AUTO or enum pub_mode */
+	const char *shm_path;  /* NULL: $RUNTIME_DIRECTORY or /dev/shm */
+	const char *shm_group; /* NULL: the pool's group, if it may read it */
+	uint64_t shm_size;     /* 0: the mode's default */
+	uint64_t shm_keys;     /* the first table's keys (0: as many as
+				* recovered) */
+	int coherence;	       /* -1: auto, else enum si_coh */
 };
 
 #define SHM_AUTO (-1)

@@ -15,10 +15,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -130,6 +132,54 @@ static int idx_pool_region(struct idx_start *x, struct rm_client *c,
 	return 0;
 }
 
+/*
+ * Who may read an index file: exactly who may read the pool (its digests
+ * say which keys are cached; docs/shm-index.md).  The pool's owner -- this
+ * user normally, maru-server and the resource manager running as one --
+ * and, when the pool is group-readable (--pool-group), its group; anyone
+ * only if anyone may read the pool.  A pool we cannot see (another user's
+ * directory): the owner only.
+ */
+static void idx_file_access(struct idx_start *x, const struct rmsess *rm)
+{
+	const char *g = x->c->shm_group;
+	struct group *gr;
+	struct stat st;
+	int i;
+
+	x->file_mode = 0600;
+	x->file_gid = -1;
+	/* named: the pool's readers are that group (a unit that cannot see
+	 * the pool: its devices are hidden from it) */
+	if (g) {
+		gr = getgrnam(g);
+		if (gr) {
+			x->file_mode = 0640;
+			x->file_gid = (long)gr->gr_gid;
+		} else {
+			log_warn("shared index: --shm-index-group %s: no such "
+				 "group: the file is readable by this user "
+				 "only",
+				 g);
+		}
+		return;
+	}
+	for (i = 0; i < rm->npools; i++)
+		if (rm->pools[i] && stat(rm->pools[i], &st) == 0)
+			break;
+	if (i == rm->npools) {
+		log_info("shared index: the pool's permissions are not known "
+			 "here: the file is readable by this user only");
+		return;
+	}
+	if (st.st_mode & S_IROTH) {
+		x->file_mode = 0644;
+	} else if (st.st_mode & S_IRGRP) {
+		x->file_mode = 0640;
+		x->file_gid = (long)st.st_gid;
+	}
+}
+
 /* auto resolved, and the pool's region taken (the RM's blocking start) */
 int idx_prepare(struct idx_start *x, struct rm_client *c,
 		const struct rmsess *rm)
@@ -158,6 +208,7 @@ int idx_prepare(struct idx_start *x, struct rm_client *c,
 		struct rm_handle old;
 		char path[4200];
 
+		idx_file_access(x, rm);
 		/* an earlier start's region of the pool: not used any more */
 		if (idx_saved(x, &old) && rm_client_free(c, &old) == 0)
 			log_info(
@@ -175,6 +226,7 @@ int idx_prepare(struct idx_start *x, struct rm_client *c,
 	if (rc < 0 && x->c->shm_mode == SHM_AUTO) {
 		log_warn("shared index: no region of the pool; a file "
 			 "instead (this host's clients only)");
+		idx_file_access(x, rm);
 		x->mode = PUB_FILE;
 		x->coh = x->c->coherence < 0 ? SI_COHERENT : x->c->coherence;
 		return 0;
@@ -202,6 +254,8 @@ struct pub *idx_open(struct idx_start *x, struct mds *s, bool *fatal)
 	}
 	pc.mode = x->mode;
 	pc.path = x->path;
+	pc.file_mode = x->file_mode;
+	pc.file_gid = x->file_gid;
 	pc.coh = x->coh;
 	pc.keys = x->c->shm_keys;
 	/* the tests' fault injector (with --coherence simulate) */

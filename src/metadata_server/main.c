@@ -348,6 +348,14 @@ static int parse_args(int argc, char **argv, struct config *c)
 			 .arg = "PATH", .help = "the file",
 			 .dflt = "$RUNTIME_DIRECTORY/shm-index, else "
 				 "/dev/shm/maru-index-PORT"),
+		OPTS_STR("shm-index-group", 0, c->shm_group, OPT_NONEMPTY,
+			 .arg = "GROUP",
+			 .help = "the group that may read the file (read "
+				 "only), besides this user",
+			 .dflt = "the pool's group, when the pool is "
+				 "group-readable (--pool-group)",
+			 .why = "exactly who may read the pool may test which "
+				"keys are cached"),
 		OPTS_SIZE("shm-index-size", c->shm_size, 1 << 20, 0,
 			  "a size of at least 1M", .help = "its bytes",
 			  .dflt = "1G for a file, a 64th of the pool within "

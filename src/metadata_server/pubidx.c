@@ -130,7 +130,7 @@ static int open_file(struct pub *p, char *err, size_t errlen)
 	struct stat st;
 	int fd;
 
-	fd = open(p->cfg.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	fd = open(p->cfg.path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: %s", p->cfg.path, strerror(errno));
 		return -errno;
@@ -153,8 +153,18 @@ static int open_file(struct pub *p, char *err, size_t errlen)
 		close(fd);
 		return -EPERM;
 	}
-	/* readers of any user map it read-only, whatever the umask */
-	if (fchmod(fd, 0644) < 0) {
+	/* readable by who may read the pool, never writable, whatever the
+	 * umask: the group first, then the bits (a file another group could
+	 * read never exists) */
+	if (p->cfg.file_gid > 0 && st.st_gid != (gid_t)p->cfg.file_gid &&
+	    fchown(fd, (uid_t)-1, (gid_t)p->cfg.file_gid) < 0) {
+		log_warn("shared index: %s: cannot give it to group %ld, the "
+			 "pool's (%s): only this user reads it, the others "
+			 "ask the server",
+			 p->cfg.path, p->cfg.file_gid, strerror(errno));
+		p->cfg.file_mode = 0600;
+	}
+	if (fchmod(fd, p->cfg.file_mode ? p->cfg.file_mode : 0600) < 0) {
 		snprintf(err, errlen, "%s: %s", p->cfg.path, strerror(errno));
 		close(fd);
 		return -EIO;

@@ -63,13 +63,15 @@ enum pub_mode {
 #define PUB_QUEUE 64 /* puts published together (a burst's) */
 
 struct pub_config {
-	int mode;	  /* enum pub_mode */
-	const char *path; /* PUB_FILE: the file (borrowed) */
-	uint64_t size;	  /* the area's bytes */
-	int coh;	  /* enum si_coh */
-	int fault;	  /* SI_FAULT_* (tests, SI_SIMULATE) */
-	uint64_t keys;	  /* the first table holds this many (0: the keys
-			   * there are at start) */
+	int mode;	    /* enum pub_mode */
+	const char *path;   /* PUB_FILE: the file (borrowed) */
+	unsigned file_mode; /* PUB_FILE: its permission bits (never write) */
+	long file_gid;	    /* PUB_FILE: its group; <= 0 ours */
+	uint64_t size;	    /* the area's bytes */
+	int coh;	    /* enum si_coh */
+	int fault;	    /* SI_FAULT_* (tests, SI_SIMULATE) */
+	uint64_t keys;	    /* the first table holds this many (0: the keys
+			     * there are at start) */
 	/* PUB_POOL: the region, allocated by the caller */
 	void *pool_mem;	    /* borrowed: mapped read-write */
 	uint64_t region_id; /* ... and its handle, for HANDSHAKE */

@@ -33,6 +33,10 @@ struct idx_start {
 	void *mem;	    /* PUB_POOL: mapped read-write (owns) */
 	size_t len;
 	char path[4096]; /* PUB_FILE */
+	/* PUB_FILE: who may read it -- who may read the pool (idx_prepare:
+	 * the pool's mode and group): 0600, 0640 with @gid, or 0644 */
+	unsigned file_mode;
+	long file_gid; /* -1: ours */
 };
 
 /* start_rm_hook()'s argument: what the RM's start-up connection checks */

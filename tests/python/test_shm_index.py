@@ -350,30 +350,67 @@ def test_client_before_the_index(rm, start_mds):
         h.close()
 
 
-def test_file_is_read_only_for_other_users(mds):
+READER = (
+    "import mmap, os, sys\n"
+    "p = sys.argv[1]\n"
+    "try:\n"
+    "    fd = os.open(p, os.O_RDONLY)\n"
+    "except PermissionError:\n"
+    "    sys.exit(5)\n"
+    "try:\n"
+    "    os.open(p, os.O_RDWR); sys.exit(3)\n"
+    "except PermissionError:\n"
+    "    pass\n"
+    "m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ)\n"
+    "assert m[8:16] == (0x3158444955524153).to_bytes(8, 'little')\n"
+    "try:\n"
+    "    mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_WRITE); sys.exit(4)\n"
+    "except PermissionError:\n"
+    "    sys.exit(0)\n")
+
+
+def read_as(path, uid, gid):
+    """0: read-only for that user (never writable); 5: not even readable."""
+    return subprocess.run(["/usr/bin/python3", "-c", READER, path],
+                          capture_output=True, text=True, user=uid,
+                          group=gid, extra_groups=[]).returncode
+
+
+def test_file_as_private_as_the_pool(mds):
+    """The pool is this user's only (mode 0600): so is the index -- a
+    user who may not read a KV byte cannot test which keys are cached."""
     desc = ReqClient(mds.url).call(HANDSHAKE, {})[1]["shm_index"]
     st = os.stat(desc["path"])
-    assert stat.S_IMODE(st.st_mode) == 0o644
+    assert stat.S_IMODE(st.st_mode) == 0o600
     if os.geteuid() != 0:
         pytest.skip("needs root to act as another user")
     nobody = pwd.getpwnam("nobody")
-    code = (
-        "import mmap, os, sys\n"
-        f"p = {desc['path']!r}\n"
-        "try:\n"
-        "    os.open(p, os.O_RDWR); sys.exit(3)\n"
-        "except PermissionError:\n"
-        "    pass\n"
-        "fd = os.open(p, os.O_RDONLY)\n"
-        "m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ)\n"
-        "assert m[8:16] == (0x3158444955524153).to_bytes(8, 'little')\n"
-        "try:\n"
-        "    mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_WRITE); sys.exit(4)\n"
-        "except PermissionError:\n"
-        "    sys.exit(0)\n")
-    p = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True,
-                       text=True, user=nobody.pw_uid, group=nobody.pw_gid)
-    assert p.returncode == 0, (p.returncode, p.stderr)
+    assert read_as(desc["path"], nobody.pw_uid, nobody.pw_gid) == 5
+
+
+def test_file_readable_by_the_pool_group(start_rm, start_mds):
+    """--pool-group G: the pool is 0660 group G, the index 0640 group G:
+    a member reads it (read-only: never writable), anyone else cannot open
+    it."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as other users")
+    import grp
+    group = grp.getgrnam("users")
+    rm = start_rm(extra=["--pool-group", "users"])
+    m = start_mds(rm.address)
+    desc = ReqClient(m.url).call(HANDSHAKE, {})[1]["shm_index"]
+    pool = os.stat(rm.pool_path)
+    assert (stat.S_IMODE(pool.st_mode), pool.st_gid) == (0o660, group.gr_gid)
+    st = os.stat(desc["path"])
+    assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o640, group.gr_gid)
+    nobody = pwd.getpwnam("nobody")
+    assert read_as(desc["path"], nobody.pw_uid, group.gr_gid) == 0
+    assert read_as(desc["path"], nobody.pw_uid, nobody.pw_gid) == 5
+    # a unit that cannot see the pool names the group (--shm-index-group)
+    m2 = start_mds(rm.address, extra=["--shm-index-group", "users"])
+    st = os.stat(ReqClient(m2.url).call(HANDSHAKE, {})[1]["shm_index"]
+                 ["path"])
+    assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o640, group.gr_gid)
 
 
 # ------------------------------------------------------------ churn

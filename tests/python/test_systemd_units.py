@@ -447,7 +447,7 @@ ExecStartPre=+/usr/bin/install -m 0400 -o maru-server \
 /var/lib/maru-resourced/client.key /run/maru-test-rm-key
 ExecStart=
 ExecStart=/usr/local/bin/maru-server --rm-key-file /run/maru-test-rm-key \
---state-dir %S/maru-server
+--state-dir %S/maru-server --shm-index-group maru
 """
 
 
@@ -612,8 +612,17 @@ def test_units_under_systemd(booted):
     # the shared index: in the unit's RuntimeDirectory, which
     # its clients can see, read-only for them
     assert "answered by the shared index" in out, out
-    assert b.run("stat", "-c", "%U %a", "/run/maru-server/shm-index"
-                 ).stdout.split() == ["maru-server", "644"]
+    # ... and readable only by the pool's readers (group maru), never
+    # writable by them; the directory hides it from everyone else
+    assert b.run("stat", "-c", "%U %G %a", "/run/maru-server/shm-index"
+                 ).stdout.split() == ["maru-server", "maru", "640"]
+    assert b.run("stat", "-L", "-c", "%G %a", "/run/maru-server"
+                 ).stdout.split() == ["maru", "750"]
+    as_user = ["setpriv", "--reuid=nobody", "--clear-groups"]
+    assert b.run(*as_user, "--regid=maru", "head", "-c", "16",
+                 "/run/maru-server/shm-index", check=False).returncode == 0
+    assert b.run(*as_user, "--regid=nogroup", "head", "-c", "16",
+                 "/run/maru-server/shm-index", check=False).returncode != 0
     b.run("systemctl", "stop", "maru-resource-manager")
     assert b.prop("maru-server.service", "ActiveState") == "active"
     assert b.prop("maru-server.service", "MainPID") == pid

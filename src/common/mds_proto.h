@@ -23,6 +23,36 @@
 #define MDS_DEFAULT_PORT 5555
 
 /*
+ * The lookup counters (docs/protocol.md §2): maru-server counts the lookups
+ * it answers, clients report those they answer from the shared index in
+ * HEARTBEAT as "lookup_<name>", GET_STATS "lookups" has them as <name>.
+ */
+enum {
+	MDS_LK_KEYS,	    /* keys looked up (LOOKUP, EXISTS, batches) */
+	MDS_LK_HITS,	    /* ... found */
+	MDS_LK_HIT_BYTES,   /* kv_length of those found */
+	MDS_LK_BATCHES,	    /* batch lookups (BATCH_LOOKUP, BATCH_EXISTS) */
+	MDS_LK_BATCH_KEYS,  /* keys in them */
+	MDS_LK_PREFIX_HITS, /* keys of their found leading run (a prefix) */
+	MDS_LK_N
+};
+
+/* the GET_STATS name of counter @i (HEARTBEAT: "lookup_" before it) */
+static inline const char *mds_lk_name(int i)
+{
+	static const char *const names[MDS_LK_N] = {
+		[MDS_LK_KEYS] = "keys",
+		[MDS_LK_HITS] = "hits",
+		[MDS_LK_HIT_BYTES] = "hit_bytes",
+		[MDS_LK_BATCHES] = "batches",
+		[MDS_LK_BATCH_KEYS] = "batch_keys",
+		[MDS_LK_PREFIX_HITS] = "prefix_hits",
+	};
+
+	return names[i];
+}
+
+/*
  * "evicted" notices are (region_id, kv_offset, gen) triples; the gen says
  * what of the page: a registration number, the page is yours again; 0,
  * the page is granted to you; with this bit, forget that registration but

@@ -327,14 +327,6 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 {
 	static const char *const idx_names[3] = {"index_hits", "index_misses",
 						 "index_fallbacks"};
-	static const char *const lk_names[MARU_LK_N] = {
-		[MARU_LK_KEYS] = "lookup_keys",
-		[MARU_LK_HITS] = "lookup_hits",
-		[MARU_LK_HIT_BYTES] = "lookup_hit_bytes",
-		[MARU_LK_BATCHES] = "lookup_batches",
-		[MARU_LK_BATCH_KEYS] = "lookup_batch_keys",
-		[MARU_LK_PREFIX_HITS] = "lookup_prefix_hits",
-	};
 	msgpack_packer pk;
 	int rc, i, nidx = 0;
 
@@ -343,7 +335,7 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		return pack_rc(msgpack_pack_map(&pk, 0), m);
 	for (i = 0; rep && i < 3; i++)
 		nidx += rep->idx[i] != 0;
-	for (i = 0; rep && i < MARU_LK_N; i++)
+	for (i = 0; rep && i < MDS_LK_N; i++)
 		nidx += rep->lk[i] != 0;
 	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0) +
 					   (rep && rep->ntouched) + nidx +
@@ -373,10 +365,15 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			rc |= pack_cstr(&pk, idx_names[i]) |
 			      msgpack_pack_uint64(&pk, rep->idx[i]);
 	/* the lookups we answered ourselves: the server counts the rest */
-	for (i = 0; rep && i < MARU_LK_N; i++)
-		if (rep->lk[i])
-			rc |= pack_cstr(&pk, lk_names[i]) |
+	for (i = 0; rep && i < MDS_LK_N; i++)
+		if (rep->lk[i]) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "lookup_%s",
+				 mds_lk_name(i));
+			rc |= pack_cstr(&pk, name) |
 			      msgpack_pack_uint64(&pk, rep->lk[i]);
+		}
 	if (rep && rep->page_size)
 		rc |= pack_cstr(&pk, "page_size") |
 		      msgpack_pack_uint32(&pk, rep->page_size);

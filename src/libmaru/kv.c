@@ -596,9 +596,9 @@ static int idx_answer(struct maru_handler *h, const struct maru_key *key,
  */
 static void lk_bytes(struct maru_handler *h, uint64_t bytes)
 {
-	uint64_t d[MARU_LK_N] = {0};
+	uint64_t d[MDS_LK_N] = {0};
 
-	d[MARU_LK_HIT_BYTES] = bytes;
+	d[MDS_LK_HIT_BYTES] = bytes;
 	maru__lk_count(h, d);
 }
 
@@ -611,23 +611,23 @@ static void lk_batch(struct maru_handler *h, size_t n, const bool *local,
 		     const bool *found, const struct maru_view *views,
 		     const uint64_t *len)
 {
-	uint64_t d[MARU_LK_N] = {0};
+	uint64_t d[MDS_LK_N] = {0};
 	bool run = true, hit;
 	size_t i;
 
-	d[MARU_LK_BATCHES] = 1;
-	d[MARU_LK_BATCH_KEYS] = n;
+	d[MDS_LK_BATCHES] = 1;
+	d[MDS_LK_BATCH_KEYS] = n;
 	for (i = 0; i < n; i++) {
 		hit = found ? found[i] : views[i].ptr != NULL;
 		run = run && hit;
 		if (!local[i]) {
-			d[MARU_LK_KEYS]++;
-			d[MARU_LK_HITS] += hit;
+			d[MDS_LK_KEYS]++;
+			d[MDS_LK_HITS] += hit;
 		}
 		if (!hit)
 			continue;
-		d[MARU_LK_HIT_BYTES] += views ? views[i].len : len ? len[i] : 0;
-		d[MARU_LK_PREFIX_HITS] += run;
+		d[MDS_LK_HIT_BYTES] += views ? views[i].len : len ? len[i] : 0;
+		d[MDS_LK_PREFIX_HITS] += run;
 	}
 	maru__lk_count(h, d);
 }

@@ -55,6 +55,7 @@
 
 #include "htab.h"
 #include "keyform.h"
+#include "mds_proto.h"
 #include "msgpk.h" /* msgpack-c's packer, and its sink mp_wr */
 #include "rm_client.h"
 #include "shmidx.h"
@@ -233,27 +234,16 @@ int maru__enc_key_opts(struct maru__msg *m, const struct maru_key *key,
 		       const struct maru__key_opts *o);
 int maru__enc_batch_keys_opts(struct maru__msg *m, const struct maru_key *keys,
 			      size_t n, const struct maru__key_opts *o);
-/*
- * The lookups a client answers itself (the shared index) and reports in
- * HEARTBEAT ("lookup_*"): maru-server counts those it answers.
- */
-enum {
-	MARU_LK_KEYS,	     /* keys looked up */
-	MARU_LK_HITS,	     /* ... found */
-	MARU_LK_HIT_BYTES,   /* their lengths */
-	MARU_LK_BATCHES,     /* batch lookups */
-	MARU_LK_BATCH_KEYS,  /* keys in them */
-	MARU_LK_PREFIX_HITS, /* keys of their found leading run */
-	MARU_LK_N
-};
+/* (the lookups a client answers itself and reports in HEARTBEAT:
+ * MDS_LK_*, mds_proto.h) */
 /* what a HEARTBEAT reports besides the lease (the shared index's) */
 struct maru__hb_report {
 	const uint8_t *touched; /* msgpack keys, concatenated */
 	size_t touched_len;
 	uint32_t ntouched;
 	uint64_t idx[3]; /* local hits, misses, fallbacks since the last */
-	uint64_t lk[MARU_LK_N]; /* lookups we answered, since the last */
-	uint32_t page_size;	/* we take pages one by one ("page_size") */
+	uint64_t lk[MDS_LK_N]; /* lookups we answered, since the last */
+	uint32_t page_size;    /* we take pages one by one ("page_size") */
 };
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,
@@ -977,10 +967,10 @@ struct maru__idx {
 	/* what it answered: local hits, local misses, fallbacks to RPC */
 	_Atomic uint64_t n[3];
 	uint64_t told[3]; /* ... of those, what HEARTBEATs carried (@lock) */
-	/* the lookups we counted ourselves besides @n (MARU_LK_*: kv.c),
+	/* the lookups we counted ourselves besides @n (MDS_LK_*: kv.c),
 	 * and the told part */
-	_Atomic uint64_t lk[MARU_LK_N];
-	uint64_t lk_told[MARU_LK_N];
+	_Atomic uint64_t lk[MDS_LK_N];
+	uint64_t lk_told[MDS_LK_N];
 	/* keys answered locally, for the eviction policy ("touched") */
 	pthread_mutex_t tlock;
 	struct buf touched; /* msgpack keys, concatenated */
@@ -1030,7 +1020,7 @@ int maru__idx_lookup_batch(struct maru_handler *h, const struct maru_key *keys,
 			   uint64_t *kh);
 /* count @n answers (SI_HIT, SI_MISS, SI_ASK: a fallback) */
 void maru__idx_count(struct maru_handler *h, int what, uint64_t n);
-/* count lookups we answered (or counted) ourselves: @d[MARU_LK_N] */
+/* count lookups we answered (or counted) ourselves: @d[MDS_LK_N] */
 void maru__lk_count(struct maru_handler *h, const uint64_t *d);
 /* @key (quick hash @kh from a lookup, or 0) was used with no request:
  * tell the server's policy (HEARTBEAT) */

@@ -655,7 +655,7 @@ void maru__lk_count(struct maru_handler *h, const uint64_t *d)
 {
 	int i;
 
-	for (i = 0; i < MARU_LK_N; i++)
+	for (i = 0; i < MDS_LK_N; i++)
 		if (d[i])
 			atomic_fetch_add_explicit(&h->idx.lk[i], d[i],
 						  memory_order_relaxed);
@@ -670,7 +670,7 @@ bool maru__idx_unreported(struct maru_handler *h)
 	pthread_mutex_lock(&x->lock);
 	for (i = 0; i < 3; i++)
 		any |= atomic_load(&x->n[i]) != x->told[i];
-	for (i = 0; i < MARU_LK_N; i++)
+	for (i = 0; i < MDS_LK_N; i++)
 		any |= atomic_load(&x->lk[i]) != x->lk_told[i];
 	pthread_mutex_unlock(&x->lock);
 	return any;
@@ -697,14 +697,14 @@ void maru__idx_take_report(struct maru_handler *h, struct buf *keys,
 		delta[i] = now - x->told[i];
 		x->told[i] = now;
 	}
-	for (i = 0; i < MARU_LK_N; i++) {
+	for (i = 0; i < MDS_LK_N; i++) {
 		now = atomic_load_explicit(&x->lk[i], memory_order_relaxed);
 		lk[i] = now - x->lk_told[i];
 		x->lk_told[i] = now;
 	}
 	/* the keys answered here are the index's own counts (kv.c) */
-	lk[MARU_LK_KEYS] += delta[SI_HIT] + delta[SI_MISS];
-	lk[MARU_LK_HITS] += delta[SI_HIT];
+	lk[MDS_LK_KEYS] += delta[SI_HIT] + delta[SI_MISS];
+	lk[MDS_LK_HITS] += delta[SI_HIT];
 	pthread_mutex_unlock(&x->lock);
 }
 

@@ -82,20 +82,6 @@ struct mds_report {
 	double latency_us;
 };
 
-/*
- * The lookup counters (GET_STATS "lookups"), in the order HEARTBEAT's
- * "lookup_*" fields and struct mds_lookups have them
- */
-enum {
-	MDS_LK_KEYS,	    /* keys looked up (LOOKUP, EXISTS, batches) */
-	MDS_LK_HITS,	    /* ... found */
-	MDS_LK_HIT_BYTES,   /* kv_length of those found */
-	MDS_LK_BATCHES,	    /* batch lookups (BATCH_LOOKUP, BATCH_EXISTS) */
-	MDS_LK_BATCH_KEYS,  /* keys in them */
-	MDS_LK_PREFIX_HITS, /* keys of their found leading run (a prefix) */
-	MDS_LK_N
-};
-
 /* a pin's longest life (49 days): longer ones are cut to it */
 #define MDS_TTL_MAX_MS ((uint64_t)UINT32_MAX)
 

@@ -789,22 +789,13 @@ static void put_operator_events(const struct mds *s, struct mp_wr *w)
 	ev_encode(s->ev, w);
 }
 
-static const char *const lk_names[MDS_LK_N] = {
-	[MDS_LK_KEYS] = "keys",
-	[MDS_LK_HITS] = "hits",
-	[MDS_LK_HIT_BYTES] = "hit_bytes",
-	[MDS_LK_BATCHES] = "batches",
-	[MDS_LK_BATCH_KEYS] = "batch_keys",
-	[MDS_LK_PREFIX_HITS] = "prefix_hits",
-};
-
 /* the counters of @l as map entries (the caller counted MDS_LK_N) */
 static void put_lk_fields(struct mp_wr *w, const struct mds_lookups *l)
 {
 	int i;
 
 	for (i = 0; i < MDS_LK_N; i++) {
-		mp_put_str(w, lk_names[i], (uint32_t)strlen(lk_names[i]));
+		mp_put_str(w, mds_lk_name(i), (uint32_t)strlen(mds_lk_name(i)));
 		mp_put_uint(w, l->n[i]);
 	}
 }
@@ -1171,13 +1162,12 @@ static void put_server_id(const struct mds *s, struct mp_wr *w)
 static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			struct mds_peer *peer, struct mp_wr *w)
 {
-	/* whose lookups the figures are (before a release lets go of it) */
-	uint32_t lk_owner =
-		q->instance_id.len
-			? mds_inst_named(s, q->instance_id, q->lease_id, peer)
-			: IX_NO_SLOT;
-	uint32_t lk_label =
-		lk_owner != IX_NO_SLOT ? s->insts[lk_owner].label : IX_NO_SLOT;
+	/*
+	 * whose lookups the figures are: the instance its connection claimed
+	 * (never a name it sends: any client can send any name); for a
+	 * release, taken before it lets go of it
+	 */
+	uint32_t lk_label = mds_peer_label(s, peer);
 	int rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
 			       q->notices, peer);
 	struct notices nt;
@@ -1204,18 +1194,20 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	s->idx_clients[0] += q->idx[0];
 	s->idx_clients[1] += q->idx[1];
 	s->idx_clients[2] += q->idx[2];
-	/* ... and the lookups it answered itself, for its instance id (as
-	 * it was before the HEARTBEAT: a release's last figures too; pool-
-	 * wide only if the name resolves to no owner of it) */
+	/* ... and the lookups it answered itself (a label gone meanwhile:
+	 * pool-wide only) */
 	{
 		struct mds_lookups d;
 		int i;
 
 		for (i = 0; i < MDS_LK_N; i++)
 			d.n[i] = q->lk[i];
-		if (lk_label != IX_NO_SLOT &&
-		    (lk_label >= s->nlabel_slots || !s->labels[lk_label].id))
-			lk_label = IX_NO_SLOT; /* (it left meanwhile) */
+		/* (a renewal claimed its instance for the connection, maybe
+		 * just now: its first report) */
+		if (rc == 0 && !q->lease_release)
+			lk_label = mds_peer_label(s, peer);
+		if (lk_label != IX_NO_SLOT && !s->labels[lk_label].id)
+			lk_label = IX_NO_SLOT;
 		mds_count_lookups(s, NULL, lk_label, &d);
 	}
 	if (q->list.n) {

@@ -365,11 +365,17 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+uint32_t mds_peer_label(struct mds *s, struct mds_peer *peer)
+{
+	struct mds_conn *c = peer ? peer_conn(s, peer) : NULL;
+
+	return c && c->ninst ? s->insts[c->inst[0]].label : IX_NO_SLOT;
+}
+
 void mds_count_lookups(struct mds *s, struct mds_peer *peer, uint32_t label,
 		       const struct mds_lookups *d)
 {
 	struct mds_lookups *l = NULL, v = *d;
-	struct mds_conn *c;
 	int i;
 
 	/* (a client's figures: consistent, and never wrapping a counter) */
@@ -379,8 +385,8 @@ void mds_count_lookups(struct mds *s, struct mds_peer *peer, uint32_t label,
 		v.n[MDS_LK_PREFIX_HITS] = v.n[MDS_LK_BATCH_KEYS];
 
 	/* the instance id its connection claimed first (lookups name none) */
-	if (label == IX_NO_SLOT && peer && (c = peer_conn(s, peer)) && c->ninst)
-		label = s->insts[c->inst[0]].label;
+	if (label == IX_NO_SLOT)
+		label = mds_peer_label(s, peer);
 	if (label != IX_NO_SLOT && label < s->nlabel_slots &&
 	    s->labels[label].id)
 		l = &s->labels[label].lk;

@@ -643,6 +643,10 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 /* mds_exists - the entry (NULL: absent); a use for the policy */
 const struct ix_entry *mds_exists(struct mds *s, const struct mds_key *k);
 
+/* the label of the instance @peer's connection claimed first, or
+ * IX_NO_SLOT (what a client may be counted as: never a name it sends) */
+uint32_t mds_peer_label(struct mds *s, struct mds_peer *peer);
+
 /*
  * mds_count_lookups - add @d to the lookups of @peer's instance id (if
  * its connection names one; @label: that label's slot, or IX_NO_SLOT to

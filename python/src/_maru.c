@@ -1289,54 +1289,34 @@ static PyObject *handler_recheck(PyObject *obj, PyObject *args)
 	return PyBool_FromLong(rc == 1);
 }
 
-#define KV_BATCH_BOOL_OP(name, fn)                                             \
-	static PyObject *handler_##name(PyObject *obj, PyObject *keys_obj)     \
-	{                                                                      \
-		HandlerObject *self = (HandlerObject *)obj;                    \
-		struct maru_key *keys = NULL;                                  \
-		PyObject *seq = NULL, *res = NULL;                             \
-		bool *results;                                                 \
-		Py_ssize_t n;                                                  \
-		int rc;                                                        \
-                                                                               \
-		if (check_state(self) < 0)                                     \
-			return NULL;                                           \
-		n = keys_array(keys_obj, &seq, &keys);                         \
-		if (n < 0)                                                     \
-			return NULL;                                           \
-		results = PyMem_Calloc(n ? (size_t)n : 1, sizeof(*results));   \
-		if (!results) {                                                \
-			PyErr_NoMemory();                                      \
-			goto out;                                              \
-		}                                                              \
-		CALL(self, rc = fn(self->h, keys, (size_t)n, results));        \
-		if (rc < 0)                                                    \
-			memset(results, 0, (size_t)n * sizeof(*results));      \
-		res = bool_list(results, n);                                   \
-	out:                                                                   \
-		PyMem_Free(results);                                           \
-		PyMem_Free(keys);                                              \
-		Py_XDECREF(seq);                                               \
-		return res;                                                    \
-	}
-KV_BATCH_BOOL_OP(batch_exists, maru_kv_batch_exists)
+/* the batch forms of exists / pin / unpin, as libmaru's with a pin's life */
+typedef int (*batch_bool_fn)(struct maru_handler *, const struct maru_key *,
+			     size_t, bool *, uint32_t);
 
-/* batch_pin(keys, ttl_ms=None) */
-static PyObject *handler_batch_pin(PyObject *obj, PyObject *args, PyObject *kw)
+static int batch_exists_fn(struct maru_handler *h, const struct maru_key *k,
+			   size_t n, bool *r, uint32_t ttl_ms)
 {
-	static char *kwlist[] = {"keys", "ttl_ms", NULL};
-	HandlerObject *self = (HandlerObject *)obj;
+	(void)ttl_ms;
+	return maru_kv_batch_exists(h, k, n, r);
+}
+
+static int batch_unpin_fn(struct maru_handler *h, const struct maru_key *k,
+			  size_t n, bool *r, uint32_t ttl_ms)
+{
+	(void)ttl_ms;
+	return maru_kv_batch_unpin(h, k, n, r);
+}
+
+/* @fn over the keys of @keys_obj: a list of bools (all False on an error) */
+static PyObject *batch_bools(HandlerObject *self, PyObject *keys_obj,
+			     batch_bool_fn fn, uint32_t ttl_ms)
+{
 	struct maru_key *keys = NULL;
-	PyObject *keys_obj, *ttl = NULL, *seq = NULL, *res = NULL;
+	PyObject *seq = NULL, *res = NULL;
 	bool *results;
 	Py_ssize_t n;
-	uint32_t ms;
 	int rc;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_pin", kwlist,
-					 &keys_obj, &ttl) ||
-	    ttl_arg(ttl, &ms) < 0)
-		return NULL;
 	if (check_state(self) < 0)
 		return NULL;
 	n = keys_array(keys_obj, &seq, &keys);
@@ -1347,8 +1327,7 @@ static PyObject *handler_batch_pin(PyObject *obj, PyObject *args, PyObject *kw)
 		PyErr_NoMemory();
 		goto out;
 	}
-	CALL(self,
-	     rc = maru_kv_batch_pin_ttl(self->h, keys, (size_t)n, results, ms));
+	CALL(self, rc = fn(self->h, keys, (size_t)n, results, ttl_ms));
 	if (rc < 0)
 		memset(results, 0, (size_t)n * sizeof(*results));
 	res = bool_list(results, n);
@@ -1358,7 +1337,31 @@ out:
 	Py_XDECREF(seq);
 	return res;
 }
-KV_BATCH_BOOL_OP(batch_unpin, maru_kv_batch_unpin)
+
+static PyObject *handler_batch_exists(PyObject *obj, PyObject *keys_obj)
+{
+	return batch_bools((HandlerObject *)obj, keys_obj, batch_exists_fn, 0);
+}
+
+static PyObject *handler_batch_unpin(PyObject *obj, PyObject *keys_obj)
+{
+	return batch_bools((HandlerObject *)obj, keys_obj, batch_unpin_fn, 0);
+}
+
+/* batch_pin(keys, ttl_ms=None) */
+static PyObject *handler_batch_pin(PyObject *obj, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"keys", "ttl_ms", NULL};
+	PyObject *keys_obj, *ttl = NULL;
+	uint32_t ms;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:batch_pin", kwlist,
+					 &keys_obj, &ttl) ||
+	    ttl_arg(ttl, &ms) < 0)
+		return NULL;
+	return batch_bools((HandlerObject *)obj, keys_obj,
+			   maru_kv_batch_pin_ttl, ms);
+}
 
 /* ---------------------------- type tables ------------------------------- */
 

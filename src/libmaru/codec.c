@@ -449,11 +449,14 @@ static int mp_uint(struct mp_rd *r, uint64_t *out)
 	return 0;
 }
 
-/* an array of unsigned integers, checked; @u->p its first element */
-static int mp_uints(struct mp_rd *r, struct maru__uints *u)
+/*
+ * An array whose every element @one accepts (it reads one, 0 or -EPROTO),
+ * left in place for the caller to walk again: @u->p its first element
+ */
+static int mp_array(struct mp_rd *r, struct maru__uints *u,
+		    int (*one)(struct mp_rd *r))
 {
 	struct mp_val it;
-	uint64_t v;
 	uint32_t i;
 
 	if (mp_read(r, &it) || it.type != MP_ARRAY ||
@@ -462,10 +465,23 @@ static int mp_uints(struct mp_rd *r, struct maru__uints *u)
 	u->p = r->p;
 	u->n = (uint32_t)it.n;
 	for (i = 0; i < u->n; i++)
-		if (mp_uint(r, &v))
+		if (one(r))
 			return -EPROTO;
 	u->end = r->p;
 	return 0;
+}
+
+static int one_uint(struct mp_rd *r)
+{
+	uint64_t v;
+
+	return mp_uint(r, &v) ? -EPROTO : 0;
+}
+
+/* an array of unsigned integers, checked */
+static int mp_uints(struct mp_rd *r, struct maru__uints *u)
+{
+	return mp_array(r, u, one_uint);
 }
 
 int maru__uints_next(const uint8_t **p, const uint8_t *end, uint64_t *v)
@@ -588,23 +604,17 @@ static int mp_handle(struct mp_rd *r, struct maru_region_handle *h, int depth)
 	return rc <= 0 ? rc : seen == 15 ? 1 : -EPROTO;
 }
 
+static int one_handle(struct mp_rd *r)
+{
+	struct maru_region_handle h;
+
+	return mp_handle(r, &h, 1) == 1 ? 0 : -EPROTO;
+}
+
 /* an array of handle maps, each checked (a "granted_regions" list) */
 static int mp_handles(struct mp_rd *r, struct maru__uints *u)
 {
-	struct maru_region_handle h;
-	struct mp_val it;
-	uint32_t i;
-
-	if (mp_read(r, &it) || it.type != MP_ARRAY ||
-	    it.n > (size_t)(r->end - r->p))
-		return -EPROTO;
-	u->p = r->p;
-	u->n = (uint32_t)it.n;
-	for (i = 0; i < u->n; i++)
-		if (mp_handle(r, &h, 1) != 1)
-			return -EPROTO;
-	u->end = r->p;
-	return 0;
+	return mp_array(r, u, one_handle);
 }
 
 int maru__handles_next(const uint8_t **p, const uint8_t *end,

@@ -55,11 +55,16 @@ def test_default_index_path_removed(rm, tmp_path):
             os.unlink(path)
 
 
+def taken_port():
+    """A socket listening on a free port: (the socket, its port)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s, s.getsockname()[1]
+
+
 def test_server_refused_for_its_port_makes_nothing(rm, tmp_path):
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
+    taken, port = taken_port()
     state = tmp_path / "never-made"
     index = f"/dev/shm/maru-test-idx-{uuid.uuid4().hex[:12]}"
     try:
@@ -86,10 +91,7 @@ def rm_argv(port, state, pool, host="127.0.0.1"):
 
 
 def test_rm_refused_for_its_port_makes_nothing(tmp_path):
-    taken = socket.socket()
-    taken.bind(("127.0.0.1", 0))
-    taken.listen(1)
-    port = taken.getsockname()[1]
+    taken, port = taken_port()
     state = tmp_path / "rm-never-made"
     pool = f"/dev/shm/maru-test-{uuid.uuid4().hex[:12]}"
     try:

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import wait_until
+from test_shm_index import handler
 from mds_wire import (BATCH_EXISTS_KV, BATCH_LOOKUP_KV, BATCH_PIN_KV,
                       DELETE_KV, EXISTS_KV, GET_STATS, GET_USAGE, LOOKUP_KV,
                       PIN_KV, REGISTER_KV, REQUEST_ALLOC, ReqClient,
@@ -86,16 +87,6 @@ def test_server_counts_its_answers(mds):
         assert lookups(mds.url) == want
     finally:
         c.close()
-
-
-def handler(url, **kw):
-    from maru import MaruConfig, MaruHandler
-    kw.setdefault("pool_size", 4 * MiB)
-    kw.setdefault("chunk_size_bytes", 64 * 1024)
-    kw.setdefault("timeout_ms", 10000)
-    h = MaruHandler(MaruConfig(server_url=url, auto_connect=False, **kw))
-    assert h.connect(), h.connect_error
-    return h
 
 
 def workload(w, r, keys):

@@ -250,6 +250,7 @@ def worker_main(wi, cfg, inbox, ready_q, go, done, out_q):
     causes = collections.Counter()
     per_req = []              # (request index, start time, hit blocks)
     lookup_ns, retrieve_ns, store_ns = [], [], []
+    slow_at = []              # when a store took more than 100 ms
     t_start = time.monotonic()
     for ri, ids in iter(inbox.get, None):
         keys = [f"{prefix}{b}" for b in ids]
@@ -311,6 +312,7 @@ def worker_main(wi, cfg, inbox, ready_q, go, done, out_q):
             causes[f"batch_store raised: {cause_of(e)}"] += 1
         share = (time.perf_counter_ns() - s) / len(skeys)
         store_ns.extend(o + share for o in own_ns)
+        slow_at.extend(time.monotonic() for o in own_ns if o + share > 100e6)
         nfail = ok.count(False)
         st["stored"] += len(ok) - nfail
         if nfail:
@@ -321,7 +323,8 @@ def worker_main(wi, cfg, inbox, ready_q, go, done, out_q):
     out_q.put((wi, {
         "counts": dict(st), "causes": dict(causes), "per_req": per_req,
         "lookup_ns": lookup_ns, "retrieve_ns": retrieve_ns,
-        "store_ns": store_ns, "t_start": t_start, "t_end": t_end,
+        "store_ns": store_ns, "slow_at": slow_at,
+        "t_start": t_start, "t_end": t_end,
         "index": h.index_stats(),
     }))
     done.wait(600)
@@ -600,7 +603,8 @@ def _put(q, item, procs):
 
 class Sampler:
     """A thread that appends (seconds since the start, keys held, bytes
-    of regions) of maru-server to @series every second."""
+    of regions, evicted keys still findable in their grace, pages in the
+    pool of free pages) of maru-server to @series every second."""
 
     def __init__(self, daemons, series):
         import threading
@@ -623,9 +627,11 @@ class Sampler:
                 st = self.daemons.stats()
             except Exception:  # noqa: BLE001 - a missed sample is no harm
                 continue
+            pages = st["eviction"].get("pages", {})
             self.series.append((time.monotonic() - self.t0,
                                 st["kv_manager"]["total_entries"],
-                                st["allocation_manager"]["total_allocated"]))
+                                st["allocation_manager"]["total_allocated"],
+                                pages.get("retired", 0), pages.get("free", 0)))
 
 
 def _get(q, procs, timeout):
@@ -661,12 +667,21 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         retrieve.extend(r["retrieve_ns"])
         store.extend(r["store_ns"])
     hits = counts["hits"]
+    # stores that waited, in the second half of the run (the pool is
+    # full long before: its steady state)
+    t0 = min(r["t_start"] for r in results.values())
+    slow_late = sum(1 for r in results.values() for t in r["slow_at"]
+                    if t - t0 > wall / 2)
     # the global LRU in the order the requests actually started
     ran = [reqs[ri][1] for ri, _, _ in sorted(per_req, key=lambda x: x[1])]
     sim_ran = simulate(ran, capacity)
     held = [s[1] for s in series[len(series) // 2:]] or \
         [st["kv_manager"]["total_entries"]]
     held_med = int(pct(held, 50))
+    # keys a lookup finds: the index's and the evicted ones whose page
+    # still waits out the grace (a lookup brings them back)
+    findable = [s[1] + s[3] for s in series[len(series) // 2:]] or [held_med]
+    findable_med = int(pct(findable, 50))
     sim_held = simulate([ids for _, ids in reqs], held_med)
     keys_end = st["kv_manager"]["total_entries"]
     ev = st["eviction"]
@@ -692,6 +707,9 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         "ratio": hits / sim_global if sim_global else float("nan"),
         "global_lru_as_ran": 100.0 * sim_ran / refs,
         "keys_held_median": held_med,
+        "keys_fill_median": held_med / capacity,
+        "findable_median": findable_med,
+        "findable_fill": findable_med / capacity,
         "global_lru_at_keys_held": 100.0 * sim_held / refs,
         "keys_end": keys_end,
         "eff_capacity": keys_end / capacity,
@@ -706,6 +724,7 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         "store_p99_us": pct(store, 99) / 1e3,
         "store_max_ms": max(store, default=0) / 1e6,
         "stores_over_100ms": sum(1 for v in store if v > 100e6),
+        "stores_over_100ms_2nd_half": slow_late,
         "wall_s": wall, "req_per_s": len(reqs) / wall,
         "blocks_per_s": refs / wall,
         "wrong_bytes": counts["wrong_bytes"],
@@ -725,6 +744,8 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         "regions_released": ev["regions_released"],
         "pages_granted": ev.get("pages", {}).get("granted", 0),
         "pages_lent": ev.get("pages", {}).get("lent", 0),
+        "retired": ev.get("pages", {}).get("retired_total", 0),
+        "rescued": ev.get("pages", {}).get("rescued", 0),
         "index_local_hits": local.get("local_hits", 0),
         "index_fallbacks": local.get("fallbacks", 0),
     }
@@ -735,6 +756,11 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
     log(f"diagnosis: global LRU in the order requests ran "
         f"{res['global_lru_as_ran']:.2f} %; at the {held_med} keys the "
         f"server held (median, 2nd half) {res['global_lru_at_keys_held']:.2f} %")
+    log(f"capacity (median, 2nd half): {held_med} keys held = "
+        f"{res['keys_fill_median']:.3f} of {capacity} blocks, "
+        f"{findable_med} findable with the evicted ones in their grace = "
+        f"{res['findable_fill']:.3f}; {res['rescued']} of "
+        f"{res['retired']} evicted keys looked up in their grace")
     log(f"capacity: {keys_end} keys at the end = {res['eff_capacity']:.3f} "
         f"of {capacity} blocks; {regions} regions hold "
         f"{res['region_fill']:.3f} of the pool, keys "
@@ -750,7 +776,7 @@ def summarize(a, reqs, refs, distinct, capacity, data, nominal, sim_global,
         f"us/request; store p50 {res['store_p50_us']:.1f} p99 "
         f"{res['store_p99_us']:.1f} us/missed block, max "
         f"{res['store_max_ms']:.1f} ms ({res['stores_over_100ms']} over "
-        f"100 ms)")
+        f"100 ms, {slow_late} of them in the second half)")
     log(f"throughput: {res['req_per_s']:.0f} requests/s, "
         f"{res['blocks_per_s']:.0f} blocks/s ({wall:.1f} s)")
     log(f"errors: {res['wrong_bytes']} wrong bytes in {res['wrong_blocks']} "

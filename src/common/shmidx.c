@@ -462,6 +462,8 @@ static int probe(const struct si_map *m, const struct si_layout *lay,
 	for (k = 0; k < 2; k++)
 		for (j = 0; j < SI_GROUP; j++) {
 			r = probe_entry(m, &grp[k][j], d0, d1, &fl, out);
+			if (r == 1 && (fl & SI_F_ASK))
+				return SI_ASK;
 			if (r == 1) {
 				out->slot = slot_hint(m, lay, &grp[k][j]);
 				return SI_HIT;
@@ -487,7 +489,7 @@ static int probe_hinted(const struct si_map *m, const struct si_entry *e,
 
 	memcpy(&d0, d, 8);
 	memcpy(&d1, d + 8, 8);
-	if (probe_entry(m, e, d0, d1, &fl, out) != 1)
+	if (probe_entry(m, e, d0, d1, &fl, out) != 1 || (fl & SI_F_ASK))
 		return -1;
 	out->slot = hint;
 	return SI_HIT;
@@ -903,7 +905,8 @@ int si_insert(const struct si_map *m, const struct si_table *t,
 	e = *v;
 	/* the group's mark lives in slot 0 and stays */
 	i = (size_t)(slot - (struct si_entry *)(m->base + t->off));
-	e.flags = (uint16_t)(SI_F_LIVE | (slot->flags & SI_F_OVF));
+	e.flags = (uint16_t)(SI_F_LIVE | (v->flags & SI_F_ASK) |
+			     (slot->flags & SI_F_OVF));
 	put_entry(m, slot, &e, false);
 	if (t->sh)
 		t->sh[i / SI_GROUP].fp[i % SI_GROUP] = fp_of(v->digest);

@@ -55,7 +55,9 @@
 #include <stdint.h>
 
 #define SI_MAGIC 0x3158444955524153ull /* "SURIDX1" + a version byte */
-#define SI_LAYOUT 2 /* 2: a key's two groups share a 4 KiB page */
+#define SI_LAYOUT                                                              \
+	3 /* 2: a key's two groups share a 4 KiB page; 3: SI_F_ASK             \
+	   */
 #define SI_LINE 64
 #define SI_GROUP 4 /* entries per group */
 #define SI_GROUP_BYTES (SI_GROUP * SI_LINE)
@@ -67,6 +69,9 @@
 
 enum {
 	SI_F_LIVE = 0x0001, /* a binding */
+	SI_F_ASK = 0x0002,  /* with LIVE: the key is the server's to answer
+			     * (evicted, its page in the grace: a LOOKUP
+			     * brings it back); a lookup says SI_ASK */
 	SI_F_OVF = 0x0100,  /* slot 0 only: the group overflowed */
 };
 
@@ -274,8 +279,8 @@ static inline uint64_t si_table_bytes(uint64_t n_groups)
 void si_format(const struct si_map *m, const struct si_table *t);
 
 /**
- * si_insert - publish @v (its digest, location, gen; flags ignored) into
- * the emptier of its two groups
+ * si_insert - publish @v (its digest, location, gen; of its flags only
+ * SI_F_ASK) into the emptier of its two groups
  * Return: 1 published, 0 no room (both groups are marked OVF), -EEXIST a
  * live entry has the same digest (nothing changed).
  */

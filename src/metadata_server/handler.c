@@ -575,6 +575,8 @@ static void do_batch_lookup(struct mds *s, const struct mds_req *q,
 			ix_prefetch_next(&s->kv, h[(i + PF2) % RING]);
 		x = mds_key_ix(&k[i % RING]);
 		e = ix_find(&s->kv, &x, h[i % RING]);
+		if (!e)
+			e = mds_rescue(s, &x, h[i % RING]); /* retire.c */
 		r = e && e->slot != IX_NO_SLOT ? &s->regions[e->slot] : NULL;
 		if (r)
 			pol_touch(&s->pol, e);
@@ -661,11 +663,17 @@ static void put_pages(const struct mds *s, struct mp_wr *w)
 
 	mds_pages_stats(s, &ps);
 	mp_put_key(w, "pages");
-	mp_put_map(w, 5);
+	mp_put_map(w, 8);
 	mp_put_key(w, "granted");
 	mp_put_uint(w, s->ctr.pages_granted);
 	mp_put_key(w, "pooled");
 	mp_put_uint(w, s->ctr.pages_pooled);
+	mp_put_key(w, "retired"); /* retire.c: evicted keys in the grace */
+	mp_put_uint(w, ps.retired);
+	mp_put_key(w, "retired_total");
+	mp_put_uint(w, s->ctr.retired);
+	mp_put_key(w, "rescued");
+	mp_put_uint(w, s->ctr.rescued);
 	mp_put_key(w, "free");
 	mp_put_uint(w, ps.free);
 	mp_put_key(w, "lent");

@@ -292,6 +292,7 @@ int mds_register(struct mds *s, const struct mds_reg *reg,
 	rc = ix_insert(&s->kv, &k, h, &e);
 	if (rc <= 0)
 		return rc;
+	retire_forget(s, &k, h); /* the new writer's now */
 	e->off = reg->kv_offset;
 	e->len = reg->kv_length;
 	e->gen = ++s->gen;
@@ -322,11 +323,15 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 				  const struct mds_region **reg)
 {
 	struct ix_key x = mds_key_ix(k);
-	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	uint64_t h = ix_hash(&s->kv, &x);
+	struct ix_entry *e = ix_find(&s->kv, &x, h);
 
+	if (!e)
+		e = mds_rescue(s, &x, h); /* (at the warm end) */
+	else if (e->slot != IX_NO_SLOT)
+		pol_touch(&s->pol, e);
 	if (!e || e->slot == IX_NO_SLOT)
 		return NULL;
-	pol_touch(&s->pol, e);
 	*reg = &s->regions[e->slot];
 	return e;
 }
@@ -334,10 +339,13 @@ const struct ix_entry *mds_lookup(struct mds *s, const struct mds_key *k,
 const struct ix_entry *mds_exists(struct mds *s, const struct mds_key *k)
 {
 	struct ix_key x = mds_key_ix(k);
-	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	uint64_t h = ix_hash(&s->kv, &x);
+	struct ix_entry *e = ix_find(&s->kv, &x, h);
 
 	if (e)
 		pol_touch(&s->pol, e);
+	else
+		e = mds_rescue(s, &x, h);
 	return e;
 }
 
@@ -345,11 +353,14 @@ uint64_t mds_delete(struct mds *s, const struct mds_key *k,
 		    struct mds_peer *peer)
 {
 	struct ix_key x = mds_key_ix(k);
-	struct ix_entry *e = ix_find(&s->kv, &x, ix_hash(&s->kv, &x));
+	uint64_t h = ix_hash(&s->kv, &x);
+	struct ix_entry *e = ix_find(&s->kv, &x, h);
 	const struct mds_region *r;
 	uint64_t gen;
 	bool own;
 
+	if (!e)
+		retire_forget(s, &x, h); /* deleted: never back */
 	if (!e || e->pins)
 		return 0;
 	r = e->slot != IX_NO_SLOT ? &s->regions[e->slot] : NULL;
@@ -487,6 +498,8 @@ void key_gone(struct mds *s, struct ix_entry *e, enum key_gone_why why)
 	if (why != KG_REPLAY)
 		log_del(s, e);
 	pub_del(s->pub, e); /* before an event can tell of it */
+	if (why == KG_EVICTED && r)
+		retire_add(s, slot, e); /* findable while in the grace */
 	if (why != KG_REPLAY)
 		ev_removed(s->ev, ix_entry_tag(e), e->key, ix_entry_klen(e),
 			   event[why]);

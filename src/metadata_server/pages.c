@@ -60,12 +60,16 @@ struct pg_free {
 	uint64_t region_id;
 	uint64_t ready; /* vclock: usable from */
 	uint32_t slot, page;
+	uint32_t num; /* the page's pooled[] when it was pushed: an entry
+		       * whose page was taken out meanwhile (a rescue,
+		       * retire.c) no longer matches */
 };
 
 struct mds_pgpool {
 	uint32_t size; /* page bytes */
 	struct pg_free *v;
 	uint32_t head, n, cap;
+	uint32_t orphans; /* entries of pages rescued meanwhile (retire.c) */
 };
 
 static struct mds_pgpool *pool_of(struct mds *s, uint32_t size, bool create)
@@ -133,6 +137,7 @@ void pages_destroy(struct mds *s)
 {
 	uint32_t i;
 
+	retire_destroy(s);
 	for (i = 0; i < s->npgpools; i++)
 		free(s->pgpools[i].v);
 	free(s->pgpools);
@@ -159,7 +164,7 @@ int pages_enable(struct mds *s, uint32_t slot, uint32_t size)
 		return -ENOMEM;
 	pg->holder = malloc(n * sizeof(*pg->holder));
 	pg->refs = calloc(n, sizeof(*pg->refs));
-	pg->pooled = calloc(n, 1);
+	pg->pooled = calloc(n, sizeof(*pg->pooled));
 	if (!pg->holder || !pg->refs || !pg->pooled) {
 		free(pg->holder);
 		free(pg->refs);
@@ -239,7 +244,7 @@ static void unhold(struct mds *s, struct mds_region *r, uint32_t page)
 }
 
 static void pool_page(struct mds *s, uint32_t slot, uint32_t page,
-		      uint64_t ready);
+		      uint64_t ready, bool front);
 
 /* page @page of region @slot holds nothing and nobody holds it: to the
  * pool, usable from @ready -- also when the region's owner is done: the
@@ -251,25 +256,40 @@ static void page_free_at(struct mds *s, uint32_t slot, uint32_t page,
 
 	unhold(s, r, page);
 	r->pg->nfree++;
-	pool_page(s, slot, page, ready);
+	pool_page(s, slot, page, ready, false);
 }
 
-/* an entry for free page @page of region @slot to the pool, once */
+/* an entry for free page @page of region @slot to the pool, once: at its
+ * tail, or at its head (@front: a page that held nothing, usable now,
+ * ahead of the evicted ones, whose keys stay findable while they wait) */
 static void pool_page(struct mds *s, uint32_t slot, uint32_t page,
-		      uint64_t ready)
+		      uint64_t ready, bool front)
 {
 	struct mds_region *r = &s->regions[slot];
 	struct mds_pgpool *p;
+	uint32_t num;
 
 	if (r->pg->pooled[page])
 		return; /* (its entry is there already: never twice) */
 	p = pool_of(s, r->pg->size, true);
+	num = ++s->pool_num ? s->pool_num : ++s->pool_num; /* never 0 */
 	if (!p ||
-	    pool_push(p, &(struct pg_free){r->h.region_id, ready, slot, page},
-		      ready <= s->vnow) < 0)
+	    pool_push(p,
+		      &(struct pg_free){r->h.region_id, ready, slot, page, num},
+		      front) < 0)
 		return; /* (lost to the pool: freed with its region) */
-	r->pg->pooled[page] = 1;
+	r->pg->pooled[page] = num;
 	s->ctr.pages_pooled++;
+}
+
+void pages_unpool(struct mds *s, struct mds_region *r, uint32_t page)
+{
+	struct mds_pgpool *p = pool_of(s, r->pg->size, false);
+
+	r->pg->pooled[page] = 0; /* its entry: an orphan, skipped */
+	r->pg->nfree--;
+	if (p)
+		p->orphans++;
 }
 
 /* ... after the grace: a reader may still copy what it held */
@@ -406,21 +426,30 @@ static struct mds_region *entry_valid(struct mds *s, const struct pg_free *f,
 {
 	struct mds_region *r = entry_region(s, f, size);
 
-	if (!r || r->wanted || r->pg->holder[f->page] != PG_NOBODY ||
-	    r->pg->refs[f->page])
+	if (!r || r->wanted || r->pg->pooled[f->page] != f->num ||
+	    r->pg->holder[f->page] != PG_NOBODY || r->pg->refs[f->page])
 		return NULL;
 	return r;
 }
 
-/* the head entry @f of @p leaves the pool */
+/* the head entry @f of @p leaves the pool (and with it the page's retired
+ * key, retire.c: the page is handed out or gone) -- an orphan changes
+ * nothing */
 static void entry_pop(struct mds *s, struct mds_pgpool *p,
 		      const struct pg_free *f)
 {
 	struct mds_region *r = entry_region(s, f, p->size);
 
-	if (r)
-		r->pg->pooled[f->page] = 0;
+	if (!r || r->pg->pooled[f->page] == f->num) {
+		if (r)
+			r->pg->pooled[f->page] = 0;
+		retire_page_gone(s, f->region_id, f->page);
+	} else if (p->orphans) {
+		p->orphans--;
+	}
 	pool_pop(p);
+	if (!p->n)
+		p->orphans = 0; /* (an orphan of a region gone is not told) */
 }
 
 void pages_repool(struct mds *s, uint32_t slot)
@@ -432,8 +461,8 @@ void pages_repool(struct mds *s, uint32_t slot)
 	for (i = 0; r->pg && i < r->pg->n; i++)
 		if (r->pg->holder[i] == PG_NOBODY && !r->pg->refs[i])
 			pool_page(s, slot, i,
-				  r->quiet_at > s->vnow ? r->quiet_at
-							: s->vnow);
+				  r->quiet_at > s->vnow ? r->quiet_at : s->vnow,
+				  r->quiet_at <= s->vnow);
 }
 
 uint64_t pages_ready(struct mds *s, uint32_t size)
@@ -507,7 +536,7 @@ uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes)
 			 * ignores grants of it): to the tail, for others */
 			if (skip-- == 0 || pool_push(p, &g, false) < 0)
 				break;
-			r->pg->pooled[g.page] = 1;
+			r->pg->pooled[g.page] = g.num;
 			continue;
 		}
 		if (notice_push(s, in, g.region_id, (uint64_t)g.page * size, 0,
@@ -523,6 +552,15 @@ uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes)
 	}
 	s->ctr.pages_granted += n;
 	s->grant_n += n;
+	/* what was taken, evicted again at once while the pool is full:
+	 * the pool of free pages refilled as it drains, not a tick later
+	 * (the background reclaim's work, done here in step with it) */
+	if (n && pool_full(s)) {
+		uint64_t k = pages_reserve_need(s);
+
+		if (k)
+			evict_some(s, UINT64_MAX, k < n ? n : k);
+	}
 	return n;
 }
 
@@ -579,6 +617,7 @@ void mds_pages_stats(const struct mds *s, struct mds_pages_stats *ps)
 	memset(ps, 0, sizeof(*ps));
 	for (i = 0; i < s->npgpools; i++)
 		ps->free += s->pgpools[i].n;
+	ps->retired = retire_count(s);
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next)
 		if (s->regions[i].pg) {
 			ps->regions++;
@@ -738,11 +777,41 @@ uint32_t pages_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 /* ---- the reserve ---- */
 
 /*
- * While the pool is full, keep the pool of free pages ahead of the
- * grants: what they take in twice the grace and a few ticks, at the rate
- * they come, and at least a grant's worth -- by evicting the coldest keys
- * (of any holder).  Return: keys to evict for it.
+ * While the pool is full, the pool of free pages is kept ahead of the
+ * grants: the *supply*, what they take in twice the grace and a few
+ * ticks at the rate they come (at least a grant's worth or a 32nd of the
+ * pool, at most a quarter of it), and on top of it a *spare* of a 16th
+ * of the pool -- by evicting the coldest keys (of any holder).  A page
+ * waiting there is not lost to the cache: its evicted key stays findable
+ * until the page is handed out (retire.c).  A lookup may bring such a
+ * key back only out of the spare (pages_may_rescue): readers that want
+ * every key back cannot take the pages the writers wait for.
  */
+static uint64_t supply(const struct mds *s, const struct mds_pgpool *p)
+{
+	uint64_t need, rate = s->grant_rate, el,
+		       pages = s->pool_total / p->size;
+
+	/* the rate of this second so far, when it is higher (a second
+	 * started 100 ms ago or more: pages_rate_tick) */
+	el = s->pool_at && s->vnow > s->pool_at ? s->vnow - s->pool_at : 0;
+	if (el >= 100000000ull && s->grant_n * 1000000000ull / el > rate)
+		rate = s->grant_n * 1000000000ull / el;
+	need = rate * (2 * s->cfg.evict_grace_ns + 200000000ull) /
+	       1000000000ull;
+	if (need < GRANT_MAX / 4)
+		need = pages / 32 < GRANT_MAX / 4 ? pages / 32 + 1
+						  : GRANT_MAX / 4;
+	if (pages && need > pages / 4)
+		need = pages / 4; /* never more than a quarter */
+	return need;
+}
+
+static uint64_t valid_entries(const struct mds_pgpool *p)
+{
+	return p->n > p->orphans ? p->n - p->orphans : 0;
+}
+
 uint64_t pages_reserve_need(struct mds *s)
 {
 	uint64_t need, have, keys = 0;
@@ -750,24 +819,28 @@ uint64_t pages_reserve_need(struct mds *s)
 
 	for (i = 0; i < s->npgpools; i++) {
 		struct mds_pgpool *p = &s->pgpools[i];
-		uint64_t pages = s->pool_total / p->size;
 
-		need = s->grant_rate *
-		       (2 * s->cfg.evict_grace_ns + 200000000ull) /
-		       1000000000ull;
-		if (need < GRANT_MAX / 4)
-			need = GRANT_MAX / 4;
-		if (pages && need > pages / 8)
-			need = pages / 8; /* never more than an eighth */
-		have = p->n;
+		need = supply(s, p) + s->pool_total / p->size / 16;
+		have = valid_entries(p);
 		if (have < need)
 			keys += need - have;
 	}
 	return keys;
 }
 
+bool pages_may_rescue(struct mds *s, uint32_t size)
+{
+	struct mds_pgpool *p = pool_of(s, size, false);
+
+	return p && valid_entries(p) > supply(s, p);
+}
+
 void pages_rate_tick(struct mds *s)
 {
-	s->grant_rate = (s->grant_rate + s->grant_n) / 2;
+	/* up at once, down by halves: a reserve sized to a rate that lags
+	 * makes stores wait, which holds the rate down */
+	s->grant_rate = s->grant_n > s->grant_rate
+				? s->grant_n
+				: (s->grant_rate + s->grant_n) / 2;
 	s->grant_n = 0;
 }

@@ -287,6 +287,7 @@ static int put_in(struct pub *p, const struct si_table *t,
 	v.kv_offset = k->off;
 	v.kv_length = (uint32_t)k->len;
 	v.gen = k->gen;
+	v.flags = k->flags;
 	rc = si_insert(&p->map, t, &v);
 	if (rc == 1)
 		return 1;
@@ -321,6 +322,7 @@ static void q_of(struct pub_q *k, const struct ix_entry *e, uint64_t rid)
 	k->off = e->off;
 	k->len = e->len;
 	k->gen = e->gen;
+	k->flags = 0;
 }
 
 /* @ovf counts only keys that found no room: a larger table helps them;
@@ -342,6 +344,16 @@ void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id)
 	if (p->nq == PUB_QUEUE)
 		pub_flush(p);
 	q_of(&p->q[p->nq++], e, region_id);
+}
+
+void pub_put_ask(struct pub *p, const struct ix_entry *e, uint64_t region_id)
+{
+	if (!p || !p->cur.n_groups)
+		return;
+	if (p->nq == PUB_QUEUE)
+		pub_flush(p);
+	q_of(&p->q[p->nq], e, region_id);
+	p->q[p->nq++].flags = SI_F_ASK;
 }
 
 /*

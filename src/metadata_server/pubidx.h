@@ -110,6 +110,7 @@ struct pub {
 	struct pub_q {
 		uint8_t d[SI_DIGEST];
 		uint64_t rid, off, len, gen;
+		uint16_t flags; /* SI_F_ASK: a key in its grace */
 	} q[PUB_QUEUE];
 	bool said_full;
 	bool grew;		    /* the file was made larger at open */
@@ -147,6 +148,13 @@ int pub_build(struct pub *p, struct ix *kv,
  * nothing. */
 void pub_put(struct pub *p, const struct ix_entry *e, uint64_t region_id);
 void pub_del(struct pub *p, const struct ix_entry *e);
+
+/* pub_put_ask - key @e, evicted but still in its page (the grace: the
+ * store's retire.c), published so that readers ask the server about it
+ * (SI_F_ASK) instead of taking a final miss; pub_del() takes it out.
+ * Markers are not carried into a rebuilt table (a miss there is final,
+ * as without them). */
+void pub_put_ask(struct pub *p, const struct ix_entry *e, uint64_t region_id);
 
 /* pub_flush - publish the queued puts (pub_fence's first step) */
 void pub_flush(struct pub *p);

@@ -61,6 +61,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "htab.h"
 #include "index.h"
 #include "policy.h"
 #include "rm_proto.h"
@@ -231,7 +232,8 @@ struct mds_pages {
 	uint32_t n;	  /* pages: the region's length / size */
 	uint32_t *holder; /* owns: per page, an instance slot or PG_NOBODY */
 	uint32_t *refs;	  /* owns: per page, entries in it */
-	uint8_t *pooled;  /* owns: per page, an entry of it is in the pool */
+	uint32_t *pooled; /* owns: per page, the number of its entry in the
+			   * pool (0: none) */
 	uint32_t nlent;	  /* pages held by instances other than its owner */
 	uint32_t nfree;	  /* pages held by nobody with no entry */
 	uint8_t fresh;	  /* its keys are not counted in @refs yet */
@@ -423,6 +425,8 @@ struct mds_counters {
 	uint64_t notices_sent;	/* evicted pages told to their owners */
 	uint64_t pages_granted; /* pages handed out from the pool */
 	uint64_t pages_pooled;	/* pages that went to the pool */
+	uint64_t retired;	/* evicted keys kept while in the grace */
+	uint64_t rescued;	/* ... looked up then, back in the index */
 	uint64_t released;	/* regions owners gave back when asked */
 	/*
 	 * Operator events: each is one INFO log line, counted
@@ -466,6 +470,9 @@ struct mds {
 			      * change drops the pages it was granted */
 	uint64_t grant_n;    /* pages granted since grant_rate was updated */
 	uint64_t grant_rate; /* ... per second, smoothed (the reserve) */
+	uint32_t pool_num;   /* the last number of a pool entry (pages.c) */
+	struct htab ret_keys, ret_pages; /* evicted keys in their grace
+					  * (retire.c, which owns them) */
 
 	/* the pools regions come from (GET_USAGE "devices"): paths as the
 	 * RM names them, owned, interned by mds_dev_intern() */
@@ -707,8 +714,14 @@ struct mds_pages_stats {
 	uint64_t free;	  /* pages in the pool (in their grace too) */
 	uint64_t lent;	  /* pages held by others than their region's owner */
 	uint64_t regions; /* regions whose pages are handed out */
+	uint64_t retired; /* evicted keys findable in their grace */
 };
 void mds_pages_stats(const struct mds *s, struct mds_pages_stats *ps);
+
+/* mds_rescue - key @k (ix_hash() @h), absent from the index: back in it
+ * if it was evicted and its page still waits out the grace (retire.c).
+ * Return: its entry, or NULL */
+struct ix_entry *mds_rescue(struct mds *s, const struct ix_key *k, uint64_t h);
 
 /* mds_pages_run - this process's random number for its grants: a
  * client that sees it change (a restart) drops the pages it was granted

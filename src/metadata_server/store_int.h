@@ -165,10 +165,20 @@ bool pages_give_back(struct mds *s, uint32_t slot, struct mds_str inst,
 uint32_t pages_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 			      uint32_t max);
 uint64_t pages_reserve_need(struct mds *s);
+bool pages_may_rescue(struct mds *s, uint32_t size);
 void pages_repool(struct mds *s, uint32_t slot);
 void pages_owner_returned(struct mds *s, uint32_t slot);
 void pages_rate_tick(struct mds *s);
 void pages_destroy(struct mds *s);
+void pages_unpool(struct mds *s, struct mds_region *r, uint32_t page);
+
+/* ---- retire.c: evicted keys findable while their page is in the grace */
+
+void retire_add(struct mds *s, uint32_t slot, const struct ix_entry *e);
+void retire_forget(struct mds *s, const struct ix_key *k, uint64_t h);
+void retire_page_gone(struct mds *s, uint64_t region_id, uint32_t page);
+uint64_t retire_count(const struct mds *s);
+void retire_destroy(struct mds *s);
 
 /* ---- recovery.c: the journal ---- */
 

@@ -218,7 +218,10 @@ def test_departed_owners_regions_go_to_new_ones(pool, handlers, monkeypatch):
     monkeypatch.delenv("MARU_SHM_INDEX")
     ks = [n * 1000 + i for n in range(2) for i in range(350)]
     random.Random(3).shuffle(ks)
-    assert sum(r.exists(key(i)) for i in ks) > 300
+    # (most of them: the reserve keeps up to a quarter of the pool plus a
+    # 16th evicted ahead of the writers' rate, and the keys of owners
+    # that are done are not brought back by a lookup once evicted)
+    assert sum(r.exists(key(i)) for i in ks) > 200
     errors = []
 
     def newcomer(m):
@@ -343,7 +346,15 @@ def test_background_reclaim_between_watermarks(pool, handlers):
         c.close()
     assert ev["evictions"] > 0
     assert ev["alloc_waits"] == 0        # ahead of the stores: none waited
-    assert a.exists(key(399)) and not a.exists(key(0))
+    # the coldest went first: key(0) left the index (the shared index
+    # sends a reader to the server about it, which brings it back only
+    # while its page waits unused: test_retire.py); the newest is there
+    before = a.index_stats()
+    assert a.exists(key(399))
+    mid = a.index_stats()
+    assert mid["local_hits"] == before["local_hits"] + 1
+    a.exists(key(0))
+    assert a.index_stats()["fallbacks"] == mid["fallbacks"] + 1
 
 
 def test_lmcache_shaped_backend_keeps_putting(pool):

@@ -55,7 +55,7 @@ def test_every_message_type(client, rm, mds):
     # additions: the shared index, where to map it
     assert r.pop("capabilities") == ["shm_index_v1"]
     desc = r.pop("shm_index")
-    assert desc["kind"] == "file" and desc["layout"] == 2
+    assert desc["kind"] == "file" and desc["layout"] == 3
     assert desc["digest"] == "sha256-128-mk1" and desc["area_id"] > 0
     assert os.stat(desc["path"]).st_size == desc["length"]
     assert r.pop("max_key_bytes") == 65536      # an addition

@@ -201,6 +201,52 @@ static int look_hint(const struct si_map *m, uint64_t key, uint32_t hint,
 	return si_lookup(m, &lay, d, hint, false, h, &st);
 }
 
+/* an entry marked SI_F_ASK (an evicted key the server still has: a
+ * lookup must ask it) answers SI_ASK -- alone, with the hint of its own
+ * line, in a batch; replaced by the key itself it is a hit again */
+static void test_ask_marks(void **state)
+{
+	size_t len = SI_HDR + si_table_bytes(64);
+	uint8_t *mem = area_new(len);
+	struct si_map m;
+	struct si_table t = {0};
+	struct si_layout lay = {0};
+	struct si_rstats st = {0};
+	struct si_entry e;
+	struct si_hit h, out[3];
+	uint8_t dg[3][SI_DIGEST];
+	uint32_t slot;
+	int res[3];
+	uint64_t k;
+
+	setup_area(&m, mem, len, &t, 64, SI_COHERENT);
+	for (k = 0; k < 3; k++) {
+		e = entry(k, 10 + k);
+		e.flags = k == 1 ? SI_F_ASK : 0;
+		assert_int_equal(si_insert(&m, &t, &e), 1);
+		si_digest(2, &k, 8, dg[k]);
+	}
+	assert_int_equal(look(&m, 0, &h), SI_HIT);
+	slot = (uint32_t)(si_live(&m, &t, dg[1]) -
+			  (const struct si_entry *)(m.base + t.off)) +
+	       1;
+	assert_int_equal(look(&m, 1, &h), SI_ASK);
+	assert_int_equal(look_hint(&m, 1, slot, &h), SI_ASK);
+	si_lookup_batch(&m, &lay, 3, (const uint8_t(*)[SI_DIGEST])dg, NULL, res,
+			out, &st);
+	assert_int_equal(res[0], SI_HIT);
+	assert_int_equal(res[1], SI_ASK);
+	assert_int_equal(res[2], SI_HIT);
+	/* a lookup brought it back: the marker out, the key in */
+	assert_int_equal(si_remove(&m, &t, dg[1]), 1);
+	e = entry(1, 11);
+	assert_int_equal(si_insert(&m, &t, &e), 1);
+	assert_int_equal(look(&m, 1, &h), SI_HIT);
+	assert_int_equal(h.gen, 11);
+	si_map_destroy(&m);
+	munmap(mem, len);
+}
+
 /* @key removed and stored again as registration @gen: back in its line
  * (1 + slot @slot), written back */
 static void rebind(const struct si_map *m, const struct si_table *t,
@@ -823,6 +869,7 @@ int main(void)
 		cmocka_unit_test(test_digest_vectors),
 		cmocka_unit_test(test_groups_share_a_page),
 		cmocka_unit_test(test_insert_lookup_remove),
+		cmocka_unit_test(test_ask_marks),
 		cmocka_unit_test(test_hints),
 		cmocka_unit_test(test_overflow_marks),
 		cmocka_unit_test(test_superblock_states),

@@ -62,7 +62,10 @@ struct pg_free {
 	uint32_t slot, page;
 	uint32_t num; /* the page's pooled[] when it was pushed: an entry
 		       * whose page was taken out meanwhile (a rescue,
-		       * retire.c) no longer matches */
+		       * retire.c) no longer matches.  (32 bits, to keep
+		       * the page tables small: an orphan would have to stay
+		       * in its pool through 2^32 other pushes to be taken
+		       * for its page's entry) */
 };
 
 struct mds_pgpool {
@@ -448,8 +451,6 @@ static void entry_pop(struct mds *s, struct mds_pgpool *p,
 		p->orphans--;
 	}
 	pool_pop(p);
-	if (!p->n)
-		p->orphans = 0; /* (an orphan of a region gone is not told) */
 }
 
 void pages_repool(struct mds *s, uint32_t slot)
@@ -475,11 +476,30 @@ uint64_t pages_ready(struct mds *s, uint32_t size)
 	return p && p->n && pool_head(p)->ready <= s->vnow ? p->n : 0;
 }
 
+static uint64_t valid_entries(const struct mds_pgpool *p);
+
 uint64_t pages_pooled(struct mds *s, uint32_t size)
 {
 	struct mds_pgpool *p = pool_of(s, size, false);
 
-	return p ? p->n : 0;
+	return p ? valid_entries(p) : 0; /* (not the orphans) */
+}
+
+void pages_forget_region(struct mds *s, struct mds_region *r)
+{
+	struct mds_pgpool *p;
+	uint32_t i;
+
+	/* its orphans in the pool: never told at their pop (no region) */
+	if (!r->pg || !(p = pool_of(s, r->pg->size, false)) || !p->orphans)
+		return;
+	for (i = 0; i < p->n && p->orphans; i++) {
+		const struct pg_free *f = &p->v[(p->head + i) % p->cap];
+
+		if (f->region_id == r->h.region_id && f->page < r->pg->n &&
+		    r->pg->pooled[f->page] != f->num)
+			p->orphans--;
+	}
 }
 
 /*
@@ -559,7 +579,7 @@ uint32_t pages_grant(struct mds *s, uint32_t islot, uint64_t bytes)
 		uint64_t k = pages_reserve_need(s);
 
 		if (k)
-			evict_some(s, UINT64_MAX, k < n ? n : k);
+			evict_some(s, UINT64_MAX, k < n ? k : n);
 	}
 	return n;
 }
@@ -616,7 +636,7 @@ void mds_pages_stats(const struct mds *s, struct mds_pages_stats *ps)
 
 	memset(ps, 0, sizeof(*ps));
 	for (i = 0; i < s->npgpools; i++)
-		ps->free += s->pgpools[i].n;
+		ps->free += valid_entries(&s->pgpools[i]);
 	ps->retired = retire_count(s);
 	for (i = s->reg_head; i != IX_NO_SLOT; i = s->regions[i].next)
 		if (s->regions[i].pg) {
@@ -781,7 +801,9 @@ uint32_t pages_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
  * grants: the *supply*, what they take in twice the grace and a few
  * ticks at the rate they come (at least a grant's worth or a 32nd of the
  * pool, at most a quarter of it), and on top of it a *spare* of a 16th
- * of the pool -- by evicting the coldest keys (of any holder).  A page
+ * of the pool -- by evicting the coldest keys (of any holder).  With
+ * pages of several sizes each size has its share of those bounds (the
+ * pool's pages over the number of sizes).  A page
  * waiting there is not lost to the cache: its evicted key stays findable
  * until the page is handed out (retire.c).  A lookup may bring such a
  * key back only out of the spare (pages_may_rescue): readers that want
@@ -790,7 +812,7 @@ uint32_t pages_release_wanted(struct mds *s, uint32_t islot, uint64_t *out,
 static uint64_t supply(const struct mds *s, const struct mds_pgpool *p)
 {
 	uint64_t need, rate = s->grant_rate, el,
-		       pages = s->pool_total / p->size;
+		       pages = s->pool_total / p->size / s->npgpools;
 
 	/* the rate of this second so far, when it is higher (a second
 	 * started 100 ms ago or more: pages_rate_tick) */
@@ -820,7 +842,8 @@ uint64_t pages_reserve_need(struct mds *s)
 	for (i = 0; i < s->npgpools; i++) {
 		struct mds_pgpool *p = &s->pgpools[i];
 
-		need = supply(s, p) + s->pool_total / p->size / 16;
+		need = supply(s, p) +
+		       s->pool_total / p->size / s->npgpools / 16;
 		have = valid_entries(p);
 		if (have < need)
 			keys += need - have;

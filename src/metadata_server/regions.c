@@ -184,6 +184,7 @@ void region_forget(struct mds *s, uint32_t slot)
 
 	if (r->deferred)
 		s->ndeferred--;
+	pages_forget_region(s, r);
 	pages_drop(r);
 	memset(r, 0, sizeof(*r));
 	r->next = s->reg_free;

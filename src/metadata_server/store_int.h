@@ -143,6 +143,7 @@ void deferred_tick(struct mds *s);
 
 int pages_enable(struct mds *s, uint32_t slot, uint32_t size);
 void pages_drop(struct mds_region *r);
+void pages_forget_region(struct mds *s, struct mds_region *r);
 bool pages_lent(const struct mds_region *r);
 int pages_check(struct mds *s, const struct mds_region *r,
 		struct mds_peer *peer, uint64_t off, uint64_t len,

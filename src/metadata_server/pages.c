@@ -54,7 +54,7 @@
 
 #include "log.h"
 
-#define GRANT_MAX 256 /* pages granted per reply */
+#define GRANT_MAX 128 /* pages granted per reply */
 
 struct pg_free {
 	uint64_t region_id;

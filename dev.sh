@@ -32,6 +32,7 @@ DEMO_PACKAGES=(
 	build-essential cmake pkg-config
 	libzmq3-dev libmsgpack-dev libdaxctl-dev
 	libssl-dev libsodium-dev zlib1g-dev libisal-dev libncurses-dev libsystemd-dev
+	libucx-dev
 	python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
 	python3-msgpack
 )
@@ -41,7 +42,7 @@ TEST_PACKAGES=(
 	clang libclang-rt-14-dev llvm clang-format
 	python3-pytest python3-numpy python3-torch python3-zmq
 	tmux redis-server libhiredis-dev liblmdb-dev ndctl daxctl util-linux procps
-	iproute2 passwd
+	iproute2 passwd ucx-utils
 	qemu-system-x86 busybox-static cpio kmod
 	python3-matplotlib python3-seccomp python3-prometheus-client python3-redis
 	help2man pandoc groff-base

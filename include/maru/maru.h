@@ -295,6 +295,30 @@ int maru_config_set_curve_secret_key_file(struct maru_config *cfg,
 int maru_config_set_connect_retry(struct maru_config *cfg, bool on);
 bool maru_config_get_connect_retry(const struct maru_config *cfg);
 
+/*
+ * The remote path (docs/remote.md): on a host that cannot map the pool,
+ * the handler moves the bytes over UCX through a maru-agent running on a
+ * host that can.  @url: the agent's "tcp://HOST:PORT" (NULL: none).
+ * @mode: "auto" (the default: remote when an agent is set and the pool
+ * cannot be mapped here), "on" (always; needs an agent) or "off" (never).
+ * The agent's CURVE key (Z85 or a certificate path) defaults to the
+ * server's (curve_server_key); the handler's own certificate is the same.
+ * Environment (maru_config_apply_env()): MARU_AGENT_URL, MARU_REMOTE,
+ * MARU_AGENT_CURVE_KEY.
+ */
+enum maru_remote_mode {
+	MARU_REMOTE_AUTO,
+	MARU_REMOTE_ON,
+	MARU_REMOTE_OFF,
+};
+int maru_config_set_agent_url(struct maru_config *cfg, const char *url);
+const char *maru_config_get_agent_url(const struct maru_config *cfg);
+int maru_config_set_agent_curve_key(struct maru_config *cfg, const char *key);
+const char *maru_config_get_agent_curve_key(const struct maru_config *cfg);
+/* Return: 0 or -EINVAL (not "auto", "on" or "off") */
+int maru_config_set_remote(struct maru_config *cfg, const char *mode);
+const char *maru_config_get_remote(const struct maru_config *cfg);
+
 /* Getters: strings are borrowed from @cfg (valid until the next set/free);
  * instance_id is NULL when unset, expand_size 0 when unset. */
 const char *maru_config_get_server_url(const struct maru_config *cfg);
@@ -472,6 +496,19 @@ void maru_handler_close(struct maru_handler *h);
 
 /* maru_handler_is_connected - connected and not closing */
 bool maru_handler_is_connected(const struct maru_handler *h);
+
+/* The remote path's figures (docs/remote.md); all 0 without an agent. */
+struct maru_remote_stats {
+	bool remote;	    /* the handler moves bytes through the agent */
+	uint64_t puts;	    /* pages written with ucp_put */
+	uint64_t put_bytes; /* ... their bytes */
+	uint64_t gets;	    /* pages read with ucp_get */
+	uint64_t get_bytes;
+	uint64_t errors;   /* transfers that failed (the call failed) */
+	uint64_t connects; /* UCX endpoints made to the agent */
+};
+void maru_handler_remote_stats(const struct maru_handler *h,
+			       struct maru_remote_stats *out);
 
 /* maru_handler_instance_id - the owner id (borrowed from @h, never NULL) */
 const char *maru_handler_instance_id(const struct maru_handler *h);

@@ -73,6 +73,15 @@ class MaruConfig:
         curve_secret_key_file: CURVE: this client's secret certificate
             (NAME.key_secret); both CURVE fields or neither.
             Environment: MARU_CURVE_SECRET_KEY_FILE.  Not upstream's.
+        agent_url: the maru-agent ('tcp://HOST:PORT') through which a
+            host that cannot map the pool moves its bytes over UCX
+            (docs/remote.md).  Environment: MARU_AGENT_URL.  Not
+            upstream's.
+        remote: 'auto' (remote when agent_url is set and the pool cannot
+            be mapped here), 'on' or 'off'.  Environment: MARU_REMOTE.
+        agent_curve_key: the agent's CURVE public key (Z85 or a
+            certificate path); None: curve_server_key.  Environment:
+            MARU_AGENT_CURVE_KEY.
     """
 
     server_url: str = DEFAULT_SERVER_URL
@@ -90,6 +99,9 @@ class MaruConfig:
     enable_stats: bool = False
     curve_server_key: str | None = None
     curve_secret_key_file: str | None = None
+    agent_url: str | None = None
+    remote: str = "auto"
+    agent_curve_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.instance_id is None:
@@ -106,6 +118,13 @@ class MaruConfig:
             self.curve_server_key = os.environ["MARU_CURVE_SERVER_KEY"]
         if os.environ.get("MARU_CURVE_SECRET_KEY_FILE"):
             self.curve_secret_key_file = os.environ["MARU_CURVE_SECRET_KEY_FILE"]
+        # the remote path, for callers that cannot pass it (LMCache)
+        if os.environ.get("MARU_AGENT_URL"):
+            self.agent_url = os.environ["MARU_AGENT_URL"]
+        if os.environ.get("MARU_REMOTE"):
+            self.remote = os.environ["MARU_REMOTE"].strip().lower()
+        if os.environ.get("MARU_AGENT_CURVE_KEY"):
+            self.agent_curve_key = os.environ["MARU_AGENT_CURVE_KEY"]
         if (self.curve_server_key is None) != (self.curve_secret_key_file is None):
             raise ValueError(
                 "curve_server_key and curve_secret_key_file go together "
@@ -165,6 +184,21 @@ class MaruConfig:
             if not isinstance(v, bool):
                 raise TypeError(
                     f"MaruConfig.{name} must be True or False, not {v!r}")
+        a = self.agent_url
+        if a is not None and (
+                not isinstance(a, str) or not _URL_RE.fullmatch(a) or
+                not 0 < int(_URL_RE.fullmatch(a).group(2)) < 65536):
+            raise ValueError(
+                f"MaruConfig.agent_url must be 'tcp://HOST:PORT' (e.g. "
+                f"'tcp://cxl-host:5570') or None, not {a!r}")
+        if self.remote not in ("auto", "on", "off"):
+            raise ValueError(
+                f"MaruConfig.remote must be 'auto', 'on' or 'off', not "
+                f"{self.remote!r}")
+        if self.remote == "on" and a is None:
+            raise ValueError(
+                "MaruConfig.remote='on' needs agent_url (the maru-agent "
+                "on a host that maps the pool)")
         addr = self.rm_address
         if not isinstance(addr, str) or not _ADDR_RE.fullmatch(addr) or \
                 not 0 < int(_ADDR_RE.fullmatch(addr).group(2)) < 65536:

@@ -91,6 +91,9 @@ def libmaru_handler(c: MaruConfig):
         _libmaru_logger.getEffectiveLevel(),
         getattr(c, "curve_server_key", None),
         getattr(c, "curve_secret_key_file", None),
+        getattr(c, "agent_url", None),
+        getattr(c, "remote", None),
+        getattr(c, "agent_curve_key", None),
     )
 
 
@@ -305,6 +308,18 @@ class MaruHandler:
             info._handler = self
             info._key = key
         return info
+
+    def remote_stats(self) -> dict:
+        """The remote path's figures (docs/remote.md): ``remote`` (the
+        bytes go through maru-agent), pages and bytes put and got,
+        failed transfers, endpoints made.  An addition to upstream's API."""
+        return self._h.remote_stats()
+
+    @property
+    def is_remote(self) -> bool:
+        """Does this handler move its bytes through maru-agent (a host
+        that cannot map the pool)?  Known once connected."""
+        return bool(self._h.remote_stats()["remote"])
 
     def is_valid(self, info: MemoryInfo) -> bool:
         """Are @info's bytes still the pool's?  False once its mapping was

@@ -458,19 +458,24 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 				 "log_level",
 				 "curve_server_key",
 				 "curve_secret_key_file",
+				 "agent_url",
+				 "remote",
+				 "agent_curve_key",
 				 NULL};
 	HandlerObject *self = (HandlerObject *)obj;
 	PyObject *url, *iid, *rm, *log_level = NULL;
 	PyObject *cserver = Py_None, *csecret = Py_None;
+	PyObject *agent = Py_None, *remote = Py_None, *akey = Py_None;
 	unsigned long long pool, chunk, expand;
 	int timeout, async, inflight, eager, autoexp, stats, rc;
 	struct maru_config *cfg = NULL;
 	char why[256] = "";
 
 	if (!PyArg_ParseTupleAndKeywords(
-		    args, kw, "UOKKipippKUp|OOO", kwlist, &url, &iid, &pool,
+		    args, kw, "UOKKipippKUp|OOOOOO", kwlist, &url, &iid, &pool,
 		    &chunk, &timeout, &async, &inflight, &eager, &autoexp,
-		    &expand, &rm, &stats, &log_level, &cserver, &csecret))
+		    &expand, &rm, &stats, &log_level, &cserver, &csecret,
+		    &agent, &remote, &akey))
 		return -1;
 	if (self->h) {
 		PyErr_SetString(PyExc_RuntimeError,
@@ -495,7 +500,11 @@ static int handler_init(PyObject *obj, PyObject *args, PyObject *kw)
 	    (rc = set_str(cfg, cserver, maru_config_set_curve_server_key)) <
 		    0 ||
 	    (rc = set_str(cfg, csecret,
-			  maru_config_set_curve_secret_key_file)) < 0)
+			  maru_config_set_curve_secret_key_file)) < 0 ||
+	    (rc = set_str(cfg, agent, maru_config_set_agent_url)) < 0 ||
+	    (rc = set_str(cfg, akey, maru_config_set_agent_curve_key)) < 0 ||
+	    (remote != Py_None &&
+	     (rc = set_str(cfg, remote, maru_config_set_remote)) < 0))
 		goto out_config;
 	rc = maru_config_validate(cfg, why, sizeof(why));
 	if (rc < 0) {
@@ -962,6 +971,23 @@ static PyObject *handler_healthcheck(PyObject *obj, PyObject *unused)
 	return PyBool_FromLong(ok);
 }
 
+/* remote_stats() -> dict: the remote path's figures (docs/remote.md) */
+static PyObject *handler_remote_stats(PyObject *obj, PyObject *unused)
+{
+	HandlerObject *self = (HandlerObject *)obj;
+	struct maru_remote_stats s;
+
+	maru_handler_remote_stats(self->h, &s);
+	return Py_BuildValue("{s:O,s:K,s:K,s:K,s:K,s:K,s:K}", "remote",
+			     s.remote ? Py_True : Py_False, "puts",
+			     (unsigned long long)s.puts, "put_bytes",
+			     (unsigned long long)s.put_bytes, "gets",
+			     (unsigned long long)s.gets, "get_bytes",
+			     (unsigned long long)s.get_bytes, "errors",
+			     (unsigned long long)s.errors, "connects",
+			     (unsigned long long)s.connects);
+}
+
 static PyObject *handler_get_stats_raw(PyObject *obj, PyObject *unused)
 {
 	HandlerObject *self = (HandlerObject *)obj;
@@ -1422,6 +1448,8 @@ static PyMethodDef handler_methods[] = {
 	 "index_stats() -> dict: the shared index's local answers"},
 	{"set_on_region_added", handler_set_on_region_added, METH_O,
 	 "set_on_region_added(callable(region_id, page_count) | None)"},
+	{"remote_stats", handler_remote_stats, METH_NOARGS,
+	 "remote_stats() -> dict: the remote path's figures"},
 	{"healthcheck", handler_healthcheck, METH_NOARGS,
 	 "HEARTBEAT round trip -> bool"},
 	{"get_stats_raw", handler_get_stats_raw, METH_NOARGS,

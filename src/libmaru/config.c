@@ -84,6 +84,7 @@ MARU_EXPORT int maru_config_new(struct maru_config **out)
 	cfg->expand_size = 0;
 	cfg->enable_stats = false;
 	cfg->connect_retry = true;
+	cfg->remote = MARU_REMOTE_AUTO;
 	*out = cfg;
 	return 0;
 }
@@ -95,8 +96,11 @@ void maru__config_release(struct maru_config *cfg)
 	free(cfg->rm_address);
 	free(cfg->curve_server);
 	free(cfg->curve_secret);
+	free(cfg->agent_url);
+	free(cfg->agent_curve_key);
 	cfg->server_url = cfg->instance_id = cfg->rm_address = NULL;
 	cfg->curve_server = cfg->curve_secret = NULL;
+	cfg->agent_url = cfg->agent_curve_key = NULL;
 }
 
 MARU_EXPORT void maru_config_free(struct maru_config *cfg)
@@ -117,6 +121,14 @@ int maru__config_copy(struct maru_config *dst, const struct maru_config *src)
 		src->curve_server ? strdup(src->curve_server) : NULL;
 	dst->curve_secret =
 		src->curve_secret ? strdup(src->curve_secret) : NULL;
+	dst->agent_url = src->agent_url ? strdup(src->agent_url) : NULL;
+	dst->agent_curve_key =
+		src->agent_curve_key ? strdup(src->agent_curve_key) : NULL;
+	if ((src->agent_url && !dst->agent_url) ||
+	    (src->agent_curve_key && !dst->agent_curve_key)) {
+		maru__config_release(dst);
+		return -ENOMEM;
+	}
 	if (!dst->server_url || !dst->rm_address ||
 	    (src->instance_id && !dst->instance_id) ||
 	    (src->curve_server && !dst->curve_server) ||
@@ -247,6 +259,49 @@ MARU_EXPORT int maru_config_set_enable_stats(struct maru_config *cfg, bool on)
 {
 	cfg->enable_stats = on;
 	return 0;
+}
+
+MARU_EXPORT int maru_config_set_agent_url(struct maru_config *cfg,
+					  const char *url)
+{
+	return set_string(&cfg->agent_url, url, true);
+}
+
+MARU_EXPORT const char *maru_config_get_agent_url(const struct maru_config *cfg)
+{
+	return cfg->agent_url;
+}
+
+MARU_EXPORT int maru_config_set_agent_curve_key(struct maru_config *cfg,
+						const char *key)
+{
+	return set_string(&cfg->agent_curve_key, key, true);
+}
+
+MARU_EXPORT const char *
+maru_config_get_agent_curve_key(const struct maru_config *cfg)
+{
+	return cfg->agent_curve_key;
+}
+
+static const char *const remote_names[] = {"auto", "on", "off"};
+
+MARU_EXPORT int maru_config_set_remote(struct maru_config *cfg,
+				       const char *mode)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (mode && !strcmp(mode, remote_names[i])) {
+			cfg->remote = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+MARU_EXPORT const char *maru_config_get_remote(const struct maru_config *cfg)
+{
+	return remote_names[cfg->remote];
 }
 
 MARU_EXPORT int maru_config_set_connect_retry(struct maru_config *cfg, bool on)
@@ -393,6 +448,22 @@ MARU_EXPORT int maru_config_apply_env(struct maru_config *cfg, char *why,
 	v = getenv("MARU_CURVE_SECRET_KEY_FILE");
 	if (v && *v && (rc = set_string(&cfg->curve_secret, v, true)) < 0)
 		return rc;
+	/* the remote path (docs/remote.md), for clients that cannot pass it */
+	v = getenv("MARU_AGENT_URL");
+	if (v && *v && (rc = set_string(&cfg->agent_url, v, true)) < 0)
+		return rc;
+	v = getenv("MARU_AGENT_CURVE_KEY");
+	if (v && *v && (rc = set_string(&cfg->agent_curve_key, v, true)) < 0)
+		return rc;
+	v = getenv("MARU_REMOTE");
+	if (v && *v && maru_config_set_remote(cfg, v) < 0) {
+		if (why && whylen)
+			snprintf(why, whylen,
+				 "MARU_REMOTE must be auto, on or off (got "
+				 "'%s')",
+				 v);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -473,6 +544,20 @@ MARU_EXPORT int maru_config_validate(const struct maru_config *cfg, char *why,
 			 "rm_address must be 'HOST:PORT' (e.g. "
 			 "'127.0.0.1:9850'), not '%s'",
 			 cfg->rm_address ? cfg->rm_address : "");
+		return -EINVAL;
+	}
+	if (cfg->agent_url && (strncmp(cfg->agent_url, "tcp://", 6) ||
+			       !addr_ok(cfg->agent_url + 6))) {
+		snprintf(why, whylen,
+			 "agent_url must be 'tcp://HOST:PORT' (e.g. "
+			 "'tcp://cxl-host:5570'), not '%s'",
+			 cfg->agent_url);
+		return -EINVAL;
+	}
+	if (cfg->remote == MARU_REMOTE_ON && !cfg->agent_url) {
+		snprintf(why, whylen,
+			 "remote='on' needs agent_url (the maru-agent on a "
+			 "host that maps the pool)");
 		return -EINVAL;
 	}
 	if (cfg->timeout_ms < 1) {

@@ -459,6 +459,8 @@ static void teardown(struct maru_handler *h)
 	if (h->mapper_ready)
 		maru__mapper_destroy(&h->mapper);
 	h->mapper_ready = false;
+	maru__remote_free(h->remote);
+	h->remote = NULL;
 	if (h->rpc_open)
 		maru__rpc_close(&h->rpc);
 	h->rpc_open = false;
@@ -483,6 +485,12 @@ static void capture_end(struct maru_handler *h, int rc)
 	atomic_store_explicit(&h->capturing, false, memory_order_relaxed);
 	if (rc == 0)
 		h->conn_err[0] = '\0';
+}
+
+MARU_EXPORT void maru_handler_remote_stats(const struct maru_handler *h,
+					   struct maru_remote_stats *out)
+{
+	maru__remote_counters(h->remote, out);
 }
 
 MARU_EXPORT const char *maru_handler_connect_error(const struct maru_handler *h)
@@ -523,6 +531,12 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 		      "no connection watch (%s): a server restart is noticed "
 		      "at the next lease renewal only",
 		      strerror(-rc));
+	if (h->cfg.agent_url && h->cfg.remote != MARU_REMOTE_OFF &&
+	    !h->remote) {
+		rc = maru__remote_new(h, &h->remote);
+		if (rc < 0)
+			goto out_teardown;
+	}
 	maru__mapper_init(&h->mapper, h, h->prefault);
 	h->mapper_ready = true;
 	maru__mapper_scan_devices(&h->mapper);

@@ -282,6 +282,42 @@ static void remember(struct maru_handler *h, const struct maru_key *key,
 	page_link_key(h, e);
 }
 
+/*
+ * A remote handler's pages go to the pool before their keys are
+ * registered (remote.c): ucp_put, then a flush that completes once the
+ * bytes are at the target.  @regs: what will be registered.  Pages of
+ * regions mapped here are left alone.  Return: 0 or -errno (nothing may
+ * be registered then).
+ */
+static int remote_put(struct maru_handler *h, const struct maru__reg *regs,
+		      size_t n)
+{
+	struct maru__xfer *x;
+	struct maru__mapping *m;
+	size_t i, k = 0;
+	int rc;
+
+	if (!maru__remote_on(h->remote))
+		return 0;
+	x = calloc(n, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		m = maru__mapper_find(&h->mapper, regs[i].region_id);
+		if (!m) {
+			free(x);
+			return -ESTALE;
+		}
+		if (!m->remote)
+			continue;
+		x[k++] = (struct maru__xfer){m, regs[i].kv_offset,
+					     (size_t)regs[i].kv_length};
+	}
+	rc = maru__remote_xfer(h->remote, x, k, true);
+	free(x);
+	return rc;
+}
+
 MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 			      const struct maru_key *key,
 			      const struct maru_page *page)
@@ -337,6 +373,14 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	reg = (struct maru__reg){key, page->region_id,
 				 page->page_index * h->cfg.chunk_size,
 				 page->size};
+	rc = remote_put(h, &reg, 1);
+	if (rc < 0) {
+		/* the bytes are not in the pool: nothing is registered */
+		if (!same_page(e, page))
+			maru__page_release(h, page->region_id,
+					   page->page_index);
+		goto out_unlock;
+	}
 	maru__reply_init(&r);
 	maru__msg_init(&m, MDS_REGISTER_KV);
 	rc = maru__send(h, &m, maru__enc_register(&m, &reg), &r);
@@ -446,6 +490,8 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 		}
 		k = j;
 	}
+	if (rc == 0 && k)
+		rc = remote_put(h, regs, k); /* all in the pool, or none */
 	if (rc == 0 && k) {
 		maru__reply_init(&r);
 		r.results = res;
@@ -549,7 +595,7 @@ static int local_view(struct maru_handler *h, const struct si_hit *hit,
 {
 	struct maru__mapping *m = maru__mapper_find(&h->mapper, hit->region_id);
 
-	if (!m || hit->kv_offset > m->len ||
+	if (!m || m->remote || hit->kv_offset > m->len ||
 	    hit->kv_length > m->len - hit->kv_offset)
 		return 0;
 	out->ptr = m->addr + hit->kv_offset;
@@ -654,6 +700,103 @@ static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
 	return r;
 }
 
+/*
+ * A remote handler's hits are copies (remote.c): the pages are read with
+ * ucp_get into the region's stand-in, then the lookups are asked again,
+ * uncounted.  A key evicted, deleted or stored again while its page was
+ * read is a miss (its view cleared), never bytes that were not its own.
+ * Views into mappings of this host are left alone.
+ * Return: the hits lost to the second look, or -errno (the fetched views
+ * cleared).
+ */
+static int remote_fetch(struct maru_handler *h, const struct maru_key *keys,
+			struct maru_view *views, const uint64_t *gens, size_t n)
+{
+	static const struct maru__key_opts uncounted = {.uncounted = true};
+	struct maru__lookup *ents = NULL;
+	struct maru_key *ask = NULL;
+	struct maru__mapping *m;
+	struct maru__xfer *x = NULL;
+	struct maru__reply r;
+	struct maru__msg msg;
+	size_t i, j, k = 0, *idx = NULL;
+	int rc, lost = 0;
+
+	if (!maru__remote_on(h->remote) || !n)
+		return 0;
+	x = calloc(n, sizeof(*x));
+	idx = malloc(n * sizeof(*idx));
+	if (!x || !idx) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (!views[i].ptr)
+			continue;
+		m = maru__mapper_find(&h->mapper, views[i].region_id);
+		if (!m || !m->remote)
+			continue;
+		x[k] = (struct maru__xfer){m, views[i].offset, views[i].len};
+		idx[k++] = i;
+	}
+	rc = maru__remote_xfer(h->remote, x, k, false);
+	if (rc < 0 || !k)
+		goto out;
+	/* the second look: the same entries? */
+	ask = malloc(k * sizeof(*ask));
+	ents = calloc(k, sizeof(*ents));
+	rc = -ENOMEM;
+	if (!ask || !ents)
+		goto out;
+	for (j = 0; j < k; j++)
+		ask[j] = keys[idx[j]];
+	maru__reply_init(&r);
+	if (k == 1) {
+		maru__msg_init(&msg, MDS_LOOKUP_KV);
+		rc = maru__send(h, &msg,
+				maru__enc_key_opts(&msg, ask, &uncounted), &r);
+		if (rc == 0)
+			ents[0] = r.lookup;
+		r.entries_len = 1;
+	} else {
+		r.entries = ents;
+		r.nentries = k;
+		maru__msg_init(&msg, MDS_BATCH_LOOKUP_KV);
+		rc = maru__send(
+			h, &msg,
+			maru__enc_batch_keys_opts(&msg, ask, k, &uncounted),
+			&r);
+	}
+	if (rc < 0)
+		goto out;
+	for (j = 0; j < k; j++) {
+		const struct maru__lookup *l = &ents[j];
+		struct maru_view *v = &views[idx[j]];
+
+		if (j < r.entries_len && l->found && l->has_handle &&
+		    l->handle.region_id == v->region_id &&
+		    l->kv_offset == v->offset && l->kv_length == v->len &&
+		    (!gens || !gens[idx[j]] || l->kv_gen == gens[idx[j]]))
+			continue;
+		ldbg(h,
+		     "remote read of region %" PRIu64 " at %" PRIu64
+		     ": the key changed meanwhile, a miss",
+		     v->region_id, v->offset);
+		memset(v, 0, sizeof(*v));
+		lost++;
+	}
+	rc = lost;
+out:
+	if (rc < 0)
+		for (j = 0; j < k; j++)
+			memset(&views[idx[j]], 0, sizeof(views[idx[j]]));
+	free(x);
+	free(idx);
+	free(ask);
+	free(ents);
+	return rc;
+}
+
 MARU_EXPORT int maru_kv_retrieve(struct maru_handler *h,
 				 const struct maru_key *key,
 				 struct maru_view *out)
@@ -693,6 +836,11 @@ MARU_EXPORT int maru_kv_retrieve_ticket(struct maru_handler *h,
 	rc = maru__send(h, &m, maru__enc_key(&m, key), &r);
 	if (rc == 0)
 		rc = resolve(h, &r.lookup, out);
+	if (rc == 1 && maru__remote_on(h->remote)) {
+		gen = r.lookup.kv_gen;
+		rc = remote_fetch(h, key, out, &gen, 1);
+		rc = rc < 0 ? rc : out->ptr ? 1 : 0;
+	}
 	if (rc == 1 && ticket)
 		*ticket = r.lookup.kv_gen;
 	if (rc >= 0)
@@ -991,6 +1139,23 @@ MARU_EXPORT int maru_kv_batch_retrieve_tickets(struct maru_handler *h,
 			if (tickets)
 				tickets[i] = views[i].ptr ? ents[j].kv_gen : 0;
 		}
+	}
+	if (rc == 0 && k > 0 && maru__remote_on(h->remote)) {
+		uint64_t *g = calloc(n, sizeof(*g));
+
+		rc = g ? 0 : -ENOMEM;
+		for (j = 0; g && j < (size_t)k && j < r.entries_len; j++)
+			g[idx[j]] = views[idx[j]].ptr ? ents[j].kv_gen : 0;
+		if (rc == 0)
+			rc = remote_fetch(h, keys, views, g, n);
+		free(g);
+		if (rc > 0) {
+			hits -= (size_t)rc;
+			rc = 0;
+		}
+		for (i = 0; tickets && i < n; i++)
+			if (!views[i].ptr)
+				tickets[i] = 0;
 	}
 	if (rc == 0 && (size_t)k < n)
 		lk_batch(h, n, known, NULL, views, NULL);

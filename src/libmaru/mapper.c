@@ -32,6 +32,12 @@
  * mapped until destroy.  Unlinking leaves the mapping's own next pointer
  * alone, so a reader standing on it still walks the rest of the chain.
  *
+ * Remote (remote.c): on a host that cannot map the pool, a region's
+ * mapping is private memory of its size standing in for it, with the
+ * agent's key for the region (m->remote); kv.c moves the bytes.  A remote
+ * "auto" handler switches to it at the first region whose pool cannot be
+ * opened here.
+ *
  * Context: find from any thread; map serialised by @lock.
  */
 #include "private.h"
@@ -60,6 +66,7 @@ int maru__mapper_init(struct maru__mapper *mp, const struct maru_handler *h,
 
 	memset(mp, 0, sizeof(*mp));
 	mp->h = h;
+	mp->remote = h->remote;
 	mp->prefault = prefault;
 	for (i = 0; i < MARU_MAP_BUCKETS; i++)
 		atomic_init(&mp->buckets[i], NULL);
@@ -280,10 +287,59 @@ static int map_locked(struct maru__mapper *mp,
 	return 0;
 }
 
+/*
+ * A region through the agent (remote.c): its key, asked for now, and
+ * private memory of its size standing in for it (MAP_NORESERVE: only the
+ * pages written or read take memory).  Return: 0 or -errno.
+ */
+static int map_remote_locked(struct maru__mapper *mp,
+			     const struct maru_region_handle *hd, void **addr,
+			     struct maru__rkey **rk)
+{
+	int rc;
+
+	if (!hd->length || hd->length > SIZE_MAX)
+		return -EINVAL;
+	rc = maru__remote_key_new(mp->remote, hd, rk);
+	if (rc < 0)
+		return rc;
+	*addr = mmap(NULL, (size_t)hd->length, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (*addr == MAP_FAILED) {
+		rc = -errno;
+		maru__remote_key_free(mp->remote, *rk);
+		*rk = NULL;
+		return rc;
+	}
+	ldbg(mp->h, "region %" PRIu64 ": remote (%" PRIu64 " bytes)",
+	     hd->region_id, hd->length);
+	return 0;
+}
+
+/* the errors that say the pool is not here (remote "auto" switches) */
+static bool not_here(int rc)
+{
+	switch (-rc) {
+	case ENOENT:
+	case EACCES:
+	case EPERM:
+	case ENODEV:
+	case ENXIO:
+	case ENOTCONN:
+	case ECONNREFUSED:
+	case EHOSTUNREACH:
+	case ENETUNREACH:
+	case ETIMEDOUT:
+		return true;
+	}
+	return false;
+}
+
 int maru__mapper_map(struct maru__mapper *mp,
 		     const struct maru_region_handle *hd, bool owned,
 		     bool want_prefault, struct maru__mapping **out)
 {
+	struct maru__rkey *rk = NULL;
 	struct maru__mapping *m;
 	void *addr;
 	size_t b;
@@ -296,21 +352,36 @@ int maru__mapper_map(struct maru__mapper *mp,
 		rc = 0;
 		goto out_unlock;
 	}
-	rc = map_locked(mp, hd, true, &addr);
+	if (maru__remote_on(mp->remote)) {
+		rc = map_remote_locked(mp, hd, &addr, &rk);
+	} else {
+		rc = map_locked(mp, hd, true, &addr);
+		if (rc < 0 && not_here(rc) &&
+		    maru__remote_may_switch(mp->remote)) {
+			linfo(mp->h,
+			      "the pool cannot be mapped here (%s): its "
+			      "bytes go through the agent %s",
+			      strerror(-rc), mp->h->cfg.agent_url);
+			maru__remote_switch_on(mp->remote);
+			rc = map_remote_locked(mp, hd, &addr, &rk);
+		}
+	}
 	if (rc < 0)
 		goto out_unlock;
 	rc = -ENOMEM;
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		munmap(addr, (size_t)hd->length);
+		maru__remote_key_free(mp->remote, rk);
 		goto out_unlock;
 	}
 	m->handle = *hd;
 	m->addr = addr;
 	m->len = (size_t)hd->length;
 	m->owned = owned;
+	m->remote = rk;
 	atomic_init(&m->fenced, false);
-	if (want_prefault && mp->prefault)
+	if (want_prefault && mp->prefault && !rk)
 		prefault(mp, m->addr, m->len);
 	b = hd->region_id % MARU_MAP_BUCKETS;
 	m->next = atomic_load_explicit(&mp->buckets[b], memory_order_relaxed);
@@ -327,10 +398,20 @@ int maru__mapper_map_ro(struct maru__mapper *mp,
 {
 	int rc;
 
+	if (maru__remote_on(mp->remote))
+		return -ENODEV; /* nothing of the pool is mapped here */
 	pthread_mutex_lock(&mp->lock);
 	rc = map_locked(mp, hd, false, out);
 	pthread_mutex_unlock(&mp->lock);
 	return rc;
+}
+
+static void mapping_free(struct maru__mapper *mp, struct maru__mapping *m)
+{
+	munmap(m->addr, m->len);
+	if (m->remote)
+		maru__remote_key_free(mp->remote, m->remote);
+	free(m);
 }
 
 void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id)
@@ -358,10 +439,8 @@ void maru__mapper_unmap(struct maru__mapper *mp, uint64_t region_id)
 		}
 	}
 	pthread_mutex_unlock(&mp->lock);
-	if (m) {
-		munmap(m->addr, m->len);
-		free(m);
-	}
+	if (m)
+		mapping_free(mp, m);
 }
 
 /* the fence itself (@lock held); see the header comment */
@@ -465,16 +544,14 @@ void maru__mapper_destroy(struct maru__mapper *mp)
 		m = atomic_load_explicit(&mp->buckets[i], memory_order_relaxed);
 		for (; m; m = next) {
 			next = m->next;
-			munmap(m->addr, m->len);
-			free(m);
+			mapping_free(mp, m);
 		}
 		atomic_store_explicit(&mp->buckets[i], NULL,
 				      memory_order_relaxed);
 	}
 	for (m = mp->retired; m; m = next) {
 		next = m->retired_next;
-		munmap(m->addr, m->len);
-		free(m);
+		mapping_free(mp, m);
 	}
 	mp->retired = NULL;
 	if (mp->rm_ready)

@@ -22,12 +22,15 @@
  *   stats.c    per-op stats buffer and the REPORT_STATS thread
  *   shmindex.c the shared index: keys looked up with no request
  *              (docs/shm-index.md), attached from HANDSHAKE replies
+ *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path;
+ *              on a host that cannot map the pool, stand-ins (remote.c)
+ *   remote.c   the pool through maru-agent over UCX (docs/remote.md):
+ *              the agent's keys, ucp_put/ucp_get of pages
  *   rpc.c      ZMTP-over-TCP client, in the calling thread: REQ lock-step
  *              or DEALER pipelined; its watch thread calls up only through
  *              the callbacks it is given (on_lost, on_tick)
  *   dial.c     a connection for rpc.c: the URL, connect, the ZMTP or CURVE
  *              handshake, one line on why it failed
- *   mapper.c   region mappings (GET_ACCESS + mmap), UUID -> local path
  *   alloc.c    page allocator (FIFO free ring) + owned-region manager
  *   keymap.c   the handler's local key -> (region, page) map
  *   codec.c    metadata-server payloads: msgpack-c encoders for requests,
@@ -88,22 +91,25 @@
 
 /* The body of the opaque struct maru_config (upstream MaruConfig). */
 struct maru_config {
-	char *server_url;     /* owns: strdup()ed */
-	char *instance_id;    /* owns: strdup()ed; NULL = random per handler */
-	uint64_t pool_size;   /* bytes requested for the first region */
-	uint64_t chunk_size;  /* page size in bytes */
-	int timeout_ms;	      /* per-RPC timeout */
-	bool use_async_rpc;   /* DEALER pipelined vs REQ lock-step */
-	int max_inflight;     /* DEALER in-flight cap */
-	bool eager_map;	      /* map others' regions at connect */
-	bool auto_expand;     /* request a new region when pages run out */
-	uint64_t expand_size; /* 0 = unset (use pool_size) */
-	char *rm_address;     /* owns: "host:port", fallback only */
-	bool enable_stats;    /* REPORT_STATS every second */
-	char *curve_server;   /* owns: Z85 key or certificate path; NULL */
-	char *curve_secret;   /* owns: our secret certificate; NULL */
-	bool connect_retry;   /* a call without a connection retries its dial
-			       * until its deadline; else one attempt */
+	char *server_url;      /* owns: strdup()ed */
+	char *instance_id;     /* owns: strdup()ed; NULL = random per handler */
+	uint64_t pool_size;    /* bytes requested for the first region */
+	uint64_t chunk_size;   /* page size in bytes */
+	int timeout_ms;	       /* per-RPC timeout */
+	bool use_async_rpc;    /* DEALER pipelined vs REQ lock-step */
+	int max_inflight;      /* DEALER in-flight cap */
+	bool eager_map;	       /* map others' regions at connect */
+	bool auto_expand;      /* request a new region when pages run out */
+	uint64_t expand_size;  /* 0 = unset (use pool_size) */
+	char *rm_address;      /* owns: "host:port", fallback only */
+	bool enable_stats;     /* REPORT_STATS every second */
+	char *curve_server;    /* owns: Z85 key or certificate path; NULL */
+	char *curve_secret;    /* owns: our secret certificate; NULL */
+	bool connect_retry;    /* a call without a connection retries its dial
+				* until its deadline; else one attempt */
+	char *agent_url;       /* owns: maru-agent's "tcp://host:port"; NULL */
+	char *agent_curve_key; /* owns: its public key; NULL: curve_server's */
+	int remote;	       /* enum maru_remote_mode */
 };
 
 /* maru__config_copy - deep copy of @src into @dst. 0 or -ENOMEM */
@@ -495,6 +501,50 @@ void maru__keymap_remove(struct maru__keymap *km, struct maru__keyent *e);
 int maru__keymap_orphan(struct maru__keymap *km, struct maru__keyent *e);
 
 /* ------------------------------------------------------------------------ */
+/* remote.c: the pool through maru-agent (docs/remote.md)                   */
+
+struct maru__remote;
+struct maru__rkey;
+struct maru__mapping;
+
+/* maru__remote_new - the remote path of @h (its config names an agent);
+ * nothing is connected until the first region.  Return: 0 or -errno */
+int maru__remote_new(struct maru_handler *h, struct maru__remote **out);
+void maru__remote_free(struct maru__remote *r);
+/* the handler moves its bytes through the agent (sticky once set) */
+bool maru__remote_on(const struct maru__remote *r);
+/* remote "auto": may a pool not mappable here switch it on? */
+bool maru__remote_may_switch(const struct maru__remote *r);
+void maru__remote_switch_on(struct maru__remote *r);
+/*
+ * maru__remote_key_new - region @hd's key at the agent, asked for now
+ * (its token is the capability).  Return: 0, -EACCES (the agent refused:
+ * a bad token, a region gone), or a transport error.
+ */
+int maru__remote_key_new(struct maru__remote *r,
+			 const struct maru_region_handle *hd,
+			 struct maru__rkey **out);
+void maru__remote_key_free(struct maru__remote *r, struct maru__rkey *k);
+
+/* one transfer: @len bytes at @off of mapping @m (a remote one) */
+struct maru__xfer {
+	struct maru__mapping *m;
+	uint64_t off;
+	size_t len;
+};
+
+/*
+ * maru__remote_xfer - put (then flush: complete at the target) or get
+ * the @n transfers, all in flight at once.  Return: 0, or -errno for the
+ * whole call: -ETIMEDOUT (nothing within timeout_ms), -ECONNRESET (the
+ * endpoint failed), -EACCES (a key refused), or the control port's error.
+ */
+int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
+		      size_t n, bool put);
+void maru__remote_counters(const struct maru__remote *r,
+			   struct maru_remote_stats *s);
+
+/* ------------------------------------------------------------------------ */
 /* rpc.c: the metadata-server client                                        */
 
 struct maru__rpc_slot;
@@ -678,6 +728,9 @@ struct maru__mapping {
 	 */
 	atomic_bool fenced;
 	struct maru__mapping *retired_next; /* the mapper's @retired list */
+	/* owns: a remote region's key at the agent (remote.c); then @addr is
+	 * private memory standing in for the pool */
+	struct maru__rkey *remote;
 };
 
 #define MARU_MAP_BUCKETS 256
@@ -689,6 +742,7 @@ struct maru__uuid_path {
 
 struct maru__mapper {
 	const struct maru_handler *h; /* borrows: for logging */
+	struct maru__remote *remote;  /* borrows: the handler's, or NULL */
 	_Atomic(struct maru__mapping *) buckets[MARU_MAP_BUCKETS];
 	pthread_mutex_t lock; /* insertions, the RM client, the UUID table */
 	struct rm_client rm;  /* GET_ACCESS; not thread-safe by itself */
@@ -1137,6 +1191,7 @@ struct maru_handler {
 	struct maru__inbox inbox;     /* eviction notices */
 	uint32_t page_size;	      /* pages may be granted to us (0: off) */
 	struct maru__idx idx;	      /* the shared index */
+	struct maru__remote *remote;  /* owns: with an agent (remote.c) */
 };
 
 /* still ours: not fenced (a fenced one waits for the next write to go) */

@@ -32,10 +32,13 @@ import mds_wire
 import rm_wire
 from conftest import BUILD_DIR, REPO, MetadataServer, ResourceManager, wait_until
 
-UNITS = ("maru-resource-manager.service", "maru-server.service")
-# the targets: maru-server has no device access, the RM needs DAX
+UNITS = ("maru-resource-manager.service", "maru-server.service",
+         "maru-agent.service")
+# the targets: maru-server has no device access, the RM needs DAX, the
+# agent DAX and the RDMA devices
 EXPOSURE_MAX = {"maru-server.service": 3.0,
-                "maru-resource-manager.service": 4.5}
+                "maru-resource-manager.service": 4.5,
+                "maru-agent.service": 5.0}
 
 
 def tool(name):
@@ -591,11 +594,12 @@ def test_units_under_systemd(booted):
     mds_began = int(b.prop("maru-server.service",
                            "InactiveExitTimestampMonotonic"))
     assert 0 < rm_ready <= mds_began, (rm_ready, mds_began)
-    for unit in UNITS:
+    daemons = UNITS[:2]       # (the agent is not started here)
+    for unit in daemons:
         assert b.prop(unit, "ActiveState") == "active", unit
         assert b.prop(unit, "StatusText").startswith("listening on"), unit
     users = {u: b.run("ps", "-o", "user=", "-p",
-                      b.prop(u, "MainPID")).stdout.strip() for u in UNITS}
+                      b.prop(u, "MainPID")).stdout.strip() for u in daemons}
     assert users == {"maru-resource-manager.service": "maru",
                      "maru-server.service": "maru-server"}, users
     assert b.run("stat", "-c", "%U %a",

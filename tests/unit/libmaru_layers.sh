@@ -10,7 +10,7 @@
 # up, or that comes from a file LAYERS does not place.
 set -eu
 
-LAYERS="kv handler evict ownership stats shmindex rpc dial mapper alloc keymap
+LAYERS="kv handler evict ownership stats shmindex mapper remote rpc dial alloc keymap
 codec config log tools"
 
 archive=$1

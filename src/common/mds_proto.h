@@ -53,6 +53,34 @@ static inline const char *mds_lk_name(int i)
 }
 
 /*
+ * The remote path's counters (docs/protocol.md §2): a client that moves
+ * its bytes through maru-agent reports "remote": bool and its counters
+ * since it connected in HEARTBEAT as "remote_<name>" -- cumulative, unlike
+ * the lookups, so a lost HEARTBEAT loses nothing; maru-server adds what
+ * grew since the last report.  GET_STATS "remote" has them as <name>.
+ */
+enum {
+	MDS_RT_PUTS,	  /* pages written to the pool (ucp_put) */
+	MDS_RT_PUT_BYTES, /* ... their bytes */
+	MDS_RT_GETS,	  /* pages read from it (ucp_get) */
+	MDS_RT_GET_BYTES, /* ... their bytes */
+	MDS_RT_ERRORS,	  /* transfers that failed */
+	MDS_RT_N
+};
+
+/* the GET_STATS name of counter @i (HEARTBEAT: "remote_" before it) */
+static inline const char *mds_rt_name(int i)
+{
+	static const char *const names[MDS_RT_N] = {
+		[MDS_RT_PUTS] = "puts",	    [MDS_RT_PUT_BYTES] = "put_bytes",
+		[MDS_RT_GETS] = "gets",	    [MDS_RT_GET_BYTES] = "get_bytes",
+		[MDS_RT_ERRORS] = "errors",
+	};
+
+	return names[i];
+}
+
+/*
  * "evicted" notices are (region_id, kv_offset, gen) triples; the gen says
  * what of the page: a registration number, the page is yours again; 0,
  * the page is granted to you; with this bit, forget that registration but

@@ -321,6 +321,30 @@ int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 	return maru__enc_batch_keys_opts(m, keys, n, NULL);
 }
 
+/*
+ * The remote path's figures: whether the bytes go through the agent, and
+ * the counters since connect, every one (cumulative: the server takes
+ * what grew, so a HEARTBEAT lost loses nothing)
+ */
+static int pack_remote(msgpack_packer *pk, const struct maru_remote_stats *s)
+{
+	const uint64_t n[MDS_RT_N] = {
+		[MDS_RT_PUTS] = s->puts,     [MDS_RT_PUT_BYTES] = s->put_bytes,
+		[MDS_RT_GETS] = s->gets,     [MDS_RT_GET_BYTES] = s->get_bytes,
+		[MDS_RT_ERRORS] = s->errors,
+	};
+	char name[32];
+	int rc, i;
+
+	rc = pack_cstr(pk, "remote") |
+	     (s->remote ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+	for (i = 0; i < MDS_RT_N; i++) {
+		snprintf(name, sizeof(name), "remote_%s", mds_rt_name(i));
+		rc |= pack_cstr(pk, name) | msgpack_pack_uint64(pk, n[i]);
+	}
+	return rc;
+}
+
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,
 			const struct maru__hb_report *rep)
@@ -337,6 +361,8 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		nidx += rep->idx[i] != 0;
 	for (i = 0; rep && i < MDS_LK_N; i++)
 		nidx += rep->lk[i] != 0;
+	if (rep && rep->remote)
+		nidx += 1 + MDS_RT_N;
 	rc = msgpack_pack_map(&pk, 3 + 2 * !release + release + (ack != 0) +
 					   (rep && rep->ntouched) + nidx +
 					   (rep && rep->page_size));
@@ -377,6 +403,8 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 	if (rep && rep->page_size)
 		rc |= pack_cstr(&pk, "page_size") |
 		      msgpack_pack_uint32(&pk, rep->page_size);
+	if (rep && rep->remote)
+		rc |= pack_remote(&pk, rep->remote);
 	return pack_rc(rc, m);
 }
 

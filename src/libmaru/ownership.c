@@ -150,6 +150,7 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		    const char *lease_id, bool release, struct maru__hb *out)
 {
 	struct maru__hb_report hr = {0};
+	struct maru_remote_stats rs;
 	struct maru__rpc_reply rr;
 	uint64_t gen;
 	struct maru__reply rep;
@@ -164,6 +165,12 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	hr.touched_len = keys.len;
 	if (!release)
 		hr.page_size = h->page_size;
+	/* with an agent: the remote path's figures (h->remote lives until
+	 * after the last heartbeat, the release's: teardown frees it) */
+	if (h->remote) {
+		maru__remote_counters(h->remote, &rs);
+		hr.remote = &rs;
+	}
 	gen = maru__idx_susp_gen(h);
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
@@ -694,9 +701,9 @@ void maru__lease_release(struct maru_handler *h)
 	int rc;
 
 	if (!h->lease.active) {
-		/* no renewals carried the shared index's report (a server
-		 * without leases): it goes once, now */
-		if (h->instance_id && maru__idx_unreported(h))
+		/* no renewals carried the shared index's report nor the
+		 * remote path's (a server without leases): they go once, now */
+		if (h->instance_id && (maru__idx_unreported(h) || h->remote))
 			(void)maru__heartbeat(h, &h->rpc, NULL, false, &hb);
 		return;
 	}

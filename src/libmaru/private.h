@@ -250,6 +250,9 @@ struct maru__hb_report {
 	uint64_t idx[3]; /* local hits, misses, fallbacks since the last */
 	uint64_t lk[MDS_LK_N]; /* lookups we answered, since the last */
 	uint32_t page_size;    /* we take pages one by one ("page_size") */
+	/* borrows: the remote path's counters since connect ("remote",
+	 * "remote_*": MDS_RT_*); NULL without an agent, nothing sent */
+	const struct maru_remote_stats *remote;
 };
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,

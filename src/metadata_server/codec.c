@@ -69,6 +69,12 @@ enum fid {
 	F_LK_BATCHES,
 	F_LK_BATCH_KEYS,
 	F_LK_PREFIX_HITS,
+	F_REMOTE,
+	F_RT_PUTS, /* F_RT_PUTS + MDS_RT_*: the remote path's counters */
+	F_RT_PUT_BYTES,
+	F_RT_GETS,
+	F_RT_GET_BYTES,
+	F_RT_ERRORS,
 	F_UNCOUNTED,
 	F_TTL,
 	F_COUNT
@@ -183,6 +189,14 @@ static const struct field heartbeat_fields[] = {
 	FLD("lookup_batches", FK_UINT, F_LK_BATCHES, false),
 	FLD("lookup_batch_keys", FK_UINT, F_LK_BATCH_KEYS, false),
 	FLD("lookup_prefix_hits", FK_UINT, F_LK_PREFIX_HITS, false),
+	/* a client of maru-agent: its bytes go over the network; its
+	 * counters since it connected (cumulative) */
+	FLD("remote", FK_BOOL, F_REMOTE, false),
+	FLD("remote_puts", FK_UINT, F_RT_PUTS, false),
+	FLD("remote_put_bytes", FK_UINT, F_RT_PUT_BYTES, false),
+	FLD("remote_gets", FK_UINT, F_RT_GETS, false),
+	FLD("remote_get_bytes", FK_UINT, F_RT_GET_BYTES, false),
+	FLD("remote_errors", FK_UINT, F_RT_ERRORS, false),
 };
 static const struct field report_fields[] = {
 	FLD("entries", FK_REPORTS, F_LIST, false),
@@ -553,6 +567,14 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	for (i = 0; i < MDS_LK_N; i++)
 		if (v.seen & (1ull << (F_LK_KEYS + i)))
 			req->lk[i] = v.u[F_LK_KEYS + i];
+	/* the remote path: a report is any of its fields (nil: absent) */
+	req->remote.said = (v.seen & (1ull << F_REMOTE)) != 0;
+	req->remote.on = req->remote.said && v.u[F_REMOTE];
+	for (i = 0; i < MDS_RT_N; i++)
+		if (v.seen & (1ull << (F_RT_PUTS + i))) {
+			req->remote.n[i] = v.u[F_RT_PUTS + i];
+			req->remote.said = true;
+		}
 	/* "count": false -- the client counts this lookup itself */
 	req->uncounted = (v.seen & (1ull << F_UNCOUNTED)) && !v.u[F_UNCOUNTED];
 	if (v.seen & (1ull << F_TTL))

@@ -85,6 +85,13 @@ struct mds_report {
 /* a pin's longest life (49 days): longer ones are cut to it */
 #define MDS_TTL_MAX_MS ((uint64_t)UINT32_MAX)
 
+/* HEARTBEAT: the remote path's figures of a client of maru-agent */
+struct mds_remote_rep {
+	bool said;	      /* any of the fields was present */
+	bool on;	      /* "remote": true */
+	uint64_t n[MDS_RT_N]; /* "remote_*" since it connected (MDS_RT_*) */
+};
+
 struct mds_req {
 	struct mds_hdr hdr;
 	struct mds_str instance_id; /* REQUEST/RETURN_ALLOC, HEARTBEAT,
@@ -104,6 +111,7 @@ struct mds_req {
 	uint64_t idx[3]; /* HEARTBEAT: shared-index hits, misses, fallbacks */
 	/* HEARTBEAT: lookups the client answered itself (MDS_LK_*) */
 	uint64_t lk[MDS_LK_N];
+	struct mds_remote_rep remote; /* HEARTBEAT: "remote", "remote_*" */
 	bool uncounted;	 /* lookups: "count": false (the client counts) */
 	uint64_t ttl_ms; /* PIN_KV, BATCH_PIN_KV: a soft pin's life; 0 none */
 };

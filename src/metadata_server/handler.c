@@ -840,6 +840,58 @@ static void put_lookups(const struct mds *s, struct mp_wr *w)
 	}
 }
 
+/* the figures of @r as map entries: "clients" and the MDS_RT_* counters */
+static void put_rt_fields(struct mp_wr *w, const struct mds_remote *r)
+{
+	int i;
+
+	mp_put_key(w, "clients");
+	mp_put_uint(w, r->clients);
+	for (i = 0; i < MDS_RT_N; i++) {
+		mp_put_str(w, mds_rt_name(i), (uint32_t)strlen(mds_rt_name(i)));
+		mp_put_uint(w, r->n[i]);
+	}
+}
+
+static bool rt_any(const struct mds_remote *r)
+{
+	int i;
+
+	for (i = 0; i < MDS_RT_N; i++)
+		if (r->n[i])
+			return true;
+	return r->clients != 0;
+}
+
+/*
+ * "remote": {clients, puts, put_bytes, gets, get_bytes, errors,
+ * instances: {instance id: {the same}}} -- the clients of maru-agent now
+ * and what they moved since the server started, as they reported in
+ * HEARTBEAT; per instance id present that has a remote client now or had
+ * one (bounded as instance ids are)
+ */
+static void put_remote(const struct mds *s, struct mp_wr *w)
+{
+	uint32_t i, n = 0;
+
+	for (i = 0; i < s->nlabel_slots; i++)
+		n += s->labels[i].id && rt_any(&s->labels[i].rt);
+	mp_put_key(w, "remote");
+	mp_put_map(w, 1 + MDS_RT_N + 1);
+	put_rt_fields(w, &s->rt);
+	mp_put_key(w, "instances");
+	mp_put_map(w, n);
+	for (i = 0; i < s->nlabel_slots; i++) {
+		const struct mds_label *lb = &s->labels[i];
+
+		if (!lb->id || !rt_any(&lb->rt))
+			continue;
+		mp_put_str(w, lb->id, lb->id_len);
+		mp_put_map(w, 1 + MDS_RT_N);
+		put_rt_fields(w, &lb->rt);
+	}
+}
+
 /*
  * The bytes of the pages that hold @r's keys: one page per key, of its
  * page tables' size, else its owner's page size (said in REQUEST_ALLOC or
@@ -860,7 +912,8 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	const struct mds_region *r;
 	uint64_t held = 0;
 
-	mp_put_map(w, 8 + 2 + (s->pub != NULL)); /* + put_operator_events() */
+	/* + put_operator_events(), put_lookups(), put_remote() */
+	mp_put_map(w, 7 + 2 + 1 + 1 + (s->pub != NULL));
 	for (r = mds_first_region(s); r; r = mds_next_region(s, r))
 		held += region_held(s, r);
 	mp_put_key(w, "kv_manager");
@@ -896,6 +949,8 @@ static void do_stats(struct mds *s, uint64_t total, uint64_t avail,
 	put_operator_events(s, w);
 	/* an addition: lookups, pool-wide and per instance id */
 	put_lookups(s, w);
+	/* an addition: clients of maru-agent and what they moved */
+	put_remote(s, w);
 	/* an addition to upstream's reply: the shared index */
 	if (s->pub) {
 		mp_put_key(w, "shm_index");
@@ -1176,10 +1231,20 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 	 * release, taken before it lets go of it
 	 */
 	uint32_t lk_label = mds_peer_label(s, peer);
-	int rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
-			       q->notices, peer);
 	struct notices nt;
+	int rc;
 
+	/*
+	 * the remote path's figures are the owner's (its client's counters
+	 * since connect): a release's before the release, which may forget
+	 * the owner -- found by its lease, the release's own authority
+	 */
+	if (q->lease_release)
+		mds_inst_remote(
+			s, mds_inst_for(s, q->instance_id, q->lease_id, peer),
+			&q->remote);
+	rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
+			   q->notices, peer);
 	if (rc < 0)
 		return rc;
 	/* (with no "evicted_ack" a client that takes notices has none) */
@@ -1195,6 +1260,7 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 
 		mds_inst_label(s, islot, q->host, q->pid);
 		mds_inst_page_size(s, islot, q->page_size);
+		mds_inst_remote(s, islot, &q->remote);
 	}
 	/* what the client answered from the shared index since it last
 	 * said (additions of counters: a repeat after a lost reply counts

@@ -95,6 +95,7 @@ static uint32_t label_get(struct mds *s, struct mds_str id)
 	lb->first = IX_NO_SLOT;
 	lb->bytes = lb->pending = 0;
 	memset(&lb->lk, 0, sizeof(lb->lk));
+	memset(&lb->rt, 0, sizeof(lb->rt));
 	lb->stores = lb->stored_bytes = 0;
 	lb->ie = e;
 	e->slot = slot;
@@ -169,6 +170,8 @@ uint32_t inst_create(struct mds *s, struct mds_str id, struct mds_str lease)
 	in->last_fd = -1;
 	in->host[0] = '\0';
 	in->pid = 0;
+	in->rt_on = false;
+	memset(in->rt_last, 0, sizeof(in->rt_last));
 	in->hb_at = 0;
 	in->pins.uid = ++s->next_uid;
 	in->pins.owner1 = slot + 1;
@@ -211,6 +214,50 @@ void mds_inst_label(struct mds *s, uint32_t slot, struct mds_str host,
 		in->pid = (uint32_t)pid;
 }
 
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* owner @in is a client of maru-agent, or no longer: @on */
+static void inst_remote_on(struct mds *s, struct mds_inst *in, bool on)
+{
+	struct mds_label *lb = &s->labels[in->label];
+
+	if (in->rt_on == on)
+		return;
+	in->rt_on = on;
+	if (on) {
+		lb->rt.clients++;
+		s->rt.clients++;
+	} else {
+		lb->rt.clients--;
+		s->rt.clients--;
+	}
+}
+
+void mds_inst_remote(struct mds *s, uint32_t slot,
+		     const struct mds_remote_rep *r)
+{
+	struct mds_label *lb;
+	struct mds_inst *in;
+	uint64_t d;
+	int i;
+
+	if (slot == IX_NO_SLOT || !r->said)
+		return;
+	in = &s->insts[slot];
+	lb = &s->labels[in->label];
+	inst_remote_on(s, in, r->on);
+	for (i = 0; i < MDS_RT_N; i++) {
+		d = r->n[i] >= in->rt_last[i] ? r->n[i] - in->rt_last[i]
+					      : r->n[i];
+		in->rt_last[i] = r->n[i];
+		lb->rt.n[i] = sat_add(lb->rt.n[i], d);
+		s->rt.n[i] = sat_add(s->rt.n[i], d);
+	}
+}
+
 /* Forget an owner nobody refers to any more (and its label, if last). */
 void inst_maybe_gc(struct mds *s, uint32_t slot)
 {
@@ -222,6 +269,8 @@ void inst_maybe_gc(struct mds *s, uint32_t slot)
 		return;
 	/* nobody acts for it any more: its pages of others' regions go */
 	pages_lose_holder(s, slot);
+	/* (what it moved stays counted; it is no remote client now) */
+	inst_remote_on(s, in, false);
 	pins_release(s, &in->pins);
 	if (!s->replaying)
 		log_dbg("instance %s: a client left", in->id);
@@ -358,11 +407,6 @@ struct mds_conn *peer_conn(struct mds *s, struct mds_peer *peer)
 	c->has_rid = true;
 	c->rid_hash = peer->rid_hash;
 	return c;
-}
-
-static uint64_t sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 uint32_t mds_peer_label(struct mds *s, struct mds_peer *peer)

@@ -359,11 +359,12 @@ int mds_check(struct mds *s)
 			goto out;
 		pins += chk_holder(&in->pins, &nrec, &nsoft, &c.bad);
 	}
-	/* each label: its owners' list, their counts and bytes */
-	for (i = 0, nreg = 0; i < s->nlabel_slots; i++) {
+	/* each label: its owners' list, their counts and bytes, and its
+	 * remote clients (theirs summed: the pool's) */
+	for (i = 0, nreg = 0, cur = 0; i < s->nlabel_slots; i++) {
 		const struct mds_label *lb = &s->labels[i];
 		uint64_t bytes = 0, pend = 0;
-		uint32_t o, n = 0;
+		uint32_t o, n = 0, nrt = 0;
 
 		if (!lb->id)
 			continue;
@@ -374,12 +375,14 @@ int mds_check(struct mds *s)
 				goto out;
 			bytes += s->insts[o].bytes;
 			pend += s->insts[o].pending;
+			nrt += s->insts[o].rt_on;
 		}
 		if (!n || n != lb->nowners || bytes != lb->bytes ||
-		    pend != lb->pending)
+		    pend != lb->pending || nrt != lb->rt.clients)
 			goto out;
+		cur += nrt;
 	}
-	if (nreg != s->label_map.count)
+	if (nreg != s->label_map.count || cur != s->rt.clients)
 		goto out;
 	pins += chk_holder(&s->anon_pins, &nrec, &nsoft, &c.bad);
 	if (c.bad || pins != c.pins || nrec != s->pin_map.count ||

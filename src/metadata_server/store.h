@@ -301,6 +301,19 @@ struct mds_lookups {
 };
 
 /*
+ * The remote path: clients of maru-agent (their bytes go over the network
+ * to a host that maps the pool), as they reported in HEARTBEAT (GET_STATS
+ * "remote"), per instance id and pool-wide.  A client sends its counters
+ * since it connected; its owner keeps the last ones sent and what grew
+ * since is added here (mds_inst_remote), so these never decrease while
+ * the label, or the server, lives, and a lost HEARTBEAT loses nothing.
+ */
+struct mds_remote {
+	uint32_t clients;     /* owners whose client last said "remote": true */
+	uint64_t n[MDS_RT_N]; /* MDS_RT_*: theirs, and gone owners' */
+};
+
+/*
  * An instance id as a label (store.c, "instance ids and their owners"):
  * what its owners hold, for usage and --instance-quota.
  */
@@ -315,6 +328,7 @@ struct mds_label {
 	struct ix_entry *ie;   /* borrows: its entry in label_map */
 	struct mds_lookups lk; /* its lookups (they go with the label) */
 	uint64_t stores, stored_bytes; /* keys its owners registered */
+	struct mds_remote rt; /* its remote clients (they go with it) */
 };
 
 /*
@@ -370,6 +384,11 @@ struct mds_inst {
 	 * informative only (GET_USAGE), "" / 0 unknown */
 	char host[MDS_HOST_MAX + 1];
 	uint32_t pid;
+	/* the remote path, as its client last said (HEARTBEAT): it is a
+	 * client of maru-agent (counted in its label's and the pool's
+	 * "clients"), and the counters it sent (MDS_RT_*, since connect) */
+	bool rt_on;
+	uint64_t rt_last[MDS_RT_N];
 };
 
 struct mds_lease {
@@ -541,6 +560,8 @@ struct mds {
 	uint64_t idx_clients[3];
 	/* lookups pool-wide, since start (never decrease) */
 	struct mds_lookups lk;
+	/* the remote path pool-wide: clients now, counters since start */
+	struct mds_remote rt;
 	/*
 	 * Soft pins (PIN_KV "ttl_ms"): pin records holding some (kv.c) and
 	 * the earliest deadline among them (vclock; UINT64_MAX none),
@@ -701,6 +722,17 @@ void mds_region_set_dev(struct mds *s, uint64_t region_id, const char *path,
  */
 void mds_inst_label(struct mds *s, uint32_t slot, struct mds_str host,
 		    uint64_t pid);
+
+/*
+ * mds_inst_remote - the remote path's figures owner @slot's client sent
+ * (@r; nothing when it sent none): whether it is a client of maru-agent,
+ * and its counters since it connected, of which what grew since its last
+ * report goes to its label's and the pool's (a counter that went back
+ * is taken as counting from 0: a client that started over).  Statistics
+ * only, not journaled.
+ */
+void mds_inst_remote(struct mds *s, uint32_t slot,
+		     const struct mds_remote_rep *r);
 
 /*
  * mds_inst_page_size - owner @slot's client takes pages one by one, of

@@ -14,7 +14,7 @@ import struct
 import pytest
 
 import rm_wire
-from conftest import pool_free
+from conftest import pool_free, wait_until
 from mds_wire import (BATCH_EXISTS_KV, BATCH_LOOKUP_KV, BATCH_PIN_KV,
                       BATCH_REGISTER_KV, BATCH_UNPIN_KV, DELETE_KV, EXISTS_KV,
                       GET_STATS, GET_USAGE, HANDSHAKE, HEARTBEAT,
@@ -347,6 +347,10 @@ BAD = [
     ("unknown type", frame(0x02, {}, seq=53), 53, 0x82),
     ("trailing bytes in payload", frame(HEARTBEAT, payload=b"\x80\x80",
                                         seq=54), 54, HEARTBEAT),
+    ("remote not a bool", frame(HEARTBEAT, {"remote": 1}, seq=55), 55,
+     HEARTBEAT),
+    ("negative remote counter", frame(HEARTBEAT, {"remote_put_bytes": -5},
+                                      seq=56), 56, HEARTBEAT),
     ("short body", b"\xcf\x00\x01", 0, 0x80),
     ("empty body", b"", 0, 0x80),
 ]
@@ -590,3 +594,63 @@ def test_get_stats_requests_by_type(mds):
         b = t["latency_buckets"]
         assert len(b) == 17 and b == sorted(b) and b[-1] == n, (name, t)
         assert t["latency_sum_us"] > 0, (name, t)
+
+
+RT = ("puts", "put_bytes", "gets", "get_bytes", "errors")
+
+
+def remote_hb(c, inst, lease, n, on=True, **extra):
+    """A HEARTBEAT of lease @lease with the remote path's figures @n
+    (counters since connect, RT's order); Return: the reply."""
+    body = {"instance_id": inst, "lease_id": lease, "remote": on,
+            **{f"remote_{k}": v for k, v in zip(RT, n)}, **extra}
+    _, r = c.call(HEARTBEAT, body)
+    assert "error" not in r, r
+    return r
+
+
+def test_heartbeat_remote_figures(mds):
+    """HEARTBEAT "remote", "remote_*" (an addition): clients of maru-agent
+    report their counters since they connected; GET_STATS "remote" adds
+    what grew, per instance id and pool-wide, and counts the clients that
+    say they are remote; a client that says nothing (an old one, or one
+    without an agent) changes nothing and is not listed."""
+    a, b, old = ReqClient(mds.url), ReqClient(mds.url), ReqClient(mds.url)
+    try:
+        rt = a.call(GET_STATS, {})[1]["remote"]
+        assert rt == {"clients": 0, **dict.fromkeys(RT, 0), "instances": {}}
+        remote_hb(a, "rt-a", "lease-a", [1, 4096, 0, 0, 0])
+        remote_hb(a, "rt-a", "lease-a", [3, 3 * 4096, 2, 8192, 1])
+        remote_hb(a, "rt-a", "lease-a", [3, 3 * 4096, 2, 8192, 1])  # repeat
+        remote_hb(b, "rt-b", "lease-b", [0, 0, 5, 500, 0], on=False)
+        # an old client: no fields at all
+        _, r = old.call(HEARTBEAT, {"instance_id": "rt-old", "lease_id": "lease-o"})
+        assert "error" not in r
+        rt = a.call(GET_STATS, {})[1]["remote"]
+        assert rt["instances"] == {
+            "rt-a": {"clients": 1, "puts": 3, "put_bytes": 3 * 4096,
+                     "gets": 2, "get_bytes": 8192, "errors": 1},
+            "rt-b": {"clients": 0, "puts": 0, "put_bytes": 0, "gets": 5,
+                     "get_bytes": 500, "errors": 0}}
+        assert {k: v for k, v in rt.items() if k != "instances"} == {
+            "clients": 1, "puts": 3, "put_bytes": 3 * 4096, "gets": 7,
+            "get_bytes": 8692, "errors": 1}
+        # a release carries the last figures; the instance goes with its
+        # last connection, the pool-wide figures stay
+        remote_hb(a, "rt-a", "lease-a", [4, 4 * 4096, 2, 8192, 1],
+                  lease_release=True)
+        a.close()
+        a = None
+
+        def gone():
+            rt = b.call(GET_STATS, {})[1]["remote"]
+            return "rt-a" not in rt["instances"] and rt["clients"] == 0
+
+        assert wait_until(gone, timeout=10)
+        rt = b.call(GET_STATS, {})[1]["remote"]
+        assert rt["puts"] == 4 and rt["put_bytes"] == 4 * 4096
+        assert rt["get_bytes"] == 8692 and set(rt["instances"]) == {"rt-b"}
+    finally:
+        for c in (a, b, old):
+            if c is not None:
+                c.close()

@@ -169,8 +169,36 @@ static void test_enc_requests(void **state)
 	assert_true(map_get(&o, "lease_release")->via.boolean);
 	assert_true(map_get(&o, "evict_notices")->via.boolean);
 	assert_null(map_get(&o, "evicted_ack"));
+	assert_null(map_get(&o, "remote")); /* no agent: nothing said */
 	msgpack_unpacked_destroy(&u);
 	maru__msg_release(&m);
+
+	/* with an agent: "remote" and every counter since connect, 0s too
+	 * (the map's count checked by unpack: the whole payload read) */
+	{
+		struct maru_remote_stats rs = {true,	3, 3 << 20, 2,
+					       2 << 20, 0, 1};
+		struct maru__hb_report hr = {0};
+
+		hr.remote = &rs;
+		hr.page_size = 4096;
+		maru__msg_init(&m, MDS_HEARTBEAT);
+		assert_int_equal(
+			maru__enc_heartbeat(&m, "i", "L", false, 0, &hr), 0);
+		o = unpack(&m, &u);
+		assert_true(map_get(&o, "remote")->via.boolean);
+		assert_int_equal(map_get(&o, "remote_puts")->via.u64, 3);
+		assert_int_equal(map_get(&o, "remote_put_bytes")->via.u64,
+				 3 << 20);
+		assert_int_equal(map_get(&o, "remote_gets")->via.u64, 2);
+		assert_int_equal(map_get(&o, "remote_get_bytes")->via.u64,
+				 2 << 20);
+		assert_int_equal(map_get(&o, "remote_errors")->via.u64, 0);
+		assert_null(map_get(&o, "remote_connects"));
+		assert_int_equal(map_get(&o, "page_size")->via.u64, 4096);
+		msgpack_unpacked_destroy(&u);
+		maru__msg_release(&m);
+	}
 
 	/* a batch big enough to move the message to the heap */
 	for (i = 0; i < 40; i++)

@@ -546,6 +546,87 @@ static void expect_bad(struct req *r, uint32_t seq, const char *why_part)
 	req_free(r);
 }
 
+/*
+ * HEARTBEAT's remote path ("remote", "remote_*"): absent from an old
+ * client's (nothing said), any one field is a report, nil is absent, and
+ * a value of the wrong type refuses the request naming the field
+ */
+static void test_decode_heartbeat_remote(void **state)
+{
+	static const uint64_t want[MDS_RT_N] = {3, 3 << 20, 2, 2 << 20,
+						UINT64_MAX};
+	struct mds_req q;
+	const char *why;
+	char name[32];
+	struct req r;
+	int i;
+
+	(void)state;
+	req_begin(&r, MDS_HEARTBEAT, 40);
+	msgpack_pack_map(&r.pk, 2);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, "i");
+	pk_str(&r.pk, "lease_id");
+	pk_str(&r.pk, "L");
+	assert_int_equal(decode(&r, &q, &why), 0);
+	assert_false(q.remote.said);
+	assert_false(q.remote.on);
+	req_free(&r);
+
+	req_begin(&r, MDS_HEARTBEAT, 41);
+	msgpack_pack_map(&r.pk, 2 + MDS_RT_N);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, "i");
+	pk_str(&r.pk, "remote");
+	msgpack_pack_true(&r.pk);
+	for (i = 0; i < MDS_RT_N; i++) {
+		snprintf(name, sizeof(name), "remote_%s", mds_rt_name(i));
+		pk_str(&r.pk, name);
+		msgpack_pack_uint64(&r.pk, want[i]);
+	}
+	assert_int_equal(decode(&r, &q, &why), 0);
+	assert_true(q.remote.said && q.remote.on);
+	assert_memory_equal(q.remote.n, want, sizeof(want));
+	req_free(&r);
+
+	/* a counter alone is a report (not remote); "remote": nil absent */
+	req_begin(&r, MDS_HEARTBEAT, 42);
+	msgpack_pack_map(&r.pk, 2);
+	pk_str(&r.pk, "remote");
+	msgpack_pack_nil(&r.pk);
+	pk_str(&r.pk, "remote_get_bytes");
+	msgpack_pack_uint64(&r.pk, 7);
+	assert_int_equal(decode(&r, &q, &why), 0);
+	assert_true(q.remote.said);
+	assert_false(q.remote.on);
+	assert_true(q.remote.n[MDS_RT_GET_BYTES] == 7);
+	req_free(&r);
+	req_begin(&r, MDS_HEARTBEAT, 43);
+	msgpack_pack_map(&r.pk, 1);
+	pk_str(&r.pk, "remote");
+	msgpack_pack_nil(&r.pk);
+	assert_int_equal(decode(&r, &q, &why), 0);
+	assert_false(q.remote.said);
+	req_free(&r);
+
+	/* wrong types: the field is named */
+	req_begin(&r, MDS_HEARTBEAT, 44);
+	msgpack_pack_map(&r.pk, 1);
+	pk_str(&r.pk, "remote");
+	msgpack_pack_uint64(&r.pk, 1);
+	expect_bad(&r, 44, "'remote' must be a bool");
+	req_begin(&r, MDS_HEARTBEAT, 45);
+	msgpack_pack_map(&r.pk, 1);
+	pk_str(&r.pk, "remote_put_bytes");
+	msgpack_pack_int64(&r.pk, -1);
+	expect_bad(&r, 45, "'remote_put_bytes'");
+	req_begin(&r, MDS_HEARTBEAT, 46);
+	msgpack_pack_map(&r.pk, 1);
+	pk_str(&r.pk, "remote_errors");
+	pk_str(&r.pk, "12");
+	expect_bad(&r, 46, "'remote_errors'");
+}
+
 static void test_decode_rejects(void **state)
 {
 	uint8_t raw[64] = {0};
@@ -775,6 +856,7 @@ int main(void)
 		cmocka_unit_test(test_writer),
 		cmocka_unit_test(test_decode_every_type),
 		cmocka_unit_test(test_decode_rejects),
+		cmocka_unit_test(test_decode_heartbeat_remote),
 		cmocka_unit_test(test_decode_every_truncation),
 		cmocka_unit_test(test_error_reply),
 	};

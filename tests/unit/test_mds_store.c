@@ -235,6 +235,60 @@ static msgpack_object *heartbeat(const char *inst, const char *lease,
 	return call_peer(&r, p);
 }
 
+/*
+ * HEARTBEAT of @inst with lease @lease from @p carrying the remote path's
+ * figures: "remote": @on (unless @n_only), the counters @n since connect
+ */
+static msgpack_object *heartbeat_rt(const char *inst, const char *lease,
+				    bool release, bool on, bool n_only,
+				    const uint64_t n[MDS_RT_N],
+				    struct mds_peer *p)
+{
+	char name[32];
+	struct req r;
+	int i;
+
+	begin(&r, MDS_HEARTBEAT, 2 + release + !n_only + MDS_RT_N);
+	pk_str(&r.pk, "instance_id");
+	pk_str(&r.pk, inst);
+	pk_str(&r.pk, "lease_id");
+	pk_str(&r.pk, lease);
+	if (release) {
+		pk_str(&r.pk, "lease_release");
+		msgpack_pack_true(&r.pk);
+	}
+	if (!n_only) {
+		pk_str(&r.pk, "remote");
+		if (on)
+			msgpack_pack_true(&r.pk);
+		else
+			msgpack_pack_false(&r.pk);
+	}
+	for (i = 0; i < MDS_RT_N; i++) {
+		snprintf(name, sizeof(name), "remote_%s", mds_rt_name(i));
+		pk_str(&r.pk, name);
+		msgpack_pack_uint64(&r.pk, n[i]);
+	}
+	return call_peer(&r, p);
+}
+
+/* GET_STATS "remote" figures: @inst's (NULL: the pool's) into @n, and
+ * the remote clients; -1 when @inst is not listed */
+static int64_t remote_of(const char *inst, uint64_t n[MDS_RT_N])
+{
+	msgpack_object *m = mget(simple(MDS_GET_STATS), "remote");
+	int i;
+
+	assert_non_null(m);
+	if (inst)
+		m = mget(mget(m, "instances"), inst);
+	if (!m)
+		return -1;
+	for (i = 0; i < MDS_RT_N; i++)
+		n[i] = (uint64_t)muint(mget(m, mds_rt_name(i)));
+	return muint(mget(m, "clients"));
+}
+
 /* ---- tests ---- */
 
 static void test_alloc_register_lookup(void **state)
@@ -852,6 +906,84 @@ static void test_leases(void **state)
 	a = alloc("inst", 1);
 	mds_tick(&S, S.vnow + 100 * SEC);
 	assert_true(F.live[a.region_id]);
+}
+
+/*
+ * The remote path's figures: clients send counters since they connected;
+ * the server adds what grew (a repeat adds nothing, a counter that went
+ * back counts from 0), per instance id and pool-wide; "clients" are the
+ * owners whose client says "remote": true, until they go; an old client
+ * (no fields) changes nothing; a release's last figures count
+ */
+static void test_remote_figures(void **state)
+{
+	struct mds_peer p1 = {.fd = 10, .rid_hash = 111};
+	struct mds_peer p2 = {.fd = 11, .rid_hash = 222};
+	struct mds_peer p3 = {.fd = 12, .rid_hash = 333};
+	const uint64_t a1[MDS_RT_N] = {1, 100, 2, 200, 0};
+	const uint64_t a2[MDS_RT_N] = {3, 300, 2, 200, 1};
+	const uint64_t a3[MDS_RT_N] = {1, 10, 0, 0, 0}; /* started over */
+	const uint64_t a4[MDS_RT_N] = {2, 20, 0, 0, 0};
+	const uint64_t b1[MDS_RT_N] = {0, 0, 5, 50, 0};
+	uint64_t n[MDS_RT_N];
+
+	(void)state;
+	start(10 * SEC, 0);
+	mds_conn_open(&S, 10);
+	mds_conn_open(&S, 11);
+	mds_conn_open(&S, 12);
+	/* nothing yet: present, all 0, no instance */
+	assert_int_equal(remote_of(NULL, n), 0);
+	assert_int_equal(n[MDS_RT_PUT_BYTES], 0);
+	assert_int_equal(remote_of("A", n), -1);
+
+	heartbeat_rt("A", "LA", false, true, false, a1, &p1);
+	assert_int_equal(remote_of(NULL, n), 1);
+	assert_memory_equal(n, a1, sizeof(n));
+	assert_int_equal(remote_of("A", n), 1);
+	assert_memory_equal(n, a1, sizeof(n));
+	heartbeat_rt("A", "LA", false, true, false, a2, &p1);
+	heartbeat_rt("A", "LA", false, true, false, a2, &p1); /* a repeat */
+	assert_int_equal(remote_of(NULL, n), 1);
+	assert_memory_equal(n, a2, sizeof(n));
+
+	/* counters without "remote": counted, not a remote client */
+	heartbeat_rt("B", "LB", false, false, true, b1, &p2);
+	assert_int_equal(remote_of("B", n), 0);
+	assert_int_equal(n[MDS_RT_GET_BYTES], 50);
+	assert_int_equal(remote_of(NULL, n), 1);
+	assert_int_equal(n[MDS_RT_GETS], 7);
+	assert_int_equal(n[MDS_RT_GET_BYTES], 250);
+
+	/* an old client says nothing: not listed, nothing changes */
+	heartbeat("C", "LC", false, &p3);
+	assert_int_equal(remote_of("C", n), -1);
+	assert_int_equal(remote_of(NULL, n), 1);
+	assert_int_equal(n[MDS_RT_PUT_BYTES], 300);
+
+	/* a counter that went back counts from 0 */
+	heartbeat_rt("A", "LA", false, true, false, a3, &p1);
+	assert_int_equal(remote_of("A", n), 1);
+	assert_int_equal(n[MDS_RT_PUTS], 4);
+	assert_int_equal(n[MDS_RT_PUT_BYTES], 310);
+	/* a release's figures count; the client stays one until it goes */
+	heartbeat_rt("A", "LA", true, true, false, a4, &p1);
+	assert_int_equal(remote_of("A", n), 1);
+	assert_int_equal(n[MDS_RT_PUT_BYTES], 320);
+	assert_int_equal(mds_check(&S), 0);
+	mds_conn_close(&S, 10);
+	assert_int_equal(remote_of("A", n), -1); /* its label went */
+	assert_int_equal(remote_of(NULL, n), 0);
+	assert_int_equal(n[MDS_RT_PUTS], 5);
+	assert_int_equal(n[MDS_RT_PUT_BYTES], 320);
+	assert_int_equal(n[MDS_RT_GET_BYTES], 250);
+	assert_int_equal(n[MDS_RT_ERRORS], 1);
+	/* a client that says it is no longer remote is no remote client */
+	heartbeat_rt("B", "LB", false, true, false, b1, &p2);
+	assert_int_equal(remote_of(NULL, n), 1);
+	heartbeat_rt("B", "LB", false, false, false, b1, &p2);
+	assert_int_equal(remote_of(NULL, n), 0);
+	assert_int_equal(n[MDS_RT_GET_BYTES], 250);
 }
 
 static void test_leases_disabled(void **state)
@@ -1999,6 +2131,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_evict_owner_gone, teardown),
 		cmocka_unit_test_teardown(test_evict_owner_away, teardown),
 		cmocka_unit_test_teardown(test_evict_background, teardown),
+		cmocka_unit_test_teardown(test_remote_figures, teardown),
 	};
 
 	log_init("test_mds_store", LOG_ERR);

@@ -88,6 +88,7 @@ def binary(*parts):
 
 RM_BIN = ("src", "resource_manager", "maru-resource-manager")
 MDS_BIN = ("src", "metadata_server", "maru-server")
+AGENT_BIN = ("src", "agent", "maru-agent")
 POOL_MONITOR_BIN = ("tools", "pool_monitor", "pool_monitor")
 
 
@@ -296,6 +297,46 @@ class MetadataServer(Daemon):
     @property
     def url(self):
         return f"tcp://127.0.0.1:{self.port}"
+
+
+class Agent(Daemon):
+    """maru-agent on loopback, without CURVE, lending the pool of the
+    resource manager at @rm_address.  UCX over TCP (UCX_TLS=tcp): on one
+    machine UCX would otherwise pick shared memory, which a remote host
+    has not; a handler of this process needs the same (the start_agent
+    fixture sets it).  The agent checks tokens at the RM with the key the
+    environment names (MARU_RM_KEY_FILE, set by ResourceManager)."""
+
+    def __init__(self, tmp, rm_address, extra=(), port=None):
+        self.port = port or free_port()
+        argv = [binary(*AGENT_BIN), "--host", "127.0.0.1", "--port",
+                str(self.port), "--rm-address", rm_address,
+                "--log-level", "DEBUG", *extra]
+        env = dict(os.environ, UCX_TLS="tcp")
+        super().__init__(argv, self.port,
+                         os.path.join(tmp, f"agent-{self.port}.log"), env=env)
+
+    @property
+    def url(self):
+        return f"tcp://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def start_agent(tmp_path, monkeypatch):
+    """Factory: start_agent(rm_address, extra=[...]) -> Agent.  A handler
+    made with MaruConfig(agent_url=a.url, remote="on") is remote: its
+    bytes go through the agent (UCX over TCP in this process too)."""
+    made = []
+    monkeypatch.setenv("UCX_TLS", "tcp")
+
+    def start(rm_address, wait=True, **kw):
+        a = Agent(str(tmp_path), rm_address, **kw)
+        made.append(a)
+        return a.start(wait=wait)
+
+    yield start
+    for a in made:
+        a.stop()
 
 
 @pytest.fixture

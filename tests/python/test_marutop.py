@@ -13,7 +13,11 @@
   the workers' REPORT_STATS counts stand in for the server's, and
   upstream's `devices` list is shown when sent;
 * maru-server's own `devices` (bytes per pool) and the host:pid libmaru
-  reports, in GET_USAGE and in every marutop mode.
+  reports, in GET_USAGE and in every marutop mode;
+* a remote instance (its bytes through maru-agent, UCX over TCP) beside a
+  local one: REMOTE agent|local, the bytes it put and got and their rates
+  (RPUT/s, RGET/s) per instance and in the totals, in every mode; without
+  a remote client the table keeps its columns.
 """
 import csv
 import io
@@ -45,9 +49,9 @@ SCRIPT = {
 }
 
 
-def marutop(*args, timeout=30):
+def marutop(*args, timeout=30, env=None):
     return subprocess.run([binary(*MARUTOP_BIN), *args], capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, env=env)
 
 
 @pytest.fixture
@@ -169,6 +173,8 @@ def test_once_csv_json_match(instances, mds, rm):
         assert r["devices"] == f"{rm.pool_path}={u['allocated']}"
         assert r["host"] == socket.gethostname()[:64]
         assert int(r["pid"]) == os.getpid()
+    assert all(r["remote_clients"] == "0" and r["remote_put_bytes"] == "0"
+               for r in recs)
     assert all(r["store_rate"] == "" for r in recs[:3])
     assert all(float(r["store_rate"]) == 0.0 for r in recs[3:])
 
@@ -185,6 +191,9 @@ def test_once_csv_json_match(instances, mds, rm):
         assert o["used_bytes"] == u["used"] and o["allocated_bytes"] == u["allocated"]
         assert o["store_rate"] is None
         assert o["devices"] == f"{rm.pool_path}={u['allocated']}"
+        # maru-server sends the remote figures: none of these is remote
+        assert (o["remote_clients"], o["remote_put_bytes"],
+                o["remote_get_bytes"]) == (0, 0, 0)
         assert o["host"] == socket.gethostname()[:64]
         assert o["pid"] == os.getpid()
 
@@ -356,10 +365,17 @@ def test_upstream_server_fields_missing():
         assert o[0]["lease_state"] is None and o[0]["used_bytes"] == 5000
         assert o[0]["devices"] == "/dev/dax0.0=8388608"
         assert o[0]["host"] is None and o[0]["pid"] is None
+        # no "remote" in GET_STATS: unknown, not 0; and no such columns
+        assert o[0]["remote_clients"] is None
+        assert o[0]["remote_put_bytes"] is None
+        assert "REMOTE" not in p.stdout
+        p = marutop("--once", "--server", url)
+        assert "REMOTE" not in p.stdout and "remote clients" not in p.stdout
         p = marutop("--csv", "--once", "--server", url)
         r = list(csv.DictReader(io.StringIO(p.stdout)))
         assert r[1]["instance_id"] == "up-2" and r[1]["keys"] == ""
         assert r[1]["allocated_bytes"] == str(4 * MiB)
+        assert r[1]["remote_get_bytes"] == ""
     finally:
         s.close()
 
@@ -531,3 +547,125 @@ def test_server_request_rates_and_percentiles(rm, mds):
     m = re.search(r"EXISTS_KV ([0-9.]+)(k?)/s", p.stdout)
     assert m and float(m.group(1)) > 0, p.stdout
     assert re.search(r"p50 <=[0-9.]+(us|ms) p99 <=[0-9.]+(us|ms)", p.stdout), p.stdout
+
+
+# ------------------------------------------------------------ remote
+VALUE = 100_000     # bytes per value: a page of its own through the agent
+
+
+@pytest.fixture
+def remote_pair(rm, mds, start_agent):
+    """A remote instance (MaruConfig(agent_url=..., remote="on"): its bytes
+    go through maru-agent) that stored and read back 3 values, and a
+    local one that stored 1, once the server has the remote figures."""
+    from maru import MaruConfig, MaruHandler
+    agent = start_agent(rm.address)
+    hs = {}
+    try:
+        for name, extra in (("top-remote", {"agent_url": agent.url,
+                                            "remote": "on"}),
+                            ("top-local", {})):
+            h = MaruHandler(MaruConfig(
+                server_url=mds.url, instance_id=name, pool_size=4 * MiB,
+                chunk_size_bytes=MiB, auto_connect=False, timeout_ms=10000,
+                **extra))
+            assert h.connect(), h.connect_error
+            hs[name] = h
+        assert hs["top-remote"].is_remote and not hs["top-local"].is_remote
+        for i in range(3):
+            a = hs["top-remote"].alloc(VALUE)
+            a.buf[:VALUE] = bytes([i]) * VALUE
+            assert hs["top-remote"].store(f"r{i}", a)
+            assert bytes(hs["top-remote"].retrieve(f"r{i}").view[:1]) == bytes([i])
+        a = hs["top-local"].alloc(4096)
+        assert hs["top-local"].store("l0", a)
+        assert hs["top-remote"].remote_stats()["put_bytes"] == 3 * VALUE
+        c = ReqClient(mds.url)
+        try:
+            assert wait_until(lambda: c.call(GET_STATS, {})[1]["remote"][
+                "get_bytes"] == 3 * VALUE), c.call(GET_STATS, {})[1]["remote"]
+        finally:
+            c.close()
+        yield hs
+    finally:
+        for h in hs.values():
+            h.close()
+
+
+def test_remote_instance_once_csv_json(remote_pair, mds):
+    p = marutop("--once", "--server", mds.url, env=dict(os.environ, COLUMNS="200"))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    hdr = next(i for i, l in enumerate(lines) if l.startswith("INSTANCE"))
+    cols = lines[hdr].split()
+    assert cols == ["INSTANCEv", "REGIONS", "ALLOC", "USED", "HELD", "KEYS",
+                    "PINNED", "LEASE", "REMOTE", "STORE/s", "LOOKUP/s",
+                    "HIT%", "RPUT/s", "RGET/s", "STORES", "LOOKUPS", "HOST"]
+    rows = {l.split()[0]: dict(zip(cols, l.split()))
+            for l in lines[hdr + 1:lines.index("DEVICES")] if l.strip()}
+    assert rows["top-remote"]["REMOTE"] == "agent"
+    assert rows["top-local"]["REMOTE"] == "local"
+    assert rows["top-remote"]["RPUT/s"] == "-"     # one sample: no rate
+    # the totals: the remote clients and what they moved (293.0K = 3 x
+    # 100000 bytes)
+    assert re.search(r"remote clients 1 put 293\.0K \(-/s\) get 293\.0K "
+                     r"\(-/s\) errors 0", p.stdout), p.stdout
+
+    p = marutop("--json", "--once", "--server", mds.url)
+    o = {x["instance_id"]: x for x in map(json.loads, p.stdout.splitlines())}
+    r = o["top-remote"]
+    assert (r["remote_clients"], r["remote_puts"], r["remote_put_bytes"],
+            r["remote_gets"], r["remote_get_bytes"], r["remote_errors"]) == \
+        (1, 3, 3 * VALUE, 3, 3 * VALUE, 0)
+    assert r["remote_put_rate"] is None
+    loc = o["top-local"]
+    assert (loc["remote_clients"], loc["remote_put_bytes"],
+            loc["remote_get_bytes"]) == (0, 0, 0)
+
+    p = marutop("--csv", "--once", "--server", mds.url)
+    recs = {x["instance_id"]: x for x in csv.DictReader(io.StringIO(p.stdout))}
+    assert recs["top-remote"]["remote_clients"] == "1"
+    assert recs["top-remote"]["remote_get_bytes"] == str(3 * VALUE)
+    assert recs["top-local"]["remote_put_bytes"] == "0"
+
+    # narrow: the marker outlasts the remote rates
+    p = marutop("--once", "--server", mds.url, env=dict(os.environ, COLUMNS="60"))
+    hdr = next(l for l in p.stdout.splitlines() if l.startswith("INSTANCE"))
+    assert "REMOTE" in hdr.split() and "RGET/s" not in hdr.split(), hdr
+
+
+def test_remote_rates_from_successive_samples(remote_pair, mds):
+    """remote_put_rate is the bytes put between two samples over the time
+    between them; work done while marutop runs shows up in it."""
+    h = remote_pair["top-remote"]
+    p = subprocess.Popen([binary(*MARUTOP_BIN), "--json", "-w", "0.3",
+                          "--server", mds.url], stdout=subprocess.PIPE,
+                         text=True)
+    recs = []
+    try:
+        recs.append(json.loads(p.stdout.readline()))
+        for i in range(3, 6):
+            a = h.alloc(VALUE)
+            assert h.store(f"r{i}", a)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = json.loads(p.stdout.readline())
+            recs.append(r)
+            if r["instance_id"] == "top-remote" and \
+                    r["remote_put_bytes"] == 6 * VALUE:
+                break
+        else:
+            pytest.fail("the 3 remote stores never showed up")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+    a = [r for r in recs if r["instance_id"] == "top-remote"]
+    for prev, cur in zip(a, a[1:]):
+        want = (cur["remote_put_bytes"] - prev["remote_put_bytes"]) / \
+            cur["elapsed_s"]
+        assert abs(cur["remote_put_rate"] - want) <= 0.02 + want * 0.01, \
+            (prev, cur)
+    assert max(r["remote_put_rate"] for r in a[1:]) > 0
+    assert all(r["remote_get_rate"] == 0 for r in a[1:])
+    loc = [r for r in recs if r["instance_id"] == "top-local"]
+    assert all(r["remote_put_rate"] in (None, 0) for r in loc)

@@ -35,9 +35,18 @@ void mt_snap_free(struct mt_snap *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* remote figures not sent (yet) */
+static void rt_init(struct mt_rt *rt)
+{
+	rt->clients = rt->puts = rt->put_bytes = MT_NA;
+	rt->gets = rt->get_bytes = rt->errors = MT_NA;
+	rt->put_rate = rt->get_rate = -1;
+}
+
 void mt_snap_init(struct mt_snap *s)
 {
 	memset(s, 0, sizeof(*s));
+	rt_init(&s->rt);
 	s->pool_total = s->pool_free = MT_NA;
 	s->entries = s->kv_bytes = s->held_bytes = MT_NA;
 	s->nalloc = s->total_alloc = s->active_clients = MT_NA;
@@ -233,6 +242,7 @@ static int decode_inst(struct mp_rd *r, struct mt_inst *in)
 	in->stores = in->lookups = in->hits = in->misses = MT_NA;
 	in->store_rate = in->lookup_rate = -1;
 	in->pid = MT_NA;
+	rt_init(&in->rt);
 	n = read_map(r);
 	if (n < 0)
 		return n == -ENOENT ? 0 : n;
@@ -673,6 +683,85 @@ static int decode_requests(struct mp_rd *r, struct mt_snap *s)
 	return rc;
 }
 
+/* the value of key @k of a "remote" map into @rt if it is one of its
+ * figures (clients, puts, put_bytes, gets, get_bytes, errors), else skipped */
+static int rt_field(struct mp_rd *r, const struct mp_val *k, struct mt_rt *rt)
+{
+	static const char *const names[] = {"clients", "puts",	    "put_bytes",
+					    "gets",    "get_bytes", "errors"};
+	uint64_t *outs[] = {&rt->clients, &rt->puts,	  &rt->put_bytes,
+			    &rt->gets,	  &rt->get_bytes, &rt->errors};
+	size_t i;
+	int rc;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (key_is(k, names[i]))
+			return get_uint(r, outs[i]);
+	rc = mp_skip_rest(r, k);
+	return rc ? rc : mp_skip(r);
+}
+
+/* "instances": {id: {figures}}, into the instances GET_USAGE listed */
+static int decode_rt_instances(struct mp_rd *r, struct mt_snap *s)
+{
+	struct mt_rt skip, *rt;
+	struct mt_inst *in;
+	struct mp_val id, k;
+	int n, i, m, j, rc = 0;
+
+	n = read_map(r);
+	if (n < 0)
+		return n == -ENOENT ? 0 : n;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (mp_read(r, &id) < 0)
+			return -EPROTO;
+		in = id.type == MP_STR ? find_inst(s, id.ptr, id.len) : NULL;
+		if (id.type != MP_STR && mp_skip_rest(r, &id) < 0)
+			return -EPROTO;
+		rt = in ? &in->rt : &skip;
+		m = read_map(r);
+		if (m < 0) {
+			rc = m == -ENOENT ? 0 : m;
+			continue;
+		}
+		for (j = 0; j < m && rc == 0; j++) {
+			if (mp_read(r, &k) < 0)
+				return -EPROTO;
+			rc = rt_field(r, &k, rt);
+		}
+	}
+	return rc;
+}
+
+/*
+ * "remote" (maru-server): the pool's figures and those of the instance
+ * ids listed under "instances"; an instance not listed has no remote
+ * client and moved nothing (0s): the server lists every other one
+ */
+static int decode_remote(struct mp_rd *r, struct mt_snap *s)
+{
+	static const struct mt_rt zero = {0, 0, 0, 0, 0, 0, -1, -1};
+	struct mp_val k;
+	int n, i, rc = 0;
+	size_t x;
+
+	n = read_map(r);
+	if (n < 0)
+		return n == -ENOENT ? 0 : n;
+	for (x = 0; x < s->n; x++)
+		s->v[x].rt = zero;
+	s->rt = zero;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (mp_read(r, &k) < 0)
+			return -EPROTO;
+		if (key_is(&k, "instances"))
+			rc = decode_rt_instances(r, s);
+		else
+			rc = rt_field(r, &k, &s->rt);
+	}
+	return rc;
+}
+
 int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 {
 	static const char *const kvn[] = {"total_entries", "total_size",
@@ -714,6 +803,8 @@ int mt_decode_stats(struct mt_snap *s, const uint8_t *p, size_t n)
 			rc = decode_requests(&r, s);
 		else if (key_is(&k, "lookups"))
 			rc = decode_uints(&r, lkn, lko, 4);
+		else if (key_is(&k, "remote"))
+			rc = decode_remote(&r, s);
 		else if ((rc = mp_skip_rest(&r, &k)) == 0)
 			rc = mp_skip(&r);
 	}

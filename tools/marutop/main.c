@@ -85,9 +85,11 @@ static const struct opts_doc doc = {
 		 "bytes, keys,\n"
 		 "pinned bytes, lease state, store and lookup rates and hit "
 		 "ratio (the\n"
-		 "server's own counts); server totals (requests/s by type, "
-		 "latency,\n"
-		 "lookups and hits, evictions, recovered keys).\n",
+		 "server's own counts), and for clients of maru-agent the "
+		 "bytes they put\n"
+		 "and get; server totals (requests/s by type, latency, "
+		 "lookups and hits,\n"
+		 "remote traffic, evictions, recovered keys).\n",
 	.after = "Keys on the screen: s next sort column, < > sort column "
 		 "left/right,\n"
 		 "r reverse, space refresh, ? help, q quit.  '-': not known "

@@ -30,6 +30,19 @@
 #define MT_NA UINT64_MAX /* a field the server did not send */
 #define MT_ERR_LEN 512
 
+/*
+ * The remote path (GET_STATS "remote", maru-server): clients of
+ * maru-agent, whose bytes go over the network, and what they moved as
+ * they reported it; MT_NA: the server sends no such figures
+ */
+struct mt_rt {
+	uint64_t clients; /* remote clients now (0: the instance is local) */
+	uint64_t puts, put_bytes;  /* pages written through the agent */
+	uint64_t gets, get_bytes;  /* pages read through it */
+	uint64_t errors;	   /* transfers that failed */
+	double put_rate, get_rate; /* bytes/s since the previous sample; < 0 */
+};
+
 /* One instance as GET_USAGE (and stats_manager.clients) shows it. */
 struct mt_inst {
 	char *id;	    /* owns: NUL-terminated, control bytes as '?' */
@@ -53,10 +66,11 @@ struct mt_inst {
 	uint64_t hits; /* ... of those that found their keys */
 	uint64_t misses;
 	bool counted;
-	char *devices; /* owns: "path=bytes ..." or NULL (upstream's
-			* InstanceUsage.devices, when sent) */
-	char *host;    /* owns: where it runs, as its client said; NULL */
-	uint64_t pid;  /* ... its process id (MT_NA: not said) */
+	char *devices;	 /* owns: "path=bytes ..." or NULL (upstream's
+			  * InstanceUsage.devices, when sent) */
+	char *host;	 /* owns: where it runs, as its client said; NULL */
+	uint64_t pid;	 /* ... its process id (MT_NA: not said) */
+	struct mt_rt rt; /* GET_STATS "remote.instances" (0s: not listed) */
 	/* rates from the previous sample (mt_rates); < 0: unknown */
 	double store_rate, lookup_rate;
 };
@@ -110,6 +124,7 @@ struct mt_snap {
 	 * the bucket bound that holds the 50th / 99th percentile; < 0
 	 * unknown, INFINITY above the last bound */
 	double p50_us, p99_us;
+	struct mt_rt rt;      /* GET_STATS "remote", pool-wide */
 	double eviction_rate; /* per second; < 0 unknown */
 	double elapsed;	      /* seconds since the previous sample; < 0 */
 };
@@ -186,9 +201,12 @@ enum mt_col {
 	MT_C_KEYS,
 	MT_C_PINNED,
 	MT_C_LEASE,
+	MT_C_REMOTE, /* the remote path's three: shown when any is remote */
 	MT_C_STORE_RATE,
 	MT_C_LOOKUP_RATE,
 	MT_C_HIT,
+	MT_C_RPUT_RATE,
+	MT_C_RGET_RATE,
 	MT_C_STORES,
 	MT_C_LOOKUPS,
 	MT_C_HOST,
@@ -200,6 +218,14 @@ const char *mt_col_name(int c);
 
 /* the lease state shown: "lease", "conn", "gone" or "-" (not sent) */
 const char *mt_lease_state(const struct mt_inst *in);
+
+/* the remote state shown: "agent" (remote clients now), "local" or "-"
+ * (the server sends no remote figures) */
+const char *mt_remote_state(const struct mt_inst *in);
+
+/* does the sample have remote figures worth columns: a remote client,
+ * or traffic reported by one? */
+bool mt_remote_any(const struct mt_snap *s);
 
 /* sort @s->v by column @col (ties: by id), descending if @rev */
 void mt_sort(struct mt_snap *s, int col, bool rev);

@@ -28,16 +28,33 @@
 #define MT_CELL 96  /* the longest cell but the id (a host:pid) */
 
 static const char *const col_names[MT_NCOLS] = {
-	"INSTANCE", "REGIONS", "ALLOC",	  "USED",    "HELD",
-	"KEYS",	    "PINNED",  "LEASE",	  "STORE/s", "LOOKUP/s",
-	"HIT%",	    "STORES",  "LOOKUPS", "HOST",
+	[MT_C_ID] = "INSTANCE",
+	[MT_C_REGIONS] = "REGIONS",
+	[MT_C_ALLOC] = "ALLOC",
+	[MT_C_USED] = "USED",
+	[MT_C_HELD] = "HELD",
+	[MT_C_KEYS] = "KEYS",
+	[MT_C_PINNED] = "PINNED",
+	[MT_C_LEASE] = "LEASE",
+	[MT_C_REMOTE] = "REMOTE",
+	[MT_C_STORE_RATE] = "STORE/s",
+	[MT_C_LOOKUP_RATE] = "LOOKUP/s",
+	[MT_C_HIT] = "HIT%",
+	[MT_C_RPUT_RATE] = "RPUT/s",
+	[MT_C_RGET_RATE] = "RGET/s",
+	[MT_C_STORES] = "STORES",
+	[MT_C_LOOKUPS] = "LOOKUPS",
+	[MT_C_HOST] = "HOST",
 };
 
-/* the order in which columns go when the screen is narrow */
+/* the order in which columns go when the screen is narrow (the remote
+ * path's, when shown, after the lease: the rates, then the marker that
+ * tells a remote instance from a local one) */
 static const int drop_order[] = {
-	MT_C_HOST,    MT_C_LOOKUPS,	MT_C_STORES,	 MT_C_HELD,
-	MT_C_REGIONS, MT_C_PINNED,	MT_C_USED,	 MT_C_LEASE,
-	MT_C_HIT,     MT_C_LOOKUP_RATE, MT_C_STORE_RATE, MT_C_KEYS,
+	MT_C_HOST,	  MT_C_LOOKUPS,	   MT_C_STORES, MT_C_HELD,
+	MT_C_REGIONS,	  MT_C_PINNED,	   MT_C_USED,	MT_C_LEASE,
+	MT_C_RGET_RATE,	  MT_C_RPUT_RATE,  MT_C_REMOTE, MT_C_HIT,
+	MT_C_LOOKUP_RATE, MT_C_STORE_RATE, MT_C_KEYS,
 };
 #define MT_NDROP ((int)(sizeof(drop_order) / sizeof(drop_order[0])))
 
@@ -55,6 +72,24 @@ const char *mt_lease_state(const struct mt_inst *in)
 	if (in->conns != MT_NA && in->conns)
 		return "conn";
 	return "gone";
+}
+
+const char *mt_remote_state(const struct mt_inst *in)
+{
+	if (in->rt.clients == MT_NA)
+		return "-";
+	return in->rt.clients ? "agent" : "local";
+}
+
+bool mt_remote_any(const struct mt_snap *s)
+{
+	const struct mt_rt *r = &s->rt;
+
+	if (r->clients == MT_NA)
+		return false;
+	return r->clients || (r->puts && r->puts != MT_NA) ||
+	       (r->gets && r->gets != MT_NA) ||
+	       (r->errors && r->errors != MT_NA);
 }
 
 const char *mt_host(const struct mt_inst *in, char *out, size_t n)
@@ -123,14 +158,32 @@ static void req_rates(struct mt_snap *cur, const struct mt_snap *prev,
 	cur->p99_us = percentile(h, cur->lat_bounds_us, cur->nbounds, 0.99);
 }
 
+/* bytes per second of counter @c over @dt since @p; < 0: unknown (either
+ * not sent, or it went back: a restarted server) */
+static double byte_rate(uint64_t c, uint64_t p, double dt)
+{
+	if (c == MT_NA || p == MT_NA || c < p)
+		return -1;
+	return (double)(c - p) / dt;
+}
+
+static void rt_rates(struct mt_rt *c, const struct mt_rt *p, double dt)
+{
+	c->put_rate = byte_rate(c->put_bytes, p->put_bytes, dt);
+	c->get_rate = byte_rate(c->get_bytes, p->get_bytes, dt);
+}
+
 void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 {
 	double dt;
 	size_t i, j;
 
 	cur->eviction_rate = cur->elapsed = cur->lookup_rate = -1;
-	for (i = 0; i < cur->n; i++)
+	for (i = 0; i < cur->n; i++) {
 		cur->v[i].store_rate = cur->v[i].lookup_rate = -1;
+		cur->v[i].rt.put_rate = cur->v[i].rt.get_rate = -1;
+	}
+	cur->rt.put_rate = cur->rt.get_rate = -1;
 	for (i = 0; i < cur->nops; i++)
 		cur->ops[i].rate = cur->ops[i].lat_us = -1;
 	for (i = 0; i < cur->nreqs; i++)
@@ -156,7 +209,9 @@ void mt_rates(struct mt_snap *cur, const struct mt_snap *prev)
 		if (c->lookups != MT_NA && p->lookups != MT_NA &&
 		    p->lookups <= c->lookups)
 			c->lookup_rate = (double)(c->lookups - p->lookups) / dt;
+		rt_rates(&c->rt, &p->rt, dt);
 	}
+	rt_rates(&cur->rt, &prev->rt, dt);
 	for (i = 0; i < cur->nops; i++) {
 		struct mt_op *o = &cur->ops[i];
 
@@ -228,6 +283,13 @@ static double sort_val(const struct mt_inst *in, int c)
 		return hit_ratio(in);
 	case MT_C_LEASE:
 		return in->leases == MT_NA ? -1 : (double)in->leases;
+	case MT_C_REMOTE:
+		v = in->rt.clients;
+		break;
+	case MT_C_RPUT_RATE:
+		return in->rt.put_rate;
+	case MT_C_RGET_RATE:
+		return in->rt.get_rate;
 	default:
 		return 0;
 	}
@@ -312,6 +374,17 @@ static char *fmt_rate(double v, char *out, size_t n)
 	return out;
 }
 
+/* bytes per second as bytes ("1.5M"; the header or a caller says /s) */
+static char *fmt_brate(double v, char *out, size_t n)
+{
+	if (v < 0)
+		snprintf(out, n, "-");
+	else
+		format_bytes(v < 0x1p63 ? (uint64_t)(v + 0.5) : UINT64_MAX, out,
+			     n);
+	return out;
+}
+
 /* the text of cell (@in, @c), for every column but the id */
 static const char *cell(const struct mt_inst *in, int c, char *out, size_t n)
 {
@@ -332,6 +405,12 @@ static const char *cell(const struct mt_inst *in, int c, char *out, size_t n)
 		return fmt_b(in->pinned, out, n);
 	case MT_C_LEASE:
 		return mt_lease_state(in);
+	case MT_C_REMOTE:
+		return mt_remote_state(in);
+	case MT_C_RPUT_RATE:
+		return fmt_brate(in->rt.put_rate, out, n);
+	case MT_C_RGET_RATE:
+		return fmt_brate(in->rt.get_rate, out, n);
 	case MT_C_STORE_RATE:
 		return fmt_rate(in->store_rate, out, n);
 	case MT_C_LOOKUP_RATE:
@@ -465,6 +544,22 @@ static int render_totals(struct buf *b, const struct mt_snap *s, int width)
 				 sizeof(z2)));
 		rc = rc ? rc : seg(b, &line0, width, t);
 	}
+	/* clients of maru-agent: their bytes over the network, as they
+	 * reported them (only when there are any) */
+	if (mt_remote_any(s)) {
+		char p1[24], p2[24], g1[24], g2[24];
+
+		snprintf(t, sizeof(t),
+			 "remote clients %s put %s (%s/s) get %s (%s/s) "
+			 "errors %s",
+			 fmt_u(s->rt.clients, x, sizeof(x)),
+			 fmt_b(s->rt.put_bytes, p1, sizeof(p1)),
+			 fmt_brate(s->rt.put_rate, p2, sizeof(p2)),
+			 fmt_b(s->rt.get_bytes, g1, sizeof(g1)),
+			 fmt_brate(s->rt.get_rate, g2, sizeof(g2)),
+			 fmt_u(s->rt.errors, y, sizeof(y)));
+		rc = rc ? rc : seg(b, &line0, width, t);
+	}
 	snprintf(t, sizeof(t), "evictions %s (%s/s)",
 		 fmt_u(s->evictions, x, sizeof(x)),
 		 fmt_rate(s->eviction_rate, y, sizeof(y)));
@@ -502,6 +597,11 @@ void mt_layout(const struct mt_snap *s, int width, int sort,
 		if (c == sort)
 			wid[c]++; /* the sort mark */
 	}
+	/* the remote path's columns only where some client uses an agent:
+	 * a pool of local workers keeps its table */
+	if (!mt_remote_any(s))
+		show[MT_C_REMOTE] = show[MT_C_RPUT_RATE] =
+			show[MT_C_RGET_RATE] = false;
 	for (i = 0; i < s->n; i++) {
 		len = strlen(s->v[i].id);
 		if (len > wid[MT_C_ID])
@@ -591,7 +691,8 @@ int mt_render_table(struct buf *b, const char *title, const struct mt_snap *s,
 			continue;
 		snprintf(h, sizeof(h), "%s%s", col_names[c],
 			 c == sort ? (rev ? "^" : "v") : "");
-		if (c == MT_C_ID || c == MT_C_LEASE || c == MT_C_HOST)
+		if (c == MT_C_ID || c == MT_C_LEASE || c == MT_C_REMOTE ||
+		    c == MT_C_HOST)
 			rc = bprintf(b, "%s%-*s", c ? "  " : "", (int)wid[c],
 				     h);
 		else
@@ -609,7 +710,8 @@ int mt_render_table(struct buf *b, const char *title, const struct mt_snap *s,
 			if (!show[c])
 				continue;
 			txt = cell(&s->v[i], c, tmp, sizeof(tmp));
-			if (c == MT_C_LEASE || c == MT_C_HOST)
+			if (c == MT_C_LEASE || c == MT_C_REMOTE ||
+			    c == MT_C_HOST)
 				rc = bprintf(b, "  %-*s", (int)wid[c], txt);
 			else
 				rc = bprintf(b, "  %*s", (int)wid[c], txt);
@@ -649,7 +751,9 @@ int mt_render_help(struct buf *b)
 		"bytes it pins, LEASE lease|conn|gone, STORE/s LOOKUP/s rates\n"
 		"(keys), HIT% of its lookups, STORES LOOKUPS since it "
 		"started,\n"
-		"HOST:pid where its client says it runs.\n"
+		"HOST:pid where its client says it runs.  With clients of\n"
+		"maru-agent: REMOTE agent|local, RPUT/s RGET/s bytes they\n"
+		"write and read through it.\n"
 		"'-': the server does not send it (docs/marutop.md).\n";
 
 	return buf_put(b, text, sizeof(text) - 1);
@@ -662,7 +766,8 @@ int mt_render_help(struct buf *b)
 	"keys,"                                                                \
 	"pinned_bytes,leases,connections,lease_state,stores,lookups,hits,"     \
 	"misses,store_rate,lookup_rate,hit_ratio,elapsed_s,devices,host,"      \
-	"pid\n"
+	"pid,remote_clients,remote_puts,remote_put_bytes,remote_gets,"         \
+	"remote_get_bytes,remote_errors,remote_put_rate,remote_get_rate\n"
 
 int mt_render_csv_header(struct buf *b)
 {
@@ -730,6 +835,14 @@ int mt_render_csv(struct buf *b, const char *ts, const struct mt_snap *s)
 		if (in->host)
 			rc = rc ? rc : csv_str(b, in->host);
 		rc = rc ? rc : csv_u(b, in->pid);
+		rc = rc ? rc : csv_u(b, in->rt.clients);
+		rc = rc ? rc : csv_u(b, in->rt.puts);
+		rc = rc ? rc : csv_u(b, in->rt.put_bytes);
+		rc = rc ? rc : csv_u(b, in->rt.gets);
+		rc = rc ? rc : csv_u(b, in->rt.get_bytes);
+		rc = rc ? rc : csv_u(b, in->rt.errors);
+		rc = rc ? rc : csv_d(b, in->rt.put_rate, 2);
+		rc = rc ? rc : csv_d(b, in->rt.get_rate, 2);
 		rc = rc ? rc : buf_put(b, "\n", 1);
 	}
 	return rc;
@@ -810,6 +923,14 @@ int mt_render_json(struct buf *b, const char *ts, const struct mt_snap *s)
 		else if (rc == 0)
 			rc = bprintf(b, "null");
 		rc = rc ? rc : json_u(b, "pid", in->pid);
+		rc = rc ? rc : json_u(b, "remote_clients", in->rt.clients);
+		rc = rc ? rc : json_u(b, "remote_puts", in->rt.puts);
+		rc = rc ? rc : json_u(b, "remote_put_bytes", in->rt.put_bytes);
+		rc = rc ? rc : json_u(b, "remote_gets", in->rt.gets);
+		rc = rc ? rc : json_u(b, "remote_get_bytes", in->rt.get_bytes);
+		rc = rc ? rc : json_u(b, "remote_errors", in->rt.errors);
+		rc = rc ? rc : json_d(b, "remote_put_rate", in->rt.put_rate, 2);
+		rc = rc ? rc : json_d(b, "remote_get_rate", in->rt.get_rate, 2);
 		rc = rc ? rc : buf_put(b, "}\n", 2);
 	}
 	return rc;

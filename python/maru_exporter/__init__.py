@@ -14,7 +14,11 @@ On every GET /metrics, MaruCollector.collect() asks
     GET_USAGE, through the package's RpcClient (libmaru's ZMTP client).
     The raw reply maps are used (RpcClient._send_request, the documented
     seam of rpc_base.py): the parsed GetStatsResponse keeps upstream's
-    four sections only, and the exporter wants every addition.
+    four sections only, and the exporter wants every addition;
+  * each maru-agent (--agent tcp://host:port) for STATS, with a REQ socket
+    of pyzmq: the agent's control port speaks ZMTP with maru-server's
+    16-byte envelope around MessagePack (src/common/agent_proto.h), and
+    libmaru has no call for it, so the request is built here (agent_stats).
 
 and turns the answers into metric families of prometheus_client (Debian's
 python3-prometheus-client), whose HTTP server serves them.  No daemon
@@ -145,6 +149,26 @@ RM_COUNTERS = {
     "uptime_seconds": ("gauge", "maru_rm_uptime_seconds", "Seconds since the resource manager started"),
 }
 
+# maru-agent's STATS counters (agent_proto.h): name -> (type, metric, help);
+# others are exported untyped as maru_agent_<name>
+AGENT_COUNTERS = {
+    "sessions": ("gauge", "maru_agent_sessions", "Control connections open now"),
+    "sessions_total": ("counter", "maru_agent_sessions_accepted_total",
+                       "Control connections accepted since start"),
+    "refused_connections": ("counter", "maru_agent_refused_connections_total",
+                            "Control connections refused (too many, CURVE)"),
+    "granted": ("counter", "maru_agent_access_granted_total",
+                "ACCESS requests answered with a region's remote key"),
+    "denied": ("counter", "maru_agent_access_denied_total",
+               "ACCESS requests refused (token, bounds, resource manager)"),
+    "bad_requests": ("counter", "maru_agent_bad_requests_total",
+                     "Requests that did not decode"),
+    "regions": ("gauge", "maru_agent_regions", "Regions mapped and lent now"),
+    "bytes_mapped": ("gauge", "maru_agent_mapped_bytes", "Bytes of those regions"),
+    "revoked": ("counter", "maru_agent_regions_revoked_total",
+                "Regions revoked (freed or reassigned at the resource manager)"),
+}
+
 INSTANCE = {
     "regions": ("maru_instance_regions", "Regions the instance owns"),
     "allocated": ("maru_instance_allocated_bytes", "Bytes of the regions the instance owns"),
@@ -165,6 +189,15 @@ LOOKUPS = {
     "batch_keys": ("batch_keys", "Keys in batch lookups"),
     "prefix_hits": ("prefix_hits", "Keys of batch lookups found as a prefix "
                     "(the leading run of hits)"),
+}
+# GET_STATS "remote" (pool-wide) and "remote.instances" (per instance id):
+# clients of maru-agent, and what they moved as they reported it
+REMOTE = {
+    "puts": ("puts", "Pages remote clients wrote to the pool through maru-agent"),
+    "put_bytes": ("put_bytes", "Bytes remote clients wrote to the pool through maru-agent"),
+    "gets": ("gets", "Pages remote clients read from the pool through maru-agent"),
+    "get_bytes": ("get_bytes", "Bytes remote clients read from the pool through maru-agent"),
+    "errors": ("errors", "Transfers through maru-agent that failed"),
 }
 # GET_USAGE per instance: counters
 INSTANCE_COUNTERS = {
@@ -229,9 +262,11 @@ class MaruCollector:
     """A prometheus_client collector polling @rms and @servers per scrape."""
 
     def __init__(self, rms=(DEFAULT_RM,), servers=(DEFAULT_SERVER,),
-                 timeout_ms=DEFAULT_TIMEOUT_MS):
+                 timeout_ms=DEFAULT_TIMEOUT_MS, agents=(), agent_curve=None):
         self.rms = list(rms)
         self.servers = list(servers)
+        self.agents = list(agents)
+        self.agent_curve = agent_curve  # (server, public, secret) or None
         self.timeout_ms = int(timeout_ms)
         self._lock = threading.Lock()  # @_up
         self._up = {}  # (daemon, address) -> last maru_up, for the log
@@ -248,6 +283,8 @@ class MaruCollector:
             self._target(out, "resource_manager", a, self._rm)
         for a in self.servers:
             self._target(out, "server", a, self._server)
+        for a in self.agents:
+            self._target(out, "agent", a, self._agent)
         return iter(out)
 
     def _target(self, out, daemon, address, poll):
@@ -314,6 +351,16 @@ class MaruCollector:
             out.add("gauge", "maru_pool_align_bytes", "Allocation alignment of the pool",
                     *lbl, p.align_bytes)
 
+    # -- maru-agent: STATS ----------------------------------------------
+    def _agent(self, out, url):
+        counters = agent_stats(url, self.timeout_ms, self.agent_curve)
+        for name, v in sorted(counters.items()):
+            if _num(v) is None or isinstance(v, bool):
+                continue
+            kind, mname, doc = AGENT_COUNTERS.get(name, (
+                "untyped", metric_name("maru_agent", name), f"maru-agent {name}"))
+            out.add(kind, mname, doc, ["target"], [url], v)
+
     # -- metadata server: GET_STATS, GET_USAGE ---------------------------
     def _server(self, out, url):
         from maru_common.protocol import MessageType
@@ -363,11 +410,12 @@ class MaruCollector:
                         "or could not (fallback: a request), as they reported",
                         ["target", "result"], [url, result], v)
         self._lookups(out, url, st.get("lookups") or {})
+        self._remote(out, url, st.get("remote") or {})
         self._operations(out, url, st.get("stats_manager") or {})
         self._requests(out, url, st.get("requests") or {})
         # everything else, generically
         done = set(SERVER_STATS) | {("eviction", k) for k in EVICTION_OWN}
-        done |= {("lookups",)}
+        done |= {("lookups",), ("remote",)}
         done |= {("shm_index", "clients")}
         done |= {("journal", "recovery", k) for k in RECOVERY}
         for sec, body in st.items():
@@ -392,6 +440,32 @@ class MaruCollector:
                     out.add(C, f"maru_instance_lookup_{name}",
                             doc + ", by instance id",
                             ["target", "instance_id"], [url, str(iid)], v)
+
+    def _remote(self, out, url, rt):
+        """GET_STATS "remote": clients of maru-agent now, and the pages and
+        bytes they moved through it, pool-wide and per instance id."""
+        if _num(rt.get("clients")) is not None:
+            out.add("gauge", "maru_remote_clients",
+                    "Clients whose bytes go through maru-agent now",
+                    ["target"], [url], rt["clients"])
+        for k, (name, doc) in REMOTE.items():
+            v = _num(rt.get(k))
+            if v is not None:
+                out.add(C, f"maru_remote_{name}_total", doc + ", pool-wide",
+                        ["target"], [url], v)
+        for iid, d in sorted((rt.get("instances") or {}).items()):
+            if not isinstance(d, dict):
+                continue
+            lbl = (["target", "instance_id"], [url, str(iid)])
+            if _num(d.get("clients")) is not None:
+                out.add("gauge", "maru_instance_remote_clients",
+                        "Clients of the instance whose bytes go through "
+                        "maru-agent now", *lbl, d["clients"])
+            for k, (name, doc) in REMOTE.items():
+                v = _num(d.get(k))
+                if v is not None:
+                    out.add(C, f"maru_instance_remote_{name}_total",
+                            doc + ", by instance id", *lbl, v)
 
     def _generic(self, out, url, path, v, done):
         """Every numeric leaf under @path not in @done, as untyped
@@ -508,3 +582,78 @@ class MaruCollector:
                     name += "_bytes"
                 out.add("gauge", name, f"GET_USAGE instances[].devices[].{k}",
                         ["target", "instance_id", "dax_path"], [url, iid, path], n)
+
+
+# -- maru-agent's control port ------------------------------------------
+AGENT_STATS = 0x42
+_HDR_MAGIC, _HDR_VERSION = 0xCF00, 1
+_seq = iter(range(1, 1 << 32))
+_seq_lock = threading.Lock()
+
+
+def _agent_frame(seq: int) -> bytes:
+    """A STATS request: the 16-byte big-endian envelope (magic, version,
+    type, flags, 3 reserved bytes, sequence, payload length), then {}."""
+    import struct
+    payload = b"\x80"  # MessagePack {}
+    return struct.pack(">HBBB3xII", _HDR_MAGIC, _HDR_VERSION, AGENT_STATS, 0,
+                       seq, len(payload)) + payload
+
+
+def agent_stats(url: str, timeout_ms: int, curve=None) -> dict:
+    """The counters of the maru-agent at @url (STATS).  @curve: (the
+    agent's public key, ours, our secret key), Z85, or None for the NULL
+    mechanism.  Raises TimeoutError when it does not answer in @timeout_ms,
+    ConnectionError for a refusal or a reply that is not STATS's; nothing
+    is left open either way."""
+    import struct
+
+    import msgpack
+    import zmq
+
+    with _seq_lock:
+        seq = next(_seq)
+    s = zmq.Context.instance().socket(zmq.REQ)
+    try:
+        s.setsockopt(zmq.LINGER, 0)
+        if curve:
+            s.curve_serverkey, s.curve_publickey, s.curve_secretkey = curve
+        s.connect(url)
+        s.send(_agent_frame(seq))
+        if not s.poll(timeout_ms, zmq.POLLIN):
+            raise TimeoutError(f"no answer in {timeout_ms} ms")
+        body = s.recv()
+    finally:
+        s.close(0)
+    if len(body) < 16:
+        raise ConnectionError("reply shorter than its header")
+    magic, version, mtype, _, rseq, n = struct.unpack_from(">HBBB3xII", body)
+    if (magic, version) != (_HDR_MAGIC, _HDR_VERSION) or \
+            mtype != AGENT_STATS | 0x80 or rseq != seq or n > len(body) - 16:
+        raise ConnectionError(f"not a STATS reply (type 0x{mtype:02x}): "
+                              "is this maru-agent's port?")
+    try:
+        r = msgpack.unpackb(body[16:16 + n], raw=False)
+    except Exception as e:  # noqa: BLE001 - any undecodable payload
+        raise ConnectionError(f"undecodable reply: {e}") from None
+    if not isinstance(r, dict):
+        raise ConnectionError("reply is not a map")
+    if r.get("success") is not True:
+        raise ConnectionError(str(r.get("error") or "refused"))
+    return {k: v for k, v in r.items() if isinstance(k, str) and k != "success"}
+
+
+def load_curve(agent_key: str, secret_file: str):
+    """(the agent's public key, ours, our secret key) for agent_stats: the
+    agent's key as 40 Z85 characters or a maru-keygen .key file, ours from
+    our certificate (maru-keygen NAME: NAME.key_secret)."""
+    import zmq.auth
+
+    if len(agent_key) == 40 and not agent_key.endswith(".key"):
+        server = agent_key.encode()
+    else:
+        server, _ = zmq.auth.load_certificate(agent_key)
+    public, secret = zmq.auth.load_certificate(secret_file)
+    if not secret:
+        raise ValueError(f"{secret_file}: no secret key (a .key_secret file)")
+    return server, public, secret

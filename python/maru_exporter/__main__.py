@@ -2,7 +2,8 @@
 """maru-exporter command line: serve /metrics until SIGTERM/SIGINT.
 
     maru-exporter [--listen HOST:PORT] [--rm HOST:PORT ...]
-                  [--server tcp://HOST:PORT ...] [--timeout-ms N]
+                  [--server tcp://HOST:PORT ...] [--agent tcp://HOST:PORT ...]
+                  [--agent-curve-key KEY] [--timeout-ms N]
 
 Exit status: 0 after SIGTERM/SIGINT (or --help/--version), 1 when it
 cannot serve (address in use, prometheus_client missing), 2 for a usage
@@ -11,6 +12,7 @@ error (argparse's convention).
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -41,12 +43,20 @@ def _rm(s: str) -> str:
     return s
 
 
+def _agent(s: str) -> str:
+    if not s.startswith("tcp://"):
+        raise argparse.ArgumentTypeError(f"not tcp://HOST:PORT: {s!r}")
+    _listen(s[len("tcp://"):])
+    return s
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="maru-exporter",
         description="Serve the Maru daemons' counters and gauges in the "
         "Prometheus text format: every scrape of /metrics polls the resource "
-        "manager(s) (STATS) and metadata server(s) (GET_STATS, GET_USAGE).")
+        "manager(s) (STATS), metadata server(s) (GET_STATS, GET_USAGE) and "
+        "maru-agent(s) (STATS).")
     p.add_argument("--listen", type=_listen, default=DEFAULT_LISTEN, metavar="HOST:PORT",
                    help=f"where to serve /metrics (default {DEFAULT_LISTEN})")
     p.add_argument("--rm", type=_rm, action="append", metavar="HOST:PORT",
@@ -54,6 +64,14 @@ def parser() -> argparse.ArgumentParser:
                    "authenticates with $MARU_RM_KEY_FILE like every libmaru client")
     p.add_argument("--server", type=_url, action="append", metavar="URL",
                    help=f"a maru-server to poll, repeatable (default {DEFAULT_SERVER})")
+    p.add_argument("--agent", type=_agent, action="append", metavar="URL",
+                   help="a maru-agent to poll (its control port), repeatable "
+                   "(default none)")
+    p.add_argument("--agent-curve-key", metavar="KEY",
+                   default=os.environ.get("MARU_AGENT_CURVE_KEY") or None,
+                   help="the agents' CURVE public key (40 Z85 characters or "
+                   "its .key file; default $MARU_AGENT_CURVE_KEY); our "
+                   "certificate is $MARU_CURVE_SECRET_KEY_FILE")
     p.add_argument("--no-rm", action="store_true", help="poll no resource manager")
     p.add_argument("--no-server", action="store_true", help="poll no maru-server")
     p.add_argument("--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, metavar="N",
@@ -68,6 +86,19 @@ def main(argv=None) -> int:
         parser().error("--timeout-ms must be > 0")
     rms = [] if args.no_rm else (args.rm or [DEFAULT_RM])
     servers = [] if args.no_server else (args.server or [DEFAULT_SERVER])
+    agents = args.agent or []
+    curve = None
+    if agents and args.agent_curve_key:
+        secret = os.environ.get("MARU_CURVE_SECRET_KEY_FILE")
+        if not secret:
+            parser().error("--agent-curve-key needs our certificate in "
+                           "$MARU_CURVE_SECRET_KEY_FILE (CURVE needs both)")
+        try:
+            from . import load_curve
+            curve = load_curve(args.agent_curve_key, secret)
+        except (OSError, ValueError, ImportError) as e:
+            print(f"maru-exporter: agent CURVE keys: {e}", file=sys.stderr)
+            return 1
     try:
         from prometheus_client import start_http_server
         from prometheus_client.core import REGISTRY
@@ -81,7 +112,8 @@ def main(argv=None) -> int:
     from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
     for c in (GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR):
         REGISTRY.unregister(c)
-    REGISTRY.register(MaruCollector(rms, servers, args.timeout_ms))
+    REGISTRY.register(MaruCollector(rms, servers, args.timeout_ms, agents=agents,
+                                    agent_curve=curve))
     host, port = args.listen
     try:
         start_http_server(port, addr=host)
@@ -90,7 +122,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 1
     print(f"maru-exporter {VERSION}: http://{host}:{port}/metrics, rm {rms or '-'}, "
-          f"server {servers or '-'}", file=sys.stderr, flush=True)
+          f"server {servers or '-'}, agent {agents or '-'}", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

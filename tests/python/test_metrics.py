@@ -16,6 +16,12 @@ with prometheus_client.parser:
     and the scrape still succeeds (HTTP 200, the server's figures there);
   * docs/grafana/maru-dashboard.json is valid JSON and every metric its
     panels query is one the exporter produced in this run;
+  * with a remote worker (its bytes through a maru-agent on loopback):
+    maru_remote_* and maru_instance_remote_* equal GET_STATS "remote" and
+    the worker's own counters; --agent scrapes the agent's STATS into
+    maru_agent_* (equal to what a raw client reads); an agent that is not
+    there, or a port that is not an agent's, is maru_up 0 and the scrape
+    still succeeds;
   * --help / --version exit 0, a usage error 2, a taken port 1.
 """
 import json
@@ -231,8 +237,13 @@ def test_scrape(rm, mds, workload):
         assert value(s, "maru_recovery_duration_seconds", **T) >= 0
         assert value(s, "maru_up", daemon="resource_manager", target=rm.address) == 1
         assert value(s, "maru_up", daemon="server", target=mds.url) == 1
+        # the remote path: no client of maru-agent here, figures all 0
+        assert value(s, "maru_remote_clients", **T) == 0
+        assert value(s, "maru_remote_put_bytes_total", **T) == 0
+        assert fams["maru_remote_put_bytes"].type == "counter"
+        assert not [k for k in s if k[0].startswith("maru_server_remote")]
         check_names(fams)
-        check_dashboard(fams)
+        check_dashboard(fams, absent_ok=("maru_agent_",))  # no --agent
 
         # -- the RM goes away: the scrape still succeeds ------------------
         workload.close()             # (not waiting for daemons that are gone)
@@ -278,8 +289,10 @@ def check_names(fams):
     assert not bad, "\n".join(bad)
 
 
-def check_dashboard(fams):
-    """Valid JSON; every maru_* metric a panel queries was scraped."""
+def check_dashboard(fams, absent_ok=(), only=None):
+    """Valid JSON; every maru_* metric a panel queries was scraped (but
+    those starting with @absent_ok: of daemons this run did not poll; with
+    @only, those starting with it alone are checked)."""
     with open(DASHBOARD) as f:
         d = json.load(f)
     produced = {smp.name for f in fams.values() for smp in f.samples}
@@ -291,9 +304,15 @@ def check_dashboard(fams):
         for t in p["targets"]:
             for m in re.findall(r"\bmaru_[a-z0-9_]+", t["expr"]):
                 used.add(m)
+                if m.startswith(tuple(absent_ok)) or \
+                        (only and not m.startswith(only)):
+                    continue
                 if m not in produced:
                     bad.append(f"{p['title']}: {m}")
     assert not bad, "not produced by the exporter: " + ", ".join(bad)
+    if only:
+        assert [m for m in used if m.startswith(only)], only
+        return
     for want in ("maru_pool_used_bytes", "maru_client_operations_total",
                  "maru_requests_total", "maru_request_duration_seconds_bucket",
                  "maru_client_operation_latency_seconds_sum",
@@ -331,17 +350,143 @@ def test_generic_keys(mds):
 
 
 def test_cli():
+    env = {k: v for k, v in os.environ.items() if k != "MARU_CURVE_SECRET_KEY_FILE"}
     run = lambda *a: subprocess.run(exporter_cmd() + list(a), capture_output=True,
-                                    text=True, timeout=60)
+                                    text=True, timeout=60, env=env)
     r = run("--help")
     assert r.returncode == 0 and "--listen" in r.stdout and "--server" in r.stdout
+    assert "--agent" in r.stdout and "--agent-curve-key" in r.stdout
     r = run("--version")
     assert r.returncode == 0 and r.stdout.startswith("maru-exporter ")
     for bad in (["--listen", "nowhere"], ["--server", "127.0.0.1:5555"], ["--bogus"],
-                ["--timeout-ms", "0"]):
+                ["--timeout-ms", "0"], ["--agent", "127.0.0.1:5570"],
+                ["--agent", "tcp://nowhere"],
+                ["--agent", "tcp://127.0.0.1:1", "--agent-curve-key", "k" * 40]):
         assert run(*bad).returncode == 2, bad
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         r = run("--listen", f"127.0.0.1:{taken.getsockname()[1]}")
         assert r.returncode == 1 and "cannot listen" in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------ remote path
+VALUE = 100_000
+
+
+def raw_agent_stats(url):
+    """maru-agent's STATS read with a REQ socket of our own (the envelope
+    built by hand as docs/protocol.md §2 gives it): an independent check
+    of the exporter's reading."""
+    import struct
+
+    import msgpack
+    import zmq
+    s = zmq.Context.instance().socket(zmq.REQ)
+    s.setsockopt(zmq.LINGER, 0)
+    try:
+        s.connect(url)
+        s.send(struct.pack(">HBBB3xII", 0xCF00, 1, 0x42, 0, 77, 1) + b"\x80")
+        assert s.poll(10000), "maru-agent did not answer STATS"
+        body = s.recv()
+    finally:
+        s.close(0)
+    magic, ver, typ, _, seq, n = struct.unpack_from(">HBBB3xII", body)
+    assert (magic, ver, typ, seq) == (0xCF00, 1, 0xC2, 77)
+    r = msgpack.unpackb(body[16:16 + n], raw=False)
+    assert r.pop("success") is True, r
+    return r
+
+
+def test_remote_and_agent(rm, mds, start_agent):
+    """A remote worker through a maru-agent: the server's "remote" figures
+    and the agent's STATS, scraped; agents down or wrong are maru_up 0."""
+    agent = start_agent(rm.address)
+    rh = MaruHandler(MaruConfig(server_url=mds.url, instance_id="m-remote",
+                                pool_size=4 * MiB, chunk_size_bytes=MiB,
+                                timeout_ms=10000, auto_connect=False,
+                                agent_url=agent.url, remote="on"))
+    lh = MaruHandler(MaruConfig(server_url=mds.url, instance_id="m-local",
+                                pool_size=4 * MiB, chunk_size_bytes=MiB,
+                                timeout_ms=10000, auto_connect=False))
+    nobody = f"tcp://127.0.0.1:{free_port()}"
+    e = None
+    try:
+        assert rh.connect(), rh.connect_error
+        assert lh.connect(), lh.connect_error
+        assert rh.is_remote
+        for i in range(3):
+            a = rh.alloc(VALUE)
+            a.buf[:VALUE] = bytes([i + 1]) * VALUE
+            assert rh.store(f"rm{i}", a)
+            assert bytes(rh.retrieve(f"rm{i}").view[:1]) == bytes([i + 1])
+        assert lh.store("lm0", lh.alloc(4096))
+        rc = ReqClient(mds.url)
+        try:
+            assert wait_until(lambda: rc.call(GET_STATS, {})[1]["remote"][
+                "get_bytes"] == 3 * VALUE, timeout=20)
+            rt = rc.call(GET_STATS, {})[1]["remote"]
+        finally:
+            rc.close()
+        e = Exporter(["--no-rm", "--server", mds.url, "--agent", agent.url,
+                      "--agent", nobody, "--agent", mds.url,
+                      "--timeout-ms", "1000"])
+        fams, s = e.scrape()
+        T = dict(target=mds.url)
+        # -- the server's "remote": pool-wide and per instance id --------
+        mine = rh.remote_stats()
+        assert value(s, "maru_remote_clients", **T) == rt["clients"] == 1
+        for k in ("puts", "put_bytes", "gets", "get_bytes", "errors"):
+            assert value(s, f"maru_remote_{k}_total", **T) == rt[k] == mine[k]
+            assert value(s, f"maru_instance_remote_{k}_total",
+                         instance_id="m-remote", **T) == mine[k]
+        assert mine["put_bytes"] == mine["get_bytes"] == 3 * VALUE
+        assert value(s, "maru_instance_remote_clients", instance_id="m-remote",
+                     **T) == 1
+        assert fams["maru_instance_remote_put_bytes"].type == "counter"
+        assert fams["maru_remote_clients"].type == "gauge"
+        # a local instance is not listed
+        assert not [k for k in s if k[0].startswith("maru_instance_remote")
+                    and dict(k[1])["instance_id"] == "m-local"]
+        # -- the agent's STATS --------------------------------------------
+        A = dict(target=agent.url)
+        assert value(s, "maru_up", daemon="agent", **A) == 1
+        raw = raw_agent_stats(agent.url)
+        assert value(s, "maru_agent_regions", **A) == raw["regions"] >= 1
+        assert value(s, "maru_agent_mapped_bytes", **A) == \
+            raw["bytes_mapped"] >= 4 * MiB
+        assert value(s, "maru_agent_access_granted_total", **A) == \
+            raw["granted"] >= 1
+        assert value(s, "maru_agent_access_denied_total", **A) == raw["denied"]
+        assert value(s, "maru_agent_sessions", **A) >= 1  # the worker's
+        assert value(s, "maru_agent_sessions_accepted_total", **A) >= 2
+        assert fams["maru_agent_sessions"].type == "gauge"
+        assert fams["maru_agent_access_granted"].type == "counter"
+        # -- not there, or not an agent: down, and the rest still served
+        assert value(s, "maru_up", daemon="agent", target=nobody) == 0
+        assert value(s, "maru_up", daemon="agent", target=mds.url) == 0
+        assert not [k for k in s if k[0].startswith("maru_agent_") and
+                    dict(k[1])["target"] in (nobody, mds.url)]
+        assert value(s, "maru_up", daemon="server", **T) == 1
+        check_names(fams)
+        check_dashboard(fams, only="maru_agent_")
+        check_dashboard(fams, only="maru_remote_")
+
+        # -- the agent stops: down, the scrape goes on --------------------
+        rh.close()
+        lh.close()
+        agent.stop()
+        fams, s = e.scrape()
+        assert value(s, "maru_up", daemon="agent", target=agent.url) == 0
+        assert not [k for k in s if k[0] == "maru_agent_regions"]
+        assert value(s, "maru_up", daemon="server", target=mds.url) == 1
+        assert e.stop() == 0
+        log = e.p.stderr.read()
+        assert f"agent {agent.url}: down" in log, log
+        assert f"agent {nobody}: down: no answer in 1000 ms" in log, log
+        assert f"agent {mds.url}: down: Unknown message type: 66" in log, log
+    finally:
+        rh.close()
+        lh.close()
+        if e is not None:
+            e.stop()

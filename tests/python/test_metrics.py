@@ -490,3 +490,42 @@ def test_remote_and_agent(rm, mds, start_agent):
         lh.close()
         if e is not None:
             e.stop()
+
+
+def test_agent_with_curve(rm, start_agent, tmp_path):
+    """An agent started with CURVE: scraped with --agent-curve-key and our
+    certificate in $MARU_CURVE_SECRET_KEY_FILE; without them it is down
+    (the handshake never completes), never a failed scrape."""
+    from conftest import binary
+    d = tmp_path / "keys"
+    d.mkdir()
+    for name in ("agent", "exporter"):
+        subprocess.run([binary("tools", "keygen", "maru-keygen"), str(d / name)],
+                       check=True, capture_output=True)
+    (d / "clients").mkdir()
+    (d / "clients" / "exporter.key").write_bytes((d / "exporter.key").read_bytes())
+    agent = start_agent(rm.address, extra=[
+        "--curve-secret-key-file", str(d / "agent.key_secret"),
+        "--curve-clients", str(d / "clients")])
+    os.environ["MARU_CURVE_SECRET_KEY_FILE"] = str(d / "exporter.key_secret")
+    try:
+        e = Exporter(["--no-rm", "--no-server", "--agent", agent.url,
+                      "--agent-curve-key", str(d / "agent.key")])
+    finally:
+        del os.environ["MARU_CURVE_SECRET_KEY_FILE"]
+    try:
+        fams, s = e.scrape()
+        A = dict(target=agent.url)
+        assert value(s, "maru_up", daemon="agent", **A) == 1
+        assert value(s, "maru_agent_regions", **A) == 0
+        assert value(s, "maru_agent_refused_connections_total", **A) == 0
+    finally:
+        assert e.stop() == 0
+    e = Exporter(["--no-rm", "--no-server", "--agent", agent.url,
+                  "--timeout-ms", "1000"])
+    try:
+        fams, s = e.scrape()
+        assert value(s, "maru_up", daemon="agent", target=agent.url) == 0
+        assert not [k for k in s if k[0].startswith("maru_agent_")]
+    finally:
+        assert e.stop() == 0

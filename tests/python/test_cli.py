@@ -27,9 +27,11 @@ from conftest import (BUILD_DIR, MDS_BIN, POOL_MONITOR_BIN, REPO, RM_BIN,
 KEYGEN_BIN = ("tools", "keygen", "maru-keygen")
 MARUTOP_BIN = ("tools", "marutop", "marutop")
 EXAMPLE_BIN = ("examples", "maru-example")
+AGENT_BIN = ("src", "agent", "maru-agent")
 PROGRAMS = {
     "maru-resource-manager": RM_BIN,
     "maru-server": MDS_BIN,
+    "maru-agent": AGENT_BIN,
     "pool_monitor": POOL_MONITOR_BIN,
     "marutop": MARUTOP_BIN,
     "maru-keygen": KEYGEN_BIN,
@@ -38,6 +40,7 @@ PROGRAMS = {
 MAN_PAGES = {
     "man8/maru-resource-manager.8": "MARU-RESOURCE-MANAGER",
     "man8/maru-server.8": "MARU-SERVER",
+    "man8/maru-agent.8": "MARU-AGENT",
     "man1/pool_monitor.1": "POOL_MONITOR",
     "man1/marutop.1": "MARUTOP",
     "man1/maru-keygen.1": "MARU-KEYGEN",
@@ -94,6 +97,11 @@ BAD_USAGE = [
     ("maru-server", ["--durability", "maybe"], "invalid durability: maybe (one of none, process or host)"),
     ("maru-server", ["extra"], "unexpected argument"),
     ("maru-server", ["--log-level", "loud"], "invalid log-level: loud"),
+    ("maru-agent", ["--bogus"], "maru-agent: unrecognized option"),
+    ("maru-agent", ["--port", "0"], "invalid port"),
+    ("maru-agent", ["--rm-address", "nocolon"], "invalid rm-address"),
+    ("maru-agent", ["--recheck-ms", "1"], "invalid recheck-ms"),
+    ("maru-agent", ["extra"], "unexpected argument"),
     ("pool_monitor", ["--bogus"], "pool_monitor: unrecognized option"),
     ("pool_monitor", ["--watch"], "requires an argument"),
     ("pool_monitor", ["--count", "-1"], "invalid count"),

@@ -54,10 +54,10 @@ static inline const char *mds_lk_name(int i)
 
 /*
  * The remote path's counters (docs/protocol.md §2): a client that moves
- * its bytes through maru-agent reports "remote": bool and its counters
- * since it connected in HEARTBEAT as "remote_<name>" -- cumulative, unlike
- * the lookups, so a lost HEARTBEAT loses nothing; maru-server adds what
- * grew since the last report.  GET_STATS "remote" has them as <name>.
+ * its bytes through maru-agent reports "remote": bool, and what each
+ * counter grew by since its last HEARTBEAT as "remote_<name>" (what a
+ * HEARTBEAT that failed carried goes again with the next).  GET_STATS
+ * "remote" has their sums as <name>.
  */
 enum {
 	MDS_RT_PUTS,	  /* pages written to the pool (ucp_put) */

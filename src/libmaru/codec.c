@@ -323,24 +323,18 @@ int maru__enc_batch_keys(struct maru__msg *m, const struct maru_key *keys,
 
 /*
  * The remote path's figures: whether the bytes go through the agent, and
- * the counters since connect, every one (cumulative: the server takes
- * what grew, so a HEARTBEAT lost loses nothing)
+ * what each counter grew by since the last report, every one (0s too)
  */
-static int pack_remote(msgpack_packer *pk, const struct maru_remote_stats *s)
+static int pack_remote(msgpack_packer *pk, const struct maru__hb_report *rep)
 {
-	const uint64_t n[MDS_RT_N] = {
-		[MDS_RT_PUTS] = s->puts,     [MDS_RT_PUT_BYTES] = s->put_bytes,
-		[MDS_RT_GETS] = s->gets,     [MDS_RT_GET_BYTES] = s->get_bytes,
-		[MDS_RT_ERRORS] = s->errors,
-	};
 	char name[32];
 	int rc, i;
 
 	rc = pack_cstr(pk, "remote") |
-	     (s->remote ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+	     (rep->remote_on ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 	for (i = 0; i < MDS_RT_N; i++) {
 		snprintf(name, sizeof(name), "remote_%s", mds_rt_name(i));
-		rc |= pack_cstr(pk, name) | msgpack_pack_uint64(pk, n[i]);
+		rc |= pack_cstr(pk, name) | msgpack_pack_uint64(pk, rep->rt[i]);
 	}
 	return rc;
 }
@@ -404,7 +398,7 @@ int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 		rc |= pack_cstr(&pk, "page_size") |
 		      msgpack_pack_uint32(&pk, rep->page_size);
 	if (rep && rep->remote)
-		rc |= pack_remote(&pk, rep->remote);
+		rc |= pack_remote(&pk, rep);
 	return pack_rc(rc, m);
 }
 

@@ -501,7 +501,7 @@ MARU_EXPORT const char *maru_handler_connect_error(const struct maru_handler *h)
 MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 {
 	struct maru_region_handle hd;
-	int rc;
+	int rc, i;
 
 	pthread_mutex_lock(&h->wlock);
 	rc = maru__state_check(h);
@@ -534,6 +534,9 @@ MARU_EXPORT int maru_handler_connect(struct maru_handler *h)
 	if (h->cfg.agent_url && h->cfg.remote != MARU_REMOTE_OFF &&
 	    !h->remote) {
 		rc = maru__remote_new(h, &h->remote);
+		/* its counters start at 0: nothing told yet */
+		for (i = 0; i < MDS_RT_N; i++)
+			atomic_store(&h->rt_told[i], 0);
 		if (rc < 0)
 			goto out_teardown;
 	}

@@ -146,11 +146,55 @@ void maru__fence_set_server(struct maru_handler *h, const struct maru__reply *r)
 	ldbg(h, "server id %s", r->server_id_len ? f->server_id : "(none)");
 }
 
+/*
+ * The remote path's report into @hr: whether our bytes go through the
+ * agent, and what each counter grew by since the last HEARTBEAT told it.
+ * h->rt_told advances by what this report tells, only ever forward, so
+ * that two heartbeats at once (the lease thread's, a verification) tell
+ * disjoint parts; a report the server did not take is given back
+ * (rt_give_back) and told again by the next one.  So nothing is lost to
+ * a failed call, a new lease or a restarted server; a reply lost after
+ * the server took the report counts it twice (statistics only).
+ */
+static void rt_take(struct maru_handler *h, struct maru__hb_report *hr)
+{
+	struct maru_remote_stats s;
+	uint_fast64_t told;
+	uint64_t *now = hr->rt;
+	int i;
+
+	maru__remote_counters(h->remote, &s);
+	now[MDS_RT_PUTS] = s.puts;
+	now[MDS_RT_PUT_BYTES] = s.put_bytes;
+	now[MDS_RT_GETS] = s.gets;
+	now[MDS_RT_GET_BYTES] = s.get_bytes;
+	now[MDS_RT_ERRORS] = s.errors;
+	for (i = 0; i < MDS_RT_N; i++) {
+		told = atomic_load(&h->rt_told[i]);
+		do {
+			if (now[i] <= told)
+				break;
+		} while (!atomic_compare_exchange_weak(&h->rt_told[i], &told,
+						       now[i]));
+		now[i] = now[i] > told ? now[i] - told : 0;
+	}
+	hr->remote = true;
+	hr->remote_on = s.remote;
+}
+
+static void rt_give_back(struct maru_handler *h,
+			 const struct maru__hb_report *hr)
+{
+	int i;
+
+	for (i = 0; i < MDS_RT_N; i++)
+		atomic_fetch_sub(&h->rt_told[i], hr->rt[i]);
+}
+
 int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		    const char *lease_id, bool release, struct maru__hb *out)
 {
 	struct maru__hb_report hr = {0};
-	struct maru_remote_stats rs;
 	struct maru__rpc_reply rr;
 	uint64_t gen;
 	struct maru__reply rep;
@@ -167,10 +211,8 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		hr.page_size = h->page_size;
 	/* with an agent: the remote path's figures (h->remote lives until
 	 * after the last heartbeat, the release's: teardown frees it) */
-	if (h->remote) {
-		maru__remote_counters(h->remote, &rs);
-		hr.remote = &rs;
-	}
+	if (h->remote)
+		rt_take(h, &hr);
 	gen = maru__idx_susp_gen(h);
 	maru__msg_init(&m, MDS_HEARTBEAT);
 	rc = maru__enc_heartbeat(&m, h->instance_id, lease_id, release,
@@ -179,8 +221,11 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 	if (rc == 0)
 		rc = maru__rpc_call(rpc, &m, &rr);
 	maru__msg_release(&m);
-	if (rc < 0)
+	if (rc < 0) {
+		if (hr.remote)
+			rt_give_back(h, &hr);
 		return rc;
+	}
 	memset(&rep, 0, sizeof(rep));
 	rc = maru__decode_reply(rr.payload, rr.len, &rep);
 	if (rc == 0) {
@@ -201,6 +246,10 @@ int maru__heartbeat(struct maru_handler *h, struct maru__rpc *rpc,
 		out->has_server_id = rep.server_id != NULL;
 		copy_id(out->server_id, rep.server_id, rep.server_id_len);
 	}
+	/* a refusal counts nothing (nor does a reply we cannot read, we
+	 * assume): the next report tells it */
+	if (rc < 0 && hr.remote)
+		rt_give_back(h, &hr);
 	maru__rpc_reply_release(&rr);
 	return rc;
 }

@@ -250,9 +250,11 @@ struct maru__hb_report {
 	uint64_t idx[3]; /* local hits, misses, fallbacks since the last */
 	uint64_t lk[MDS_LK_N]; /* lookups we answered, since the last */
 	uint32_t page_size;    /* we take pages one by one ("page_size") */
-	/* borrows: the remote path's counters since connect ("remote",
-	 * "remote_*": MDS_RT_*); NULL without an agent, nothing sent */
-	const struct maru_remote_stats *remote;
+	/* with an agent (@remote; else nothing is sent): "remote", whether
+	 * our bytes go through it, and "remote_*", what its counters grew
+	 * by since the last report (MDS_RT_*) */
+	bool remote, remote_on;
+	uint64_t rt[MDS_RT_N];
 };
 int maru__enc_heartbeat(struct maru__msg *m, const char *instance_id,
 			const char *lease_id, bool release, uint64_t ack,
@@ -1195,6 +1197,9 @@ struct maru_handler {
 	uint32_t page_size;	      /* pages may be granted to us (0: off) */
 	struct maru__idx idx;	      /* the shared index */
 	struct maru__remote *remote;  /* owns: with an agent (remote.c) */
+	/* the remote path's counters (MDS_RT_*) HEARTBEATs have told the
+	 * server: each tells what grew since (ownership.c); 0 at connect */
+	atomic_uint_fast64_t rt_told[MDS_RT_N];
 };
 
 /* still ours: not fenced (a fenced one waits for the next write to go) */

@@ -189,8 +189,8 @@ static const struct field heartbeat_fields[] = {
 	FLD("lookup_batches", FK_UINT, F_LK_BATCHES, false),
 	FLD("lookup_batch_keys", FK_UINT, F_LK_BATCH_KEYS, false),
 	FLD("lookup_prefix_hits", FK_UINT, F_LK_PREFIX_HITS, false),
-	/* a client of maru-agent: its bytes go over the network; its
-	 * counters since it connected (cumulative) */
+	/* a client of maru-agent: its bytes go over the network; what its
+	 * counters grew by since it last said */
 	FLD("remote", FK_BOOL, F_REMOTE, false),
 	FLD("remote_puts", FK_UINT, F_RT_PUTS, false),
 	FLD("remote_put_bytes", FK_UINT, F_RT_PUT_BYTES, false),
@@ -567,14 +567,12 @@ int mds_decode(const uint8_t *body, size_t len, struct mds_req *req,
 	for (i = 0; i < MDS_LK_N; i++)
 		if (v.seen & (1ull << (F_LK_KEYS + i)))
 			req->lk[i] = v.u[F_LK_KEYS + i];
-	/* the remote path: a report is any of its fields (nil: absent) */
-	req->remote.said = (v.seen & (1ull << F_REMOTE)) != 0;
-	req->remote.on = req->remote.said && v.u[F_REMOTE];
+	/* the remote path (nil: absent) */
+	req->remote.has_on = (v.seen & (1ull << F_REMOTE)) != 0;
+	req->remote.on = req->remote.has_on && v.u[F_REMOTE];
 	for (i = 0; i < MDS_RT_N; i++)
-		if (v.seen & (1ull << (F_RT_PUTS + i))) {
+		if (v.seen & (1ull << (F_RT_PUTS + i)))
 			req->remote.n[i] = v.u[F_RT_PUTS + i];
-			req->remote.said = true;
-		}
 	/* "count": false -- the client counts this lookup itself */
 	req->uncounted = (v.seen & (1ull << F_UNCOUNTED)) && !v.u[F_UNCOUNTED];
 	if (v.seen & (1ull << F_TTL))

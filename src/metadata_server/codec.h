@@ -87,9 +87,9 @@ struct mds_report {
 
 /* HEARTBEAT: the remote path's figures of a client of maru-agent */
 struct mds_remote_rep {
-	bool said;	      /* any of the fields was present */
-	bool on;	      /* "remote": true */
-	uint64_t n[MDS_RT_N]; /* "remote_*" since it connected (MDS_RT_*) */
+	bool has_on;	      /* "remote" was sent ... */
+	bool on;	      /* ... true: its bytes go through the agent */
+	uint64_t n[MDS_RT_N]; /* "remote_*": growth since its last report */
 };
 
 struct mds_req {

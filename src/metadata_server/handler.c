@@ -1226,25 +1226,15 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 			struct mds_peer *peer, struct mp_wr *w)
 {
 	/*
-	 * whose lookups the figures are: the instance its connection claimed
-	 * (never a name it sends: any client can send any name); for a
-	 * release, taken before it lets go of it
+	 * whose lookups (and remote traffic) the figures are: the instance
+	 * its connection claimed (never a name it sends: any client can send
+	 * any name); for a release, taken before it lets go of it
 	 */
 	uint32_t lk_label = mds_peer_label(s, peer);
+	int rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
+			       q->notices, peer);
 	struct notices nt;
-	int rc;
 
-	/*
-	 * the remote path's figures are the owner's (its client's counters
-	 * since connect): a release's before the release, which may forget
-	 * the owner -- found by its lease, the release's own authority
-	 */
-	if (q->lease_release)
-		mds_inst_remote(
-			s, mds_inst_for(s, q->instance_id, q->lease_id, peer),
-			&q->remote);
-	rc = mds_heartbeat(s, q->instance_id, q->lease_id, q->lease_release,
-			   q->notices, peer);
 	if (rc < 0)
 		return rc;
 	/* (with no "evicted_ack" a client that takes notices has none) */
@@ -1283,6 +1273,8 @@ static int do_heartbeat(struct mds *s, const struct mds_req *q,
 		if (lk_label != IX_NO_SLOT && !s->labels[lk_label].id)
 			lk_label = IX_NO_SLOT;
 		mds_count_lookups(s, NULL, lk_label, &d);
+		/* ... and what moved through maru-agent, for the same */
+		mds_count_remote(s, lk_label, &q->remote);
 	}
 	if (q->list.n) {
 		/* "touched": uses the client made without a request (lookups

@@ -171,7 +171,6 @@ uint32_t inst_create(struct mds *s, struct mds_str id, struct mds_str lease)
 	in->host[0] = '\0';
 	in->pid = 0;
 	in->rt_on = false;
-	memset(in->rt_last, 0, sizeof(in->rt_last));
 	in->hb_at = 0;
 	in->pins.uid = ++s->next_uid;
 	in->pins.owner1 = slot + 1;
@@ -239,22 +238,23 @@ static void inst_remote_on(struct mds *s, struct mds_inst *in, bool on)
 void mds_inst_remote(struct mds *s, uint32_t slot,
 		     const struct mds_remote_rep *r)
 {
-	struct mds_label *lb;
-	struct mds_inst *in;
-	uint64_t d;
+	if (slot != IX_NO_SLOT && r->has_on)
+		inst_remote_on(s, &s->insts[slot], r->on);
+}
+
+void mds_count_remote(struct mds *s, uint32_t label,
+		      const struct mds_remote_rep *r)
+{
+	struct mds_remote *l = NULL;
 	int i;
 
-	if (slot == IX_NO_SLOT || !r->said)
-		return;
-	in = &s->insts[slot];
-	lb = &s->labels[in->label];
-	inst_remote_on(s, in, r->on);
+	if (label != IX_NO_SLOT && label < s->nlabel_slots &&
+	    s->labels[label].id)
+		l = &s->labels[label].rt;
 	for (i = 0; i < MDS_RT_N; i++) {
-		d = r->n[i] >= in->rt_last[i] ? r->n[i] - in->rt_last[i]
-					      : r->n[i];
-		in->rt_last[i] = r->n[i];
-		lb->rt.n[i] = sat_add(lb->rt.n[i], d);
-		s->rt.n[i] = sat_add(s->rt.n[i], d);
+		s->rt.n[i] = sat_add(s->rt.n[i], r->n[i]);
+		if (l)
+			l->n[i] = sat_add(l->n[i], r->n[i]);
 	}
 }
 

@@ -303,10 +303,10 @@ struct mds_lookups {
 /*
  * The remote path: clients of maru-agent (their bytes go over the network
  * to a host that maps the pool), as they reported in HEARTBEAT (GET_STATS
- * "remote"), per instance id and pool-wide.  A client sends its counters
- * since it connected; its owner keeps the last ones sent and what grew
- * since is added here (mds_inst_remote), so these never decrease while
- * the label, or the server, lives, and a lost HEARTBEAT loses nothing.
+ * "remote"), per instance id and pool-wide: the owners whose client says
+ * its bytes go through an agent, and the sums of what their counters grew
+ * by (mds_count_remote), which never decrease while the label, or the
+ * server, lives.
  */
 struct mds_remote {
 	uint32_t clients;     /* owners whose client last said "remote": true */
@@ -384,11 +384,9 @@ struct mds_inst {
 	 * informative only (GET_USAGE), "" / 0 unknown */
 	char host[MDS_HOST_MAX + 1];
 	uint32_t pid;
-	/* the remote path, as its client last said (HEARTBEAT): it is a
-	 * client of maru-agent (counted in its label's and the pool's
-	 * "clients"), and the counters it sent (MDS_RT_*, since connect) */
+	/* its client last said (HEARTBEAT) its bytes go through maru-agent:
+	 * counted in its label's and the pool's remote "clients" */
 	bool rt_on;
-	uint64_t rt_last[MDS_RT_N];
 };
 
 struct mds_lease {
@@ -724,15 +722,20 @@ void mds_inst_label(struct mds *s, uint32_t slot, struct mds_str host,
 		    uint64_t pid);
 
 /*
- * mds_inst_remote - the remote path's figures owner @slot's client sent
- * (@r; nothing when it sent none): whether it is a client of maru-agent,
- * and its counters since it connected, of which what grew since its last
- * report goes to its label's and the pool's (a counter that went back
- * is taken as counting from 0: a client that started over).  Statistics
- * only, not journaled.
+ * mds_inst_remote - owner @slot's client says whether its bytes go
+ * through maru-agent (@r->on; nothing when it did not say): it counts in
+ * the remote "clients" until it says otherwise or goes
  */
 void mds_inst_remote(struct mds *s, uint32_t slot,
 		     const struct mds_remote_rep *r);
+
+/*
+ * mds_count_remote - add what a client's remote counters grew by (@r->n)
+ * to label @label's (IX_NO_SLOT: none) and to the pool's.  Statistics
+ * only, not journaled.
+ */
+void mds_count_remote(struct mds *s, uint32_t label,
+		      const struct mds_remote_rep *r);
 
 /*
  * mds_inst_page_size - owner @slot's client takes pages one by one, of

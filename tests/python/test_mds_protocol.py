@@ -600,8 +600,8 @@ RT = ("puts", "put_bytes", "gets", "get_bytes", "errors")
 
 
 def remote_hb(c, inst, lease, n, on=True, **extra):
-    """A HEARTBEAT of lease @lease with the remote path's figures @n
-    (counters since connect, RT's order); Return: the reply."""
+    """A HEARTBEAT of lease @lease with the remote path's figures: @n,
+    what each counter grew by (RT's order); Return: the reply."""
     body = {"instance_id": inst, "lease_id": lease, "remote": on,
             **{f"remote_{k}": v for k, v in zip(RT, n)}, **extra}
     _, r = c.call(HEARTBEAT, body)
@@ -611,17 +611,17 @@ def remote_hb(c, inst, lease, n, on=True, **extra):
 
 def test_heartbeat_remote_figures(mds):
     """HEARTBEAT "remote", "remote_*" (an addition): clients of maru-agent
-    report their counters since they connected; GET_STATS "remote" adds
-    what grew, per instance id and pool-wide, and counts the clients that
-    say they are remote; a client that says nothing (an old one, or one
-    without an agent) changes nothing and is not listed."""
+    report what their counters grew by; GET_STATS "remote" sums it for the
+    instance the connection claimed and pool-wide, and counts the clients
+    that say they are remote; a client that says nothing (an old one, or
+    one without an agent) changes nothing and is not listed."""
     a, b, old = ReqClient(mds.url), ReqClient(mds.url), ReqClient(mds.url)
     try:
         rt = a.call(GET_STATS, {})[1]["remote"]
         assert rt == {"clients": 0, **dict.fromkeys(RT, 0), "instances": {}}
         remote_hb(a, "rt-a", "lease-a", [1, 4096, 0, 0, 0])
-        remote_hb(a, "rt-a", "lease-a", [3, 3 * 4096, 2, 8192, 1])
-        remote_hb(a, "rt-a", "lease-a", [3, 3 * 4096, 2, 8192, 1])  # repeat
+        remote_hb(a, "rt-a", "lease-a", [2, 2 * 4096, 2, 8192, 1])
+        remote_hb(a, "rt-a", "lease-a", [0, 0, 0, 0, 0])   # nothing new
         remote_hb(b, "rt-b", "lease-b", [0, 0, 5, 500, 0], on=False)
         # an old client: no fields at all
         _, r = old.call(HEARTBEAT, {"instance_id": "rt-old", "lease_id": "lease-o"})
@@ -637,7 +637,7 @@ def test_heartbeat_remote_figures(mds):
             "get_bytes": 8692, "errors": 1}
         # a release carries the last figures; the instance goes with its
         # last connection, the pool-wide figures stay
-        remote_hb(a, "rt-a", "lease-a", [4, 4 * 4096, 2, 8192, 1],
+        remote_hb(a, "rt-a", "lease-a", [1, 4096, 0, 0, 0],
                   lease_release=True)
         a.close()
         a = None

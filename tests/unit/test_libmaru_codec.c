@@ -173,14 +173,16 @@ static void test_enc_requests(void **state)
 	msgpack_unpacked_destroy(&u);
 	maru__msg_release(&m);
 
-	/* with an agent: "remote" and every counter since connect, 0s too
+	/* with an agent: "remote" and what every counter grew by, 0s too
 	 * (the map's count checked by unpack: the whole payload read) */
 	{
-		struct maru_remote_stats rs = {true,	3, 3 << 20, 2,
-					       2 << 20, 0, 1};
 		struct maru__hb_report hr = {0};
 
-		hr.remote = &rs;
+		hr.remote = hr.remote_on = true;
+		hr.rt[MDS_RT_PUTS] = 3;
+		hr.rt[MDS_RT_PUT_BYTES] = 3 << 20;
+		hr.rt[MDS_RT_GETS] = 2;
+		hr.rt[MDS_RT_GET_BYTES] = 2 << 20;
 		hr.page_size = 4096;
 		maru__msg_init(&m, MDS_HEARTBEAT);
 		assert_int_equal(

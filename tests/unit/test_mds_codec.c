@@ -548,7 +548,7 @@ static void expect_bad(struct req *r, uint32_t seq, const char *why_part)
 
 /*
  * HEARTBEAT's remote path ("remote", "remote_*"): absent from an old
- * client's (nothing said), any one field is a report, nil is absent, and
+ * client's (nothing said, 0s), each field on its own, nil is absent, and
  * a value of the wrong type refuses the request naming the field
  */
 static void test_decode_heartbeat_remote(void **state)
@@ -569,8 +569,10 @@ static void test_decode_heartbeat_remote(void **state)
 	pk_str(&r.pk, "lease_id");
 	pk_str(&r.pk, "L");
 	assert_int_equal(decode(&r, &q, &why), 0);
-	assert_false(q.remote.said);
+	assert_false(q.remote.has_on);
 	assert_false(q.remote.on);
+	for (i = 0; i < MDS_RT_N; i++)
+		assert_true(q.remote.n[i] == 0);
 	req_free(&r);
 
 	req_begin(&r, MDS_HEARTBEAT, 41);
@@ -585,11 +587,11 @@ static void test_decode_heartbeat_remote(void **state)
 		msgpack_pack_uint64(&r.pk, want[i]);
 	}
 	assert_int_equal(decode(&r, &q, &why), 0);
-	assert_true(q.remote.said && q.remote.on);
+	assert_true(q.remote.has_on && q.remote.on);
 	assert_memory_equal(q.remote.n, want, sizeof(want));
 	req_free(&r);
 
-	/* a counter alone is a report (not remote); "remote": nil absent */
+	/* a counter alone says nothing of "remote"; nil is absent */
 	req_begin(&r, MDS_HEARTBEAT, 42);
 	msgpack_pack_map(&r.pk, 2);
 	pk_str(&r.pk, "remote");
@@ -597,7 +599,7 @@ static void test_decode_heartbeat_remote(void **state)
 	pk_str(&r.pk, "remote_get_bytes");
 	msgpack_pack_uint64(&r.pk, 7);
 	assert_int_equal(decode(&r, &q, &why), 0);
-	assert_true(q.remote.said);
+	assert_false(q.remote.has_on);
 	assert_false(q.remote.on);
 	assert_true(q.remote.n[MDS_RT_GET_BYTES] == 7);
 	req_free(&r);
@@ -606,7 +608,14 @@ static void test_decode_heartbeat_remote(void **state)
 	pk_str(&r.pk, "remote");
 	msgpack_pack_nil(&r.pk);
 	assert_int_equal(decode(&r, &q, &why), 0);
-	assert_false(q.remote.said);
+	assert_false(q.remote.has_on);
+	req_free(&r);
+	req_begin(&r, MDS_HEARTBEAT, 43);
+	msgpack_pack_map(&r.pk, 1);
+	pk_str(&r.pk, "remote");
+	msgpack_pack_false(&r.pk);
+	assert_int_equal(decode(&r, &q, &why), 0);
+	assert_true(q.remote.has_on && !q.remote.on);
 	req_free(&r);
 
 	/* wrong types: the field is named */

@@ -592,6 +592,13 @@ int maru_handler_owned_region_ids(struct maru_handler *h, uint64_t *ids,
  */
 void *maru_region_get_buffer(struct maru_handler *h, uint64_t region_id,
 			     uint64_t offset, uint64_t size);
+/*
+ * maru_region_get_read_buffer - the same where retrieves of the region
+ * land: for a remote handler (docs/remote.md) its read mirror, distinct
+ * from the pages alloc() gives; otherwise maru_region_get_buffer()'s.
+ */
+void *maru_region_get_read_buffer(struct maru_handler *h, uint64_t region_id,
+				  uint64_t offset, uint64_t size);
 
 /**
  * maru_region_page_count - pages of a region

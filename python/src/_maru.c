@@ -132,12 +132,22 @@ static int check_state(HandlerObject *self)
 		atomic_fetch_sub(&(self)->inflight, 1);                        \
 	} while (0)
 
+/* the key of a Mapping in ->mappings: the region id, or (id, "rd") for a
+ * remote region's read mirror */
+static PyObject *map_key(uint64_t region_id, int rd)
+{
+	return rd ? Py_BuildValue("(Ks)", (unsigned long long)region_id, "rd")
+		  : PyLong_FromUnsignedLongLong(region_id);
+}
+
 /*
- * get_mapping - the Mapping of @region_id, created on first use
+ * get_mapping - the Mapping of @region_id (@rd: its read mirror, where a
+ * remote handler's retrieves land; docs/remote.md), created on first use
  * Return: a borrowed reference, or NULL with an exception set (KeyError
  * when the region is not mapped).
  */
-static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
+static MappingObject *get_mapping_kind(HandlerObject *self, uint64_t region_id,
+				       int rd)
 {
 	struct maru_region_handle rh;
 	MappingObject *m;
@@ -145,7 +155,7 @@ static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
 	void *base = NULL;
 	int rc;
 
-	key = PyLong_FromUnsignedLongLong(region_id);
+	key = map_key(region_id, rd);
 	if (!key)
 		return NULL;
 	m = (MappingObject *)PyDict_GetItemWithError(self->mappings, key);
@@ -159,7 +169,10 @@ static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
 		return NULL;
 	}
 	CALL(self, rc = maru_region_get_handle(self->h, region_id, &rh));
-	if (rc == 0)
+	if (rc == 0 && rd)
+		CALL(self, base = maru_region_get_read_buffer(
+				   self->h, region_id, 0, rh.length));
+	else if (rc == 0)
 		CALL(self, base = maru_region_get_buffer(self->h, region_id, 0,
 							 rh.length));
 	if (rc < 0 || !base) {
@@ -181,10 +194,16 @@ static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
 	m->exports = 0;
 	m->dead = 0;
 	m->placeholder = 0;
+	m->rd = rd;
 	rc = PyDict_SetItem(self->mappings, key, (PyObject *)m);
 	Py_DECREF(key);
 	Py_DECREF(m); /* the dict holds it now */
 	return rc < 0 ? NULL : m;
+}
+
+static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
+{
+	return get_mapping_kind(self, region_id, 0);
 }
 
 /*
@@ -194,7 +213,7 @@ static MappingObject *get_mapping(HandlerObject *self, uint64_t region_id)
  */
 static int stale_mapping(HandlerObject *self, MappingObject *m)
 {
-	PyObject *key = PyLong_FromUnsignedLongLong(m->region_id);
+	PyObject *key = map_key(m->region_id, m->rd);
 	int rc;
 
 	if (!key)
@@ -213,12 +232,24 @@ static int stale_mapping(HandlerObject *self, MappingObject *m)
 static PyObject *region_view(HandlerObject *self, uint64_t region_id,
 			     uint64_t off, uint64_t len, const void *expect)
 {
-	MappingObject *m = get_mapping(self, region_id);
+	MappingObject *m = get_mapping(self, region_id), *r;
 
 	if (m && expect && m->base + off != (const char *)expect) {
-		if (stale_mapping(self, m) < 0)
-			return NULL;
-		m = get_mapping(self, region_id);
+		/* a remote region's retrieve: its read mirror */
+		r = get_mapping_kind(self, region_id, 1);
+		if (!r)
+			PyErr_Clear();
+		if (r && r->base != m->base &&
+		    r->base + off == (const char *)expect) {
+			m = r;
+		} else {
+			if (r && r->base + off != (const char *)expect &&
+			    stale_mapping(self, r) < 0)
+				return NULL;
+			if (stale_mapping(self, m) < 0)
+				return NULL;
+			m = get_mapping(self, region_id);
+		}
 	}
 	if (!m)
 		return NULL;

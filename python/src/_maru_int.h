@@ -37,6 +37,7 @@ typedef struct {
 	Py_ssize_t exports; /* live Py_buffer exports */
 	int dead;	    /* libmaru unmapped it: no new exports */
 	int placeholder;    /* base is our anonymous placeholder */
+	int rd;		    /* a remote region's read mirror (retrieves) */
 } MappingObject;
 
 __attribute__((visibility("hidden"))) extern PyTypeObject Mapping_Type;

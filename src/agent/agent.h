@@ -3,27 +3,37 @@
  * agent.h - maru-agent: the pool's memory lent over UCX (docs/remote.md)
  *
  * A worker on a host without a CXL link cannot map the pool.  maru-agent,
- * on a host that can, maps the regions such workers ask for, registers
- * each mapping with UCX once, and hands out its remote key; the worker
- * then reads and writes the pages itself with ucp_get/ucp_put.  The agent
- * never sees a key or a request per transfer: on RDMA NICs the transfers
- * are one-sided in hardware, over TCP UCX emulates them in the agent's
- * progress thread.
+ * on a host that can, maps the regions such workers may use, registers
+ * each mapping with UCX once, and moves pages between the pool and the
+ * workers as UCX active messages it checks one by one: the message names
+ * the session (a secret the worker got over the authenticated control
+ * port), the region (granted to that session for its token) and a range
+ * inside it.  Nothing else reaches the pool.  On RDMA NICs the page itself
+ * moves by rendezvous, zero copy, into or out of the registered mapping.
+ *
+ * Why not one-sided ucp_put/ucp_get: UCX's emulation of remote memory
+ * access (what it uses over TCP, and whenever a key names no RDMA memory
+ * domain, which a client can arrange) copies to and from whatever address
+ * the message names, unchecked; it is installed in every context created
+ * with UCP_FEATURE_RMA.  The agent's context has no RMA feature, so a peer
+ * can reach nothing but the checked messages (docs/remote.md).
  *
  * Files, each above the ones it calls:
  *   main.c     options, start-up, signals, the revalidation tick
  *   ctl.c      the control port: ZMTP (CURVE across hosts) connections,
  *              one thread each, requests decoded (agent_proto.h) and
- *              answered through lend.c
+ *              answered through xfer.c and lend.c
+ *   xfer.c     sessions and the transfers: the active-message handlers,
+ *              in the progress thread
  *   lend.c     the regions lent: the capability checked at the resource
- *              manager (GET_ACCESS), the mapping, its UCX registration and
- *              packed key, revocation; the UCX context, worker and
- *              progress thread
+ *              manager (GET_ACCESS), the mapping, its UCX registration,
+ *              revocation; the UCX context, worker and progress thread
  *
  * Ownership: struct agent is main.c's; lend.c owns the region table and
- * everything UCX under @lock, the resource manager client under @rm_lock;
- * ctl.c owns each connection (its thread frees it).  Counters are atomics
- * anyone may bump.
+ * the UCX context, xfer.c the sessions, both under @lock; the resource
+ * manager client is under @rm_lock; ctl.c owns each connection (its
+ * thread frees it, and ends its session).  Counters are atomics anyone
+ * may bump.
  */
 #ifndef MARU_AGENT_H
 #define MARU_AGENT_H
@@ -53,7 +63,8 @@ struct agent_config {
 	const char *ucx_tls; /* UCX_TLS for our context, or NULL */
 };
 
-struct agent_region; /* lend.c */
+struct agent_region;  /* lend.c */
+struct agent_session; /* xfer.c */
 
 struct agent {
 	struct agent_config cfg;
@@ -64,6 +75,7 @@ struct agent {
 	pthread_mutex_t lock; /* the table and the UCX context */
 	struct agent_region *regions;
 	struct agent_region *revoked; /* quarantined ranges */
+	struct agent_session *sessions;
 	ucp_context_h ucp;
 	ucp_worker_h worker;
 	void *worker_addr; /* owns (ucp_worker_release_address) */
@@ -90,22 +102,49 @@ int lend_init(struct agent *a);
 /* lend_stop - stop the progress thread (a stop: the exit frees the rest) */
 void lend_stop(struct agent *a);
 /**
- * lend_access - the region @r asks for, if its token is good: mapped,
- * registered, its key packed
+ * lend_access - the region @r asks for, if its token is good: mapped and
+ * registered (once)
  * @why: the cause of a refusal, in words
- * Return: 0 (*@addr, *@rkey borrowed: copy under no lock, it stays until
- * the region is revoked, so the caller copies it at once; lend_access
- * copies into @rkey_out itself), or -errno: -EACCES (the resource manager
- * refused the token), -EINVAL (bounds), -EIO (the pool cannot be mapped),
- * -EAGAIN (the resource manager is away), -ENOMEM.
+ * Return: 0, or -errno: -EACCES (the resource manager refused the token),
+ * -EINVAL (bounds), -EIO (the pool cannot be mapped), -EAGAIN (the
+ * resource manager is away), -ENOMEM.
  */
 int lend_access(struct agent *a, const struct agent_access_req *r,
-		uint64_t *addr, uint8_t *rkey_out, size_t *rkey_len,
 		const char **why);
+/* lend_find_locked - region @rid if it is lent (not revoked): its mapping
+ * (valid while @lock is held, and for --quarantine after a revocation),
+ * length and UCX registration.  Return: true if found.  @lock held. */
+bool lend_find_locked(struct agent *a, uint64_t rid, uint8_t **addr,
+		      uint64_t *len, ucp_mem_h *memh);
 /* lend_recheck - ask the resource manager about every region lent and
  * revoke those it no longer knows with their token; drop quarantined
  * ranges that have served their time */
 void lend_recheck(struct agent *a);
+
+/* xfer.c */
+/* xfer_init - the transfer handlers on the worker (before progress) */
+int xfer_init(struct agent *a);
+/**
+ * session_new - a session for a control connection, with a random id
+ * @supersede: a session id to end first (a client's failed one), or NULL
+ * Return: the session (the caller's, until session_end), or NULL
+ */
+struct agent_session *session_new(struct agent *a, const uint8_t *supersede);
+const uint8_t *session_id(const struct agent_session *s);
+/* session_grant - region @rid may be used by @s.  Return: 0 or -ENOMEM */
+int session_grant(struct agent *a, struct agent_session *s, uint64_t rid);
+/**
+ * session_end - no transfer of @s is accepted from now on; waits up to
+ * @wait_ms for those in flight to end.  Return: 0 when none is in flight
+ * any more, -EBUSY
+ */
+int session_end(struct agent *a, struct agent_session *s, int wait_ms);
+/* session_end_id - the same for the session named @id (BYE, a HELLO that
+ * supersedes one): 0 also when there is none */
+int session_end_id(struct agent *a, const uint8_t *id, int wait_ms);
+/* session_free - the owner gives @s up, after session_end(): freed now,
+ * or by the last of its transfers in flight */
+void session_free(struct agent *a, struct agent_session *s);
 
 /* ctl.c */
 int ctl_listen(struct agent *a);

@@ -40,11 +40,30 @@
 #define HANDSHAKE_MS 10000
 #define WRITE_MS 10000
 
+#define IDLE_MS (10 * 60 * 1000) /* a connection silent this long ends */
+#define BYE_WAIT_MS                                                            \
+	1000 /* BYE waits this long for transfers (below                       \
+	      * a client's timeout: it then says so) */
+
 struct conn {
 	struct agent *a;
 	int fd;
 	char peer[64];
+	struct agent_session *session; /* HELLO's; ended with the connection */
 };
+
+/* the connection's session ends (BYE, a new HELLO, the end) */
+static int end_session(struct conn *c)
+{
+	int rc = 0;
+
+	if (c->session) {
+		rc = session_end(c->a, c->session, BYE_WAIT_MS);
+		session_free(c->a, c->session);
+		c->session = NULL;
+	}
+	return rc;
+}
 
 int ctl_listen(struct agent *a)
 {
@@ -121,10 +140,8 @@ static void handle(struct conn *c, const uint8_t *p, size_t n, struct buf *b)
 	struct mds_hdr h = {0};
 	struct agent_access_req q;
 	struct mp_wr w = {b, 0};
-	uint8_t rkey[AGENT_BLOB_MAX];
+	const uint8_t *supersede;
 	const char *why = NULL;
-	size_t rlen = 0;
-	uint64_t addr;
 	int rc, i;
 
 	buf_reset(b);
@@ -137,12 +154,27 @@ static void handle(struct conn *c, const uint8_t *p, size_t n, struct buf *b)
 	n = h.payload_len;
 	switch (h.msg_type) {
 	case AGENT_HELLO:
+		if (agent_decode_hello(p, n, &supersede) < 0) {
+			agent_count(a, AGENT_ST_BAD, 1);
+			reply_error(b, &h,
+				    "HELLO: supersede must be a session "
+				    "id (16 bytes)");
+			return;
+		}
+		(void)end_session(c);
+		c->session = session_new(a, supersede);
+		if (!c->session) {
+			reply_error(b, &h, "out of memory");
+			return;
+		}
 		reply_begin(&w, &h);
-		mp_put_map(&w, 3);
+		mp_put_map(&w, 4);
 		mp_put_key(&w, "success");
 		mp_put_bool(&w, true);
 		mp_put_key(&w, "worker");
 		mp_put_bin(&w, a->worker_addr, (uint32_t)a->worker_addr_len);
+		mp_put_key(&w, "session");
+		mp_put_bin(&w, session_id(c->session), AGENT_SESSION_LEN);
 		mp_put_key(&w, "version");
 		mp_put_str(&w, MARU_VERSION, (uint32_t)strlen(MARU_VERSION));
 		break;
@@ -152,7 +184,16 @@ static void handle(struct conn *c, const uint8_t *p, size_t n, struct buf *b)
 			reply_error(b, &h, why);
 			return;
 		}
-		rc = lend_access(a, &q, &addr, rkey, &rlen, &why);
+		if (!c->session) {
+			agent_count(a, AGENT_ST_DENIED, 1);
+			reply_error(b, &h, "ACCESS before HELLO");
+			return;
+		}
+		rc = lend_access(a, &q, &why);
+		if (rc == 0 && session_grant(a, c->session, q.region_id) < 0) {
+			rc = -ENOMEM;
+			why = "out of memory";
+		}
 		if (rc < 0) {
 			agent_count(a, AGENT_ST_DENIED, 1);
 			log_info("%s: ACCESS to region %" PRIu64 " refused: %s",
@@ -162,15 +203,38 @@ static void handle(struct conn *c, const uint8_t *p, size_t n, struct buf *b)
 		}
 		agent_count(a, AGENT_ST_GRANTED, 1);
 		reply_begin(&w, &h);
-		mp_put_map(&w, 4);
+		mp_put_map(&w, 2);
 		mp_put_key(&w, "success");
 		mp_put_bool(&w, true);
-		mp_put_key(&w, "addr");
-		mp_put_uint(&w, addr);
 		mp_put_key(&w, "length");
 		mp_put_uint(&w, q.length);
-		mp_put_key(&w, "rkey");
-		mp_put_bin(&w, rkey, (uint32_t)rlen);
+		break;
+	case AGENT_BYE:
+		/* {session}: that one (a client's failed session, whichever
+		 * connection made it); {}: this connection's */
+		if (agent_decode_hello(p, n, &supersede) < 0) {
+			agent_count(a, AGENT_ST_BAD, 1);
+			reply_error(b, &h,
+				    "BYE: session must be a session id "
+				    "(16 bytes)");
+			return;
+		}
+		rc = supersede ? session_end_id(a, supersede, BYE_WAIT_MS)
+			       : end_session(c);
+		if (supersede && c->session &&
+		    !memcmp(session_id(c->session), supersede,
+			    AGENT_SESSION_LEN))
+			rc = end_session(c) < 0 ? -EBUSY : rc;
+		if (rc < 0) {
+			reply_error(b, &h,
+				    "transfers of the session are still "
+				    "in flight");
+			return;
+		}
+		reply_begin(&w, &h);
+		mp_put_map(&w, 1);
+		mp_put_key(&w, "success");
+		mp_put_bool(&w, true);
 		break;
 	case AGENT_STATS:
 		reply_begin(&w, &h);
@@ -352,6 +416,9 @@ static void *conn_main(void *arg)
 	}
 out:
 	log_dbg("%s: connection ends: %s", c->peer, why);
+	if (end_session(c) < 0)
+		log_warn("%s: the session ended with transfers in flight",
+			 c->peer);
 	if (cz) {
 		zcurve_wipe(cz);
 		free(cz);

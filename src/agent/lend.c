@@ -4,38 +4,33 @@
  *
  * A region is lent on its first ACCESS: the resource manager checks the
  * token (GET_ACCESS, the capability a local worker shows to map it), the
- * agent maps the region MAP_SHARED at the place GET_ACCESS names,
- * registers the mapping with UCX (ucp_mem_map) and packs its remote key.
- * Later ACCESSes with the same token get the same key from the table, no
- * request to the resource manager; another token for a lent region is
- * checked again.  One mapping and one registration per region, however
- * many clients: on RDMA NICs that is the pinned memory and the key the
- * NIC checks, and no transfer ever costs the agent a cycle.
+ * agent maps the region MAP_SHARED at the place GET_ACCESS names and
+ * registers the mapping with UCX (ucp_mem_map), which the transfers use
+ * (xfer.c: on RDMA NICs the rendezvous moves the bytes into and out of
+ * it with no copy).  Later ACCESSes with the same token are answered from
+ * the table, no request to the resource manager; another token for a lent
+ * region is checked again.  One mapping and one registration per region,
+ * however many clients.
  *
  * Revocation.  Every --recheck-ms the agent asks the resource manager
  * about each region it lends, with its token.  A region the resource
  * manager no longer knows with that token (freed, reaped with its dead
- * owner, given to another) is revoked at once:
- *   - ucp_mem_unmap: on RDMA the NIC refuses the old key from then on;
- *   - the mapping is replaced in place by private anonymous memory
- *     (MAP_FIXED): a transfer still in flight, or one sent later with the
- *     old key over TCP (UCX's emulation there does not check keys, see
- *     docs/remote.md), lands in memory that is no longer the pool's and
- *     never faults;
- *   - the range stays reserved (quarantine, --quarantine) so that no
- *     later mapping takes its addresses while such stragglers may come,
- *     then is unmapped.
- * The cost: a region freed is reachable with its old key for up to
- * --recheck-ms, one GET_ACCESS per lent region per period at the
- * resource manager, and a revoked region's address space (not memory)
- * for --quarantine.
+ * owner) is revoked at once: it leaves the table, so every transfer
+ * naming it from then on is refused (xfer.c); its registration goes;
+ * the mapping is replaced in place by private anonymous memory
+ * (MAP_FIXED), so that a transfer accepted just before lands in memory
+ * that is no longer the pool's and never faults; the range stays
+ * reserved for --quarantine, longer than any transfer, then is unmapped.
+ * The cost: a region freed is reachable for up to --recheck-ms, one
+ * GET_ACCESS per lent region per period at the resource manager, and a
+ * revoked region's address space (not memory) for --quarantine.
  *
- * UCX: one context (RMA and wakeup), one worker shared by the threads
- * (UCS_THREAD_MODE_MULTI: the control threads register memory while the
- * progress thread runs), and the progress thread.  Over TCP a put or a get
- * is emulated with messages the target must progress; the thread sleeps
- * on the worker's event fd (ucp_worker_arm) between them, so an idle
- * agent takes no CPU.
+ * UCX: one context (active messages and wakeup: no RMA feature, see
+ * agent.h), one worker shared by the threads (UCS_THREAD_MODE_MULTI: the
+ * control threads register memory while the progress thread runs), and
+ * the progress thread, which runs the transfers; it sleeps on the
+ * worker's event fd (ucp_worker_arm) between them, so an idle agent takes
+ * no CPU.
  *
  * Context: lend_access from the control threads; lend_recheck from
  * main's tick.  @lock guards the table and UCX registrations, @rm_lock the
@@ -63,9 +58,7 @@ struct agent_region {
 	uint64_t offset, length; /* as the resource manager said */
 	uint8_t *addr;		 /* owns: the mapping */
 	ucp_mem_h memh;		 /* NULL once revoked */
-	void *rkey;		 /* owns (ucp_rkey_buffer_release) */
-	size_t rkey_len;
-	uint64_t revoked_ms; /* when it entered the quarantine */
+	uint64_t revoked_ms;	 /* when it entered the quarantine */
 };
 
 static uint64_t mono_ms(void)
@@ -145,7 +138,7 @@ int lend_init(struct agent *a)
 	}
 	up.field_mask =
 		UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-	up.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+	up.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
 	up.mt_workers_shared = 1;
 	st = ucp_init(&up, uc, &a->ucp);
 	ucp_config_release(uc);
@@ -168,6 +161,8 @@ int lend_init(struct agent *a)
 			st != UCS_OK ? ucs_status_string(st) : "too long");
 		goto out_worker;
 	}
+	if (xfer_init(a) < 0)
+		goto out_addr;
 	a->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (a->stop_fd < 0 ||
 	    pthread_create(&a->progress, NULL, progress_main, a) != 0) {
@@ -189,12 +184,9 @@ out_ctx:
 	return -EIO;
 }
 
-/* the registration and key of @r go; its range stays mapped (@lock) */
+/* the registration of @r goes; its range stays mapped (@lock) */
 static void unregister_locked(struct agent *a, struct agent_region *r)
 {
-	if (r->rkey)
-		ucp_rkey_buffer_release(r->rkey);
-	r->rkey = NULL;
 	if (r->memh)
 		ucp_mem_unmap(a->ucp, r->memh);
 	r->memh = NULL;
@@ -212,7 +204,8 @@ static void revoke_locked(struct agent *a, struct agent_region *r,
 		 0);
 	if (p == MAP_FAILED)
 		log_warn("region %" PRIu64 ": cannot replace its mapping (%s): "
-			 "unmapped instead",
+			 "it stays mapped until the quarantine ends (no "
+			 "transfer names it any more)",
 			 r->region_id, strerror(errno));
 	r->revoked_ms = mono_ms();
 	r->next = a->revoked;
@@ -240,15 +233,6 @@ void lend_stop(struct agent *a)
 		log_warn("stopping the progress thread: %s", strerror(errno));
 	pthread_join(a->progress, NULL);
 	a->progress_started = false;
-}
-
-/* a lent region's key into the caller's buffer (@lock held) */
-static void give_key(const struct agent_region *r, uint64_t *addr, uint8_t *out,
-		     size_t *len)
-{
-	*addr = (uint64_t)(uintptr_t)r->addr;
-	memcpy(out, r->rkey, r->rkey_len);
-	*len = r->rkey_len;
 }
 
 static struct agent_region *find_locked(struct agent *a, uint64_t rid,
@@ -280,8 +264,12 @@ static int rm_check(struct agent *a, const struct rm_handle *h,
 	if (rc < 0 && !a->rm.answered)
 		rc = rm_client_get_access(&a->rm, h, acc); /* reconnected */
 	*err = rc;
+	/* only "no such region" and "bad token" say no: anything else
+	 * (a transport error, a reply we could not read) cannot be told */
 	if (rc < 0)
-		rc = a->rm.answered ? -EACCES : -EAGAIN;
+		rc = a->rm.answered && (rc == -ENOENT || rc == -EACCES)
+			     ? -EACCES
+			     : -EAGAIN;
 	pthread_mutex_unlock(&a->rm_lock);
 	return rc;
 }
@@ -328,11 +316,6 @@ static int lend_new(struct agent *a, const struct agent_access_req *q,
 	mp.address = r->addr;
 	mp.length = (size_t)r->length;
 	st = ucp_mem_map(a->ucp, &mp, &r->memh);
-	if (st == UCS_OK) {
-		st = ucp_rkey_pack(a->ucp, r->memh, &r->rkey, &r->rkey_len);
-		if (st == UCS_OK && r->rkey_len > AGENT_BLOB_MAX)
-			st = UCS_ERR_EXCEEDS_LIMIT;
-	}
 	if (st != UCS_OK) {
 		log_err("region %" PRIu64 ": UCX registration: %s",
 			q->region_id, ucs_status_string(st));
@@ -347,8 +330,20 @@ static int lend_new(struct agent *a, const struct agent_access_req *q,
 	return 0;
 }
 
+bool lend_find_locked(struct agent *a, uint64_t rid, uint8_t **addr,
+		      uint64_t *len, ucp_mem_h *memh)
+{
+	struct agent_region *r = find_locked(a, rid, NULL);
+
+	if (!r)
+		return false;
+	*addr = r->addr;
+	*len = r->length;
+	*memh = r->memh;
+	return true;
+}
+
 int lend_access(struct agent *a, const struct agent_access_req *q,
-		uint64_t *addr, uint8_t *rkey_out, size_t *rkey_len,
 		const char **why)
 {
 	struct rm_handle h = {q->region_id, q->offset, q->length, q->token};
@@ -360,7 +355,6 @@ int lend_access(struct agent *a, const struct agent_access_req *q,
 	r = find_locked(a, q->region_id, NULL);
 	if (r && r->token == q->token && r->offset == q->offset &&
 	    r->length == q->length) {
-		give_key(r, addr, rkey_out, rkey_len);
 		pthread_mutex_unlock(&a->lock);
 		return 0;
 	}
@@ -391,7 +385,6 @@ int lend_access(struct agent *a, const struct agent_access_req *q,
 	if (r && r->token == q->token && r->offset == nr->offset &&
 	    r->length == nr->length) {
 		/* another connection lent it meanwhile: theirs */
-		give_key(r, addr, rkey_out, rkey_len);
 		unregister_locked(a, nr);
 		pthread_mutex_unlock(&a->lock);
 		free_region(nr);
@@ -406,7 +399,6 @@ int lend_access(struct agent *a, const struct agent_access_req *q,
 	a->regions = nr;
 	agent_count(a, AGENT_ST_REGIONS, 1);
 	agent_count(a, AGENT_ST_BYTES_MAPPED, (int64_t)nr->length);
-	give_key(nr, addr, rkey_out, rkey_len);
 	pthread_mutex_unlock(&a->lock);
 	log_info("region %" PRIu64 ": lent (%" PRIu64 " bytes of %s)",
 		 q->region_id, nr->length, acc.path);

@@ -115,7 +115,7 @@ static int parse_args(int argc, char **argv, struct agent_config *c)
 				 "resource manager: a freed region stays "
 				 "reachable with its old key at most this long",
 			 .why = "one GET_ACCESS per region and period"),
-		OPTS_INT("quarantine", 0, c->quarantine_s, 0, 86400, .arg = "S",
+		OPTS_INT("quarantine", 0, c->quarantine_s, 5, 86400, .arg = "S",
 			 .help = "a revoked region's addresses stay reserved "
 				 "this long (late transfers land in private "
 				 "memory)",

@@ -128,7 +128,14 @@ int agent_decode_reply(const uint8_t *p, size_t n, struct agent_reply *r)
 			r->error_len = v.len;
 			continue;
 		}
-		if (key_is(&k, "worker") || key_is(&k, "rkey")) {
+		if (key_is(&k, "session")) {
+			if (mp_read(&rd, &v) < 0 || v.type != MP_BIN ||
+			    v.len != AGENT_SESSION_LEN)
+				return -EPROTO;
+			r->session = v.ptr;
+			continue;
+		}
+		if (key_is(&k, "worker")) {
 			if (mp_read(&rd, &v) < 0 || v.type != MP_BIN ||
 			    v.len > AGENT_BLOB_MAX)
 				return -EPROTO;
@@ -159,4 +166,96 @@ int agent_decode_reply(const uint8_t *p, size_t n, struct agent_reply *r)
 			return -EPROTO;
 	}
 	return 0;
+}
+
+int agent_decode_hello(const uint8_t *p, size_t n, const uint8_t **supersede)
+{
+	struct mp_val m, k, v;
+	struct mp_rd rd;
+	uint32_t i;
+
+	*supersede = NULL;
+	mp_rd_init(&rd, p, n);
+	if (mp_read(&rd, &m) < 0 || m.type != MP_MAP)
+		return -EPROTO;
+	for (i = 0; i < m.n; i++) {
+		if (mp_read(&rd, &k) < 0 || mp_skip_rest(&rd, &k) < 0)
+			return -EPROTO;
+		if (key_is(&k, "supersede") || key_is(&k, "session")) {
+			if (mp_read(&rd, &v) < 0 || v.type != MP_BIN ||
+			    v.len != AGENT_SESSION_LEN)
+				return -EPROTO;
+			*supersede = v.ptr;
+		} else if (mp_skip(&rd) < 0) {
+			return -EPROTO;
+		}
+	}
+	return 0;
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+int agent_am_req_decode(const void *p, size_t n, struct agent_am_req *r)
+{
+	const uint8_t *b = p;
+
+	if (n != AGENT_AM_REQ_LEN || !p)
+		return -EPROTO;
+	memcpy(r->session, b, AGENT_SESSION_LEN);
+	r->region_id = get_le64(b + 16);
+	r->offset = get_le64(b + 24);
+	r->length = get_le64(b + 32);
+	r->seq = get_le64(b + 40);
+	if (!r->length || r->length > AGENT_REGION_MAX ||
+	    r->offset > UINT64_MAX - r->length)
+		return -EPROTO;
+	return 0;
+}
+
+void agent_am_req_encode(const struct agent_am_req *r,
+			 uint8_t out[AGENT_AM_REQ_LEN])
+{
+	memcpy(out, r->session, AGENT_SESSION_LEN);
+	put_le64(out + 16, r->region_id);
+	put_le64(out + 24, r->offset);
+	put_le64(out + 32, r->length);
+	put_le64(out + 40, r->seq);
+}
+
+int agent_am_rep_decode(const void *p, size_t n, struct agent_am_rep *r)
+{
+	const uint8_t *b = p;
+	uint64_t st;
+
+	if (n != AGENT_AM_REP_LEN || !p)
+		return -EPROTO;
+	r->seq = get_le64(b);
+	st = get_le64(b + 8) & 0xffffffffu;
+	r->status = (int32_t)(uint32_t)st;
+	if (r->status > 0)
+		return -EPROTO;
+	return 0;
+}
+
+void agent_am_rep_encode(const struct agent_am_rep *r,
+			 uint8_t out[AGENT_AM_REP_LEN])
+{
+	put_le64(out, r->seq);
+	put_le64(out + 8, (uint32_t)r->status);
 }

@@ -9,17 +9,33 @@
  * map.  The codes do not overlap maru-server's, so a request sent to the
  * wrong daemon is refused as unknown, never misread.
  *
- *   HELLO   {}                      -> {success, worker: bin, version}
+ *   HELLO   {[supersede: bin16]}    -> {success, worker: bin,
+ *                                       session: bin16, version}
  *           worker: the agent's UCX worker address, which the client
- *           connects its endpoint to.
- *   ACCESS  {region_id, offset, length, auth_token}
- *                                   -> {success, addr, length, rkey: bin}
+ *           connects its endpoint to; session: a random id naming this
+ *           connection's grants in every transfer.  supersede: a session
+ *           of the same client that failed; it is ended first.
+ *   ACCESS  {region_id, offset, length, auth_token} -> {success, length}
  *           the capability is the region's token (REQUEST_ALLOC,
  *           LOOKUP): the agent has the resource manager check it
- *           (GET_ACCESS) before it maps the region and packs its remote
- *           key; addr is the region's first byte in the agent.
+ *           (GET_ACCESS), maps the region, and grants it to the
+ *           connection's session.
+ *   BYE     {[session: bin16]}      -> {success}
+ *           ends the session named (else the connection's) once none of
+ *           its transfers is in flight at the agent: a later message of
+ *           it is refused.
  *   STATS   {}                      -> {success, <counter>: uint ...}
  *   Errors: {success: false, error: str}, the cause in words.
+ *
+ * The bytes move as UCX active messages the agent checks (xfer.c):
+ *   PUT  (client -> agent) header agent_am_req, data: the page's bytes;
+ *        answered by ACK once the bytes are in the pool;
+ *   GET  (client -> agent) header agent_am_req, no data; answered by
+ *        DATA: header agent_am_rep, data: the bytes (status 0), or no
+ *        data (status < 0).
+ * The request header is 48 bytes, little-endian: session (16), region_id,
+ * offset (in the region), length, seq (the client's, echoed); the reply
+ * header 16: seq, status (0 or -errno), 4 reserved bytes.
  *
  * The decoders face the network (fuzz_agent_proto): they read with the
  * project's bounds-checked reader (msgpk.h), skip unknown keys, and take
@@ -40,7 +56,44 @@ enum agent_msg_type {
 	AGENT_HELLO = 0x40,
 	AGENT_ACCESS = 0x41,
 	AGENT_STATS = 0x42,
+	AGENT_BYE = 0x43,
 };
+
+/* UCX active message ids */
+enum agent_am_id {
+	AGENT_AM_PUT = 1,
+	AGENT_AM_GET = 2,
+	AGENT_AM_ACK = 3,
+	AGENT_AM_DATA = 4,
+};
+
+#define AGENT_SESSION_LEN 16
+#define AGENT_AM_REQ_LEN 48
+#define AGENT_AM_REP_LEN 16
+
+struct agent_am_req {
+	uint8_t session[AGENT_SESSION_LEN];
+	uint64_t region_id;
+	uint64_t offset; /* in the region */
+	uint64_t length;
+	uint64_t seq;
+};
+
+struct agent_am_rep {
+	uint64_t seq;
+	int32_t status; /* 0 or -errno */
+};
+
+/* agent_am_req_decode - a transfer's header.  Return: 0, or -EPROTO (not
+ * exactly AGENT_AM_REQ_LEN bytes, a length of 0 or past
+ * AGENT_REGION_MAX, an end that overflows) */
+int agent_am_req_decode(const void *p, size_t n, struct agent_am_req *r);
+void agent_am_req_encode(const struct agent_am_req *r,
+			 uint8_t out[AGENT_AM_REQ_LEN]);
+/* agent_am_rep_decode - a reply's header.  Return: 0 or -EPROTO */
+int agent_am_rep_decode(const void *p, size_t n, struct agent_am_rep *r);
+void agent_am_rep_encode(const struct agent_am_rep *r,
+			 uint8_t out[AGENT_AM_REP_LEN]);
 
 #define AGENT_DEFAULT_PORT 5570
 #define AGENT_MSG_MAX (64u << 10)     /* the largest request or reply */
@@ -59,21 +112,38 @@ enum {
 	AGENT_ST_SESSIONS,	 /* control connections now open */
 	AGENT_ST_SESSIONS_TOTAL, /* ... ever accepted */
 	AGENT_ST_REFUSED_CONN,	 /* ... refused (too many, CURVE) */
-	AGENT_ST_GRANTED,	 /* ACCESS answered with a key */
+	AGENT_ST_GRANTED,	 /* ACCESS granted */
 	AGENT_ST_DENIED,	 /* ACCESS refused (token, bounds, RM) */
 	AGENT_ST_BAD,		 /* requests that did not decode */
 	AGENT_ST_REGIONS,	 /* regions mapped and registered now */
 	AGENT_ST_BYTES_MAPPED,	 /* their bytes */
 	AGENT_ST_REVOKED,	 /* regions revoked (freed or reassigned) */
+	AGENT_ST_PUTS,		 /* pages written into the pool */
+	AGENT_ST_PUT_BYTES,	 /* ... their bytes */
+	AGENT_ST_GETS,		 /* pages read out of it */
+	AGENT_ST_GET_BYTES,	 /* ... their bytes */
+	AGENT_ST_REFUSED_XFERS,	 /* transfers refused (session, grant,
+				  * bounds) */
 	AGENT_ST_N
 };
 
 static inline const char *agent_stat_name(int i)
 {
 	static const char *const n[AGENT_ST_N] = {
-		"sessions", "sessions_total", "refused_connections",
-		"granted",  "denied",	      "bad_requests",
-		"regions",  "bytes_mapped",   "revoked",
+		"sessions",
+		"sessions_total",
+		"refused_connections",
+		"granted",
+		"denied",
+		"bad_requests",
+		"regions",
+		"bytes_mapped",
+		"revoked",
+		"puts",
+		"put_bytes",
+		"gets",
+		"get_bytes",
+		"refused_transfers",
 	};
 	return n[i];
 }
@@ -83,8 +153,9 @@ struct agent_reply {
 	bool success;
 	const char *error; /* borrows: NOT NUL-terminated, @error_len bytes */
 	uint32_t error_len;
-	const uint8_t *blob; /* borrows: "worker" or "rkey" */
+	const uint8_t *blob; /* borrows: "worker" */
 	uint32_t blob_len;
+	const uint8_t *session; /* borrows: AGENT_SESSION_LEN bytes, or NULL */
 	uint64_t addr, length;
 	uint64_t stats[AGENT_ST_N];
 	bool has_stats;
@@ -98,6 +169,13 @@ struct agent_reply {
  */
 int agent_decode_access(const uint8_t *p, size_t n, struct agent_access_req *r,
 			const char **why);
+
+/**
+ * agent_decode_hello - a HELLO or BYE request's payload
+ * @supersede: gets the session named ("supersede", "session"), or NULL
+ * Return: 0 or -EPROTO (not a map, a session id that is not 16 bytes)
+ */
+int agent_decode_hello(const uint8_t *p, size_t n, const uint8_t **supersede);
 
 /* agent_encode_access - the payload of an ACCESS request into @w */
 void agent_encode_access(struct mp_wr *w, const struct agent_access_req *r);

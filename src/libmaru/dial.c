@@ -239,9 +239,9 @@ static void describe(const struct maru__rpc *r, int rc,
 	if (!seen) {
 		if (rc == -ECONNREFUSED)
 			snprintf(why, n,
-				 "%s: connection refused (is maru-server "
-				 "running there?)",
-				 u);
+				 "%s: connection refused (is %s running "
+				 "there?)",
+				 u, r->peer ? r->peer : "maru-server");
 		else if (rc == -EHOSTUNREACH)
 			snprintf(why, n, "%s: host unreachable or unknown", u);
 		else if (rc == -ETIMEDOUT)

@@ -706,6 +706,20 @@ MARU_EXPORT void *maru_region_get_buffer(struct maru_handler *h,
 	return m->addr + offset;
 }
 
+MARU_EXPORT void *maru_region_get_read_buffer(struct maru_handler *h,
+					      uint64_t region_id,
+					      uint64_t offset, uint64_t size)
+{
+	struct maru__mapping *m;
+
+	if (maru__state_check(h) < 0)
+		return NULL;
+	m = maru__mapper_find(&h->mapper, region_id);
+	if (!m || offset > m->len || size > m->len - offset)
+		return NULL;
+	return (m->rd ? m->rd : m->addr) + offset;
+}
+
 MARU_EXPORT int64_t maru_region_page_count(struct maru_handler *h,
 					   uint64_t region_id)
 {

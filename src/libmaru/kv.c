@@ -284,19 +284,22 @@ static void remember(struct maru_handler *h, const struct maru_key *key,
 
 /*
  * A remote handler's pages go to the pool before their keys are
- * registered (remote.c): ucp_put, then a flush that completes once the
- * bytes are at the target.  @regs: what will be registered.  Pages of
- * regions mapped here are left alone.  Return: 0 or -errno (nothing may
- * be registered then).
+ * registered (remote.c): maru__remote_xfer() returns once the agent said
+ * the bytes are there.  @regs: what will be registered.  Pages of regions
+ * mapped here are left alone.  @keep: after a failure, the pages may
+ * still be written by bytes of this store arriving late at the agent:
+ * the caller must not free them (they stay taken until close).
+ * Return: 0 or -errno (nothing may be registered then).
  */
 static int remote_put(struct maru_handler *h, const struct maru__reg *regs,
-		      size_t n)
+		      size_t n, bool *keep)
 {
 	struct maru__xfer *x;
 	struct maru__mapping *m;
 	size_t i, k = 0;
 	int rc;
 
+	*keep = false;
 	if (!maru__remote_on(h->remote))
 		return 0;
 	x = calloc(n, sizeof(*x));
@@ -311,10 +314,16 @@ static int remote_put(struct maru_handler *h, const struct maru__reg *regs,
 		if (!m->remote)
 			continue;
 		x[k++] = (struct maru__xfer){m, regs[i].kv_offset,
-					     (size_t)regs[i].kv_length};
+					     (size_t)regs[i].kv_length,
+					     m->addr + regs[i].kv_offset};
 	}
-	rc = maru__remote_xfer(h->remote, x, k, true);
+	rc = maru__remote_xfer(h->remote, x, k, true, keep);
 	free(x);
+	if (*keep)
+		lwarn(h,
+		      "%zu page(s) whose store failed stay out of use: bytes "
+		      "of it may still reach the agent",
+		      k);
 	return rc;
 }
 
@@ -327,6 +336,7 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	struct maru__reply r;
 	struct maru__msg m;
 	struct maru__reg reg;
+	bool keep;
 	int rc;
 
 	pthread_mutex_lock(&h->wlock);
@@ -373,10 +383,10 @@ MARU_EXPORT int maru_kv_store(struct maru_handler *h,
 	reg = (struct maru__reg){key, page->region_id,
 				 page->page_index * h->cfg.chunk_size,
 				 page->size};
-	rc = remote_put(h, &reg, 1);
+	rc = remote_put(h, &reg, 1, &keep);
 	if (rc < 0) {
 		/* the bytes are not in the pool: nothing is registered */
-		if (!same_page(e, page))
+		if (!same_page(e, page) && !keep)
 			maru__page_release(h, page->region_id,
 					   page->page_index);
 		goto out_unlock;
@@ -429,7 +439,7 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 	bool *res = NULL;
 	size_t i, j, k = 0;
 	uint64_t gens = 0, gen;
-	bool lost;
+	bool lost, keep = false;
 	int rc, hits = 0;
 
 	if (n && (!keys || !pages || !results))
@@ -491,7 +501,8 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 		k = j;
 	}
 	if (rc == 0 && k)
-		rc = remote_put(h, regs, k); /* all in the pool, or none */
+		rc = remote_put(h, regs, k, &keep); /* all in the pool, or
+						     * none */
 	if (rc == 0 && k) {
 		maru__reply_init(&r);
 		r.results = res;
@@ -523,7 +534,7 @@ MARU_EXPORT int maru_kv_batch_store(struct maru_handler *h,
 			/* lost race (true), or failure (false): page freed --
 			 * unless it is the very page that holds the key */
 			e = maru__keymap_find(&h->keys, &keys[idx[i]]);
-			if (!same_page(e, p))
+			if (!same_page(e, p) && !keep)
 				maru__page_release(h, p->region_id,
 						   p->page_index);
 			if (rc == 0 && i < r.results_len) {
@@ -577,7 +588,8 @@ static int resolve(struct maru_handler *h, const struct maru__lookup *l,
 		      l->handle.region_id, l->kv_offset, l->kv_length);
 		return -EPROTO;
 	}
-	out->ptr = m->addr + l->kv_offset;
+	/* a remote region: the read mirror, which remote_fetch() fills */
+	out->ptr = (m->rd ? m->rd : m->addr) + l->kv_offset;
 	out->len = (size_t)l->kv_length;
 	out->region_id = l->handle.region_id;
 	out->offset = l->kv_offset;
@@ -721,6 +733,7 @@ static int remote_fetch(struct maru_handler *h, const struct maru_key *keys,
 	struct maru__msg msg;
 	size_t i, j, k = 0, *idx = NULL;
 	int rc, lost = 0;
+	bool unsafe;
 
 	if (!maru__remote_on(h->remote) || !n)
 		return 0;
@@ -736,10 +749,11 @@ static int remote_fetch(struct maru_handler *h, const struct maru_key *keys,
 		m = maru__mapper_find(&h->mapper, views[i].region_id);
 		if (!m || !m->remote)
 			continue;
-		x[k] = (struct maru__xfer){m, views[i].offset, views[i].len};
+		x[k] = (struct maru__xfer){m, views[i].offset, views[i].len,
+					   (uint8_t *)views[i].ptr};
 		idx[k++] = i;
 	}
-	rc = maru__remote_xfer(h->remote, x, k, false);
+	rc = maru__remote_xfer(h->remote, x, k, false, &unsafe);
 	if (rc < 0 || !k)
 		goto out;
 	/* the second look: the same entries? */
@@ -953,8 +967,10 @@ MARU_EXPORT bool maru_view_valid(struct maru_handler *h,
 	/* a fenced mapping is never found: the region maps afresh elsewhere */
 	m = maru__mapper_find(&h->mapper, v->region_id);
 	p = v->ptr;
-	return m && !atomic_load(&m->fenced) && p >= m->addr &&
-	       v->len <= m->len && (size_t)(p - m->addr) <= m->len - v->len;
+	if (!m || atomic_load(&m->fenced) || v->len > m->len)
+		return false;
+	return (p >= m->addr && (size_t)(p - m->addr) <= m->len - v->len) ||
+	       (m->rd && p >= m->rd && (size_t)(p - m->rd) <= m->len - v->len);
 }
 
 MARU_EXPORT int maru_kv_pin(struct maru_handler *h, const struct maru_key *key)

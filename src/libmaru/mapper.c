@@ -33,10 +33,11 @@
  * alone, so a reader standing on it still walks the rest of the chain.
  *
  * Remote (remote.c): on a host that cannot map the pool, a region's
- * mapping is private memory of its size standing in for it, with the
- * agent's key for the region (m->remote); kv.c moves the bytes.  A remote
- * "auto" handler switches to it at the first region whose pool cannot be
- * opened here.
+ * mapping is private memory of its size standing in for it (pages are
+ * written there), a second one where reads land (m->rd), and the agent's
+ * grant for the region (m->remote); kv.c moves the bytes.  A remote
+ * "auto" handler switches to it when its first region cannot be mapped
+ * here (not_here()).
  *
  * Context: find from any thread; map serialised by @lock.
  */
@@ -247,11 +248,15 @@ static int map_locked(struct maru__mapper *mp,
 		return -EINVAL;
 	rh = (struct rm_handle){hd->region_id, hd->offset, hd->length,
 				hd->auth_token};
+	mp->failed_at = MAP_AT_RM;
 	rc = rm_client_get_access(&mp->rm, &rh, &acc);
 	if (rc < 0) {
+		if (mp->rm.answered)
+			mp->failed_at = MAP_AT_RM_SAID_NO;
 		rm_failed(mp, hd->region_id, rc);
 		return rc;
 	}
+	mp->failed_at = MAP_AT_OPEN;
 	path = local_path_locked(mp, acc.uuid);
 	if (path)
 		ldbg(mp->h, "region %" PRIu64 ": uuid %s is local %s",
@@ -294,7 +299,7 @@ static int map_locked(struct maru__mapper *mp,
  */
 static int map_remote_locked(struct maru__mapper *mp,
 			     const struct maru_region_handle *hd, void **addr,
-			     struct maru__rkey **rk)
+			     void **rd, struct maru__rkey **rk)
 {
 	int rc;
 
@@ -305,8 +310,14 @@ static int map_remote_locked(struct maru__mapper *mp,
 		return rc;
 	*addr = mmap(NULL, (size_t)hd->length, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (*addr == MAP_FAILED) {
+	*rd = mmap(NULL, (size_t)hd->length, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (*addr == MAP_FAILED || *rd == MAP_FAILED) {
 		rc = -errno;
+		if (*addr != MAP_FAILED)
+			munmap(*addr, (size_t)hd->length);
+		if (*rd != MAP_FAILED)
+			munmap(*rd, (size_t)hd->length);
 		maru__remote_key_free(mp->remote, *rk);
 		*rk = NULL;
 		return rc;
@@ -316,22 +327,26 @@ static int map_remote_locked(struct maru__mapper *mp,
 	return 0;
 }
 
-/* the errors that say the pool is not here (remote "auto" switches) */
-static bool not_here(int rc)
+/*
+ * Does the failure @rc of the first mapping say the pool is not here
+ * (remote "auto" switches)?  The pool's device or file cannot be opened
+ * or mapped, or the resource manager cannot be reached at all (on a
+ * remote host it is another host's).  Its own refusals (a bad token, a
+ * region just freed) are not.  Decided once: a handler that mapped a
+ * region here never switches (a resource manager that stalls later does
+ * not make a CXL host remote).
+ */
+static bool not_here(struct maru__mapper *mp, int rc)
 {
-	switch (-rc) {
-	case ENOENT:
-	case EACCES:
-	case EPERM:
-	case ENODEV:
-	case ENXIO:
-	case ENOTCONN:
-	case ECONNREFUSED:
-	case EHOSTUNREACH:
-	case ENETUNREACH:
-	case ETIMEDOUT:
-		return true;
-	}
+	if (mp->mapped_here)
+		return false;
+	if (mp->failed_at == MAP_AT_OPEN)
+		return rc == -ENOENT || rc == -EACCES || rc == -EPERM ||
+		       rc == -ENODEV || rc == -ENXIO || rc == -EINVAL;
+	if (mp->failed_at == MAP_AT_RM)
+		return rc == -ENOTCONN || rc == -ECONNREFUSED ||
+		       rc == -EHOSTUNREACH || rc == -ENETUNREACH ||
+		       rc == -ETIMEDOUT;
 	return false;
 }
 
@@ -341,7 +356,7 @@ int maru__mapper_map(struct maru__mapper *mp,
 {
 	struct maru__rkey *rk = NULL;
 	struct maru__mapping *m;
-	void *addr;
+	void *addr, *rd = NULL;
 	size_t b;
 	int rc;
 
@@ -353,17 +368,19 @@ int maru__mapper_map(struct maru__mapper *mp,
 		goto out_unlock;
 	}
 	if (maru__remote_on(mp->remote)) {
-		rc = map_remote_locked(mp, hd, &addr, &rk);
+		rc = map_remote_locked(mp, hd, &addr, &rd, &rk);
 	} else {
 		rc = map_locked(mp, hd, true, &addr);
-		if (rc < 0 && not_here(rc) &&
-		    maru__remote_may_switch(mp->remote)) {
+		if (rc == 0)
+			mp->mapped_here = true;
+		if (rc < 0 && maru__remote_may_switch(mp->remote) &&
+		    not_here(mp, rc)) {
 			linfo(mp->h,
 			      "the pool cannot be mapped here (%s): its "
 			      "bytes go through the agent %s",
 			      strerror(-rc), mp->h->cfg.agent_url);
 			maru__remote_switch_on(mp->remote);
-			rc = map_remote_locked(mp, hd, &addr, &rk);
+			rc = map_remote_locked(mp, hd, &addr, &rd, &rk);
 		}
 	}
 	if (rc < 0)
@@ -372,6 +389,8 @@ int maru__mapper_map(struct maru__mapper *mp,
 	m = calloc(1, sizeof(*m));
 	if (!m) {
 		munmap(addr, (size_t)hd->length);
+		if (rd)
+			munmap(rd, (size_t)hd->length);
 		maru__remote_key_free(mp->remote, rk);
 		goto out_unlock;
 	}
@@ -380,6 +399,7 @@ int maru__mapper_map(struct maru__mapper *mp,
 	m->len = (size_t)hd->length;
 	m->owned = owned;
 	m->remote = rk;
+	m->rd = rd;
 	atomic_init(&m->fenced, false);
 	if (want_prefault && mp->prefault && !rk)
 		prefault(mp, m->addr, m->len);
@@ -409,6 +429,8 @@ int maru__mapper_map_ro(struct maru__mapper *mp,
 static void mapping_free(struct maru__mapper *mp, struct maru__mapping *m)
 {
 	munmap(m->addr, m->len);
+	if (m->rd)
+		munmap(m->rd, m->len);
 	if (m->remote)
 		maru__remote_key_free(mp->remote, m->remote);
 	free(m);

@@ -534,18 +534,23 @@ void maru__remote_key_free(struct maru__remote *r, struct maru__rkey *k);
 /* one transfer: @len bytes at @off of mapping @m (a remote one) */
 struct maru__xfer {
 	struct maru__mapping *m;
-	uint64_t off;
+	uint64_t off; /* in the region */
 	size_t len;
+	uint8_t *buf; /* here: a page of m->addr (put), of m->rd (get) */
 };
 
 /*
- * maru__remote_xfer - put (then flush: complete at the target) or get
- * the @n transfers, all in flight at once.  Return: 0, or -errno for the
- * whole call: -ETIMEDOUT (nothing within timeout_ms), -ECONNRESET (the
- * endpoint failed), -EACCES (a key refused), or the control port's error.
+ * maru__remote_xfer - store (the bytes are in the pool when it returns 0)
+ * or read the @n transfers, all in flight at once.
+ * @unsafe: after a failed store, true when bytes of it may still land in
+ * the pool later (the agent could not be told to end the session): the
+ * caller must not reuse those pages.
+ * Return: 0, or -errno for the whole call: -ETIMEDOUT (nothing within
+ * timeout_ms), -ECONNRESET (the endpoint failed), -EACCES (refused by
+ * the agent), or the control port's error.
  */
 int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
-		      size_t n, bool put);
+		      size_t n, bool put, bool *unsafe);
 void maru__remote_counters(const struct maru__remote *r,
 			   struct maru_remote_stats *s);
 
@@ -558,7 +563,9 @@ struct maru__rpc_watch;
 struct maru__rpc {
 	const struct maru_handler *h; /* borrows: for logging */
 	char *url;		      /* owns */
-	char *host;		      /* owns: from @url, brackets removed */
+	const char *peer; /* what listens there, for messages: NULL is
+			   * maru-server, "maru-agent" (remote.c) */
+	char *host;	  /* owns: from @url, brackets removed */
 	char port[8];
 	uint8_t ident[8]; /* DEALER Identity, kept across reconnects */
 	int timeout_ms;
@@ -733,12 +740,16 @@ struct maru__mapping {
 	 */
 	atomic_bool fenced;
 	struct maru__mapping *retired_next; /* the mapper's @retired list */
-	/* owns: a remote region's key at the agent (remote.c); then @addr is
-	 * private memory standing in for the pool */
+	/* owns: a remote region's grant at the agent (remote.c); then @addr
+	 * is private memory standing in for the pool, where pages are
+	 * written, and @rd (owns) a second one where reads land */
 	struct maru__rkey *remote;
+	uint8_t *rd;
 };
 
 #define MARU_MAP_BUCKETS 256
+
+enum { MAP_AT_RM = 1, MAP_AT_RM_SAID_NO, MAP_AT_OPEN };
 
 struct maru__uuid_path {
 	char uuid[37];
@@ -748,6 +759,8 @@ struct maru__uuid_path {
 struct maru__mapper {
 	const struct maru_handler *h; /* borrows: for logging */
 	struct maru__remote *remote;  /* borrows: the handler's, or NULL */
+	bool mapped_here; /* a region was mapped from the pool (@lock) */
+	int failed_at;	  /* the last map_locked() failure's step (@lock) */
 	_Atomic(struct maru__mapping *) buckets[MARU_MAP_BUCKETS];
 	pthread_mutex_t lock; /* insertions, the RM client, the UUID table */
 	struct rm_client rm;  /* GET_ACCESS; not thread-safe by itself */

@@ -4,36 +4,47 @@
  *
  * A handler is remote when its config says so (remote "on"), or when it
  * says "auto" (the default) with an agent configured and the pool turns
- * out not to be mappable here (mapper.c asks, at the first region).  Then
- * each region's "mapping" is private anonymous memory of the region's
- * size (MAP_NORESERVE: only the pages used take memory) standing in for
- * the pool, and the bytes move between it and the pool with UCX:
- *   - a store writes the page with ucp_put, then flushes the endpoint:
- *     the flush completes once every put is complete at the target, and
- *     only then does kv.c register the key;
- *   - a retrieve reads the page with ucp_get into the stand-in and hands
- *     out a view of it (a copy, not zero copy); kv.c then checks the
- *     lookup's ticket, so a page evicted and reused during the read is a
- *     miss, never wrong bytes.
+ * out not to be mappable here (mapper.c decides at the first region).
+ * Then each region's "mapping" is private anonymous memory of the
+ * region's size (MAP_NORESERVE: only the pages used take memory)
+ * standing in for the pool, where alloc() gives pages to write, plus a
+ * second one, the read mirror, where retrieves land; the bytes move
+ * between them and the pool through the agent (src/agent/xfer.c):
+ *   - a store sends each page as a PUT message; the agent answers ACK
+ *     once the bytes are in the pool, and only then does kv.c register
+ *     the key;
+ *   - a retrieve sends GET; the agent answers DATA with the bytes, which
+ *     land in the read mirror; kv.c hands out a view of that copy (not
+ *     zero copy) and looks the key up again, so a page evicted and reused
+ *     during the read is a miss, never wrong bytes.  A read never lands
+ *     in a page alloc() gave out (the two stand-ins), so a late one
+ *     cannot spoil a page being written.
  * Everything else (alloc, exists, pin, delete, the index, leases) is
- * maru-server's as for any handler.
+ * maru-server's as for any handler.  Why messages the agent checks and
+ * not ucp_put/ucp_get: src/agent/agent.h.
  *
  * The agent: one control connection (rpc.c, REQ lock-step; CURVE with
  * the handler's own certificate and the agent's public key, or
- * maru-server's when the config names none), one UCX endpoint to the
- * worker address its HELLO gives, and per region the remote key its
- * ACCESS gives for the region's token.  Keys belong to the endpoint: when
- * the endpoint fails (the agent died, the network dropped, a transfer
- * timed out) it is closed, every key is destroyed, and the next transfer
- * says HELLO again and asks for each key anew (@epoch).
+ * maru-server's when the config names none).  HELLO gives the agent's
+ * UCX worker address, which one endpoint connects to, and a session id
+ * every transfer names; ACCESS grants the session a region for its token
+ * (the region's "key" here, asked once per region and session).  When the
+ * endpoint fails (the agent died, the network dropped, a transfer timed
+ * out) it is closed; the next transfer says HELLO again (ending the old
+ * session first) and asks for each grant anew (@epoch).
  *
  * A transfer waits at most the handler's timeout_ms: then the endpoint is
  * closed by force (which fails whatever is in flight) and the call
- * returns -ETIMEDOUT; nothing is registered.
+ * returns -ETIMEDOUT; nothing is registered.  After a failed PUT the
+ * session is ended with BYE, which the agent answers only once none of
+ * its bytes is still arriving: the pages can then be reused.  If that
+ * cannot be done (the agent cannot be reached), the pages are kept out
+ * of use (maru__remote_xfer's @unsafe).
  *
  * Context: any thread; @lock serialises everything here (UCX's worker is
- * created UCS_THREAD_MODE_SERIALIZED).  Lock order: the mapper's lock,
- * then this one.
+ * created UCS_THREAD_MODE_SERIALIZED; its handlers run inside our
+ * progress calls, under @lock).  Lock order: the mapper's lock, then
+ * this one.
  */
 #include "private.h"
 
@@ -51,9 +62,18 @@
 struct maru__rkey {
 	struct maru__rkey *next, **pprev; /* the remote's list */
 	struct maru_region_handle hd;
-	ucp_rkey_h rkey; /* NULL: ask the agent */
-	uint64_t raddr;	 /* the region's first byte at the agent */
-	uint64_t epoch;	 /* of the endpoint @rkey belongs to */
+	uint64_t epoch; /* the session that has the grant (0: none) */
+};
+
+/* one transfer in flight */
+struct op {
+	uint8_t *buf; /* the page here */
+	size_t len;
+	void *send;	/* the send's request (or NULL) */
+	bool replied;	/* ACK, or DATA received */
+	bool receiving; /* DATA's bytes are arriving (rendezvous) */
+	int status;	/* the agent's, or ours */
+	uint8_t hdr[AGENT_AM_REQ_LEN];
 };
 
 struct maru__remote {
@@ -67,9 +87,17 @@ struct maru__remote {
 	ucp_worker_h worker;
 	ucp_ep_h ep; /* NULL: not connected */
 	atomic_bool ep_failed;
-	uint64_t epoch; /* bumped at each new endpoint */
+	uint8_t session[AGENT_SESSION_LEN];
+	bool have_session;
+	uint8_t dead[AGENT_SESSION_LEN]; /* a failed session to end at HELLO */
+	bool have_dead;
+	uint64_t epoch; /* bumped at each new session */
 	struct maru__rkey *keys;
 	int timeout_ms;
+	/* the transfers of the call in progress: seq base .. base + n */
+	struct op *ops;
+	size_t nops;
+	uint64_t seq_base, next_seq;
 	/* counters (maru_handler_remote_stats) */
 	atomic_uint_fast64_t put_bytes, get_bytes, puts, gets, errors, connects;
 };
@@ -83,9 +111,93 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 	atomic_store(&r->ep_failed, true);
 }
 
+/* the transfer @seq names, if it belongs to the call in progress */
+static struct op *op_of(struct maru__remote *r, uint64_t seq)
+{
+	if (!r->ops || seq < r->seq_base || seq - r->seq_base >= r->nops)
+		return NULL;
+	return &r->ops[seq - r->seq_base];
+}
+
+static ucs_status_t on_ack(void *arg, const void *header, size_t hlen,
+			   void *data, size_t length,
+			   const ucp_am_recv_param_t *param)
+{
+	struct maru__remote *r = arg;
+	struct agent_am_rep rep;
+	struct op *o;
+
+	(void)data;
+	(void)length;
+	(void)param;
+	if (agent_am_rep_decode(header, hlen, &rep) < 0)
+		return UCS_OK;
+	o = op_of(r, rep.seq);
+	if (o && !o->replied) {
+		o->status = rep.status;
+		o->replied = true;
+	}
+	return UCS_OK;
+}
+
+static void data_received(void *req, ucs_status_t st, size_t len, void *arg)
+{
+	struct op *o = arg;
+
+	(void)len;
+	if (st != UCS_OK && !o->status)
+		o->status = -EIO;
+	o->receiving = false;
+	o->replied = true;
+	ucp_request_free(req);
+}
+
+static ucs_status_t on_data(void *arg, const void *header, size_t hlen,
+			    void *data, size_t length,
+			    const ucp_am_recv_param_t *param)
+{
+	struct maru__remote *r = arg;
+	ucp_request_param_t p = {0};
+	struct agent_am_rep rep;
+	struct op *o;
+	void *req;
+
+	if (agent_am_rep_decode(header, hlen, &rep) < 0)
+		return UCS_OK;
+	o = op_of(r, rep.seq);
+	if (!o || o->replied || o->receiving)
+		return UCS_OK; /* late, or twice: dropped */
+	if (rep.status < 0 || length != o->len) {
+		o->status = rep.status < 0 ? rep.status : -EPROTO;
+		o->replied = true;
+		return UCS_OK;
+	}
+	if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+		memcpy(o->buf, data, length);
+		o->replied = true;
+		return UCS_OK;
+	}
+	p.op_attr_mask =
+		UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+	p.cb.recv_am = data_received;
+	p.user_data = o;
+	o->receiving = true;
+	req = ucp_am_recv_data_nbx(r->worker, data, o->buf, length, &p);
+	if (req == NULL) {
+		o->receiving = false;
+		o->replied = true;
+	} else if (UCS_PTR_IS_ERR(req)) {
+		o->receiving = false;
+		o->status = -EIO;
+		o->replied = true;
+	}
+	return UCS_INPROGRESS;
+}
+
 int maru__remote_new(struct maru_handler *h, struct maru__remote **out)
 {
 	ucp_worker_params_t wp = {0};
+	ucp_am_handler_param_t ah = {0};
 	ucp_params_t up = {0};
 	struct maru__remote *r;
 	ucp_config_t *uc;
@@ -99,6 +211,7 @@ int maru__remote_new(struct maru_handler *h, struct maru__remote **out)
 		return -ENOMEM;
 	r->h = h;
 	r->timeout_ms = h->cfg.timeout_ms;
+	r->next_seq = 1;
 	pthread_mutex_init(&r->lock, NULL);
 	atomic_init(&r->on, h->cfg.remote == MARU_REMOTE_ON);
 	rc = maru__rpc_open(&r->ctl, h, h->cfg.agent_url, h->cfg.timeout_ms,
@@ -110,6 +223,7 @@ int maru__remote_new(struct maru_handler *h, struct maru__remote **out)
 	 * the deadline): its callers' stores fail fast, and the next call
 	 * tries again */
 	r->ctl.once = true;
+	r->ctl.peer = "maru-agent";
 	if (h->curve) {
 		r->curve = *h->curve;
 		if (h->cfg.agent_curve_key &&
@@ -129,7 +243,7 @@ int maru__remote_new(struct maru_handler *h, struct maru__remote **out)
 		goto out_free;
 	}
 	up.field_mask = UCP_PARAM_FIELD_FEATURES;
-	up.features = UCP_FEATURE_RMA;
+	up.features = UCP_FEATURE_AM;
 	st = ucp_init(&up, uc, &r->ucp);
 	ucp_config_release(uc);
 	if (st != UCS_OK) {
@@ -141,6 +255,24 @@ int maru__remote_new(struct maru_handler *h, struct maru__remote **out)
 	st = ucp_worker_create(r->ucp, &wp, &r->worker);
 	if (st != UCS_OK) {
 		lerr(h, "UCX: ucp_worker_create: %s", ucs_status_string(st));
+		ucp_cleanup(r->ucp);
+		goto out_free;
+	}
+	ah.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+			UCP_AM_HANDLER_PARAM_FIELD_CB |
+			UCP_AM_HANDLER_PARAM_FIELD_ARG;
+	ah.arg = r;
+	ah.id = AGENT_AM_ACK;
+	ah.cb = on_ack;
+	st = ucp_worker_set_am_recv_handler(r->worker, &ah);
+	if (st == UCS_OK) {
+		ah.id = AGENT_AM_DATA;
+		ah.cb = on_data;
+		st = ucp_worker_set_am_recv_handler(r->worker, &ah);
+	}
+	if (st != UCS_OK) {
+		lerr(h, "UCX: the reply handlers: %s", ucs_status_string(st));
+		ucp_worker_destroy(r->worker);
 		ucp_cleanup(r->ucp);
 		goto out_free;
 	}
@@ -187,19 +319,11 @@ static void *force_close(struct maru__remote *r)
 	return UCS_PTR_IS_ERR(req) ? NULL : req;
 }
 
-/*
- * Wait for @req (a ucs_status_ptr_t) until @deadline; past it the
- * endpoint is closed by force, which fails the request; a request that
- * still does not end within GIVE_UP_NS is abandoned (never freed: UCX may
- * still write it).  Return: its UCS status (UCS_ERR_TIMED_OUT past the
- * deadline).
- */
-#define GIVE_UP_NS 2000000000ull
-static ucs_status_t wait_one(struct maru__remote *r, void *req,
+/* wait for the request @req until @deadline_ns. Return: its status, or
+ * UCS_INPROGRESS when it did not end (it is then left to UCX) */
+static ucs_status_t wait_req(struct maru__remote *r, void *req,
 			     uint64_t deadline)
 {
-	bool late = false;
-	void *close_req = NULL;
 	ucs_status_t st;
 
 	if (req == NULL)
@@ -211,36 +335,26 @@ static ucs_status_t wait_one(struct maru__remote *r, void *req,
 		st = ucp_request_check_status(req);
 		if (st != UCS_INPROGRESS)
 			break;
-		if (!late && maru__now_ns() >= deadline) {
-			late = true;
-			close_req = force_close(r);
-		} else if (late && maru__now_ns() >= deadline + GIVE_UP_NS) {
-			lwarn(r->h,
-			      "agent %s: a UCX request did not end: "
-			      "abandoned",
-			      r->h->cfg.agent_url);
-			return UCS_ERR_TIMED_OUT;
-		}
+		if (maru__now_ns() >= deadline)
+			return UCS_INPROGRESS;
 	}
 	ucp_request_free(req);
-	if (close_req)
-		(void)wait_one(r, close_req, UINT64_MAX - GIVE_UP_NS);
-	return late ? UCS_ERR_TIMED_OUT : st;
+	return st;
 }
 
-/* close the endpoint, by force, and forget every key (@lock held) */
+/* close the endpoint and forget the session (@lock held); it is ended
+ * at the agent by the next HELLO */
 static void disconnect_locked(struct maru__remote *r)
 {
-	struct maru__rkey *k;
 	void *req = force_close(r);
 
 	if (req)
-		(void)wait_one(r, req, maru__now_ns() + 1000000000ull);
-	for (k = r->keys; k; k = k->next)
-		if (k->rkey) {
-			ucp_rkey_destroy(k->rkey);
-			k->rkey = NULL;
-		}
+		(void)wait_req(r, req, maru__now_ns() + 1000000000ull);
+	if (r->have_session) {
+		memcpy(r->dead, r->session, sizeof(r->dead));
+		r->have_dead = true;
+		r->have_session = false;
+	}
 }
 
 void maru__remote_free(struct maru__remote *r)
@@ -267,7 +381,7 @@ void maru__remote_free(struct maru__remote *r)
 
 /* one request to the agent; @rep decoded from @rr (release it) */
 static int agent_call(struct maru__remote *r, uint8_t type,
-		      const struct agent_access_req *q,
+		      const struct agent_access_req *q, const uint8_t *sid,
 		      struct maru__rpc_reply *rr, struct agent_reply *rep)
 {
 	struct buf b = {0};
@@ -276,10 +390,19 @@ static int agent_call(struct maru__remote *r, uint8_t type,
 	int rc;
 
 	maru__msg_init(&m, type);
-	if (q)
+	if (q) {
 		agent_encode_access(&w, q);
-	else
+	} else if (sid) {
+		/* HELLO: the session to end first; BYE: the one to end */
+		mp_put_map(&w, 1);
+		if (type == AGENT_HELLO)
+			mp_put_key(&w, "supersede");
+		else
+			mp_put_key(&w, "session");
+		mp_put_bin(&w, sid, AGENT_SESSION_LEN);
+	} else {
 		mp_put_map(&w, 0);
+	}
 	rc = w.err ? -ENOMEM : maru__enc_raw(&m, b.data, b.len);
 	buf_free(&b);
 	if (rc == 0)
@@ -294,7 +417,7 @@ static int agent_call(struct maru__remote *r, uint8_t type,
 	return 0;
 }
 
-/* an endpoint to the agent (@lock held). Return: 0 or -errno */
+/* an endpoint and a session at the agent (@lock held). Return: 0/-errno */
 static int connect_locked(struct maru__remote *r)
 {
 	ucp_ep_params_t ep = {0};
@@ -303,18 +426,19 @@ static int connect_locked(struct maru__remote *r)
 	ucs_status_t st;
 	int rc;
 
-	if (r->ep && !atomic_load(&r->ep_failed))
+	if (r->ep && r->have_session && !atomic_load(&r->ep_failed))
 		return 0;
-	if (r->ep) {
+	if (r->ep || r->have_session) {
 		lwarn(r->h, "agent %s: the UCX endpoint failed; reconnecting",
 		      r->h->cfg.agent_url);
 		disconnect_locked(r);
 	}
-	rc = agent_call(r, AGENT_HELLO, NULL, &rr, &rep);
+	rc = agent_call(r, AGENT_HELLO, NULL, r->have_dead ? r->dead : NULL,
+			&rr, &rep);
 	if (rc < 0)
 		return maru__fail(r->h, rc, "agent %s: HELLO: %s",
 				  r->h->cfg.agent_url, strerror(-rc));
-	if (!rep.success || !rep.blob_len) {
+	if (!rep.success || !rep.blob_len || !rep.session) {
 		maru__rpc_reply_release(&rr);
 		return maru__fail(r->h, -EPROTO, "agent %s refused HELLO",
 				  r->h->cfg.agent_url);
@@ -328,6 +452,7 @@ static int connect_locked(struct maru__remote *r)
 	ep.err_handler.arg = r;
 	atomic_store(&r->ep_failed, false);
 	st = ucp_ep_create(r->worker, &ep, &r->ep);
+	memcpy(r->session, rep.session, sizeof(r->session));
 	maru__rpc_reply_release(&rr);
 	if (st != UCS_OK) {
 		r->ep = NULL;
@@ -335,33 +460,31 @@ static int connect_locked(struct maru__remote *r)
 				  "agent %s: UCX endpoint: %s",
 				  r->h->cfg.agent_url, ucs_status_string(st));
 	}
+	r->have_session = true;
+	r->have_dead = false; /* the agent ended it before answering */
 	r->epoch++;
 	atomic_fetch_add(&r->connects, 1);
-	ldbg(r->h, "agent %s: UCX endpoint %" PRIu64, r->h->cfg.agent_url,
-	     r->epoch);
+	ldbg(r->h, "agent %s: UCX endpoint, session %" PRIu64,
+	     r->h->cfg.agent_url, r->epoch);
 	return 0;
 }
 
-/* @k's key for the current endpoint (@lock held). Return: 0 or -errno */
-static int key_locked(struct maru__remote *r, struct maru__rkey *k)
+/* @k granted to the current session (@lock held). Return: 0 or -errno */
+static int grant_locked(struct maru__remote *r, struct maru__rkey *k)
 {
 	struct agent_access_req q = {k->hd.region_id, k->hd.offset,
 				     k->hd.length, k->hd.auth_token};
 	struct maru__rpc_reply rr;
 	struct agent_reply rep;
-	ucs_status_t st;
 	int rc;
 
-	if (k->rkey && k->epoch == r->epoch)
+	if (k->epoch == r->epoch)
 		return 0;
-	if (k->rkey)
-		ucp_rkey_destroy(k->rkey);
-	k->rkey = NULL;
-	rc = agent_call(r, AGENT_ACCESS, &q, &rr, &rep);
+	rc = agent_call(r, AGENT_ACCESS, &q, NULL, &rr, &rep);
 	if (rc < 0)
 		return maru__fail(r->h, rc, "agent %s: ACCESS: %s",
 				  r->h->cfg.agent_url, strerror(-rc));
-	if (!rep.success || !rep.blob_len || rep.length != k->hd.length) {
+	if (!rep.success || rep.length != k->hd.length) {
 		rc = maru__fail(r->h, rep.success ? -EPROTO : -EACCES,
 				"agent %s refused region %" PRIu64 ": %.*s",
 				r->h->cfg.agent_url, k->hd.region_id,
@@ -370,16 +493,7 @@ static int key_locked(struct maru__remote *r, struct maru__rkey *k)
 		maru__rpc_reply_release(&rr);
 		return rc;
 	}
-	st = ucp_ep_rkey_unpack(r->ep, rep.blob, &k->rkey);
-	k->raddr = rep.addr;
 	maru__rpc_reply_release(&rr);
-	if (st != UCS_OK) {
-		k->rkey = NULL;
-		return maru__fail(r->h, -EPROTO,
-				  "agent %s: region %" PRIu64 "'s key: %s",
-				  r->h->cfg.agent_url, k->hd.region_id,
-				  ucs_status_string(st));
-	}
 	k->epoch = r->epoch;
 	return 0;
 }
@@ -403,7 +517,7 @@ int maru__remote_key_new(struct maru__remote *r,
 	/* the capability is checked now, not at the first transfer */
 	rc = connect_locked(r);
 	if (rc == 0)
-		rc = key_locked(r, k);
+		rc = grant_locked(r, k);
 	pthread_mutex_unlock(&r->lock);
 	if (rc < 0) {
 		maru__remote_key_free(r, k);
@@ -418,8 +532,6 @@ void maru__remote_key_free(struct maru__remote *r, struct maru__rkey *k)
 	if (!k)
 		return;
 	pthread_mutex_lock(&r->lock);
-	if (k->rkey)
-		ucp_rkey_destroy(k->rkey);
 	if (k->pprev) {
 		*k->pprev = k->next;
 		if (k->next)
@@ -429,61 +541,165 @@ void maru__remote_key_free(struct maru__remote *r, struct maru__rkey *k)
 	free(k);
 }
 
+static void sent(void *req, ucs_status_t st, void *arg)
+{
+	struct op *o = arg;
+
+	if (st != UCS_OK && !o->status) {
+		o->status = -ECONNRESET;
+		o->replied = true;
+	}
+	(void)req;
+}
+
+/* are all of @ops done? (their sends complete, their replies in) */
+static bool all_done(struct op *ops, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (ops[i].send &&
+		    ucp_request_check_status(ops[i].send) != UCS_INPROGRESS) {
+			ucp_request_free(ops[i].send);
+			ops[i].send = NULL;
+		}
+		if (ops[i].send || !ops[i].replied || ops[i].receiving)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * End the session after a failed PUT (@lock held): BYE, which the agent
+ * answers once none of the session's bytes is still arriving.  Return:
+ * true when that is known.
+ */
+static bool bye_locked(struct maru__remote *r)
+{
+	struct maru__rpc_reply rr;
+	struct agent_reply rep;
+	bool ok;
+
+	if (!r->have_session && !r->have_dead)
+		return true;
+	if (agent_call(r, AGENT_BYE, NULL, r->have_dead ? r->dead : r->session,
+		       &rr, &rep) < 0)
+		return false;
+	ok = rep.success;
+	maru__rpc_reply_release(&rr);
+	if (ok) {
+		r->have_session = r->have_dead = false;
+		if (r->ep)
+			atomic_store(&r->ep_failed, true); /* a new HELLO */
+	}
+	return ok;
+}
+
 int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
-		      size_t n, bool put)
+		      size_t n, bool put, bool *unsafe)
 {
 	uint64_t deadline = maru__now_ns() + (uint64_t)r->timeout_ms * 1000000;
 	ucp_request_param_t p = {0};
-	ucs_status_t st = UCS_OK, s;
+	struct agent_am_req q;
 	uint64_t bytes = 0;
-	void **reqs;
+	struct op *ops;
+	bool late = false;
 	size_t i;
-	int rc;
+	int rc, bad = 0;
 
+	*unsafe = false;
 	if (!n)
 		return 0;
-	reqs = calloc(n + 1, sizeof(*reqs));
-	if (!reqs)
+	ops = calloc(n, sizeof(*ops));
+	if (!ops)
 		return -ENOMEM;
 	pthread_mutex_lock(&r->lock);
 	rc = connect_locked(r);
-	for (i = 0; rc == 0 && i < n; i++) {
-		struct maru__rkey *k = x[i].m->remote;
+	for (i = 0; rc == 0 && i < n; i++)
+		rc = grant_locked(r, x[i].m->remote);
+	if (rc < 0)
+		goto out_unlock;
+	r->ops = ops;
+	r->nops = n;
+	r->seq_base = r->next_seq;
+	r->next_seq += n;
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+			 UCP_OP_ATTR_FIELD_USER_DATA;
+	p.flags = UCP_AM_SEND_FLAG_REPLY;
+	p.cb.send = sent;
+	for (i = 0; i < n; i++) {
+		struct op *o = &ops[i];
+		void *req;
 
-		rc = key_locked(r, k);
-		if (rc < 0)
-			break;
-		if (put)
-			reqs[i] = ucp_put_nbx(r->ep, x[i].m->addr + x[i].off,
-					      x[i].len, k->raddr + x[i].off,
-					      k->rkey, &p);
-		else
-			reqs[i] = ucp_get_nbx(r->ep, x[i].m->addr + x[i].off,
-					      x[i].len, k->raddr + x[i].off,
-					      k->rkey, &p);
+		o->buf = x[i].buf;
+		o->len = x[i].len;
+		q = (struct agent_am_req){.region_id = x[i].m->handle.region_id,
+					  .offset = x[i].off,
+					  .length = x[i].len,
+					  .seq = r->seq_base + i};
+		memcpy(q.session, r->session, sizeof(q.session));
+		agent_am_req_encode(&q, o->hdr);
+		p.user_data = o;
+		req = ucp_am_send_nbx(r->ep, put ? AGENT_AM_PUT : AGENT_AM_GET,
+				      o->hdr, sizeof(o->hdr),
+				      put ? o->buf : NULL, put ? o->len : 0,
+				      &p);
+		if (UCS_PTR_IS_ERR(req)) {
+			o->status = -ECONNRESET;
+			o->replied = true;
+		} else {
+			o->send = req;
+		}
 		bytes += x[i].len;
 	}
-	/* a put is complete at the target once the flush is */
-	if (rc == 0 && put)
-		reqs[n] = ucp_ep_flush_nbx(r->ep, &p);
-	for (i = 0; i <= n; i++) {
-		if (!reqs[i])
-			continue;
-		s = wait_one(r, reqs[i], deadline);
-		if (s != UCS_OK && st == UCS_OK)
-			st = s;
+	/* every send complete and every reply in, or the deadline */
+	for (;;) {
+		ucp_worker_progress(r->worker);
+		if (all_done(ops, n))
+			break;
+		if (maru__now_ns() >= deadline) {
+			late = true;
+			break;
+		}
 	}
-	if (st != UCS_OK) {
-		rc = maru__fail(
-			r->h,
-			st == UCS_ERR_TIMED_OUT ? -ETIMEDOUT : -ECONNRESET,
-			"agent %s: %s of %zu page(s) failed: %s",
-			r->h->cfg.agent_url, put ? "put" : "get", n,
-			st == UCS_ERR_TIMED_OUT ? "no answer within timeout_ms"
-						: ucs_status_string(st));
-		/* whatever is in flight fails with the endpoint; the next
-		 * transfer connects again */
+	if (late) {
+		/* fail whatever is in flight with the endpoint, and wait a
+		 * little for UCX to let go of our buffers */
+		void *req = force_close(r);
+
+		if (req)
+			(void)wait_req(r, req, maru__now_ns() + 1000000000ull);
+		deadline = maru__now_ns() + 2000000000ull;
+		while (!all_done(ops, n) && maru__now_ns() < deadline)
+			ucp_worker_progress(r->worker);
+	}
+	for (i = 0; i < n; i++)
+		if (ops[i].status < 0 && !bad)
+			bad = ops[i].status;
+	if (late || bad) {
+		rc = maru__fail(r->h,
+				late		     ? -ETIMEDOUT
+				: bad == -EACCES     ? -EACCES
+				: bad == -ECONNRESET ? -ECONNRESET
+						     : -EIO,
+				"agent %s: %s of %zu page(s) failed: %s",
+				r->h->cfg.agent_url, put ? "store" : "read", n,
+				late ? "no answer within timeout_ms"
+				     : strerror(-bad));
 		disconnect_locked(r);
+		/* no byte of a failed store may land later: the session ends
+		 * first (or the pages stay out of use) */
+		if (put && !bye_locked(r))
+			*unsafe = true;
+	}
+	r->ops = NULL;
+	r->nops = 0;
+	if (!all_done(ops, n)) {
+		/* UCX still holds some of them: leave them to it */
+		lwarn(r->h, "agent %s: a transfer did not end: abandoned",
+		      r->h->cfg.agent_url);
+		ops = NULL;
+		*unsafe = *unsafe || put;
 	}
 	if (rc < 0) {
 		atomic_fetch_add(&r->errors, 1);
@@ -494,8 +710,9 @@ int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
 		atomic_fetch_add(&r->gets, n);
 		atomic_fetch_add(&r->get_bytes, bytes);
 	}
+out_unlock:
 	pthread_mutex_unlock(&r->lock);
-	free(reqs);
+	free(ops);
 	return rc;
 }
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_agent_proto.c - maru-agent's decoders (src/common/agent_proto.c):
- * the ACCESS request the agent reads from the network, and the reply a
- * remote worker reads from the agent.
+ * the requests the agent reads from the network (ACCESS, HELLO/BYE, the
+ * transfers' header), and the replies a remote worker reads from it (the
+ * control replies, the transfers' reply header).
  *
  * Checks beyond "no crash, no out-of-bounds read": an accepted ACCESS has
  * a length of 1 byte to AGENT_REGION_MAX and an end that does not
@@ -29,6 +30,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct agent_reply rep;
 	struct buf b = {0};
 	struct mp_wr w = {&b, 0};
+	uint8_t hdr[AGENT_AM_REQ_LEN], rhdr[AGENT_AM_REP_LEN];
+	struct agent_am_req am;
+	struct agent_am_rep ar;
+	const uint8_t *sid;
 	const char *why;
 
 	if (agent_decode_access(data, size, &q, &why) == 0) {
@@ -46,6 +51,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(inside(data, size, rep.error, rep.error_len));
 		CHECK(inside(data, size, rep.blob, rep.blob_len));
 		CHECK(rep.blob_len <= AGENT_BLOB_MAX);
+		CHECK(!rep.session ||
+		      inside(data, size, rep.session, AGENT_SESSION_LEN));
+	}
+	if (agent_decode_hello(data, size, &sid) == 0)
+		CHECK(!sid || inside(data, size, sid, AGENT_SESSION_LEN));
+	/* the transfers' headers: fixed sizes, a round trip */
+	if (agent_am_req_decode(data, size, &am) == 0) {
+		CHECK(size == AGENT_AM_REQ_LEN);
+		CHECK(am.length >= 1 && am.length <= AGENT_REGION_MAX);
+		CHECK(am.offset <= UINT64_MAX - am.length);
+		agent_am_req_encode(&am, hdr);
+		CHECK(!memcmp(hdr, data, AGENT_AM_REQ_LEN));
+	}
+	if (agent_am_rep_decode(data, size, &ar) == 0) {
+		CHECK(size == AGENT_AM_REP_LEN && ar.status <= 0);
+		agent_am_rep_encode(&ar, rhdr);
+		CHECK(!memcmp(rhdr, data, 12)); /* (the reserved bytes aside) */
 	}
 	return 0;
 }

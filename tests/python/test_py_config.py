@@ -17,12 +17,14 @@ from maru import MaruConfig
 def test_defaults_and_field_order():
     names = [f.name for f in dataclasses.fields(MaruConfig)]
     # upstream's fields in upstream's order (positional arguments keep
-    # working), then ours: CURVE's two, both None by default
+    # working), then ours: CURVE's two, both None by default, and the
+    # remote path's three (docs/remote.md)
     assert names == [
         "server_url", "instance_id", "pool_size", "chunk_size_bytes",
         "auto_connect", "timeout_ms", "use_async_rpc", "max_inflight",
         "eager_map", "auto_expand", "expand_size", "rm_address", "enable_stats",
         "curve_server_key", "curve_secret_key_file",
+        "agent_url", "remote", "agent_curve_key",
     ]
     c = MaruConfig()
     assert c.server_url == "tcp://localhost:5555"
@@ -38,6 +40,25 @@ def test_defaults_and_field_order():
     assert c.rm_address == "127.0.0.1:9850"
     assert c.enable_stats is False
     assert c.curve_server_key is None and c.curve_secret_key_file is None
+    assert c.agent_url is None and c.remote == "auto"
+    assert c.agent_curve_key is None
+
+
+def test_remote_fields(monkeypatch):
+    c = MaruConfig(agent_url="tcp://cxl:5570", remote="on")
+    assert c.agent_url == "tcp://cxl:5570" and c.remote == "on"
+    with pytest.raises(ValueError, match="remote must be 'auto', 'on' or"):
+        MaruConfig(remote="yes")
+    with pytest.raises(ValueError, match="remote='on' needs agent_url"):
+        MaruConfig(remote="on")
+    with pytest.raises(ValueError, match="agent_url must be 'tcp://HOST:PORT'"):
+        MaruConfig(agent_url="cxl:5570")
+    monkeypatch.setenv("MARU_AGENT_URL", "tcp://a:1")
+    monkeypatch.setenv("MARU_REMOTE", "ON")
+    monkeypatch.setenv("MARU_AGENT_CURVE_KEY", "/k.key")
+    c = MaruConfig()
+    assert (c.agent_url, c.remote, c.agent_curve_key) == \
+        ("tcp://a:1", "on", "/k.key")
 
 
 def test_instance_id_generated_per_config():

@@ -635,6 +635,10 @@ def test_agent_refuses_forged_and_bad_requests(site):
     s.connect(f"tcp://127.0.0.1:{site.agent.port}")
     try:
         rep = agent_request(s, 0x41, {"region_id": rid, "offset": 0,
+                                      "length": 8 * MiB, "auth_token": 1})
+        assert rep["success"] is False and "HELLO" in rep["error"], rep
+        assert agent_request(s, 0x40, {})["success"]
+        rep = agent_request(s, 0x41, {"region_id": rid, "offset": 0,
                                       "length": 8 * MiB,
                                       "auth_token": 12345})
         assert rep["success"] is False and "token" in rep["error"], rep
@@ -677,6 +681,107 @@ def test_agent_refuses_forged_and_bad_requests(site):
         c.close()
     assert site.agent.running()
     assert agent_stats(site)["sessions"] <= 5
+
+
+def agent_socket(site):
+    import zmq
+    import zmq.auth
+
+    z = zmq.Context.instance().socket(zmq.REQ)
+    pub, sec = zmq.auth.load_certificate(str(site.keys / "client.key_secret"))
+    spub, _ = zmq.auth.load_certificate(str(site.keys / "server.key"))
+    z.curve_publickey, z.curve_secretkey, z.curve_serverkey = pub, sec, spub
+    z.setsockopt(zmq.LINGER, 0)
+    z.setsockopt(zmq.RCVTIMEO, 5000)
+    z.connect(f"tcp://127.0.0.1:{site.agent.port}")
+    return z
+
+
+def poke(site, *args):
+    """ucx_poke from the remote host: its one line, split."""
+    env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES=site.net.vr,
+               UCX_LOG_LEVEL="fatal")
+    r = subprocess.run(["ip", "netns", "exec", site.net.rem,
+                        os.path.join(BUILD_DIR, "tests", "ucx_poke"),
+                        *[str(a) for a in args]],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def agent_maps(site, needle):
+    """The first address where the agent maps a file containing @needle."""
+    with open(f"/proc/{site.agent.pid}/maps") as f:
+        for line in f:
+            if needle in line:
+                return int(line.split("-")[0], 16)
+    return None
+
+
+def test_hostile_ucx_peer(site):
+    """A peer that reaches the agent's UCX worker reaches nothing but the
+    checked transfers: one-sided access with a key of its own (what UCX
+    emulates, unchecked, in a target with UCP_FEATURE_RMA) neither reads
+    the agent's memory nor writes the pool; a transfer with another
+    session, a region not granted to it, or a range outside the region is
+    refused; the same tool reads what is granted (so the refusals mean
+    something)."""
+    h = site.local()
+    try:
+        a = h.alloc(MiB)
+        a.buf[:] = value("v", MiB)
+        assert h.store("v", a)
+        info = h.retrieve("v")
+        hd = lookup_handle(h, "v")
+    finally:
+        h.close()
+    page_off = info.kv_offset
+
+    def pool_bytes(off, n=16):
+        with open(site.rm.pool_path, "rb") as f:
+            f.seek(hd["offset"] + off)
+            return f.read(n)
+
+    before = pool_bytes(page_off)
+    assert before == value("v", MiB)[:16]
+    z = agent_socket(site)
+    try:
+        hello = agent_request(z, 0x40, {})
+        worker, session = hello["worker"].hex(), hello["session"].hex()
+        rep = agent_request(z, 0x41, {"region_id": hd["region_id"],
+                                      "offset": hd["offset"],
+                                      "length": hd["length"],
+                                      "auth_token": hd["auth_token"]})
+        assert rep["success"], rep
+        base = agent_maps(site, site.rm.pool_path)
+        elf = agent_maps(site, "maru-agent")
+        assert base and elf
+        # one-sided, with a key of our own memory
+        out = poke(site, worker, "rma-put", base + page_off, "41" * 16)
+        assert out[1] != "Success", out
+        assert pool_bytes(page_off) == before
+        out = poke(site, worker, "rma-get", elf, 4)
+        assert "7f454c46" not in " ".join(out), out
+        # the agent's own transfers, misused
+        other = "00" * 16
+        assert poke(site, worker, "am-put", other, hd["region_id"], page_off,
+                    "42" * 16)[1] == str(-13)
+        assert poke(site, worker, "am-put", session, hd["region_id"] + 1000,
+                    0, "42" * 16)[1] == str(-13)
+        assert poke(site, worker, "am-put", session, hd["region_id"],
+                    hd["length"] - 8, "42" * 16)[1] == str(-34)
+        assert poke(site, worker, "am-get", session, hd["region_id"],
+                    hd["length"], 1)[1] == str(-34)
+        assert pool_bytes(page_off) == before
+        # ... and used as granted: the bytes of the page
+        out = poke(site, worker, "am-get", session, hd["region_id"],
+                   page_off, 16)
+        assert out[:2] == ["status", "0"] and out[3] == before.hex(), out
+        st = agent_request(z, 0x42, {})
+        assert st["refused_transfers"] >= 4 and st["gets"] >= 1, st
+    finally:
+        z.close()
+    assert site.agent.running()
 
 
 def test_lmcache_backend_remote(site):

@@ -158,7 +158,7 @@ AGENT_COUNTERS = {
     "refused_connections": ("counter", "maru_agent_refused_connections_total",
                             "Control connections refused (too many, CURVE)"),
     "granted": ("counter", "maru_agent_access_granted_total",
-                "ACCESS requests answered with a region's remote key"),
+                "ACCESS requests granted (the region to the session)"),
     "denied": ("counter", "maru_agent_access_denied_total",
                "ACCESS requests refused (token, bounds, resource manager)"),
     "bad_requests": ("counter", "maru_agent_bad_requests_total",
@@ -167,6 +167,16 @@ AGENT_COUNTERS = {
     "bytes_mapped": ("gauge", "maru_agent_mapped_bytes", "Bytes of those regions"),
     "revoked": ("counter", "maru_agent_regions_revoked_total",
                 "Regions revoked (freed or reassigned at the resource manager)"),
+    "puts": ("counter", "maru_agent_puts_total",
+             "Pages remote workers wrote into the pool through the agent"),
+    "put_bytes": ("counter", "maru_agent_put_bytes_total",
+                  "Bytes of those pages"),
+    "gets": ("counter", "maru_agent_gets_total",
+             "Pages remote workers read from the pool through the agent"),
+    "get_bytes": ("counter", "maru_agent_get_bytes_total",
+                  "Bytes of those pages"),
+    "refused_transfers": ("counter", "maru_agent_refused_transfers_total",
+                          "Transfers refused (session, grant, bounds)"),
 }
 
 INSTANCE = {

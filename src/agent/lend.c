@@ -69,6 +69,16 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+#define SPIN_NS 100000ull /* 100 us */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void *progress_main(void *arg)
 {
 	struct agent *a = arg;
@@ -81,8 +91,13 @@ static void *progress_main(void *arg)
 	p[0] = (struct pollfd){.fd = efd, .events = POLLIN};
 	p[1] = (struct pollfd){.fd = a->stop_fd, .events = POLLIN};
 	for (;;) {
-		while (ucp_worker_progress(a->worker))
-			;
+		/* a transfer is several messages each way (rendezvous): keep
+		 * looking for SPIN_NS after the last one before sleeping */
+		uint64_t idle_since = mono_ns();
+
+		while (mono_ns() - idle_since < SPIN_NS)
+			if (ucp_worker_progress(a->worker))
+				idle_since = mono_ns();
 		if (efd < 0) {
 			/* no event fd: poll the worker every 50 us */
 			if (poll(&p[1], 1, 0) > 0)

@@ -458,6 +458,12 @@ def test_remote_and_agent(rm, mds, start_agent):
         assert value(s, "maru_agent_access_granted_total", **A) == \
             raw["granted"] >= 1
         assert value(s, "maru_agent_access_denied_total", **A) == raw["denied"]
+        # the agent's traffic: the worker's pages, as the agent counted them
+        assert value(s, "maru_agent_put_bytes_total", **A) == \
+            raw["put_bytes"] == mine["put_bytes"]
+        assert value(s, "maru_agent_get_bytes_total", **A) == \
+            raw["get_bytes"] == mine["get_bytes"]
+        assert value(s, "maru_agent_refused_transfers_total", **A) == 0
         assert value(s, "maru_agent_sessions", **A) >= 1  # the worker's
         assert value(s, "maru_agent_sessions_accepted_total", **A) >= 2
         assert fams["maru_agent_sessions"].type == "gauge"

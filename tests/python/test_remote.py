@@ -212,17 +212,21 @@ class Site:
 
 
 class Remote:
-    """remote_worker.py in the remote host's namespaces."""
+    """remote_worker.py in the remote host's namespaces (@cxl: in the CXL
+    host's instead, seeing the pool)."""
 
-    def __init__(self, net, tmp):
+    def __init__(self, net, tmp, cxl=False):
         self.log = os.path.join(tmp, f"remote-{uuid.uuid4().hex[:6]}.log")
-        env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES=net.vr,
+        env = dict(os.environ, UCX_TLS="tcp",
                    PYTHONPATH=HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        if not cxl:
+            env["UCX_NET_DEVICES"] = net.vr
         env.pop("MARU_RM_KEY_FILE", None)
+        hide = ":" if cxl else "mount -t tmpfs maru-remote /dev/shm"
         with open(self.log, "wb") as logf:
             self.p = subprocess.Popen(
-                ["ip", "netns", "exec", net.rem, "unshare", "-m", "sh", "-c",
-                 'mount -t tmpfs maru-remote /dev/shm && exec "$0" "$@"',
+                ["ip", "netns", "exec", net.cxl if cxl else net.rem,
+                 "unshare", "-m", "sh", "-c", hide + ' && exec "$0" "$@"',
                  sys.executable, os.path.join(HERE, "remote_worker.py")],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf,
                 env=env, text=True, start_new_session=True)
@@ -259,17 +263,7 @@ def site(inside, tmp_path, keys):
 
 def agent_stats(site):
     """The agent's STATS, asked from this (the CXL) host over CURVE."""
-    import zmq
-    import zmq.auth
-
-    ctx = zmq.Context.instance()
-    s = ctx.socket(zmq.REQ)
-    pub, sec = zmq.auth.load_certificate(str(site.keys / "client.key_secret"))
-    spub, _ = zmq.auth.load_certificate(str(site.keys / "server.key"))
-    s.curve_publickey, s.curve_secretkey, s.curve_serverkey = pub, sec, spub
-    s.setsockopt(zmq.LINGER, 0)
-    s.setsockopt(zmq.RCVTIMEO, 5000)
-    s.connect(f"tcp://127.0.0.1:{site.agent.port}")
+    s = agent_socket(site)
     try:
         return agent_request(s, 0x42, {})
     finally:
@@ -369,27 +363,20 @@ def test_pin_delete_and_first_writer(site):
 
 
 def test_explicit_remote_on_a_host_that_could_map(site):
-    """remote='on' in the CXL host itself: the bytes still go over UCX
-    (the handler never opens the pool)."""
-    from maru_common.config import MaruConfig
-    from maru_handler import MaruHandler
-
-    c = site.remote_config(remote="on")
-    c["server_url"] = f"tcp://127.0.0.1:{site.mds.port}"
-    c["agent_url"] = f"tcp://127.0.0.1:{site.agent.port}"
-    os.environ["UCX_TLS"] = "tcp"
-    try:
-        h = MaruHandler(MaruConfig(**c))
-        assert h.connect(), h.connect_error
-        assert h.is_remote
-        a = h.alloc(MiB)
-        a.buf[:] = value("on", MiB)
-        assert h.store("on", a)
-        assert bytes(h.retrieve("on").view) == value("on", MiB)
-        assert h.remote_stats()["puts"] == 1
-        h.close()
-    finally:
-        del os.environ["UCX_TLS"]
+    """remote='on' in the CXL host itself, which sees the pool: the bytes
+    still go through the agent (the handler never opens the pool)."""
+    r = Remote(site.net, site.tmp, cxl=True)
+    site.remotes.append(r)
+    c = site.remote_config(remote="on",
+                           server_url=f"tcp://127.0.0.1:{site.mds.port}",
+                           agent_url=f"tcp://127.0.0.1:{site.agent.port}")
+    out = r.call(op="connect", config=c, pool=site.rm.pool_path)
+    assert out["connected"] and out["remote"] and out["sees_pool"], out
+    assert r.call(op="store", key="on", size=MiB)["ok"]
+    got = r.call(op="retrieve", key="on")
+    assert got["found"] and got["sha"] == digest(value("on", MiB))
+    st = r.call(op="stats")["stats"]
+    assert st["puts"] == 1 and st["gets"] == 1, st
 
 
 def test_eviction_with_remote_readers(inside, tmp_path, keys):
@@ -584,16 +571,7 @@ def test_owner_gone_region_revoked(inside, tmp_path, keys):
         assert "revoked" in open(s.agent.log_path).read()
         for k in ("o0", "o1", "o2"):
             assert not r.call(op="retrieve", key=k)["found"]
-        import zmq
-        import zmq.auth
-
-        z = zmq.Context.instance().socket(zmq.REQ)
-        pub, sec = zmq.auth.load_certificate(str(keys / "client.key_secret"))
-        spub, _ = zmq.auth.load_certificate(str(keys / "server.key"))
-        z.curve_publickey, z.curve_secretkey, z.curve_serverkey = pub, sec, spub
-        z.setsockopt(zmq.LINGER, 0)
-        z.setsockopt(zmq.RCVTIMEO, 5000)
-        z.connect(f"tcp://127.0.0.1:{s.agent.port}")
+        z = agent_socket(s)
         try:
             rep = agent_request(z, 0x41, {"region_id": hd["region_id"],
                                           "offset": hd["offset"],
@@ -625,7 +603,7 @@ def test_agent_refuses_forged_and_bad_requests(site):
         rid = h.retrieve("t").region_id
     finally:
         h.close()
-    ctx = zmq.Context.instance()
+    ctx = zctx()
     s = ctx.socket(zmq.REQ)
     pub, sec = zmq.auth.load_certificate(str(site.keys / "client.key_secret"))
     spub, _ = zmq.auth.load_certificate(str(site.keys / "server.key"))
@@ -683,11 +661,26 @@ def test_agent_refuses_forged_and_bad_requests(site):
     assert agent_stats(site)["sessions"] <= 5
 
 
+def zctx():
+    """A zmq context of its own: its I/O thread is made now, in the CXL
+    host's namespace (zmq.Context.instance() may be older, from another
+    namespace)."""
+    import zmq
+
+    global _ZCTX
+    if _ZCTX is None or _ZCTX[1] != os.readlink("/proc/thread-self/ns/net"):
+        _ZCTX = (zmq.Context(), os.readlink("/proc/thread-self/ns/net"))
+    return _ZCTX[0]
+
+
+_ZCTX = None
+
+
 def agent_socket(site):
     import zmq
     import zmq.auth
 
-    z = zmq.Context.instance().socket(zmq.REQ)
+    z = zctx().socket(zmq.REQ)
     pub, sec = zmq.auth.load_certificate(str(site.keys / "client.key_secret"))
     spub, _ = zmq.auth.load_certificate(str(site.keys / "server.key"))
     z.curve_publickey, z.curve_secretkey, z.curve_serverkey = pub, sec, spub

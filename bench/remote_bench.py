@@ -8,12 +8,13 @@ summary.
           a remote handler (remote="on": every byte through maru-agent
           over UCX) measures, per operation:
             store     alloc + write the value into the page + store
-                      (ucp_put, flush, then REGISTER_KV); also the three
-                      parts apart (alloc_us, write_us, put_us)
-            retrieve  retrieve (lookup, ucp_get into the stand-in) and
-                      touch the value (one byte per 4 KiB page)
+                      (PUT to the agent, its ACK, then REGISTER_KV); also
+                      the three parts apart (alloc_us, write_us, put_us)
+            retrieve  retrieve (lookup, GET from the agent into the read
+                      stand-in, a second lookup) and touch the value (one
+                      byte per 4 KiB page)
           then, for streaming, batch_store and batch_retrieve of B values
-          (one flush, one REGISTER / one lookup for the B transfers).
+          (B transfers in flight, one REGISTER / one lookup for them).
           Keys are deleted after each round (at most --pool bytes of them
           live at once), so the pool never fills and nothing is evicted.
   redis   --host H --port P --size S [--reps N] [--batch B] [--rounds R]

@@ -26,9 +26,11 @@
 # transports, which would cross namespaces through /dev/shm, are ruled
 # out so that the floor is the network's, as between two real hosts).
 # Over TCP a ucp_put or ucp_get is emulated with messages the target's
-# worker must progress (maru-agent's progress thread), so the floor is
-# measured with the same library, transport and devices: ucx_perftest,
-# its server in cxl (CPU 0) and its client in remote (CPU 1).
+# worker must progress; maru's transfers are active messages maru-agent
+# checks (docs/remote.md: it offers no one-sided access), served by its
+# progress thread.  The floor is what UCX moves over the same transport
+# and devices: ucx_perftest's put and get, its server in cxl (CPU 0) and
+# its client in remote (CPU 1).
 #
 # What is measured, per value size (SIZES) and for each of REPEAT runs
 # (the order interleaves the systems so that the machine's noise falls
@@ -42,11 +44,12 @@
 #                                   responder not progressed): a timer,
 #                                   apparently UCX's asynchronous progress,
 #                                   not the network, answers it
-#   maru  store: alloc + write the value + store (ucp_put, flush,
-#         REGISTER_KV), p50 of REPS, and its parts; retrieve: lookup +
-#         ucp_get + touch the value (a byte per 4 KiB), p50 of REPS;
-#         batch_store / batch_retrieve of BATCH values (one flush, one
-#         request each), bytes / median time of ROUNDS batches.  Keys
+#   maru  store: alloc + write the value + store (PUT to the agent, its
+#         ACK, REGISTER_KV), p50 of REPS, and its parts; retrieve: lookup
+#         + GET from the agent + a second lookup + touch the value (a
+#         byte per 4 KiB), p50 of REPS; batch_store / batch_retrieve of
+#         BATCH values (all transfers in flight at once, one request
+#         each), bytes / median time of ROUNDS batches.  Keys
 #         are deleted after each round; every page of the worker's region
 #         is written once before the timing (a long-lived worker's pages
 #         are faulted in; a first touch is not what is measured).

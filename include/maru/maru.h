@@ -510,6 +510,30 @@ struct maru_remote_stats {
 void maru_handler_remote_stats(const struct maru_handler *h,
 			       struct maru_remote_stats *out);
 
+/* A maru-agent's own figures (its STATS request, docs/remote.md). */
+struct maru_agent_stats {
+	uint64_t sessions;	      /* control connections open now */
+	uint64_t sessions_total;      /* ... accepted since it started */
+	uint64_t refused_connections; /* ... refused (too many, CURVE) */
+	uint64_t granted, denied;     /* ACCESS requests */
+	uint64_t bad_requests;	      /* requests that did not decode */
+	uint64_t regions;	      /* regions lent now */
+	uint64_t bytes_mapped;	      /* ... their bytes */
+	uint64_t revoked;	      /* regions revoked */
+	uint64_t puts, put_bytes;     /* pages written into the pool */
+	uint64_t gets, get_bytes;     /* pages read from it */
+	uint64_t refused_transfers;   /* no session, no grant, out of bounds */
+};
+/**
+ * maru_agent_stats - ask the agent @cfg names (agent_url; CURVE with its
+ * keys, as a handler of @cfg would) for its figures, over a connection of
+ * its own; no handler needed (pool_monitor --agent)
+ * @why: the cause of a failure, one line (may be NULL)
+ * Return: 0, -EINVAL (no agent_url), or the connection's -errno
+ */
+int maru_agent_stats(const struct maru_config *cfg,
+		     struct maru_agent_stats *out, char *why, size_t whylen);
+
 /* maru_handler_instance_id - the owner id (borrowed from @h, never NULL) */
 const char *maru_handler_instance_id(const struct maru_handler *h);
 

@@ -43,6 +43,8 @@
  */
 #include "private.h"
 
+#include "agent_proto.h"
+
 #include <sodium.h>
 
 #include <errno.h>
@@ -485,6 +487,49 @@ static void capture_end(struct maru_handler *h, int rc)
 	atomic_store_explicit(&h->capturing, false, memory_order_relaxed);
 	if (rc == 0)
 		h->conn_err[0] = '\0';
+}
+
+MARU_EXPORT int maru_agent_stats(const struct maru_config *cfg,
+				 struct maru_agent_stats *out, char *why,
+				 size_t whylen)
+{
+	uint64_t st[AGENT_ST_N] = {0};
+	struct maru_handler *h;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (why && whylen)
+		why[0] = '\0';
+	if (!cfg || !cfg->agent_url)
+		return -EINVAL;
+	rc = maru_handler_new(cfg, &h);
+	if (rc < 0) {
+		if (why && whylen)
+			snprintf(why, whylen, "%s", strerror(-rc));
+		return rc;
+	}
+	maru_handler_set_log_priority(h, -1); /* the caller says it */
+	rc = maru__agent_stats(h, st);
+	if (rc < 0 && why && whylen)
+		snprintf(why, whylen, "%s", maru__fail_text(h));
+	*out = (struct maru_agent_stats){
+		.sessions = st[AGENT_ST_SESSIONS],
+		.sessions_total = st[AGENT_ST_SESSIONS_TOTAL],
+		.refused_connections = st[AGENT_ST_REFUSED_CONN],
+		.granted = st[AGENT_ST_GRANTED],
+		.denied = st[AGENT_ST_DENIED],
+		.bad_requests = st[AGENT_ST_BAD],
+		.regions = st[AGENT_ST_REGIONS],
+		.bytes_mapped = st[AGENT_ST_BYTES_MAPPED],
+		.revoked = st[AGENT_ST_REVOKED],
+		.puts = st[AGENT_ST_PUTS],
+		.put_bytes = st[AGENT_ST_PUT_BYTES],
+		.gets = st[AGENT_ST_GETS],
+		.get_bytes = st[AGENT_ST_GET_BYTES],
+		.refused_transfers = st[AGENT_ST_REFUSED_XFERS],
+	};
+	maru_handler_free(h);
+	return rc;
 }
 
 MARU_EXPORT void maru_handler_remote_stats(const struct maru_handler *h,

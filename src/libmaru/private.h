@@ -553,6 +553,10 @@ int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
 		      size_t n, bool put, bool *unsafe);
 void maru__remote_counters(const struct maru__remote *r,
 			   struct maru_remote_stats *s);
+/* maru__agent_stats - the STATS of @h's agent (cfg.agent_url), over a
+ * connection of its own.  Return: 0 (@st: enum in agent_proto.h) or
+ * -errno, the cause in @h's last error */
+int maru__agent_stats(const struct maru_handler *h, uint64_t st[]);
 
 /* ------------------------------------------------------------------------ */
 /* rpc.c: the metadata-server client                                        */

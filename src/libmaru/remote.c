@@ -730,3 +730,54 @@ void maru__remote_counters(const struct maru__remote *r,
 	s->errors = atomic_load(&r->errors);
 	s->connects = atomic_load(&r->connects);
 }
+
+int maru__agent_stats(const struct maru_handler *h, uint64_t st[])
+{
+	struct maru__rpc_reply rr;
+	struct maru__curve curve;
+	struct agent_reply rep;
+	struct maru__rpc rpc;
+	struct maru__msg m;
+	char why[512];
+	int rc;
+
+	rc = maru__rpc_open(&rpc, h, h->cfg.agent_url, h->cfg.timeout_ms, false,
+			    1);
+	if (rc < 0)
+		return rc;
+	rpc.once = true;
+	rpc.peer = "maru-agent";
+	if (h->curve) {
+		curve = *h->curve;
+		if (h->cfg.agent_curve_key &&
+		    zcurve_load_public(h->cfg.agent_curve_key, curve.server,
+				       why, sizeof(why)) < 0) {
+			rc = maru__fail(h, -EINVAL, "agent CURVE key: %s", why);
+			goto out;
+		}
+		rpc.curve = &curve;
+	}
+	maru__msg_init(&m, AGENT_STATS);
+	rc = maru__enc_raw(&m, "\x80", 1); /* {} */
+	if (rc == 0)
+		rc = maru__rpc_call(&rpc, &m, &rr);
+	maru__msg_release(&m);
+	if (rc < 0) {
+		/* (rpc.c said why, naming the address, unless it had no cause)
+		 */
+		snprintf(why, sizeof(why), "%s", maru__fail_text(h));
+		rc = maru__fail(h, rc, "%s", why[0] ? why : strerror(-rc));
+		goto out;
+	}
+	if (agent_decode_reply(rr.payload, rr.len, &rep) < 0 || !rep.success ||
+	    !rep.has_stats)
+		rc = maru__fail(h, -EPROTO, "agent %s: not a STATS reply",
+				h->cfg.agent_url);
+	else
+		memcpy(st, rep.stats, sizeof(rep.stats));
+	maru__rpc_reply_release(&rr);
+out:
+	sodium_memzero(&curve, sizeof(curve));
+	maru__rpc_close(&rpc);
+	return rc;
+}

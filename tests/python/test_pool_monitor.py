@@ -698,3 +698,46 @@ def test_one_shot_fits_terminal(long_rm, long_wire, tmp_path):
         tmux.kill()
     table = screen[:screen.index("pool_monitor exited")]
     assert frame_problems(table, wire.stats(), 60, live=False) == [], table
+
+
+def test_agents_shown(rm, start_mds, start_agent):
+    """--agent: each maru-agent's sessions, the regions it lends and the
+    bytes stored and read through it (docs/remote.md), with rates in watch
+    mode; an agent that cannot be asked is shown down, with why."""
+    from maru_common.config import MaruConfig
+    from maru_handler import MaruHandler
+
+    mds = start_mds(rm.address)
+    agent = start_agent(rm.address)
+    h = MaruHandler(MaruConfig(server_url=mds.url, rm_address=rm.address,
+                               agent_url=f"tcp://127.0.0.1:{agent.port}",
+                               remote="on", pool_size=4 << 20,
+                               chunk_size_bytes=1 << 20))
+    assert h.connect()
+    try:
+        a = h.alloc(1 << 20)
+        a.buf[:] = b"x" * (1 << 20)
+        assert h.store("k", a)
+        assert bytes(h.retrieve("k").view[:1]) == b"x"
+        down = f"tcp://127.0.0.1:{free_port()}"
+        p = pool_monitor("--address", rm.address, "--agent",
+                         f"tcp://127.0.0.1:{agent.port}", "--agent", down)
+        assert p.returncode == 0, p.stderr
+        lines = p.stdout.splitlines()
+        i = lines.index("maru-agent (hosts without a CXL link):")
+        ours, other = lines[i + 1], lines[i + 2]
+        assert ours.startswith(f"  tcp://127.0.0.1:{agent.port}: ")
+        assert "1 region(s) lent (4.0M)" in ours, ours
+        assert "stored 1.0M" in ours and "read 1.0M" in ours, ours
+        assert "0 refused" in ours, ours
+        assert other.startswith(f"  {down}: down: ") and \
+            "connection refused" in other, other
+        # watch mode: rates against the frame before
+        p = pool_monitor("--address", rm.address, "--agent",
+                         f"tcp://127.0.0.1:{agent.port}", "-w", "0.2", "-c",
+                         "2", "--scroll")
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"stored 1\.0M \([\d.]+[KMG]?B?/s\)", p.stdout), \
+            p.stdout
+    finally:
+        h.close()

@@ -60,6 +60,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <maru/maru.h>
+
 #include "opts.h"
 #include "util.h"
 
@@ -75,8 +77,9 @@ struct pm_opts {
 	long count;   /* frames in watch mode; 0 = until stopped */
 	bool csv;
 	bool scroll;
-	const char *address; /* borrows: argv or the default */
-	const char *release; /* borrows: --release OWNER; NULL: none */
+	const char *address;	/* borrows: argv or the default */
+	const char *release;	/* borrows: --release OWNER; NULL: none */
+	struct opt_list agents; /* --agent URL: maru-agents to show */
 };
 
 /* How a watch loop ended. */
@@ -171,6 +174,16 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 				"that is away (listed under \"Held for owners "
 				"that are away\"); needs the resource "
 				"manager's client.key"),
+		OPTS_LIST("agent", 0, o->agents, OPT_NONEMPTY, NULL,
+			  .arg = "URL",
+			  .help = "also show the maru-agent at tcp://HOST:PORT "
+				  "(repeatable): its sessions, the regions it "
+				  "lends, the bytes stored and read through "
+				  "it (docs/remote.md); CURVE keys from "
+				  "MARU_CURVE_SERVER_KEY, "
+				  "MARU_CURVE_SECRET_KEY_FILE, "
+				  "MARU_AGENT_CURVE_KEY",
+			  .dflt = "", .why = "none"),
 		OPTS_HELP,
 		OPTS_VERSION,
 		{0},
@@ -182,6 +195,7 @@ static int parse_opts(int argc, char **argv, struct pm_opts *o)
 	o->scroll = false;
 	o->address = PM_DEFAULT_ADDRESS;
 	o->release = NULL;
+	o->agents = (struct opt_list){0};
 	return opts_parse("pool_monitor", &doc, t, argc, argv);
 }
 
@@ -220,6 +234,48 @@ static size_t stdout_width(void)
 	return ws.ws_col;
 }
 
+/*
+ * The agents' STATS into @s (--agent): libmaru's maru_agent_stats(), with
+ * the CURVE keys of the environment, as a worker would have them.  An
+ * agent that cannot be asked is shown down, with why.
+ */
+static void fetch_agents(const struct pm_opts *o, struct pm_snap *s)
+{
+	struct maru_agent_stats st;
+	struct maru_config *cfg;
+	struct pm_agent a;
+	char why[512];
+	size_t i;
+
+	s->at_ns = now_ns();
+	for (i = 0; i < o->agents.n; i++) {
+		memset(&a, 0, sizeof(a));
+		a.url = (char *)o->agents.v[i];
+		why[0] = '\0';
+		if (maru_config_new(&cfg) < 0)
+			return;
+		if (maru_config_apply_env(cfg, why, sizeof(why)) < 0 ||
+		    maru_config_set_agent_url(cfg, o->agents.v[i]) < 0 ||
+		    maru_config_set_timeout_ms(cfg, 1000) < 0) {
+			a.err = why[0] ? why : "bad agent URL or environment";
+		} else if (maru_agent_stats(cfg, &st, why, sizeof(why)) < 0) {
+			a.err = why[0] ? why : "no answer";
+		} else {
+			a.up = true;
+			a.sessions = st.sessions;
+			a.regions = st.regions;
+			a.bytes_mapped = st.bytes_mapped;
+			a.revoked = st.revoked;
+			a.put_bytes = st.put_bytes;
+			a.get_bytes = st.get_bytes;
+			a.refused = st.refused_transfers;
+		}
+		maru_config_free(cfg);
+		if (pm_snap_add_agent(s, &a) < 0)
+			return;
+	}
+}
+
 static int one_shot(struct rm_client *c, const struct pm_opts *o)
 {
 	struct pm_view view = {0};
@@ -233,6 +289,7 @@ static int one_shot(struct rm_client *c, const struct pm_opts *o)
 		fprintf(stderr, "pool_monitor: %s\n", err);
 		return 1;
 	}
+	fetch_agents(o, &snap);
 	pm_timestamp(time(NULL), ts, sizeof(ts));
 	if (o->csv) {
 		rc = pm_render_csv_header(&b);
@@ -509,6 +566,8 @@ static int watch(struct rm_client *c, const struct pm_opts *o,
 		next += interval;
 		pm_timestamp(time(NULL), f.ts, sizeof(f.ts));
 		rc = pm_fetch(c, &cur, f.err, sizeof(f.err));
+		if (rc == 0)
+			fetch_agents(o, &cur);
 		f.error = rc < 0;
 		if (rc == 0) {
 			ok++;

@@ -51,6 +51,18 @@ struct pm_owner {
 	uint64_t away_since; /* unix seconds */
 };
 
+/*
+ * A maru-agent (--agent; docs/remote.md): what its STATS said, or why it
+ * could not be asked.  The agents of a snapshot are in --agent order.
+ */
+struct pm_agent {
+	char *url; /* owns */
+	char *err; /* owns: NULL when @up */
+	bool up;
+	uint64_t sessions, regions, bytes_mapped, revoked;
+	uint64_t put_bytes, get_bytes, refused; /* since it started */
+};
+
 /* All pools of one STATS reply, sorted by path (strcmp order), and the
  * owners that are away, sorted by id.  Starts zeroed:
  * struct pm_snap s = {0}; */
@@ -60,6 +72,9 @@ struct pm_snap {
 	size_t cap;	       /* allocated entries of pools */
 	struct pm_owner *away; /* owns: array of naway */
 	size_t naway, away_cap;
+	struct pm_agent *agents; /* owns: array of nagents (--agent) */
+	size_t nagents;
+	uint64_t at_ns; /* when it was taken (CLOCK_MONOTONIC), for rates */
 };
 
 /**
@@ -68,6 +83,10 @@ struct pm_snap {
  * Return: 0 or -ENOMEM.
  */
 int pm_snap_add_owner(struct pm_snap *s, const struct rm_owner *o);
+
+/* pm_snap_add_agent - append a copy of @a (url and err copied).
+ * Return: 0 or -ENOMEM */
+int pm_snap_add_agent(struct pm_snap *s, const struct pm_agent *a);
 
 /* pm_snap_free - release the pools; @s is empty and reusable afterwards */
 void pm_snap_free(struct pm_snap *s);

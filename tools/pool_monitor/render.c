@@ -30,6 +30,7 @@
 #include "pm.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -77,6 +78,34 @@ void pm_snap_free(struct pm_snap *s)
 	free(s->away);
 	s->away = NULL;
 	s->naway = s->away_cap = 0;
+	for (i = 0; i < s->nagents; i++) {
+		free(s->agents[i].url);
+		free(s->agents[i].err);
+	}
+	free(s->agents);
+	s->agents = NULL;
+	s->nagents = 0;
+}
+
+int pm_snap_add_agent(struct pm_snap *s, const struct pm_agent *a)
+{
+	struct pm_agent *v = realloc(s->agents, (s->nagents + 1) * sizeof(*v));
+	struct pm_agent *d;
+
+	if (!v)
+		return -ENOMEM;
+	s->agents = v;
+	d = &v[s->nagents];
+	*d = *a;
+	d->url = strdup(a->url);
+	d->err = a->err ? strdup(a->err) : NULL;
+	if (!d->url || (a->err && !d->err)) {
+		free(d->url);
+		free(d->err);
+		return -ENOMEM;
+	}
+	s->nagents++;
+	return 0;
 }
 
 uint64_t pm_pool_used(const struct pm_pool *p)
@@ -604,6 +633,66 @@ static int render_away(struct buf *b, const struct pm_snap *s)
 	return rc;
 }
 
+/* "X (R/s)": a counter, and its rate since @prev's (when there is one) */
+static void with_rate(uint64_t now, const uint64_t *was, double secs, char *out,
+		      size_t n)
+{
+	char a[32], r[32];
+
+	format_bytes(now, a, sizeof(a));
+	if (!was || secs <= 0 || now < *was) {
+		snprintf(out, n, "%s", a);
+		return;
+	}
+	format_bytes((uint64_t)((double)(now - *was) / secs), r, sizeof(r));
+	snprintf(out, n, "%s (%s/s)", a, r);
+}
+
+/*
+ * The agents (--agent): who lends the pool to hosts without a CXL link,
+ * and their traffic, with rates against @prev's same agent.
+ */
+static int render_agents(struct buf *b, const struct pm_snap *s,
+			 const struct pm_snap *prev)
+{
+	char lent[32], put[80], get[80];
+	double secs = 0;
+	size_t i;
+	int rc;
+
+	if (!s->nagents)
+		return 0;
+	if (prev && prev->at_ns && s->at_ns > prev->at_ns)
+		secs = (double)(s->at_ns - prev->at_ns) / 1e9;
+	rc = bprintf(b, "\nmaru-agent (hosts without a CXL link):\n");
+	for (i = 0; i < s->nagents && rc == 0; i++) {
+		const struct pm_agent *a = &s->agents[i];
+		const struct pm_agent *p =
+			prev && i < prev->nagents && prev->agents[i].up &&
+					!strcmp(prev->agents[i].url, a->url)
+				? &prev->agents[i]
+				: NULL;
+
+		if (!a->up) {
+			rc = bprintf(b, "  %s: down: %s\n", a->url,
+				     a->err ? a->err : "?");
+			continue;
+		}
+		format_bytes(a->bytes_mapped, lent, sizeof(lent));
+		with_rate(a->put_bytes, p ? &p->put_bytes : NULL, secs, put,
+			  sizeof(put));
+		with_rate(a->get_bytes, p ? &p->get_bytes : NULL, secs, get,
+			  sizeof(get));
+		rc = bprintf(b,
+			     "  %s: %" PRIu64 " session(s), %" PRIu64
+			     " region(s) lent (%s), stored %s, read %s, "
+			     "%" PRIu64 " refused, %" PRIu64 " revoked\n",
+			     a->url, a->sessions, a->regions, lent, put, get,
+			     a->refused, a->revoked);
+	}
+	return rc;
+}
+
 int pm_render_view(struct buf *b, const char *ts, const struct pm_snap *cur,
 		   const struct pm_snap *prev, const struct pm_view *v)
 {
@@ -619,8 +708,10 @@ int pm_render_view(struct buf *b, const char *ts, const struct pm_snap *cur,
 	rc = render_title(b, ts, v);
 	if (rc < 0)
 		return rc;
-	if (!cur->n)
-		return bprintf(b, "  (no pools found)\n");
+	if (!cur->n) {
+		rc = bprintf(b, "  (no pools found)\n");
+		return rc < 0 ? rc : render_agents(b, cur, prev);
+	}
 	rows = calloc(cur->n, sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
@@ -652,6 +743,8 @@ int pm_render_view(struct buf *b, const char *ts, const struct pm_snap *cur,
 	free(rows);
 	if (rc == 0)
 		rc = render_away(b, cur);
+	if (rc == 0)
+		rc = render_agents(b, cur, prev);
 	return rc;
 }
 

@@ -36,25 +36,6 @@ static void on_signal(int sig)
 	atomic_store(&A.stopping, true);
 }
 
-static int level_arg(const char *arg, void *dst)
-{
-	if (log_level_parse(arg) < 0)
-		return OPT_BAD;
-	*(const char **)dst = arg;
-	return 0;
-}
-
-static int rm_address_arg(const char *arg, void *dst)
-{
-	char host[256];
-	uint16_t port;
-
-	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
-		return OPT_BAD;
-	*(const char **)dst = arg;
-	return 0;
-}
-
 static const struct opts_doc doc = {
 	.about = "Maru UCX agent: lends the pool's memory, region by region, "
 		 "to workers on\nhosts that cannot map it (docs/remote.md). "
@@ -82,12 +63,12 @@ static int parse_args(int argc, char **argv, struct agent_config *c)
 		OPTS_INT("port", 0, c->port, 1, 65535, .arg = "PORT",
 			 .help = "control port",
 			 .why = "next to maru-server's"),
-		OPTS_CALL("rm-address", 0, rm_address_arg, &c->rm_address,
+		OPTS_CALL("rm-address", 0, opts_host_port, &c->rm_address,
 			  "want HOST:PORT", .arg = "HOST:PORT",
 			  .help = "the resource manager, which checks each "
 				  "region's token (GET_ACCESS)",
 			  .why = "the resource manager's default"),
-		OPTS_CALL("log-level", 0, level_arg, &c->log_level,
+		OPTS_CALL("log-level", 0, opts_log_level, &c->log_level,
 			  "one of DEBUG, INFO, WARNING, ERROR", .arg = "LEVEL",
 			  .help = "DEBUG, INFO, WARNING or ERROR",
 			  .dflt = DEFAULT_LEVEL,
@@ -135,46 +116,24 @@ static int parse_args(int argc, char **argv, struct agent_config *c)
 	return rc;
 }
 
-static bool is_loopback(const char *host)
-{
-	struct in_addr a;
-
-	return !strcmp(host, "localhost") || !strcmp(host, "::1") ||
-	       (inet_pton(AF_INET, host, &a) == 1 &&
-		(ntohl(a.s_addr) >> 24) == 127);
-}
-
+/* CURVE's keys (daemon_load_curve).  Return: 0 or -1 (said) */
 static int load_curve(struct agent *a)
 {
-	const struct agent_config *c = &a->cfg;
-	char why[512], z85[ZCURVE_Z85 + 1];
+	int rc;
 
-	if (!c->curve_secret && !c->curve_clients)
-		return 0;
-	if (!c->curve_secret || !c->curve_clients) {
-		log_err("CURVE needs both --curve-secret-key-file and "
-			"--curve-clients");
-		return -1;
-	}
-	if (zcurve_sodium_init() < 0) {
-		log_err("libsodium failed to initialise");
-		return -1;
-	}
 	a->curve = calloc(1, sizeof(*a->curve));
 	a->allow = calloc(1, sizeof(*a->allow));
 	if (!a->curve || !a->allow)
 		return -1;
-	if (zcurve_load_cert(c->curve_secret, a->curve->pub, a->curve->sec, why,
-			     sizeof(why)) < 0 ||
-	    zcurve_allow_load(a->allow, c->curve_clients, why, sizeof(why)) <
-		    0) {
-		log_err("CURVE: %s", why);
-		return -1;
+	rc = daemon_load_curve(a->cfg.curve_secret, a->cfg.curve_clients,
+			       a->curve, a->allow);
+	if (rc <= 0) {
+		free(a->curve);
+		free(a->allow);
+		a->curve = NULL;
+		a->allow = NULL;
 	}
-	zcurve_z85_encode(a->curve->pub, z85);
-	log_info("CURVE on: agent key %s, %zu client key(s) from %s", z85,
-		 a->allow->n, c->curve_clients);
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 static void *tick_main(void *arg)
@@ -212,7 +171,7 @@ int main(int argc, char **argv)
 		return 2;
 	log_init("maru-agent", log_level_parse(c->log_level));
 	A.listen_fd = -1;
-	if (!c->curve_secret && !is_loopback(c->host) && !c->insecure) {
+	if (!c->curve_secret && !daemon_is_loopback(c->host) && !c->insecure) {
 		log_err("refusing to listen on %s without authentication: "
 			"anyone reaching the port could ask for the pool's "
 			"keys with a token seen on the wire; listen on "
@@ -224,7 +183,7 @@ int main(int argc, char **argv)
 	}
 	if (load_curve(&A) < 0)
 		return 1;
-	if (!A.curve && !is_loopback(c->host))
+	if (!A.curve && !daemon_is_loopback(c->host))
 		log_warn("listening on %s without authentication (--insecure)",
 			 c->host);
 	sa.sa_handler = on_signal;

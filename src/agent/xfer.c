@@ -325,14 +325,20 @@ static void put_received(void *req, ucs_status_t st, size_t len, void *arg)
 	put_landed(r->a, r);
 }
 
+/* the sender's endpoint, to answer on (NULL: it asked for no answer) */
+static ucp_ep_h reply_ep_of(const ucp_am_recv_param_t *param)
+{
+	return (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
+		       ? param->reply_ep
+		       : NULL;
+}
+
 static ucs_status_t on_put(void *arg, const void *header, size_t hlen,
 			   void *data, size_t length,
 			   const ucp_am_recv_param_t *param)
 {
 	struct agent *a = arg;
-	ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-			      ? param->reply_ep
-			      : NULL;
+	ucp_ep_h ep = reply_ep_of(param);
 	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
 	ucp_request_param_t p = {0};
 	struct agent_session *s;
@@ -394,9 +400,7 @@ static ucs_status_t on_get(void *arg, const void *header, size_t hlen,
 			   const ucp_am_recv_param_t *param)
 {
 	struct agent *a = arg;
-	ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
-			      ? param->reply_ep
-			      : NULL;
+	ucp_ep_h ep = reply_ep_of(param);
 	struct agent_session *s;
 	struct agent_am_req q;
 	struct reply *r;

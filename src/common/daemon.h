@@ -15,6 +15,8 @@
 #ifndef MARU_COMMON_DAEMON_H
 #define MARU_COMMON_DAEMON_H
 
+#include <stdbool.h>
+
 /**
  * daemon_ready - the daemon listens and serves: READY=1 and a STATUS= line
  * @fmt: printf format of the status shown by `systemctl status`
@@ -31,5 +33,22 @@ void daemon_ready(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 void daemon_stopping(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
+
+struct zcurve_keys;
+struct zcurve_allow;
+
+/* daemon_is_loopback - @host (a --host value) is only this host's */
+bool daemon_is_loopback(const char *host);
+
+/**
+ * daemon_load_curve - the CURVE keys of a daemon's control port:
+ * --curve-secret-key-file @secret and --curve-clients @clients, both or
+ * neither; logs what it loaded (the public key, how many clients) or why
+ * not
+ * Return: 1 (CURVE on: @k and @allow filled), 0 (off: neither given), or
+ * -1 after an error message.
+ */
+int daemon_load_curve(const char *secret, const char *clients,
+		      struct zcurve_keys *k, struct zcurve_allow *allow);
 
 #endif

@@ -16,6 +16,8 @@
  */
 #include "opts.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -273,6 +275,25 @@ static void put_wrapped(FILE *f, int at, const char *text)
 			p++;
 	}
 	fputc('\n', f);
+}
+
+int opts_host_port(const char *arg, void *dst)
+{
+	char host[256];
+	uint16_t port;
+
+	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
+		return OPT_BAD;
+	*(const char **)dst = arg;
+	return 0;
+}
+
+int opts_log_level(const char *arg, void *dst)
+{
+	if (log_level_parse(arg) < 0)
+		return OPT_BAD;
+	*(const char **)dst = arg;
+	return 0;
 }
 
 void opts_usage(FILE *f, const char *prog, const struct opts_doc *doc,

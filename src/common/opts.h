@@ -187,6 +187,12 @@ struct opt_list {
  * Return: 0 to run; 1 after --help or --version (exit 0); -EINVAL after
  * saying what was wrong (bad usage: exit 2); -ENOMEM.
  */
+/* OPT_CALL callbacks the programs share: a "HOST:PORT" (kept as given,
+ * a const char *), a log level name log_level_parse() knows (kept as
+ * given) */
+int opts_host_port(const char *arg, void *dst);
+int opts_log_level(const char *arg, void *dst);
+
 int opts_parse(const char *prog, const struct opts_doc *doc,
 	       const struct opt *t, int argc, char **argv);
 

@@ -737,9 +737,10 @@ MARU_EXPORT int maru_handler_owned_region_ids(struct maru_handler *h,
 	return (int)n;
 }
 
-MARU_EXPORT void *maru_region_get_buffer(struct maru_handler *h,
-					 uint64_t region_id, uint64_t offset,
-					 uint64_t size)
+/* @size bytes at @offset of @region_id's mapping (@rd: where retrieves
+ * land, for a remote region its read mirror), or NULL */
+static void *region_ptr(struct maru_handler *h, uint64_t region_id,
+			uint64_t offset, uint64_t size, bool rd)
 {
 	struct maru__mapping *m;
 
@@ -748,21 +749,21 @@ MARU_EXPORT void *maru_region_get_buffer(struct maru_handler *h,
 	m = maru__mapper_find(&h->mapper, region_id);
 	if (!m || offset > m->len || size > m->len - offset)
 		return NULL;
-	return m->addr + offset;
+	return (rd && m->rd ? m->rd : m->addr) + offset;
+}
+
+MARU_EXPORT void *maru_region_get_buffer(struct maru_handler *h,
+					 uint64_t region_id, uint64_t offset,
+					 uint64_t size)
+{
+	return region_ptr(h, region_id, offset, size, false);
 }
 
 MARU_EXPORT void *maru_region_get_read_buffer(struct maru_handler *h,
 					      uint64_t region_id,
 					      uint64_t offset, uint64_t size)
 {
-	struct maru__mapping *m;
-
-	if (maru__state_check(h) < 0)
-		return NULL;
-	m = maru__mapper_find(&h->mapper, region_id);
-	if (!m || offset > m->len || size > m->len - offset)
-		return NULL;
-	return (m->rd ? m->rd : m->addr) + offset;
+	return region_ptr(h, region_id, offset, size, true);
 }
 
 MARU_EXPORT int64_t maru_region_page_count(struct maru_handler *h,

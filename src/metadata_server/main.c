@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon.h"
 #include "events.h"
 #include "handler.h"
 #include "journal.h"
@@ -108,27 +109,6 @@ static int parse_fraction(const char *arg, void *pm)
 	return 0;
 }
 
-/* --rm-address: HOST:PORT (kept as given) */
-static int rm_address_arg(const char *arg, void *dst)
-{
-	char host[256];
-	uint16_t port;
-
-	if (parse_host_port(arg, host, sizeof(host), &port) < 0)
-		return OPT_BAD;
-	*(const char **)dst = arg;
-	return 0;
-}
-
-/* --log-level: a name log_level_parse() knows (any case), kept as given */
-static int level_arg(const char *arg, void *dst)
-{
-	if (log_level_parse(arg) < 0)
-		return OPT_BAD;
-	*(const char **)dst = arg;
-	return 0;
-}
-
 /* --coherence: auto (-1), or a mode shmidx.c names ("simulate" is the
  * tests' non-coherence injector) */
 static int coherence_arg(const char *arg, void *dst)
@@ -191,12 +171,12 @@ static int parse_args(int argc, char **argv, struct config *c)
 			 .why = "upstream's, and only this host can reach it"),
 		OPTS_INT("port", 0, c->port, 1, 65535, .arg = "PORT",
 			 .help = "port", .why = "upstream's"),
-		OPTS_CALL("log-level", 0, level_arg, &c->log_level,
+		OPTS_CALL("log-level", 0, opts_log_level, &c->log_level,
 			  "one of DEBUG, INFO, WARNING, ERROR", .arg = "LEVEL",
 			  .help = "DEBUG, INFO, WARNING or ERROR",
 			  .dflt = DEFAULT_LEVEL,
 			  .why = "nothing logged per request"),
-		OPTS_CALL("rm-address", 0, rm_address_arg, &c->rm_address,
+		OPTS_CALL("rm-address", 0, opts_host_port, &c->rm_address,
 			  "want HOST:PORT", .arg = "HOST:PORT",
 			  .help = "resource manager; also told to clients in "
 				  "HANDSHAKE",
@@ -396,15 +376,6 @@ static int parse_args(int argc, char **argv, struct config *c)
  * CURVE or --insecure.
  * Return: true to go on.
  */
-static bool is_loopback(const char *host)
-{
-	struct in_addr a;
-
-	return !strcmp(host, "localhost") ||
-	       (inet_pton(AF_INET, host, &a) == 1 &&
-		(ntohl(a.s_addr) >> 24) == 127) ||
-	       !strcmp(host, "::1") || !strcmp(host, "[::1]");
-}
 
 /*
  * The KV event stream has no authentication at all (a PUB socket; CURVE
@@ -422,7 +393,7 @@ static bool events_ok(const struct config *c)
 	colon = strrchr(h, ':');
 	snprintf(host, sizeof(host), "%.*s",
 		 (int)(colon ? (size_t)(colon - h) : strlen(h)), h);
-	if (is_loopback(host))
+	if (daemon_is_loopback(host))
 		return true;
 	if (!c->insecure) {
 		log_err("refusing to publish KV events on %s: the stream is "
@@ -440,7 +411,7 @@ static bool insecure_ok(const struct config *c)
 {
 	if (!events_ok(c))
 		return false;
-	if (c->curve_secret || is_loopback(c->host))
+	if (c->curve_secret || daemon_is_loopback(c->host))
 		return true;
 	if (!c->insecure) {
 		log_err("refusing to listen on %s without authentication: "
@@ -454,43 +425,6 @@ static bool insecure_ok(const struct config *c)
 	log_warn("listening on %s without authentication (--insecure)",
 		 c->host);
 	return true;
-}
-
-/*
- * CURVE's keys: our secret certificate and the directory of the clients
- * let in; both or neither.  Return: 0, or -1 after a message.
- */
-static int load_curve(const struct config *c, struct zcurve_keys *k,
-		      struct zcurve_allow *allow)
-{
-	char why[512];
-	char z85[ZCURVE_Z85 + 1];
-
-	if (!c->curve_secret && !c->curve_clients)
-		return 0;
-	if (!c->curve_secret || !c->curve_clients) {
-		log_err("CURVE needs both --curve-secret-key-file and "
-			"--curve-clients");
-		return -1;
-	}
-	if (zcurve_sodium_init() < 0) {
-		log_err("libsodium failed to initialise");
-		return -1;
-	}
-	if (zcurve_load_cert(c->curve_secret, k->pub, k->sec, why,
-			     sizeof(why)) < 0 ||
-	    zcurve_allow_load(allow, c->curve_clients, why, sizeof(why)) < 0) {
-		log_err("CURVE: %s", why);
-		return -1;
-	}
-	zcurve_z85_encode(k->pub, z85);
-	log_info("CURVE on: server key %s, %zu client key(s) from %s", z85,
-		 allow->n, c->curve_clients);
-	if (!allow->n)
-		log_warn("CURVE: %s holds no *.key certificate: no client "
-			 "can connect",
-			 c->curve_clients);
-	return 0;
 }
 
 /*
@@ -669,7 +603,9 @@ int main(int argc, char **argv)
 	memset(&ver, 0, sizeof(ver));
 	jr.fd = jr.dirfd = jr.lockfd = -1;
 	jr.dir = NULL;
-	if (!insecure_ok(&c) || load_curve(&c, &curve, &allow) < 0)
+	if (!insecure_ok(&c) ||
+	    daemon_load_curve(c.curve_secret, c.curve_clients, &curve, &allow) <
+		    0)
 		goto out_dax;
 	/* the port first: a start refused for it makes nothing (no journal,
 	 * no shared index); listened on once the server is ready */

@@ -604,13 +604,8 @@ def test_agent_refuses_forged_and_bad_requests(site):
     finally:
         h.close()
     ctx = zctx()
-    s = ctx.socket(zmq.REQ)
-    pub, sec = zmq.auth.load_certificate(str(site.keys / "client.key_secret"))
     spub, _ = zmq.auth.load_certificate(str(site.keys / "server.key"))
-    s.curve_publickey, s.curve_secretkey, s.curve_serverkey = pub, sec, spub
-    s.setsockopt(zmq.LINGER, 0)
-    s.setsockopt(zmq.RCVTIMEO, 5000)
-    s.connect(f"tcp://127.0.0.1:{site.agent.port}")
+    s = agent_socket(site)
     try:
         rep = agent_request(s, 0x41, {"region_id": rid, "offset": 0,
                                       "length": 8 * MiB, "auth_token": 1})

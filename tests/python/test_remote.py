@@ -343,6 +343,24 @@ def test_batches_both_ways(site):
         h.close()
 
 
+def test_two_agents_one_pool(site):
+    """Several agents (one per CXL host) may serve one pool: a worker
+    through a second agent reads what one through the first stored, and
+    the other way."""
+    second = Agent(site.tmp, site.rm.address, site.keys, site.net.cxl).start()
+    try:
+        a = site.remote()
+        b = site.remote(agent_url=f"tcp://{site.net.cxl_ip}:{second.port}")
+        assert a.call(op="store", key="via-a", size=MiB)["ok"]
+        assert b.call(op="store", key="via-b", size=MiB)["ok"]
+        got = b.call(op="retrieve", key="via-a")
+        assert got["found"] and got["sha"] == digest(value("via-a", MiB))
+        got = a.call(op="retrieve", key="via-b")
+        assert got["found"] and got["sha"] == digest(value("via-b", MiB))
+    finally:
+        second.stop()
+
+
 def test_pin_delete_and_first_writer(site):
     r = site.remote()
     assert r.call(op="store", key="p", size=MiB)["ok"]

@@ -232,7 +232,7 @@ PIDS+=($!)
 NAMES+=(maru-server)
 wait_listen "$MDS_PORT"
 on_cxl "$AGENTBIN" --host "$IP_C" --port "$AGENT_PORT" --insecure \
-	--rm-address "$IP_C:$RM_PORT" --ucx-tls tcp \
+	--rm-address "$IP_C:$RM_PORT" --ucx-tls tcp --ucx-devices "$IF_C" \
 	>"$WORK/agent.log" 2>&1 &
 PIDS+=($!)
 NAMES+=(maru-agent)

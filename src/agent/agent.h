@@ -15,8 +15,11 @@
  * access (what it uses over TCP, and whenever a key names no RDMA memory
  * domain, which a client can arrange) copies to and from whatever address
  * the message names, unchecked; it is installed in every context created
- * with UCP_FEATURE_RMA.  The agent's context has no RMA feature, so a peer
- * can reach nothing but the checked messages (docs/remote.md).
+ * with UCP_FEATURE_RMA.  The agent's context has no RMA feature, so what
+ * UCP offers a peer is the checked messages.  Below UCP, UCX trusts its
+ * peers (its TCP transport's own put writes any address; ids on the wire
+ * are pointers): the UCX network must be a trusted one, which
+ * --ucx-devices names (docs/remote.md, "Security model").
  *
  * Files, each above the ones it calls:
  *   main.c     options, start-up, signals, the revalidation tick
@@ -59,8 +62,9 @@ struct agent_config {
 	bool insecure;		   /* a reachable port without CURVE */
 	int max_conns;		   /* control connections at once */
 	long recheck_ms;	   /* revalidation period of lent regions */
-	long quarantine_s;   /* a revoked range stays reserved this long */
-	const char *ucx_tls; /* UCX_TLS for our context, or NULL */
+	long quarantine_s;	 /* a revoked range stays reserved this long */
+	const char *ucx_tls;	 /* UCX_TLS for our context, or NULL */
+	const char *ucx_devices; /* UCX_NET_DEVICES: required (see main.c) */
 };
 
 struct agent_region;  /* lend.c */
@@ -111,11 +115,17 @@ void lend_stop(struct agent *a);
  */
 int lend_access(struct agent *a, const struct agent_access_req *r,
 		const char **why);
-/* lend_find_locked - region @rid if it is lent (not revoked): its mapping
- * (valid while @lock is held, and for --quarantine after a revocation),
- * length and UCX registration.  Return: true if found.  @lock held. */
-bool lend_find_locked(struct agent *a, uint64_t rid, uint8_t **addr,
-		      uint64_t *len, ucp_mem_h *memh);
+/*
+ * lend_hold_locked - region @rid if it is lent (not revoked) with @token:
+ * its mapping, length and UCX registration, held for one transfer (a
+ * revocation then keeps the registration, and the range, until
+ * lend_release).  Return: the region, or NULL.  @lock held.
+ */
+struct agent_region *lend_hold_locked(struct agent *a, uint64_t rid,
+				      uint64_t token, uint8_t **addr,
+				      uint64_t *len, ucp_mem_h *memh);
+/* lend_release - the transfer that held @r is done (takes @lock) */
+void lend_release(struct agent *a, struct agent_region *r);
 /* lend_recheck - ask the resource manager about every region lent and
  * revoke those it no longer knows with their token; drop quarantined
  * ranges that have served their time */
@@ -131,8 +141,10 @@ int xfer_init(struct agent *a);
  */
 struct agent_session *session_new(struct agent *a, const uint8_t *supersede);
 const uint8_t *session_id(const struct agent_session *s);
-/* session_grant - region @rid may be used by @s.  Return: 0 or -ENOMEM */
-int session_grant(struct agent *a, struct agent_session *s, uint64_t rid);
+/* session_grant - region @rid, lent with @token, may be used by @s
+ * Return: 0 or -ENOMEM */
+int session_grant(struct agent *a, struct agent_session *s, uint64_t rid,
+		  uint64_t token);
 /**
  * session_end - no transfer of @s is accepted from now on; waits up to
  * @wait_ms for those in flight to end.  Return: 0 when none is in flight

@@ -190,7 +190,8 @@ static void handle(struct conn *c, const uint8_t *p, size_t n, struct buf *b)
 			return;
 		}
 		rc = lend_access(a, &q, &why);
-		if (rc == 0 && session_grant(a, c->session, q.region_id) < 0) {
+		if (rc == 0 &&
+		    session_grant(a, c->session, q.region_id, q.token) < 0) {
 			rc = -ENOMEM;
 			why = "out of memory";
 		}
@@ -346,13 +347,14 @@ static void *conn_main(void *arg)
 			why = "out of memory";
 			break;
 		}
+		/* open: IDLE_MS of silence ends it (and its session) */
 		k = net_recv_some(c->fd, rb->data + rb->len, rb->cap - rb->len,
-				  open ? now_ns() + 3600000000000ull
+				  open ? now_ns() + IDLE_MS * 1000000ull
 				       : deadline);
-		if (k == -ETIMEDOUT && open)
-			continue; /* idle: TCP keepalive watches the peer */
 		if (k <= 0) {
 			why = k == 0 || k == -ECONNRESET ? "closed by the peer"
+			      : k == -ETIMEDOUT && open
+				      ? "silent for 10 minutes"
 			      : k == -ETIMEDOUT ? "no handshake in time"
 						: "read failed";
 			break;

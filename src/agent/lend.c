@@ -51,14 +51,16 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rm_auth.h"
 
 struct agent_region {
 	struct agent_region *next;
 	uint64_t region_id, token;
 	uint64_t offset, length; /* as the resource manager said */
 	uint8_t *addr;		 /* owns: the mapping */
-	ucp_mem_h memh;		 /* NULL once revoked */
-	uint64_t revoked_ms;	 /* when it entered the quarantine */
+	ucp_mem_h memh;		 /* NULL once revoked and not held */
+	uint64_t revoked_ms;	 /* when it entered the quarantine (0: lent) */
+	int held;		 /* transfers using the mapping and @memh */
 };
 
 static uint64_t mono_ms(void)
@@ -138,11 +140,22 @@ int lend_init(struct agent *a)
 		log_err("bad --rm-address %s", a->cfg.rm_address);
 		return rc;
 	}
+	/* a resource manager with --require-auth wants a key even for
+	 * GET_ACCESS: MARU_RM_KEY_FILE, MARU_RM_READER_KEY_FILE or the
+	 * default (none: fine for one without) */
+	(void)rm_client_load_key(&a->rm, NULL);
 	st = ucp_config_read(NULL, NULL, &uc);
 	if (st != UCS_OK) {
 		log_err("UCX: reading its configuration: %s",
 			ucs_status_string(st));
 		return -EIO;
+	}
+	if ((st = ucp_config_modify(uc, "NET_DEVICES", a->cfg.ucx_devices)) !=
+	    UCS_OK) {
+		log_err("UCX: --ucx-devices %s: %s", a->cfg.ucx_devices,
+			ucs_status_string(st));
+		ucp_config_release(uc);
+		return -EINVAL;
 	}
 	if (a->cfg.ucx_tls &&
 	    (st = ucp_config_modify(uc, "TLS", a->cfg.ucx_tls)) != UCS_OK) {
@@ -207,13 +220,15 @@ static void unregister_locked(struct agent *a, struct agent_region *r)
 	r->memh = NULL;
 }
 
-/* revoke @r, unlinked from the table by the caller (@lock held) */
+/* revoke @r, unlinked from the table by the caller (@lock held); its
+ * registration goes once no transfer holds it (lend_release) */
 static void revoke_locked(struct agent *a, struct agent_region *r,
 			  const char *why)
 {
 	void *p;
 
-	unregister_locked(a, r);
+	if (!r->held)
+		unregister_locked(a, r);
 	p = mmap(r->addr, (size_t)r->length, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
 		 0);
@@ -279,10 +294,15 @@ static int rm_check(struct agent *a, const struct rm_handle *h,
 	if (rc < 0 && !a->rm.answered)
 		rc = rm_client_get_access(&a->rm, h, acc); /* reconnected */
 	*err = rc;
-	/* only "no such region" and "bad token" say no: anything else
-	 * (a transport error, a reply we could not read) cannot be told */
+	/* only GET_ACCESS's own answers say no: "no such region" (status
+	 * -ENOENT) and "invalid auth token"; anything else (a transport
+	 * error, a reply we could not read, "authentication required" or a
+	 * rejected key of ours) cannot be told */
 	if (rc < 0)
-		rc = a->rm.answered && (rc == -ENOENT || rc == -EACCES)
+		rc = a->rm.answered && (rc == -ENOENT ||
+					(rc == -EACCES &&
+					 !strcmp(a->rm.error,
+						 "invalid auth token")))
 			     ? -EACCES
 			     : -EAGAIN;
 	pthread_mutex_unlock(&a->rm_lock);
@@ -345,17 +365,27 @@ static int lend_new(struct agent *a, const struct agent_access_req *q,
 	return 0;
 }
 
-bool lend_find_locked(struct agent *a, uint64_t rid, uint8_t **addr,
-		      uint64_t *len, ucp_mem_h *memh)
+struct agent_region *lend_hold_locked(struct agent *a, uint64_t rid,
+				      uint64_t token, uint8_t **addr,
+				      uint64_t *len, ucp_mem_h *memh)
 {
 	struct agent_region *r = find_locked(a, rid, NULL);
 
-	if (!r)
-		return false;
+	if (!r || r->token != token)
+		return NULL;
 	*addr = r->addr;
 	*len = r->length;
 	*memh = r->memh;
-	return true;
+	r->held++;
+	return r;
+}
+
+void lend_release(struct agent *a, struct agent_region *r)
+{
+	pthread_mutex_lock(&a->lock);
+	if (!--r->held && r->revoked_ms)
+		unregister_locked(a, r);
+	pthread_mutex_unlock(&a->lock);
 }
 
 int lend_access(struct agent *a, const struct agent_access_req *q,

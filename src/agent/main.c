@@ -101,6 +101,15 @@ static int parse_args(int argc, char **argv, struct agent_config *c)
 				 "this long (late transfers land in private "
 				 "memory)",
 			 .why = "longer than any client's timeout"),
+		OPTS_STR("ucx-devices", 0, c->ucx_devices, OPT_NONEMPTY,
+			 .arg = "LIST",
+			 .help = "the network devices UCX listens and sends on "
+				 "(UCX_NET_DEVICES), e.g. mlx5_0:1 or eth1: "
+				 "those of a network only trusted hosts reach, "
+				 "since UCX's own protocol does not "
+				 "authenticate its peers (docs/remote.md); "
+				 "'all' takes every device",
+			 .dflt = "", .why = "none: say which network"),
 		OPTS_STR("ucx-tls", 0, c->ucx_tls, OPT_NONEMPTY, .arg = "LIST",
 			 .help = "UCX transports (UCX_TLS), e.g. tcp or "
 				 "rc,ud,self",
@@ -179,6 +188,16 @@ int main(int argc, char **argv)
 			"--curve-clients), or add --insecure on a private "
 			"network",
 			c->host);
+		return 1;
+	}
+	if (!c->ucx_devices) {
+		log_err("refusing to start without --ucx-devices: UCX's own "
+			"protocol does not authenticate its peers, so any host "
+			"that reaches the agent's UCX port can write into its "
+			"memory; name the devices of a network only trusted "
+			"hosts reach (e.g. --ucx-devices mlx5_0:1, or lo on "
+			"one "
+			"host), or --ucx-devices all");
 		return 1;
 	}
 	if (load_curve(&A) < 0)

@@ -46,10 +46,14 @@
 
 #include "log.h"
 
+struct grant {
+	uint64_t rid, token;
+};
+
 struct agent_session {
 	struct agent_session *next; /* the agent's list, until freed */
 	uint8_t id[AGENT_SESSION_LEN];
-	uint64_t *regions; /* granted region ids */
+	struct grant *grants; /* the regions granted, with their token */
 	size_t n, cap;
 	int inflight; /* PUTs whose bytes are arriving */
 	int waiters;  /* threads in session_end() */
@@ -60,7 +64,8 @@ struct agent_session {
 /* what a reply needs until UCX is done with it */
 struct reply {
 	struct agent *a;
-	struct agent_session *s; /* a PUT in flight in it, or NULL */
+	struct agent_session *s;   /* a PUT in flight in it, or NULL */
+	struct agent_region *held; /* the region the transfer uses */
 	ucp_ep_h ep;
 	uint64_t seq;
 	size_t len;
@@ -91,19 +96,20 @@ static bool reap_locked(struct agent *a, struct agent_session *s)
 			*pp = s->next;
 			break;
 		}
-	free(s->regions);
+	free(s->grants);
 	free(s);
 	return true;
 }
 
-static bool granted(const struct agent_session *s, uint64_t rid)
+/* the token region @rid was granted to @s with, or NULL */
+static const struct grant *granted(const struct agent_session *s, uint64_t rid)
 {
 	size_t i;
 
 	for (i = 0; i < s->n; i++)
-		if (s->regions[i] == rid)
-			return true;
-	return false;
+		if (s->grants[i].rid == rid)
+			return &s->grants[i];
+	return NULL;
 }
 
 struct agent_session *session_new(struct agent *a, const uint8_t *supersede)
@@ -139,25 +145,28 @@ const uint8_t *session_id(const struct agent_session *s)
 	return s->id;
 }
 
-int session_grant(struct agent *a, struct agent_session *s, uint64_t rid)
+int session_grant(struct agent *a, struct agent_session *s, uint64_t rid,
+		  uint64_t token)
 {
-	uint64_t *v;
+	struct grant *v, *g;
 	int rc = 0;
 
 	pthread_mutex_lock(&a->lock);
-	if (!granted(s, rid)) {
-		if (s->n == s->cap) {
-			v = realloc(s->regions,
-				    (s->cap ? s->cap * 2 : 8) * sizeof(*v));
-			if (!v) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			s->regions = v;
-			s->cap = s->cap ? s->cap * 2 : 8;
-		}
-		s->regions[s->n++] = rid;
+	g = (struct grant *)granted(s, rid);
+	if (g) {
+		g->token = token; /* (the latest one checked) */
+		goto out;
 	}
+	if (s->n == s->cap) {
+		v = realloc(s->grants, (s->cap ? s->cap * 2 : 8) * sizeof(*v));
+		if (!v) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		s->grants = v;
+		s->cap = s->cap ? s->cap * 2 : 8;
+	}
+	s->grants[s->n++] = (struct grant){rid, token};
 out:
 	pthread_mutex_unlock(&a->lock);
 	return rc;
@@ -215,10 +224,17 @@ void session_free(struct agent *a, struct agent_session *s)
 	pthread_mutex_unlock(&a->lock);
 }
 
+static void reply_free(struct reply *r)
+{
+	if (r->held)
+		lend_release(r->a, r->held);
+	free(r);
+}
+
 static void reply_done(void *req, ucs_status_t st, void *arg)
 {
 	(void)st;
-	free(arg);
+	reply_free(arg);
 	ucp_request_free(req);
 }
 
@@ -240,10 +256,10 @@ static void send_reply(struct agent *a, struct reply *r, unsigned id,
 	req = ucp_am_send_nbx(r->ep, id, r->hdr, sizeof(r->hdr), data,
 			      data ? r->len : 0, &p);
 	if (req == NULL) {
-		free(r);
+		reply_free(r);
 	} else if (UCS_PTR_IS_ERR(req)) {
 		log_dbg("reply: %s", ucs_status_string(UCS_PTR_STATUS(req)));
-		free(r);
+		reply_free(r);
 	}
 	(void)a;
 }
@@ -278,23 +294,31 @@ static void refuse(struct agent *a, ucp_ep_h ep, uint64_t seq, int status,
 
 /*
  * The checks every transfer passes (@lock held): its session alive, the
- * region granted and lent, the range inside it.  Return: 0 with *@dst,
- * *@memh, or -errno.
+ * region granted to it and still lent with the token it was granted for,
+ * the range inside it.  Return: 0 with *@dst, *@memh and the region held
+ * (*@held: lend_release it), or -errno.
  */
 static int check_locked(struct agent *a, const struct agent_am_req *q,
 			struct agent_session **sp, uint8_t **dst,
-			ucp_mem_h *memh)
+			ucp_mem_h *memh, struct agent_region **held)
 {
 	struct agent_session *s = find_session_locked(a, q->session);
+	const struct grant *g = s && !s->dead ? granted(s, q->region_id) : NULL;
 	uint8_t *addr;
 	uint64_t len;
 
-	if (!s || s->dead || !granted(s, q->region_id))
+	if (!g)
 		return -EACCES;
-	if (!lend_find_locked(a, q->region_id, &addr, &len, memh))
+	*held = lend_hold_locked(a, q->region_id, g->token, &addr, &len, memh);
+	if (!*held)
 		return -EACCES; /* revoked */
-	if (q->offset > len || q->length > len - q->offset)
+	if (q->offset > len || q->length > len - q->offset) {
+		pthread_mutex_unlock(&a->lock);
+		lend_release(a, *held);
+		pthread_mutex_lock(&a->lock);
+		*held = NULL;
 		return -ERANGE;
+	}
 	*sp = s;
 	*dst = addr + q->offset;
 	return 0;
@@ -309,6 +333,11 @@ static void put_landed(struct agent *a, struct reply *r)
 	reap_locked(a, s);
 	pthread_mutex_unlock(&a->lock);
 	r->s = NULL;
+	/* the bytes are in: the region is no longer used by this PUT */
+	if (r->held) {
+		lend_release(a, r->held);
+		r->held = NULL;
+	}
 	agent_count(a, AGENT_ST_PUTS, 1);
 	agent_count(a, AGENT_ST_PUT_BYTES, (int64_t)r->len);
 	send_reply(a, r, AGENT_AM_ACK, NULL, NULL);
@@ -341,6 +370,7 @@ static ucs_status_t on_put(void *arg, const void *header, size_t hlen,
 	ucp_ep_h ep = reply_ep_of(param);
 	bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
 	ucp_request_param_t p = {0};
+	struct agent_region *held = NULL;
 	struct agent_session *s;
 	struct agent_am_req q;
 	struct reply *r;
@@ -362,10 +392,11 @@ static ucs_status_t on_put(void *arg, const void *header, size_t hlen,
 		return UCS_OK; /* nobody to tell: dropped */
 	r->len = length;
 	pthread_mutex_lock(&a->lock);
-	rc = check_locked(a, &q, &s, &dst, &memh);
+	rc = check_locked(a, &q, &s, &dst, &memh, &held);
 	if (rc == 0) {
 		s->inflight++;
 		r->s = s;
+		r->held = held;
 	}
 	pthread_mutex_unlock(&a->lock);
 	if (rc < 0) {
@@ -391,6 +422,7 @@ static ucs_status_t on_put(void *arg, const void *header, size_t hlen,
 
 		agent_am_rep_encode(&h, r->hdr);
 		put_landed(a, r);
+		return UCS_OK; /* (UCX keeps nothing of it) */
 	}
 	return UCS_INPROGRESS;
 }
@@ -401,6 +433,7 @@ static ucs_status_t on_get(void *arg, const void *header, size_t hlen,
 {
 	struct agent *a = arg;
 	ucp_ep_h ep = reply_ep_of(param);
+	struct agent_region *held = NULL;
 	struct agent_session *s;
 	struct agent_am_req q;
 	struct reply *r;
@@ -416,16 +449,19 @@ static ucs_status_t on_get(void *arg, const void *header, size_t hlen,
 		return UCS_OK;
 	}
 	pthread_mutex_lock(&a->lock);
-	rc = check_locked(a, &q, &s, &src, &memh);
+	rc = check_locked(a, &q, &s, &src, &memh, &held);
 	pthread_mutex_unlock(&a->lock);
 	if (rc < 0) {
 		refuse(a, ep, q.seq, rc, AGENT_AM_DATA);
 		return UCS_OK;
 	}
 	r = new_reply(a, ep, q.seq, 0);
-	if (!r)
+	if (!r) {
+		lend_release(a, held);
 		return UCS_OK;
+	}
 	r->len = q.length;
+	r->held = held; /* until UCX is done sending from it */
 	agent_count(a, AGENT_ST_GETS, 1);
 	agent_count(a, AGENT_ST_GET_BYTES, (int64_t)q.length);
 	send_reply(a, r, AGENT_AM_DATA, src, NULL);

@@ -54,6 +54,8 @@ const char *rm_auth_key_default(char *buf, size_t len);
 /* how an ERROR_RESP -EACCES that asks for AUTH begins: rm_client then
  * authenticates and asks again (a bad token is -EACCES too) */
 #define RM_AUTH_REQUIRED "authentication required"
+/* GET_ACCESS's refusal of a handle whose token does not match */
+#define RM_BAD_TOKEN "invalid auth token"
 
 /* rm_auth_reader_key - the reader key of @client_key.  Return: 0, -EIO */
 int rm_auth_reader_key(const uint8_t client_key[RM_AUTH_KEY_LEN],

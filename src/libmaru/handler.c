@@ -458,6 +458,8 @@ static void teardown(struct maru_handler *h)
 {
 	stop_threads(h);
 	maru__lease_release(h);
+	/* UCX lets go of the stand-ins before they are unmapped */
+	maru__remote_quiesce(h->remote);
 	if (h->mapper_ready)
 		maru__mapper_destroy(&h->mapper);
 	h->mapper_ready = false;

@@ -516,6 +516,9 @@ struct maru__mapping;
  * nothing is connected until the first region.  Return: 0 or -errno */
 int maru__remote_new(struct maru_handler *h, struct maru__remote **out);
 void maru__remote_free(struct maru__remote *r);
+/* maru__remote_quiesce - close the endpoint and let UCX finish with every
+ * buffer it was given (before the mappings go) */
+void maru__remote_quiesce(struct maru__remote *r);
 /* the handler moves its bytes through the agent (sticky once set) */
 bool maru__remote_on(const struct maru__remote *r);
 /* remote "auto": may a pool not mappable here switch it on? */

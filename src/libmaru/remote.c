@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 
 #include <sodium.h>
 #include <ucp/api/ucp.h>
@@ -69,6 +70,7 @@ struct maru__rkey {
 struct op {
 	uint8_t *buf; /* the page here */
 	size_t len;
+	bool put;	/* PUT (answered by ACK), else GET (by DATA) */
 	void *send;	/* the send's request (or NULL) */
 	bool replied;	/* ACK, or DATA received */
 	bool receiving; /* DATA's bytes are arriving (rendezvous) */
@@ -133,7 +135,7 @@ static ucs_status_t on_ack(void *arg, const void *header, size_t hlen,
 	if (agent_am_rep_decode(header, hlen, &rep) < 0)
 		return UCS_OK;
 	o = op_of(r, rep.seq);
-	if (o && !o->replied) {
+	if (o && o->put && !o->replied) {
 		o->status = rep.status;
 		o->replied = true;
 	}
@@ -165,8 +167,8 @@ static ucs_status_t on_data(void *arg, const void *header, size_t hlen,
 	if (agent_am_rep_decode(header, hlen, &rep) < 0)
 		return UCS_OK;
 	o = op_of(r, rep.seq);
-	if (!o || o->replied || o->receiving)
-		return UCS_OK; /* late, or twice: dropped */
+	if (!o || o->put || o->replied || o->receiving)
+		return UCS_OK; /* late, twice, or not a GET's: dropped */
 	if (rep.status < 0 || length != o->len) {
 		o->status = rep.status < 0 ? rep.status : -EPROTO;
 		o->replied = true;
@@ -190,6 +192,7 @@ static ucs_status_t on_data(void *arg, const void *header, size_t hlen,
 		o->receiving = false;
 		o->status = -EIO;
 		o->replied = true;
+		return UCS_OK; /* (UCX keeps nothing of it) */
 	}
 	return UCS_INPROGRESS;
 }
@@ -211,7 +214,12 @@ int maru__remote_new(struct maru_handler *h, struct maru__remote **out)
 		return -ENOMEM;
 	r->h = h;
 	r->timeout_ms = h->cfg.timeout_ms;
-	r->next_seq = 1;
+	/* transfers are numbered from a random start: a reply is matched
+	 * by its number, which another peer should not guess */
+	if (getrandom(&r->next_seq, sizeof(r->next_seq), 0) !=
+	    sizeof(r->next_seq))
+		r->next_seq = maru__now_ns();
+	r->next_seq = (r->next_seq >> 1) | 1;
 	pthread_mutex_init(&r->lock, NULL);
 	atomic_init(&r->on, h->cfg.remote == MARU_REMOTE_ON);
 	rc = maru__rpc_open(&r->ctl, h, h->cfg.agent_url, h->cfg.timeout_ms,
@@ -355,6 +363,15 @@ static void disconnect_locked(struct maru__remote *r)
 		r->have_dead = true;
 		r->have_session = false;
 	}
+}
+
+void maru__remote_quiesce(struct maru__remote *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	disconnect_locked(r);
+	pthread_mutex_unlock(&r->lock);
 }
 
 void maru__remote_free(struct maru__remote *r)
@@ -633,6 +650,7 @@ int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
 
 		o->buf = x[i].buf;
 		o->len = x[i].len;
+		o->put = put;
 		q = (struct agent_am_req){.region_id = x[i].m->handle.region_id,
 					  .offset = x[i].off,
 					  .length = x[i].len,
@@ -661,6 +679,13 @@ int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
 			late = true;
 			break;
 		}
+		if (atomic_load(&r->ep_failed)) {
+			/* the agent is gone: what is in flight fails now */
+			late = !all_done(ops, n);
+			if (late)
+				bad = -ECONNRESET;
+			break;
+		}
 	}
 	if (late) {
 		/* fail whatever is in flight with the endpoint, and wait a
@@ -678,14 +703,15 @@ int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
 			bad = ops[i].status;
 	if (late || bad) {
 		rc = maru__fail(r->h,
-				late		     ? -ETIMEDOUT
-				: bad == -EACCES     ? -EACCES
-				: bad == -ECONNRESET ? -ECONNRESET
-						     : -EIO,
+				bad == -ECONNRESET ? -ECONNRESET
+				: late		   ? -ETIMEDOUT
+				: bad == -EACCES   ? -EACCES
+						   : -EIO,
 				"agent %s: %s of %zu page(s) failed: %s",
 				r->h->cfg.agent_url, put ? "store" : "read", n,
-				late ? "no answer within timeout_ms"
-				     : strerror(-bad));
+				bad    ? strerror(-bad)
+				: late ? "no answer within timeout_ms"
+				       : "?");
 		disconnect_locked(r);
 		/* no byte of a failed store may land later: the session ends
 		 * first (or the pages stay out of use) */

@@ -401,7 +401,7 @@ static void handle_get_access(struct conn *c, const uint8_t *p, size_t len)
 	if (!r) {
 		resp.status = -ENOENT;
 	} else if (!auth_check(c->rm, r, &req.handle)) {
-		reply_error(c, -EACCES, "invalid auth token", false);
+		reply_error(c, -EACCES, RM_BAD_TOKEN, false);
 		return;
 	} else {
 		resp.path = rm_str_from(region_path(r, path, sizeof(path)));

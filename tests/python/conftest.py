@@ -311,7 +311,7 @@ class Agent(Daemon):
         self.port = port or free_port()
         argv = [binary(*AGENT_BIN), "--host", "127.0.0.1", "--port",
                 str(self.port), "--rm-address", rm_address,
-                "--log-level", "DEBUG", *extra]
+                "--ucx-devices", "lo", "--log-level", "DEBUG", *extra]
         env = dict(os.environ, UCX_TLS="tcp")
         super().__init__(argv, self.port,
                          os.path.join(tmp, f"agent-{self.port}.log"), env=env)

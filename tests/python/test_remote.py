@@ -145,13 +145,14 @@ class Agent(Daemon):
     exec` (which also mounts that namespace's /sys: UCX lists the network
     devices there)."""
 
-    def __init__(self, tmp, rm_address, keys, ns, extra=()):
+    def __init__(self, tmp, rm_address, keys, net, extra=()):
         self.port = free_port()
-        argv = ["ip", "netns", "exec", ns,
+        argv = ["ip", "netns", "exec", net.cxl,
                 binary(*AGENT_BIN), "--host", "0.0.0.0", "--port",
                 str(self.port), "--rm-address", rm_address,
                 "--curve-secret-key-file", str(keys / "server.key_secret"),
                 "--curve-clients", str(keys / "clients"), "--ucx-tls", "tcp",
+                "--ucx-devices", net.vc,
                 "--recheck-ms", "200", "--quarantine", "5",
                 "--log-level", "debug", *extra]
         super().__init__(argv, self.port,
@@ -169,7 +170,7 @@ class Site:
         self.mds = MetadataServer(tmp, self.rm.address,
                                   extra=["--host", "0.0.0.0", *curve,
                                          *mds_extra]).start()
-        self.agent = Agent(tmp, self.rm.address, keys, net.cxl).start()
+        self.agent = Agent(tmp, self.rm.address, keys, net).start()
         self.remotes = []
 
     def remote_config(self, **kw):
@@ -347,7 +348,7 @@ def test_two_agents_one_pool(site):
     """Several agents (one per CXL host) may serve one pool: a worker
     through a second agent reads what one through the first stored, and
     the other way."""
-    second = Agent(site.tmp, site.rm.address, site.keys, site.net.cxl).start()
+    second = Agent(site.tmp, site.rm.address, site.keys, site.net).start()
     try:
         a = site.remote()
         b = site.remote(agent_url=f"tcp://{site.net.cxl_ip}:{second.port}")
@@ -725,13 +726,14 @@ def agent_maps(site, needle):
 
 
 def test_hostile_ucx_peer(site):
-    """A peer that reaches the agent's UCX worker reaches nothing but the
+    """A peer speaking UCP to the agent's worker gets nothing but the
     checked transfers: one-sided access with a key of its own (what UCX
     emulates, unchecked, in a target with UCP_FEATURE_RMA) neither reads
     the agent's memory nor writes the pool; a transfer with another
     session, a region not granted to it, or a range outside the region is
     refused; the same tool reads what is granted (so the refusals mean
-    something)."""
+    something).  (Below UCP, UCX's transports trust their peers: the UCX
+    network must be trusted, docs/remote.md.)"""
     h = site.local()
     try:
         a = h.alloc(MiB)

@@ -41,8 +41,8 @@ from conftest import BUILD_DIR, REPO, MetadataServer, ResourceManager
 MiB = 1 << 20
 BUILD = os.path.realpath(BUILD_DIR)
 UNITS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(REPO, "systemd", "*.service")))
-BINARIES = ["maru-resource-manager", "maru-server", "pool_monitor", "marutop",
-            "maru-keygen"]
+BINARIES = ["maru-resource-manager", "maru-server", "maru-agent",
+            "pool_monitor", "marutop", "maru-keygen"]
 WARN = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
 
 
@@ -323,7 +323,7 @@ def test_deb_license_docs_and_man_pages(deb):
     assert re.search(r"^Files: \*\n(.+\n)*License: Apache-2\.0$", cp, re.M)
     assert "/usr/share/common-licenses/Apache-2.0" in cp
     mans = glob.glob(os.path.join(root, "usr", "share", "man", "man*", "*"))
-    assert len(mans) == 6 and all(m.endswith(".gz") for m in mans), mans
+    assert len(mans) == 7 and all(m.endswith(".gz") for m in mans), mans
     pages = {os.path.basename(m)[:-3] for m in mans}   # "maru-server.8"
     for m in mans:
         with gzip.open(m, "rt") as fh:

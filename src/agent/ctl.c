@@ -381,9 +381,12 @@ static void *conn_main(void *arg)
 			}
 			z.minor = cz->minor;
 			/* drop the raw bytes taken */
-			memmove(raw.data, raw.data + cz->rd, raw.len - cz->rd);
-			raw.len -= cz->rd;
-			zcurve_shift(cz, cz->rd);
+			if (cz->rd) {
+				memmove(raw.data, raw.data + cz->rd,
+					raw.len - cz->rd);
+				raw.len -= cz->rd;
+				zcurve_shift(cz, cz->rd);
+			}
 		}
 		while ((rc = zmtp_conn_next(&z, in.data, in.len, &m)) == 1) {
 			/* REP: [empty delimiter][body] */
@@ -412,9 +415,11 @@ static void *conn_main(void *arg)
 			break;
 		}
 		/* drop the messages taken */
-		memmove(in.data, in.data + z.rd, in.len - z.rd);
-		in.len -= z.rd;
-		zmtp_conn_shift(&z, z.rd);
+		if (z.rd) {
+			memmove(in.data, in.data + z.rd, in.len - z.rd);
+			in.len -= z.rd;
+			zmtp_conn_shift(&z, z.rd);
+		}
 	}
 out:
 	log_dbg("%s: connection ends: %s", c->peer, why);

@@ -293,19 +293,19 @@ static int map_locked(struct maru__mapper *mp,
 }
 
 /*
- * A region through the agent (remote.c): its key, asked for now, and
+ * A region through the agent (remote.c): its grant, asked for now, and
  * private memory of its size standing in for it (MAP_NORESERVE: only the
  * pages written or read take memory).  Return: 0 or -errno.
  */
 static int map_remote_locked(struct maru__mapper *mp,
 			     const struct maru_region_handle *hd, void **addr,
-			     void **rd, struct maru__rkey **rk)
+			     void **rd, struct maru__grant **rk)
 {
 	int rc;
 
 	if (!hd->length || hd->length > SIZE_MAX)
 		return -EINVAL;
-	rc = maru__remote_key_new(mp->remote, hd, rk);
+	rc = maru__remote_grant_new(mp->remote, hd, rk);
 	if (rc < 0)
 		return rc;
 	*addr = mmap(NULL, (size_t)hd->length, PROT_READ | PROT_WRITE,
@@ -318,7 +318,7 @@ static int map_remote_locked(struct maru__mapper *mp,
 			munmap(*addr, (size_t)hd->length);
 		if (*rd != MAP_FAILED)
 			munmap(*rd, (size_t)hd->length);
-		maru__remote_key_free(mp->remote, *rk);
+		maru__remote_grant_free(mp->remote, *rk);
 		*rk = NULL;
 		return rc;
 	}
@@ -354,7 +354,7 @@ int maru__mapper_map(struct maru__mapper *mp,
 		     const struct maru_region_handle *hd, bool owned,
 		     bool want_prefault, struct maru__mapping **out)
 {
-	struct maru__rkey *rk = NULL;
+	struct maru__grant *rk = NULL;
 	struct maru__mapping *m;
 	void *addr, *rd = NULL;
 	size_t b;
@@ -391,7 +391,7 @@ int maru__mapper_map(struct maru__mapper *mp,
 		munmap(addr, (size_t)hd->length);
 		if (rd)
 			munmap(rd, (size_t)hd->length);
-		maru__remote_key_free(mp->remote, rk);
+		maru__remote_grant_free(mp->remote, rk);
 		goto out_unlock;
 	}
 	m->handle = *hd;
@@ -432,7 +432,7 @@ static void mapping_free(struct maru__mapper *mp, struct maru__mapping *m)
 	if (m->rd)
 		munmap(m->rd, m->len);
 	if (m->remote)
-		maru__remote_key_free(mp->remote, m->remote);
+		maru__remote_grant_free(mp->remote, m->remote);
 	free(m);
 }
 

@@ -509,7 +509,7 @@ int maru__keymap_orphan(struct maru__keymap *km, struct maru__keyent *e);
 /* remote.c: the pool through maru-agent (docs/remote.md)                   */
 
 struct maru__remote;
-struct maru__rkey;
+struct maru__grant;
 struct maru__mapping;
 
 /* maru__remote_new - the remote path of @h (its config names an agent);
@@ -525,14 +525,15 @@ bool maru__remote_on(const struct maru__remote *r);
 bool maru__remote_may_switch(const struct maru__remote *r);
 void maru__remote_switch_on(struct maru__remote *r);
 /*
- * maru__remote_key_new - region @hd's key at the agent, asked for now
- * (its token is the capability).  Return: 0, -EACCES (the agent refused:
- * a bad token, a region gone), or a transport error.
+ * maru__remote_grant_new - region @hd granted to our session at the
+ * agent, asked for now (its token is the capability; asked again for
+ * each new session).  Return: 0, -EACCES (the agent refused: a bad
+ * token, a region gone), or a transport error.
  */
-int maru__remote_key_new(struct maru__remote *r,
-			 const struct maru_region_handle *hd,
-			 struct maru__rkey **out);
-void maru__remote_key_free(struct maru__remote *r, struct maru__rkey *k);
+int maru__remote_grant_new(struct maru__remote *r,
+			   const struct maru_region_handle *hd,
+			   struct maru__grant **out);
+void maru__remote_grant_free(struct maru__remote *r, struct maru__grant *k);
 
 /* one transfer: @len bytes at @off of mapping @m (a remote one) */
 struct maru__xfer {
@@ -750,7 +751,7 @@ struct maru__mapping {
 	/* owns: a remote region's grant at the agent (remote.c); then @addr
 	 * is private memory standing in for the pool, where pages are
 	 * written, and @rd (owns) a second one where reads land */
-	struct maru__rkey *remote;
+	struct maru__grant *remote;
 	uint8_t *rd;
 };
 

@@ -28,7 +28,7 @@
  * maru-server's when the config names none).  HELLO gives the agent's
  * UCX worker address, which one endpoint connects to, and a session id
  * every transfer names; ACCESS grants the session a region for its token
- * (the region's "key" here, asked once per region and session).  When the
+ * (struct maru__grant, asked once per region and session).  When the
  * endpoint fails (the agent died, the network dropped, a transfer timed
  * out) it is closed; the next transfer says HELLO again (ending the old
  * session first) and asks for each grant anew (@epoch).
@@ -60,8 +60,8 @@
 
 #include "agent_proto.h"
 
-struct maru__rkey {
-	struct maru__rkey *next, **pprev; /* the remote's list */
+struct maru__grant {
+	struct maru__grant *next, **pprev; /* the remote's list */
 	struct maru_region_handle hd;
 	uint64_t epoch; /* the session that has the grant (0: none) */
 };
@@ -94,7 +94,7 @@ struct maru__remote {
 	uint8_t dead[AGENT_SESSION_LEN]; /* a failed session to end at HELLO */
 	bool have_dead;
 	uint64_t epoch; /* bumped at each new session */
-	struct maru__rkey *keys;
+	struct maru__grant *keys;
 	int timeout_ms;
 	/* the transfers of the call in progress: seq base .. base + n */
 	struct op *ops;
@@ -376,7 +376,7 @@ void maru__remote_quiesce(struct maru__remote *r)
 
 void maru__remote_free(struct maru__remote *r)
 {
-	struct maru__rkey *k;
+	struct maru__grant *k;
 
 	if (!r)
 		return;
@@ -487,7 +487,7 @@ static int connect_locked(struct maru__remote *r)
 }
 
 /* @k granted to the current session (@lock held). Return: 0 or -errno */
-static int grant_locked(struct maru__remote *r, struct maru__rkey *k)
+static int grant_locked(struct maru__remote *r, struct maru__grant *k)
 {
 	struct agent_access_req q = {k->hd.region_id, k->hd.offset,
 				     k->hd.length, k->hd.auth_token};
@@ -515,11 +515,11 @@ static int grant_locked(struct maru__remote *r, struct maru__rkey *k)
 	return 0;
 }
 
-int maru__remote_key_new(struct maru__remote *r,
-			 const struct maru_region_handle *hd,
-			 struct maru__rkey **out)
+int maru__remote_grant_new(struct maru__remote *r,
+			   const struct maru_region_handle *hd,
+			   struct maru__grant **out)
 {
-	struct maru__rkey *k = calloc(1, sizeof(*k));
+	struct maru__grant *k = calloc(1, sizeof(*k));
 	int rc;
 
 	if (!k)
@@ -537,14 +537,14 @@ int maru__remote_key_new(struct maru__remote *r,
 		rc = grant_locked(r, k);
 	pthread_mutex_unlock(&r->lock);
 	if (rc < 0) {
-		maru__remote_key_free(r, k);
+		maru__remote_grant_free(r, k);
 		return rc;
 	}
 	*out = k;
 	return 0;
 }
 
-void maru__remote_key_free(struct maru__remote *r, struct maru__rkey *k)
+void maru__remote_grant_free(struct maru__remote *r, struct maru__grant *k)
 {
 	if (!k)
 		return;

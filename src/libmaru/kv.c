@@ -712,14 +712,24 @@ static int idx_retrieve(struct maru_handler *h, const struct maru_key *key,
 	return r;
 }
 
+/* is @l (a lookup's answer) still the entry view @v was read from, with
+ * registration number @ticket (0: any)? */
+static bool same_entry(const struct maru__lookup *l, const struct maru_view *v,
+		       uint64_t ticket)
+{
+	return l->found && l->has_handle &&
+	       l->handle.region_id == v->region_id &&
+	       l->kv_offset == v->offset && l->kv_length == v->len &&
+	       (ticket == 0 || l->kv_gen == ticket);
+}
+
 /*
- * A remote handler's hits are copies (remote.c): the pages are read with
- * ucp_get into the region's stand-in, then the lookups are asked again,
- * uncounted.  A key evicted, deleted or stored again while its page was
- * read is a miss (its view cleared), never bytes that were not its own.
- * Views into mappings of this host are left alone.
- * Return: the hits lost to the second look, or -errno (the fetched views
- * cleared).
+ * A remote handler's hits are copies (remote.c): the pages are read from
+ * the agent (GET) into the region's read mirror, then the lookups are
+ * asked again, uncounted.  A key evicted, deleted or stored again while its
+ * page was read is a miss (its view cleared), never bytes that were not its
+ * own. Views into mappings of this host are left alone. Return: the hits lost
+ * to the second look, or -errno (the fetched views cleared).
  */
 static int remote_fetch(struct maru_handler *h, const struct maru_key *keys,
 			struct maru_view *views, const uint64_t *gens, size_t n)
@@ -787,10 +797,8 @@ static int remote_fetch(struct maru_handler *h, const struct maru_key *keys,
 		const struct maru__lookup *l = &ents[j];
 		struct maru_view *v = &views[idx[j]];
 
-		if (j < r.entries_len && l->found && l->has_handle &&
-		    l->handle.region_id == v->region_id &&
-		    l->kv_offset == v->offset && l->kv_length == v->len &&
-		    (!gens || !gens[idx[j]] || l->kv_gen == gens[idx[j]]))
+		if (j < r.entries_len &&
+		    same_entry(l, v, gens ? gens[idx[j]] : 0))
 			continue;
 		ldbg(h,
 		     "remote read of region %" PRIu64 " at %" PRIu64
@@ -896,11 +904,7 @@ MARU_EXPORT int maru_kv_recheck(struct maru_handler *h,
 	if (rc < 0)
 		return rc;
 	/* the same entry: registration number and location */
-	return r.lookup.found && r.lookup.has_handle &&
-	       r.lookup.handle.region_id == v->region_id &&
-	       r.lookup.kv_offset == v->offset &&
-	       r.lookup.kv_length == v->len &&
-	       (ticket == 0 || r.lookup.kv_gen == ticket);
+	return same_entry(&r.lookup, v, ticket);
 }
 
 /* EXISTS_KV / PIN_KV / UNPIN_KV / DELETE_KV: one key, one boolean

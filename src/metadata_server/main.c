@@ -371,13 +371,6 @@ static int parse_args(int argc, char **argv, struct config *c)
 }
 
 /*
- * Protected by default (as Redis): without CURVE the metadata protocol
- * authenticates nobody, so a bind address other hosts can reach needs
- * CURVE or --insecure.
- * Return: true to go on.
- */
-
-/*
  * The KV event stream has no authentication at all (a PUB socket; CURVE
  * covers the request port only), and it names every key and instance: a
  * tcp:// endpoint other hosts can reach needs --insecure too.
@@ -407,6 +400,12 @@ static bool events_ok(const struct config *c)
 	return true;
 }
 
+/*
+ * Protected by default (as Redis): without CURVE the metadata protocol
+ * authenticates nobody, so a bind address other hosts can reach needs
+ * CURVE or --insecure.
+ * Return: true to go on.
+ */
 static bool insecure_ok(const struct config *c)
 {
 	if (!events_ok(c))

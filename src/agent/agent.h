@@ -124,8 +124,10 @@ int lend_access(struct agent *a, const struct agent_access_req *r,
 struct agent_region *lend_hold_locked(struct agent *a, uint64_t rid,
 				      uint64_t token, uint8_t **addr,
 				      uint64_t *len, ucp_mem_h *memh);
-/* lend_release - the transfer that held @r is done (takes @lock) */
+/* lend_release - the transfer that held @r is done (takes @lock; the
+ * _locked form with it held) */
 void lend_release(struct agent *a, struct agent_region *r);
+void lend_release_locked(struct agent *a, struct agent_region *r);
 /* lend_recheck - ask the resource manager about every region lent and
  * revoke those it no longer knows with their token; drop quarantined
  * ranges that have served their time */

@@ -380,11 +380,16 @@ struct agent_region *lend_hold_locked(struct agent *a, uint64_t rid,
 	return r;
 }
 
+void lend_release_locked(struct agent *a, struct agent_region *r)
+{
+	if (!--r->held && r->revoked_ms)
+		unregister_locked(a, r);
+}
+
 void lend_release(struct agent *a, struct agent_region *r)
 {
 	pthread_mutex_lock(&a->lock);
-	if (!--r->held && r->revoked_ms)
-		unregister_locked(a, r);
+	lend_release_locked(a, r);
 	pthread_mutex_unlock(&a->lock);
 }
 

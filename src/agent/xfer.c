@@ -313,9 +313,7 @@ static int check_locked(struct agent *a, const struct agent_am_req *q,
 	if (!*held)
 		return -EACCES; /* revoked */
 	if (q->offset > len || q->length > len - q->offset) {
-		pthread_mutex_unlock(&a->lock);
-		lend_release(a, *held);
-		pthread_mutex_lock(&a->lock);
+		lend_release_locked(a, *held);
 		*held = NULL;
 		return -ERANGE;
 	}

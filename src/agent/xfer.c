@@ -69,7 +69,8 @@ struct reply {
 	ucp_ep_h ep;
 	uint64_t seq;
 	size_t len;
-	uint8_t hdr[AGENT_AM_REP_LEN];
+	uint8_t hdr[AGENT_AM_REP_MAX];
+	size_t hdr_len;
 };
 
 /* the session named @id, ended or not (@lock held) */
@@ -253,7 +254,7 @@ static void send_reply(struct agent *a, struct reply *r, unsigned id,
 		p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
 		p.memh = memh;
 	}
-	req = ucp_am_send_nbx(r->ep, id, r->hdr, sizeof(r->hdr), data,
+	req = ucp_am_send_nbx(r->ep, id, r->hdr, r->hdr_len, data,
 			      data ? r->len : 0, &p);
 	if (req == NULL) {
 		reply_free(r);
@@ -275,7 +276,7 @@ static struct reply *new_reply(struct agent *a, ucp_ep_h ep, uint64_t seq,
 	r->a = a;
 	r->ep = ep;
 	r->seq = seq;
-	agent_am_rep_encode(&h, r->hdr);
+	r->hdr_len = agent_am_rep_encode(&h, r->hdr);
 	return r;
 }
 
@@ -348,7 +349,7 @@ static void put_received(void *req, ucs_status_t st, size_t len, void *arg)
 
 	(void)len;
 	ucp_request_free(req);
-	agent_am_rep_encode(&h, r->hdr);
+	r->hdr_len = agent_am_rep_encode(&h, r->hdr);
 	put_landed(r->a, r);
 }
 
@@ -418,7 +419,7 @@ static ucs_status_t on_put(void *arg, const void *header, size_t hlen,
 	} else if (UCS_PTR_IS_ERR(req)) {
 		struct agent_am_rep h = {q.seq, -EIO};
 
-		agent_am_rep_encode(&h, r->hdr);
+		r->hdr_len = agent_am_rep_encode(&h, r->hdr);
 		put_landed(a, r);
 		return UCS_OK; /* (UCX keeps nothing of it) */
 	}

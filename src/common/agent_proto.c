@@ -193,69 +193,138 @@ int agent_decode_hello(const uint8_t *p, size_t n, const uint8_t **supersede)
 	return 0;
 }
 
-static uint64_t get_le64(const uint8_t *p)
+/* @w's bytes into @out (@cap); Return: their length (0: they do not fit,
+ * which a caller's fixed sizes rule out) */
+static size_t take(struct buf *b, int err, uint8_t *out, size_t cap)
 {
-	uint64_t v = 0;
-	int i;
+	size_t n = !err && b->len <= cap ? b->len : 0;
 
-	for (i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 0; i < 8; i++, v >>= 8)
-		p[i] = (uint8_t)v;
+	if (n)
+		memcpy(out, b->data, n);
+	buf_free(b);
+	return n;
 }
 
 int agent_am_req_decode(const void *p, size_t n, struct agent_am_req *r)
 {
-	const uint8_t *b = p;
+	enum {
+		F_SESSION = 1,
+		F_REGION = 2,
+		F_OFFSET = 4,
+		F_LENGTH = 8,
+		F_SEQ = 16
+	};
+	unsigned seen = 0;
+	struct mp_val m, k, v;
+	struct mp_rd rd;
+	uint32_t i;
+	int rc;
 
-	if (n != AGENT_AM_REQ_LEN || !p)
+	memset(r, 0, sizeof(*r));
+	if (!p || n > AGENT_AM_REQ_MAX)
 		return -EPROTO;
-	memcpy(r->session, b, AGENT_SESSION_LEN);
-	r->region_id = get_le64(b + 16);
-	r->offset = get_le64(b + 24);
-	r->length = get_le64(b + 32);
-	r->seq = get_le64(b + 40);
-	if (!r->length || r->length > AGENT_REGION_MAX ||
+	mp_rd_init(&rd, p, n);
+	if (mp_read(&rd, &m) < 0 || m.type != MP_MAP)
+		return -EPROTO;
+	for (i = 0; i < m.n; i++) {
+		if (mp_read(&rd, &k) < 0 || mp_skip_rest(&rd, &k) < 0)
+			return -EPROTO;
+		rc = 0;
+		if (key_is(&k, "session")) {
+			if (mp_read(&rd, &v) < 0 || v.type != MP_BIN ||
+			    v.len != AGENT_SESSION_LEN)
+				return -EPROTO;
+			memcpy(r->session, v.ptr, AGENT_SESSION_LEN);
+			seen |= F_SESSION;
+		} else if (key_is(&k, "region_id")) {
+			rc = read_uint(&rd, &r->region_id);
+			seen |= F_REGION;
+		} else if (key_is(&k, "offset")) {
+			rc = read_uint(&rd, &r->offset);
+			seen |= F_OFFSET;
+		} else if (key_is(&k, "length")) {
+			rc = read_uint(&rd, &r->length);
+			seen |= F_LENGTH;
+		} else if (key_is(&k, "seq")) {
+			rc = read_uint(&rd, &r->seq);
+			seen |= F_SEQ;
+		} else if (mp_skip(&rd) < 0) {
+			return -EPROTO;
+		}
+		if (rc < 0)
+			return -EPROTO;
+	}
+	if (seen != (F_SESSION | F_REGION | F_OFFSET | F_LENGTH | F_SEQ) ||
+	    !r->length || r->length > AGENT_REGION_MAX ||
 	    r->offset > UINT64_MAX - r->length)
 		return -EPROTO;
 	return 0;
 }
 
-void agent_am_req_encode(const struct agent_am_req *r,
-			 uint8_t out[AGENT_AM_REQ_LEN])
+size_t agent_am_req_encode(const struct agent_am_req *r,
+			   uint8_t out[AGENT_AM_REQ_MAX])
 {
-	memcpy(out, r->session, AGENT_SESSION_LEN);
-	put_le64(out + 16, r->region_id);
-	put_le64(out + 24, r->offset);
-	put_le64(out + 32, r->length);
-	put_le64(out + 40, r->seq);
+	struct buf b = {0};
+	struct mp_wr w = {&b, 0};
+
+	mp_put_map(&w, 5);
+	mp_put_key(&w, "session");
+	mp_put_bin(&w, r->session, AGENT_SESSION_LEN);
+	mp_put_key(&w, "region_id");
+	mp_put_uint(&w, r->region_id);
+	mp_put_key(&w, "offset");
+	mp_put_uint(&w, r->offset);
+	mp_put_key(&w, "length");
+	mp_put_uint(&w, r->length);
+	mp_put_key(&w, "seq");
+	mp_put_uint(&w, r->seq);
+	return take(&b, w.err, out, AGENT_AM_REQ_MAX);
 }
 
 int agent_am_rep_decode(const void *p, size_t n, struct agent_am_rep *r)
 {
-	const uint8_t *b = p;
-	uint64_t st;
+	bool have_seq = false;
+	struct mp_val m, k, v;
+	struct mp_rd rd;
+	uint32_t i;
 
-	if (n != AGENT_AM_REP_LEN || !p)
+	memset(r, 0, sizeof(*r));
+	if (!p || n > AGENT_AM_REP_MAX)
 		return -EPROTO;
-	r->seq = get_le64(b);
-	st = get_le64(b + 8) & 0xffffffffu;
-	r->status = (int32_t)(uint32_t)st;
-	if (r->status > 0)
+	mp_rd_init(&rd, p, n);
+	if (mp_read(&rd, &m) < 0 || m.type != MP_MAP)
 		return -EPROTO;
-	return 0;
+	for (i = 0; i < m.n; i++) {
+		if (mp_read(&rd, &k) < 0 || mp_skip_rest(&rd, &k) < 0)
+			return -EPROTO;
+		if (key_is(&k, "seq")) {
+			if (read_uint(&rd, &r->seq) < 0)
+				return -EPROTO;
+			have_seq = true;
+		} else if (key_is(&k, "status")) {
+			if (mp_read(&rd, &v) < 0 ||
+			    !(v.type == MP_NINT ||
+			      (v.type == MP_UINT && !v.u)) ||
+			    (v.type == MP_NINT && v.i < INT32_MIN))
+				return -EPROTO;
+			r->status = v.type == MP_NINT ? (int32_t)v.i : 0;
+		} else if (mp_skip(&rd) < 0) {
+			return -EPROTO;
+		}
+	}
+	return have_seq ? 0 : -EPROTO;
 }
 
-void agent_am_rep_encode(const struct agent_am_rep *r,
-			 uint8_t out[AGENT_AM_REP_LEN])
+size_t agent_am_rep_encode(const struct agent_am_rep *r,
+			   uint8_t out[AGENT_AM_REP_MAX])
 {
-	put_le64(out, r->seq);
-	put_le64(out + 8, (uint32_t)r->status);
+	struct buf b = {0};
+	struct mp_wr w = {&b, 0};
+
+	mp_put_map(&w, 2);
+	mp_put_key(&w, "seq");
+	mp_put_uint(&w, r->seq);
+	mp_put_key(&w, "status");
+	mp_put_int(&w, r->status);
+	return take(&b, w.err, out, AGENT_AM_REP_MAX);
 }

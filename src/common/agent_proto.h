@@ -33,9 +33,10 @@
  *   GET  (client -> agent) header agent_am_req, no data; answered by
  *        DATA: header agent_am_rep, data: the bytes (status 0), or no
  *        data (status < 0).
- * The request header is 48 bytes, little-endian: session (16), region_id,
- * offset (in the region), length, seq (the client's, echoed); the reply
- * header 16: seq, status (0 or -errno), 4 reserved bytes.
+ * The request header is a MessagePack map {session: bin16, region_id,
+ * offset (in the region), length, seq (the client's, echoed)}, the reply
+ * header {seq, status: 0 or -errno}: the same MessagePack as everything
+ * else, at most AGENT_AM_REQ_MAX / AGENT_AM_REP_MAX bytes.
  *
  * The decoders face the network (fuzz_agent_proto): they read with the
  * project's bounds-checked reader (msgpk.h), skip unknown keys, and take
@@ -68,8 +69,8 @@ enum agent_am_id {
 };
 
 #define AGENT_SESSION_LEN 16
-#define AGENT_AM_REQ_LEN 48
-#define AGENT_AM_REP_LEN 16
+#define AGENT_AM_REQ_MAX 96 /* a transfer's header, encoded */
+#define AGENT_AM_REP_MAX 32 /* a reply's header, encoded */
 
 struct agent_am_req {
 	uint8_t session[AGENT_SESSION_LEN];
@@ -85,15 +86,17 @@ struct agent_am_rep {
 };
 
 /* agent_am_req_decode - a transfer's header.  Return: 0, or -EPROTO (not
- * exactly AGENT_AM_REQ_LEN bytes, a length of 0 or past
- * AGENT_REGION_MAX, an end that overflows) */
+ * a map of the five fields, a length of 0 or past AGENT_REGION_MAX, an
+ * end that overflows) */
 int agent_am_req_decode(const void *p, size_t n, struct agent_am_req *r);
-void agent_am_req_encode(const struct agent_am_req *r,
-			 uint8_t out[AGENT_AM_REQ_LEN]);
-/* agent_am_rep_decode - a reply's header.  Return: 0 or -EPROTO */
+/* agent_am_req_encode - @r into @out; Return: its length */
+size_t agent_am_req_encode(const struct agent_am_req *r,
+			   uint8_t out[AGENT_AM_REQ_MAX]);
+/* agent_am_rep_decode - a reply's header.  Return: 0 or -EPROTO (not a
+ * map with seq, a status that is not 0 or negative) */
 int agent_am_rep_decode(const void *p, size_t n, struct agent_am_rep *r);
-void agent_am_rep_encode(const struct agent_am_rep *r,
-			 uint8_t out[AGENT_AM_REP_LEN]);
+size_t agent_am_rep_encode(const struct agent_am_rep *r,
+			   uint8_t out[AGENT_AM_REP_MAX]);
 
 #define AGENT_DEFAULT_PORT 5570
 #define AGENT_MSG_MAX (64u << 10)     /* the largest request or reply */

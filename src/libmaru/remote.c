@@ -75,7 +75,8 @@ struct op {
 	bool replied;	/* ACK, or DATA received */
 	bool receiving; /* DATA's bytes are arriving (rendezvous) */
 	int status;	/* the agent's, or ours */
-	uint8_t hdr[AGENT_AM_REQ_LEN];
+	uint8_t hdr[AGENT_AM_REQ_MAX];
+	size_t hdr_len;
 };
 
 struct maru__remote {
@@ -656,12 +657,11 @@ int maru__remote_xfer(struct maru__remote *r, const struct maru__xfer *x,
 					  .length = x[i].len,
 					  .seq = r->seq_base + i};
 		memcpy(q.session, r->session, sizeof(q.session));
-		agent_am_req_encode(&q, o->hdr);
+		o->hdr_len = agent_am_req_encode(&q, o->hdr);
 		p.user_data = o;
 		req = ucp_am_send_nbx(r->ep, put ? AGENT_AM_PUT : AGENT_AM_GET,
-				      o->hdr, sizeof(o->hdr),
-				      put ? o->buf : NULL, put ? o->len : 0,
-				      &p);
+				      o->hdr, o->hdr_len, put ? o->buf : NULL,
+				      put ? o->len : 0, &p);
 		if (UCS_PTR_IS_ERR(req)) {
 			o->status = -ECONNRESET;
 			o->replied = true;

@@ -179,7 +179,8 @@ int main(int argc, char **argv)
 	if ((!strcmp(argv[2], "am-put") || !strcmp(argv[2], "am-get")) &&
 	    argc == 7) {
 		struct agent_am_req q = {0};
-		uint8_t hdr[AGENT_AM_REQ_LEN];
+		uint8_t hdr[AGENT_AM_REQ_MAX];
+		size_t hlen;
 		int put = argv[2][3] == 'p';
 		size_t n;
 
@@ -192,11 +193,11 @@ int main(int argc, char **argv)
 			n = (size_t)strtoull(argv[6], NULL, 0);
 		q.length = n;
 		q.seq = 7;
-		agent_am_req_encode(&q, hdr);
+		hlen = agent_am_req_encode(&q, hdr);
 		p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
 		p.flags = UCP_AM_SEND_FLAG_REPLY;
 		st = wait_req(ucp_am_send_nbx(
-			e, put ? AGENT_AM_PUT : AGENT_AM_GET, hdr, sizeof(hdr),
+			e, put ? AGENT_AM_PUT : AGENT_AM_GET, hdr, hlen,
 			put ? buf : NULL, put ? n : 0, &p));
 		end = now_ms() + 3000;
 		while (!got && now_ms() < end)
